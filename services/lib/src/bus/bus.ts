@@ -1,0 +1,143 @@
+/**
+ * The bus: the only way Punk's services talk to each other.
+ *
+ * One interface, two implementations: in-process (embedded mode, one process)
+ * and NATS with JetStream (every replica count). Callers never see which one
+ * they hold. Payloads are JSON values; they are encoded on send and decoded on
+ * receipt, so nothing is shared by reference even in-process.
+ *
+ * Subject, stream, consumer and queue names are never spelled outside
+ * `contracts.ts`.
+ */
+
+/** Optional message headers (for example a W3C `traceparent`). */
+export type BusHeaders = Record<string, string>;
+
+/** A live subscription or responder; `unsubscribe` stops delivery. */
+export interface BusSubscription {
+  unsubscribe(): Promise<void>;
+}
+
+/** Options of a request. */
+export interface RequestOptions {
+  /** Deadline in milliseconds; past it the request rejects with `BusTimeout`. */
+  timeoutMs: number;
+  headers?: BusHeaders;
+}
+
+/** Options of a responder. */
+export interface ServeOptions {
+  /** Queue group: each request goes to one member of the group. */
+  queue?: string;
+}
+
+/** What a responder or subscriber learns about a received message. */
+export interface BusMessageInfo {
+  subject: string;
+  headers: BusHeaders;
+}
+
+/**
+ * Answers requests on a subject. The returned value is the reply; a thrown
+ * `PunkError` reaches the requester as a `PunkError` with the same code and
+ * message; any other thrown value reaches it as `BusHandlerFailed`.
+ */
+export type RequestHandler = (data: unknown, info: BusMessageInfo) => Promise<unknown>;
+
+/** Receives broadcast messages. Errors it throws are logged, never propagated. */
+export type MessageHandler = (data: unknown, info: BusMessageInfo) => void | Promise<void>;
+
+/** A message stored in a stream, as delivered to a durable consumer. */
+export interface StreamMessage {
+  /** Position in the stream, starting at 1. */
+  seq: number;
+  subject: string;
+  /** The `msgId` it was appended with. */
+  msgId: string;
+  data: unknown;
+  headers: BusHeaders;
+  /** How many times it has been delivered to this consumer (1 on first delivery). */
+  deliveryCount: number;
+}
+
+/** Result of a durable append. */
+export interface AppendAck {
+  /** Stream sequence of the stored message (of the earlier copy when `duplicate`). */
+  seq: number;
+  /** True when a message with the same `msgId` was already stored: nothing was stored twice. */
+  duplicate: boolean;
+}
+
+/**
+ * Handles a batch of stream messages. Resolving acknowledges every message of
+ * the batch; throwing leaves them unacknowledged so they are delivered again
+ * (after a back-off), in order.
+ */
+export type BatchHandler = (messages: StreamMessage[]) => Promise<void>;
+
+/** Options of a durable consumer. */
+export interface ConsumeOptions {
+  /** Most messages handed to one handler call. */
+  maxBatch?: number;
+}
+
+/** A running durable consumer. */
+export interface BusConsumer {
+  /** Stops delivery; resolves once the handler call in progress, if any, has finished. */
+  stop(): Promise<void>;
+}
+
+/** Description of a stream, created idempotently by `ensureStream`. */
+export interface StreamConfig {
+  name: string;
+  subjects: string[];
+  /** Window in milliseconds within which a repeated `msgId` is recognised as a duplicate. */
+  duplicateWindowMs: number;
+}
+
+/** The bus every Punk component depends on. */
+export interface Bus {
+  /**
+   * Sends a request and waits for one reply.
+   * @throws PunkError `BusTimeout` past `timeoutMs`, `BusNoResponders` when nobody serves the subject,
+   *   or the responder's error (same code and message).
+   */
+  request(subject: string, data: unknown, options: RequestOptions): Promise<unknown>;
+  /** Serves requests on a subject, optionally as one member of a queue group. */
+  serve(subject: string, handler: RequestHandler, options?: ServeOptions): Promise<BusSubscription>;
+  /** Broadcasts a message to every subscriber of the subject (at most once, no acknowledgement). */
+  publish(subject: string, data: unknown, headers?: BusHeaders): Promise<void>;
+  /** Subscribes to a subject; `*` matches one token and `>` the rest, as in NATS. */
+  subscribe(subject: string, handler: MessageHandler): Promise<BusSubscription>;
+  /** Creates a stream if it does not exist; a no-op when it does. */
+  ensureStream(config: StreamConfig): Promise<void>;
+  /**
+   * Appends a message to a stream and resolves once it is stored durably.
+   * A repeated `msgId` within the stream's duplicate window is acknowledged
+   * without being stored again.
+   * @throws PunkError `BusStreamNotFound` when no stream captures the subject; `BusTimeout` when storage does not answer in time.
+   */
+  append(subject: string, data: unknown, options: { msgId: string; headers?: BusHeaders; timeoutMs?: number }): Promise<AppendAck>;
+  /**
+   * Starts (or resumes) a durable consumer: every message appended to the stream
+   * is handed to `handler` at least once, in order, until acknowledged.
+   */
+  consume(stream: string, durable: string, handler: BatchHandler, options?: ConsumeOptions): Promise<BusConsumer>;
+  /** True while the bus can carry messages (a NATS connection is up). */
+  isConnected(): boolean;
+  /** Stops every subscription and consumer and releases the connection. */
+  close(): Promise<void>;
+}
+
+/** Tests a NATS-style subject pattern (`*` one token, `>` one or more trailing tokens) against a subject. */
+export function subjectMatches(pattern: string, subject: string): boolean {
+  const p = pattern.split('.');
+  const s = subject.split('.');
+  for (let i = 0; i < p.length; i++) {
+    const token = p[i];
+    if (token === '>') return s.length > i;
+    if (i >= s.length) return false;
+    if (token !== '*' && token !== s[i]) return false;
+  }
+  return p.length === s.length;
+}

@@ -1,0 +1,272 @@
+import { PunkError } from '../errors.js';
+import type { Logger } from '../log.js';
+import {
+  subjectMatches,
+  type AppendAck,
+  type BatchHandler,
+  type Bus,
+  type BusConsumer,
+  type BusHeaders,
+  type BusSubscription,
+  type ConsumeOptions,
+  type MessageHandler,
+  type RequestHandler,
+  type RequestOptions,
+  type ServeOptions,
+  type StreamConfig,
+  type StreamMessage,
+} from './bus.js';
+
+interface Responder {
+  subject: string;
+  queue: string | undefined;
+  handler: RequestHandler;
+}
+
+interface Subscriber {
+  pattern: string;
+  handler: MessageHandler;
+}
+
+interface StoredMessage {
+  seq: number;
+  subject: string;
+  msgId: string;
+  payload: string;
+  headers: BusHeaders;
+  storedAt: number;
+}
+
+interface MemoryStream {
+  config: StreamConfig;
+  messages: StoredMessage[];
+  lastSeq: number;
+  /** msgId -> [seq, storedAt] within the duplicate window. */
+  recentIds: Map<string, { seq: number; storedAt: number }>;
+  consumers: Map<string, MemoryConsumerState>;
+}
+
+interface MemoryConsumerState {
+  /** Highest acknowledged sequence. */
+  ackFloor: number;
+  deliveries: Map<number, number>;
+  running: boolean;
+  wake: (() => void) | undefined;
+  loop: Promise<void> | undefined;
+}
+
+const REDELIVERY_BACKOFF_MS = [100, 250, 500, 1000, 2000, 5000];
+
+/** Wire round trip of a payload: the in-process bus shares nothing by reference. */
+function encode(data: unknown): string {
+  const text = JSON.stringify(data);
+  if (text === undefined) throw new PunkError('BusInvalidPayload', 'bus payload must be a JSON value');
+  return text;
+}
+
+/**
+ * The in-process bus of embedded mode: one process, no network. It keeps the
+ * semantics of the NATS implementation (queue groups, deadlines, durable
+ * streams with duplicate detection and at-least-once consumers) so callers
+ * behave the same on both. Stream contents live in memory only.
+ */
+export class MemoryBus implements Bus {
+  private readonly responders: Responder[] = [];
+  private readonly subscribers: Subscriber[] = [];
+  private readonly streams = new Map<string, MemoryStream>();
+  private readonly queueCursor = new Map<string, number>();
+  private closed = false;
+
+  constructor(private readonly log?: Logger) {}
+
+  async request(subject: string, data: unknown, options: RequestOptions): Promise<unknown> {
+    this.assertOpen();
+    const payload = encode(data);
+    const candidates = this.responders.filter(r => r.subject === subject);
+    if (candidates.length === 0) {
+      throw new PunkError('BusNoResponders', `no service answers requests on ${subject}`);
+    }
+    const responder = this.pickResponder(subject, candidates);
+    const info = { subject, headers: { ...options.headers } };
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new PunkError('BusTimeout', `request on ${subject} got no reply within ${options.timeoutMs} ms`)),
+        options.timeoutMs,
+      );
+    });
+    const reply = (async () => {
+      try {
+        const result = await responder.handler(JSON.parse(payload), info);
+        return { ok: true as const, body: result === undefined ? null : JSON.parse(encode(result)) };
+      } catch (error) {
+        if (error instanceof PunkError) {
+          return { ok: false as const, code: error.code, message: error.message, details: error.details };
+        }
+        this.log?.error({ err: error, subject }, 'bus request handler failed');
+        return { ok: false as const, code: 'BusHandlerFailed', message: `the service answering ${subject} failed: ${(error as Error)?.message ?? String(error)}`, details: undefined };
+      }
+    })();
+    try {
+      const outcome = await Promise.race([reply, deadline]);
+      if (outcome.ok) return outcome.body;
+      throw new PunkError(outcome.code, outcome.message, outcome.details);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async serve(subject: string, handler: RequestHandler, options: ServeOptions = {}): Promise<BusSubscription> {
+    this.assertOpen();
+    const responder: Responder = { subject, queue: options.queue, handler };
+    this.responders.push(responder);
+    return { unsubscribe: async () => remove(this.responders, responder) };
+  }
+
+  async publish(subject: string, data: unknown, headers: BusHeaders = {}): Promise<void> {
+    this.assertOpen();
+    const payload = encode(data);
+    for (const subscriber of this.subscribers.filter(s => subjectMatches(s.pattern, subject))) {
+      // Delivery is asynchronous, as over the network: the publisher never waits for subscribers.
+      queueMicrotask(() => {
+        Promise.resolve()
+          .then(() => subscriber.handler(JSON.parse(payload), { subject, headers: { ...headers } }))
+          .catch(error => this.log?.error({ err: error, subject }, 'bus subscriber failed'));
+      });
+    }
+  }
+
+  async subscribe(subject: string, handler: MessageHandler): Promise<BusSubscription> {
+    this.assertOpen();
+    const subscriber: Subscriber = { pattern: subject, handler };
+    this.subscribers.push(subscriber);
+    return { unsubscribe: async () => remove(this.subscribers, subscriber) };
+  }
+
+  async ensureStream(config: StreamConfig): Promise<void> {
+    this.assertOpen();
+    if (!this.streams.has(config.name)) {
+      this.streams.set(config.name, { config, messages: [], lastSeq: 0, recentIds: new Map(), consumers: new Map() });
+    }
+  }
+
+  async append(subject: string, data: unknown, options: { msgId: string; headers?: BusHeaders }): Promise<AppendAck> {
+    this.assertOpen();
+    const stream = [...this.streams.values()].find(s => s.config.subjects.some(p => subjectMatches(p, subject)));
+    if (!stream) throw new PunkError('BusStreamNotFound', `no stream captures subject ${subject}`);
+    const payload = encode(data);
+    const now = Date.now();
+    for (const [id, entry] of stream.recentIds) {
+      if (now - entry.storedAt > stream.config.duplicateWindowMs) stream.recentIds.delete(id);
+      else break;
+    }
+    const earlier = stream.recentIds.get(options.msgId);
+    if (earlier) return { seq: earlier.seq, duplicate: true };
+    const seq = ++stream.lastSeq;
+    stream.messages.push({ seq, subject, msgId: options.msgId, payload, headers: { ...options.headers }, storedAt: now });
+    stream.recentIds.set(options.msgId, { seq, storedAt: now });
+    for (const consumer of stream.consumers.values()) consumer.wake?.();
+    return { seq, duplicate: false };
+  }
+
+  async consume(streamName: string, durable: string, handler: BatchHandler, options: ConsumeOptions = {}): Promise<BusConsumer> {
+    this.assertOpen();
+    const stream = this.streams.get(streamName);
+    if (!stream) throw new PunkError('BusStreamNotFound', `stream ${streamName} does not exist`);
+    let state = stream.consumers.get(durable);
+    if (state?.running) throw new PunkError('BusConsumerBusy', `consumer ${durable} of ${streamName} is already running in this process`);
+    if (!state) {
+      state = { ackFloor: 0, deliveries: new Map(), running: false, wake: undefined, loop: undefined };
+      stream.consumers.set(durable, state);
+    }
+    const consumer = state;
+    consumer.running = true;
+    const maxBatch = options.maxBatch ?? 100;
+    consumer.loop = (async () => {
+      let failures = 0;
+      while (consumer.running) {
+        const pending = stream.messages.filter(m => m.seq > consumer.ackFloor).slice(0, maxBatch);
+        if (pending.length === 0) {
+          await new Promise<void>(resolve => (consumer.wake = resolve));
+          consumer.wake = undefined;
+          continue;
+        }
+        const batch: StreamMessage[] = pending.map(m => {
+          const count = (consumer.deliveries.get(m.seq) ?? 0) + 1;
+          consumer.deliveries.set(m.seq, count);
+          return { seq: m.seq, subject: m.subject, msgId: m.msgId, data: JSON.parse(m.payload), headers: { ...m.headers }, deliveryCount: count };
+        });
+        try {
+          await handler(batch);
+          failures = 0;
+          const last = pending[pending.length - 1]!.seq;
+          consumer.ackFloor = last;
+          for (const m of pending) consumer.deliveries.delete(m.seq);
+          this.trim(stream);
+        } catch (error) {
+          const delay = REDELIVERY_BACKOFF_MS[Math.min(failures++, REDELIVERY_BACKOFF_MS.length - 1)]!;
+          this.log?.warn({ err: error, stream: streamName, durable, delayMs: delay }, 'consumer batch failed; will redeliver');
+          await new Promise<void>(resolve => {
+            const timer = setTimeout(resolve, delay);
+            consumer.wake = () => {
+              clearTimeout(timer);
+              resolve();
+            };
+          });
+          consumer.wake = undefined;
+        }
+      }
+    })();
+    return {
+      stop: async () => {
+        consumer.running = false;
+        consumer.wake?.();
+        await consumer.loop;
+      },
+    };
+  }
+
+  isConnected(): boolean {
+    return !this.closed;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    const loops: Promise<void>[] = [];
+    for (const stream of this.streams.values()) {
+      for (const consumer of stream.consumers.values()) {
+        consumer.running = false;
+        consumer.wake?.();
+        if (consumer.loop) loops.push(consumer.loop);
+      }
+    }
+    this.responders.length = 0;
+    this.subscribers.length = 0;
+    await Promise.all(loops);
+  }
+
+  /** Drops messages every consumer has acknowledged. */
+  private trim(stream: MemoryStream): void {
+    const floor = Math.min(...[...stream.consumers.values()].map(c => c.ackFloor));
+    const index = stream.messages.findIndex(m => m.seq > floor);
+    stream.messages.splice(0, index === -1 ? stream.messages.length : index);
+  }
+
+  private pickResponder(subject: string, candidates: Responder[]): Responder {
+    // Plain subscribers each get the request in NATS; the first reply wins. With one
+    // reply path here, prefer round-robin inside the queue group (the shape we use).
+    const cursor = this.queueCursor.get(subject) ?? 0;
+    this.queueCursor.set(subject, cursor + 1);
+    return candidates[cursor % candidates.length]!;
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new PunkError('BusClosed', 'the bus is closed');
+  }
+}
+
+function remove<T>(list: T[], item: T): void {
+  const index = list.indexOf(item);
+  if (index !== -1) list.splice(index, 1);
+}

@@ -1,0 +1,82 @@
+import { z } from 'zod';
+import { PunkError } from './errors.js';
+
+const port = z.coerce.number().int().min(0).max(65535);
+const positiveInt = z.coerce.number().int().positive();
+const logLevel = z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']);
+
+/**
+ * Every setting Punk reads from the environment, with its `PUNK_*` variable,
+ * default and validation. The README's configuration reference mirrors this table.
+ */
+export const configSchema = z.object({
+  /** `PUNK_LOG_LEVEL`: pino level. */
+  logLevel: logLevel.default('info'),
+  /** `PUNK_HOST`: address the HTTP listener binds. */
+  host: z.string().min(1).default('127.0.0.1'),
+  /** `PUNK_PORT`: port of the HTTP listener (0 picks a free one). */
+  port: port.default(4100),
+  /** `PUNK_DATA_DIR`: PGlite directory for the embedded database. */
+  dataDir: z.string().min(1).default('.punk/data'),
+  /** `PUNK_DATABASE_URL`: a Postgres URL; when set, replaces the embedded PGlite database. */
+  databaseUrl: z.string().url().optional(),
+  /** `PUNK_MANIFESTS`: directory of McpServer manifests served by `punk up`. */
+  manifests: z.string().min(1).default('examples'),
+  /** `PUNK_TENANT`: tenant (namespace) of manifests that name none. */
+  tenant: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a DNS label (lower-case letters, digits, -)').default('default'),
+  /** `PUNK_MAX_BODY_BYTES`: largest accepted HTTP request body, in bytes. */
+  maxBodyBytes: positiveInt.default(1024 * 1024),
+  /** `PUNK_CALL_TIMEOUT_MS`: default deadline of one upstream call, in milliseconds. */
+  callTimeoutMs: positiveInt.default(60_000),
+  /** `PUNK_SERVER_START_TIMEOUT_MS`: how long a server may take to start and answer its handshake, in milliseconds. */
+  serverStartTimeoutMs: positiveInt.default(30_000),
+  /** `PUNK_NATS_URL`: NATS server URL (distributed mode). */
+  natsUrl: z.string().min(1).optional(),
+});
+
+/** Validated configuration. */
+export type PunkConfig = z.infer<typeof configSchema>;
+
+const envNames: Record<keyof PunkConfig, string> = {
+  logLevel: 'PUNK_LOG_LEVEL',
+  host: 'PUNK_HOST',
+  port: 'PUNK_PORT',
+  dataDir: 'PUNK_DATA_DIR',
+  databaseUrl: 'PUNK_DATABASE_URL',
+  manifests: 'PUNK_MANIFESTS',
+  tenant: 'PUNK_TENANT',
+  maxBodyBytes: 'PUNK_MAX_BODY_BYTES',
+  callTimeoutMs: 'PUNK_CALL_TIMEOUT_MS',
+  serverStartTimeoutMs: 'PUNK_SERVER_START_TIMEOUT_MS',
+  natsUrl: 'PUNK_NATS_URL',
+};
+
+/** The environment variable that sets each configuration key. */
+export function envNameOf(key: keyof PunkConfig): string {
+  return envNames[key];
+}
+
+/**
+ * Reads and validates configuration from `PUNK_*` environment variables,
+ * then applies `overrides` (command-line flags win over the environment).
+ *
+ * @throws PunkError `InvalidConfig` listing every bad variable with its value and the rule it broke.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<PunkConfig> = {}): PunkConfig {
+  const raw: Record<string, unknown> = {};
+  for (const [key, name] of Object.entries(envNames)) {
+    const value = env[name];
+    if (value !== undefined && value !== '') raw[key] = value;
+  }
+  for (const [key, value] of Object.entries(overrides)) {
+    if (value !== undefined) raw[key] = value;
+  }
+  const parsed = configSchema.safeParse(raw);
+  if (parsed.success) return parsed.data;
+  const problems = parsed.error.issues.map(issue => {
+    const key = String(issue.path[0]) as keyof PunkConfig;
+    const name = envNames[key] ?? key;
+    return `${name}=${JSON.stringify(raw[key])}: ${issue.message}`;
+  });
+  throw new PunkError('InvalidConfig', `invalid configuration: ${problems.join('; ')}`, { problems });
+}

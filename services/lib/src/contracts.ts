@@ -1,0 +1,236 @@
+/**
+ * Every bus subject, stream, consumer and queue group of Punk, with the
+ * contract of each message. Nobody else spells a subject string; every
+ * message is validated on receipt against the schema named here.
+ * docs/bus.md documents the same table for people.
+ */
+import { z } from 'zod';
+import type { Bus, BusHeaders, StreamConfig } from './bus/bus.js';
+import { PunkError } from './errors.js';
+
+/** Subjects of the bus. */
+export const subjects = {
+  /** Request/reply, queue group `gateway`: catalog listings, tools/call, resources/read, prompts/get. */
+  gatewayCall: 'punk.gateway.call',
+  /** Request/reply, queue group `governance`: one decision before an upstream call. */
+  governanceCheck: 'punk.governance.check',
+  /** Durable append to the ledger stream: trace events. */
+  ledgerEvents: 'punk.ledger.events',
+  /** Broadcast: a server's registration or state changed; catalogs refresh. */
+  registryChanged: 'punk.registry.changed',
+} as const;
+
+/** Queue groups: one member of a group answers each request. */
+export const queues = {
+  gateway: 'gateway',
+  governance: 'governance',
+} as const;
+
+/** Streams, created idempotently at start-up. */
+export const streams = {
+  ledger: { name: 'PUNK_LEDGER', subjects: [subjects.ledgerEvents], duplicateWindowMs: 10 * 60_000 } satisfies StreamConfig,
+} as const;
+
+/** Durable consumers. */
+export const consumers = {
+  /** The ledger's writer of trace events into Postgres. */
+  ledgerWriter: 'ledger-writer',
+} as const;
+
+/** Deadlines of the request subjects, in milliseconds. */
+export const deadlines = {
+  governanceCheckMs: 5_000,
+  catalogMs: 10_000,
+} as const;
+
+// ---------------------------------------------------------------- shared parts
+
+/** Who is calling: subject (user or client id), tenant, groups. */
+export const principalSchema = z.object({
+  subject: z.string().min(1),
+  tenant: z.string().min(1),
+  groups: z.array(z.string()).default([]),
+});
+export type Principal = z.infer<typeof principalSchema>;
+
+/** The principal of an unauthenticated local caller (embedded mode without auth). */
+export function anonymousPrincipal(tenant: string): Principal {
+  return { subject: 'anonymous', tenant, groups: [] };
+}
+
+/** A JSON object whose other keys are kept untouched (MCP results and definitions). */
+const looseObject = z.looseObject({});
+const mcpTool = z.looseObject({ name: z.string(), inputSchema: z.looseObject({}).optional() });
+const mcpResource = z.looseObject({ uri: z.string(), name: z.string() });
+const mcpResourceTemplate = z.looseObject({ uriTemplate: z.string(), name: z.string() });
+const mcpPrompt = z.looseObject({ name: z.string() });
+
+/** Side-effect level of a tool: 0 none, 1 read, 2 reversible write, 3 write or send, 4 destructive or payment. */
+export const sideEffectLevelSchema = z.number().int().min(0).max(4);
+export type SideEffectLevel = z.infer<typeof sideEffectLevelSchema>;
+
+// ---------------------------------------------------------------- gateway
+
+const callBase = {
+  tenant: z.string().min(1),
+  server: z.string().min(1),
+  principal: principalSchema,
+  /** The run this call belongs to: every ledger event of the call carries it. */
+  runId: z.string().min(1),
+  sessionId: z.string().optional(),
+  /** Request `_meta` from the client (progress token, traceparent), forwarded untouched. */
+  _meta: looseObject.optional(),
+};
+
+/** Request on `punk.gateway.call`. */
+export const gatewayRequestSchema = z.discriminatedUnion('method', [
+  z.object({ method: z.literal('catalog/list'), tenant: z.string().min(1), server: z.string().min(1).optional() }),
+  z.object({ method: z.literal('tools/call'), ...callBase, name: z.string().min(1), arguments: z.record(z.string(), z.unknown()).optional() }),
+  z.object({ method: z.literal('resources/read'), ...callBase, uri: z.string().min(1) }),
+  z.object({ method: z.literal('prompts/get'), ...callBase, name: z.string().min(1), arguments: z.record(z.string(), z.string()).optional() }),
+]);
+export type GatewayRequest = z.infer<typeof gatewayRequestSchema>;
+
+/** Lifecycle state of one upstream server as the gateway sees it. */
+export const serverStateSchema = z.enum(['starting', 'ready', 'failed', 'stopped']);
+export type ServerState = z.infer<typeof serverStateSchema>;
+
+/** What the gateway knows of one server: its state and cached listings. */
+export const serverCatalogSchema = z.object({
+  name: z.string(),
+  namespace: z.string(),
+  state: serverStateSchema,
+  lastError: z.string().optional(),
+  protocolVersion: z.string().optional(),
+  serverInfo: looseObject.optional(),
+  instructions: z.string().optional(),
+  capabilities: looseObject.default({}),
+  tools: z.array(mcpTool).default([]),
+  resources: z.array(mcpResource).default([]),
+  resourceTemplates: z.array(mcpResourceTemplate).default([]),
+  prompts: z.array(mcpPrompt).default([]),
+  /** Side-effect level of each listed tool, by tool name. */
+  sideEffectLevels: z.record(z.string(), sideEffectLevelSchema).default({}),
+});
+export type ServerCatalog = z.infer<typeof serverCatalogSchema>;
+
+/** Reply to `catalog/list`. */
+export const catalogReplySchema = z.object({ servers: z.array(serverCatalogSchema) });
+export type CatalogReply = z.infer<typeof catalogReplySchema>;
+
+/** Reply to `tools/call`, `resources/read`, `prompts/get`: the upstream MCP result, untouched. */
+export const mcpResultSchema = looseObject;
+
+// ---------------------------------------------------------------- governance
+
+/** Request on `punk.governance.check`. */
+export const governanceCheckSchema = z.object({
+  tenant: z.string().min(1),
+  principal: principalSchema,
+  server: z.string().min(1),
+  /** What is being used: a tool call, a resource read or a prompt get. */
+  kind: z.enum(['tool', 'resource', 'prompt']),
+  /** Tool name, resource URI or prompt name. */
+  target: z.string().min(1),
+  /** Level declared in the McpServer manifest, when there is one: it wins over heuristics. */
+  declaredLevel: sideEffectLevelSchema.optional(),
+  runId: z.string().min(1),
+  sessionId: z.string().optional(),
+});
+export type GovernanceCheck = z.infer<typeof governanceCheckSchema>;
+
+/** Outcome of a governance check. */
+export const decisionSchema = z.enum(['allow', 'deny', 'approval_required']);
+export type Decision = z.infer<typeof decisionSchema>;
+
+/** Reply on `punk.governance.check`. */
+export const governanceDecisionSchema = z.object({
+  decisionId: z.string(),
+  decision: decisionSchema,
+  sideEffectLevel: sideEffectLevelSchema,
+  /** Where the level came from. */
+  levelSource: z.enum(['declared', 'heuristic', 'kind']),
+  /** `read:<server>/<target>`, `write:…` or `destroy:…`. */
+  action: z.string(),
+  /** Name of the policy rule that decided. */
+  rule: z.string(),
+  /** A sentence for people. */
+  reason: z.string(),
+});
+export type GovernanceDecision = z.infer<typeof governanceDecisionSchema>;
+
+// ---------------------------------------------------------------- ledger
+
+/** Types of trace events. */
+export const ledgerEventTypeSchema = z.enum([
+  'tool.called',
+  'tool.completed',
+  'resource.read',
+  'resource.completed',
+  'prompt.got',
+  'prompt.completed',
+  'governance.decision',
+  'server.state_changed',
+]);
+export type LedgerEventType = z.infer<typeof ledgerEventTypeSchema>;
+
+/** A trace event appended to `punk.ledger.events`; `id` deduplicates delivery. */
+export const ledgerEventSchema = z.object({
+  id: z.uuid(),
+  type: ledgerEventTypeSchema,
+  tenant: z.string().min(1),
+  runId: z.string().min(1),
+  /** RFC 3339 time the event happened at its source. */
+  occurredAt: z.iso.datetime({ offset: true }),
+  /** Component that emitted it (`gateway`, `governance`, …). */
+  source: z.string().min(1),
+  principal: principalSchema.optional(),
+  sessionId: z.string().optional(),
+  server: z.string().optional(),
+  data: z.record(z.string(), z.unknown()).default({}),
+});
+export type LedgerEvent = z.infer<typeof ledgerEventSchema>;
+
+// ---------------------------------------------------------------- registry
+
+/** Broadcast on `punk.registry.changed`. */
+export const registryChangedSchema = z.object({
+  tenant: z.string().min(1),
+  server: z.string().min(1),
+  change: z.enum(['added', 'updated', 'removed', 'state', 'list_changed']),
+  state: serverStateSchema.optional(),
+});
+export type RegistryChanged = z.infer<typeof registryChangedSchema>;
+
+// ---------------------------------------------------------------- helpers
+
+/**
+ * Validates a received message against its contract.
+ * @throws PunkError `InvalidMessage` naming the subject and the first bad field.
+ */
+export function parseMessage<S extends z.ZodType>(schema: S, subject: string, data: unknown): z.infer<S> {
+  const parsed = schema.safeParse(data);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0];
+  const where = issue && issue.path.length > 0 ? issue.path.join('.') : '(message)';
+  throw new PunkError('InvalidMessage', `malformed message on ${subject}: ${where}: ${issue?.message ?? 'invalid'}`, {
+    subject,
+    issues: parsed.error.issues.map(i => ({ path: i.path.join('.'), message: i.message })),
+  });
+}
+
+/** Sends a typed request on `punk.gateway.call`; the reply is the upstream result or the catalog. */
+export async function requestGateway(bus: Bus, request: GatewayRequest, timeoutMs: number, headers?: BusHeaders): Promise<unknown> {
+  return bus.request(subjects.gatewayCall, request, { timeoutMs, ...(headers && { headers }) });
+}
+
+/** Asks governance for a decision. */
+export async function requestDecision(bus: Bus, check: GovernanceCheck): Promise<GovernanceDecision> {
+  const reply = await bus.request(subjects.governanceCheck, check, { timeoutMs: deadlines.governanceCheckMs });
+  return parseMessage(governanceDecisionSchema, subjects.governanceCheck, reply);
+}
+
+/** Appends a trace event to the ledger stream; resolves once the stream stored it. */
+export async function appendLedgerEvent(bus: Bus, event: LedgerEvent): Promise<void> {
+  await bus.append(subjects.ledgerEvents, ledgerEventSchema.parse(event), { msgId: event.id });
+}

@@ -1,0 +1,10 @@
+export * from './errors.js';
+export * from './log.js';
+export * from './config.js';
+export * from './bus/bus.js';
+export { MemoryBus } from './bus/memory.js';
+export * from './contracts.js';
+export * from './spec/mcpserver.js';
+export * from './spec/loader.js';
+export * from './db/database.js';
+export * from './db/migrate.js';

@@ -1,0 +1,172 @@
+/**
+ * The McpServer custom resource (group `mcp.punk.dev`, version `v1alpha1`):
+ * the one schema every part of Punk reads. The CRD in `crds/` is generated
+ * from it; `punk up` loads the same manifests from files. Field names follow
+ * the Kubernetes API conventions (camelCase, lists of named items).
+ */
+import { z } from 'zod';
+
+export const API_GROUP = 'mcp.punk.dev';
+export const API_VERSION = `${API_GROUP}/v1alpha1`;
+
+/** DNS-1035 label: what Kubernetes accepts as a Service name, and what Punk accepts as a server name. */
+export const dnsLabel = z
+  .string()
+  .min(1)
+  .max(63)
+  .regex(/^[a-z]([-a-z0-9]*[a-z0-9])?$/, 'must be a DNS-1035 label: lower-case letters, digits and -, starting with a letter');
+
+/** A duration such as `500ms`, `30s`, `5m`, `1h`. */
+export const durationSchema = z
+  .string()
+  .regex(/^\d+(ms|s|m|h)$/, 'must be a duration such as 500ms, 30s, 5m or 1h')
+  .describe('A duration: a whole number followed by ms, s, m or h.');
+
+/** Converts a duration string (`30s`) to milliseconds. */
+export function durationMs(duration: string): number {
+  const match = /^(\d+)(ms|s|m|h)$/.exec(duration);
+  if (!match) throw new RangeError(`not a duration: ${duration}`);
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[match[2] as 'ms' | 's' | 'm' | 'h'];
+  return Number(match[1]) * unit;
+}
+
+const envVar = z
+  .object({
+    name: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name').describe('Name of the variable.'),
+    value: z.string().optional().describe('Literal value. $(VAR) expands a variable defined earlier in the list, as in Kubernetes.'),
+    valueFrom: z
+      .object({
+        secretKeyRef: z
+          .object({ name: dnsLabel.describe('Secret name.'), key: z.string().min(1).describe('Key in the Secret.') })
+          .strict()
+          .optional()
+          .describe('A key of a Secret in the same namespace.'),
+        credentialRef: z
+          .object({ name: dnsLabel.describe('McpCredential name.'), key: z.string().min(1).optional().describe('Key of the credential; its `value` key or only key when absent.') })
+          .strict()
+          .optional()
+          .describe('A key of an McpCredential in the same namespace.'),
+      })
+      .strict()
+      .optional()
+      .describe('Where the value comes from, instead of a literal.'),
+  })
+  .strict()
+  .refine(v => (v.value === undefined) !== (v.valueFrom === undefined), { message: 'set exactly one of value and valueFrom' });
+
+const quantityMap = z
+  .object({ cpu: z.string().optional().describe('CPU quantity, such as 100m.'), memory: z.string().optional().describe('Memory quantity, such as 128Mi.') })
+  .strict();
+
+const toolOverride = z
+  .object({
+    name: z.string().min(1).describe('Tool name as the server lists it.'),
+    sideEffectLevel: z
+      .number()
+      .int()
+      .min(0)
+      .max(4)
+      .optional()
+      .describe('Declared side-effect level (0 none, 1 read, 2 reversible write, 3 write or send, 4 destructive or payment); wins over heuristics.'),
+    annotations: z.record(z.string(), z.unknown()).optional().describe('MCP tool annotations that replace the server\'s own.'),
+    streaming: z.boolean().optional().describe('The tool streams progress: answer over SSE when the client accepts it.'),
+  })
+  .strict();
+
+/** The `spec` of an McpServer. */
+export const mcpServerSpecSchema = z
+  .object({
+    image: z.string().min(1).optional().describe('Container image that runs the server (cluster). Locally, `command` is required with it.'),
+    package: z
+      .object({
+        registry: z.enum(['npm', 'pypi']).default('npm').describe('Package registry.'),
+        name: z.string().min(1).describe('Package name.'),
+        version: z.string().min(1).optional().describe('Package version; the newest when absent.'),
+      })
+      .strict()
+      .optional()
+      .describe('An npm or PyPI package run by Punk\'s runner.'),
+    url: z.url({ protocol: /^https?$/ }).optional().describe('URL of a remote MCP server; no pod is made.'),
+    command: z.array(z.string().min(1)).min(1).optional().describe('Entrypoint, replacing the image\'s or package\'s own.'),
+    args: z.array(z.string()).optional().describe('Arguments. $(VAR) expands an environment variable of `env`.'),
+    transport: z.enum(['stdio', 'streamable-http', 'sse']).optional().describe('How the server speaks MCP. Default: streamable-http with url, else stdio.'),
+    port: z.number().int().min(1).max(65535).optional().describe('Port the server listens on, for streamable-http and sse servers that Punk starts.'),
+    path: z.string().startsWith('/').default('/mcp').describe('HTTP path of the MCP endpoint (streamable-http) or of the SSE stream (sse).'),
+    env: z.array(envVar).default([]).describe('Environment of the server process; nothing else of Punk\'s environment reaches it.'),
+    replicas: z.number().int().min(0).default(1).describe('Pod replicas (cluster).'),
+    resources: z.object({ requests: quantityMap.optional(), limits: quantityMap.optional() }).strict().optional().describe('Compute resources of the server container.'),
+    sandbox: z
+      .object({
+        egress: z
+          .array(
+            z
+              .object({
+                host: z.string().min(1).optional().describe('DNS name the server may reach.'),
+                cidr: z.string().min(1).optional().describe('Address range the server may reach.'),
+                ports: z.array(z.number().int().min(1).max(65535)).optional().describe('Ports; all when absent.'),
+              })
+              .strict()
+              .refine(e => (e.host === undefined) !== (e.cidr === undefined), { message: 'set exactly one of host and cidr' }),
+          )
+          .default([])
+          .describe('Destinations the server may reach; everything else is denied.'),
+        runtimeClassName: z.string().optional().describe('RuntimeClass of the pod (gVisor, Kata).'),
+        volumes: z.array(z.record(z.string(), z.unknown())).optional().describe('Extra pod volumes.'),
+      })
+      .strict()
+      .optional()
+      .describe('Sandbox of the server.'),
+    tools: z
+      .object({
+        allow: z.array(z.string().min(1)).optional().describe('Only these tools are served (all when absent).'),
+        deny: z.array(z.string().min(1)).optional().describe('These tools are never served.'),
+        overrides: z.array(toolOverride).default([]).describe('Per-tool side-effect level and annotation overrides.'),
+      })
+      .strict()
+      .optional()
+      .describe('Which tools are served, and how they are classified.'),
+    sessionMode: z.enum(['shared', 'per-client']).default('shared').describe('One upstream session shared by all clients, or one per client session.'),
+    timeout: durationSchema.default('60s').describe('Deadline of one call to the server.'),
+  })
+  .strict()
+  .superRefine((spec, ctx) => {
+    const sources = (['image', 'package', 'url'] as const).filter(k => spec[k] !== undefined);
+    if (sources.length !== 1) {
+      ctx.addIssue({ code: 'custom', path: sources.length === 0 ? [] : [sources[1]!], message: `set exactly one of image, package and url (found ${sources.length === 0 ? 'none' : sources.join(', ')})` });
+    }
+    if (spec.url !== undefined && (spec.command !== undefined || spec.args !== undefined)) {
+      ctx.addIssue({ code: 'custom', path: ['command'], message: 'command and args apply only to image and package servers, not to url' });
+    }
+    if (spec.url !== undefined && spec.transport === 'stdio') {
+      ctx.addIssue({ code: 'custom', path: ['transport'], message: 'a url server speaks streamable-http or sse, not stdio' });
+    }
+    if (spec.url === undefined && spec.transport !== undefined && spec.transport !== 'stdio' && spec.port === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['port'], message: `a ${spec.transport} server that Punk starts needs the port it listens on` });
+    }
+  });
+export type McpServerSpec = z.infer<typeof mcpServerSpecSchema>;
+
+/** Object metadata (the subset Punk reads). */
+export const objectMetaSchema = z.looseObject({
+  name: dnsLabel,
+  namespace: dnsLabel.optional(),
+  labels: z.record(z.string(), z.string()).optional(),
+  annotations: z.record(z.string(), z.string()).optional(),
+  generation: z.number().int().optional(),
+  uid: z.string().optional(),
+});
+
+/** A whole McpServer object. */
+export const mcpServerSchema = z.object({
+  apiVersion: z.literal(API_VERSION),
+  kind: z.literal('McpServer'),
+  metadata: objectMetaSchema,
+  spec: mcpServerSpecSchema,
+  status: z.record(z.string(), z.unknown()).optional(),
+});
+export type McpServer = z.infer<typeof mcpServerSchema>;
+
+/** The effective transport of a server (`transport`, else its default). */
+export function transportOf(spec: McpServerSpec): 'stdio' | 'streamable-http' | 'sse' {
+  return spec.transport ?? (spec.url !== undefined ? 'streamable-http' : 'stdio');
+}
