@@ -86,7 +86,7 @@ export const mcpServerSpecSchema = z
       .strict()
       .optional()
       .describe('An npm or PyPI package run by Punk\'s runner.'),
-    url: z.url({ protocol: /^https?$/ }).optional().describe('URL of a remote MCP server; no pod is made.'),
+    url: z.url({ protocol: /^https?$/, error: 'must be an http or https URL' }).optional().describe('URL of a remote MCP server; no pod is made.'),
     command: z.array(z.string().min(1)).min(1).optional().describe('Entrypoint, replacing the image\'s or package\'s own.'),
     args: z.array(z.string()).optional().describe('Arguments. $(VAR) expands an environment variable of `env`.'),
     transport: z.enum(['stdio', 'streamable-http', 'sse']).optional().describe('How the server speaks MCP. Default: streamable-http with url, else stdio.'),

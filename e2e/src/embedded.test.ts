@@ -1,0 +1,115 @@
+/**
+ * The main job, end to end: `punk up` serves the example servers; real MCP
+ * clients of both eras list and call their tools through Punk; every call is
+ * governed and lands on a hash-chained ledger that verify accepts.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { promisify } from 'node:util';
+import { connectClient, listAllTools, textOf, type Era } from './clients.js';
+import { exampleManifests, removeDir, repoRoot, startPunk, type RunningPunk } from './harness.js';
+
+const exec = promisify(execFile);
+
+describe('punk up on the examples (PGlite)', () => {
+  let punk: RunningPunk;
+  let dir: string;
+
+  before(async () => {
+    dir = await exampleManifests();
+    punk = await startPunk({ manifestDir: dir, args: ['--data', join(dir, '.punk/data')] });
+  });
+  after(async () => {
+    const code = await punk?.stop();
+    assert.equal(code, 0, `punk up should exit cleanly on SIGTERM:\n${punk?.output().slice(-2000)}`);
+    await removeDir(dir);
+  });
+
+  for (const era of ['2025-11-25', '2026-07-28'] as Era[]) {
+    test(`a ${era} client lists, calls, reads and gets through /mcp, and the ledger holds every call`, async () => {
+      const client = await connectClient(`${punk.baseUrl}/mcp`, era);
+      try {
+        const tools = await listAllTools(client);
+        const names = tools.map(t => t.name);
+        for (const server of ['everything', 'filesystem', 'memory', 'everything-http']) {
+          assert.ok(names.some(n => n.startsWith(`${server}__`)), `tools of ${server} are listed (got ${names.join(', ')})`);
+        }
+        for (const name of names) assert.match(name, /^[A-Za-z0-9_-]{1,64}$/);
+
+        const echo = await client.callTool({ name: 'everything__echo', arguments: { message: `hello ${era}` } });
+        assert.equal(echo.isError ?? false, false);
+        assert.match(textOf(echo), new RegExp(`hello ${era}`));
+
+        const file = await client.callTool({ name: 'filesystem__read_text_file', arguments: { path: join(dir, 'files', 'hello.txt') } });
+        assert.equal(file.isError ?? false, false, textOf(file));
+        assert.match(textOf(file), /Hello from Punk's filesystem example/);
+
+        const outside = await client.callTool({ name: 'filesystem__read_text_file', arguments: { path: '/etc/passwd' } });
+        assert.equal(outside.isError, true, 'the filesystem server refuses paths outside examples/files');
+
+        const { resources } = await client.listResources();
+        assert.ok(resources.length > 0);
+        const read = await client.readResource({ uri: resources[0]!.uri });
+        assert.ok(read.contents.length > 0);
+
+        const prompt = await client.getPrompt({ name: 'everything__simple-prompt' });
+        assert.ok(prompt.messages.length > 0);
+
+        const runs = (await (await fetch(`${punk.baseUrl}/api/v1/runs?limit=500`)).json()) as { runs: Array<{ runId: string; types: string[] }> };
+        assert.ok(runs.runs.length >= 3, 'the calls are on the ledger as runs');
+        const withCall = runs.runs.find(r => r.types.includes('tool.called') && r.types.includes('tool.completed') && r.types.includes('governance.decision'));
+        assert.ok(withCall, 'a run holds tool.called, governance.decision and tool.completed');
+        const detail = (await (await fetch(`${punk.baseUrl}/api/v1/runs/${withCall!.runId}`)).json()) as { events: Array<{ type: string; hash: string; prevHash: string }> };
+        assert.ok(detail.events.length >= 3);
+
+        const verify = (await (await fetch(`${punk.baseUrl}/api/v1/ledger/verify`)).json()) as { ok: boolean; events: number };
+        assert.equal(verify.ok, true, JSON.stringify(verify));
+        assert.ok(verify.events >= 3);
+      } finally {
+        await client.close();
+      }
+    });
+
+    test(`a ${era} client on /servers/everything/mcp sees names unchanged`, async () => {
+      const client = await connectClient(`${punk.baseUrl}/servers/everything/mcp`, era);
+      try {
+        const names = (await listAllTools(client)).map(t => t.name);
+        assert.ok(names.includes('echo'), names.join(', '));
+        assert.ok(!names.some(n => n.includes('__')));
+        const echo = await client.callTool({ name: 'echo', arguments: { message: 'direct' } });
+        assert.match(textOf(echo), /direct/);
+      } finally {
+        await client.close();
+      }
+    });
+  }
+
+  test('the server process gets a scrubbed environment', async () => {
+    const client = await connectClient(`${punk.baseUrl}/mcp`, '2025-11-25');
+    try {
+      const result = await client.callTool({ name: 'everything__get-env', arguments: {} });
+      const env = textOf(result);
+      assert.doesNotMatch(env, /PUNK_LOG_LEVEL|npm_config|NODE_TEST_CONTEXT/, 'nothing of Punk\'s environment leaks to servers');
+      assert.match(env, /PATH/);
+    } finally {
+      await client.close();
+    }
+  });
+
+  test('the MCP Inspector CLI lists the tools of the running instance', async () => {
+    const cli = join(repoRoot, 'node_modules/@modelcontextprotocol/inspector-cli/build/index.js');
+    const { stdout } = await exec(process.execPath, [cli, `${punk.baseUrl}/mcp`, '--transport', 'http', '--method', 'tools/list'], { timeout: 60_000 });
+    const listed = JSON.parse(stdout) as { tools: Array<{ name: string }> };
+    assert.ok(listed.tools.some(t => t.name === 'everything__echo'));
+    assert.ok(listed.tools.some(t => t.name.startsWith('memory__')));
+  });
+
+  test('/healthz and /readyz answer', async () => {
+    assert.equal((await fetch(`${punk.baseUrl}/healthz`)).status, 200);
+    const ready = await fetch(`${punk.baseUrl}/readyz`);
+    assert.equal(ready.status, 200);
+    assert.equal(ready.headers.get('cache-control'), 'no-store');
+  });
+});

@@ -1,0 +1,102 @@
+/**
+ * Starts the real `punk up` (the process `npm start` runs) on a copy of the
+ * example manifests, on free ports, and stops it. Tests talk to it over HTTP
+ * with real MCP clients, as a user would.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { cp, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** Repository root. */
+export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+/** A running `punk up`. */
+export interface RunningPunk {
+  baseUrl: string;
+  manifestDir: string;
+  /** Everything the process wrote to stdout and stderr so far. */
+  output(): string;
+  process: ChildProcess;
+  /** Sends SIGTERM and waits for the exit code. */
+  stop(): Promise<number | null>;
+}
+
+/** Asks the kernel for a free TCP port on 127.0.0.1. */
+export async function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolvePort(port));
+    });
+  });
+}
+
+/**
+ * Copies `examples/` into a temporary directory, moving the HTTP example to a
+ * free port, and adds `extra` manifests (file name to YAML text).
+ */
+export async function exampleManifests(extra: Record<string, string> = {}): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'punk-e2e-'));
+  await cp(join(repoRoot, 'examples'), dir, { recursive: true });
+  const port = await freePort();
+  for (const name of await readdir(dir)) {
+    if (!name.endsWith('.yaml')) continue;
+    const path = join(dir, name);
+    const text = await readFile(path, 'utf8');
+    await writeFile(path, text.replaceAll('4101', String(port)));
+  }
+  for (const [name, text] of Object.entries(extra)) await writeFile(join(dir, name), text);
+  return dir;
+}
+
+/**
+ * Starts `node services/cli/dist/main.js up` and resolves once it printed its
+ * ready line. Rejects with the process output when it exits or times out first.
+ */
+export async function startPunk(options: { manifestDir: string; env?: Record<string, string>; args?: string[]; timeoutMs?: number }): Promise<RunningPunk> {
+  const child = spawn(process.execPath, [join(repoRoot, 'services/cli/dist/main.js'), 'up', '--manifests', options.manifestDir, '--port', '0', ...(options.args ?? ['--ephemeral'])], {
+    cwd: options.manifestDir,
+    env: { ...process.env, PUNK_LOG_LEVEL: 'info', ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', chunk => (output += chunk));
+  child.stderr!.on('data', chunk => (output += chunk));
+  const exited = new Promise<number | null>(done => child.once('exit', code => done(code)));
+  const baseUrl = await new Promise<string>((resolveUrl, reject) => {
+    const timer = setTimeout(() => reject(new Error(`punk up was not ready within ${options.timeoutMs ?? 90_000} ms:\n${output}`)), options.timeoutMs ?? 90_000);
+    const onData = () => {
+      const match = /Punk is ready in \d+ ms: (http:\/\/[^\s]+)\/mcp/.exec(output);
+      if (match) {
+        clearTimeout(timer);
+        resolveUrl(match[1]!);
+      }
+    };
+    child.stdout!.on('data', onData);
+    void exited.then(code => {
+      clearTimeout(timer);
+      reject(new Error(`punk up exited with ${code} before it was ready:\n${output}`));
+    });
+  });
+  return {
+    baseUrl,
+    manifestDir: options.manifestDir,
+    output: () => output,
+    process: child,
+    stop: async () => {
+      if (child.exitCode === null) child.kill('SIGTERM');
+      const code = await exited;
+      return code;
+    },
+  };
+}
+
+/** Removes a temporary manifest directory. */
+export async function removeDir(dir: string): Promise<void> {
+  await rm(dir, { recursive: true, force: true });
+}

@@ -1,0 +1,51 @@
+// Checks, before `npm test`, that what the tests talk to is running, and says
+// how to get whatever is missing. Exit code 1 with a message; nothing else runs.
+import net from 'node:net';
+import pg from 'pg';
+
+const databaseUrl = process.env.PUNK_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const natsUrl = new URL(process.env.PUNK_TEST_NATS_URL ?? 'nats://127.0.0.1:4222');
+const problems = [];
+
+const [major] = process.versions.node.split('.').map(Number);
+if (major < 22) {
+  problems.push(`Node.js ${process.versions.node} is too old: Punk needs Node 22 or later. Run the tests through npm (\`npm test\`), which uses the Node that \`npm ci\` installed in node_modules/.bin.`);
+}
+
+try {
+  const client = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 3000 });
+  await client.connect();
+  await client.query('select 1');
+  await client.end();
+} catch (error) {
+  const where = new URL(databaseUrl);
+  problems.push(
+    `PostgreSQL is not reachable at ${where.host}${where.pathname} (${error.message}).\n` +
+      `  Debian: apt-get install postgresql && pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start\n` +
+      `  (the tests connect as ${where.username || 'postgres'} with trust auth to database ${where.pathname.slice(1)}; set PUNK_TEST_DATABASE_URL to use another)\n` +
+      `  Docker: docker compose -f compose.yaml up -d postgres`,
+  );
+}
+
+try {
+  const info = await new Promise((resolve, reject) => {
+    const socket = net.connect(Number(natsUrl.port || 4222), natsUrl.hostname);
+    const timer = setTimeout(() => { socket.destroy(); reject(new Error('no INFO within 3 s')); }, 3000);
+    socket.once('data', data => { clearTimeout(timer); socket.destroy(); resolve(String(data)); });
+    socket.once('error', error => { clearTimeout(timer); reject(error); });
+  });
+  const json = JSON.parse(info.replace(/^INFO\s+/, ''));
+  if (!json.jetstream) throw new Error('the server runs without JetStream (start it with -js)');
+} catch (error) {
+  problems.push(
+    `NATS with JetStream is not reachable at ${natsUrl.host} (${error.message}).\n` +
+      `  Debian: apt-get install nats-server && nats-server -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server &\n` +
+      `  (set PUNK_TEST_NATS_URL to use another)\n` +
+      `  Docker: docker compose -f compose.yaml up -d nats`,
+  );
+}
+
+if (problems.length > 0) {
+  process.stderr.write(`npm test cannot start: what the tests need is missing.\n\n${problems.map(p => `- ${p}`).join('\n\n')}\n`);
+  process.exit(1);
+}

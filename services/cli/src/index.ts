@@ -1,0 +1,1 @@
+export { startEmbedded, type EmbeddedOptions, type EmbeddedPunk } from './embedded.js';

@@ -1,0 +1,96 @@
+#!/usr/bin/env node
+import { parseArgs } from 'node:util';
+import { PunkError, createLogger, loadConfig, type PunkConfig } from '@punk/lib';
+import { startEmbedded } from './embedded.js';
+
+const USAGE = `Usage: punk <command> [options]
+
+Commands:
+  up        Run everything in one process on embedded defaults (what \`npm start\` runs)
+
+Options of \`punk up\`:
+  --manifests DIR   McpServer manifests to serve (default: examples, or PUNK_MANIFESTS)
+  --data DIR        PGlite data directory (default: .punk/data, or PUNK_DATA_DIR)
+  --ephemeral       keep the database in memory; nothing is written to disk
+  --host HOST       listen address (default: 127.0.0.1, or PUNK_HOST)
+  --port PORT       listen port (default: 4100, or PUNK_PORT; 0 picks a free one)
+  -h, --help        show this help
+`;
+
+/** `punk up`: starts the all-in-one and stops it cleanly on SIGINT or SIGTERM. */
+async function up(args: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      manifests: { type: 'string' },
+      data: { type: 'string' },
+      ephemeral: { type: 'boolean', default: false },
+      host: { type: 'string' },
+      port: { type: 'string' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return;
+  }
+  const overrides: Partial<Record<keyof PunkConfig, unknown>> = {
+    manifests: values.manifests,
+    dataDir: values.data,
+    host: values.host,
+    port: values.port,
+  };
+  const config = loadConfig(process.env, overrides as Partial<PunkConfig>);
+  const log = createLogger('punk', config.logLevel);
+  const started = Date.now();
+  const punk = await startEmbedded({ config, dataDir: values.ephemeral ? null : config.dataDir, log });
+  const endpoint = `${punk.baseUrl}/mcp`;
+  const names = punk.servers.map(s => s.metadata.name).join(', ') || 'none';
+  process.stdout.write(
+    `\nPunk is ready in ${Date.now() - started} ms: ${endpoint}\n` +
+      `  servers: ${names}${punk.manifestErrors.length > 0 ? ` (${punk.manifestErrors.length} manifest error(s) above)` : ''}\n` +
+      `  one server, names unchanged: ${punk.baseUrl}/servers/<name>/mcp; ledger: ${punk.baseUrl}/api/v1/runs\n` +
+      `  connect a client: claude mcp add --transport http punk ${endpoint}\n\n`,
+  );
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) {
+      log.warn({ signal }, 'second signal: exiting now');
+      process.exit(1);
+    }
+    stopping = true;
+    log.info({ signal }, 'shutting down');
+    punk.close().then(
+      () => process.exit(0),
+      error => {
+        log.error({ err: error }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+}
+
+async function main(argv: string[]): Promise<void> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case 'up':
+      return up(rest);
+    case undefined:
+    case '-h':
+    case '--help':
+    case 'help':
+      process.stdout.write(USAGE);
+      return;
+    default:
+      throw new PunkError('UnknownCommand', `unknown command "${command}"; run \`punk --help\``);
+  }
+}
+
+main(process.argv.slice(2)).catch(error => {
+  const message = error instanceof Error ? error.message : String(error);
+  process.stderr.write(`punk: ${message}\n`);
+  process.exit(2);
+});

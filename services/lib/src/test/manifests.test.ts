@@ -1,0 +1,112 @@
+import assert from 'node:assert/strict';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { durationMs, loadManifestDirectory, parseManifests, transportOf } from '../index.js';
+
+const good = `apiVersion: mcp.punk.dev/v1alpha1
+kind: McpServer
+metadata:
+  name: everything
+spec:
+  package: { name: "@modelcontextprotocol/server-everything" }
+  args: ["stdio"]
+`;
+
+test('a valid manifest gets its defaults', () => {
+  const { servers, errors } = parseManifests(good, 'x.yaml', 'default');
+  assert.deepEqual(errors, []);
+  const server = servers[0]!.server;
+  assert.equal(server.metadata.namespace, 'default');
+  assert.equal(server.spec.package?.registry, 'npm');
+  assert.equal(transportOf(server.spec), 'stdio');
+  assert.equal(server.spec.sessionMode, 'shared');
+  assert.equal(durationMs(server.spec.timeout), 60_000);
+});
+
+test('errors name the file, document and field, and valid documents are kept', () => {
+  const text = `${good}---
+apiVersion: mcp.punk.dev/v1alpha1
+kind: McpServer
+metadata: { name: two }
+spec:
+  image: ghcr.io/x/y
+  url: https://example.com/mcp
+---
+apiVersion: mcp.punk.dev/v1alpha1
+kind: McpServer
+metadata: { name: three }
+spec:
+  command: ["x"]
+  package: { name: p }
+  transport: streamable-http
+  surprise: true
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: { name: cm }
+---
+- just
+- a list
+---
+apiVersion: mcp.punk.dev/v1alpha1
+kind: McpServer
+metadata: { name: four }
+spec:
+  url: ftp://example.com/
+`;
+  const { servers, errors } = parseManifests(text, 'many.yaml', 'default');
+  assert.deepEqual(servers.map(s => s.server.metadata.name), ['everything']);
+  const lines = errors.map(e => `${e.document} ${e.field}: ${e.message}`);
+  assert.ok(lines.some(l => /^2 spec.url: set exactly one of image, package and url/.test(l)), lines.join('\n'));
+  assert.ok(lines.some(l => /^3 spec: Unrecognized key: "surprise"/.test(l) || /^3 spec.*surprise/.test(l)), lines.join('\n'));
+  assert.ok(lines.some(l => /^4 kind: expected apiVersion mcp\.punk\.dev\/v1alpha1 and kind McpServer/.test(l)), lines.join('\n'));
+  assert.ok(lines.some(l => /^5 \(document\): a manifest must be a mapping/.test(l)), lines.join('\n'));
+  assert.ok(lines.some(l => /^6 spec\.url: must be an http or https URL/.test(l)), lines.join('\n'));
+  assert.ok(errors.every(e => e.file === 'many.yaml'));
+});
+
+test('a streamable-http server that Punk starts needs a port; env entries need exactly one source', () => {
+  const text = `apiVersion: mcp.punk.dev/v1alpha1
+kind: McpServer
+metadata: { name: web }
+spec:
+  command: ["srv"]
+  image: x
+  transport: streamable-http
+  env:
+    - name: A
+    - name: B
+      value: b
+      valueFrom: { secretKeyRef: { name: s, key: k } }
+`;
+  const { errors } = parseManifests(text, 'web.yaml', 'default');
+  const fields = errors.map(e => e.field);
+  assert.ok(fields.includes('spec.port'), fields.join());
+  assert.ok(fields.includes('spec.env.0'), fields.join());
+  assert.ok(fields.includes('spec.env.1'), fields.join());
+});
+
+test('a directory load reads every yaml file, reports YAML errors and duplicate names', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'punk-manifests-'));
+  try {
+    await writeFile(join(dir, 'a.yaml'), good);
+    await writeFile(join(dir, 'b.yml'), good);
+    await writeFile(join(dir, 'c.yaml'), 'key: [unclosed');
+    await writeFile(join(dir, 'notes.txt'), 'ignored');
+    const { servers, errors } = await loadManifestDirectory(dir, 'team-a');
+    assert.equal(servers.length, 1);
+    assert.equal(servers[0]!.server.metadata.namespace, 'team-a');
+    assert.ok(errors.some(e => e.file.endsWith('b.yml') && e.field === 'metadata.name' && /already defined/.test(e.message)));
+    assert.ok(errors.some(e => e.file.endsWith('c.yaml') && /^YAML/.test(e.message)));
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('the example manifests are valid', async () => {
+  const { servers, errors } = await loadManifestDirectory(join(import.meta.dirname, '../../../../examples'), 'default');
+  assert.deepEqual(errors, []);
+  assert.deepEqual(servers.map(s => s.server.metadata.name).sort(), ['everything', 'everything-http', 'filesystem', 'memory']);
+});
