@@ -100,7 +100,12 @@ describe('punk up on the examples (PGlite)', () => {
 
   test('the MCP Inspector CLI lists the tools of the running instance', async () => {
     const cli = join(repoRoot, 'node_modules/@modelcontextprotocol/inspector-cli/build/index.js');
-    const { stdout } = await exec(process.execPath, [cli, `${punk.baseUrl}/mcp`, '--transport', 'http', '--method', 'tools/list'], { timeout: 60_000 });
+    // inspector-cli 1.0.3 finds its own package.json through `../package.json` of the working
+    // directory, so it runs from a directory whose parent has one.
+    const { stdout } = await exec(process.execPath, [cli, `${punk.baseUrl}/mcp`, '--transport', 'http', '--method', 'tools/list'], {
+      timeout: 60_000,
+      cwd: join(repoRoot, 'e2e'),
+    });
     const listed = JSON.parse(stdout) as { tools: Array<{ name: string }> };
     assert.ok(listed.tools.some(t => t.name === 'everything__echo'));
     assert.ok(listed.tools.some(t => t.name.startsWith('memory__')));

@@ -72,7 +72,7 @@ describe('faults and bad input', () => {
     assert.match(out, /broken\.yaml \(document 1\) spec\.transport/);
     assert.match(out, /broken\.yaml \(document 2\) metadata\.name/);
     assert.match(out, /broken\.yaml \(document 3\) \(document\): YAML/);
-    assert.match(out, /3 manifest error\(s\)/);
+    assert.match(out, /4 manifest error\(s\)/);
     const client = await connectClient(`${punk.baseUrl}/mcp`, '2025-11-25');
     try {
       const echo = await client.callTool({ name: 'everything__echo', arguments: { message: 'still serving' } });

@@ -1,1 +1,211 @@
-export {};
+import { mkdir } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import pg from 'pg';
+import { PGlite } from '@electric-sql/pglite';
+import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
+import { PunkError, errorMessage } from '../errors.js';
+import type { Logger } from '../log.js';
+import { registerPool } from './pool.js';
+
+/** Rows and count of one statement. `rowCount` is the rows returned or affected (0 when the server reports none). */
+export interface QueryResult<T> {
+  rows: T[];
+  rowCount: number;
+}
+
+/** Anything that runs parameterised SQL: a database or an open transaction. */
+export interface Queryable {
+  /**
+   * Runs one statement with `$1…$n` parameters (values are sent separately, never interpolated).
+   * @throws the server's error (a `pg` `DatabaseError` with its SQLSTATE `code`) for a failing statement;
+   *   PunkError `DatabaseUnavailable` when the server cannot be reached.
+   */
+  query<T = Record<string, unknown>>(text: string, params?: unknown[]): Promise<QueryResult<T>>;
+}
+
+/** An open database: Postgres over the network, or embedded PGlite; callers see no difference. */
+export interface Database extends Queryable {
+  /** `postgres` for a server reached by URL, `pglite` for the embedded one. */
+  readonly kind: 'postgres' | 'pglite';
+  /**
+   * Runs `fn` inside BEGIN … COMMIT on one connection; a throw rolls back and is rethrown.
+   * Inside `fn`, use only `tx`: on PGlite the pool holds one connection, so `db.query` would wait for the transaction to end.
+   */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /** Resolves when the database answers `SELECT 1`. @throws PunkError `DatabaseUnavailable`. */
+  ping(): Promise<void>;
+  /** Closes every connection; for PGlite also stops its socket server and the database itself. Idempotent. */
+  close(): Promise<void>;
+}
+
+/** How to open the database. */
+export interface DatabaseOptions {
+  /** A Postgres URL (`postgres://user:pass@host:port/db`); when absent, embedded PGlite is used. */
+  url?: string;
+  /** PGlite data directory (created if missing); `null` or absent for an ephemeral in-memory database. Ignored with `url`. */
+  dataDir?: string | null;
+  log: Logger;
+}
+
+/** Node network errors that mean "the server is not there", as opposed to a failing statement. */
+const unreachableCodes = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE']);
+/** SQLSTATE classes meaning the connection itself failed: 08 connection exception, 28 invalid authorization, 3D invalid catalog (no such database), 57P03 cannot connect now. */
+function isUnavailable(error: unknown): boolean {
+  const code = (error as { code?: unknown })?.code;
+  if (typeof code === 'string' && (unreachableCodes.has(code) || code.startsWith('08') || code.startsWith('28') || code === '3D000' || code === '57P03')) return true;
+  const message = errorMessage(error);
+  return /Connection terminated|timeout expired|connect ECONN/i.test(message);
+}
+
+/**
+ * Opens the database: a `pg` pool against Postgres when `url` is given,
+ * otherwise embedded PGlite exposed on 127.0.0.1 (random port) through
+ * `PGLiteSocketServer` and reached by the same `pg` pool with one connection,
+ * so every caller runs the same SQL over the same driver.
+ *
+ * @throws PunkError `DatabaseUnavailable` when the URL is malformed or the server cannot be reached or refuses the
+ *   login; the message names the host, port and database, never the password.
+ */
+export async function openDatabase(options: DatabaseOptions): Promise<Database> {
+  if (options.url !== undefined) return openPostgres(options.url, options.log);
+  return openPglite(options.dataDir ?? null, options.log);
+}
+
+/** `host:port/database` of a URL, without credentials; `(unparseable URL)` when it cannot be parsed. */
+export function describeDatabaseUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    const database = parsed.pathname.replace(/^\//, '') || '(default database)';
+    return `${parsed.hostname || '(no host)'}:${parsed.port || '5432'}/${database}`;
+  } catch {
+    return '(unparseable URL)';
+  }
+}
+
+async function openPostgres(url: string, log: Logger): Promise<Database> {
+  const where = describeDatabaseUrl(url);
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new PunkError('DatabaseUnavailable', 'database URL is not a valid URL (expected postgres://user:password@host:port/database)');
+  }
+  if (parsed.protocol !== 'postgres:' && parsed.protocol !== 'postgresql:') {
+    throw new PunkError('DatabaseUnavailable', `database URL for ${where} must use postgres:// or postgresql://, not ${parsed.protocol}`);
+  }
+  const pool = new pg.Pool({ connectionString: url, max: 10, connectionTimeoutMillis: 10_000 });
+  const db = wrapPool(pool, 'postgres', where, log, async () => {});
+  try {
+    await db.ping();
+  } catch (error) {
+    await pool.end().catch(() => {});
+    throw error;
+  }
+  log.debug({ database: where }, 'connected to postgres');
+  return db;
+}
+
+async function openPglite(dataDir: string | null, log: Logger): Promise<Database> {
+  let directory: string | undefined;
+  if (dataDir !== null) {
+    directory = resolve(dataDir);
+    await mkdir(directory, { recursive: true });
+  }
+  const where = directory ? `pglite ${directory}` : 'pglite (in memory)';
+  let lite: PGlite;
+  try {
+    lite = await PGlite.create(directory);
+  } catch (error) {
+    throw new PunkError('DatabaseUnavailable', `cannot open embedded database ${where}: ${errorMessage(error)}`, undefined, { cause: error });
+  }
+  // The pool below uses one connection; the server accepts a few so that a reconnect can
+  // overlap the teardown of a connection the pool discarded.
+  const server = new PGLiteSocketServer({ db: lite, host: '127.0.0.1', port: 0, maxConnections: 4 });
+  try {
+    await server.start();
+  } catch (error) {
+    await lite.close().catch(() => {});
+    throw new PunkError('DatabaseUnavailable', `cannot expose embedded database ${where}: ${errorMessage(error)}`, undefined, { cause: error });
+  }
+  const [host, port] = server.getServerConn().split(':');
+  // One connection: PGlite is a single Postgres session, and interleaving several
+  // clients' extended-protocol messages through the socket server's queue is not safe.
+  const pool = new pg.Pool({ host, port: Number(port), user: 'postgres', database: 'postgres', max: 1, idleTimeoutMillis: 0 });
+  const db = wrapPool(pool, 'pglite', where, log, async () => {
+    await server.stop();
+    await lite.close();
+  });
+  log.debug({ database: where }, 'opened embedded database');
+  return db;
+}
+
+function wrapPool(pool: pg.Pool, kind: Database['kind'], where: string, log: Logger, afterEnd: () => Promise<void>): Database {
+  pool.on('error', error => log.warn({ err: error, database: where }, 'idle database connection failed'));
+  const unavailable = (error: unknown): never => {
+    if (isUnavailable(error)) {
+      throw new PunkError('DatabaseUnavailable', `database ${where} is unavailable: ${errorMessage(error)}`, { database: where }, { cause: error });
+    }
+    throw error;
+  };
+  const run = async <T>(client: pg.PoolClient, text: string, params?: unknown[]): Promise<QueryResult<T>> => {
+    try {
+      const result = await client.query(text, params);
+      return { rows: result.rows as T[], rowCount: result.rowCount ?? 0 };
+    } catch (error) {
+      return unavailable(error);
+    }
+  };
+  const connect = async (): Promise<pg.PoolClient> => {
+    try {
+      return await pool.connect();
+    } catch (error) {
+      return unavailable(error);
+    }
+  };
+  // Not `pool.query`: it discards the connection after any failing statement, and PGlite
+  // is one session behind one connection; only a broken connection is discarded here.
+  const once = async <T>(text: string, params?: unknown[]): Promise<QueryResult<T>> => {
+    const client = await connect();
+    let broken: Error | undefined;
+    try {
+      return await run<T>(client, text, params);
+    } catch (error) {
+      if (error instanceof PunkError) broken = error;
+      throw error;
+    } finally {
+      client.release(broken);
+    }
+  };
+  let closing: Promise<void> | undefined;
+  const db: Database = {
+    kind,
+    query: once,
+    async transaction(fn) {
+      const client = await connect();
+      let broken: Error | undefined;
+      try {
+        await run(client, 'BEGIN');
+        const result = await fn({ query: (text, params) => run(client, text, params) });
+        await run(client, 'COMMIT');
+        return result;
+      } catch (error) {
+        await client.query('ROLLBACK').catch((rollbackError: Error) => (broken = rollbackError));
+        throw error;
+      } finally {
+        client.release(broken);
+      }
+    },
+    async ping() {
+      await once('SELECT 1');
+    },
+    close() {
+      closing ??= (async () => {
+        await pool.end();
+        await afterEnd();
+      })();
+      return closing;
+    },
+  };
+  registerPool(db, pool);
+  return db;
+}

@@ -1,0 +1,117 @@
+/**
+ * Opens one MCP connection to a server, whatever its source: a local stdio
+ * child, a local streamable-http child on its port, or a remote url. Bounded
+ * by the start timeout; on any failure nothing is left running.
+ */
+import { Client, SSEClientTransport, StreamableHTTPClientTransport, type ClientOptions } from '@modelcontextprotocol/client';
+import { errorMessage, PunkError, transportOf, type Logger, type McpServer } from '@punk/lib';
+import { planLaunch } from './launch.js';
+import { ServerProcess } from './process.js';
+import { ProcessStdioTransport } from './stdio-transport.js';
+
+/** An open connection: the SDK client and, for local servers, the process. */
+export interface Connection {
+  client: Client;
+  process?: ServerProcess;
+}
+
+/** Options of {@link openConnection}. */
+export interface ConnectOptions {
+  log: Logger;
+  workDir: string;
+  extraEnv?: Record<string, string>;
+  /** Budget of the whole start (spawn, listen, handshake), in milliseconds. */
+  timeoutMs: number;
+  /** Called when the upstream says a list changed. */
+  onListChanged: () => void;
+}
+
+/** The identity the gateway gives itself in the MCP handshake. */
+export const CLIENT_INFO = { name: 'punk-gateway', version: '0.1.0' } as const;
+
+/** Delay between attempts to reach a local HTTP server that is still starting, in milliseconds. */
+const HTTP_RETRY_MS = 200;
+
+function newClient(options: ConnectOptions, modern: boolean): Client {
+  const onChanged = () => options.onListChanged();
+  const listChanged = { autoRefresh: false, debounceMs: 50, onChanged };
+  const clientOptions: ClientOptions = { listChanged: { tools: listChanged, prompts: listChanged, resources: listChanged } };
+  if (modern) clientOptions.versionNegotiation = { mode: 'auto' };
+  return new Client(CLIENT_INFO, clientOptions);
+}
+
+/**
+ * Connects to a server. stdio servers speak the 2025 era (`initialize`); HTTP
+ * servers are probed with `server/discover` (`mode: 'auto'`) so 2026-07-28
+ * servers are spoken to in their era; sse servers speak 2025.
+ *
+ * @throws PunkError `ServerLaunchFailed` (cannot run locally), `ServerStartFailed`
+ *   (exited, command missing, unreachable) or `ServerStartTimeout`, each naming the server.
+ */
+export async function openConnection(server: McpServer, options: ConnectOptions): Promise<Connection> {
+  const spec = server.spec;
+  const name = `${server.metadata.namespace ?? 'default'}/${server.metadata.name}`;
+  const transport = transportOf(spec);
+  const deadline = Date.now() + options.timeoutMs;
+  let child: ServerProcess | undefined;
+  let client: Client | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let abandoned = false;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new PunkError('ServerStartTimeout', `server ${name} did not complete its MCP handshake within ${options.timeoutMs} ms`)),
+      options.timeoutMs,
+    );
+  });
+  try {
+    if (spec.url !== undefined) {
+      client = newClient(options, transport === 'streamable-http');
+      const url = new URL(spec.url);
+      const t = transport === 'sse' ? new SSEClientTransport(url) : new StreamableHTTPClientTransport(url);
+      await Promise.race([client.connect(t, { timeout: options.timeoutMs }), timeout]);
+      return { client };
+    }
+    const plan = await planLaunch(server, { workDir: options.workDir, ...(options.extraEnv && { extraEnv: options.extraEnv }) });
+    const proc = (child = new ServerProcess(plan, { log: options.log, server: name, stdio: transport === 'stdio' }));
+    const exited = proc.exited.then(exit => {
+      throw new PunkError('ServerStartFailed', `server ${name} ${proc.describeExit(exit)} before completing its MCP handshake`, {
+        exitCode: exit.code,
+        ...(exit.error?.code && { errno: exit.error.code }),
+      });
+    });
+    exited.catch(() => undefined);
+    if (transport === 'stdio') {
+      client = newClient(options, false);
+      await Promise.race([client.connect(new ProcessStdioTransport(proc), { timeout: options.timeoutMs }), exited, timeout]);
+      return { client, process: proc };
+    }
+    const url = new URL(`http://127.0.0.1:${spec.port}${spec.path}`);
+    const attempt = async (): Promise<Client> => {
+      for (;;) {
+        if (abandoned) throw new Error('start abandoned');
+        const candidate = newClient(options, transport === 'streamable-http');
+        client = candidate;
+        const t = transport === 'sse' ? new SSEClientTransport(url) : new StreamableHTTPClientTransport(url);
+        try {
+          await candidate.connect(t, { timeout: Math.max(1, deadline - Date.now()) });
+          return candidate;
+        } catch (error) {
+          await candidate.close().catch(() => undefined);
+          if (proc.exitInfo || Date.now() + HTTP_RETRY_MS >= deadline) throw error;
+          options.log.debug({ server: name, err: errorMessage(error) }, 'server not reachable yet; retrying');
+          await new Promise(resolve => setTimeout(resolve, HTTP_RETRY_MS));
+        }
+      }
+    };
+    client = await Promise.race([attempt(), exited, timeout]);
+    return { client, process: proc };
+  } catch (error) {
+    abandoned = true;
+    await client?.close().catch(() => undefined);
+    await child?.stop();
+    if (error instanceof PunkError) throw error;
+    throw new PunkError('ServerStartFailed', `server ${name} could not be reached: ${errorMessage(error)}`);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,135 @@
+/**
+ * Turns an McpServer manifest into a local launch plan (embedded mode): the
+ * command, arguments, scrubbed environment and working directory of the
+ * child process that runs the server. The same manifest runs as a pod in the
+ * cluster; here it runs as a child of the gateway.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { PunkError, type McpServer } from '@punk/lib';
+
+/** How to start one server process. */
+export interface LaunchPlan {
+  command: string;
+  args: string[];
+  /** The whole environment of the child: nothing else of the gateway's environment reaches it. */
+  env: Record<string, string>;
+  /** The server's own working directory (`<workDir>/<namespace>/<name>`), also its HOME. */
+  cwd: string;
+}
+
+/** Options of {@link planLaunch}. */
+export interface LaunchOptions {
+  /** Root of the servers' working directories. */
+  workDir: string;
+  /** Extra variables that `$(VAR)` may expand (e.g. `PUNK_MANIFEST_DIR`); they are not passed to the child. */
+  extraEnv?: Record<string, string>;
+}
+
+/** The working directory of a server: `<workDir>/<namespace>/<name>`. */
+export function serverWorkDir(workDir: string, server: McpServer): string {
+  return resolve(workDir, server.metadata.namespace ?? 'default', server.metadata.name);
+}
+
+/**
+ * Expands `$(VAR)` references from `vars`, as Kubernetes does for `env` and
+ * `args`: unknown references stay literal and `$$(VAR)` escapes to `$(VAR)`.
+ */
+export function expandVars(value: string, vars: Record<string, string>): string {
+  return value.replace(/\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (match, name: string | undefined) => {
+    if (match === '$$') return '$';
+    return name !== undefined && Object.hasOwn(vars, name) ? vars[name]! : match;
+  });
+}
+
+/**
+ * Builds the launch plan of a server that Punk starts (an `image` with a
+ * `command`, or a `package`), creating its working directory.
+ *
+ * @throws PunkError `ServerLaunchFailed` when the server cannot run locally: an
+ *   `image` without `command`, a `url` server, or an env var whose value comes
+ *   from a Secret or McpCredential (not available in embedded mode yet).
+ */
+export async function planLaunch(server: McpServer, options: LaunchOptions): Promise<LaunchPlan> {
+  const spec = server.spec;
+  const name = `${server.metadata.namespace ?? 'default'}/${server.metadata.name}`;
+  if (spec.url !== undefined) throw new PunkError('ServerLaunchFailed', `server ${name} is a url server; there is nothing to launch`);
+  const cwd = serverWorkDir(options.workDir, server);
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
+    HOME: cwd,
+    TMPDIR: process.env.TMPDIR ?? tmpdir(),
+    LANG: process.env.LANG ?? 'C.UTF-8',
+  };
+  const vars = (): Record<string, string> => ({ ...options.extraEnv, ...env });
+  for (const entry of spec.env) {
+    if (entry.value === undefined) {
+      const from = entry.valueFrom?.secretKeyRef ? `Secret ${entry.valueFrom.secretKeyRef.name}` : `McpCredential ${entry.valueFrom?.credentialRef?.name}`;
+      throw new PunkError(
+        'ServerLaunchFailed',
+        `server ${name}: env ${entry.name} comes from ${from}, which is not available to locally run servers yet`,
+        { variable: entry.name },
+      );
+    }
+    env[entry.name] = expandVars(entry.value, vars());
+  }
+  const args = (spec.args ?? []).map(arg => expandVars(arg, vars()));
+  let command: string;
+  let prefix: string[];
+  if (spec.command !== undefined) {
+    const [first, ...rest] = spec.command.map(part => expandVars(part, vars()));
+    command = first!;
+    prefix = rest;
+  } else if (spec.package !== undefined) {
+    ({ command, args: prefix } = packageCommand(spec.package));
+  } else {
+    throw new PunkError(
+      'ServerLaunchFailed',
+      `server ${name} names only the container image ${spec.image ?? '(none)'}; to run it locally, set spec.command`,
+    );
+  }
+  await mkdir(cwd, { recursive: true });
+  return { command, args: [...prefix, ...args], env, cwd };
+}
+
+/** Command of a package source: the installed npm package's bin with this Node, else `npm exec`, or `uvx` for PyPI. */
+function packageCommand(pkg: NonNullable<McpServer['spec']['package']>): { command: string; args: string[] } {
+  if (pkg.registry === 'pypi') return { command: 'uvx', args: [pkg.version ? `${pkg.name}==${pkg.version}` : pkg.name] };
+  const installed = findInstalledBin(pkg.name, pkg.version);
+  if (installed) return { command: process.execPath, args: [installed] };
+  return { command: 'npm', args: ['exec', '--yes', `${pkg.name}@${pkg.version ?? 'latest'}`, '--'] };
+}
+
+/**
+ * Finds the `bin` script of an installed npm package (of the wanted version
+ * when one is given) in the `node_modules` directories above the process cwd
+ * and above this module.
+ */
+export function findInstalledBin(name: string, version?: string): string | undefined {
+  const starts = [process.cwd(), dirname(fileURLToPath(import.meta.url))];
+  for (const start of starts) {
+    for (let dir = start; ; dir = dirname(dir)) {
+      const manifestPath = join(dir, 'node_modules', name, 'package.json');
+      if (existsSync(manifestPath)) {
+        const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as { version?: string; bin?: string | Record<string, string> };
+        if (version !== undefined && manifest.version !== version) break;
+        const bin = binOf(name, manifest.bin);
+        if (bin) return join(dirname(manifestPath), bin);
+        break;
+      }
+      if (dirname(dir) === dir) break;
+    }
+  }
+  return undefined;
+}
+
+function binOf(name: string, bin: string | Record<string, string> | undefined): string | undefined {
+  if (typeof bin === 'string') return bin;
+  if (!bin) return undefined;
+  const entries = Object.entries(bin);
+  const unscoped = name.split('/').pop()!;
+  return (bin[unscoped] ?? entries.find(([key]) => unscoped.endsWith(key) || key.endsWith(unscoped))?.[1] ?? entries[0]?.[1]);
+}

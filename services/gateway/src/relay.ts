@@ -1,0 +1,186 @@
+/**
+ * The bus handler of `punk.gateway.call`: catalog listings, and tools/call,
+ * resources/read and prompts/get relayed to the upstream after a governance
+ * decision, each recorded on the ledger before the reply is sent.
+ */
+import {
+  appendLedgerEvent,
+  errorMessage,
+  gatewayRequestSchema,
+  parseMessage,
+  PunkError,
+  requestDecision,
+  subjects,
+  type Bus,
+  type CatalogReply,
+  type GatewayRequest,
+  type GovernanceDecision,
+  type Logger,
+  type RequestHandler,
+  type ServerCatalog,
+} from '@punk/lib';
+import { declaredLevelOf, isToolVisible } from './catalog.js';
+import { callEvent, summarizeResult, type CallContext } from './events.js';
+import type { CallOutcome, Upstream } from './upstream.js';
+
+/** How the relay finds servers. */
+export interface Registry {
+  /** The upstream of a tenant's server, or undefined. */
+  find(tenant: string, server: string): Upstream | undefined;
+  /** Catalog entries of every server of a tenant. */
+  catalog(tenant: string): ServerCatalog[];
+}
+
+/** An MCP tool result that reports a failure to the model. */
+export function toolError(text: string): Record<string, unknown> {
+  return { content: [{ type: 'text', text }], isError: true };
+}
+
+type CallRequest = Exclude<GatewayRequest, { method: 'catalog/list' }>;
+
+/**
+ * Creates the handler of `subjects.gatewayCall`.
+ * Errors (as PunkError): `InvalidMessage`, `ServerNotFound`, `ToolNotFound`,
+ * `PolicyDenied` (resources, prompts), `ServerUnavailable`, `UpstreamTimeout`,
+ * `UpstreamError` (details `{ mcpCode, data }`), and the ledger's append errors.
+ */
+export function createRelay(deps: { bus: Bus; log: Logger; registry: Registry }): RequestHandler {
+  const { bus, log, registry } = deps;
+  return async data => {
+    const request = parseMessage(gatewayRequestSchema, subjects.gatewayCall, data);
+    if (request.method === 'catalog/list') return listCatalog(registry, request.tenant, request.server);
+    const upstream = registry.find(request.tenant, request.server);
+    if (!upstream) throw new PunkError('ServerNotFound', `server ${request.server} is not registered in tenant ${request.tenant}`, { server: request.server });
+    const context: CallContext = { tenant: request.tenant, server: request.server, runId: request.runId, principal: request.principal, sessionId: request.sessionId };
+    try {
+      switch (request.method) {
+        case 'tools/call':
+          return await callTool(bus, upstream, request, context);
+        case 'resources/read':
+          return await relayOther(bus, upstream, request, context, 'resource', request.uri);
+        case 'prompts/get':
+          return await relayOther(bus, upstream, request, context, 'prompt', request.name);
+      }
+    } catch (error) {
+      if (!(error instanceof PunkError)) log.error({ err: errorMessage(error), server: upstream.key }, 'relay failed');
+      throw error;
+    }
+  };
+}
+
+function listCatalog(registry: Registry, tenant: string, server: string | undefined): CatalogReply {
+  const servers = registry.catalog(tenant);
+  if (server === undefined) return { servers };
+  const one = servers.find(s => s.name === server);
+  if (!one) throw new PunkError('ServerNotFound', `server ${server} is not registered in tenant ${tenant}`, { server });
+  return { servers: [one] };
+}
+
+async function callTool(bus: Bus, upstream: Upstream, request: Extract<CallRequest, { method: 'tools/call' }>, context: CallContext): Promise<Record<string, unknown>> {
+  const name = request.name;
+  const known = upstream.knownTool(name);
+  if (!isToolVisible(upstream.server, name) || known === undefined) {
+    throw new PunkError('ToolNotFound', `tool ${name} is not served by server ${request.server}`, { tool: name, server: request.server });
+  }
+  if (upstream.state !== 'ready') {
+    return toolError(`server ${request.server} is unavailable (${upstream.state}${upstream.error ? `: ${upstream.error}` : ''})`);
+  }
+  const declaredLevel = declaredLevelOf(upstream.server, name);
+  const decision = await ask(bus, request, context, 'tool', name, declaredLevel);
+  if (decision.decision !== 'allow') return toolError(refusal(`tool ${name}`, request.server, decision));
+  const started = Date.now();
+  const called = callEvent('tool.called', context, { name, arguments: request.arguments ?? {}, decisionId: decision.decisionId, sideEffectLevel: decision.sideEffectLevel });
+  const [appended, outcome] = await Promise.allSettled([appendLedgerEvent(bus, called), upstream.callTool(name, request.arguments, request._meta)]);
+  const result = outcomeOf(outcome, failure => toolError(failure.message));
+  const completed = callEvent('tool.completed', context, {
+    name,
+    calledEventId: called.id,
+    durationMs: Date.now() - started,
+    ...(result.ok ? { isError: result.value.isError === true, result: summarizeResult(result.value) } : { isError: true, error: result.error }),
+  });
+  await appendLedgerEvent(bus, completed);
+  if (appended.status === 'rejected') throw appended.reason;
+  if (!result.ok) throw result.thrown;
+  return result.value;
+}
+
+async function relayOther(
+  bus: Bus,
+  upstream: Upstream,
+  request: Extract<CallRequest, { method: 'resources/read' | 'prompts/get' }>,
+  context: CallContext,
+  kind: 'resource' | 'prompt',
+  target: string,
+): Promise<Record<string, unknown>> {
+  const what = kind === 'resource' ? `resource ${target}` : `prompt ${target}`;
+  if (upstream.state !== 'ready') {
+    throw new PunkError('ServerUnavailable', `server ${request.server} is unavailable (${upstream.state}${upstream.error ? `: ${upstream.error}` : ''})`, { server: request.server });
+  }
+  const decision = await ask(bus, request, context, kind, target, undefined);
+  if (decision.decision !== 'allow') {
+    throw new PunkError('PolicyDenied', refusal(what, request.server, decision), { rule: decision.rule, decision: decision.decision, decisionId: decision.decisionId });
+  }
+  const started = Date.now();
+  const [calledType, completedType] = kind === 'resource' ? (['resource.read', 'resource.completed'] as const) : (['prompt.got', 'prompt.completed'] as const);
+  const called = callEvent(calledType, context, {
+    ...(kind === 'resource' ? { uri: target } : { name: target, arguments: (request as { arguments?: unknown }).arguments ?? {} }),
+    decisionId: decision.decisionId,
+    sideEffectLevel: decision.sideEffectLevel,
+  });
+  const call = kind === 'resource' ? upstream.readResource(target, request._meta) : upstream.getPrompt(target, (request as { arguments?: Record<string, string> }).arguments, request._meta);
+  const [appended, outcome] = await Promise.allSettled([appendLedgerEvent(bus, called), call]);
+  const result = outcomeOf(outcome, failure => {
+    throw new PunkError(failure.kind === 'timeout' ? 'UpstreamTimeout' : 'ServerUnavailable', failure.message, { server: request.server });
+  });
+  const completed = callEvent(completedType, context, {
+    ...(kind === 'resource' ? { uri: target } : { name: target }),
+    calledEventId: called.id,
+    durationMs: Date.now() - started,
+    ...(result.ok ? { isError: false, result: summarizeResult(result.value) } : { isError: true, error: result.error }),
+  });
+  await appendLedgerEvent(bus, completed);
+  if (appended.status === 'rejected') throw appended.reason;
+  if (!result.ok) throw result.thrown;
+  return result.value;
+}
+
+type Settled = { ok: true; value: Record<string, unknown> } | { ok: false; error: string; thrown: unknown };
+
+/** Folds a call outcome into a value (the upstream result, or what `onFailure` returns) or an error to throw after the ledger append. */
+function outcomeOf(
+  outcome: PromiseSettledResult<CallOutcome>,
+  onFailure: (failure: Extract<CallOutcome, { ok: false }>) => Record<string, unknown>,
+): Settled {
+  if (outcome.status === 'rejected') return { ok: false, error: errorMessage(outcome.reason), thrown: outcome.reason };
+  if (outcome.value.ok) return { ok: true, value: outcome.value.result };
+  try {
+    return { ok: true, value: onFailure(outcome.value) };
+  } catch (error) {
+    return { ok: false, error: errorMessage(error), thrown: error };
+  }
+}
+
+function ask(
+  bus: Bus,
+  request: CallRequest,
+  context: CallContext,
+  kind: 'tool' | 'resource' | 'prompt',
+  target: string,
+  declaredLevel: number | undefined,
+): Promise<GovernanceDecision> {
+  return requestDecision(bus, {
+    tenant: request.tenant,
+    principal: request.principal,
+    server: request.server,
+    kind,
+    target,
+    ...(declaredLevel !== undefined && { declaredLevel }),
+    runId: context.runId,
+    ...(context.sessionId !== undefined && { sessionId: context.sessionId }),
+  });
+}
+
+function refusal(what: string, server: string, decision: GovernanceDecision): string {
+  const verdict = decision.decision === 'approval_required' ? 'requires an approval, which is not available yet' : 'is denied';
+  return `${what} on server ${server} was not run: ${decision.action} ${verdict} by policy rule ${decision.rule} (${decision.reason})`;
+}

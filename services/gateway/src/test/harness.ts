@@ -1,0 +1,140 @@
+/** Test harness: a real MemoryBus with the ledger stream, governance, and a gateway over real servers. */
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startGovernance } from '@punk/governance';
+import {
+  anonymousPrincipal,
+  API_VERSION,
+  createLogger,
+  MemoryBus,
+  mcpServerSchema,
+  requestGateway,
+  streams,
+  subjects,
+  type GatewayRequest,
+  type LedgerEvent,
+  type McpServer,
+  type RegistryChanged,
+} from '@punk/lib';
+import { startGateway, type Gateway } from '../index.js';
+
+/** Absolute path of a fixture server script. */
+export function fixture(name: string): string {
+  return resolve(fileURLToPath(new URL('.', import.meta.url)), '../../src/test/fixtures', name);
+}
+
+/** Absolute path of an installed package's file. */
+export function installed(path: string): string {
+  return resolve(fileURLToPath(new URL('.', import.meta.url)), '../../../../node_modules', path);
+}
+
+/** A validated McpServer manifest. */
+export function manifest(namespace: string, name: string, spec: Record<string, unknown>): McpServer {
+  return mcpServerSchema.parse({ apiVersion: API_VERSION, kind: 'McpServer', metadata: { name, namespace }, spec });
+}
+
+/** A free TCP port on 127.0.0.1. */
+export async function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => resolvePort(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+/** Pids of every live descendant of this process (from /proc). */
+export async function descendantPids(root = process.pid): Promise<number[]> {
+  const parents = new Map<number, number>();
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = await readFile(`/proc/${entry}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (fields[0] === 'Z') continue; // zombie: already exited
+      parents.set(Number(entry), Number(fields[1]));
+    } catch {
+      /* gone */
+    }
+  }
+  const found: number[] = [];
+  const walk = (pid: number) => {
+    for (const [child, parent] of parents) if (parent === pid) (found.push(child), walk(child));
+  };
+  walk(root);
+  return found;
+}
+
+/** Polls until `condition` holds. */
+export async function waitFor(condition: () => boolean | Promise<boolean>, timeoutMs = 10_000, what = 'condition'): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > until) throw new Error(`${what} not met within ${timeoutMs} ms`);
+    await new Promise(r => setTimeout(r, 25));
+  }
+}
+
+/** A running system under test. */
+export interface Harness {
+  tenant: string;
+  bus: MemoryBus;
+  gateway: Gateway;
+  /** Every ledger event appended so far. */
+  events: LedgerEvent[];
+  /** Every registry change broadcast so far. */
+  changes: RegistryChanged[];
+  workDir: string;
+  /** Sends a request on `punk.gateway.call` as the anonymous principal of the tenant. */
+  call(request: Record<string, unknown>, timeoutMs?: number): Promise<unknown>;
+  close(): Promise<void>;
+}
+
+/** Starts bus, ledger stream, governance and gateway for the given servers of a fresh tenant. */
+export async function startHarness(makeServers: (tenant: string) => McpServer[], options: { startTimeoutMs?: number; callTimeoutMs?: number } = {}): Promise<Harness> {
+  const tenant = `t-${randomUUID().slice(0, 8)}`;
+  const log = createLogger('gateway-test', process.env.TEST_LOG_LEVEL ?? 'silent');
+  const bus = new MemoryBus(log);
+  await bus.ensureStream(streams.ledger);
+  const events: LedgerEvent[] = [];
+  const changes: RegistryChanged[] = [];
+  const consumer = await bus.consume(streams.ledger.name, 'test-reader', async batch => {
+    for (const m of batch) events.push(m.data as LedgerEvent);
+  });
+  await bus.subscribe(subjects.registryChanged, data => void changes.push(data as RegistryChanged));
+  const governance = await startGovernance({ bus, log });
+  const workDir = await mkdtemp(join(tmpdir(), 'punk-gateway-'));
+  const gateway = await startGateway({
+    bus,
+    log,
+    servers: makeServers(tenant),
+    workDir,
+    startTimeoutMs: options.startTimeoutMs ?? 20_000,
+    callTimeoutMs: options.callTimeoutMs ?? 30_000,
+    env: { FIXTURES: fixture('') },
+  });
+  return {
+    tenant,
+    bus,
+    gateway,
+    events,
+    changes,
+    workDir,
+    call: (request, timeoutMs = 30_000) => {
+      const full = request.method === 'catalog/list' ? { tenant, ...request } : { tenant, principal: anonymousPrincipal(tenant), runId: `run-${randomUUID()}`, ...request };
+      return requestGateway(bus, full as GatewayRequest, timeoutMs);
+    },
+    close: async () => {
+      await gateway.stop();
+      await governance.stop();
+      await consumer.stop();
+      await bus.close();
+      await rm(workDir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,271 @@
+/**
+ * One upstream server: its lifecycle (start, ready, crash, restart with
+ * exponential backoff, stop), its pooled SDK client, its cached listings, and
+ * the calls relayed to it.
+ */
+import { ProtocolError, SdkError, SdkErrorCode, type Client } from '@modelcontextprotocol/client';
+import { durationMs, errorMessage, PunkError, type Logger, type McpServer, type ServerCatalog, type ServerState } from '@punk/lib';
+import { buildCatalog, emptyListings, type Listings, type McpItem, type ServerIdentity } from './catalog.js';
+import { openConnection, type Connection } from './connect.js';
+import type { ProcessExit, ServerProcess } from './process.js';
+
+/** First restart delay after a crash, doubled per consecutive failure up to {@link MAX_BACKOFF_MS}. */
+export const INITIAL_BACKOFF_MS = 1_000;
+/** Longest restart delay. */
+export const MAX_BACKOFF_MS = 30_000;
+/** A server ready for this long before it fails starts its backoff afresh. */
+const STABLE_MS = 60_000;
+/** How long a closed connection waits for its process's exit code before reporting. */
+const EXIT_GRACE_MS = 1_000;
+
+/** Options of an {@link Upstream}. */
+export interface UpstreamOptions {
+  server: McpServer;
+  log: Logger;
+  workDir: string;
+  extraEnv?: Record<string, string>;
+  startTimeoutMs: number;
+  /** Call deadline when the manifest sets no `spec.timeout`, in milliseconds. */
+  callTimeoutMs: number;
+  /** Every state transition, after it happened. */
+  onState: (upstream: Upstream, state: ServerState, lastError: string | undefined) => void;
+  /** The upstream's listings changed and were refreshed. */
+  onListChanged: (upstream: Upstream) => void;
+}
+
+/** How a relayed call ended when the server gave no answer of its own. */
+export type CallFailure =
+  | { kind: 'unavailable'; message: string }
+  | { kind: 'timeout'; message: string }
+  | { kind: 'exited'; message: string };
+
+/** The outcome of a relayed call: the upstream's result, or why there is none. */
+export type CallOutcome = { ok: true; result: Record<string, unknown> } | ({ ok: false } & CallFailure);
+
+/** One upstream MCP server and its pooled connection. */
+export class Upstream {
+  /** `<namespace>/<name>`. */
+  readonly key: string;
+  /** Resolves once the first start attempt has ended (ready or failed). */
+  readonly firstStart: Promise<void>;
+  private stateValue: ServerState = 'stopped';
+  private lastError: string | undefined;
+  private connection: Connection | undefined;
+  private identity: ServerIdentity = {};
+  private listings: Listings = emptyListings();
+  private listed = false;
+  private failures = 0;
+  private readySince = 0;
+  private restartTimer: NodeJS.Timeout | undefined;
+  private stopping = false;
+  private generation = 0;
+  private settleFirstStart!: () => void;
+
+  constructor(private readonly options: UpstreamOptions) {
+    const { namespace = 'default', name } = options.server.metadata;
+    this.key = `${namespace}/${name}`;
+    this.firstStart = new Promise(resolve => (this.settleFirstStart = resolve));
+  }
+
+  /** The manifest this upstream runs. */
+  get server(): McpServer {
+    return this.options.server;
+  }
+
+  /** Current lifecycle state. */
+  get state(): ServerState {
+    return this.stateValue;
+  }
+
+  /** Why the server is not ready, when it is not. */
+  get error(): string | undefined {
+    return this.lastError;
+  }
+
+  /** The call deadline: `spec.timeout`, else the gateway's default, in milliseconds. */
+  get callTimeoutMs(): number {
+    const timeout = this.options.server.spec.timeout;
+    return timeout ? durationMs(timeout) : this.options.callTimeoutMs;
+  }
+
+  /** The catalog entry, with the last listings in every state. */
+  catalog(): ServerCatalog {
+    return buildCatalog(this.options.server, this.stateValue, this.lastError, this.identity, this.listings);
+  }
+
+  /**
+   * The listed tool of that name (listings are kept across a crash):
+   * undefined when the server does not list it, `'unlisted'` when the server
+   * has never been listed (never ready), so nothing is known yet.
+   */
+  knownTool(name: string): McpItem | undefined | 'unlisted' {
+    if (!this.listed) return 'unlisted';
+    return this.listings.tools.find(t => t.name === name);
+  }
+
+  /** Starts the lifecycle: connect now, restart after crashes until {@link stop}. */
+  start(): void {
+    void this.attempt();
+  }
+
+  /** Stops the server for good: cancels restarts, closes the client, stops the process. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    clearTimeout(this.restartTimer);
+    this.generation++;
+    await this.dropConnection();
+    this.setState('stopped', this.lastError);
+    this.settleFirstStart();
+  }
+
+  /** Calls a tool. @throws PunkError `UpstreamError` when the server answers with a JSON-RPC error. */
+  callTool(name: string, args: Record<string, unknown> | undefined, meta: Record<string, unknown> | undefined): Promise<CallOutcome> {
+    return this.relay((client, timeout) => client.callTool({ name, ...(args && { arguments: args }), ...(meta && { _meta: meta }) }, { timeout }));
+  }
+
+  /** Reads a resource. @throws PunkError `UpstreamError` when the server answers with a JSON-RPC error. */
+  readResource(uri: string, meta: Record<string, unknown> | undefined): Promise<CallOutcome> {
+    return this.relay((client, timeout) => client.readResource({ uri, ...(meta && { _meta: meta }) }, { timeout, cacheMode: 'bypass' }));
+  }
+
+  /** Gets a prompt. @throws PunkError `UpstreamError` when the server answers with a JSON-RPC error. */
+  getPrompt(name: string, args: Record<string, string> | undefined, meta: Record<string, unknown> | undefined): Promise<CallOutcome> {
+    return this.relay((client, timeout) => client.getPrompt({ name, ...(args && { arguments: args }), ...(meta && { _meta: meta }) }, { timeout }));
+  }
+
+  private async relay(call: (client: Client, timeoutMs: number) => Promise<unknown>): Promise<CallOutcome> {
+    const connection = this.connection;
+    if (this.stateValue !== 'ready' || !connection) {
+      return { ok: false, kind: 'unavailable', message: `server ${this.key} is unavailable (${this.stateValue}${this.lastError ? `: ${this.lastError}` : ''})` };
+    }
+    const timeoutMs = this.callTimeoutMs;
+    const proc = connection.process;
+    const exited = proc ? proc.exited.then(exit => ({ exit })) : new Promise<never>(() => undefined);
+    try {
+      const result = await Promise.race([call(connection.client, timeoutMs).then(value => ({ value })), exited]);
+      if ('exit' in result) return this.exitedDuringCall(proc!, result.exit);
+      return { ok: true, result: result.value as Record<string, unknown> };
+    } catch (error) {
+      if (error instanceof ProtocolError) {
+        throw new PunkError('UpstreamError', `server ${this.key} answered with an error: ${error.message}`, { mcpCode: error.code, data: error.data });
+      }
+      if (error instanceof SdkError && error.code === SdkErrorCode.RequestTimeout) {
+        return { ok: false, kind: 'timeout', message: `server ${this.key} did not answer within ${timeoutMs} ms: the call timed out after ${timeoutMs} ms` };
+      }
+      if (proc) {
+        const exit = await Promise.race([proc.exited, new Promise<undefined>(resolve => setTimeout(() => resolve(undefined), EXIT_GRACE_MS))]);
+        if (exit) return this.exitedDuringCall(proc, exit);
+      }
+      return { ok: false, kind: 'unavailable', message: `server ${this.key} failed during the call: ${errorMessage(error)}` };
+    }
+  }
+
+  private exitedDuringCall(proc: ServerProcess, exit: ProcessExit): CallOutcome {
+    const how = exit.signal ? `killed by ${exit.signal}` : `exit code ${exit.code}`;
+    const tail = proc.stderrTail(3);
+    return { ok: false, kind: 'exited', message: `server ${this.key} exited during the call (${how})${tail.length ? `; stderr: ${tail.join(' | ')}` : ''}` };
+  }
+
+  private async attempt(): Promise<void> {
+    const generation = ++this.generation;
+    this.setState('starting', this.lastError);
+    let connection: Connection;
+    try {
+      connection = await openConnection(this.options.server, {
+        log: this.options.log,
+        workDir: this.options.workDir,
+        ...(this.options.extraEnv && { extraEnv: this.options.extraEnv }),
+        timeoutMs: this.options.startTimeoutMs,
+        onListChanged: () => void this.refresh(generation),
+      });
+    } catch (error) {
+      if (generation !== this.generation) return;
+      this.fail(errorMessage(error), !(error instanceof PunkError && error.code === 'ServerLaunchFailed'));
+      return;
+    }
+    if (generation !== this.generation) {
+      await connection.client.close().catch(() => undefined);
+      await connection.process?.stop();
+      return;
+    }
+    this.connection = connection;
+    const client = connection.client;
+    this.identity = {
+      ...(client.getNegotiatedProtocolVersion() !== undefined && { protocolVersion: client.getNegotiatedProtocolVersion()! }),
+      ...(client.getServerVersion() !== undefined && { serverInfo: { ...client.getServerVersion() } }),
+      ...(client.getInstructions() !== undefined && { instructions: client.getInstructions()! }),
+      capabilities: { ...client.getServerCapabilities() },
+    };
+    void connection.process?.exited.then(exit => {
+      if (generation !== this.generation || this.stopping) return;
+      this.connection = undefined;
+      void client.close().catch(() => undefined);
+      this.fail(`server process ${connection.process!.describeExit(exit)}`, true);
+    });
+    const listings = await this.list(client);
+    // The process may have exited (or the server been stopped) while listing.
+    if (generation !== this.generation || this.connection !== connection) return;
+    this.listings = listings;
+    this.listed = true;
+    this.readySince = Date.now();
+    this.setState('ready', undefined);
+  }
+
+  private fail(message: string, retry: boolean): void {
+    this.setState('failed', message);
+    if (this.readySince > 0 && Date.now() - this.readySince > STABLE_MS) this.failures = 0;
+    this.readySince = 0;
+    this.failures++;
+    if (!retry || this.stopping) return;
+    const delay = Math.min(INITIAL_BACKOFF_MS * 2 ** (this.failures - 1), MAX_BACKOFF_MS);
+    this.options.log.info({ server: this.key, delayMs: delay }, 'restarting server after backoff');
+    this.restartTimer = setTimeout(() => void this.attempt(), delay);
+  }
+
+  /** Lists every page of every advertised capability; a failed list is logged and left empty. */
+  private async list(client: Client): Promise<Listings> {
+    const caps = client.getServerCapabilities() ?? {};
+    const timeout = this.options.startTimeoutMs;
+    const attempt = async <T>(what: string, enabled: boolean, run: () => Promise<T[]>): Promise<McpItem[]> => {
+      if (!enabled) return [];
+      try {
+        return (await run()) as McpItem[];
+      } catch (error) {
+        this.options.log.warn({ server: this.key, err: errorMessage(error) }, `listing ${what} failed`);
+        return [];
+      }
+    };
+    const [tools, resources, resourceTemplates, prompts] = await Promise.all([
+      attempt('tools', !!caps.tools, async () => (await client.listTools(undefined, { timeout, cacheMode: 'refresh' })).tools),
+      attempt('resources', !!caps.resources, async () => (await client.listResources(undefined, { timeout, cacheMode: 'refresh' })).resources),
+      attempt('resource templates', !!caps.resources, async () => (await client.listResourceTemplates(undefined, { timeout, cacheMode: 'refresh' })).resourceTemplates),
+      attempt('prompts', !!caps.prompts, async () => (await client.listPrompts(undefined, { timeout, cacheMode: 'refresh' })).prompts),
+    ]);
+    return { tools, resources, resourceTemplates, prompts };
+  }
+
+  private async refresh(generation: number): Promise<void> {
+    const client = this.connection?.client;
+    if (!client || generation !== this.generation) return;
+    this.listings = await this.list(client);
+    if (generation !== this.generation) return;
+    this.options.log.info({ server: this.key }, 'server listings changed');
+    this.options.onListChanged(this);
+  }
+
+  private async dropConnection(): Promise<void> {
+    const connection = this.connection;
+    this.connection = undefined;
+    if (!connection) return;
+    await Promise.race([connection.client.close().catch(() => undefined), new Promise(resolve => setTimeout(resolve, 2_000))]);
+    await connection.process?.stop();
+  }
+
+  private setState(state: ServerState, lastError: string | undefined): void {
+    const changed = state !== this.stateValue || lastError !== this.lastError;
+    this.stateValue = state;
+    this.lastError = lastError;
+    if (state === 'ready' || state === 'failed') this.settleFirstStart();
+    if (changed) this.options.onState(this, state, lastError);
+  }
+}

@@ -1,0 +1,87 @@
+/**
+ * Policies as data: ordered rules, first match wins. The default policy
+ * allows levels 0-3 and requires approval for level 4; approval is not
+ * available yet, so `approval_required` fails closed at the gateway.
+ */
+import type { Decision, GovernanceCheck, SideEffectLevel } from '@punk/lib';
+
+/** What a rule matches; an absent field matches everything. */
+export interface PolicyMatch {
+  kinds?: GovernanceCheck['kind'][];
+  /** Server names (`metadata.name`). */
+  servers?: string[];
+  /** Tool names, resource URIs or prompt names. */
+  targets?: string[];
+  /** Principal subjects. */
+  subjects?: string[];
+  /** Inclusive lower bound of the side-effect level. */
+  minLevel?: SideEffectLevel;
+  /** Inclusive upper bound of the side-effect level. */
+  maxLevel?: SideEffectLevel;
+}
+
+/** One rule of a policy. */
+export interface PolicyRule {
+  /** Unique name, reported in every decision the rule takes (`default/approval-for-level-4`). */
+  name: string;
+  match: PolicyMatch;
+  decision: Decision;
+  /** A sentence for people, reported with the decision. */
+  reason: string;
+}
+
+/** What a policy is evaluated on. */
+export interface PolicyInput {
+  kind: GovernanceCheck['kind'];
+  server: string;
+  target: string;
+  subject: string;
+  level: SideEffectLevel;
+}
+
+/** The outcome of evaluating a policy. */
+export interface PolicyOutcome {
+  decision: Decision;
+  rule: string;
+  reason: string;
+}
+
+/** The default policy of every tenant until McpPolicy resources say otherwise. */
+export const defaultPolicy: readonly PolicyRule[] = [
+  {
+    name: 'default/allow-up-to-level-3',
+    match: { maxLevel: 3 },
+    decision: 'allow',
+    reason: 'side-effect levels 0 to 3 are allowed by default',
+  },
+  {
+    name: 'default/approval-for-level-4',
+    match: { minLevel: 4 },
+    decision: 'approval_required',
+    reason: 'side-effect level 4 (destructive or payment) needs a human approval',
+  },
+];
+
+/** Name of the implicit last rule: nothing matched, so the use is denied (fail closed). */
+export const NO_MATCH_RULE = 'default/deny-unmatched';
+
+function matches(match: PolicyMatch, input: PolicyInput): boolean {
+  if (match.kinds && !match.kinds.includes(input.kind)) return false;
+  if (match.servers && !match.servers.includes(input.server)) return false;
+  if (match.targets && !match.targets.includes(input.target)) return false;
+  if (match.subjects && !match.subjects.includes(input.subject)) return false;
+  if (match.minLevel !== undefined && input.level < match.minLevel) return false;
+  if (match.maxLevel !== undefined && input.level > match.maxLevel) return false;
+  return true;
+}
+
+/**
+ * Evaluates ordered rules; the first rule that matches decides. When none
+ * matches, the outcome is `deny` by {@link NO_MATCH_RULE}.
+ */
+export function evaluatePolicy(rules: readonly PolicyRule[], input: PolicyInput): PolicyOutcome {
+  for (const rule of rules) {
+    if (matches(rule.match, input)) return { decision: rule.decision, rule: rule.name, reason: rule.reason };
+  }
+  return { decision: 'deny', rule: NO_MATCH_RULE, reason: 'no policy rule matched, so the use is denied' };
+}

@@ -1,0 +1,79 @@
+import type { LedgerEvent } from '@punk/lib';
+
+/** What a run's summary row says about it. Times are RFC 3339 strings. */
+export interface RunSummary {
+  runId: string;
+  tenant: string;
+  firstAt: string;
+  lastAt: string;
+  eventCount: number;
+  /** Distinct event types of the run, sorted. */
+  types: string[];
+  server?: string;
+  /** The tool called, when the run is a tools/call. */
+  tool?: string;
+  /** `ok`, `error`, `denied`, `approval_required`, or the `outcome` a completion event states. */
+  outcome?: string;
+}
+
+/** A run's contribution from a slice of its events, merged into the `runs` row. */
+export interface RunDelta {
+  tenant: string;
+  runId: string;
+  firstAt: Date;
+  lastAt: Date;
+  eventCount: number;
+  types: string[];
+  server: string | undefined;
+  tool: string | undefined;
+  outcome: string | undefined;
+}
+
+const str = (value: unknown): string | undefined => (typeof value === 'string' && value.length > 0 ? value : undefined);
+
+/** The tool an event names: `data.tool` or `data.name` on `tool.*` events, `data.target` on a tool decision. */
+function toolOf(event: LedgerEvent): string | undefined {
+  if (event.type.startsWith('tool.')) return str(event.data.tool) ?? str(event.data.name);
+  if (event.type === 'governance.decision' && event.data.kind === 'tool') return str(event.data.target);
+  return undefined;
+}
+
+/**
+ * The outcome an event states: a `*.completed` event gives `data.outcome`, or
+ * `error` when `data.isError` is true or `data.error` is present, else `ok`;
+ * a governance decision that is not `allow` gives `denied` or `approval_required`.
+ */
+function outcomeOf(event: LedgerEvent): string | undefined {
+  if (event.type.endsWith('.completed')) {
+    const stated = str(event.data.outcome);
+    if (stated) return stated;
+    return event.data.isError === true || event.data.error !== undefined ? 'error' : 'ok';
+  }
+  if (event.type === 'governance.decision') {
+    if (event.data.decision === 'deny') return 'denied';
+    if (event.data.decision === 'approval_required') return 'approval_required';
+  }
+  return undefined;
+}
+
+/** Folds events (in chain order) into one delta per run; later events' outcome wins. */
+export function runDeltas(events: LedgerEvent[]): RunDelta[] {
+  const byRun = new Map<string, RunDelta>();
+  for (const event of events) {
+    const key = JSON.stringify([event.tenant, event.runId]);
+    const at = new Date(event.occurredAt);
+    let delta = byRun.get(key);
+    if (!delta) {
+      delta = { tenant: event.tenant, runId: event.runId, firstAt: at, lastAt: at, eventCount: 0, types: [], server: undefined, tool: undefined, outcome: undefined };
+      byRun.set(key, delta);
+    }
+    if (at < delta.firstAt) delta.firstAt = at;
+    if (at > delta.lastAt) delta.lastAt = at;
+    delta.eventCount += 1;
+    if (!delta.types.includes(event.type)) delta.types.push(event.type);
+    delta.server ??= event.server;
+    delta.tool ??= toolOf(event);
+    delta.outcome = outcomeOf(event) ?? delta.outcome;
+  }
+  return [...byRun.values()];
+}

@@ -1,0 +1,73 @@
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import { MemoryBus, appendLedgerEvent } from '@punk/lib';
+import { startLedger, type RunSummary } from '../index.js';
+import { backends, log, toolRun, uniqueTenant, until } from './helpers.js';
+
+for (const backend of backends) {
+  test(`[${backend.name}] an operator browses runs and verifies the chain over HTTP`, async () => {
+    const { db, close } = await backend.open();
+    const bus = new MemoryBus(log);
+    const ledger = await startLedger({ bus, db, log });
+    const app = express();
+    app.use('/api/v1', ledger.router);
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise(resolve => server.once('listening', resolve));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v1`;
+    const get = async (path: string) => {
+      const res = await fetch(base + path);
+      return { status: res.status, body: (await res.json()) as Record<string, any> };
+    };
+    try {
+      const tenant = uniqueTenant();
+      const first = toolRun(tenant, 'run-first', 'read_file');
+      const second = toolRun(tenant, 'run-second', 'write_file');
+      for (const e of [...first, ...second]) await appendLedgerEvent(bus, e);
+      await until('four events', async () => ((await ledger.store.verify(tenant)).events === 4 ? true : undefined));
+
+      const list = await get(`/runs?tenant=${tenant}`);
+      assert.equal(list.status, 200);
+      assert.deepEqual(list.body.runs.map((r: RunSummary) => [r.runId, r.tool, r.outcome, r.eventCount]), [
+        ['run-second', 'write_file', 'ok', 2],
+        ['run-first', 'read_file', 'ok', 2],
+      ]);
+      const page = await get(`/runs?tenant=${tenant}&limit=1&before=${encodeURIComponent(list.body.runs[0].lastAt)}`);
+      assert.deepEqual(page.body.runs.map((r: RunSummary) => r.runId), ['run-first']);
+      assert.deepEqual((await get('/runs')).body, { runs: [] }, 'tenant defaults to default, which has no runs');
+
+      const detail = await get(`/runs/run-first?tenant=${tenant}`);
+      assert.equal(detail.status, 200);
+      assert.equal(detail.body.run.runId, 'run-first');
+      assert.deepEqual(detail.body.events.map((e: { id: string }) => e.id), first.map(e => e.id));
+      assert.equal(detail.body.events[1].prevHash, detail.body.events[0].hash);
+      assert.equal((await get('/runs/run-first')).status, 200, 'a run id of one tenant needs no tenant');
+
+      const missing = await get('/runs/no-such-run');
+      assert.equal(missing.status, 404);
+      assert.equal(missing.body.error.code, 'RunNotFound');
+      assert.match(missing.body.error.message, /no-such-run/);
+
+      for (const bad of ['abc', '0', '501', '-1', '1.5']) {
+        const res = await get(`/runs?limit=${bad}`);
+        assert.equal(res.status, 400, `limit=${bad}`);
+        assert.equal(res.body.error.code, 'InvalidParameter');
+        assert.match(res.body.error.message, /limit/);
+      }
+      const badBefore = await get('/runs?before=yesterday');
+      assert.equal(badBefore.status, 400);
+      assert.match(badBefore.body.error.message, /before/);
+
+      const verify = await get(`/ledger/verify?tenant=${tenant}`);
+      assert.equal(verify.status, 200);
+      const newest = await get(`/runs/run-second?tenant=${tenant}`);
+      assert.deepEqual(verify.body, { ok: true, tenant, events: 4, head: newest.body.events[1].hash });
+    } finally {
+      await ledger.stop();
+      await new Promise(resolve => server.close(resolve));
+      await bus.close();
+      await close();
+    }
+  });
+}

@@ -1,0 +1,120 @@
+/**
+ * The catalog one MCP endpoint exposes, built from the gateway's catalog of
+ * the tenant: the union of every server (`/mcp`) or one server
+ * (`/servers/<name>/mcp`). Pure functions: catalog in, view out.
+ */
+import { UriTemplate } from '@modelcontextprotocol/server';
+import type { ServerCatalog } from '@punk/lib';
+import { NameMap } from './naming.js';
+
+/** Which servers an endpoint exposes. */
+export type Scope =
+  | { kind: 'aggregate' }
+  | { kind: 'server'; server: string; namespace?: string };
+
+/** A stable key of a scope (`*`, `name` or `namespace/name`), used to bind sessions and handlers to an endpoint. */
+export function scopeKey(scope: Scope): string {
+  if (scope.kind === 'aggregate') return '*';
+  return scope.namespace ? `${scope.namespace}/${scope.server}` : scope.server;
+}
+
+type Tool = ServerCatalog['tools'][number];
+type Prompt = ServerCatalog['prompts'][number];
+type Resource = ServerCatalog['resources'][number];
+type ResourceTemplate = ServerCatalog['resourceTemplates'][number];
+
+/** Where an exposed tool goes: the server and the tool's upstream definition. */
+export interface ToolRoute {
+  server: string;
+  name: string;
+  tool: Tool;
+}
+
+/** Where an exposed prompt goes. */
+export interface PromptRoute {
+  server: string;
+  name: string;
+  prompt: Prompt;
+}
+
+/** The capabilities an endpoint advertises (MCP 2025-11-25 basic/lifecycle "Capability Negotiation"). */
+export interface AdvertisedCapabilities {
+  tools: { listChanged: true };
+  resources?: { listChanged: true };
+  prompts?: { listChanged: true };
+}
+
+/** What one endpoint exposes, with the routing maps back to upstream servers. */
+export interface CatalogView {
+  /** The servers in scope (ready or not). */
+  servers: ServerCatalog[];
+  tools: NameMap<ToolRoute>;
+  prompts: NameMap<PromptRoute>;
+  /** Listed resources by URI; the first server (by name) listing a URI owns it. */
+  resources: Map<string, { server: string; resource: Resource }>;
+  templates: { server: string; template: ResourceTemplate; matcher: UriTemplate | undefined }[];
+  capabilities: AdvertisedCapabilities;
+}
+
+/** The servers a scope selects among the tenant's catalog. */
+export function serversInScope(servers: ServerCatalog[], scope: Scope): ServerCatalog[] {
+  if (scope.kind === 'aggregate') return servers;
+  return servers.filter(s => s.name === scope.server && (scope.namespace === undefined || s.namespace === scope.namespace));
+}
+
+/**
+ * Builds the view of one endpoint. Every server contributes the listings the
+ * gateway last saw, whatever its state: a restarting server keeps its tools
+ * listed, and a call to one gets the gateway's "unavailable" tool error. Capabilities: `tools` always (the list may
+ * fill once servers become ready, and `list_changed` tells the client);
+ * `resources` and `prompts` when any server in scope offers them. `listChanged`
+ * is always true: Punk sends the notifications on registry changes.
+ */
+export function buildView(all: ServerCatalog[], scope: Scope): CatalogView {
+  const servers = serversInScope(all, scope).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const namespaced = scope.kind === 'aggregate';
+  const tools = new NameMap<ToolRoute>(
+    servers.flatMap(s => s.tools.map(tool => ({ server: s.name, name: tool.name, tool }))),
+    namespaced,
+  );
+  const prompts = new NameMap<PromptRoute>(
+    servers.flatMap(s => s.prompts.map(prompt => ({ server: s.name, name: prompt.name, prompt }))),
+    namespaced,
+  );
+  const resources = new Map<string, { server: string; resource: Resource }>();
+  for (const s of servers) {
+    for (const resource of s.resources) if (!resources.has(resource.uri)) resources.set(resource.uri, { server: s.name, resource });
+  }
+  const templates = servers.flatMap(s =>
+    s.resourceTemplates.map(template => ({ server: s.name, template, matcher: compileTemplate(template.uriTemplate) })),
+  );
+  const capabilities: AdvertisedCapabilities = { tools: { listChanged: true } };
+  if (servers.some(s => s.capabilities['resources'] !== undefined || s.resources.length > 0 || s.resourceTemplates.length > 0)) {
+    capabilities.resources = { listChanged: true };
+  }
+  if (servers.some(s => s.capabilities['prompts'] !== undefined || s.prompts.length > 0)) capabilities.prompts = { listChanged: true };
+  return { servers, tools, prompts, resources, templates, capabilities };
+}
+
+function compileTemplate(uriTemplate: string): UriTemplate | undefined {
+  try {
+    return new UriTemplate(uriTemplate);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The server a `resources/read` of `uri` goes to: the server that listed the
+ * URI, else the first server (by name) whose resource template matches it
+ * (RFC 6570 matching, MCP 2025-11-25 server/resources "Resource Templates").
+ * Undefined when none does.
+ */
+export function routeResource(view: CatalogView, uri: string): string | undefined {
+  const listed = view.resources.get(uri);
+  if (listed) return listed.server;
+  for (const { server, matcher } of view.templates) {
+    if (matcher?.match(uri)) return server;
+  }
+  return undefined;
+}

@@ -1,0 +1,66 @@
+/**
+ * How failures behind mcp-front reach an MCP client: as JSON-RPC errors
+ * (JSON-RPC 2.0 §5.1; MCP 2025-11-25 basic "Error Handling") with a sentence
+ * that names the server and what was asked of it.
+ *
+ * | cause                                   | JSON-RPC code            |
+ * |-----------------------------------------|--------------------------|
+ * | already a `ProtocolError`               | its own code             |
+ * | PunkError `UpstreamError`               | `details.mcpCode` when it is an integer, else -32603; `data` is the upstream's `details.data` when present |
+ * | PunkError `BusTimeout`                  | -32001 (request timeout), naming the server and the deadline |
+ * | other PunkError `…Timeout`              | -32001, the error's own message |
+ * | PunkError `BusNoResponders`             | -32603, "no gateway is running" |
+ * | PunkError `…NotFound`, `Invalid…`       | -32602 (invalid params)  |
+ * | any other PunkError (`PolicyDenied`, `ServerUnavailable`, …) | -32603, the error's own message |
+ * | anything else                           | -32603 "internal error"  |
+ *
+ * Except where the upstream's own `data` is kept, `data` carries
+ * `{ code, server, details }` (the PunkError code and details, which never
+ * hold secret values by PunkError's contract).
+ */
+import { ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/server';
+import { PunkError, errorMessage } from '@punk/lib';
+
+/** JSON-RPC code of a timed-out request (the SDK's and MCP's customary -32001). */
+export const REQUEST_TIMEOUT_CODE = -32001;
+
+/** What was being done when the error happened, for the message. */
+export interface ErrorContext {
+  /** MCP method (`tools/call`, `resources/read`, …). */
+  method: string;
+  /** Server the request went to, when known. */
+  server?: string;
+  /** Tool name, resource URI or prompt name as the client gave it. */
+  target?: string;
+  /** Deadline of the bus request, in milliseconds. */
+  timeoutMs?: number;
+}
+
+/** Maps any thrown value to the `ProtocolError` the SDK sends as the JSON-RPC error of the request. */
+export function toProtocolError(error: unknown, context: ErrorContext): ProtocolError {
+  if (error instanceof ProtocolError) return error;
+  const what = `${context.method}${context.target ? ` ${context.target}` : ''}`;
+  const where = context.server ? `server "${context.server}"` : 'the gateway';
+  if (error instanceof PunkError) {
+    const data = { code: error.code, ...(context.server && { server: context.server }), ...(error.details && { details: error.details }) };
+    if (error.code === 'UpstreamError') {
+      const mcpCode = error.details?.['mcpCode'];
+      const code = typeof mcpCode === 'number' && Number.isInteger(mcpCode) ? mcpCode : ProtocolErrorCode.InternalError;
+      const upstreamData = error.details?.['data'];
+      return new ProtocolError(code, error.message, upstreamData ?? data);
+    }
+    if (error.code === 'BusTimeout') {
+      const within = context.timeoutMs !== undefined ? ` within ${context.timeoutMs} ms` : '';
+      return new ProtocolError(REQUEST_TIMEOUT_CODE, `${where} did not answer ${what}${within}`, data);
+    }
+    if (error.code.endsWith('Timeout')) return new ProtocolError(REQUEST_TIMEOUT_CODE, error.message, data);
+    if (error.code === 'BusNoResponders') {
+      return new ProtocolError(ProtocolErrorCode.InternalError, `no gateway is running to reach ${where} for ${what}`, data);
+    }
+    if (error.code.endsWith('NotFound') || error.code.startsWith('Invalid')) {
+      return new ProtocolError(ProtocolErrorCode.InvalidParams, error.message, data);
+    }
+    return new ProtocolError(ProtocolErrorCode.InternalError, error.message, data);
+  }
+  return new ProtocolError(ProtocolErrorCode.InternalError, `internal error in mcp-front during ${what}: ${errorMessage(error)}`);
+}

@@ -1,0 +1,170 @@
+/**
+ * The MCP server mcp-front builds for one 2025-era session or one 2026-era
+ * request: a low-level SDK `Server` whose handlers forward tools/call,
+ * resources/read and prompts/get to the gateway over the bus
+ * (`punk.gateway.call`) and answer the list methods from the cached catalog.
+ * Method semantics follow MCP 2025-11-25 server/tools, server/resources and
+ * server/prompts; the SDK encodes each era's wire shape.
+ */
+import { randomUUID } from 'node:crypto';
+import {
+  ProtocolError,
+  ProtocolErrorCode,
+  ResourceNotFoundError,
+  Server,
+  type CallToolResult,
+  type GetPromptResult,
+  type Prompt,
+  type ReadResourceResult,
+  type Resource,
+  type ResourceTemplateType,
+  type ServerCapabilities,
+  type Tool,
+} from '@modelcontextprotocol/server';
+import { anonymousPrincipal, errorMessage, requestGateway, type Bus, type GatewayRequest, type Logger } from '@punk/lib';
+import { routeResource, type CatalogView, type Scope } from './aggregate.js';
+import type { TenantCatalog } from './catalog.js';
+import { toProtocolError } from './errors.js';
+import type { ToolInputValidator } from './validate.js';
+
+/** First protocol revision in which argument validation failures are tool errors (`isError: true`) rather than -32602 (SEP-1303). */
+export const TOOL_ERROR_VALIDATION_SINCE = '2025-11-25';
+
+/** A gateway call as a handler fills it in; `forward` adds tenant, principal and runId. */
+type ForwardedRequest = Extract<GatewayRequest, { method: 'tools/call' | 'resources/read' | 'prompts/get' }> extends infer R
+  ? R extends unknown
+    ? Omit<R, 'tenant' | 'principal' | 'runId'>
+    : never
+  : never;
+
+/** What every built server shares. */
+export interface ServerDeps {
+  bus: Bus;
+  log: Logger;
+  tenant: string;
+  /** Deadline of a forwarded call on the bus, in milliseconds. */
+  callTimeoutMs: number;
+  catalog: TenantCatalog;
+  validator: ToolInputValidator;
+  serverInfo: { name: string; version: string };
+}
+
+/** Capabilities advertised when the catalog cannot be read at construction time: every handler is then registered. */
+const FALLBACK_CAPABILITIES = { tools: { listChanged: true }, resources: { listChanged: true }, prompts: { listChanged: true } } as const;
+
+/**
+ * Builds an SDK `Server` for one endpoint scope, with the capabilities of the
+ * current catalog view (or all three when the catalog is unreachable) and a
+ * handler per supported method. Never throws: catalog errors surface when a
+ * method is called, as JSON-RPC errors (see errors.ts).
+ */
+export async function buildMcpServer(deps: ServerDeps, scope: Scope): Promise<Server> {
+  let capabilities: ServerCapabilities;
+  let instructions: string | undefined;
+  try {
+    const view = await deps.catalog.view(scope);
+    capabilities = { ...view.capabilities };
+    instructions = instructionsOf(view, scope);
+  } catch (error) {
+    deps.log.warn({ err: errorMessage(error) }, 'catalog unavailable while building an MCP server; advertising every capability');
+    capabilities = { ...FALLBACK_CAPABILITIES };
+  }
+  const server = new Server(deps.serverInfo, { capabilities, ...(instructions && { instructions }) });
+  const view = async (method: string): Promise<CatalogView> => {
+    try {
+      return await deps.catalog.view(scope);
+    } catch (error) {
+      throw toProtocolError(error, { method });
+    }
+  };
+
+  /** Forwards one call to the gateway; errors become JSON-RPC errors naming the server. */
+  const forward = async (
+    request: ForwardedRequest,
+    target: string,
+  ): Promise<unknown> => {
+    const message = { ...request, tenant: deps.tenant, principal: anonymousPrincipal(deps.tenant), runId: randomUUID() } as GatewayRequest;
+    try {
+      return await requestGateway(deps.bus, message, deps.callTimeoutMs);
+    } catch (error) {
+      throw toProtocolError(error, { method: request.method, server: request.server, target, timeoutMs: deps.callTimeoutMs });
+    }
+  };
+
+  if (capabilities.tools) {
+    server.setRequestHandler('tools/list', async () => {
+      const { tools } = await view('tools/list');
+      return { tools: [...tools.entries()].map(([name, route]) => ({ ...route.tool, name }) as Tool) };
+    });
+    server.setRequestHandler('tools/call', async (request, ctx) => {
+      const { name, arguments: args } = request.params;
+      const route = (await view('tools/call')).tools.resolve(name);
+      if (!route) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}`, { tool: name });
+      const check = deps.validator.check(name, route.tool.inputSchema, args);
+      if (!check.ok) {
+        const version = server.getNegotiatedProtocolVersion() ?? TOOL_ERROR_VALIDATION_SINCE;
+        if (version >= TOOL_ERROR_VALIDATION_SINCE) {
+          return { content: [{ type: 'text', text: check.message }], isError: true };
+        }
+        throw new ProtocolError(ProtocolErrorCode.InvalidParams, check.message, { tool: name, field: check.field });
+      }
+      const result = await forward(
+        { method: 'tools/call', server: route.server, name: route.name, ...(args && { arguments: args }), ...session(ctx) },
+        name,
+      );
+      const outputSchema = route.tool['outputSchema'] as Record<string, unknown> | undefined;
+      return server.projectCallToolResult(result as CallToolResult, outputSchema);
+    });
+  }
+
+  if (capabilities.resources) {
+    server.setRequestHandler('resources/list', async () => {
+      const { resources } = await view('resources/list');
+      return { resources: [...resources.values()].map(r => r.resource as Resource) };
+    });
+    server.setRequestHandler('resources/templates/list', async () => {
+      const { templates } = await view('resources/templates/list');
+      return { resourceTemplates: templates.map(t => t.template as ResourceTemplateType) };
+    });
+    server.setRequestHandler('resources/read', async (request, ctx) => {
+      const { uri } = request.params;
+      const current = await view('resources/read');
+      // On a per-server endpoint every URI goes to that server: it may serve URIs it does not list.
+      const target = routeResource(current, uri) ?? (scope.kind === 'server' ? current.servers[0]?.name : undefined);
+      if (!target) throw new ResourceNotFoundError(uri, `Resource ${uri} is not listed by any server of this endpoint`);
+      const result = await forward({ method: 'resources/read', server: target, uri, ...session(ctx) }, uri);
+      return result as ReadResourceResult;
+    });
+  }
+
+  if (capabilities.prompts) {
+    server.setRequestHandler('prompts/list', async () => {
+      const { prompts } = await view('prompts/list');
+      return { prompts: [...prompts.entries()].map(([name, route]) => ({ ...route.prompt, name }) as Prompt) };
+    });
+    server.setRequestHandler('prompts/get', async (request, ctx) => {
+      const { name, arguments: args } = request.params;
+      const route = (await view('prompts/get')).prompts.resolve(name);
+      if (!route) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown prompt: ${name}`, { prompt: name });
+      const result = await forward(
+        { method: 'prompts/get', server: route.server, name: route.name, ...(args && { arguments: args }), ...session(ctx) },
+        name,
+      );
+      return result as GetPromptResult;
+    });
+  }
+  return server;
+}
+
+/** The session id and client `_meta` a forwarded call carries. */
+function session(ctx: { sessionId?: string; mcpReq: { _meta?: Record<string, unknown> } }): { sessionId?: string; _meta?: Record<string, unknown> } {
+  return { ...(ctx.sessionId && { sessionId: ctx.sessionId }), ...(ctx.mcpReq._meta && { _meta: { ...ctx.mcpReq._meta } }) };
+}
+
+/** Upstream instructions: as-is on a per-server endpoint, one headed section per server on `/mcp`. */
+function instructionsOf(view: CatalogView, scope: Scope): string | undefined {
+  const parts = view.servers.filter(s => s.state === 'ready' && s.instructions).map(s => ({ name: s.name, text: s.instructions! }));
+  if (parts.length === 0) return undefined;
+  if (scope.kind === 'server') return parts.map(p => p.text).join('\n\n');
+  return parts.map(p => `## ${p.name} (tools and prompts named ${p.name}__*)\n${p.text}`).join('\n\n');
+}

@@ -1,0 +1,7 @@
+/**
+ * @punk/mcp-front: the HTTP MCP endpoint of Punk in both protocol eras,
+ * aggregating and namespacing the tenant's servers.
+ */
+export { createFront, type Front, type FrontOptions } from './front.js';
+export { namespacedName, MAX_NAME_LENGTH, NAMESPACE_SEPARATOR } from './naming.js';
+export { MemorySessionStore, type SessionStore, type LiveSession } from './sessions.js';
