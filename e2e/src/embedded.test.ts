@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { connectClient, listAllTools, textOf, type Era } from './clients.js';
-import { exampleManifests, removeDir, repoRoot, startPunk, type RunningPunk } from './harness.js';
+import { eventually, exampleManifests, removeDir, repoRoot, startPunk, type RunningPunk } from './harness.js';
 
 const exec = promisify(execFile);
 
@@ -57,9 +57,11 @@ describe('punk up on the examples (PGlite)', () => {
         const prompt = await client.getPrompt({ name: 'everything__simple-prompt' });
         assert.ok(prompt.messages.length > 0);
 
-        const runs = (await (await fetch(`${punk.baseUrl}/api/v1/runs?limit=500`)).json()) as { runs: Array<{ runId: string; types: string[] }> };
-        assert.ok(runs.runs.length >= 3, 'the calls are on the ledger as runs');
-        const withCall = runs.runs.find(r => r.types.includes('tool.called') && r.types.includes('tool.completed') && r.types.includes('governance.decision'));
+        type Run = { runId: string; types: string[]; tool?: string };
+        const withCall = await eventually(async () => {
+          const { runs } = (await (await fetch(`${punk.baseUrl}/api/v1/runs?limit=500`)).json()) as { runs: Run[] };
+          return runs.find(r => r.tool === 'echo' && ['tool.called', 'tool.completed', 'governance.decision'].every(t => r.types.includes(t)));
+        });
         assert.ok(withCall, 'a run holds tool.called, governance.decision and tool.completed');
         const detail = (await (await fetch(`${punk.baseUrl}/api/v1/runs/${withCall!.runId}`)).json()) as { events: Array<{ type: string; hash: string; prevHash: string }> };
         assert.ok(detail.events.length >= 3);

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { connectClient, textOf } from './clients.js';
-import { exampleManifests, removeDir, repoRoot, startPunk, type RunningPunk } from './harness.js';
+import { eventually, exampleManifests, removeDir, repoRoot, startPunk, type RunningPunk } from './harness.js';
 
 const manifests = (fixtures: string) => ({
   'broken.yaml': `apiVersion: mcp.punk.dev/v1alpha1
@@ -160,7 +160,11 @@ describe('faults and bad input', () => {
   });
 
   test('the ledger kept every accepted event, including the failed calls, and the chain verifies', async () => {
-    const { runs } = (await (await fetch(`${punk.baseUrl}/api/v1/runs?limit=500`)).json()) as { runs: Array<{ runId: string; types: string[]; tool?: string }> };
+    type Run = { runId: string; types: string[]; tool?: string };
+    const runs = (await eventually(async () => {
+      const { runs } = (await (await fetch(`${punk.baseUrl}/api/v1/runs?limit=500`)).json()) as { runs: Run[] };
+      return runs.some(r => r.tool === 'crash') && runs.some(r => r.tool === 'delete_entities') ? runs : undefined;
+    })) ?? [];
     const crashRun = runs.find(r => r.tool === 'crash');
     assert.ok(crashRun, 'the crashed call is a run');
     assert.ok(crashRun!.types.includes('tool.called') && crashRun!.types.includes('tool.completed'));

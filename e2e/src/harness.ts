@@ -100,3 +100,17 @@ export async function startPunk(options: { manifestDir: string; env?: Record<str
 export async function removeDir(dir: string): Promise<void> {
   await rm(dir, { recursive: true, force: true });
 }
+
+/**
+ * Retries `probe` until it returns a value that is not undefined, for at most
+ * `timeoutMs`. The ledger writes just behind the stream acknowledgement, so a
+ * read right after a call may need a moment.
+ */
+export async function eventually<T>(probe: () => Promise<T | undefined>, timeoutMs = 5_000): Promise<T | undefined> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined || Date.now() > deadline) return value;
+    await new Promise(resolve => setTimeout(resolve, 100));
+  }
+}

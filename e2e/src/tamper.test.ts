@@ -26,9 +26,14 @@ async function echoOnce(baseUrl: string, message: string): Promise<void> {
   }
 }
 
+/** The id of a stored tool.called event; waits for the ledger's writer, which runs just behind the stream ack. */
 async function calledEventId(baseUrl: string): Promise<string> {
-  const { runs } = (await (await fetch(`${baseUrl}/api/v1/runs`)).json()) as { runs: Run[] };
-  const run = runs.find(r => r.types.includes('tool.called'));
+  let run: Run | undefined;
+  for (let attempt = 0; attempt < 50 && !run; attempt++) {
+    if (attempt > 0) await new Promise(resolve => setTimeout(resolve, 100));
+    const { runs } = (await (await fetch(`${baseUrl}/api/v1/runs`)).json()) as { runs: Run[] };
+    run = runs.find(r => r.types.includes('tool.called'));
+  }
   assert.ok(run, 'a call is on the ledger');
   const detail = (await (await fetch(`${baseUrl}/api/v1/runs/${run!.runId}`)).json()) as RunDetail;
   return detail.events.find(e => e.type === 'tool.called')!.id;

@@ -83,7 +83,11 @@ export interface ConsumeOptions {
 
 /** A running durable consumer. */
 export interface BusConsumer {
-  /** Stops delivery; resolves once the handler call in progress, if any, has finished. */
+  /**
+   * Stops delivery; resolves once the handler call in progress, if any, has
+   * finished. The in-process bus first delivers what its stream still holds,
+   * since that stream does not outlive the process.
+   */
   stop(): Promise<void>;
 }
 

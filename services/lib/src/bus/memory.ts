@@ -51,11 +51,14 @@ interface MemoryConsumerState {
   ackFloor: number;
   deliveries: Map<number, number>;
   running: boolean;
+  /** Set by stop(): deliver what the stream holds, then end. */
+  draining: boolean;
   wake: (() => void) | undefined;
   loop: Promise<void> | undefined;
 }
 
 const REDELIVERY_BACKOFF_MS = [100, 250, 500, 1000, 2000, 5000];
+const DRAIN_TIMEOUT_MS = 10_000;
 
 /** Wire round trip of a payload: the in-process bus shares nothing by reference. */
 function encode(data: unknown): string {
@@ -176,17 +179,19 @@ export class MemoryBus implements Bus {
     let state = stream.consumers.get(durable);
     if (state?.running) throw new PunkError('BusConsumerBusy', `consumer ${durable} of ${streamName} is already running in this process`);
     if (!state) {
-      state = { ackFloor: 0, deliveries: new Map(), running: false, wake: undefined, loop: undefined };
+      state = { ackFloor: 0, deliveries: new Map(), running: false, draining: false, wake: undefined, loop: undefined };
       stream.consumers.set(durable, state);
     }
     const consumer = state;
     consumer.running = true;
+    consumer.draining = false;
     const maxBatch = options.maxBatch ?? 100;
     consumer.loop = (async () => {
       let failures = 0;
       while (consumer.running) {
         const pending = stream.messages.filter(m => m.seq > consumer.ackFloor).slice(0, maxBatch);
         if (pending.length === 0) {
+          if (consumer.draining) break;
           await new Promise<void>(resolve => (consumer.wake = resolve));
           consumer.wake = undefined;
           continue;
@@ -218,7 +223,18 @@ export class MemoryBus implements Bus {
       }
     })();
     return {
+      // The in-process stream does not outlive the process: deliver what it
+      // still holds (bounded by DRAIN_TIMEOUT_MS) before stopping.
       stop: async () => {
+        consumer.draining = true;
+        consumer.wake?.();
+        let timer: NodeJS.Timeout | undefined;
+        const drained = await Promise.race([
+          consumer.loop!.then(() => true),
+          new Promise<boolean>(resolve => (timer = setTimeout(() => resolve(false), DRAIN_TIMEOUT_MS))),
+        ]);
+        clearTimeout(timer);
+        if (!drained) this.log?.error({ stream: streamName, durable }, 'consumer did not drain the in-process stream in time; undelivered messages are lost');
         consumer.running = false;
         consumer.wake?.();
         await consumer.loop;

@@ -109,3 +109,17 @@ test('a consumer started later resumes from its acknowledged position', async ()
   assert.deepEqual(got, ['a', 'b']);
   await bus.close();
 });
+
+test('stopping an in-process consumer first delivers what the stream still holds', async () => {
+  const bus = new MemoryBus();
+  await bus.ensureStream(stream);
+  const got: string[] = [];
+  const consumer = await bus.consume('TEST', 'w', async batch => {
+    await new Promise(r => setTimeout(r, 20));
+    got.push(...batch.map(m => m.msgId));
+  }, { maxBatch: 1 });
+  for (const id of ['a', 'b', 'c']) await bus.append('test.events.a', {}, { msgId: id });
+  await consumer.stop();
+  assert.deepEqual(got, ['a', 'b', 'c']);
+  await bus.close();
+});
