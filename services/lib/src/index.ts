@@ -3,6 +3,7 @@ export * from './log.js';
 export * from './config.js';
 export * from './bus/bus.js';
 export { MemoryBus } from './bus/memory.js';
+export { NatsBus, type NatsBusOptions } from './bus/nats.js';
 export * from './contracts.js';
 export * from './spec/mcpserver.js';
 export * from './spec/loader.js';

@@ -97,6 +97,51 @@ export interface StreamConfig {
   subjects: string[];
   /** Window in milliseconds within which a repeated `msgId` is recognised as a duplicate. */
   duplicateWindowMs: number;
+  /** Messages older than this are discarded, in milliseconds (kept until acknowledged when absent). */
+  maxAgeMs?: number;
+}
+
+/** A key-value bucket, created idempotently by `keyValue`. */
+export interface KvBucketConfig {
+  name: string;
+  /** Entries expire this long after their last write, in milliseconds. */
+  ttlMs: number;
+}
+
+/** One stored value and its revision (for compare-and-set). */
+export interface KvEntry {
+  value: unknown;
+  revision: number;
+}
+
+/** A key-value bucket shared by every replica (NATS KV; a map in-process). */
+export interface KvStore {
+  /** The live value, or undefined when absent, deleted or expired. */
+  get(key: string): Promise<KvEntry | undefined>;
+  /** Writes a value (renewing its time to live); resolves with the new revision. */
+  put(key: string, value: unknown): Promise<number>;
+  /**
+   * Writes only if the key holds no live value.
+   * @throws PunkError `KvConflict` when it does.
+   */
+  create(key: string, value: unknown): Promise<number>;
+  /**
+   * Writes only if the key is still at `revision` (compare-and-set).
+   * @throws PunkError `KvConflict` when another write came first.
+   */
+  update(key: string, value: unknown, revision: number): Promise<number>;
+  /** Removes the key; a no-op when absent. */
+  delete(key: string): Promise<void>;
+}
+
+/** Options of a stream read. */
+export interface ReadStreamOptions {
+  /** Only messages whose subject matches this pattern. */
+  subject: string;
+  /** Only messages after this stream sequence (0 for all). */
+  afterSeq: number;
+  /** Most messages returned (default 1000). */
+  limit?: number;
 }
 
 /** The bus every Punk component depends on. */
@@ -127,6 +172,14 @@ export interface Bus {
    * is handed to `handler` at least once, in order, until acknowledged.
    */
   consume(stream: string, durable: string, handler: BatchHandler, options?: ConsumeOptions): Promise<BusConsumer>;
+  /**
+   * Reads stored messages of a stream in order, without a durable consumer
+   * (replay of SSE events after a `Last-Event-ID`).
+   * @throws PunkError `BusStreamNotFound` when the stream does not exist.
+   */
+  readStream(stream: string, options: ReadStreamOptions): Promise<StreamMessage[]>;
+  /** Opens (creating if needed) a key-value bucket. */
+  keyValue(config: KvBucketConfig): Promise<KvStore>;
   /** True while the bus can carry messages (a NATS connection is up). */
   isConnected(): boolean;
   /** Stops every subscription and consumer and releases the connection. */

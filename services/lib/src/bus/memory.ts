@@ -9,6 +9,10 @@ import {
   type BusHeaders,
   type BusSubscription,
   type ConsumeOptions,
+  type KvBucketConfig,
+  type KvEntry,
+  type KvStore,
+  type ReadStreamOptions,
   type MessageHandler,
   type RequestHandler,
   type RequestOptions,
@@ -78,6 +82,7 @@ export class MemoryBus implements Bus {
   private readonly subscribers: Subscriber[] = [];
   private readonly streams = new Map<string, MemoryStream>();
   private readonly queueCursor = new Map<string, number>();
+  private readonly buckets = new Map<string, MemoryKv>();
   private closed = false;
 
   constructor(private readonly log?: Logger) {}
@@ -165,6 +170,11 @@ export class MemoryBus implements Bus {
     }
     const earlier = stream.recentIds.get(options.msgId);
     if (earlier) return { seq: earlier.seq, duplicate: true };
+    if (stream.config.maxAgeMs !== undefined) {
+      const oldest = now - stream.config.maxAgeMs;
+      const keep = stream.messages.findIndex(m => m.storedAt >= oldest);
+      stream.messages.splice(0, keep === -1 ? stream.messages.length : keep);
+    }
     const seq = ++stream.lastSeq;
     stream.messages.push({ seq, subject, msgId: options.msgId, payload, headers: { ...options.headers }, storedAt: now });
     stream.recentIds.set(options.msgId, { seq, storedAt: now });
@@ -242,6 +252,27 @@ export class MemoryBus implements Bus {
     };
   }
 
+  async readStream(streamName: string, options: ReadStreamOptions): Promise<StreamMessage[]> {
+    this.assertOpen();
+    const stream = this.streams.get(streamName);
+    if (!stream) throw new PunkError('BusStreamNotFound', `stream ${streamName} does not exist`);
+    // Read-only streams keep every message here (trim needs a consumer), so replay sees them all.
+    return stream.messages
+      .filter(m => m.seq > options.afterSeq && subjectMatches(options.subject, m.subject))
+      .slice(0, options.limit ?? 1000)
+      .map(m => ({ seq: m.seq, subject: m.subject, msgId: m.msgId, data: JSON.parse(m.payload), headers: { ...m.headers }, deliveryCount: 1 }));
+  }
+
+  async keyValue(config: KvBucketConfig): Promise<KvStore> {
+    this.assertOpen();
+    let bucket = this.buckets.get(config.name);
+    if (!bucket) {
+      bucket = new MemoryKv(config.ttlMs);
+      this.buckets.set(config.name, bucket);
+    }
+    return bucket;
+  }
+
   isConnected(): boolean {
     return !this.closed;
   }
@@ -262,8 +293,9 @@ export class MemoryBus implements Bus {
     await Promise.all(loops);
   }
 
-  /** Drops messages every consumer has acknowledged. */
+  /** Drops messages every consumer has acknowledged (streams without consumers keep everything). */
   private trim(stream: MemoryStream): void {
+    if (stream.consumers.size === 0) return;
     const floor = Math.min(...[...stream.consumers.values()].map(c => c.ackFloor));
     const index = stream.messages.findIndex(m => m.seq > floor);
     stream.messages.splice(0, index === -1 ? stream.messages.length : index);
@@ -285,4 +317,47 @@ export class MemoryBus implements Bus {
 function remove<T>(list: T[], item: T): void {
   const index = list.indexOf(item);
   if (index !== -1) list.splice(index, 1);
+}
+
+/** An in-process key-value bucket with per-entry expiry. */
+class MemoryKv implements KvStore {
+  private readonly entries = new Map<string, { payload: string; revision: number; expiresAt: number }>();
+  private revision = 0;
+
+  constructor(private readonly ttlMs: number) {}
+
+  async get(key: string): Promise<KvEntry | undefined> {
+    const entry = this.live(key);
+    return entry && { value: JSON.parse(entry.payload), revision: entry.revision };
+  }
+
+  async put(key: string, value: unknown): Promise<number> {
+    const revision = ++this.revision;
+    this.entries.set(key, { payload: encode(value), revision, expiresAt: Date.now() + this.ttlMs });
+    return revision;
+  }
+
+  async create(key: string, value: unknown): Promise<number> {
+    if (this.live(key)) throw new PunkError('KvConflict', `key ${key} already exists`);
+    return this.put(key, value);
+  }
+
+  async update(key: string, value: unknown, revision: number): Promise<number> {
+    const entry = this.live(key);
+    if (!entry || entry.revision !== revision) throw new PunkError('KvConflict', `key ${key} changed since revision ${revision}`);
+    return this.put(key, value);
+  }
+
+  async delete(key: string): Promise<void> {
+    this.entries.delete(key);
+  }
+
+  private live(key: string) {
+    const entry = this.entries.get(key);
+    if (entry && entry.expiresAt <= Date.now()) {
+      this.entries.delete(key);
+      return undefined;
+    }
+    return entry;
+  }
 }

@@ -1,0 +1,428 @@
+/**
+ * The bus over NATS (every replica count): core request/reply and
+ * broadcast, JetStream for durable streams and consumers, NATS KV for
+ * buckets. Same semantics as the in-process bus; callers cannot tell them
+ * apart. Reconnects forever; `isConnected` reports the link for readiness.
+ */
+import {
+  connect,
+  headers as natsHeaders,
+  NoRespondersError,
+  TimeoutError,
+  type Msg,
+  type MsgHdrs,
+  type NatsConnection,
+  type Subscription,
+} from '@nats-io/transport-node';
+import { AckPolicy, jetstream, jetstreamManager, JetStreamApiError, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
+import { Kvm, type KV } from '@nats-io/kv';
+import { PunkError, errorMessage } from '../errors.js';
+import type { Logger } from '../log.js';
+import type {
+  AppendAck,
+  BatchHandler,
+  Bus,
+  BusConsumer,
+  BusHeaders,
+  BusSubscription,
+  ConsumeOptions,
+  KvBucketConfig,
+  KvEntry,
+  KvStore,
+  MessageHandler,
+  ReadStreamOptions,
+  RequestHandler,
+  RequestOptions,
+  ServeOptions,
+  StreamConfig,
+  StreamMessage,
+} from './bus.js';
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+const REDELIVERY_DELAYS_MS = [250, 500, 1000, 2000, 5000, 10_000];
+/** Reply envelope on request subjects: errors cross the wire as `{ ok: false, code, message }`. */
+type Reply = { ok: true; body: unknown } | { ok: false; code: string; message: string; details?: Record<string, unknown> };
+
+function encode(data: unknown): Uint8Array {
+  const text = JSON.stringify(data);
+  if (text === undefined) throw new PunkError('BusInvalidPayload', 'bus payload must be a JSON value');
+  return encoder.encode(text);
+}
+
+/** Decodes a JSON payload; a payload that is not JSON becomes a PunkError `InvalidMessage`. */
+function decode(data: Uint8Array, subject: string): unknown {
+  try {
+    return JSON.parse(decoder.decode(data));
+  } catch {
+    throw new PunkError('InvalidMessage', `message on ${subject} is not valid JSON`);
+  }
+}
+
+function toNatsHeaders(source: BusHeaders | undefined): MsgHdrs | undefined {
+  if (!source || Object.keys(source).length === 0) return undefined;
+  const h = natsHeaders();
+  for (const [key, value] of Object.entries(source)) h.set(key, value);
+  return h;
+}
+
+function fromNatsHeaders(source: MsgHdrs | undefined): BusHeaders {
+  const out: BusHeaders = {};
+  if (!source) return out;
+  for (const key of source.keys()) out[key] = source.get(key);
+  return out;
+}
+
+/** Options of {@link NatsBus.connect}. */
+export interface NatsBusOptions {
+  /** NATS server URL(s), comma-separated (`nats://127.0.0.1:4222`). */
+  url: string;
+  /** Connection name shown by the server (`punk-gateway-<pid>`). */
+  name: string;
+  log: Logger;
+}
+
+/** The NATS implementation of {@link Bus}. */
+export class NatsBus implements Bus {
+  private readonly subscriptions = new Set<Subscription>();
+  private readonly consumers = new Set<{ stop(): Promise<void> }>();
+  private connected = true;
+  private closed = false;
+
+  private constructor(
+    private readonly nc: NatsConnection,
+    private readonly jsm: JetStreamManager,
+    private readonly js: JetStreamClient,
+    private readonly log: Logger,
+  ) {
+    void this.watchStatus();
+  }
+
+  /**
+   * Connects to NATS and JetStream.
+   * @throws PunkError `BusUnavailable` naming the URL when NATS cannot be reached or JetStream is not enabled.
+   */
+  static async connect(options: NatsBusOptions): Promise<NatsBus> {
+    let nc: NatsConnection;
+    try {
+      nc = await connect({ servers: options.url.split(','), name: options.name, maxReconnectAttempts: -1, reconnectTimeWait: 500, timeout: 5000 });
+    } catch (error) {
+      throw new PunkError('BusUnavailable', `cannot connect to NATS at ${options.url}: ${errorMessage(error)}`, undefined, { cause: error });
+    }
+    try {
+      const jsm = await jetstreamManager(nc, { timeout: 5000 });
+      return new NatsBus(nc, jsm, jetstream(nc, { timeout: 5000 }), options.log);
+    } catch (error) {
+      await nc.close();
+      throw new PunkError('BusUnavailable', `NATS at ${options.url} has no JetStream (start nats-server with -js): ${errorMessage(error)}`, undefined, { cause: error });
+    }
+  }
+
+  async request(subject: string, data: unknown, options: RequestOptions): Promise<unknown> {
+    this.assertOpen();
+    let msg: Msg;
+    try {
+      const hdrs = toNatsHeaders(options.headers);
+      msg = await this.nc.request(subject, encode(data), { timeout: options.timeoutMs, ...(hdrs && { headers: hdrs }) });
+    } catch (error) {
+      if (error instanceof NoRespondersError || (error as Error)?.cause instanceof NoRespondersError) {
+        throw new PunkError('BusNoResponders', `no service answers requests on ${subject}`);
+      }
+      if (error instanceof TimeoutError || (error as Error)?.cause instanceof TimeoutError) {
+        throw new PunkError('BusTimeout', `request on ${subject} got no reply within ${options.timeoutMs} ms`);
+      }
+      throw new PunkError('BusUnavailable', `request on ${subject} failed: ${errorMessage(error)}`, undefined, { cause: error });
+    }
+    const reply = decode(msg.data, subject) as Reply;
+    if (reply && reply.ok === true) return reply.body;
+    if (reply && reply.ok === false) throw new PunkError(reply.code, reply.message, reply.details);
+    throw new PunkError('InvalidMessage', `reply on ${subject} is not a bus reply envelope`);
+  }
+
+  async serve(subject: string, handler: RequestHandler, options: ServeOptions = {}): Promise<BusSubscription> {
+    this.assertOpen();
+    const sub = this.nc.subscribe(subject, {
+      ...(options.queue && { queue: options.queue }),
+      callback: (error, msg) => {
+        if (error) {
+          this.log.error({ err: errorMessage(error), subject }, 'bus subscription error');
+          return;
+        }
+        void this.answer(subject, handler, msg);
+      },
+    });
+    return this.track(sub);
+  }
+
+  async publish(subject: string, data: unknown, headers?: BusHeaders): Promise<void> {
+    this.assertOpen();
+    const hdrs = toNatsHeaders(headers);
+    this.nc.publish(subject, encode(data), hdrs ? { headers: hdrs } : undefined);
+  }
+
+  async subscribe(subject: string, handler: MessageHandler): Promise<BusSubscription> {
+    this.assertOpen();
+    const sub = this.nc.subscribe(subject, {
+      callback: (error, msg) => {
+        if (error) {
+          this.log.error({ err: errorMessage(error), subject }, 'bus subscription error');
+          return;
+        }
+        try {
+          const data = decode(msg.data, msg.subject);
+          Promise.resolve(handler(data, { subject: msg.subject, headers: fromNatsHeaders(msg.headers) })).catch(failure =>
+            this.log.error({ err: errorMessage(failure), subject: msg.subject }, 'bus subscriber failed'),
+          );
+        } catch (failure) {
+          this.log.error({ err: errorMessage(failure), subject: msg.subject }, 'dropped a malformed broadcast');
+        }
+      },
+    });
+    return this.track(sub);
+  }
+
+  async ensureStream(config: StreamConfig): Promise<void> {
+    this.assertOpen();
+    const wanted = {
+      name: config.name,
+      subjects: config.subjects,
+      duplicate_window: config.duplicateWindowMs * 1_000_000,
+      // Direct gets serve stream reads (SSE replay) without a consumer.
+      allow_direct: true,
+      ...(config.maxAgeMs !== undefined && { max_age: config.maxAgeMs * 1_000_000 }),
+    };
+    try {
+      await this.jsm.streams.info(config.name);
+      await this.jsm.streams.update(config.name, wanted);
+    } catch (error) {
+      if (!(error instanceof JetStreamApiError) || !/not found/i.test(error.message)) throw this.unavailable(`stream ${config.name}`, error);
+      try {
+        await this.jsm.streams.add(wanted);
+      } catch (addError) {
+        // Another replica created it first: that is the idempotent outcome we want.
+        if (!/already in use|exists/i.test(errorMessage(addError))) throw this.unavailable(`stream ${config.name}`, addError);
+      }
+    }
+  }
+
+  async append(subject: string, data: unknown, options: { msgId: string; headers?: BusHeaders; timeoutMs?: number }): Promise<AppendAck> {
+    this.assertOpen();
+    try {
+      const hdrs = toNatsHeaders(options.headers);
+      const ack = await this.js.publish(subject, encode(data), { msgID: options.msgId, timeout: options.timeoutMs ?? 5000, ...(hdrs && { headers: hdrs }) });
+      return { seq: ack.seq, duplicate: ack.duplicate };
+    } catch (error) {
+      // nats.js reports a publish nobody stores as "no responders" or "jetstream is not enabled".
+      if (error instanceof NoRespondersError || (error as Error)?.cause instanceof NoRespondersError || /no responders|jetstream is not enabled/i.test(errorMessage(error))) {
+        throw new PunkError('BusStreamNotFound', `no stream captures subject ${subject}`);
+      }
+      if (error instanceof TimeoutError || (error as Error)?.cause instanceof TimeoutError) {
+        throw new PunkError('BusTimeout', `append on ${subject} was not acknowledged in time`);
+      }
+      throw this.unavailable(`append on ${subject}`, error);
+    }
+  }
+
+  async consume(stream: string, durable: string, handler: BatchHandler, options: ConsumeOptions = {}): Promise<BusConsumer> {
+    this.assertOpen();
+    const maxBatch = options.maxBatch ?? 100;
+    try {
+      await this.jsm.consumers.info(stream, durable);
+    } catch (error) {
+      if (!(error instanceof JetStreamApiError) || !/not found/i.test(error.message)) throw this.unavailable(`consumer ${durable}`, error);
+      try {
+        await this.jsm.consumers.add(stream, { durable_name: durable, ack_policy: AckPolicy.Explicit, ack_wait: 30_000_000_000, max_ack_pending: maxBatch * 10 });
+      } catch (addError) {
+        if (!/already in use|exists/i.test(errorMessage(addError))) throw this.unavailable(`consumer ${durable}`, addError);
+      }
+    }
+    const consumer = await this.js.consumers.get(stream, durable);
+    let running = true;
+    let failures = 0;
+    const loop = (async () => {
+      while (running && !this.closed) {
+        let batch: JsMsg[] = [];
+        try {
+          const messages = await consumer.fetch({ max_messages: maxBatch, expires: 1000 });
+          for await (const m of messages) {
+            batch.push(m);
+          }
+        } catch (error) {
+          if (!running || this.closed) break;
+          this.log.warn({ err: errorMessage(error), stream, durable }, 'fetch from stream failed; retrying');
+          await delay(1000);
+          continue;
+        }
+        if (batch.length === 0) continue;
+        const delivered: StreamMessage[] = [];
+        for (const m of batch) {
+          let data: unknown;
+          try {
+            data = JSON.parse(decoder.decode(m.data));
+          } catch {
+            // Not JSON: hand it over as text; the handler's schema check sets it aside.
+            data = { __undecodable: decoder.decode(m.data) };
+          }
+          delivered.push({ seq: m.seq, subject: m.subject, msgId: m.headers?.get('Nats-Msg-Id') ?? '', data, headers: fromNatsHeaders(m.headers), deliveryCount: m.info.deliveryCount });
+        }
+        try {
+          await handler(delivered);
+          failures = 0;
+          await Promise.all(batch.map(m => m.ackAck().catch(() => false)));
+        } catch (error) {
+          const wait = REDELIVERY_DELAYS_MS[Math.min(failures++, REDELIVERY_DELAYS_MS.length - 1)]!;
+          this.log.warn({ err: errorMessage(error), stream, durable, delayMs: wait }, 'consumer batch failed; will redeliver');
+          for (const m of batch) m.nak(wait);
+          await delay(wait);
+        }
+        batch = [];
+      }
+    })();
+    const handle = {
+      stop: async () => {
+        running = false;
+        await loop;
+        this.consumers.delete(handle);
+      },
+    };
+    this.consumers.add(handle);
+    return handle;
+  }
+
+  async readStream(stream: string, options: ReadStreamOptions): Promise<StreamMessage[]> {
+    this.assertOpen();
+    const limit = options.limit ?? 1000;
+    const out: StreamMessage[] = [];
+    let seq = options.afterSeq + 1;
+    // One "next message on this subject from seq" lookup per message: replays are short.
+    while (out.length < limit) {
+      let stored;
+      try {
+        stored = await this.jsm.direct.getMessage(stream, { seq, next_by_subj: options.subject });
+      } catch (error) {
+        if (/stream not found/i.test(errorMessage(error))) throw new PunkError('BusStreamNotFound', `stream ${stream} does not exist`);
+        if (/no message found/i.test(errorMessage(error))) break;
+        throw this.unavailable(`read of ${stream}`, error);
+      }
+      if (!stored) break;
+      out.push({ seq: stored.seq, subject: stored.subject, msgId: stored.header?.get('Nats-Msg-Id') ?? '', data: JSON.parse(decoder.decode(stored.data)), headers: fromNatsHeaders(stored.header), deliveryCount: 1 });
+      seq = stored.seq + 1;
+    }
+    return out;
+  }
+
+  async keyValue(config: KvBucketConfig): Promise<KvStore> {
+    this.assertOpen();
+    try {
+      const kv = await new Kvm(this.nc).create(config.name, { ttl: config.ttlMs, history: 1 });
+      return new NatsKv(kv, config.name);
+    } catch (error) {
+      throw this.unavailable(`bucket ${config.name}`, error);
+    }
+  }
+
+  isConnected(): boolean {
+    return this.connected && !this.closed && !this.nc.isClosed();
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    await Promise.allSettled([...this.consumers].map(c => c.stop()));
+    this.closed = true;
+    try {
+      await this.nc.drain();
+    } catch {
+      await this.nc.close().catch(() => undefined);
+    }
+  }
+
+  private async answer(subject: string, handler: RequestHandler, msg: Msg): Promise<void> {
+    let reply: Reply;
+    try {
+      const data = decode(msg.data, subject);
+      const body = await handler(data, { subject: msg.subject, headers: fromNatsHeaders(msg.headers) });
+      reply = { ok: true, body: body === undefined ? null : body };
+    } catch (error) {
+      if (error instanceof PunkError) {
+        reply = { ok: false, code: error.code, message: error.message, ...(error.details && { details: error.details }) };
+      } else {
+        this.log.error({ err: errorMessage(error), subject }, 'bus request handler failed');
+        reply = { ok: false, code: 'BusHandlerFailed', message: `the service answering ${subject} failed: ${errorMessage(error)}` };
+      }
+    }
+    try {
+      if (msg.reply) msg.respond(encode(reply));
+    } catch (error) {
+      this.log.warn({ err: errorMessage(error), subject }, 'could not send a bus reply');
+    }
+  }
+
+  private track(sub: Subscription): BusSubscription {
+    this.subscriptions.add(sub);
+    return {
+      unsubscribe: async () => {
+        this.subscriptions.delete(sub);
+        sub.unsubscribe();
+      },
+    };
+  }
+
+  private async watchStatus(): Promise<void> {
+    for await (const status of this.nc.status()) {
+      if (status.type === 'disconnect') {
+        this.connected = false;
+        this.log.warn({ server: (status as { server?: string }).server }, 'NATS disconnected; reconnecting');
+      } else if (status.type === 'reconnect') {
+        this.connected = true;
+        this.log.info({ server: (status as { server?: string }).server }, 'NATS reconnected');
+      }
+    }
+  }
+
+  private unavailable(what: string, error: unknown): PunkError {
+    return new PunkError('BusUnavailable', `${what}: ${errorMessage(error)}`, undefined, { cause: error });
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new PunkError('BusClosed', 'the bus is closed');
+  }
+}
+
+/** A NATS KV bucket behind {@link KvStore}. */
+class NatsKv implements KvStore {
+  constructor(private readonly kv: KV, private readonly bucket: string) {}
+
+  async get(key: string): Promise<KvEntry | undefined> {
+    const entry = await this.kv.get(key);
+    if (!entry || entry.operation !== 'PUT') return undefined;
+    return { value: JSON.parse(decoder.decode(entry.value)), revision: entry.revision };
+  }
+
+  async put(key: string, value: unknown): Promise<number> {
+    return this.kv.put(key, encode(value));
+  }
+
+  async create(key: string, value: unknown): Promise<number> {
+    try {
+      return await this.kv.create(key, encode(value));
+    } catch (error) {
+      throw new PunkError('KvConflict', `key ${key} already exists in ${this.bucket}`, undefined, { cause: error });
+    }
+  }
+
+  async update(key: string, value: unknown, revision: number): Promise<number> {
+    try {
+      return await this.kv.update(key, encode(value), revision);
+    } catch (error) {
+      throw new PunkError('KvConflict', `key ${key} in ${this.bucket} changed since revision ${revision}`, undefined, { cause: error });
+    }
+  }
+
+  async delete(key: string): Promise<void> {
+    await this.kv.delete(key);
+  }
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise(resolve => setTimeout(resolve, ms));
+}

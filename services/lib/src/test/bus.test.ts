@@ -1,0 +1,234 @@
+/**
+ * One suite, both implementations: the in-process bus and the NATS bus (real
+ * NATS with JetStream) must behave the same for every caller. Names are unique
+ * per run so runs can overlap and leave nothing behind.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { after, describe, test, type TestContext } from 'node:test';
+import { connect } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { MemoryBus, NatsBus, PunkError, createLogger, subjectMatches, type Bus, type StreamMessage } from '../index.js';
+
+const natsUrl = process.env.PUNK_TEST_NATS_URL ?? 'nats://127.0.0.1:4222';
+const log = createLogger('bus-test', 'silent');
+
+const implementations: Array<[string, () => Promise<Bus>]> = [
+  ['in-process', async () => new MemoryBus()],
+  ['NATS', async () => NatsBus.connect({ url: natsUrl, name: 'punk-bus-test', log })],
+];
+
+/** Opens a bus that is closed when the test ends, whatever happens. */
+async function opened(t: TestContext, open: () => Promise<Bus>): Promise<Bus> {
+  const bus = await open();
+  t.after(() => bus.close());
+  return bus;
+}
+
+const created: string[] = [];
+
+// Leave nothing behind on the shared NATS server: drop this run's streams and buckets.
+after(async () => {
+  const nc = await connect({ servers: natsUrl });
+  const jsm = await jetstreamManager(nc);
+  for (const name of created) await jsm.streams.delete(name).catch(() => undefined);
+  await nc.close();
+});
+
+function names() {
+  const id = randomBytes(4).toString('hex');
+  created.push(`TEST_${id}`, `KV_test_${id}`);
+  return {
+    subject: (s: string) => `test${id}.${s}`,
+    stream: { name: `TEST_${id}`, subjects: [`test${id}.events.>`], duplicateWindowMs: 60_000 },
+    bucket: `test_${id}`,
+    id,
+  };
+}
+
+async function until(check: () => boolean, ms = 5000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!check() && Date.now() < deadline) await new Promise(r => setTimeout(r, 20));
+}
+
+test('NATS-style subject patterns', () => {
+  assert.ok(subjectMatches('a.*.c', 'a.b.c'));
+  assert.ok(subjectMatches('a.>', 'a.b.c'));
+  assert.ok(!subjectMatches('a.>', 'a'));
+  assert.ok(!subjectMatches('a.*', 'a.b.c'));
+});
+
+for (const [kind, open] of implementations) {
+  describe(`the ${kind} bus`, () => {
+    test('a request reaches one member of the queue group and its reply comes back', async t => {
+      const bus = await opened(t, open);
+      const n = names();
+      const seen: string[] = [];
+      await bus.serve(n.subject('echo'), async data => (seen.push('a'), { data }), { queue: 'svc' });
+      await bus.serve(n.subject('echo'), async data => (seen.push('b'), { data }), { queue: 'svc' });
+      const replies = await Promise.all([1, 2, 3, 4, 5, 6].map(i => bus.request(n.subject('echo'), { i }, { timeoutMs: 2000 })));
+      assert.deepEqual(replies.map(r => (r as { data: { i: number } }).data.i), [1, 2, 3, 4, 5, 6]);
+      assert.equal(seen.length, 6, 'each request answered once');
+      await bus.close();
+    });
+
+    test('errors cross the bus with their code; timeouts and missing responders are typed', async t => {
+      const bus = await opened(t, open);
+      const n = names();
+      await bus.serve(n.subject('fail'), async () => {
+        throw new PunkError('ToolNotFound', 'no tool x', { tool: 'x' });
+      });
+      await bus.serve(n.subject('crash'), async () => {
+        throw new TypeError('boom');
+      });
+      await bus.serve(n.subject('slow'), () => new Promise(resolve => setTimeout(resolve, 500)));
+      await assert.rejects(bus.request(n.subject('fail'), {}, { timeoutMs: 2000 }), (e: PunkError) => e.code === 'ToolNotFound' && e.message === 'no tool x' && e.details?.tool === 'x');
+      await assert.rejects(bus.request(n.subject('crash'), {}, { timeoutMs: 2000 }), (e: PunkError) => e.code === 'BusHandlerFailed' && /boom/.test(e.message));
+      await assert.rejects(bus.request(n.subject('slow'), {}, { timeoutMs: 50 }), (e: PunkError) => e.code === 'BusTimeout');
+      await assert.rejects(bus.request(n.subject('nobody'), {}, { timeoutMs: 500 }), (e: PunkError) => e.code === 'BusNoResponders');
+      await bus.close();
+    });
+
+    test('headers travel with requests and broadcasts', async t => {
+      const bus = await opened(t, open);
+      const n = names();
+      await bus.serve(n.subject('h'), async (_d, info) => info.headers['traceparent']);
+      assert.equal(await bus.request(n.subject('h'), {}, { timeoutMs: 2000, headers: { traceparent: '00-abc-def-01' } }), '00-abc-def-01');
+      await bus.close();
+    });
+
+    test('broadcasts reach every matching subscriber', async t => {
+      const bus = await opened(t, open);
+      const n = names();
+      const got: string[] = [];
+      await bus.subscribe(n.subject('reg.>'), (_d, info) => void got.push(`wild:${info.subject}`));
+      await bus.subscribe(n.subject('reg.changed'), d => void got.push(`exact:${(d as { x: number }).x}`));
+      await bus.publish(n.subject('reg.changed'), { x: 1 });
+      await until(() => got.length >= 2);
+      assert.deepEqual(got.sort(), [`exact:1`, `wild:${n.subject('reg.changed')}`]);
+      await bus.close();
+    });
+
+    test('a stream stores a msgId once; a durable consumer gets every message at least once, in order, after a failure', async t => {
+      const bus = await opened(t, open);
+      const n = names();
+      await bus.ensureStream(n.stream);
+      await bus.ensureStream(n.stream);
+      const first = await bus.append(`test${n.id}.events.a`, { i: 1 }, { msgId: 'm1' });
+      const again = await bus.append(`test${n.id}.events.a`, { i: 1 }, { msgId: 'm1' });
+      assert.equal(again.duplicate, true);
+      assert.equal(again.seq, first.seq);
+      await bus.append(`test${n.id}.events.b`, { i: 2 }, { msgId: 'm2' });
+      await assert.rejects(bus.append(`nostream${n.id}.x`, {}, { msgId: 'x' }), (e: PunkError) => e.code === 'BusStreamNotFound');
+      const delivered: StreamMessage[] = [];
+      let failOnce = true;
+      const consumer = await bus.consume(n.stream.name, 'writer', async batch => {
+        delivered.push(...batch);
+        if (failOnce) {
+          failOnce = false;
+          throw new Error('database down');
+        }
+      });
+      await bus.append(`test${n.id}.events.c`, { i: 3 }, { msgId: 'm3' });
+      await until(() => !failOnce && new Set(delivered.filter(m => m.deliveryCount > 1 || m.msgId === 'm3').map(m => m.msgId)).size === 3, 10_000);
+      await consumer.stop();
+      assert.ok(delivered.some(m => m.msgId === 'm1' && m.deliveryCount >= 2), 'redelivered after a failed batch');
+      assert.deepEqual([...new Set(delivered.map(m => m.msgId))], ['m1', 'm2', 'm3']);
+      assert.deepEqual(delivered.find(m => m.msgId === 'm2')?.data, { i: 2 });
+      await bus.close();
+    });
+
+    test('a consumer started later resumes from its acknowledged position', async t => {
+      const bus = await opened(t, open);
+      const n = names();
+      await bus.ensureStream(n.stream);
+      await bus.append(`test${n.id}.events.a`, {}, { msgId: 'a' });
+      const got: string[] = [];
+      let consumer = await bus.consume(n.stream.name, 'w', async batch => void got.push(...batch.map(m => m.msgId)));
+      await until(() => got.length >= 1);
+      await consumer.stop();
+      await bus.append(`test${n.id}.events.a`, {}, { msgId: 'b' });
+      consumer = await bus.consume(n.stream.name, 'w', async batch => void got.push(...batch.map(m => m.msgId)));
+      await until(() => got.length >= 2);
+      await consumer.stop();
+      assert.deepEqual(got, ['a', 'b']);
+      await bus.close();
+    });
+
+    test('a stream read replays what follows a sequence, filtered by subject', async t => {
+      const bus = await opened(t, open);
+      const n = names();
+      await bus.ensureStream(n.stream);
+      const seqs: number[] = [];
+      for (const [i, s] of ['x', 'y', 'x', 'x'].entries()) seqs.push((await bus.append(`test${n.id}.events.${s}`, { i }, { msgId: `r${i}` })).seq);
+      const all = await bus.readStream(n.stream.name, { subject: `test${n.id}.events.x`, afterSeq: 0 });
+      assert.deepEqual(all.map(m => (m.data as { i: number }).i), [0, 2, 3]);
+      const after = await bus.readStream(n.stream.name, { subject: `test${n.id}.events.x`, afterSeq: seqs[2]! });
+      assert.deepEqual(after.map(m => (m.data as { i: number }).i), [3]);
+      assert.deepEqual(await bus.readStream(n.stream.name, { subject: `test${n.id}.events.x`, afterSeq: seqs[3]! }), []);
+      await bus.close();
+    });
+
+    test('a key-value bucket supports get, put, create, compare-and-set and delete', async t => {
+      const bus = await opened(t, open);
+      const n = names();
+      const kv = await bus.keyValue({ name: n.bucket, ttlMs: 60_000 });
+      assert.equal(await kv.get('s1'), undefined);
+      const r1 = await kv.create('s1', { principal: 'alice' });
+      await assert.rejects(kv.create('s1', {}), (e: PunkError) => e.code === 'KvConflict');
+      const entry = await kv.get('s1');
+      assert.deepEqual(entry?.value, { principal: 'alice' });
+      assert.equal(entry?.revision, r1);
+      const r2 = await kv.update('s1', { principal: 'alice', level: 'info' }, r1);
+      await assert.rejects(kv.update('s1', {}, r1), (e: PunkError) => e.code === 'KvConflict');
+      assert.equal((await kv.get('s1'))?.revision, r2);
+      const other = await bus.keyValue({ name: n.bucket, ttlMs: 60_000 });
+      assert.deepEqual((await other.get('s1'))?.value, { principal: 'alice', level: 'info' });
+      await kv.delete('s1');
+      assert.equal(await kv.get('s1'), undefined);
+      await bus.close();
+    });
+
+    test('key-value entries expire after the bucket TTL', async t => {
+      const bus = await opened(t, open);
+      const n = names();
+      const kv = await bus.keyValue({ name: n.bucket, ttlMs: 1000 });
+      await kv.put('short', 1);
+      assert.ok(await kv.get('short'));
+      await new Promise(r => setTimeout(r, 1600));
+      assert.equal(await kv.get('short'), undefined);
+      await bus.close();
+    });
+
+    test('payloads are copied and a closed bus refuses work', async t => {
+      const bus = await opened(t, open);
+      const n = names();
+      await bus.serve(n.subject('mutate'), async data => {
+        (data as { x: number }).x = 99;
+        return data;
+      });
+      const sent = { x: 1 };
+      assert.equal(((await bus.request(n.subject('mutate'), sent, { timeoutMs: 2000 })) as { x: number }).x, 99);
+      assert.equal(sent.x, 1);
+      assert.equal(bus.isConnected(), true);
+      await bus.close();
+      assert.equal(bus.isConnected(), false);
+      await assert.rejects(bus.request(n.subject('mutate'), {}, { timeoutMs: 100 }), (e: PunkError) => e.code === 'BusClosed');
+    });
+  });
+}
+
+test('stopping an in-process consumer first delivers what the stream still holds', async () => {
+  const bus = new MemoryBus();
+  const n = names();
+  await bus.ensureStream(n.stream);
+  const got: string[] = [];
+  const consumer = await bus.consume(n.stream.name, 'w', async batch => {
+    await new Promise(r => setTimeout(r, 20));
+    got.push(...batch.map(m => m.msgId));
+  }, { maxBatch: 1 });
+  for (const id of ['a', 'b', 'c']) await bus.append(`test${n.id}.events.a`, {}, { msgId: id });
+  await consumer.stop();
+  assert.deepEqual(got, ['a', 'b', 'c']);
+  await bus.close();
+});
