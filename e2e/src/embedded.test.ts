@@ -100,17 +100,25 @@ describe('punk up on the examples (PGlite)', () => {
     }
   });
 
-  test('the MCP Inspector CLI lists the tools of the running instance', async () => {
-    const cli = join(repoRoot, 'node_modules/@modelcontextprotocol/inspector-cli/build/index.js');
-    // inspector-cli 1.0.3 finds its own package.json through `../package.json` of the working
-    // directory, so it runs from a directory whose parent has one.
-    const { stdout } = await exec(process.execPath, [cli, `${punk.baseUrl}/mcp`, '--transport', 'http', '--method', 'tools/list'], {
+  test('the MCP Inspector CLI lists the tools of the running instance, as the README runs it', async () => {
+    // The README's command: `cd e2e && npx mcp-inspector-cli --cli <url> --transport http --method tools/list`.
+    const cli = join(repoRoot, 'node_modules/.bin/mcp-inspector-cli');
+    const { stdout } = await exec(cli, ['--cli', `${punk.baseUrl}/mcp`, '--transport', 'http', '--method', 'tools/list'], {
       timeout: 60_000,
       cwd: join(repoRoot, 'e2e'),
     });
     const listed = JSON.parse(stdout) as { tools: Array<{ name: string }> };
     assert.ok(listed.tools.some(t => t.name === 'everything__echo'));
     assert.ok(listed.tools.some(t => t.name.startsWith('memory__')));
+  });
+
+  test('a second instance on the same data directory, or on a busy port, stops with a message naming the cause', async () => {
+    const port = new URL(punk.baseUrl).port;
+    await assert.rejects(startPunk({ manifestDir: dir, args: ['--data', join(dir, '.punk/data')] }), /in use by another Punk process \(pid \d+\)/);
+    await assert.rejects(startPunk({ manifestDir: dir, args: ['--ephemeral', '--port', port] }), /cannot listen on 127\.0\.0\.1:\d+.*another process listens there: stop it, or pass --port/);
+    const notFound = await fetch(`${punk.baseUrl}/no/such/route`);
+    assert.equal(notFound.status, 404);
+    assert.deepEqual(((await notFound.json()) as { error: { code: string } }).error.code, 'NotFound');
   });
 
   test('/healthz and /readyz answer', async () => {

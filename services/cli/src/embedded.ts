@@ -1,8 +1,8 @@
-import { once } from 'node:events';
 import type { Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdir } from 'node:fs/promises';
-import { resolve } from 'node:path';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import express from 'express';
 import {
   MemoryBus,
@@ -12,10 +12,10 @@ import {
   openDatabase,
   streams,
   type Database,
-  type Logger,
   type ManifestError,
   type McpServer,
   type PunkConfig,
+  type ServerCatalog,
 } from '@punk/lib';
 import { startGateway } from '@punk/gateway';
 import { startGovernance } from '@punk/governance';
@@ -27,9 +27,8 @@ import { serversRouter } from './servers-api.js';
 /** Options of the all-in-one process, beyond the shared configuration. */
 export interface EmbeddedOptions {
   config: PunkConfig;
-  /** PGlite directory; `null` keeps the database in memory (`--ephemeral`). Ignored with `config.databaseUrl`. */
+  /** PGlite directory; `null` keeps the database in memory and the servers' working directories in a temporary directory (`--ephemeral`). Ignored with `config.databaseUrl`. */
   dataDir: string | null;
-  log?: Logger;
 }
 
 /** A running all-in-one Punk. */
@@ -40,33 +39,27 @@ export interface EmbeddedPunk {
   servers: McpServer[];
   /** Problems found in the manifests (those documents are not served). */
   manifestErrors: ManifestError[];
-  /** Stops everything, in the order that loses nothing: HTTP, gateway (and its children), governance, ledger (after it drained), database, bus. */
+  /** What the gateway knows of each server once started (state, last error). */
+  catalog(): ServerCatalog[];
+  /** Stops everything, in the order that loses nothing: HTTP, front, gateway (and its children), governance, ledger (after it drained), database, bus. */
   close(): Promise<void>;
 }
 
 /**
  * Starts Punk in one process on embedded defaults: the in-process bus, PGlite
- * (or Postgres with `PUNK_DATABASE_URL`), and the example MCP servers as local
- * child processes. The same service code runs distributed over NATS.
+ * (or Postgres with `PUNK_DATABASE_URL`), and the McpServer manifests'
+ * servers as local child processes. The same service code runs distributed
+ * over NATS. The HTTP port is bound first, so a busy port fails before
+ * anything else starts; `/readyz` answers 503 until everything is up.
  *
- * @throws Error when the manifest directory cannot be read, the database cannot
- *   be opened, or the HTTP port cannot be bound (with the address in the message).
+ * @throws Error when the port cannot be bound, the manifest directory cannot be
+ *   read, or the database cannot be opened (PunkError `DatabaseLocked` when another
+ *   process holds the data directory).
  */
 export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedPunk> {
   const { config } = options;
-  const log = options.log ?? createLogger('punk', config.logLevel);
-  const manifestDir = resolve(config.manifests);
-  const loaded = await loadManifestDirectory(manifestDir, config.tenant);
-  for (const error of loaded.errors) log.error({ manifestError: error }, `manifest error: ${formatManifestError(error)}`);
-  const servers = loaded.servers.map(entry => entry.server);
-
-  const bus = new MemoryBus(log.child({ component: 'bus' }));
-  await bus.ensureStream(streams.ledger);
-
-  const dataDir = config.databaseUrl ? undefined : options.dataDir === null ? null : resolve(options.dataDir);
-  if (typeof dataDir === 'string') await mkdir(dataDir, { recursive: true });
-  const db: Database = await openDatabase({ ...(config.databaseUrl && { url: config.databaseUrl }), dataDir: dataDir ?? null, log: log.child({ component: 'db' }) });
-
+  const logFor = (component: string) => createLogger(component, config.logLevel);
+  const log = logFor('punk');
   const stops: Array<() => Promise<void>> = [];
   const stopAll = async () => {
     for (const stop of stops.reverse()) {
@@ -78,16 +71,54 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
     }
     stops.length = 0;
   };
-  stops.push(async () => bus.close(), async () => db.close());
+
+  let ready: (() => Promise<void>) | undefined;
+  const app = express();
+  app.disable('x-powered-by');
+  app.use(healthRouter({ ready: async () => {
+    if (!ready) throw new Error('starting');
+    await ready();
+  } }));
+  const http: HttpServer = app.listen(config.port, config.host);
+  await new Promise<void>((resolveListen, reject) => {
+    http.once('listening', resolveListen);
+    http.once('error', (error: NodeJS.ErrnoException) => {
+      const hint = error.code === 'EADDRINUSE' ? ' (another process listens there: stop it, or pass --port)' : '';
+      reject(new Error(`cannot listen on ${config.host}:${config.port}: ${error.message}${hint}`));
+    });
+  });
+  stops.push(async () => {
+    http.closeAllConnections();
+    await new Promise<void>(done => http.close(() => done()));
+  });
+
   try {
-    const ledger = await startLedger({ bus, db, log: log.child({ component: 'ledger' }) });
+    const manifestDir = resolve(config.manifests);
+    const loaded = await loadManifestDirectory(manifestDir, config.tenant);
+    for (const error of loaded.errors) log.error({ manifestError: error }, `manifest error: ${formatManifestError(error)}`);
+    const servers = loaded.servers.map(entry => entry.server);
+
+    const bus = new MemoryBus(logFor('bus'));
+    await bus.ensureStream(streams.ledger);
+    stops.push(() => bus.close());
+    const dataDir = config.databaseUrl ? null : options.dataDir === null ? null : resolve(options.dataDir);
+    const db: Database = await openDatabase({ ...(config.databaseUrl && { url: config.databaseUrl }), dataDir, log: logFor('db') });
+    stops.push(() => db.close());
+
+    const ledger = await startLedger({ bus, db, log: logFor('ledger') });
     stops.push(() => ledger.stop());
-    const governance = await startGovernance({ bus, log: log.child({ component: 'governance' }) });
+    const governance = await startGovernance({ bus, log: logFor('governance') });
     stops.push(() => governance.stop());
-    const workDir = typeof dataDir === 'string' ? resolve(dataDir, '..', 'servers') : resolve('.punk', 'servers');
+    let workDir: string;
+    if (options.dataDir === null) {
+      workDir = await mkdtemp(join(tmpdir(), 'punk-servers-'));
+      stops.push(() => rm(workDir, { recursive: true, force: true }));
+    } else {
+      workDir = resolve(options.dataDir, '..', 'servers');
+    }
     const gateway = await startGateway({
       bus,
-      log: log.child({ component: 'gateway' }),
+      log: logFor('gateway'),
       servers,
       workDir,
       startTimeoutMs: config.serverStartTimeoutMs,
@@ -95,36 +126,29 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
       env: { PUNK_MANIFEST_DIR: manifestDir },
     });
     stops.push(() => gateway.stop());
-    const front = await createFront({
-      bus,
-      log: log.child({ component: 'mcp-front' }),
-      tenant: config.tenant,
-      maxBodyBytes: config.maxBodyBytes,
-      callTimeoutMs: config.callTimeoutMs,
-    });
+    const front = await createFront({ bus, log: logFor('mcp-front'), tenant: config.tenant, maxBodyBytes: config.maxBodyBytes, callTimeoutMs: config.callTimeoutMs });
     stops.push(() => front.close());
-
     await gateway.ready();
-    const app = express();
-    app.disable('x-powered-by');
-    app.use(healthRouter({ ready: async () => { await db.ping(); if (!bus.isConnected()) throw new Error('bus is closed'); } }));
+
     app.use('/api/v1', serversRouter(bus, config.tenant));
     app.use('/api/v1', ledger.router);
     app.use(front.router);
-    const http: HttpServer = app.listen(config.port, config.host);
-    await Promise.race([
-      once(http, 'listening'),
-      once(http, 'error').then(([error]) => {
-        throw new Error(`cannot listen on ${config.host}:${config.port}: ${(error as Error).message}`);
-      }),
-    ]);
-    stops.push(async () => {
-      http.closeAllConnections();
-      await new Promise<void>(done => http.close(() => done()));
+    app.use((req, res) => {
+      res.status(404).set('Cache-Control', 'no-store').json({ error: { code: 'NotFound', message: `no route for ${req.method} ${req.path}` } });
     });
+    ready = async () => {
+      await db.ping();
+      if (!bus.isConnected()) throw new Error('the bus is closed');
+    };
     const address = http.address() as AddressInfo;
     const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-    return { baseUrl: `http://${host}:${address.port}`, servers, manifestErrors: loaded.errors, close: stopAll };
+    return {
+      baseUrl: `http://${host}:${address.port}`,
+      servers,
+      manifestErrors: loaded.errors,
+      catalog: () => [...new Set(servers.map(s => s.metadata.namespace ?? config.tenant))].flatMap(tenant => gateway.catalog(tenant)),
+      close: stopAll,
+    };
   } catch (error) {
     await stopAll();
     throw error;

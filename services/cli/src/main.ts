@@ -11,7 +11,8 @@ Commands:
 Options of \`punk up\`:
   --manifests DIR   McpServer manifests to serve (default: examples, or PUNK_MANIFESTS)
   --data DIR        PGlite data directory (default: .punk/data, or PUNK_DATA_DIR)
-  --ephemeral       keep the database in memory; nothing is written to disk
+  --ephemeral       keep nothing: the database in memory, the servers' working
+                    directories in a temporary directory removed at exit
   --host HOST       listen address (default: 127.0.0.1, or PUNK_HOST)
   --port PORT       listen port (default: 4100, or PUNK_PORT; 0 picks a free one)
   -h, --help        show this help
@@ -41,15 +42,15 @@ async function up(args: string[]): Promise<void> {
     host: values.host,
     port: values.port,
   };
-  const config = loadConfig(process.env, overrides as Partial<PunkConfig>);
+  const config = loadConfig(process.env, overrides, { manifests: '--manifests', dataDir: '--data', host: '--host', port: '--port' });
   const log = createLogger('punk', config.logLevel);
   const started = Date.now();
-  const punk = await startEmbedded({ config, dataDir: values.ephemeral ? null : config.dataDir, log });
+  const punk = await startEmbedded({ config, dataDir: values.ephemeral ? null : config.dataDir });
   const endpoint = `${punk.baseUrl}/mcp`;
-  const names = punk.servers.map(s => s.metadata.name).join(', ') || 'none';
+  const states = punk.catalog().map(s => (s.state === 'ready' ? s.name : `${s.name} (${s.state}${s.lastError ? `: ${s.lastError}` : ''})`));
   process.stdout.write(
     `\nPunk is ready in ${Date.now() - started} ms: ${endpoint}\n` +
-      `  servers: ${names}${punk.manifestErrors.length > 0 ? ` (${punk.manifestErrors.length} manifest error(s) above)` : ''}\n` +
+      `  servers: ${states.join(', ') || 'none'}${punk.manifestErrors.length > 0 ? ` (${punk.manifestErrors.length} manifest error(s) above)` : ''}\n` +
       `  one server, names unchanged: ${punk.baseUrl}/servers/<name>/mcp; ledger: ${punk.baseUrl}/api/v1/runs\n` +
       `  connect a client: claude mcp add --transport http punk ${endpoint}\n\n`,
   );
@@ -74,6 +75,10 @@ async function up(args: string[]): Promise<void> {
 }
 
 async function main(argv: string[]): Promise<void> {
+  const major = Number(process.versions.node.split('.')[0]);
+  if (major < 22) {
+    throw new PunkError('UnsupportedNode', `Punk needs Node.js 22 or later (this is ${process.versions.node}); run it through npm (npm start), which uses the Node 24 that npm ci installed in node_modules/.bin`);
+  }
   const [command, ...rest] = argv;
   switch (command) {
     case 'up':

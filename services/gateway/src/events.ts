@@ -29,9 +29,9 @@ export function callEvent(type: LedgerEventType, context: CallContext, data: Rec
   };
 }
 
-/** Run id of server lifecycle events, which belong to no client run: `server:<namespace>/<name>`. */
+/** Run id of server lifecycle events, which belong to no client run: `server.<namespace>.<name>` (no `/`, so it fits a URL path segment). */
 export function lifecycleRunId(namespace: string, name: string): string {
-  return `server:${namespace}/${name}`;
+  return `server.${namespace}.${name}`;
 }
 
 /** A `server.state_changed` event. */

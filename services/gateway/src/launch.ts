@@ -84,7 +84,7 @@ export async function planLaunch(server: McpServer, options: LaunchOptions): Pro
     command = first!;
     prefix = rest;
   } else if (spec.package !== undefined) {
-    ({ command, args: prefix } = packageCommand(spec.package));
+    ({ command, args: prefix } = packageCommand(name, spec.package));
   } else {
     throw new PunkError(
       'ServerLaunchFailed',
@@ -95,12 +95,24 @@ export async function planLaunch(server: McpServer, options: LaunchOptions): Pro
   return { command, args: [...prefix, ...args], env, cwd };
 }
 
-/** Command of a package source: the installed npm package's bin with this Node, else `npm exec`, or `uvx` for PyPI. */
-function packageCommand(pkg: NonNullable<McpServer['spec']['package']>): { command: string; args: string[] } {
+/**
+ * Command of a package source: the installed npm package's bin run with this
+ * Node, or `uvx` for PyPI. Locally Punk never downloads an npm package at run
+ * time (a start would hang on the network, then time out without saying why).
+ *
+ * @throws PunkError `ServerLaunchFailed` naming the package when it is not installed.
+ */
+function packageCommand(server: string, pkg: NonNullable<McpServer['spec']['package']>): { command: string; args: string[] } {
   if (pkg.registry === 'pypi') return { command: 'uvx', args: [pkg.version ? `${pkg.name}==${pkg.version}` : pkg.name] };
   const installed = findInstalledBin(pkg.name, pkg.version);
   if (installed) return { command: process.execPath, args: [installed] };
-  return { command: 'npm', args: ['exec', '--yes', `${pkg.name}@${pkg.version ?? 'latest'}`, '--'] };
+  const wanted = `${pkg.name}${pkg.version ? `@${pkg.version}` : ''}`;
+  throw new PunkError(
+    'ServerLaunchFailed',
+    `server ${server}: npm package ${wanted} is not installed in a node_modules above ${process.cwd()}; ` +
+      `install it (npm install ${wanted}) or set spec.command. Punk does not download packages at run time`,
+    { package: pkg.name },
+  );
 }
 
 /**

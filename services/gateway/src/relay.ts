@@ -82,12 +82,15 @@ async function callTool(bus: Bus, upstream: Upstream, request: Extract<CallReque
   if (!isToolVisible(upstream.server, name) || known === undefined) {
     throw new PunkError('ToolNotFound', `tool ${name} is not served by server ${request.server}`, { tool: name, server: request.server });
   }
-  if (upstream.state !== 'ready') {
-    return toolError(`server ${request.server} is unavailable (${upstream.state}${upstream.error ? `: ${upstream.error}` : ''})`);
-  }
   const declaredLevel = declaredLevelOf(upstream.server, name);
   const decision = await ask(bus, request, context, 'tool', name, declaredLevel);
   if (decision.decision !== 'allow') return toolError(refusal(`tool ${name}`, request.server, decision));
+  if (upstream.state !== 'ready') {
+    // The attempt is on the ledger too: the decision above, and this outcome without an upstream call.
+    const message = `server ${request.server} is unavailable (${upstream.state}${upstream.error ? `: ${upstream.error}` : ''})`;
+    await appendLedgerEvent(bus, callEvent('tool.completed', context, { name, decisionId: decision.decisionId, upstreamCalled: false, isError: true, error: message }));
+    return toolError(message);
+  }
   const started = Date.now();
   const called = callEvent('tool.called', context, { name, arguments: request.arguments ?? {}, decisionId: decision.decisionId, sideEffectLevel: decision.sideEffectLevel });
   const [appended, outcome] = await Promise.allSettled([appendLedgerEvent(bus, called), upstream.callTool(name, request.arguments, request._meta)]);

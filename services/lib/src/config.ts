@@ -59,23 +59,33 @@ export function envNameOf(key: keyof PunkConfig): string {
 /**
  * Reads and validates configuration from `PUNK_*` environment variables,
  * then applies `overrides` (command-line flags win over the environment).
+ * `overrideNames` names where each override came from (`--port`), so an
+ * error names what the user typed.
  *
- * @throws PunkError `InvalidConfig` listing every bad variable with its value and the rule it broke.
+ * @throws PunkError `InvalidConfig` listing every bad variable or flag with its value and the rule it broke.
  */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<PunkConfig> = {}): PunkConfig {
+export function loadConfig(
+  env: NodeJS.ProcessEnv = process.env,
+  overrides: Partial<Record<keyof PunkConfig, unknown>> = {},
+  overrideNames: Partial<Record<keyof PunkConfig, string>> = {},
+): PunkConfig {
   const raw: Record<string, unknown> = {};
   for (const [key, name] of Object.entries(envNames)) {
     const value = env[name];
     if (value !== undefined && value !== '') raw[key] = value;
   }
+  const fromOverride = new Set<string>();
   for (const [key, value] of Object.entries(overrides)) {
-    if (value !== undefined) raw[key] = value;
+    if (value !== undefined) {
+      raw[key] = value;
+      fromOverride.add(key);
+    }
   }
   const parsed = configSchema.safeParse(raw);
   if (parsed.success) return parsed.data;
   const problems = parsed.error.issues.map(issue => {
     const key = String(issue.path[0]) as keyof PunkConfig;
-    const name = envNames[key] ?? key;
+    const name = (fromOverride.has(key) ? overrideNames[key] : undefined) ?? envNames[key] ?? key;
     return `${name}=${JSON.stringify(raw[key])}: ${issue.message}`;
   });
   throw new PunkError('InvalidConfig', `invalid configuration: ${problems.join('; ')}`, { problems });

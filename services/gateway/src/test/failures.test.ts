@@ -15,6 +15,7 @@ test('servers that cannot start fail with a clear lastError, and the others stil
       manifest(tenant, 'exits', { image: 'x:1', command: [process.execPath, '$(FIXTURES)/exit-at-start.mjs'] }),
       manifest(tenant, 'silent', { image: 'x:1', command: [process.execPath, fixture('silent.mjs')] }),
       manifest(tenant, 'image-only', { image: 'ghcr.io/example/server:1' }),
+      manifest(tenant, 'not-installed', { package: { registry: 'npm', name: '@punk-test/not-installed', version: '1.0.0' } }),
       manifest(tenant, 'secret', { image: 'x:1', command: ['true'], env: [{ name: 'API_TOKEN', valueFrom: { secretKeyRef: { name: 'tokens', key: 'api' } } }] }),
       counter(tenant),
     ],
@@ -34,6 +35,8 @@ test('servers that cannot start fail with a clear lastError, and the others stil
   assert.match(byName.silent!.lastError!, /did not complete its MCP handshake within 1500 ms/);
   assert.equal(byName['image-only']!.state, 'failed');
   assert.match(byName['image-only']!.lastError!, /set spec.command/);
+  assert.equal(byName['not-installed']!.state, 'failed');
+  assert.match(byName['not-installed']!.lastError!, /npm package @punk-test\/not-installed@1\.0\.0 is not installed.*does not download/);
   assert.equal(byName.secret!.state, 'failed');
   assert.match(byName.secret!.lastError!, /API_TOKEN/);
   assert.equal(byName.counter!.state, 'ready');
@@ -42,6 +45,9 @@ test('servers that cannot start fail with a clear lastError, and the others stil
   const result = (await h.call({ method: 'tools/call', server: 'exits', name: 'anything' })) as ToolResult;
   assert.equal(result.isError, true);
   assert.match(result.content[0]!.text, /exits is unavailable.*exited with code 2/);
+  // The attempt is on the ledger: a decision and an outcome without an upstream call.
+  await waitFor(() => h.events.some(e => e.type === 'tool.completed' && e.server === 'exits' && e.data.upstreamCalled === false));
+  assert.ok(h.events.some(e => e.type === 'governance.decision' && e.server === 'exits'));
 
   // State transitions were broadcast and recorded.
   assert.ok(h.changes.some(c => c.server === 'exits' && c.change === 'state' && c.state === 'failed'));

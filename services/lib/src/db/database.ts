@@ -1,7 +1,8 @@
-import { mkdir } from 'node:fs/promises';
-import { resolve } from 'node:path';
+import { mkdir, stat } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
 import pg from 'pg';
 import { PGlite } from '@electric-sql/pglite';
+import { lockDataDirectory } from './lock.js';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import { PunkError, errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -107,15 +108,22 @@ async function openPostgres(url: string, log: Logger): Promise<Database> {
 
 async function openPglite(dataDir: string | null, log: Logger): Promise<Database> {
   let directory: string | undefined;
+  let unlock = async () => {};
   if (dataDir !== null) {
     directory = resolve(dataDir);
-    await mkdir(directory, { recursive: true });
+    try {
+      await makeDirectory(directory);
+    } catch (error) {
+      throw new PunkError('DatabaseUnavailable', `cannot create data directory ${directory}: ${errorMessage(error)}`, undefined, { cause: error });
+    }
+    unlock = await lockDataDirectory(directory);
   }
   const where = directory ? `pglite ${directory}` : 'pglite (in memory)';
   let lite: PGlite;
   try {
     lite = await PGlite.create(directory);
   } catch (error) {
+    await unlock();
     throw new PunkError('DatabaseUnavailable', `cannot open embedded database ${where}: ${errorMessage(error)}`, undefined, { cause: error });
   }
   // The pool below uses one connection; the server accepts a few so that a reconnect can
@@ -125,6 +133,7 @@ async function openPglite(dataDir: string | null, log: Logger): Promise<Database
     await server.start();
   } catch (error) {
     await lite.close().catch(() => {});
+    await unlock();
     throw new PunkError('DatabaseUnavailable', `cannot expose embedded database ${where}: ${errorMessage(error)}`, undefined, { cause: error });
   }
   const [host, port] = server.getServerConn().split(':');
@@ -134,9 +143,33 @@ async function openPglite(dataDir: string | null, log: Logger): Promise<Database
   const db = wrapPool(pool, 'pglite', where, log, async () => {
     await server.stop();
     await lite.close();
+    await unlock();
   });
   log.debug({ database: where }, 'opened embedded database');
   return db;
+}
+
+/**
+ * Creates a directory and its missing parents one level at a time. Node's
+ * recursive mkdir never returns on some special file systems (a `--data`
+ * under /proc hung instead of failing); this fails with the real error.
+ */
+async function makeDirectory(directory: string): Promise<void> {
+  const parent = dirname(directory);
+  if (parent !== directory) {
+    await mkdir(directory).catch(async (error: NodeJS.ErrnoException) => {
+      if (error.code === 'EEXIST') return;
+      if (error.code !== 'ENOENT' || (await isDirectory(parent))) throw error;
+      await makeDirectory(parent);
+      await mkdir(directory).catch((again: NodeJS.ErrnoException) => {
+        if (again.code !== 'EEXIST') throw again;
+      });
+    });
+  }
+}
+
+async function isDirectory(path: string): Promise<boolean> {
+  return stat(path).then(s => s.isDirectory(), () => false);
 }
 
 function wrapPool(pool: pg.Pool, kind: Database['kind'], where: string, log: Logger, afterEnd: () => Promise<void>): Database {

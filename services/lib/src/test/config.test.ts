@@ -32,3 +32,8 @@ test('every bad value is named with its variable and value', () => {
   assert.throws(() => loadConfig({ PUNK_PORT: '70000' }), /PUNK_PORT="70000"/);
   assert.throws(() => loadConfig({ PUNK_MAX_BODY_BYTES: '-1' }), /PUNK_MAX_BODY_BYTES/);
 });
+
+test('a bad flag is named as the flag, not as its environment variable', () => {
+  assert.throws(() => loadConfig({}, { port: 'abc' }, { port: '--port' }), /--port="abc"/);
+  assert.throws(() => loadConfig({ PUNK_PORT: 'abc' }, {}, { port: '--port' }), /PUNK_PORT="abc"/);
+});

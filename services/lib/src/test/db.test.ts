@@ -1,4 +1,5 @@
 import test from 'node:test';
+import { spawn } from 'node:child_process';
 import assert from 'node:assert/strict';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -159,6 +160,36 @@ test('a database that does not exist gives DatabaseUnavailable naming the host',
     assert.ok(e instanceof PunkError);
     assert.equal(e.code, 'DatabaseUnavailable');
     assert.match(e.message, new RegExp(`${url.hostname}:${url.port || '5432'}/punk_missing_database`));
+    return true;
+  });
+});
+
+test('a PGlite data directory held by another live process is refused; a stale lock is taken over', async t => {
+  const dir = await mkdtemp(join(tmpdir(), 'punk-lock-'));
+  const holder = spawn('sleep', ['30']);
+  t.after(async () => {
+    holder.kill();
+    await rm(dir, { recursive: true, force: true });
+  });
+  await writeFile(join(dir, 'punk.lock'), `${holder.pid}\n`);
+  await assert.rejects(openDatabase({ dataDir: dir, log }), (error: unknown) => {
+    assert.ok(error instanceof PunkError);
+    assert.equal(error.code, 'DatabaseLocked');
+    assert.match(error.message, new RegExp(`in use by another Punk process \\(pid ${holder.pid}\\)`));
+    return true;
+  });
+  holder.kill();
+  await new Promise(resolve => holder.once('exit', resolve));
+  const db = await openDatabase({ dataDir: dir, log });
+  await db.ping();
+  await db.close();
+});
+
+test('a data directory that cannot be created is an error, not a hang', async () => {
+  await assert.rejects(openDatabase({ dataDir: '/proc/punk-cannot-exist/data', log }), (error: unknown) => {
+    assert.ok(error instanceof PunkError);
+    assert.equal(error.code, 'DatabaseUnavailable');
+    assert.match(error.message, /cannot create data directory/);
     return true;
   });
 });
