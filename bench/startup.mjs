@@ -1,9 +1,12 @@
 // Measures `punk up` on the examples: time from spawn to the ready line, and
 // resident memory (VmRSS) of the Punk process and of its server processes
 // once idle. Prints figures; asserts nothing (these machines are noisy).
+// Three starts per run: a fresh data directory (first `npm start`), the same
+// directory again (every later `npm start`), and --ephemeral.
 // Usage: npm run build && node bench/startup.mjs [runs]
 import { spawn } from 'node:child_process';
-import { readFile, readdir } from 'node:fs/promises';
+import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -32,10 +35,9 @@ async function descendants(pid) {
   return children;
 }
 
-const results = [];
-for (let i = 0; i < runs; i++) {
+async function measure(modeArgs) {
   const started = performance.now();
-  const child = spawn(process.execPath, [join(root, 'services/cli/dist/main.js'), 'up', '--ephemeral', '--port', '0'], {
+  const child = spawn(process.execPath, [join(root, 'services/cli/dist/main.js'), 'up', ...modeArgs, '--port', '0'], {
     cwd: root,
     env: { ...process.env, PUNK_LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -54,13 +56,26 @@ for (let i = 0; i < runs; i++) {
   const kids = await descendants(child.pid);
   let serversKiB = 0;
   for (const pid of kids) serversKiB += await rssKiB(pid);
-  results.push({ readyMs, punkKiB, serversKiB, serverProcesses: kids.length });
   child.kill('SIGTERM');
   await new Promise(resolve => child.once('exit', resolve));
+  return { readyMs, punkKiB, serversKiB, serverProcesses: kids.length };
+}
+
+const modes = { 'fresh data dir': [], 'existing data dir': [], ephemeral: [] };
+for (let i = 0; i < runs; i++) {
+  const data = await mkdtemp(join(tmpdir(), 'punk-bench-'));
+  modes['fresh data dir'].push(await measure(['--data', join(data, 'data')]));
+  modes['existing data dir'].push(await measure(['--data', join(data, 'data')]));
+  modes.ephemeral.push(await measure(['--ephemeral']));
+  await rm(data, { recursive: true, force: true });
 }
 
 const median = values => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
-for (const [i, r] of results.entries()) {
-  console.log(`run ${i + 1}: ready ${r.readyMs.toFixed(0)} ms, punk RSS ${(r.punkKiB / 1024).toFixed(1)} MiB, ${r.serverProcesses} server processes RSS ${(r.serversKiB / 1024).toFixed(1)} MiB`);
+const mib = kib => (kib / 1024).toFixed(1);
+for (const [mode, results] of Object.entries(modes)) {
+  console.log(
+    `${mode.padEnd(18)} median of ${runs}: ready ${median(results.map(r => r.readyMs)).toFixed(0)} ms, ` +
+      `punk RSS ${mib(median(results.map(r => r.punkKiB)))} MiB, ${results[0].serverProcesses} server processes RSS ${mib(median(results.map(r => r.serversKiB)))} MiB ` +
+      `(ready ms per run: ${results.map(r => r.readyMs.toFixed(0)).join(', ')})`,
+  );
 }
-console.log(`median of ${runs}: ready ${median(results.map(r => r.readyMs)).toFixed(0)} ms, punk RSS ${(median(results.map(r => r.punkKiB)) / 1024).toFixed(1)} MiB, servers RSS ${(median(results.map(r => r.serversKiB)) / 1024).toFixed(1)} MiB`);
