@@ -1,12 +1,21 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
-import { PunkError, createLogger, loadConfig, type PunkConfig } from '@punk/lib';
+import { PunkError, createLogger, loadConfig, runServiceMain, type PunkConfig } from '@punk/lib';
+import { gatewayService } from '@punk/gateway';
+import { governanceService } from '@punk/governance';
+import { ledgerService } from '@punk/ledger';
+import { CLUSTER_DATABASE_URL, CLUSTER_NATS_URL, startCluster } from './cluster.js';
 import { startEmbedded } from './embedded.js';
 
 const USAGE = `Usage: punk <command> [options]
 
 Commands:
-  up        Run everything in one process on embedded defaults (what \`npm start\` runs)
+  up          Run everything in one process on embedded defaults (what \`npm start\` runs)
+  cluster     Run the distributed topology on this machine as separate processes against
+              local NATS and Postgres (what \`npm run cluster\` runs; docs/distributed.md)
+  gateway     Run one gateway process (PUNK_NATS_URL, PUNK_MANIFESTS)
+  governance  Run one governance process (PUNK_NATS_URL)
+  ledger      Run one ledger process (PUNK_NATS_URL, PUNK_DATABASE_URL)
 
 Options of \`punk up\`:
   --manifests DIR   McpServer manifests to serve (default: examples, or PUNK_MANIFESTS)
@@ -74,6 +83,48 @@ async function up(args: string[]): Promise<void> {
   process.on('SIGTERM', () => stop('SIGTERM'));
 }
 
+/**
+ * `punk cluster`: 2 mcp-front, 2 gateway, 1 governance, 2 ledger processes and
+ * the example servers behind a round-robin proxy on PUNK_HOST:PUNK_PORT; Ctrl-C stops them all.
+ */
+async function cluster(args: string[]): Promise<void> {
+  if (args.includes('-h') || args.includes('--help')) {
+    process.stdout.write(USAGE);
+    return;
+  }
+  if (args.length > 0) throw new PunkError('UnknownOption', `punk cluster takes no options (got ${args.join(' ')}); configure it with PUNK_* variables`);
+  const config = loadConfig(process.env);
+  const natsUrl = config.natsUrl ?? CLUSTER_NATS_URL;
+  const databaseUrl = config.databaseUrl ?? CLUSTER_DATABASE_URL;
+  const log = createLogger('cluster', config.logLevel);
+  const started = Date.now();
+  const running = await startCluster(config, natsUrl, databaseUrl);
+  process.stdout.write(
+    `\nPunk cluster is ready in ${Date.now() - started} ms: ${running.url}/mcp (NATS ${natsUrl})\n` +
+      `  ledger: ${running.url}/api/v1/runs, ${running.url}/api/v1/ledger/verify\n` +
+      running.gaps.map(gap => `  missing: ${gap}\n`).join('') +
+      `  Ctrl-C stops everything\n\n`,
+  );
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) {
+      log.warn({ signal }, 'second signal: exiting now');
+      process.exit(1);
+    }
+    stopping = true;
+    log.info({ signal }, 'stopping the cluster');
+    running.stop().then(
+      () => process.exit(0),
+      error => {
+        log.error({ err: error }, 'stopping the cluster failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+}
+
 async function main(argv: string[]): Promise<void> {
   const major = Number(process.versions.node.split('.')[0]);
   if (major < 22) {
@@ -83,6 +134,14 @@ async function main(argv: string[]): Promise<void> {
   switch (command) {
     case 'up':
       return up(rest);
+    case 'cluster':
+      return cluster(rest);
+    case 'gateway':
+      return runServiceMain(gatewayService);
+    case 'governance':
+      return runServiceMain(governanceService);
+    case 'ledger':
+      return runServiceMain(ledgerService);
     case undefined:
     case '-h':
     case '--help':

@@ -3,3 +3,4 @@ export { toolError } from './relay.js';
 export { planLaunch, expandVars, findInstalledBin, serverWorkDir, type LaunchPlan, type LaunchOptions } from './launch.js';
 export { isToolVisible, declaredLevelOf, visibleTools, buildCatalog, type Listings, type McpItem, type ServerIdentity } from './catalog.js';
 export { INITIAL_BACKOFF_MS, MAX_BACKOFF_MS } from './upstream.js';
+export { gatewayService } from './definition.js';

@@ -46,3 +46,4 @@ export async function startLedger(options: { bus: Bus; db: Database; log: Logger
     stop: () => consumer.stop(),
   };
 }
+export { ledgerService } from './definition.js';

@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { z } from 'zod';
 import { PunkError } from './errors.js';
 
@@ -32,6 +33,10 @@ export const configSchema = z.object({
   serverStartTimeoutMs: positiveInt.default(30_000),
   /** `PUNK_NATS_URL`: NATS server URL (distributed mode). */
   natsUrl: z.string().min(1).optional(),
+  /** `PUNK_SHUTDOWN_TIMEOUT_MS`: how long a service may take, after SIGTERM, to finish in-flight work before it stops anyway, in milliseconds. */
+  shutdownTimeoutMs: positiveInt.default(10_000),
+  /** `PUNK_INSTANCE_ID`: name of this replica in logs and NATS connection names (default `<hostname>-<pid>`). */
+  instanceId: z.string().regex(/^[A-Za-z0-9._-]+$/, 'must be letters, digits, ".", "_" or "-"').default(() => `${hostname()}-${process.pid}`),
 });
 
 /** Validated configuration. */
@@ -49,6 +54,8 @@ const envNames: Record<keyof PunkConfig, string> = {
   callTimeoutMs: 'PUNK_CALL_TIMEOUT_MS',
   serverStartTimeoutMs: 'PUNK_SERVER_START_TIMEOUT_MS',
   natsUrl: 'PUNK_NATS_URL',
+  shutdownTimeoutMs: 'PUNK_SHUTDOWN_TIMEOUT_MS',
+  instanceId: 'PUNK_INSTANCE_ID',
 };
 
 /** The environment variable that sets each configuration key. */

@@ -5,7 +5,7 @@
  * docs/bus.md documents the same table for people.
  */
 import { z } from 'zod';
-import type { Bus, BusHeaders, StreamConfig } from './bus/bus.js';
+import type { Bus, BusHeaders, KvBucketConfig, StreamConfig } from './bus/bus.js';
 import { PunkError } from './errors.js';
 
 /** Subjects of the bus. */
@@ -18,18 +18,37 @@ export const subjects = {
   ledgerEvents: 'punk.ledger.events',
   /** Broadcast: a server's registration or state changed; catalogs refresh. */
   registryChanged: 'punk.registry.changed',
+  /** Broadcast to the replica holding a 2025 session's GET stream: a stored SSE event is ready (`sessionOutSchema`). */
+  sessionOut: (sessionId: string) => `punk.session.${sessionId}.out`,
+  /** Broadcast about a 2025 session's GET stream: the session ended or another GET replaced the stream (`sessionControlSchema`). */
+  sessionControl: (sessionId: string) => `punk.session.${sessionId}.control`,
+  /** Durable append to stream `PUNK_SSE`: one SSE event of one stream of a 2025 session (`sseEventSchema`). */
+  sseEvent: (sessionId: string, streamId: string) => `punk.sse.${sessionId}.${streamId}`,
 } as const;
 
 /** Queue groups: one member of a group answers each request. */
 export const queues = {
   gateway: 'gateway',
   governance: 'governance',
+  /** Fronts of one tenant: one of them fans each registry change out to the tenant's 2025 sessions. */
+  frontSessions: (tenant: string) => `mcp-front-sessions-${tenant}`,
 } as const;
 
 /** Streams, created idempotently at start-up. */
 export const streams = {
   ledger: { name: 'PUNK_LEDGER', subjects: [subjects.ledgerEvents], duplicateWindowMs: 10 * 60_000 } satisfies StreamConfig,
+  /** SSE events of 2025-era sessions, kept one hour for `Last-Event-ID` replay from any front replica. */
+  sse: { name: 'PUNK_SSE', subjects: ['punk.sse.>'], duplicateWindowMs: 2 * 60_000, maxAgeMs: 60 * 60_000 } satisfies StreamConfig,
 } as const;
+
+/** Key-value buckets, created idempotently at start-up. */
+export const buckets = {
+  /** 2025-era session state by `Mcp-Session-Id` (`sessionStateSchema`); entries expire `ttlMs` after their last write. */
+  sessions: (ttlMs: number) => ({ name: 'PUNK_SESSIONS', ttlMs }) satisfies KvBucketConfig,
+} as const;
+
+/** Default time to live of an idle 2025-era session, in milliseconds (renewed on activity). */
+export const DEFAULT_SESSION_TTL_MS = 30 * 60_000;
 
 /** Durable consumers. */
 export const consumers = {
@@ -201,6 +220,52 @@ export const registryChangedSchema = z.object({
   state: serverStateSchema.optional(),
 });
 export type RegistryChanged = z.infer<typeof registryChangedSchema>;
+
+// ---------------------------------------------------------------- 2025-era sessions
+
+/** Log levels of `logging/setLevel` (MCP 2025-11-25 server/utilities/logging, RFC 5424 severities). */
+export const logLevelSchema = z.enum(['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency']);
+export type LogLevel = z.infer<typeof logLevelSchema>;
+
+/** Value stored under a session id in bucket `PUNK_SESSIONS`: everything any front replica needs to serve the session. */
+export const sessionStateSchema = z.object({
+  tenant: z.string().min(1),
+  /** Endpoint the session was initialised on (`*`, `name` or `namespace/name`); other endpoints answer 404. */
+  scope: z.string().min(1),
+  /** Who initialised it; a request with another principal answers 404. */
+  principal: principalSchema,
+  /** Protocol version negotiated by `initialize`. */
+  protocolVersion: z.string().min(1),
+  clientInfo: looseObject,
+  /** Client capabilities declared in `initialize`. */
+  capabilities: looseObject,
+  /** Threshold set by `logging/setLevel`; absent until the client sets one. */
+  logLevel: logLevelSchema.optional(),
+  /** URIs passed to `resources/subscribe`. */
+  subscriptions: z.array(z.string()).default([]),
+  /** Id of the session's current GET stream: server-initiated events are stored on it. Absent before the first GET. */
+  stream: z.string().min(1).optional(),
+  /** RFC 3339 creation time. */
+  createdAt: z.iso.datetime({ offset: true }),
+  /** RFC 3339 time of the last write (which renewed the entry's time to live). */
+  renewedAt: z.iso.datetime({ offset: true }),
+});
+export type SessionState = z.infer<typeof sessionStateSchema>;
+
+/** A message stored on `punk.sse.<sessionId>.<streamId>`: one JSON-RPC message to write as an SSE event. */
+export const sseEventSchema = z.object({ message: looseObject });
+export type SseEvent = z.infer<typeof sseEventSchema>;
+
+/** Broadcast on `punk.session.<id>.out` once an event is stored: where to read it. */
+export const sessionOutSchema = z.object({ streamId: z.string().min(1), seq: z.number().int().positive() });
+export type SessionOut = z.infer<typeof sessionOutSchema>;
+
+/** Broadcast on `punk.session.<id>.control`: the session ended (DELETE), or a GET `connection` now holds its stream. */
+export const sessionControlSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('ended') }),
+  z.object({ type: z.literal('stream-opened'), connection: z.string().min(1) }),
+]);
+export type SessionControl = z.infer<typeof sessionControlSchema>;
 
 // ---------------------------------------------------------------- helpers
 

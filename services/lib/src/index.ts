@@ -9,3 +9,4 @@ export * from './spec/mcpserver.js';
 export * from './spec/loader.js';
 export * from './db/database.js';
 export * from './db/migrate.js';
+export * from './service/index.js';

@@ -56,6 +56,18 @@ export interface CatalogView {
   capabilities: AdvertisedCapabilities;
 }
 
+/** The scope a `scopeKey` names (its inverse). */
+export function scopeFromKey(key: string): Scope {
+  if (key === '*') return { kind: 'aggregate' };
+  const slash = key.indexOf('/');
+  return slash === -1 ? { kind: 'server', server: key } : { kind: 'server', namespace: key.slice(0, slash), server: key.slice(slash + 1) };
+}
+
+/** Whether the endpoint with this scope key exposes `server`. */
+export function scopeIncludes(key: string, server: string): boolean {
+  return key === '*' || key === server || key.endsWith(`/${server}`);
+}
+
 /** The servers a scope selects among the tenant's catalog. */
 export function serversInScope(servers: ServerCatalog[], scope: Scope): ServerCatalog[] {
   if (scope.kind === 'aggregate') return servers;

@@ -17,7 +17,11 @@
  * Except where the upstream's own `data` is kept, `data` carries
  * `{ code, server, details }` (the PunkError code and details, which never
  * hold secret values by PunkError's contract).
+ *
+ * HTTP-level failures (bad session, bad headers) are written by
+ * `sendJsonRpcError` as a JSON-RPC error body with `id: null`.
  */
+import type { ServerResponse } from 'node:http';
 import { ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/server';
 import { PunkError, errorMessage } from '@punk/lib';
 
@@ -63,4 +67,18 @@ export function toProtocolError(error: unknown, context: ErrorContext): Protocol
     return new ProtocolError(ProtocolErrorCode.InternalError, error.message, data);
   }
   return new ProtocolError(ProtocolErrorCode.InternalError, `internal error in mcp-front during ${what}: ${errorMessage(error)}`);
+}
+
+/** JSON-RPC code the SDK and MCP clients use for an unknown session (answered with HTTP 404). */
+export const SESSION_NOT_FOUND_CODE = -32001;
+
+/** Writes a JSON-RPC error response with a null id (JSON-RPC 2.0 §5). */
+export function sendJsonRpcError(res: ServerResponse, status: number, code: number, message: string, extraHeaders: Record<string, string> = {}): void {
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  const body = JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null });
+  res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body).toString(), ...extraHeaders });
+  res.end(body);
 }

@@ -1,15 +1,21 @@
 /**
  * mcp-front assembled: the tenant catalog, the argument validator, the
- * session store, both protocol eras, and the express router.
+ * session store and SSE events on the bus, both protocol eras, and the
+ * express router.
  */
+import type { IncomingMessage } from 'node:http';
 import type { Router } from 'express';
-import { errorMessage, type Bus, type Logger } from '@punk/lib';
+import { anonymousPrincipal, DEFAULT_SESSION_TTL_MS, errorMessage, streams, type Bus, type Logger, type Principal } from '@punk/lib';
 import { serversInScope, type Scope } from './aggregate.js';
 import { TenantCatalog } from './catalog.js';
 import { McpEndpoints } from './endpoint.js';
+import { startListChangedFanOut } from './fan-out.js';
+import { GetStreams } from './get-stream.js';
 import { buildMcpServer } from './handlers.js';
 import { createRouter, type ScopeCheck } from './http.js';
-import { MemorySessionStore, type SessionStore } from './sessions.js';
+import { LegacyEndpoint } from './legacy.js';
+import { SessionEvents } from './session-events.js';
+import { SessionStore } from './sessions.js';
 import { ToolInputValidator } from './validate.js';
 
 /** Options of `createFront`. */
@@ -24,33 +30,63 @@ export interface FrontOptions {
   callTimeoutMs: number;
   /** `serverInfo` the endpoint reports to clients; defaults to `{ name: 'punk', version: '0.1.0' }`. */
   serverInfo?: { name: string; version: string };
-  /** Where 2025-era sessions live; defaults to an in-memory store. */
-  sessions?: SessionStore;
+  /** Idle time after which a 2025-era session expires, in milliseconds; activity renews it. Default 30 min. */
+  sessionTtlMs?: number;
+  /** Reconnection delay told to clients of 2025-era GET streams (SSE `retry:`), in milliseconds. Default 1000. */
+  sseRetryMs?: number;
+  /** Interval of SSE keep-alive comments on GET streams, in milliseconds. Default 15 s. */
+  keepAliveMs?: number;
+  /**
+   * Who is calling; a 2025 session is bound to the principal that created it.
+   * Defaults to the tenant's anonymous principal (API keys and OAuth are not wired yet).
+   */
+  principalOf?: (req: IncomingMessage) => Principal;
 }
 
 /** A running mcp-front. */
 export interface Front {
   /** Serves `/mcp`, `/servers/<name>/mcp` and `/servers/<namespace>/<name>/mcp`; mount at the root of an express app. */
   router: Router;
-  /** Ends every 2025 session and in-flight 2026 exchange and stops listening to the bus. Idempotent. */
+  /**
+   * Stops taking new sessions, closes the GET streams this replica holds
+   * (with a `retry:` hint: the client reconnects to another replica), ends
+   * in-flight 2026 exchanges and stops listening to the bus. 2025 sessions
+   * live on in the store. Idempotent.
+   */
   close(): Promise<void>;
 }
 
 /**
- * Creates mcp-front for one tenant. Subscribes to `punk.registry.changed`
- * (so it needs a live bus) but does not need the gateway yet: the catalog is
- * read lazily from `punk.gateway.call` on first use.
- * @throws PunkError from the bus when the subscription cannot be made.
+ * Creates mcp-front for one tenant. Ensures stream `PUNK_SSE` and bucket
+ * `PUNK_SESSIONS`, subscribes to `punk.registry.changed` (so it needs a live
+ * bus) but does not need the gateway yet: the catalog is read lazily from
+ * `punk.gateway.call` on first use. Any number of fronts of a tenant may run
+ * on one bus; each serves every 2025 session.
+ * @throws PunkError from the bus when the stream, bucket or subscriptions cannot be made.
  */
 export async function createFront(options: FrontOptions): Promise<Front> {
   const log = options.log.child({ module: 'mcp-front' });
-  const catalog = new TenantCatalog(options.bus, log, options.tenant);
+  const { bus, tenant } = options;
+  await bus.ensureStream(streams.sse);
+  const sessions = await SessionStore.open(bus, options.sessionTtlMs ?? DEFAULT_SESSION_TTL_MS, log);
+  const events = new SessionEvents(bus);
+  const catalog = new TenantCatalog(bus, log, tenant);
   await catalog.start();
+  const fanOut = await startListChangedFanOut({ bus, log, tenant, sessions, events, catalog });
   const validator = new ToolInputValidator(log);
-  const sessions = options.sessions ?? new MemorySessionStore();
   const serverInfo = options.serverInfo ?? { name: 'punk', version: '0.1.0' };
-  const deps = { bus: options.bus, log, tenant: options.tenant, callTimeoutMs: options.callTimeoutMs, catalog, validator, serverInfo };
-  const endpoints = new McpEndpoints({ log, sessions, maxBodyBytes: options.maxBodyBytes, buildServer: scope => buildMcpServer(deps, scope) });
+  const deps = { bus, log, tenant, callTimeoutMs: options.callTimeoutMs, catalog, validator, serverInfo };
+  const getStreams = new GetStreams({ bus, log, sessions, events, retryMs: options.sseRetryMs ?? 1000, keepAliveMs: options.keepAliveMs ?? 15_000 });
+  const legacy = new LegacyEndpoint({
+    bus,
+    log,
+    tenant,
+    sessions,
+    streams: getStreams,
+    buildServer: (scope, session) => buildMcpServer(deps, scope, session),
+    principalOf: options.principalOf ?? (() => anonymousPrincipal(tenant)),
+  });
+  const endpoints = new McpEndpoints({ log, legacy, maxBodyBytes: options.maxBodyBytes, buildServer: scope => buildMcpServer(deps, scope) });
   // A registry change does not say which list changed: tell clients about all three.
   const stopListening = catalog.onChange(change => endpoints.notifyListChanged(change.server, { tools: true, resources: true, prompts: true }));
 
@@ -60,10 +96,10 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     try {
       servers = serversInScope(await catalog.listServers(), scope);
     } catch (error) {
-      return { ok: false, status: 503, message: `the catalog of tenant ${options.tenant} is unavailable: ${errorMessage(error)}` };
+      return { ok: false, status: 503, message: `the catalog of tenant ${tenant} is unavailable: ${errorMessage(error)}` };
     }
     const label = scope.namespace ? `${scope.namespace}/${scope.server}` : scope.server;
-    if (servers.length === 0) return { ok: false, status: 404, message: `no MCP server named ${label} in tenant ${options.tenant}` };
+    if (servers.length === 0) return { ok: false, status: 404, message: `no MCP server named ${label} in tenant ${tenant}` };
     if (servers.length > 1) {
       return { ok: false, status: 404, message: `${label} is ambiguous: use /servers/<namespace>/${scope.server}/mcp (namespaces: ${servers.map(s => s.namespace).join(', ')})` };
     }
@@ -77,7 +113,9 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     close: () =>
       (closing ??= (async () => {
         stopListening();
+        await fanOut.unsubscribe();
         await catalog.close();
+        getStreams.closeAll();
         await endpoints.close();
       })()),
   };

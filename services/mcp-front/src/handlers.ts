@@ -21,7 +21,7 @@ import {
   type ServerCapabilities,
   type Tool,
 } from '@modelcontextprotocol/server';
-import { anonymousPrincipal, errorMessage, requestGateway, type Bus, type GatewayRequest, type Logger } from '@punk/lib';
+import { anonymousPrincipal, errorMessage, requestGateway, type Bus, type GatewayRequest, type Logger, type LogLevel, type Principal } from '@punk/lib';
 import { routeResource, type CatalogView, type Scope } from './aggregate.js';
 import type { TenantCatalog } from './catalog.js';
 import { toProtocolError } from './errors.js';
@@ -49,6 +49,22 @@ export interface ServerDeps {
   serverInfo: { name: string; version: string };
 }
 
+/**
+ * The 2025-era session a server is built for (absent for 2026-era requests).
+ * Each request of a session gets a fresh server, so everything the session
+ * negotiated comes from its stored state.
+ */
+export interface SessionContext {
+  /** The `Mcp-Session-Id`; forwarded calls carry it. */
+  id: string;
+  /** Who owns the session; forwarded calls act as this principal. */
+  principal: Principal;
+  /** Version negotiated by `initialize`; absent while `initialize` itself is served. */
+  protocolVersion?: string;
+  /** Stores the threshold of `logging/setLevel` (MCP 2025-11-25 server/utilities/logging). */
+  setLogLevel(level: LogLevel): Promise<void>;
+}
+
 /** Capabilities advertised when the catalog cannot be read at construction time: every handler is then registered. */
 const FALLBACK_CAPABILITIES = { tools: { listChanged: true }, resources: { listChanged: true }, prompts: { listChanged: true } } as const;
 
@@ -56,9 +72,10 @@ const FALLBACK_CAPABILITIES = { tools: { listChanged: true }, resources: { listC
  * Builds an SDK `Server` for one endpoint scope, with the capabilities of the
  * current catalog view (or all three when the catalog is unreachable) and a
  * handler per supported method. Never throws: catalog errors surface when a
- * method is called, as JSON-RPC errors (see errors.ts).
+ * method is called, as JSON-RPC errors (see errors.ts). A 2025-era session's
+ * server also advertises `logging` and stores `logging/setLevel` in the session.
  */
-export async function buildMcpServer(deps: ServerDeps, scope: Scope): Promise<Server> {
+export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: SessionContext): Promise<Server> {
   let capabilities: ServerCapabilities;
   let instructions: string | undefined;
   try {
@@ -69,7 +86,14 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope): Promise<Se
     deps.log.warn({ err: errorMessage(error) }, 'catalog unavailable while building an MCP server; advertising every capability');
     capabilities = { ...FALLBACK_CAPABILITIES };
   }
+  if (session) capabilities.logging = {};
   const server = new Server(deps.serverInfo, { capabilities, ...(instructions && { instructions }) });
+  if (session) {
+    server.setRequestHandler('logging/setLevel', async request => {
+      await session.setLogLevel(request.params.level);
+      return {};
+    });
+  }
   const view = async (method: string): Promise<CatalogView> => {
     try {
       return await deps.catalog.view(scope);
@@ -83,7 +107,8 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope): Promise<Se
     request: ForwardedRequest,
     target: string,
   ): Promise<unknown> => {
-    const message = { ...request, tenant: deps.tenant, principal: anonymousPrincipal(deps.tenant), runId: randomUUID() } as GatewayRequest;
+    const principal = session?.principal ?? anonymousPrincipal(deps.tenant);
+    const message = { ...request, tenant: deps.tenant, principal, runId: randomUUID(), ...(session && { sessionId: session.id }) } as GatewayRequest;
     try {
       return await requestGateway(deps.bus, message, deps.callTimeoutMs);
     } catch (error) {
@@ -102,14 +127,14 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope): Promise<Se
       if (!route) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}`, { tool: name });
       const check = deps.validator.check(name, route.tool.inputSchema, args);
       if (!check.ok) {
-        const version = server.getNegotiatedProtocolVersion() ?? TOOL_ERROR_VALIDATION_SINCE;
+        const version = session?.protocolVersion ?? server.getNegotiatedProtocolVersion() ?? TOOL_ERROR_VALIDATION_SINCE;
         if (version >= TOOL_ERROR_VALIDATION_SINCE) {
           return { content: [{ type: 'text', text: check.message }], isError: true };
         }
         throw new ProtocolError(ProtocolErrorCode.InvalidParams, check.message, { tool: name, field: check.field });
       }
       const result = await forward(
-        { method: 'tools/call', server: route.server, name: route.name, ...(args && { arguments: args }), ...session(ctx) },
+        { method: 'tools/call', server: route.server, name: route.name, ...(args && { arguments: args }), ...meta(ctx) },
         name,
       );
       const outputSchema = route.tool['outputSchema'] as Record<string, unknown> | undefined;
@@ -132,7 +157,7 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope): Promise<Se
       // On a per-server endpoint every URI goes to that server: it may serve URIs it does not list.
       const target = routeResource(current, uri) ?? (scope.kind === 'server' ? current.servers[0]?.name : undefined);
       if (!target) throw new ResourceNotFoundError(uri, `Resource ${uri} is not listed by any server of this endpoint`);
-      const result = await forward({ method: 'resources/read', server: target, uri, ...session(ctx) }, uri);
+      const result = await forward({ method: 'resources/read', server: target, uri, ...meta(ctx) }, uri);
       return result as ReadResourceResult;
     });
   }
@@ -147,7 +172,7 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope): Promise<Se
       const route = (await view('prompts/get')).prompts.resolve(name);
       if (!route) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown prompt: ${name}`, { prompt: name });
       const result = await forward(
-        { method: 'prompts/get', server: route.server, name: route.name, ...(args && { arguments: args }), ...session(ctx) },
+        { method: 'prompts/get', server: route.server, name: route.name, ...(args && { arguments: args }), ...meta(ctx) },
         name,
       );
       return result as GetPromptResult;
@@ -156,9 +181,9 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope): Promise<Se
   return server;
 }
 
-/** The session id and client `_meta` a forwarded call carries. */
-function session(ctx: { sessionId?: string; mcpReq: { _meta?: Record<string, unknown> } }): { sessionId?: string; _meta?: Record<string, unknown> } {
-  return { ...(ctx.sessionId && { sessionId: ctx.sessionId }), ...(ctx.mcpReq._meta && { _meta: { ...ctx.mcpReq._meta } }) };
+/** The client `_meta` a forwarded call carries. */
+function meta(ctx: { mcpReq: { _meta?: Record<string, unknown> } }): { _meta?: Record<string, unknown> } {
+  return ctx.mcpReq._meta ? { _meta: { ...ctx.mcpReq._meta } } : {};
 }
 
 /** Upstream instructions: as-is on a per-server endpoint, one headed section per server on `/mcp`. */

@@ -17,7 +17,8 @@ import { isJsonContentType } from '@modelcontextprotocol/server';
 import express, { type NextFunction, type Request, type Response, type Router } from 'express';
 import { errorMessage, type Logger } from '@punk/lib';
 import type { Scope } from './aggregate.js';
-import { sendJsonRpcError, type McpEndpoints } from './endpoint.js';
+import type { McpEndpoints } from './endpoint.js';
+import { sendJsonRpcError } from './errors.js';
 
 /** Methods an MCP endpoint answers. */
 export const ALLOWED_METHODS = ['GET', 'POST', 'DELETE'] as const;

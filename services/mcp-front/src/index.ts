@@ -4,4 +4,4 @@
  */
 export { createFront, type Front, type FrontOptions } from './front.js';
 export { namespacedName, MAX_NAME_LENGTH, NAMESPACE_SEPARATOR } from './naming.js';
-export { MemorySessionStore, type SessionStore, type LiveSession } from './sessions.js';
+export { SessionStore, type StoredSession, type SessionBinding } from './sessions.js';

@@ -1,55 +1,139 @@
 /**
- * 2025-era sessions (MCP 2025-11-25 basic/transports "Session Management"):
- * one `Mcp-Session-Id`, one SDK transport and one server per session.
- *
- * This is the seam a later change moves to NATS KV: the store records which
- * endpoint (scope) a session belongs to and holds the live transport of the
- * sessions this replica serves. Only `SessionStore` is used by the rest of
- * mcp-front.
+ * 2025-era sessions any front replica can serve (MCP 2025-11-25
+ * basic/transports "Session Management"): the state of each `Mcp-Session-Id`
+ * lives in the bus's key-value bucket `PUNK_SESSIONS` (NATS KV, or a map in
+ * embedded mode), never in a replica's memory. Entries expire `ttlMs` after
+ * their last write; activity renews them.
  */
-import type { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
-import type { Server } from '@modelcontextprotocol/server';
+import {
+  buckets,
+  errorMessage,
+  PunkError,
+  sessionStateSchema,
+  type Bus,
+  type KvStore,
+  type Logger,
+  type Principal,
+  type SessionState,
+} from '@punk/lib';
 
-/** A live 2025-era session served by this replica. */
-export interface LiveSession {
-  /** The `Mcp-Session-Id` the transport minted. */
+/** Session ids Punk mints (lowercase UUIDs); anything else is unknown without a lookup (ids end up in bus subjects). */
+const SESSION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** Whether a string has the shape of a session (or stream) id Punk mints. */
+export function isMintedId(id: string): boolean {
+  return SESSION_ID.test(id);
+}
+
+/** A stored session and the revision it was read at. */
+export interface StoredSession {
   id: string;
-  /** `scopeKey` of the endpoint that initialised it; requests on another endpoint do not find it. */
+  state: SessionState;
+  revision: number;
+}
+
+/** What a request must match to use a session: anything else answers 404 as if the session did not exist. */
+export interface SessionBinding {
+  tenant: string;
+  /** `scopeKey` of the endpoint the request came to. */
   scope: string;
-  transport: NodeStreamableHTTPServerTransport;
-  server: Server;
+  principal: Principal;
 }
 
-/** Where 2025-era sessions live. */
-export interface SessionStore {
-  /** The session with this id on this endpoint, if it is alive. */
-  get(id: string, scope: string): LiveSession | undefined;
-  /** Records a newly initialised session. */
-  add(session: LiveSession): void;
-  /** Forgets a session (after DELETE or transport close); a no-op for unknown ids. */
-  remove(id: string): void;
-  /** Every live session, for notifications and shutdown. */
-  list(): LiveSession[];
-}
+/** Where 2025-era sessions live: one KV entry per session id. */
+export class SessionStore {
+  private constructor(
+    private readonly kv: KvStore,
+    private readonly ttlMs: number,
+    private readonly log: Logger,
+  ) {}
 
-/** The in-memory store: sessions end with the process. */
-export class MemorySessionStore implements SessionStore {
-  private readonly sessions = new Map<string, LiveSession>();
-
-  get(id: string, scope: string): LiveSession | undefined {
-    const session = this.sessions.get(id);
-    return session && session.scope === scope ? session : undefined;
+  /**
+   * Opens (creating if needed) the sessions bucket.
+   * @param ttlMs idle time after which a session expires, in milliseconds.
+   * @throws PunkError `BusUnavailable` when the bucket cannot be opened.
+   */
+  static async open(bus: Bus, ttlMs: number, log: Logger): Promise<SessionStore> {
+    return new SessionStore(await bus.keyValue(buckets.sessions(ttlMs)), ttlMs, log);
   }
 
-  add(session: LiveSession): void {
-    this.sessions.set(session.id, session);
+  /**
+   * Stores a new session.
+   * @throws PunkError `KvConflict` when the id is taken, or a bus error.
+   */
+  async create(id: string, state: SessionState): Promise<void> {
+    await this.kv.create(id, sessionStateSchema.parse(state));
   }
 
-  remove(id: string): void {
-    this.sessions.delete(id);
+  /** The live session with this id, or undefined (unknown, expired, deleted, malformed id or value). */
+  async get(id: string): Promise<StoredSession | undefined> {
+    if (!isMintedId(id)) return undefined;
+    const entry = await this.kv.get(id);
+    if (!entry) return undefined;
+    const parsed = sessionStateSchema.safeParse(entry.value);
+    if (!parsed.success) {
+      this.log.error({ sessionId: id, err: parsed.error.issues[0]?.message }, 'malformed session state; treating the session as unknown');
+      return undefined;
+    }
+    return { id, state: parsed.data, revision: entry.revision };
   }
 
-  list(): LiveSession[] {
-    return [...this.sessions.values()];
+  /**
+   * The session with this id if the request matches its binding (same tenant,
+   * endpoint and principal subject); undefined otherwise, so another
+   * principal cannot tell a foreign session from a missing one.
+   */
+  async lookup(id: string, binding: SessionBinding): Promise<StoredSession | undefined> {
+    const session = await this.get(id);
+    if (!session) return undefined;
+    const { state } = session;
+    const same = state.tenant === binding.tenant && state.scope === binding.scope && state.principal.subject === binding.principal.subject && state.principal.tenant === binding.principal.tenant;
+    return same ? session : undefined;
+  }
+
+  /**
+   * Applies `change` with compare-and-set, retrying on concurrent writes; the
+   * write renews the time to live. Resolves with the new state, or undefined
+   * when the session is gone.
+   * @throws PunkError `KvConflict` after 5 lost races, or a bus error.
+   */
+  async update(id: string, change: (state: SessionState) => SessionState): Promise<SessionState | undefined> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const session = await this.get(id);
+      if (!session) return undefined;
+      const next = { ...change(session.state), renewedAt: new Date().toISOString() };
+      try {
+        await this.kv.update(id, next, session.revision);
+        return next;
+      } catch (error) {
+        if (!(error instanceof PunkError && error.code === 'KvConflict')) throw error;
+      }
+    }
+    throw new PunkError('KvConflict', `session ${id} kept changing during an update; try again`);
+  }
+
+  /**
+   * Renews a session's time to live when its last write is older than a
+   * quarter of the TTL (so a busy session costs one write per TTL/4, not one
+   * per request). Never throws: a failure is logged, a lost race means
+   * another write renewed it.
+   */
+  renew(session: StoredSession): void {
+    if (Date.now() - Date.parse(session.state.renewedAt) < this.ttlMs / 4) return;
+    const next = { ...session.state, renewedAt: new Date().toISOString() };
+    this.kv.update(session.id, next, session.revision).catch(error => {
+      if (!(error instanceof PunkError && error.code === 'KvConflict')) this.log.warn({ sessionId: session.id, err: errorMessage(error) }, 'could not renew a session');
+    });
+  }
+
+  /** Ends a session everywhere; a no-op when it is already gone. */
+  async delete(id: string): Promise<void> {
+    await this.kv.delete(id);
+  }
+
+  /** Every live session (for fan-out of registry changes); malformed entries are skipped. */
+  async list(): Promise<StoredSession[]> {
+    const found = await Promise.all((await this.kv.keys()).map(key => this.get(key)));
+    return found.filter((s): s is StoredSession => s !== undefined);
   }
 }

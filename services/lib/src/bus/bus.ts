@@ -132,6 +132,8 @@ export interface KvStore {
   update(key: string, value: unknown, revision: number): Promise<number>;
   /** Removes the key; a no-op when absent. */
   delete(key: string): Promise<void>;
+  /** Every key holding a live value, in no particular order. */
+  keys(): Promise<string[]>;
 }
 
 /** Options of a stream read. */
@@ -156,8 +158,11 @@ export interface Bus {
   serve(subject: string, handler: RequestHandler, options?: ServeOptions): Promise<BusSubscription>;
   /** Broadcasts a message to every subscriber of the subject (at most once, no acknowledgement). */
   publish(subject: string, data: unknown, headers?: BusHeaders): Promise<void>;
-  /** Subscribes to a subject; `*` matches one token and `>` the rest, as in NATS. */
-  subscribe(subject: string, handler: MessageHandler): Promise<BusSubscription>;
+  /**
+   * Subscribes to a subject; `*` matches one token and `>` the rest, as in NATS.
+   * With `queue`, each message goes to one member of the queue group instead of every subscriber.
+   */
+  subscribe(subject: string, handler: MessageHandler, options?: ServeOptions): Promise<BusSubscription>;
   /** Creates a stream if it does not exist; a no-op when it does. */
   ensureStream(config: StreamConfig): Promise<void>;
   /**

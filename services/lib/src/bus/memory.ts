@@ -29,6 +29,7 @@ interface Responder {
 
 interface Subscriber {
   pattern: string;
+  queue: string | undefined;
   handler: MessageHandler;
 }
 
@@ -134,7 +135,8 @@ export class MemoryBus implements Bus {
   async publish(subject: string, data: unknown, headers: BusHeaders = {}): Promise<void> {
     this.assertOpen();
     const payload = encode(data);
-    for (const subscriber of this.subscribers.filter(s => subjectMatches(s.pattern, subject))) {
+    const matching = this.subscribers.filter(s => subjectMatches(s.pattern, subject));
+    for (const subscriber of this.oneOfEachQueue(subject, matching)) {
       // Delivery is asynchronous, as over the network: the publisher never waits for subscribers.
       queueMicrotask(() => {
         Promise.resolve()
@@ -144,9 +146,9 @@ export class MemoryBus implements Bus {
     }
   }
 
-  async subscribe(subject: string, handler: MessageHandler): Promise<BusSubscription> {
+  async subscribe(subject: string, handler: MessageHandler, options: ServeOptions = {}): Promise<BusSubscription> {
     this.assertOpen();
-    const subscriber: Subscriber = { pattern: subject, handler };
+    const subscriber: Subscriber = { pattern: subject, queue: options.queue, handler };
     this.subscribers.push(subscriber);
     return { unsubscribe: async () => remove(this.subscribers, subscriber) };
   }
@@ -301,6 +303,23 @@ export class MemoryBus implements Bus {
     stream.messages.splice(0, index === -1 ? stream.messages.length : index);
   }
 
+  /** Plain subscribers all receive a message; a queue group's members take turns. */
+  private oneOfEachQueue(subject: string, matching: Subscriber[]): Subscriber[] {
+    const groups = new Map<string, Subscriber[]>();
+    const out: Subscriber[] = [];
+    for (const s of matching) {
+      if (s.queue === undefined) out.push(s);
+      else groups.set(s.queue, [...(groups.get(s.queue) ?? []), s]);
+    }
+    for (const [queue, members] of groups) {
+      const key = `${queue}\u0000${subject}`;
+      const cursor = this.queueCursor.get(key) ?? 0;
+      this.queueCursor.set(key, cursor + 1);
+      out.push(members[cursor % members.length]!);
+    }
+    return out;
+  }
+
   private pickResponder(subject: string, candidates: Responder[]): Responder {
     // Plain subscribers each get the request in NATS; the first reply wins. With one
     // reply path here, prefer round-robin inside the queue group (the shape we use).
@@ -350,6 +369,10 @@ class MemoryKv implements KvStore {
 
   async delete(key: string): Promise<void> {
     this.entries.delete(key);
+  }
+
+  async keys(): Promise<string[]> {
+    return [...this.entries.keys()].filter(key => this.live(key));
   }
 
   private live(key: string) {

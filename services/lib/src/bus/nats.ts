@@ -160,9 +160,10 @@ export class NatsBus implements Bus {
     this.nc.publish(subject, encode(data), hdrs ? { headers: hdrs } : undefined);
   }
 
-  async subscribe(subject: string, handler: MessageHandler): Promise<BusSubscription> {
+  async subscribe(subject: string, handler: MessageHandler, options: ServeOptions = {}): Promise<BusSubscription> {
     this.assertOpen();
     const sub = this.nc.subscribe(subject, {
+      ...(options.queue && { queue: options.queue }),
       callback: (error, msg) => {
         if (error) {
           this.log.error({ err: errorMessage(error), subject }, 'bus subscription error');
@@ -420,6 +421,12 @@ class NatsKv implements KvStore {
 
   async delete(key: string): Promise<void> {
     await this.kv.delete(key);
+  }
+
+  async keys(): Promise<string[]> {
+    const out: string[] = [];
+    for await (const key of await this.kv.keys()) out.push(key);
+    return out;
   }
 }
 

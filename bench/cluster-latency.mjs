@@ -1,0 +1,100 @@
+#!/usr/bin/env node
+// p50 / p99 of one tools/call through `punk cluster` (proxy -> mcp-front ->
+// gateway -> upstream, a real SDK Client over Streamable HTTP) next to the same
+// call made directly to the upstream server (SDK Client over stdio), measured
+// interleaved in one run. Needs NATS (PUNK_NATS_URL, default
+// nats://127.0.0.1:4222) and Postgres (PUNK_DATABASE_URL, default
+// postgres://postgres@127.0.0.1:5432/punk). CALLS (default 500) per path.
+//   node bench/cluster-latency.mjs
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const CALLS = Number(process.env.CALLS ?? 500);
+const WARMUP = 50;
+const everything = join(root, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
+const frontAvailable = existsSync(join(root, 'services/mcp-front/dist/main.js'));
+
+const freePort = () => new Promise(done => { const s = createServer(); s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => done(port)); }); });
+const pct = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+const fmt = ms => `${ms.toFixed(2)} ms`;
+
+const dir = await mkdtemp(join(tmpdir(), 'punk-bench-'));
+await writeFile(join(dir, 'everything.yaml'), `apiVersion: mcp.punk.dev/v1alpha1
+kind: McpServer
+metadata: { name: everything }
+spec:
+  command: [${JSON.stringify(process.execPath)}, ${JSON.stringify(everything)}]
+  image: local/everything
+  args: [stdio]
+`);
+const port = await freePort();
+const cluster = spawn(process.execPath, [join(root, 'services/cli/dist/main.js'), 'cluster'], {
+  env: { ...process.env, PUNK_PORT: String(port), PUNK_MANIFESTS: dir, PUNK_LOG_LEVEL: 'warn' },
+  stdio: ['ignore', 'pipe', 'pipe'],
+});
+let output = '';
+cluster.stdout.on('data', c => (output += c));
+cluster.stderr.on('data', c => (output += c));
+const exited = new Promise(done => cluster.once('exit', done));
+try {
+  await new Promise((ready, fail) => {
+    const timer = setTimeout(() => fail(new Error(`cluster not ready in 120 s:\n${output}`)), 120_000);
+    cluster.stdout.on('data', () => output.includes('cluster is ready') && (clearTimeout(timer), ready()));
+    exited.then(code => fail(new Error(`cluster exited ${code}:\n${output}`)));
+  });
+
+  const direct = new Client({ name: 'bench-direct', version: '1' });
+  await direct.connect(new StdioClientTransport({ command: process.execPath, args: [everything, 'stdio'] }));
+  let viaCluster;
+  let clusterPath;
+  if (frontAvailable) {
+    clusterPath = 'proxy -> mcp-front -> gateway -> upstream (SDK Client, Streamable HTTP, /servers/everything/mcp)';
+    const client = new Client({ name: 'bench-cluster', version: '1' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/servers/everything/mcp`)));
+    viaCluster = args => client.callTool({ name: 'echo', arguments: args });
+    viaCluster.close = () => client.close();
+  } else {
+    clusterPath = 'gateway over the bus (requestGateway from a NatsBus): services/mcp-front/dist/main.js is not available';
+    const { NatsBus, createLogger, requestGateway } = await import('@punk/lib');
+    const bus = await NatsBus.connect({ url: process.env.PUNK_NATS_URL ?? 'nats://127.0.0.1:4222', name: 'bench', log: createLogger('bench', 'silent') });
+    const principal = { subject: 'bench', tenant: 'default', groups: [] };
+    let run = 0;
+    viaCluster = args => requestGateway(bus, { method: 'tools/call', tenant: 'default', server: 'everything', principal, runId: `bench-${run++}`, name: 'echo', arguments: args }, 10_000);
+    viaCluster.close = () => bus.close();
+  }
+  const viaDirect = args => direct.callTool({ name: 'echo', arguments: args });
+
+  const samples = { cluster: [], direct: [] };
+  for (let i = 0; i < WARMUP + CALLS; i++) {
+    for (const [name, call] of i % 2 === 0 ? [['cluster', viaCluster], ['direct', viaDirect]] : [['direct', viaDirect], ['cluster', viaCluster]]) {
+      const t0 = process.hrtime.bigint();
+      const result = await call({ message: `m${i}` });
+      const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+      if (result.isError) throw new Error(`${name} call failed: ${JSON.stringify(result)}`);
+      if (i >= WARMUP) samples[name].push(ms);
+    }
+  }
+  await viaCluster.close();
+  await direct.close();
+
+  console.log(`tools/call everything.echo, ${CALLS} calls per path after ${WARMUP} warm-up, interleaved, sequential (Node ${process.versions.node})`);
+  console.log(`cluster path: ${clusterPath}`);
+  for (const name of ['direct', 'cluster']) {
+    const sorted = samples[name].sort((a, b) => a - b);
+    console.log(`${name.padEnd(8)} p50 ${fmt(pct(sorted, 50)).padStart(10)}   p99 ${fmt(pct(sorted, 99)).padStart(10)}   max ${fmt(sorted.at(-1)).padStart(10)}`);
+  }
+  const d = samples.direct, c = samples.cluster;
+  console.log(`overhead p50 ${fmt(pct(c, 50) - pct(d, 50))}, p99 ${fmt(pct(c, 99) - pct(d, 99))}`);
+} finally {
+  if (cluster.exitCode === null) cluster.kill('SIGINT');
+  await exited;
+  await rm(dir, { recursive: true, force: true });
+}

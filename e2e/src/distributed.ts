@@ -1,0 +1,78 @@
+/**
+ * Shared set-up of the distributed tests: a tenant of their own, a manifest
+ * directory holding the `tally` fixture server, a scratch Postgres database,
+ * and a NATS client to drive the gateway as mcp-front does.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { NatsBus, createLogger, requestGateway, type Principal } from '@punk/lib';
+import { repoRoot } from './harness.js';
+
+/** URL of the Postgres server the tests use (`PUNK_TEST_DATABASE_URL`). */
+export const testServerUrl = process.env.PUNK_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+/** A uniquely named database `punk_test_<random>`, dropped by `drop()`. */
+export async function scratchDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `punk_test_${randomBytes(6).toString('hex')}`;
+  const admin = async (sql: string) => {
+    const client = new pg.Client({ connectionString: testServerUrl });
+    await client.connect();
+    try {
+      await client.query(sql);
+    } finally {
+      await client.end();
+    }
+  };
+  await admin(`CREATE DATABASE ${name}`);
+  const url = new URL(testServerUrl);
+  url.pathname = `/${name}`;
+  return { url: url.toString(), drop: () => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) };
+}
+
+/** A tenant, a manifest directory with the `tally` server in it, and the file the server tallies calls in. */
+export interface TallySetup {
+  tenant: string;
+  manifestDir: string;
+  tallyFile: string;
+  /** Lines of the tally file (`<tool> <what> <pid> <ppid>`). */
+  lines(): Promise<string[]>;
+}
+
+/** Writes an McpServer manifest `tally` (tenant `t-<random>`) running e2e/fixtures/tally.mjs. */
+export async function tallySetup(): Promise<TallySetup> {
+  const tenant = `t-${randomBytes(4).toString('hex')}`;
+  const manifestDir = await mkdtemp(join(tmpdir(), 'punk-dist-'));
+  const tallyFile = join(manifestDir, 'tally.log');
+  await writeFile(tallyFile, '');
+  await writeFile(
+    join(manifestDir, 'tally.yaml'),
+    `apiVersion: mcp.punk.dev/v1alpha1
+kind: McpServer
+metadata: { name: tally, namespace: ${tenant} }
+spec:
+  image: local/tally
+  command: [${JSON.stringify(process.execPath)}, ${JSON.stringify(join(repoRoot, 'e2e/fixtures/tally.mjs'))}]
+  env: [{ name: TALLY_FILE, value: ${JSON.stringify(tallyFile)} }]
+  tools:
+    overrides:
+      - { name: read_slowly, sideEffectLevel: 1 }
+      - { name: charge, sideEffectLevel: 3 }
+      - { name: count, sideEffectLevel: 2 }
+`,
+  );
+  return { tenant, manifestDir, tallyFile, lines: async () => (await readFile(tallyFile, 'utf8')).split('\n').filter(Boolean) };
+}
+
+/** Connects a test's own NATS client, as mcp-front would. */
+export function testBus(url: string): Promise<NatsBus> {
+  return NatsBus.connect({ url, name: `punk-test-${process.pid}`, log: createLogger('test-bus', 'silent') });
+}
+
+/** Calls a tool of the tally server through the gateway over the bus. */
+export function callTally(bus: NatsBus, tenant: string, name: string, args: Record<string, unknown>, timeoutMs = 10_000): Promise<unknown> {
+  const principal: Principal = { subject: 'test', tenant, groups: [] };
+  return requestGateway(bus, { method: 'tools/call', tenant, server: 'tally', principal, runId: randomUUID(), name, arguments: args }, timeoutMs);
+}

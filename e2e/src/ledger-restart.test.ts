@@ -1,0 +1,107 @@
+/**
+ * The ledger stops while 1,000 tools/call requests run through the gateway
+ * (over NATS, as mcp-front drives it) and starts again: every event lands
+ * exactly once and the hash chain verifies; the same with two ledger
+ * processes consuming at once. Each scenario has a NATS server of its own
+ * (the ledger stream and consumer names are fixed by the contracts).
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import pg from 'pg';
+import { removeDir } from './harness.js';
+import { startOwnNats } from './nats-server.js';
+import { startService, type ServiceProcess } from './processes.js';
+import { callTally, scratchDatabase, tallySetup, testBus } from './distributed.js';
+
+const CALLS = 1000;
+const CONCURRENCY = 20;
+
+async function scenario(ledgerCount: number): Promise<void> {
+  const nats = await startOwnNats();
+  const db = await scratchDatabase();
+  const setup = await tallySetup();
+  const running: ServiceProcess[] = [];
+  const env = { PUNK_NATS_URL: nats.url, PUNK_DATABASE_URL: db.url, PUNK_MANIFESTS: setup.manifestDir, PUNK_TENANT: setup.tenant };
+  const start = async (name: 'gateway' | 'governance' | 'ledger') => {
+    const s = await startService(name, env);
+    running.push(s);
+    return s;
+  };
+  const bus = await testBus(nats.url);
+  try {
+    await start('governance');
+    await start('gateway');
+    const ledgers: ServiceProcess[] = [];
+    for (let i = 0; i < ledgerCount; i++) ledgers.push(await start('ledger'));
+
+    // Given 1,000 calls in flight, 20 at a time,
+    let done = 0;
+    let restarted: Promise<ServiceProcess> | undefined;
+    let stopped: Promise<number | null> | undefined;
+    const worker = async (first: number) => {
+      for (let n = first; n < CALLS; n += CONCURRENCY) {
+        const result = await callTally(bus, setup.tenant, 'count', { n });
+        assert.match(JSON.stringify(result), /counted/);
+        done++;
+        // when the first ledger is stopped at 200 and started again at 700,
+        if (done === 200) stopped = ledgers[0]!.stop('SIGTERM');
+        if (done === 700) restarted = stopped!.then(() => start('ledger'));
+      }
+    };
+    await Promise.all(Array.from({ length: CONCURRENCY }, (_, i) => worker(i)));
+    assert.equal(await stopped, 0, `the stopped ledger exits 0:\n${ledgers[0]!.output()}`);
+    const again = await restarted!;
+
+    // then every event lands exactly once,
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      const counts = async () =>
+        (await client.query<{ type: string; n: number; ids: number }>(
+          'SELECT type, count(*)::int AS n, count(DISTINCT id)::int AS ids FROM ledger.events WHERE tenant = $1 GROUP BY type',
+          [setup.tenant],
+        )).rows;
+      const deadline = Date.now() + 60_000;
+      let rows = await counts();
+      const of = (type: string) => rows.find(r => r.type === type);
+      while ((of('tool.completed')?.n ?? 0) < CALLS && Date.now() < deadline) {
+        await new Promise(r => setTimeout(r, 250));
+        rows = await counts();
+      }
+      await new Promise(r => setTimeout(r, 1000));
+      rows = await counts();
+      for (const type of ['governance.decision', 'tool.called', 'tool.completed']) {
+        assert.equal(of(type)?.n, CALLS, `${type} events: ${JSON.stringify(rows)}`);
+        assert.equal(of(type)?.ids, CALLS, `${type} distinct ids`);
+      }
+      const numbered = await client.query<{ n: number }>(
+        `SELECT count(DISTINCT (data->'arguments'->>'n'))::int AS n FROM ledger.events WHERE tenant = $1 AND type = 'tool.called'`,
+        [setup.tenant],
+      );
+      assert.equal(numbered.rows[0]!.n, CALLS, 'one tool.called per call number');
+      const rejected = await client.query('SELECT count(*)::int AS n FROM ledger.rejected_messages');
+      assert.equal(rejected.rows[0].n, 0);
+    } finally {
+      await client.end();
+    }
+    assert.equal((await setup.lines()).filter(l => l.startsWith('count done')).length, CALLS, 'the upstream ran each call once');
+
+    // and the ledger (any replica) accepts the chain.
+    for (const ledger of [again, ...ledgers.slice(1)]) {
+      const verify = (await (await fetch(`${ledger.url}/api/v1/ledger/verify?tenant=${setup.tenant}`)).json()) as { ok: boolean; events: number };
+      assert.equal(verify.ok, true, JSON.stringify(verify));
+      assert.ok(verify.events >= 3 * CALLS, JSON.stringify(verify));
+    }
+    for (const s of running) if (s.process.exitCode === null) assert.equal(await s.stop('SIGTERM'), 0, `${s.name} exits 0\n${s.output().slice(-2000)}`);
+  } finally {
+    await bus.close();
+    await Promise.all(running.map(s => s.stop('SIGKILL')));
+    await nats.stop();
+    await db.drop();
+    await removeDir(setup.manifestDir);
+  }
+}
+
+test('one ledger stopped during 1,000 calls and started again: every event lands once and the chain verifies', () => scenario(1));
+
+test('two ledgers at once, one stopped during 1,000 calls and started again: every event lands once and the chain verifies', () => scenario(2));

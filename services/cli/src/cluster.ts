@@ -1,0 +1,171 @@
+/**
+ * `punk cluster`: the distributed topology on one machine, every service a
+ * separate OS process against local NATS and Postgres, behind a round-robin
+ * proxy (see docs/distributed.md).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { NatsBus, PunkError, createLogger, describeDatabaseUrl, errorMessage, formatManifestError, loadManifestDirectory, openDatabase, type Logger, type PunkConfig } from '@punk/lib';
+import { freePort } from './ports.js';
+import { prepareServers } from './cluster-servers.js';
+import { startProxy, type Proxy } from './proxy.js';
+
+/** Default `PUNK_NATS_URL` of the cluster. */
+export const CLUSTER_NATS_URL = 'nats://127.0.0.1:4222';
+/** Default `PUNK_DATABASE_URL` of the cluster (created when missing). */
+export const CLUSTER_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/punk';
+
+/** How many replicas of each service `punk cluster` runs. */
+export const TOPOLOGY = { 'mcp-front': 2, gateway: 2, governance: 1, ledger: 2 } as const;
+type ServiceName = keyof typeof TOPOLOGY;
+
+const servicesDir = fileURLToPath(new URL('../../', import.meta.url));
+/** Entrypoint of a service: `services/<name>/dist/main.js`. */
+export const entrypointOf = (name: ServiceName) => join(servicesDir, name, 'dist', 'main.js');
+
+/** A running cluster. */
+export interface Cluster {
+  /** The proxy's base URL (`http://127.0.0.1:4100`). */
+  url: string;
+  /** What is missing from the topology, in sentences (e.g. no mcp-front entrypoint yet). */
+  gaps: string[];
+  /** Stops the proxy, then every service (SIGTERM, SIGKILL after 15 s), then the servers. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Creates the cluster's database when it does not exist.
+ * @throws PunkError `DatabaseUnavailable` naming host, port and database when Postgres cannot be reached.
+ */
+export async function ensureDatabase(url: string, log: Logger): Promise<void> {
+  const target = new URL(url);
+  const name = decodeURIComponent(target.pathname.replace(/^\//, ''));
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new PunkError('InvalidConfig', `PUNK_DATABASE_URL names database "${name}"; use letters, digits and _`);
+  const admin = new URL(url);
+  admin.pathname = '/postgres';
+  const db = await openDatabase({ url: admin.toString(), log }).catch((error: unknown) => {
+    throw new PunkError('DatabaseUnavailable', `Postgres at ${describeDatabaseUrl(url)} is unreachable (${errorMessage(error)}); start it or set PUNK_DATABASE_URL`);
+  });
+  try {
+    const found = await db.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (found.rowCount === 0) {
+      await db.query(`CREATE DATABASE ${name}`);
+      log.info({ database: name }, 'created the cluster database');
+    }
+  } finally {
+    await db.close();
+  }
+}
+
+/** Copies a child's output line by line to ours, each line prefixed with `[name] `. */
+function prefixOutput(name: string, child: ChildProcess): void {
+  for (const [stream, out] of [[child.stdout, process.stdout], [child.stderr, process.stderr]] as const) {
+    if (stream) createInterface({ input: stream }).on('line', line => out.write(`[${name}] ${line}\n`));
+  }
+}
+
+async function waitReady(url: string, name: string, child: ChildProcess, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (child.exitCode !== null || child.signalCode !== null) throw new PunkError('ClusterStartFailed', `${name} exited (${child.exitCode ?? child.signalCode}) before it was ready; see its lines above`);
+    const ok = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(2000) }).then(r => r.ok, () => false);
+    if (ok) return;
+    if (Date.now() > deadline) throw new PunkError('ClusterStartFailed', `${name} was not ready within ${timeoutMs} ms (${url}/readyz)`);
+    await new Promise(r => setTimeout(r, 200));
+  }
+}
+
+/**
+ * Starts the cluster: checks NATS and Postgres (creating the database), starts
+ * the local HTTP example servers once, then the services (2 mcp-front, 2
+ * gateway, 1 governance, 2 ledger) on free ports, waits for each `/readyz`,
+ * and listens with the proxy on `config.host:config.port`.
+ *
+ * @throws PunkError `BusUnavailable` / `DatabaseUnavailable` naming what is unreachable;
+ *   `ClusterStartFailed` naming the process that did not become ready (everything started is stopped first).
+ */
+export async function startCluster(config: PunkConfig, natsUrl: string, databaseUrl: string): Promise<Cluster> {
+  const log = createLogger('cluster', config.logLevel);
+  const probe = await NatsBus.connect({ url: natsUrl, name: 'punk-cluster-probe', log });
+  await probe.close();
+  await ensureDatabase(databaseUrl, log);
+
+  const children: Array<{ name: string; child: ChildProcess; service: boolean }> = [];
+  const tempDir = await mkdtemp(join(tmpdir(), 'punk-cluster-'));
+  let proxy: Proxy | undefined;
+  let stopping = false;
+  const launch = (name: string, command: string, args: string[], env: Record<string, string>, service: boolean, cwd?: string): ChildProcess => {
+    const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'], ...(cwd && { cwd }) });
+    prefixOutput(name, child);
+    child.on('exit', (code, signal) => {
+      if (!stopping) log.error({ process: name, code, signal }, `${name} exited unexpectedly`);
+    });
+    children.push({ name, child, service });
+    return child;
+  };
+  const stop = async () => {
+    stopping = true;
+    await proxy?.close();
+    // Services first (they drain), then the servers they called.
+    for (const group of [true, false]) {
+      await Promise.all(
+        children
+          .filter(c => c.service === group && c.child.exitCode === null && c.child.signalCode === null)
+          .map(({ child }) => {
+            const exited = new Promise(done => child.once('exit', done));
+            child.kill('SIGTERM');
+            const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+            return exited.finally(() => clearTimeout(timer));
+          }),
+      );
+    }
+    await rm(tempDir, { recursive: true, force: true });
+  };
+
+  try {
+    const manifestDir = resolve(config.manifests);
+    const loaded = await loadManifestDirectory(manifestDir, config.tenant);
+    for (const error of loaded.errors) log.error({ manifestError: error }, `manifest error: ${formatManifestError(error)}`);
+    const gatewayManifests = join(tempDir, 'manifests');
+    await prepareServers({
+      servers: loaded.servers.map(s => s.server),
+      manifestDir,
+      outDir: gatewayManifests,
+      workDir: join(tempDir, 'servers'),
+      start: (name, command, args, env, cwd) => launch(name, command, args, env, false, cwd),
+    });
+
+    const gaps: string[] = [];
+    const common = { ...process.env, PUNK_NATS_URL: natsUrl, PUNK_HOST: '127.0.0.1', PUNK_TENANT: config.tenant, PUNK_LOG_LEVEL: config.logLevel };
+    const started: Array<{ name: string; url: string; child: ChildProcess; service: ServiceName }> = [];
+    for (const [service, replicas] of Object.entries(TOPOLOGY) as Array<[ServiceName, number]>) {
+      const entrypoint = entrypointOf(service);
+      if (!existsSync(entrypoint)) {
+        gaps.push(`${service}: ${entrypoint} does not exist yet, so no ${service} replica runs (the proxy answers 503 on its paths)`);
+        continue;
+      }
+      for (let i = 1; i <= replicas; i++) {
+        const name = `${service}-${i}`;
+        const port = await freePort();
+        const env = { ...common, PUNK_PORT: String(port), PUNK_INSTANCE_ID: name, PUNK_DATABASE_URL: databaseUrl, PUNK_MANIFESTS: gatewayManifests };
+        started.push({ name, url: `http://127.0.0.1:${port}`, child: launch(name, process.execPath, [entrypoint], env, true), service });
+      }
+    }
+    await Promise.all(started.map(s => waitReady(s.url, s.name, s.child, 120_000)));
+    proxy = await startProxy({
+      host: config.host,
+      port: config.port,
+      backends: { ledgers: started.filter(s => s.service === 'ledger').map(s => s.url), fronts: started.filter(s => s.service === 'mcp-front').map(s => s.url) },
+      log,
+    });
+    return { url: proxy.url, gaps, stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}

@@ -1,0 +1,45 @@
+/**
+ * The gateway as a process of its own (`node services/gateway/dist/main.js`,
+ * `punk gateway`): McpServer manifests from `PUNK_MANIFESTS`, server working
+ * directories in a temporary directory removed at stop.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { formatManifestError, loadManifestDirectory, streams, type ServiceDefinition } from '@punk/lib';
+import { startGateway } from './service.js';
+
+/**
+ * Service definition of the gateway for `runService`. Ensures the ledger
+ * stream (events wait there while no ledger runs), starts every server of the
+ * manifests (stdio servers as children of this process, `url` servers by
+ * connection) and is ready once each has connected or failed its first start.
+ * A bad manifest is logged with its file and field; the valid ones are served.
+ */
+export const gatewayService: ServiceDefinition = {
+  name: 'gateway',
+  needsDatabase: false,
+  streams: [streams.ledger],
+  async start({ config, bus, log }) {
+    const manifestDir = resolve(config.manifests);
+    const loaded = await loadManifestDirectory(manifestDir, config.tenant);
+    for (const error of loaded.errors) log.error({ manifestError: error }, `manifest error: ${formatManifestError(error)}`);
+    const workDir = await mkdtemp(join(tmpdir(), `punk-gateway-${config.instanceId}-`));
+    const gateway = await startGateway({
+      bus,
+      log,
+      servers: loaded.servers.map(entry => entry.server),
+      workDir,
+      startTimeoutMs: config.serverStartTimeoutMs,
+      callTimeoutMs: config.callTimeoutMs,
+      env: { PUNK_MANIFEST_DIR: manifestDir },
+    });
+    await gateway.ready();
+    return {
+      stop: async () => {
+        await gateway.stop();
+        await rm(workDir, { recursive: true, force: true });
+      },
+    };
+  },
+};

@@ -1,0 +1,17 @@
+/** Governance as a process of its own (`node services/governance/dist/main.js`, `punk governance`). */
+import { streams, type ServiceDefinition } from '@punk/lib';
+import { startGovernance } from './service.js';
+
+/**
+ * Service definition of governance for `runService`: ensures the ledger stream
+ * (every decision is appended there before it is answered) and serves
+ * `punk.governance.check` in its queue group with the default policy.
+ */
+export const governanceService: ServiceDefinition = {
+  name: 'governance',
+  needsDatabase: false,
+  streams: [streams.ledger],
+  async start({ bus, log }) {
+    return startGovernance({ bus, log });
+  },
+};

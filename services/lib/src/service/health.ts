@@ -1,0 +1,67 @@
+/**
+ * The HTTP listener of a service process: `/healthz`, `/readyz`, and the
+ * service's own handler (an express app) for every other path.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/** Answers one HTTP request (an express app fits). */
+export type HttpHandler = (req: IncomingMessage, res: ServerResponse) => void;
+
+/** A bound listener whose routes can be completed once the service started. */
+export interface HealthServer {
+  /** `http://host:port` actually bound (port 0 resolved). */
+  url: string;
+  /** Sets the handler of every path other than `/healthz` and `/readyz`. */
+  setHandler(handler: HttpHandler): void;
+  /** Closes every connection and the listener. */
+  close(): Promise<void>;
+}
+
+function json(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+  res.end(JSON.stringify(body));
+}
+
+/**
+ * Binds `host:port` and serves `/healthz` (200 while the process runs) and
+ * `/readyz` (200 `{status:"ready"}` when `ready()` resolves, else 503
+ * `{status:"not-ready", reason}` with the reason it threw). Other paths go to
+ * the handler set later, or answer 404 (503 while none is set).
+ *
+ * @throws Error naming `host:port` when the port cannot be bound.
+ */
+export async function listenHealth(host: string, port: number, ready: () => Promise<void>): Promise<HealthServer> {
+  let handler: HttpHandler | undefined;
+  const server: Server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (path === '/healthz') return json(res, 200, { status: 'ok' });
+    if (path === '/readyz') {
+      ready().then(
+        () => json(res, 200, { status: 'ready' }),
+        (error: unknown) => json(res, 503, { status: 'not-ready', reason: error instanceof Error ? error.message : String(error) }),
+      );
+      return;
+    }
+    if (handler) return handler(req, res);
+    json(res, 503, { error: { code: 'Starting', message: 'the service is starting' } });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('listening', resolve);
+    server.once('error', (error: NodeJS.ErrnoException) => {
+      const hint = error.code === 'EADDRINUSE' ? ' (another process listens there: set PUNK_PORT)' : '';
+      reject(new Error(`cannot listen on ${host}:${port}: ${error.message}${hint}`));
+    });
+    server.listen(port, host);
+  });
+  const address = server.address() as AddressInfo;
+  const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return {
+    url: `http://${shown}:${address.port}`,
+    setHandler: h => (handler = h),
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>(done => server.close(() => done()));
+    },
+  };
+}

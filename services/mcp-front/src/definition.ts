@@ -1,0 +1,26 @@
+/**
+ * mcp-front as a process of its own (`node services/mcp-front/dist/main.js`,
+ * `punk mcp-front`): the MCP endpoint of `PUNK_TENANT` on `PUNK_HOST:PUNK_PORT`
+ * next to `/healthz` and `/readyz`. Any number of replicas may run: 2025-era
+ * sessions live in NATS KV and their SSE events in JetStream.
+ */
+import express from 'express';
+import { streams, type ServiceDefinition } from '@punk/lib';
+import { createFront } from './front.js';
+
+/**
+ * Service definition of mcp-front for `runService`. Ensures stream
+ * `PUNK_SSE`; ready once the sessions bucket is open and the bus
+ * subscriptions are made (the gateway's catalog is read on first use).
+ */
+export const mcpFrontService: ServiceDefinition = {
+  name: 'mcp-front',
+  needsDatabase: false,
+  streams: [streams.sse],
+  async start({ config, bus, log }) {
+    const front = await createFront({ bus, log, tenant: config.tenant, maxBodyBytes: config.maxBodyBytes, callTimeoutMs: config.callTimeoutMs });
+    const app = express();
+    app.use(front.router);
+    return { http: app, stop: () => front.close() };
+  },
+};

@@ -1,0 +1,173 @@
+/**
+ * The GET stream of a 2025-era session (MCP 2025-11-25 basic/transports
+ * "Listening for Messages from the Server" and "Resumability and
+ * Redelivery"), held by whichever replica the GET reached:
+ *
+ * - one stream per session: opening one broadcasts `stream-opened` on
+ *   `punk.session.<id>.control`, and the replica holding the previous one
+ *   closes it; `ended` (DELETE) closes it too;
+ * - a priming event (an id, empty data, a `retry:` field) opens it; a GET
+ *   with `Last-Event-ID: <streamId>:<seq>` first replays what that stream
+ *   stored after `seq`, in order, then continues live;
+ * - live events arrive as announcements on `punk.session.<id>.out`; the
+ *   holder reads the stream from its last written position, so every event
+ *   is written once and in order, whatever order announcements arrive in.
+ */
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import {
+  errorMessage,
+  parseMessage,
+  sessionControlSchema,
+  sessionOutSchema,
+  subjects,
+  type Bus,
+  type BusSubscription,
+  type Logger,
+} from '@punk/lib';
+import { SESSION_NOT_FOUND_CODE, sendJsonRpcError } from './errors.js';
+import { eventId, parseEventId, type SessionEvents, type StreamPosition } from './session-events.js';
+import type { SessionStore, StoredSession } from './sessions.js';
+
+/** What the GET streams need. */
+export interface GetStreamDeps {
+  bus: Bus;
+  log: Logger;
+  sessions: SessionStore;
+  events: SessionEvents;
+  /** Reconnection delay the client is told (SSE `retry:`), in milliseconds. */
+  retryMs: number;
+  /** Interval of SSE keep-alive comments (which also renew the session), in milliseconds. */
+  keepAliveMs: number;
+}
+
+/** One GET stream this replica holds. */
+interface HeldStream {
+  sessionId: string;
+  connection: string;
+  /** Position of the last event written. */
+  position: StreamPosition;
+  res: ServerResponse;
+  subscriptions: BusSubscription[];
+  timer: NodeJS.Timeout | undefined;
+  /** Serialises reads and writes of the stream. */
+  chain: Promise<void>;
+  closed: boolean;
+}
+
+/** The GET streams held by this replica. */
+export class GetStreams {
+  private readonly held = new Set<HeldStream>();
+
+  constructor(private readonly deps: GetStreamDeps) {}
+
+  /**
+   * Serves a GET on a session's endpoint: 406 unless the client accepts
+   * `text/event-stream`, 400 for a `Last-Event-ID` Punk did not mint, 404
+   * when the session ended meanwhile; otherwise an SSE stream that stays
+   * open until the client leaves, another GET replaces it, the session ends
+   * or the front closes.
+   */
+  async serve(session: StoredSession, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (!String(req.headers.accept ?? '').includes('text/event-stream')) {
+      sendJsonRpcError(res, 406, -32000, 'Not Acceptable: a GET stream needs Accept: text/event-stream');
+      return;
+    }
+    const lastEventId = headerOf(req, 'last-event-id');
+    const resumed = lastEventId === undefined ? undefined : parseEventId(lastEventId);
+    if (lastEventId !== undefined && !resumed) {
+      sendJsonRpcError(res, 400, -32000, `Last-Event-ID ${JSON.stringify(lastEventId)} is not an event id of this endpoint`);
+      return;
+    }
+    const stream: HeldStream = {
+      sessionId: session.id,
+      connection: randomUUID(),
+      position: resumed ?? { streamId: randomUUID(), seq: 0 },
+      res,
+      subscriptions: [],
+      timer: undefined,
+      chain: Promise.resolve(),
+      closed: false,
+    };
+    const { bus, sessions } = this.deps;
+    // Listen before the stream becomes the session's current one: nothing stored on it is missed.
+    stream.subscriptions.push(
+      await bus.subscribe(subjects.sessionControl(session.id), data => {
+        const control = parseMessage(sessionControlSchema, subjects.sessionControl(session.id), data);
+        if (control.type === 'ended' || control.connection !== stream.connection) this.close(stream, false);
+      }),
+      await bus.subscribe(subjects.sessionOut(session.id), data => {
+        const out = parseMessage(sessionOutSchema, subjects.sessionOut(session.id), data);
+        if (out.streamId === stream.position.streamId) this.pump(stream);
+      }),
+    );
+    const current = await sessions.update(session.id, state => ({ ...state, stream: stream.position.streamId })).catch(error => {
+      this.deps.log.warn({ sessionId: session.id, err: errorMessage(error) }, 'could not record the GET stream of a session');
+      return undefined;
+    });
+    if (!current) {
+      await this.unsubscribe(stream);
+      sendJsonRpcError(res, 404, SESSION_NOT_FOUND_CODE, `Session not found: ${session.id} (it ended); start a new session with initialize`);
+      return;
+    }
+    await bus.publish(subjects.sessionControl(session.id), { type: 'stream-opened', connection: stream.connection });
+
+    this.held.add(stream);
+    res.on('close', () => this.close(stream, false));
+    res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-store', Connection: 'keep-alive', 'X-Accel-Buffering': 'no', 'Mcp-Session-Id': session.id });
+    res.write(`id: ${eventId(stream.position)}\nretry: ${this.deps.retryMs}\ndata: \n\n`);
+    stream.timer = setInterval(() => {
+      res.write(': keepalive\n\n');
+      sessions.get(session.id).then(s => s && sessions.renew(s), () => undefined);
+    }, this.deps.keepAliveMs);
+    this.pump(stream);
+  }
+
+  /** Closes every stream this replica holds, telling clients when to reconnect (`retry:`). */
+  closeAll(): void {
+    for (const stream of [...this.held]) this.close(stream, true);
+  }
+
+  /** Writes what the stream stored after its last written position. */
+  private pump(stream: HeldStream): void {
+    stream.chain = stream.chain.then(async () => {
+      try {
+        let batch;
+        do {
+          if (stream.closed) return;
+          batch = await this.deps.events.after(stream.sessionId, stream.position);
+          for (const event of batch) {
+            if (stream.closed) return;
+            stream.position = { streamId: stream.position.streamId, seq: event.seq };
+            stream.res.write(`id: ${eventId(stream.position)}\nevent: message\ndata: ${JSON.stringify(event.message)}\n\n`);
+          }
+        } while (batch.length >= 1000);
+      } catch (error) {
+        this.deps.log.warn({ sessionId: stream.sessionId, err: errorMessage(error) }, 'could not read the SSE events of a session');
+      }
+    });
+  }
+
+  private close(stream: HeldStream, retryHint: boolean): void {
+    if (stream.closed) return;
+    stream.closed = true;
+    this.held.delete(stream);
+    clearInterval(stream.timer);
+    void this.unsubscribe(stream);
+    if (!stream.res.writableEnded) {
+      if (retryHint && stream.res.headersSent) stream.res.write(`retry: ${this.deps.retryMs}\n\n`);
+      stream.res.end();
+    }
+  }
+
+  private async unsubscribe(stream: HeldStream): Promise<void> {
+    await Promise.allSettled(stream.subscriptions.map(s => s.unsubscribe()));
+    stream.subscriptions = [];
+  }
+}
+
+/** The first value of a request header. */
+export function headerOf(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}

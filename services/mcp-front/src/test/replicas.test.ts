@@ -1,0 +1,356 @@
+/**
+ * Two mcp-front replicas on real NATS with JetStream (a nats-server of this
+ * test's own, on a free port), in front of the real gateway and governance
+ * and @modelcontextprotocol/server-everything: a 2025-era session is served
+ * by whichever replica a request reaches, its GET stream by whichever
+ * replica holds it, and 2026-era listen streams hear changes published
+ * anywhere.
+ */
+import { strict as assert } from 'node:assert';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import type { Server as HttpServer } from 'node:http';
+import { createServer, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { startGateway, type Gateway } from '@punk/gateway';
+import { startGovernance, type GovernanceService } from '@punk/governance';
+import { anonymousPrincipal, createLogger, mcpServerSpecSchema, NatsBus, streams, subjects, type McpServer } from '@punk/lib';
+import express from 'express';
+import { createFront, type Front } from '../index.js';
+
+const log = createLogger('mcp-front-replicas-test', 'silent');
+const clientInfo = { name: 'replicas-test', version: '1.0.0' };
+const V2025 = '2025-11-25';
+
+async function freePort(): Promise<number> {
+  return new Promise(resolve => {
+    const probe = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+async function startNats(): Promise<{ url: string; stop(): Promise<void> }> {
+  const port = await freePort();
+  const dir = await mkdtemp(join(tmpdir(), 'punk-nats-'));
+  const child: ChildProcess = spawn('/usr/sbin/nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: 'ignore' });
+  const url = `nats://127.0.0.1:${port}`;
+  for (let i = 0; i < 100; i++) {
+    try {
+      const probe = await NatsBus.connect({ url, name: 'probe', log });
+      await probe.close();
+      break;
+    } catch {
+      await new Promise(resolve => setTimeout(resolve, 100));
+    }
+  }
+  return {
+    url,
+    async stop() {
+      child.kill('SIGTERM');
+      await new Promise(resolve => child.once('exit', resolve));
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+interface Replica {
+  base: string;
+  front: Front;
+  bus: NatsBus;
+  http: HttpServer;
+}
+
+/** A front of its own on its own NATS connection and port; `x-test-principal` names the caller. */
+async function startReplica(url: string, tenant: string, name: string): Promise<Replica> {
+  const bus = await NatsBus.connect({ url, name, log });
+  const front = await createFront({
+    bus,
+    log,
+    tenant,
+    maxBodyBytes: 1024 * 1024,
+    callTimeoutMs: 30_000,
+    sseRetryMs: 200,
+    principalOf: req => ({ ...anonymousPrincipal(tenant), subject: String(req.headers['x-test-principal'] ?? 'anonymous') }),
+  });
+  const app = express();
+  app.use(front.router);
+  const http = await new Promise<HttpServer>(resolve => {
+    const server = app.listen(0, '127.0.0.1', () => resolve(server));
+  });
+  return { base: `http://127.0.0.1:${(http.address() as AddressInfo).port}`, front, bus, http };
+}
+
+async function stopReplica(replica: Replica): Promise<void> {
+  await replica.front.close();
+  replica.http.closeAllConnections();
+  await new Promise(resolve => replica.http.close(resolve));
+  await replica.bus.close();
+}
+
+function everything(name: string, namespace: string): McpServer {
+  return {
+    apiVersion: 'mcp.punk.dev/v1alpha1',
+    kind: 'McpServer',
+    metadata: { name, namespace },
+    spec: mcpServerSpecSchema.parse({ package: { name: '@modelcontextprotocol/server-everything' }, args: ['stdio'] }),
+  } as McpServer;
+}
+
+/** A fetch that sends consecutive requests to the replicas in turn. */
+function alternating(bases: string[]): typeof fetch {
+  let next = 0;
+  return (input, init) => {
+    const url = new URL(input instanceof Request ? input.url : String(input));
+    const base = new URL(bases[next++ % bases.length]!);
+    url.host = base.host;
+    return fetch(url, init);
+  };
+}
+
+function post(base: string, message: unknown, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(`${base}/mcp`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': V2025, ...headers },
+    body: JSON.stringify(message),
+  });
+}
+
+/** Starts a session with raw HTTP on `base`; resolves with its id. */
+async function initialize(base: string, headers: Record<string, string> = {}): Promise<string> {
+  const init = await post(base, { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: V2025, capabilities: {}, clientInfo } }, headers);
+  assert.equal(init.status, 200);
+  const id = init.headers.get('mcp-session-id');
+  assert.ok(id, 'initialize answers with Mcp-Session-Id');
+  await init.text();
+  const initialized = await post(base, { jsonrpc: '2.0', method: 'notifications/initialized' }, { 'mcp-session-id': id, ...headers });
+  assert.equal(initialized.status, 202);
+  return id;
+}
+
+interface SseEvent {
+  id?: string;
+  retry?: number;
+  data: string;
+}
+
+/** An open GET stream, its events as they arrive. */
+interface GetStream {
+  status: number;
+  events: SseEvent[];
+  /** Resolves when the server ends the stream. */
+  ended: Promise<void>;
+  abort(): void;
+  /** Waits until `count` events match. */
+  waitFor(predicate: (e: SseEvent) => boolean, count: number, timeoutMs?: number): Promise<SseEvent[]>;
+}
+
+async function openGet(base: string, sessionId: string, lastEventId?: string): Promise<GetStream> {
+  const controller = new AbortController();
+  const response = await fetch(`${base}/mcp`, {
+    headers: { accept: 'text/event-stream', 'mcp-session-id': sessionId, 'mcp-protocol-version': V2025, ...(lastEventId && { 'last-event-id': lastEventId }) },
+    signal: controller.signal,
+  });
+  const events: SseEvent[] = [];
+  const ended = (async () => {
+    if (!response.body) return;
+    const decoder = new TextDecoder();
+    let buffer = '';
+    try {
+      for await (const chunk of response.body) {
+        buffer += decoder.decode(chunk as Uint8Array, { stream: true });
+        let end;
+        while ((end = buffer.indexOf('\n\n')) !== -1) {
+          const block = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          const event: SseEvent = { data: '' };
+          for (const line of block.split('\n')) {
+            if (line.startsWith('id: ')) event.id = line.slice(4);
+            else if (line.startsWith('retry: ')) event.retry = Number(line.slice(7));
+            else if (line.startsWith('data: ')) event.data += line.slice(6);
+          }
+          if (block.startsWith(':')) continue;
+          events.push(event);
+        }
+      }
+    } catch {
+      // aborted by the test
+    }
+  })();
+  return {
+    status: response.status,
+    events,
+    ended,
+    abort: () => controller.abort(),
+    async waitFor(predicate, count, timeoutMs = 10_000) {
+      const deadline = Date.now() + timeoutMs;
+      while (Date.now() < deadline) {
+        const found = events.filter(predicate);
+        if (found.length >= count) return found;
+        await new Promise(resolve => setTimeout(resolve, 50));
+      }
+      throw new Error(`expected ${count} matching events within ${timeoutMs} ms; got ${JSON.stringify(events)}`);
+    },
+  };
+}
+
+const toolsChanged = (e: SseEvent) => e.data.includes('notifications/tools/list_changed');
+
+describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
+  let nats: { url: string; stop(): Promise<void> };
+  let tenant: string;
+  let core: NatsBus;
+  let gateway: Gateway;
+  let governance: GovernanceService;
+  let workDir: string;
+  let a: Replica;
+  let b: Replica;
+
+  before(async () => {
+    nats = await startNats();
+    tenant = `replicas-${randomBytes(4).toString('hex')}`;
+    core = await NatsBus.connect({ url: nats.url, name: 'gateway-and-governance', log });
+    await core.ensureStream(streams.ledger);
+    workDir = await mkdtemp(join(tmpdir(), 'punk-replicas-'));
+    governance = await startGovernance({ bus: core, log });
+    gateway = await startGateway({ bus: core, log, servers: [everything('everything', tenant)], workDir, startTimeoutMs: 60_000, callTimeoutMs: 30_000 });
+    await gateway.ready();
+    a = await startReplica(nats.url, tenant, 'front-a');
+    b = await startReplica(nats.url, tenant, 'front-b');
+  });
+
+  after(async () => {
+    await stopReplica(a);
+    await stopReplica(b);
+    await gateway.stop();
+    await governance.stop();
+    await core.close();
+    await nats.stop();
+    await rm(workDir, { recursive: true, force: true });
+  });
+
+  const announceChange = () => core.publish(subjects.registryChanged, { tenant, server: 'everything', change: 'updated' });
+
+  it('a 2025-11-25 client whose requests alternate between replicas works through to DELETE, then both answer 404', async () => {
+    const seen: string[] = [];
+    const fetchBoth = alternating([a.base, b.base]);
+    const transport = new StreamableHTTPClientTransport(new URL(`${a.base}/mcp`), {
+      fetch: (input, init) => {
+        seen.push(String(init?.method ?? 'GET'));
+        return fetchBoth(input, init);
+      },
+    });
+    const client = new Client(clientInfo);
+    await client.connect(transport);
+    const sessionId = transport.sessionId!;
+    assert.ok(sessionId, 'the client holds the session id Punk minted');
+    assert.equal(client.getServerVersion()?.name, 'punk');
+    const tools = (await client.listTools()).tools.map(t => t.name);
+    assert.ok(tools.includes('everything__echo'), tools.join(', '));
+    for (let i = 0; i < 4; i++) {
+      const result = await client.callTool({ name: 'everything__echo', arguments: { message: `hop ${i}` } });
+      assert.deepEqual(result.content, [{ type: 'text', text: `Echo: hop ${i}` }]);
+    }
+    await client.setLoggingLevel('warning');
+    assert.ok(seen.filter(m => m === 'POST').length >= 7, 'every request went over HTTP, alternating');
+    await transport.terminateSession();
+    await client.close();
+    for (const base of [a.base, b.base]) {
+      const answer = await post(base, { jsonrpc: '2.0', id: 9, method: 'tools/list' }, { 'mcp-session-id': sessionId });
+      assert.equal(answer.status, 404, base);
+      assert.equal(((await answer.json()) as { error: { code: number } }).error.code, -32001);
+    }
+  });
+
+  it('a session is bound to its principal: another principal gets 404, a missing id 400', async () => {
+    const sessionId = await initialize(a.base, { 'x-test-principal': 'alice' });
+    const mine = await post(b.base, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, { 'mcp-session-id': sessionId, 'x-test-principal': 'alice' });
+    assert.equal(mine.status, 200);
+    await mine.text();
+    const theirs = await post(b.base, { jsonrpc: '2.0', id: 3, method: 'tools/list' }, { 'mcp-session-id': sessionId, 'x-test-principal': 'mallory' });
+    assert.equal(theirs.status, 404);
+    const none = await post(a.base, { jsonrpc: '2.0', id: 4, method: 'tools/list' });
+    assert.equal(none.status, 400);
+    const gone = await fetch(`${b.base}/mcp`, { method: 'DELETE', headers: { 'mcp-session-id': sessionId, 'x-test-principal': 'mallory' } });
+    assert.equal(gone.status, 404, 'another principal cannot end it either');
+    const ended = await fetch(`${b.base}/mcp`, { method: 'DELETE', headers: { 'mcp-session-id': sessionId, 'x-test-principal': 'alice' } });
+    assert.equal(ended.status, 204);
+  });
+
+  it('a GET stream on B hears list_changed once; a reconnection to A with Last-Event-ID gets what it missed, once, in order', async () => {
+    const sessionId = await initialize(a.base);
+    const first = await openGet(b.base, sessionId);
+    assert.equal(first.status, 200);
+    const [priming] = await first.waitFor(e => e.data === '', 1);
+    assert.ok(priming!.id, 'the priming event carries an id');
+    assert.equal(priming!.retry, 200, 'and a retry hint');
+
+    await announceChange();
+    await first.waitFor(toolsChanged, 1);
+    await new Promise(resolve => setTimeout(resolve, 1000));
+    assert.equal(first.events.filter(toolsChanged).length, 1, 'once per session, not once per replica');
+    const lastSeen = first.events[first.events.length - 1]!.id!;
+    first.abort();
+
+    await announceChange();
+    await announceChange();
+    await new Promise(resolve => setTimeout(resolve, 1000));
+    const resumed = await openGet(a.base, sessionId, lastSeen);
+    assert.equal(resumed.status, 200);
+    const missed = await resumed.waitFor(toolsChanged, 2);
+    await new Promise(resolve => setTimeout(resolve, 500));
+    assert.equal(resumed.events.filter(toolsChanged).length, 2, 'each missed event once');
+    const seqs = resumed.events.filter(e => e.data !== '').map(e => Number(e.id!.split(':')[1]));
+    assert.deepEqual(seqs, [...seqs].sort((x, y) => x - y), 'in order');
+    assert.ok(seqs.every(s => s > Number(lastSeen.split(':')[1])), 'nothing from before Last-Event-ID');
+    assert.ok(missed.every(e => e.id!.startsWith(`${lastSeen.split(':')[0]}:`)), 'all from the same stream');
+    resumed.abort();
+
+    // A new stream (no Last-Event-ID) replays nothing from the old one.
+    const fresh = await openGet(b.base, sessionId);
+    await new Promise(resolve => setTimeout(resolve, 500));
+    assert.deepEqual(fresh.events.filter(e => e.data !== ''), [], 'nothing from another stream');
+    fresh.abort();
+  });
+
+  it('a second GET closes the first, on whichever replica held it; DELETE closes the stream too', async () => {
+    const sessionId = await initialize(b.base);
+    const first = await openGet(a.base, sessionId);
+    await first.waitFor(e => e.data === '', 1);
+    const second = await openGet(b.base, sessionId);
+    await second.waitFor(e => e.data === '', 1);
+    await Promise.race([first.ended, new Promise((_, reject) => setTimeout(() => reject(new Error('the first GET stayed open')), 5000))]);
+    await announceChange();
+    await second.waitFor(toolsChanged, 1);
+    const ended = await fetch(`${a.base}/mcp`, { method: 'DELETE', headers: { 'mcp-session-id': sessionId } });
+    assert.equal(ended.status, 204);
+    await Promise.race([second.ended, new Promise((_, reject) => setTimeout(() => reject(new Error('DELETE did not close the GET stream')), 5000))]);
+    const after = await openGet(b.base, sessionId);
+    assert.equal(after.status, 404);
+  });
+
+  it('a 2026-07-28 listen stream on B hears a change while the client’s requests go to A', async () => {
+    const pinned = (input: string | URL | Request, init?: RequestInit) => {
+      const url = new URL(input instanceof Request ? input.url : String(input));
+      url.host = new URL(String(init?.body ?? '').includes('subscriptions/listen') ? b.base : a.base).host;
+      return fetch(url, init);
+    };
+    const client = new Client(clientInfo, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
+    const heard = new Promise<void>(resolve => client.setNotificationHandler('notifications/tools/list_changed', () => resolve()));
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${a.base}/mcp`), { fetch: pinned }));
+    try {
+      const subscription = await client.listen({ toolsListChanged: true });
+      assert.ok((await client.listTools()).tools.length > 0);
+      await announceChange();
+      await Promise.race([heard, new Promise((_, reject) => setTimeout(() => reject(new Error('no list_changed on the listen stream within 10 s')), 10_000))]);
+      await subscription.close();
+    } finally {
+      await client.close();
+    }
+  });
+});
