@@ -46,7 +46,7 @@ export async function waitForReady(url: string, status: number, timeoutMs: numbe
  * this environment, and resolves once `/readyz` answers 200 (rejects with its
  * output when it exits or is not ready within 60 s).
  */
-export async function startService(name: 'gateway' | 'governance' | 'ledger', env: Record<string, string>, options: { waitReady?: boolean } = {}): Promise<ServiceProcess> {
+export async function startService(name: 'gateway' | 'governance' | 'ledger' | 'mcp-front', env: Record<string, string>, options: { waitReady?: boolean } = {}): Promise<ServiceProcess> {
   const port = await freePort();
   const child = spawn(process.execPath, [join(repoRoot, 'services', name, 'dist', 'main.js')], {
     env: { ...process.env, PUNK_LOG_LEVEL: 'info', PUNK_HOST: '127.0.0.1', PUNK_PORT: String(port), ...env },
