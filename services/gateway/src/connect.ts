@@ -24,7 +24,26 @@ export interface ConnectOptions {
   timeoutMs: number;
   /** Called when the upstream says a list changed. */
   onListChanged: () => void;
+  /**
+   * Answers a request the upstream sends to its client (`elicitation/create`, `sampling/createMessage`):
+   * resolves with the result, or throws a `ProtocolError` the upstream receives as its JSON-RPC error.
+   */
+  onServerRequest: ServerRequestHandler;
+  /**
+   * Receives every `notifications/progress` of the upstream (replacing the SDK's own dispatch, which can
+   * drop the last progress sent just before a result: it runs notification handlers a microtask late).
+   */
+  onProgress: (params: Record<string, unknown>) => void;
+  /** Called when the upstream says a subscribed resource changed (`notifications/resources/updated`). */
+  onResourceUpdated: (uri: string) => void;
 }
+
+/** Answers a server-to-client request of an upstream (MCP 2025-11-25 client/elicitation, client/sampling). */
+export type ServerRequestHandler = (method: ForwardedMethod, params: Record<string, unknown> | undefined) => Promise<Record<string, unknown>>;
+
+/** The server-to-client requests the gateway declares (and so relays to the clients of calls). */
+export const FORWARDED_METHODS = ['elicitation/create', 'sampling/createMessage'] as const;
+export type ForwardedMethod = (typeof FORWARDED_METHODS)[number];
 
 /** The identity the gateway gives itself in the MCP handshake. */
 export const CLIENT_INFO = { name: 'punk-gateway', version: '0.1.0' } as const;
@@ -35,9 +54,20 @@ const HTTP_RETRY_MS = 200;
 function newClient(options: ConnectOptions, modern: boolean): Client {
   const onChanged = () => options.onListChanged();
   const listChanged = { autoRefresh: false, debounceMs: 50, onChanged };
-  const clientOptions: ClientOptions = { listChanged: { tools: listChanged, prompts: listChanged, resources: listChanged } };
+  const clientOptions: ClientOptions = {
+    listChanged: { tools: listChanged, prompts: listChanged, resources: listChanged },
+    // Declared so upstreams offer their elicitation and sampling; each request is relayed to the client of
+    // the call, or refused when that client did not declare the capability itself (client-channel.ts).
+    capabilities: { elicitation: { form: {} }, sampling: {} },
+  };
   if (modern) clientOptions.versionNegotiation = { mode: 'auto' };
-  return new Client(CLIENT_INFO, clientOptions);
+  const client = new Client(CLIENT_INFO, clientOptions);
+  client.setNotificationHandler('notifications/progress', notification => options.onProgress({ ...notification.params }));
+  client.setNotificationHandler('notifications/resources/updated', notification => options.onResourceUpdated(notification.params.uri));
+  for (const method of FORWARDED_METHODS) {
+    client.setRequestHandler(method, async request => (await options.onServerRequest(method, request.params as Record<string, unknown> | undefined)) as never);
+  }
+  return client;
 }
 
 /**

@@ -20,6 +20,7 @@ import {
   type ServerCatalog,
 } from '@punk/lib';
 import { declaredLevelOf, isToolVisible } from './catalog.js';
+import { busClientLink, type ClientLink, type PendingRequests } from './client-channel.js';
 import { callEvent, summarizeResult, type CallContext } from './events.js';
 import type { CallOutcome, Upstream } from './upstream.js';
 
@@ -36,30 +37,36 @@ export function toolError(text: string): Record<string, unknown> {
   return { content: [{ type: 'text', text }], isError: true };
 }
 
-type CallRequest = Exclude<GatewayRequest, { method: 'catalog/list' }>;
+type CallRequest = Exclude<GatewayRequest, { method: 'catalog/list' | 'resources/subscribe' }>;
 
 /**
  * Creates the handler of `subjects.gatewayCall`.
  * Errors (as PunkError): `InvalidMessage`, `ServerNotFound`, `ToolNotFound`,
  * `PolicyDenied` (resources, prompts), `ServerUnavailable`, `UpstreamTimeout`,
  * `UpstreamError` (details `{ mcpCode, data }`), and the ledger's append errors.
+ * `resources/subscribe` answers `{}` once this replica's upstream connection is subscribed.
  */
-export function createRelay(deps: { bus: Bus; log: Logger; registry: Registry }): RequestHandler {
-  const { bus, log, registry } = deps;
+export function createRelay(deps: { bus: Bus; log: Logger; registry: Registry; pending: PendingRequests }): RequestHandler {
+  const { bus, log, registry, pending } = deps;
   return async data => {
     const request = parseMessage(gatewayRequestSchema, subjects.gatewayCall, data);
     if (request.method === 'catalog/list') return listCatalog(registry, request.tenant, request.server);
     const upstream = registry.find(request.tenant, request.server);
     if (!upstream) throw new PunkError('ServerNotFound', `server ${request.server} is not registered in tenant ${request.tenant}`, { server: request.server });
+    if (request.method === 'resources/subscribe') {
+      await upstream.subscribe(request.uri);
+      return {};
+    }
     const context: CallContext = { tenant: request.tenant, server: request.server, runId: request.runId, principal: request.principal, sessionId: request.sessionId };
+    const link = request.channel && request.sessionId !== undefined ? busClientLink({ bus, log, pending }, request.sessionId, request.channel) : undefined;
     try {
       switch (request.method) {
         case 'tools/call':
-          return await callTool(bus, upstream, request, context);
+          return await callTool(bus, upstream, request, context, link);
         case 'resources/read':
-          return await relayOther(bus, upstream, request, context, 'resource', request.uri);
+          return await relayOther(bus, upstream, request, context, 'resource', request.uri, link);
         case 'prompts/get':
-          return await relayOther(bus, upstream, request, context, 'prompt', request.name);
+          return await relayOther(bus, upstream, request, context, 'prompt', request.name, link);
       }
     } catch (error) {
       if (!(error instanceof PunkError)) log.error({ err: errorMessage(error), server: upstream.key }, 'relay failed');
@@ -76,7 +83,13 @@ function listCatalog(registry: Registry, tenant: string, server: string | undefi
   return { servers: [one] };
 }
 
-async function callTool(bus: Bus, upstream: Upstream, request: Extract<CallRequest, { method: 'tools/call' }>, context: CallContext): Promise<Record<string, unknown>> {
+async function callTool(
+  bus: Bus,
+  upstream: Upstream,
+  request: Extract<CallRequest, { method: 'tools/call' }>,
+  context: CallContext,
+  link: ClientLink | undefined,
+): Promise<Record<string, unknown>> {
   const name = request.name;
   const known = upstream.knownTool(name);
   if (!isToolVisible(upstream.server, name) || known === undefined) {
@@ -93,7 +106,7 @@ async function callTool(bus: Bus, upstream: Upstream, request: Extract<CallReque
   }
   const started = Date.now();
   const called = callEvent('tool.called', context, { name, arguments: request.arguments ?? {}, decisionId: decision.decisionId, sideEffectLevel: decision.sideEffectLevel });
-  const [appended, outcome] = await Promise.allSettled([appendLedgerEvent(bus, called), upstream.callTool(name, request.arguments, request._meta)]);
+  const [appended, outcome] = await Promise.allSettled([appendLedgerEvent(bus, called), upstream.callTool(name, request.arguments, request._meta, link)]);
   const result = outcomeOf(outcome, failure => toolError(failure.message));
   const completed = callEvent('tool.completed', context, {
     name,
@@ -114,6 +127,7 @@ async function relayOther(
   context: CallContext,
   kind: 'resource' | 'prompt',
   target: string,
+  link: ClientLink | undefined,
 ): Promise<Record<string, unknown>> {
   const what = kind === 'resource' ? `resource ${target}` : `prompt ${target}`;
   if (upstream.state !== 'ready') {
@@ -130,7 +144,10 @@ async function relayOther(
     decisionId: decision.decisionId,
     sideEffectLevel: decision.sideEffectLevel,
   });
-  const call = kind === 'resource' ? upstream.readResource(target, request._meta) : upstream.getPrompt(target, (request as { arguments?: Record<string, string> }).arguments, request._meta);
+  const call =
+    kind === 'resource'
+      ? upstream.readResource(target, request._meta, link)
+      : upstream.getPrompt(target, (request as { arguments?: Record<string, string> }).arguments, request._meta, link);
   const [appended, outcome] = await Promise.allSettled([appendLedgerEvent(bus, called), call]);
   const result = outcomeOf(outcome, failure => {
     throw new PunkError(failure.kind === 'timeout' ? 'UpstreamTimeout' : 'ServerUnavailable', failure.message, { server: request.server });

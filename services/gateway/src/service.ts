@@ -3,8 +3,9 @@
  * `punk.gateway.call`, and announces registry and state changes on the bus
  * and the ledger.
  */
-import { appendLedgerEvent, errorMessage, queues, subjects, type Bus, type Logger, type McpServer, type RegistryChanged, type ServerCatalog, type ServerState } from '@punk/lib';
+import { appendLedgerEvent, errorMessage, queues, subjects, type Bus, type Logger, type McpServer, type RegistryChanged, type ResourceUpdated, type ServerCatalog, type ServerState } from '@punk/lib';
 import { stateChangedEvent } from './events.js';
+import { DEFAULT_PENDING_LIMITS, PendingRequests, type PendingLimits } from './client-channel.js';
 import { createRelay, type Registry } from './relay.js';
 import { Upstream } from './upstream.js';
 
@@ -22,6 +23,8 @@ export interface GatewayOptions {
   callTimeoutMs: number;
   /** Extra variables that `$(VAR)` in `env` and `args` may expand (e.g. `PUNK_MANIFEST_DIR`); not passed to servers. */
   env?: Record<string, string>;
+  /** Bounds of server-to-client requests waiting for a client's answer (default {@link DEFAULT_PENDING_LIMITS}). */
+  pendingLimits?: PendingLimits;
 }
 
 /** A running gateway. */
@@ -70,6 +73,10 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         );
       },
       onListChanged: u => announce(u.server, 'list_changed'),
+      onResourceUpdated: (u, uri) => {
+        const updated: ResourceUpdated = { tenant: u.server.metadata.namespace ?? 'default', server: u.server.metadata.name, uri };
+        bus.publish(subjects.resourceUpdated, updated).catch(error => log.warn({ server: u.key, uri, err: errorMessage(error) }, 'could not broadcast a resource update'));
+      },
     });
     upstreams.set(upstream.key, upstream);
     upstream.start();
@@ -105,7 +112,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   };
 
   await setServers(options.servers);
-  const subscription = await bus.serve(subjects.gatewayCall, createRelay({ bus, log, registry }), { queue: queues.gateway });
+  const subscription = await bus.serve(subjects.gatewayCall, createRelay({ bus, log, registry, pending: new PendingRequests(options.pendingLimits ?? DEFAULT_PENDING_LIMITS) }), { queue: queues.gateway });
   let stopped: Promise<void> | undefined;
 
   return {

@@ -3,10 +3,12 @@
  * exponential backoff, stop), its pooled SDK client, its cached listings, and
  * the calls relayed to it.
  */
-import { ProtocolError, SdkError, SdkErrorCode, type Client } from '@modelcontextprotocol/client';
+import { randomUUID } from 'node:crypto';
+import { ProtocolError, ProtocolErrorCode, SdkError, SdkErrorCode, type Client } from '@modelcontextprotocol/client';
 import { durationMs, errorMessage, PunkError, type Logger, type McpServer, type ServerCatalog, type ServerState } from '@punk/lib';
 import { buildCatalog, emptyListings, type Listings, type McpItem, type ServerIdentity } from './catalog.js';
-import { openConnection, type Connection } from './connect.js';
+import type { ClientLink } from './client-channel.js';
+import { openConnection, type Connection, type ForwardedMethod } from './connect.js';
 import type { ProcessExit, ServerProcess } from './process.js';
 
 /** First restart delay after a crash, doubled per consecutive failure up to {@link MAX_BACKOFF_MS}. */
@@ -31,6 +33,8 @@ export interface UpstreamOptions {
   onState: (upstream: Upstream, state: ServerState, lastError: string | undefined) => void;
   /** The upstream's listings changed and were refreshed. */
   onListChanged: (upstream: Upstream) => void;
+  /** The upstream said a subscribed resource changed. */
+  onResourceUpdated: (upstream: Upstream, uri: string) => void;
 }
 
 /** How a relayed call ended when the server gave no answer of its own. */
@@ -60,6 +64,12 @@ export class Upstream {
   private stopping = false;
   private generation = 0;
   private settleFirstStart!: () => void;
+  /** URIs this connection is subscribed to (renewed after a restart). */
+  private readonly subscribed = new Set<string>();
+  /** Progress tokens Punk gave the upstream for calls in flight, to the client's link and own token. */
+  private readonly progress = new Map<string, { link: ClientLink; clientToken: string | number }>();
+  /** Clients of the calls in flight that can receive messages. */
+  private readonly links = new Set<ClientLink>();
 
   constructor(private readonly options: UpstreamOptions) {
     const { namespace = 'default', name } = options.server.metadata;
@@ -118,22 +128,67 @@ export class Upstream {
     this.settleFirstStart();
   }
 
-  /** Calls a tool. @throws PunkError `UpstreamError` when the server answers with a JSON-RPC error. */
-  callTool(name: string, args: Record<string, unknown> | undefined, meta: Record<string, unknown> | undefined): Promise<CallOutcome> {
-    return this.relay((client, timeout) => client.callTool({ name, ...(args && { arguments: args }), ...(meta && { _meta: meta }) }, { timeout }));
+  /**
+   * Calls a tool. With `link`, the upstream's progress for the client's `_meta.progressToken` and its
+   * server-to-client requests reach the client while the call runs.
+   * @throws PunkError `UpstreamError` when the server answers with a JSON-RPC error.
+   */
+  callTool(name: string, args: Record<string, unknown> | undefined, meta: Record<string, unknown> | undefined, link?: ClientLink): Promise<CallOutcome> {
+    return this.relay((client, options, sent) => client.callTool({ name, ...(args && { arguments: args }), ...(sent && { _meta: sent }) }, options), meta, link);
   }
 
-  /** Reads a resource. @throws PunkError `UpstreamError` when the server answers with a JSON-RPC error. */
-  readResource(uri: string, meta: Record<string, unknown> | undefined): Promise<CallOutcome> {
-    return this.relay((client, timeout) => client.readResource({ uri, ...(meta && { _meta: meta }) }, { timeout, cacheMode: 'bypass' }));
+  /** Reads a resource (progress and requests as in {@link callTool}). @throws PunkError `UpstreamError` when the server answers with a JSON-RPC error. */
+  readResource(uri: string, meta: Record<string, unknown> | undefined, link?: ClientLink): Promise<CallOutcome> {
+    return this.relay((client, options, sent) => client.readResource({ uri, ...(sent && { _meta: sent }) }, { ...options, cacheMode: 'bypass' }), meta, link);
   }
 
-  /** Gets a prompt. @throws PunkError `UpstreamError` when the server answers with a JSON-RPC error. */
-  getPrompt(name: string, args: Record<string, string> | undefined, meta: Record<string, unknown> | undefined): Promise<CallOutcome> {
-    return this.relay((client, timeout) => client.getPrompt({ name, ...(args && { arguments: args }), ...(meta && { _meta: meta }) }, { timeout }));
+  /** Gets a prompt (progress and requests as in {@link callTool}). @throws PunkError `UpstreamError` when the server answers with a JSON-RPC error. */
+  getPrompt(name: string, args: Record<string, string> | undefined, meta: Record<string, unknown> | undefined, link?: ClientLink): Promise<CallOutcome> {
+    return this.relay((client, options, sent) => client.getPrompt({ name, ...(args && { arguments: args }), ...(sent && { _meta: sent }) }, options), meta, link);
   }
 
-  private async relay(call: (client: Client, timeoutMs: number) => Promise<unknown>): Promise<CallOutcome> {
+  /**
+   * Subscribes this gateway replica's connection to updates of `uri` (MCP 2025-11-25 server/resources
+   * "Subscriptions"); a no-op when it already is. Subscriptions are shared by every client of the
+   * connection and kept for its lifetime (fronts deliver updates only to sessions that subscribed).
+   * @throws PunkError `ServerUnavailable` when the server is not ready, `UpstreamError` when it refuses.
+   */
+  async subscribe(uri: string): Promise<void> {
+    const client = this.connection?.client;
+    if (this.stateValue !== 'ready' || !client) throw new PunkError('ServerUnavailable', `server ${this.key} is unavailable (${this.stateValue})`);
+    if (this.subscribed.has(uri)) return;
+    try {
+      await client.subscribeResource({ uri }, { timeout: this.callTimeoutMs });
+    } catch (error) {
+      throw new PunkError('UpstreamError', `server ${this.key} refused a subscription to ${uri}: ${errorMessage(error)}`, error instanceof ProtocolError ? { mcpCode: error.code } : {});
+    }
+    this.subscribed.add(uri);
+  }
+
+  /**
+   * Answers a server-to-client request of the upstream by relaying it to the client of the one call in
+   * flight whose client can take it. Over a shared connection nothing on the wire says which call a
+   * request belongs to (stdio carries no related request id), so with none or several candidate calls
+   * the upstream gets an error rather than a guess.
+   * @throws ProtocolError for the upstream: -32601 when no call's client declared the capability,
+   *   -32603 when the call is ambiguous, or the client's own error.
+   */
+  private async serverRequest(method: ForwardedMethod, params: Record<string, unknown> | undefined): Promise<Record<string, unknown>> {
+    const live = [...this.links];
+    const able = live.filter(link => link.supports(method));
+    if (able.length === 1) return able[0]!.request(method, params);
+    if (able.length === 0) {
+      const why = live.length === 0 ? 'no client call is in progress' : 'the client of the call did not declare the capability';
+      throw new ProtocolError(ProtocolErrorCode.MethodNotFound, `${method} cannot be relayed: ${why}`);
+    }
+    throw new ProtocolError(ProtocolErrorCode.InternalError, `${method} cannot be relayed: ${able.length} client calls are in progress on server ${this.key} and the request does not say which one it belongs to`);
+  }
+
+  private async relay(
+    call: (client: Client, options: { timeout: number }, meta: Record<string, unknown> | undefined) => Promise<unknown>,
+    meta: Record<string, unknown> | undefined,
+    link: ClientLink | undefined,
+  ): Promise<CallOutcome> {
     const connection = this.connection;
     if (this.stateValue !== 'ready' || !connection) {
       return { ok: false, kind: 'unavailable', message: `server ${this.key} is unavailable (${this.stateValue}${this.lastError ? `: ${this.lastError}` : ''})` };
@@ -141,8 +196,14 @@ export class Upstream {
     const timeoutMs = this.callTimeoutMs;
     const proc = connection.process;
     const exited = proc ? proc.exited.then(exit => ({ exit })) : new Promise<never>(() => undefined);
+    // The upstream gets a progress token of Punk's own, mapped back to the client's (tokens are per connection).
+    const clientToken = meta?.['progressToken'];
+    const token = link && (typeof clientToken === 'string' || typeof clientToken === 'number') ? `punk-${randomUUID()}` : undefined;
+    if (token) this.progress.set(token, { link: link!, clientToken: clientToken as string | number });
+    if (link) this.links.add(link);
     try {
-      const result = await Promise.race([call(connection.client, timeoutMs).then(value => ({ value })), exited]);
+      const sent = token ? { ...meta, progressToken: token } : meta;
+      const result = await Promise.race([call(connection.client, { timeout: timeoutMs }, sent).then(value => ({ value })), exited]);
       if ('exit' in result) return this.exitedDuringCall(proc!, result.exit);
       return { ok: true, result: result.value as Record<string, unknown> };
     } catch (error) {
@@ -157,7 +218,20 @@ export class Upstream {
         if (exit) return this.exitedDuringCall(proc, exit);
       }
       return { ok: false, kind: 'unavailable', message: `server ${this.key} failed during the call: ${errorMessage(error)}` };
+    } finally {
+      if (link) this.links.delete(link);
+      if (token) {
+        // The SDK dispatches notifications a microtask late: let a progress read with the result go out first.
+        await new Promise(resolve => setImmediate(resolve));
+        this.progress.delete(token);
+      }
     }
+  }
+
+  /** Relays an upstream `notifications/progress` to the client of the call whose token it carries; others are dropped. */
+  private onProgress(params: Record<string, unknown>): void {
+    const entry = this.progress.get(String(params['progressToken']));
+    if (entry) entry.link.notify('notifications/progress', { ...params, progressToken: entry.clientToken });
   }
 
   private exitedDuringCall(proc: ServerProcess, exit: ProcessExit): CallOutcome {
@@ -177,6 +251,9 @@ export class Upstream {
         ...(this.options.extraEnv && { extraEnv: this.options.extraEnv }),
         timeoutMs: this.options.startTimeoutMs,
         onListChanged: () => void this.refresh(generation),
+        onServerRequest: (method, params) => this.serverRequest(method, params),
+        onResourceUpdated: uri => this.options.onResourceUpdated(this, uri),
+        onProgress: params => this.onProgress(params),
       });
     } catch (error) {
       if (generation !== this.generation) return;
@@ -207,6 +284,11 @@ export class Upstream {
     if (generation !== this.generation || this.connection !== connection) return;
     this.listings = listings;
     this.listed = true;
+    for (const uri of this.subscribed) {
+      client.subscribeResource({ uri }, { timeout: this.options.startTimeoutMs }).catch(error =>
+        this.options.log.warn({ server: this.key, uri, err: errorMessage(error) }, 'could not renew a resource subscription after a restart'),
+      );
+    }
     this.readySince = Date.now();
     this.setState('ready', undefined);
   }

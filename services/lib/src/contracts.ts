@@ -18,12 +18,24 @@ export const subjects = {
   ledgerEvents: 'punk.ledger.events',
   /** Broadcast: a server's registration or state changed; catalogs refresh. */
   registryChanged: 'punk.registry.changed',
+  /** Broadcast: an upstream sent `notifications/resources/updated` for a URI the gateway subscribed to (`resourceUpdatedSchema`). */
+  resourceUpdated: 'punk.resources.updated',
   /** Broadcast to the replica holding a 2025 session's GET stream: a stored SSE event is ready (`sessionOutSchema`). */
   sessionOut: (sessionId: string) => `punk.session.${sessionId}.out`,
   /** Broadcast about a 2025 session's GET stream: the session ended or another GET replaced the stream (`sessionControlSchema`). */
   sessionControl: (sessionId: string) => `punk.session.${sessionId}.control`,
   /** Durable append to stream `PUNK_SSE`: one SSE event of one stream of a 2025 session (`sseEventSchema`). */
   sseEvent: (sessionId: string, streamId: string) => `punk.sse.${sessionId}.${streamId}`,
+  /**
+   * Broadcast from the gateway replica relaying one call to the front replica serving it, while the call runs:
+   * the upstream's progress notifications and server-to-client requests for the client (`callOutSchema`).
+   */
+  callOut: (callId: string) => `punk.call.${callId}.out`,
+  /**
+   * Request/reply to the gateway replica holding one pending server-to-client request (it alone serves this subject):
+   * the client's JSON-RPC answer, from whichever front replica received it (`clientAnswerSchema`; reply `{}`).
+   */
+  clientAnswer: (requestId: string) => `punk.client-request.${requestId}.answer`,
 } as const;
 
 /** Queue groups: one member of a group answers each request. */
@@ -60,6 +72,8 @@ export const consumers = {
 export const deadlines = {
   governanceCheckMs: 5_000,
   catalogMs: 10_000,
+  /** Delivery of a client's answer to the gateway replica holding the pending request. */
+  clientAnswerMs: 5_000,
 } as const;
 
 // ---------------------------------------------------------------- shared parts
@@ -90,6 +104,18 @@ export type SideEffectLevel = z.infer<typeof sideEffectLevelSchema>;
 
 // ---------------------------------------------------------------- gateway
 
+/**
+ * How the gateway reaches the client of a call while it runs (MCP 2025-11-25 basic/utilities/progress,
+ * client/elicitation, client/sampling): the front serving the call listens on `punk.call.<callId>.out`.
+ */
+export const callChannelSchema = z.object({
+  /** Names the call's subject; minted by the front per call. */
+  callId: z.uuid(),
+  /** Capabilities the client declared in `initialize`: server-to-client requests are forwarded only when declared. */
+  clientCapabilities: looseObject.default({}),
+});
+export type CallChannel = z.infer<typeof callChannelSchema>;
+
 const callBase = {
   tenant: z.string().min(1),
   server: z.string().min(1),
@@ -99,6 +125,8 @@ const callBase = {
   sessionId: z.string().optional(),
   /** Request `_meta` from the client (progress token, traceparent), forwarded untouched. */
   _meta: looseObject.optional(),
+  /** Present when the client can receive messages during the call (a 2025-era session). */
+  channel: callChannelSchema.optional(),
 };
 
 /** Request on `punk.gateway.call`. */
@@ -107,6 +135,8 @@ export const gatewayRequestSchema = z.discriminatedUnion('method', [
   z.object({ method: z.literal('tools/call'), ...callBase, name: z.string().min(1), arguments: z.record(z.string(), z.unknown()).optional() }),
   z.object({ method: z.literal('resources/read'), ...callBase, uri: z.string().min(1) }),
   z.object({ method: z.literal('prompts/get'), ...callBase, name: z.string().min(1), arguments: z.record(z.string(), z.string()).optional() }),
+  /** Subscribes the gateway replica's upstream connection to a URI (MCP 2025-11-25 server/resources "Subscriptions"); reply `{}`. */
+  z.object({ method: z.literal('resources/subscribe'), tenant: z.string().min(1), server: z.string().min(1), uri: z.string().min(1) }),
 ]);
 export type GatewayRequest = z.infer<typeof gatewayRequestSchema>;
 
@@ -221,6 +251,10 @@ export const registryChangedSchema = z.object({
 });
 export type RegistryChanged = z.infer<typeof registryChangedSchema>;
 
+/** Broadcast on `punk.resources.updated`: the resource `uri` of a tenant's server changed. */
+export const resourceUpdatedSchema = z.object({ tenant: z.string().min(1), server: z.string().min(1), uri: z.string().min(1) });
+export type ResourceUpdated = z.infer<typeof resourceUpdatedSchema>;
+
 // ---------------------------------------------------------------- 2025-era sessions
 
 /** Log levels of `logging/setLevel` (MCP 2025-11-25 server/utilities/logging, RFC 5424 severities). */
@@ -267,6 +301,21 @@ export const sessionControlSchema = z.discriminatedUnion('type', [
 ]);
 export type SessionControl = z.infer<typeof sessionControlSchema>;
 
+/**
+ * Broadcast on `punk.call.<callId>.out`: one JSON-RPC message for the client of a running call, either a
+ * notification (`notifications/progress` with the client's own `progressToken`) or a request whose `id` is
+ * the pending request id to answer on `punk.client-request.<id>.answer`.
+ */
+export const callOutSchema = z.object({ message: z.looseObject({ jsonrpc: z.literal('2.0'), method: z.string().min(1) }) });
+export type CallOut = z.infer<typeof callOutSchema>;
+
+/** Request on `punk.client-request.<id>.answer`: the client's JSON-RPC response (`result` or `error`) and the session it came on. */
+export const clientAnswerSchema = z.object({
+  sessionId: z.string().min(1),
+  response: z.looseObject({ jsonrpc: z.literal('2.0'), id: z.union([z.string(), z.number()]) }),
+});
+export type ClientAnswer = z.infer<typeof clientAnswerSchema>;
+
 // ---------------------------------------------------------------- helpers
 
 /**
@@ -298,4 +347,13 @@ export async function requestDecision(bus: Bus, check: GovernanceCheck): Promise
 /** Appends a trace event to the ledger stream; resolves once the stream stored it. */
 export async function appendLedgerEvent(bus: Bus, event: LedgerEvent): Promise<void> {
   await bus.append(subjects.ledgerEvents, ledgerEventSchema.parse(event), { msgId: event.id });
+}
+
+/**
+ * Delivers a client's answer to the gateway replica holding the pending request `requestId`.
+ * @throws PunkError `BusNoResponders` when no replica holds it any more (answered, expired, replica gone),
+ *   `BusTimeout`, or the holder's error (e.g. `SessionMismatch`).
+ */
+export async function sendClientAnswer(bus: Bus, requestId: string, answer: ClientAnswer): Promise<void> {
+  await bus.request(subjects.clientAnswer(requestId), clientAnswerSchema.parse(answer), { timeoutMs: deadlines.clientAnswerMs });
 }

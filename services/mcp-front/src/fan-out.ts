@@ -8,7 +8,17 @@
  * The replica holding each stream writes it (get-stream.ts); a session whose
  * stream is closed gets it on reconnection with `Last-Event-ID`.
  */
-import { errorMessage, parseMessage, queues, registryChangedSchema, subjects, type Bus, type BusSubscription, type Logger } from '@punk/lib';
+import {
+  errorMessage,
+  parseMessage,
+  queues,
+  registryChangedSchema,
+  resourceUpdatedSchema,
+  subjects,
+  type Bus,
+  type BusSubscription,
+  type Logger,
+} from '@punk/lib';
 import { scopeFromKey, scopeIncludes } from './aggregate.js';
 import type { TenantCatalog } from './catalog.js';
 import type { SessionEvents } from './session-events.js';
@@ -53,4 +63,34 @@ async function notify(deps: FanOutDeps, session: StoredSession): Promise<void> {
   if (capabilities.resources) methods.push('notifications/resources/list_changed');
   if (capabilities.prompts) methods.push('notifications/prompts/list_changed');
   for (const method of methods) await deps.events.append(session.id, session.state.stream!, { jsonrpc: '2.0', method });
+}
+
+/**
+ * Delivers `notifications/resources/updated` (MCP 2025-11-25 server/resources
+ * "Subscriptions") once per session: one front of the tenant (queue group
+ * `mcp-front-sessions-<tenant>`) hears each `punk.resources.updated` and
+ * stores the notification on the GET stream of every live session whose
+ * endpoint includes the server and whose stored subscriptions hold the URI.
+ * Unsubscribe to stop; failures for one session are logged.
+ * @throws PunkError from the bus when the subscription cannot be made.
+ */
+export async function startResourceUpdatedFanOut(deps: FanOutDeps): Promise<BusSubscription> {
+  return deps.bus.subscribe(
+    subjects.resourceUpdated,
+    async data => {
+      const updated = parseMessage(resourceUpdatedSchema, subjects.resourceUpdated, data);
+      if (updated.tenant !== deps.tenant) return;
+      const subscribed = (await deps.sessions.list()).filter(
+        s => s.state.tenant === deps.tenant && s.state.stream && s.state.subscriptions.includes(updated.uri) && scopeIncludes(s.state.scope, updated.server),
+      );
+      await Promise.all(
+        subscribed.map(session =>
+          deps.events
+            .append(session.id, session.state.stream!, { jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri: updated.uri } })
+            .catch(error => deps.log.warn({ sessionId: session.id, err: errorMessage(error) }, 'resources/updated not stored for a session')),
+        ),
+      );
+    },
+    { queue: queues.frontSessions(deps.tenant) },
+  );
 }

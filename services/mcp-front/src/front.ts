@@ -9,7 +9,7 @@ import { anonymousPrincipal, DEFAULT_SESSION_TTL_MS, errorMessage, streams, type
 import { serversInScope, type Scope } from './aggregate.js';
 import { TenantCatalog } from './catalog.js';
 import { McpEndpoints } from './endpoint.js';
-import { startListChangedFanOut } from './fan-out.js';
+import { startListChangedFanOut, startResourceUpdatedFanOut } from './fan-out.js';
 import { GetStreams } from './get-stream.js';
 import { buildMcpServer } from './handlers.js';
 import { createRouter, type ScopeCheck } from './http.js';
@@ -73,6 +73,7 @@ export async function createFront(options: FrontOptions): Promise<Front> {
   const catalog = new TenantCatalog(bus, log, tenant);
   await catalog.start();
   const fanOut = await startListChangedFanOut({ bus, log, tenant, sessions, events, catalog });
+  const updatesFanOut = await startResourceUpdatedFanOut({ bus, log, tenant, sessions, events, catalog });
   const validator = new ToolInputValidator(log);
   const serverInfo = options.serverInfo ?? { name: 'punk', version: '0.1.0' };
   const deps = { bus, log, tenant, callTimeoutMs: options.callTimeoutMs, catalog, validator, serverInfo };
@@ -114,6 +115,7 @@ export async function createFront(options: FrontOptions): Promise<Front> {
       (closing ??= (async () => {
         stopListening();
         await fanOut.unsubscribe();
+        await updatesFanOut.unsubscribe();
         await catalog.close();
         getStreams.closeAll();
         await endpoints.close();

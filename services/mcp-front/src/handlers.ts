@@ -13,6 +13,10 @@ import {
   ResourceNotFoundError,
   Server,
   type CallToolResult,
+  type JSONRPCMessage,
+  type Notification,
+  type RequestId,
+  type ServerContext,
   type GetPromptResult,
   type Prompt,
   type ReadResourceResult,
@@ -24,6 +28,7 @@ import {
 import { anonymousPrincipal, errorMessage, requestGateway, type Bus, type GatewayRequest, type Logger, type LogLevel, type Principal } from '@punk/lib';
 import { routeResource, type CatalogView, type Scope } from './aggregate.js';
 import type { TenantCatalog } from './catalog.js';
+import { openCallChannel, type OpenCallChannel } from './call-channel.js';
 import { toProtocolError } from './errors.js';
 import type { ToolInputValidator } from './validate.js';
 
@@ -63,6 +68,15 @@ export interface SessionContext {
   protocolVersion?: string;
   /** Stores the threshold of `logging/setLevel` (MCP 2025-11-25 server/utilities/logging). */
   setLogLevel(level: LogLevel): Promise<void>;
+  /** Capabilities the client declared in `initialize` (empty while `initialize` itself is served). */
+  clientCapabilities: Record<string, unknown>;
+  /**
+   * Writes a message on the response stream of the request `relatedRequestId` being served
+   * (a server-to-client request relayed from an upstream: call-channel.ts).
+   */
+  sendRelated(message: JSONRPCMessage, relatedRequestId: RequestId): Promise<void>;
+  /** Adds (`on`) or removes a URI from the session's stored subscriptions (MCP 2025-11-25 server/resources "Subscriptions"). */
+  setSubscribed(uri: string, on: boolean): Promise<void>;
 }
 
 /** Capabilities advertised when the catalog cannot be read at construction time: every handler is then registered. */
@@ -78,15 +92,18 @@ const FALLBACK_CAPABILITIES = { tools: { listChanged: true }, resources: { listC
 export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: SessionContext): Promise<Server> {
   let capabilities: ServerCapabilities;
   let instructions: string | undefined;
+  let subscribable = false;
   try {
     const view = await deps.catalog.view(scope);
     capabilities = { ...view.capabilities };
+    subscribable = view.servers.some(s => (s.capabilities['resources'] as { subscribe?: unknown } | undefined)?.subscribe === true);
     instructions = instructionsOf(view, scope);
   } catch (error) {
     deps.log.warn({ err: errorMessage(error) }, 'catalog unavailable while building an MCP server; advertising every capability');
     capabilities = { ...FALLBACK_CAPABILITIES };
   }
   if (session) capabilities.logging = {};
+  if (session && capabilities.resources && subscribable) capabilities.resources = { ...capabilities.resources, subscribe: true };
   const server = new Server(deps.serverInfo, { capabilities, ...(instructions && { instructions }) });
   if (session) {
     server.setRequestHandler('logging/setLevel', async request => {
@@ -102,17 +119,33 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
     }
   };
 
-  /** Forwards one call to the gateway; errors become JSON-RPC errors naming the server. */
-  const forward = async (
-    request: ForwardedRequest,
-    target: string,
-  ): Promise<unknown> => {
+  /**
+   * Forwards one call to the gateway; errors become JSON-RPC errors naming the server. A session's call
+   * listens on its channel meanwhile, so the upstream's progress and requests reach the client on this POST.
+   */
+  const forward = async (request: ForwardedRequest, target: string, ctx: ServerContext): Promise<unknown> => {
     const principal = session?.principal ?? anonymousPrincipal(deps.tenant);
-    const message = { ...request, tenant: deps.tenant, principal, runId: randomUUID(), ...(session && { sessionId: session.id }) } as GatewayRequest;
+    let open: OpenCallChannel | undefined;
     try {
+      if (session) {
+        open = await openCallChannel(deps.bus, deps.log, session.clientCapabilities, {
+          notify: message => ctx.mcpReq.notify(message as unknown as Notification),
+          request: message => session.sendRelated(message as JSONRPCMessage, ctx.mcpReq.id),
+        });
+      }
+      const message = {
+        ...request,
+        tenant: deps.tenant,
+        principal,
+        runId: randomUUID(),
+        ...(session && { sessionId: session.id }),
+        ...(open && { channel: open.channel }),
+      } as GatewayRequest;
       return await requestGateway(deps.bus, message, deps.callTimeoutMs);
     } catch (error) {
       throw toProtocolError(error, { method: request.method, server: request.server, target, timeoutMs: deps.callTimeoutMs });
+    } finally {
+      await open?.close();
     }
   };
 
@@ -136,6 +169,7 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
       const result = await forward(
         { method: 'tools/call', server: route.server, name: route.name, ...(args && { arguments: args }), ...meta(ctx) },
         name,
+        ctx,
       );
       const outputSchema = route.tool['outputSchema'] as Record<string, unknown> | undefined;
       return server.projectCallToolResult(result as CallToolResult, outputSchema);
@@ -157,9 +191,28 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
       // On a per-server endpoint every URI goes to that server: it may serve URIs it does not list.
       const target = routeResource(current, uri) ?? (scope.kind === 'server' ? current.servers[0]?.name : undefined);
       if (!target) throw new ResourceNotFoundError(uri, `Resource ${uri} is not listed by any server of this endpoint`);
-      const result = await forward({ method: 'resources/read', server: target, uri, ...meta(ctx) }, uri);
+      const result = await forward({ method: 'resources/read', server: target, uri, ...meta(ctx) }, uri, ctx);
       return result as ReadResourceResult;
     });
+    if (session && subscribable) {
+      server.setRequestHandler('resources/subscribe', async request => {
+        const { uri } = request.params;
+        const current = await view('resources/subscribe');
+        const target = routeResource(current, uri) ?? (scope.kind === 'server' ? current.servers[0]?.name : undefined);
+        if (!target) throw new ResourceNotFoundError(uri, `Resource ${uri} is not listed by any server of this endpoint`);
+        try {
+          await requestGateway(deps.bus, { method: 'resources/subscribe', tenant: deps.tenant, server: target, uri }, deps.callTimeoutMs);
+        } catch (error) {
+          throw toProtocolError(error, { method: 'resources/subscribe', server: target, target: uri, timeoutMs: deps.callTimeoutMs });
+        }
+        await session.setSubscribed(uri, true);
+        return {};
+      });
+      server.setRequestHandler('resources/unsubscribe', async request => {
+        await session.setSubscribed(request.params.uri, false);
+        return {};
+      });
+    }
   }
 
   if (capabilities.prompts) {
@@ -174,6 +227,7 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
       const result = await forward(
         { method: 'prompts/get', server: route.server, name: route.name, ...(args && { arguments: args }), ...meta(ctx) },
         name,
+        ctx,
       );
       return result as GetPromptResult;
     });

@@ -18,6 +18,7 @@ import { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
 import { isInitializeRequest, isJSONRPCResultResponse, type InitializeRequest, type JSONRPCMessage, type Server } from '@modelcontextprotocol/server';
 import { errorMessage, subjects, type Bus, type Logger, type Principal, type SessionState } from '@punk/lib';
 import { scopeKey, type Scope } from './aggregate.js';
+import { isClientAnswer, routeClientAnswer } from './client-answers.js';
 import { SESSION_NOT_FOUND_CODE, sendJsonRpcError } from './errors.js';
 import { headerOf, type GetStreams } from './get-stream.js';
 import type { SessionContext } from './handlers.js';
@@ -62,7 +63,8 @@ export class LegacyEndpoint {
     this.deps.sessions.renew(session);
     if (req.method === 'GET') await this.deps.streams.serve(session, req, res);
     else if (req.method === 'DELETE') await this.end(session, res);
-    else await this.serve(scope, this.context(session.id, principal, session.state.protocolVersion), req, res, body);
+    else if (isClientAnswer(body)) await routeClientAnswer(this.deps, session.id, body, res);
+    else await this.serve(scope, this.context(session.id, principal, session.state), req, res, body);
   }
 
   /** Refuses new sessions from now on (shutdown); sessions themselves live on in the store. */
@@ -118,8 +120,11 @@ export class LegacyEndpoint {
     body: unknown,
     outgoing?: (message: JSONRPCMessage) => Promise<JSONRPCMessage>,
   ): Promise<void> {
-    const server = await this.deps.buildServer(scope, session);
     const transport = new NodeStreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+    const server = await this.deps.buildServer(scope, {
+      ...session,
+      sendRelated: (message, relatedRequestId) => transport.send(message, { relatedRequestId }),
+    });
     if (outgoing) {
       const send = transport.send.bind(transport);
       transport.send = async (message, options) => send(await outgoing(message), options);
@@ -136,13 +141,23 @@ export class LegacyEndpoint {
     res.writeHead(204).end();
   }
 
-  private context(id: string, principal: Principal, protocolVersion?: string): SessionContext {
+  private context(id: string, principal: Principal, state?: SessionState): SessionContext {
     return {
       id,
       principal,
-      ...(protocolVersion && { protocolVersion }),
+      ...(state && { protocolVersion: state.protocolVersion }),
+      clientCapabilities: state?.capabilities ?? {},
+      sendRelated: async () => {
+        throw new Error('no request is being served yet');
+      },
       setLogLevel: async level => {
         await this.deps.sessions.update(id, state => ({ ...state, logLevel: level }));
+      },
+      setSubscribed: async (uri, on) => {
+        await this.deps.sessions.update(id, state => {
+          const others = state.subscriptions.filter(u => u !== uri);
+          return { ...state, subscriptions: on ? [...others, uri] : others };
+        });
       },
     };
   }

@@ -267,6 +267,100 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
     }
   });
 
+  it('a 2025-11-25 client calling a long-running tool through alternating replicas gets its progress on the POST stream', async () => {
+    const client = new Client(clientInfo);
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${a.base}/mcp`), { fetch: alternating([a.base, b.base]) }));
+    try {
+      const progress: { progress: number; total?: number }[] = [];
+      const result = await client.callTool(
+        { name: 'everything__trigger-long-running-operation', arguments: { duration: 0.6, steps: 3 } },
+        { onprogress: p => progress.push(p) },
+      );
+      assert.match(JSON.stringify(result.content), /Long running operation completed/);
+      assert.deepEqual(
+        progress.map(p => [p.progress, p.total]),
+        [
+          [1, 3],
+          [2, 3],
+          [3, 3],
+        ],
+      );
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('a 2025-11-25 client answers an upstream elicitation on the POST stream of replica A; its answer, posted to B, completes the call', async () => {
+    // Calls go to A; the client's answers (POSTs of a JSON-RPC result) go to B.
+    const answeredOn: string[] = [];
+    const split: typeof fetch = (input, init) => {
+      const url = new URL(input instanceof Request ? input.url : String(input));
+      const answer = init?.method === 'POST' && String(init.body).includes('"result"');
+      if (answer) answeredOn.push(b.base);
+      url.host = new URL(answer ? b.base : a.base).host;
+      return fetch(url, init);
+    };
+    const posts: string[] = [];
+    const client = new Client(clientInfo, { capabilities: { elicitation: { form: {} } } });
+    const asked: string[] = [];
+    client.setRequestHandler('elicitation/create', async request => {
+      asked.push(request.params.message);
+      return { action: 'accept', content: { name: 'Ada Lovelace', check: true, email: 'ada@example.com' } };
+    });
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${a.base}/mcp`), {
+        fetch: (input, init) => {
+          if (init?.method === 'POST') posts.push(String(init.body));
+          return split(input, init);
+        },
+      }),
+    );
+    try {
+      const tools = (await client.listTools()).tools.map(t => t.name);
+      assert.ok(tools.includes('everything__trigger-elicitation-request'), tools.join(', '));
+      const result = await client.callTool({ name: 'everything__trigger-elicitation-request', arguments: {} });
+      assert.equal(asked.length, 1, 'the client was asked once');
+      assert.match(JSON.stringify(result.content), /Ada Lovelace/);
+      assert.ok(posts.some(p => p.includes('"result"') && p.includes('Ada Lovelace')), 'the answer went back as a POST');
+      assert.deepEqual(answeredOn, [b.base], 'to the replica that did not serve the call');
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('an upstream elicitation to a 2025-11-25 client that did not declare elicitation is refused upstream, and the call ends', async () => {
+    const client = new Client(clientInfo);
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${b.base}/mcp`), { fetch: alternating([b.base, a.base]) }));
+    try {
+      const result = await client.callTool({ name: 'everything__trigger-elicitation-request', arguments: {} });
+      assert.equal(result.isError, true, JSON.stringify(result));
+      assert.match(JSON.stringify(result.content), /did not declare the capability/);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('a 2025-11-25 client subscribes to a resource through one replica and hears its update on the GET stream held by another', async () => {
+    const client = new Client(clientInfo);
+    const updated: string[] = [];
+    client.setNotificationHandler('notifications/resources/updated', notification => void updated.push(notification.params.uri));
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${a.base}/mcp`), { fetch: alternating([a.base, b.base]) }));
+    try {
+      assert.equal(client.getServerCapabilities()?.resources?.subscribe, true, 'subscribe is advertised: the upstream supports it');
+      const uri = (await client.listResources()).resources[0]!.uri;
+      await client.subscribeResource({ uri });
+      await new Promise(resolve => setTimeout(resolve, 300)); // the SDK's GET stream is open by now
+      await client.callTool({ name: 'everything__toggle-subscriber-updates', arguments: {} });
+      const deadline = Date.now() + 10_000;
+      while (!updated.includes(uri) && Date.now() < deadline) await new Promise(resolve => setTimeout(resolve, 50));
+      assert.ok(updated.includes(uri), `notifications/resources/updated for ${uri} arrived (got ${JSON.stringify(updated)})`);
+      await client.callTool({ name: 'everything__toggle-subscriber-updates', arguments: {} });
+      await client.unsubscribeResource({ uri });
+    } finally {
+      await client.close();
+    }
+  });
+
   it('a session is bound to its principal: another principal gets 404, a missing id 400', async () => {
     const sessionId = await initialize(a.base, { 'x-test-principal': 'alice' });
     const mine = await post(b.base, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, { 'mcp-session-id': sessionId, 'x-test-principal': 'alice' });

@@ -1,0 +1,137 @@
+/**
+ * The way back from an upstream server to the client of a call it is
+ * serving (MCP 2025-11-25 basic/utilities/progress, client/elicitation,
+ * client/sampling): messages for the client go on `punk.call.<callId>.out`,
+ * which the front replica serving the call listens to; a server-to-client
+ * request waits, held by this gateway replica, for the client's answer on
+ * `punk.client-request.<id>.answer`, which only this replica serves, so the
+ * answer finds it from whichever front replica received it.
+ *
+ * Pending requests are bounded in number and in time: past either bound the
+ * upstream gets a JSON-RPC error instead of a wait without end.
+ */
+import { randomUUID } from 'node:crypto';
+import { ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/client';
+import {
+  clientAnswerSchema,
+  errorMessage,
+  parseMessage,
+  PunkError,
+  subjects,
+  type Bus,
+  type CallChannel,
+  type Logger,
+} from '@punk/lib';
+
+/** Bounds of the pending server-to-client requests of one gateway replica. */
+export interface PendingLimits {
+  /** Most requests waiting for a client answer at once; more are refused. */
+  maxPending: number;
+  /** How long one request waits for the client's answer, in milliseconds. */
+  timeoutMs: number;
+}
+
+/** Default bounds: 1,000 pending requests, 5 minutes each (a person answers elicitations). */
+export const DEFAULT_PENDING_LIMITS: PendingLimits = { maxPending: 1_000, timeoutMs: 5 * 60_000 };
+
+/** JSON-RPC methods an upstream may send to the client during a call, with the client capability each needs. */
+const CAPABILITY_OF: Record<string, string> = {
+  'elicitation/create': 'elicitation',
+  'sampling/createMessage': 'sampling',
+  'roots/list': 'roots',
+};
+
+/** The client of one call, as its upstream relay sees it. */
+export interface ClientLink {
+  /** The 2025-era session the call belongs to. */
+  readonly sessionId: string;
+  /** Whether the client declared the capability `method` needs (false for unknown methods). */
+  supports(method: string): boolean;
+  /** Sends a notification to the client; failures are logged, never thrown. */
+  notify(method: string, params: Record<string, unknown>): void;
+  /**
+   * Sends a request to the client and resolves with its result.
+   * @throws ProtocolError the client's JSON-RPC error, or -32603 when the bound on pending requests is reached,
+   *   the client does not answer within the time bound, or the message cannot be sent.
+   */
+  request(method: string, params: Record<string, unknown> | undefined): Promise<Record<string, unknown>>;
+}
+
+/** Counts this replica's pending requests against {@link PendingLimits}. */
+export class PendingRequests {
+  private count = 0;
+
+  constructor(readonly limits: PendingLimits = DEFAULT_PENDING_LIMITS) {}
+
+  /** Takes a slot; false when every slot is taken. */
+  acquire(): boolean {
+    if (this.count >= this.limits.maxPending) return false;
+    this.count++;
+    return true;
+  }
+
+  /** Gives a slot back. */
+  release(): void {
+    this.count--;
+  }
+
+  /** How many requests are waiting now. */
+  get size(): number {
+    return this.count;
+  }
+}
+
+/** The bus side of a {@link ClientLink}: one per relayed call that has a channel. */
+export function busClientLink(deps: { bus: Bus; log: Logger; pending: PendingRequests }, sessionId: string, channel: CallChannel): ClientLink {
+  const { bus, log, pending } = deps;
+  const out = subjects.callOut(channel.callId);
+  const publish = (message: Record<string, unknown>) => bus.publish(out, { message });
+  return {
+    sessionId,
+    supports: method => {
+      const capability = CAPABILITY_OF[method];
+      return capability !== undefined && channel.clientCapabilities[capability] !== undefined;
+    },
+    notify: (method, params) => {
+      publish({ jsonrpc: '2.0', method, params }).catch(error => log.warn({ sessionId, method, err: errorMessage(error) }, 'could not forward a notification to the client'));
+    },
+    request: async (method, params) => {
+      if (!pending.acquire()) {
+        throw new ProtocolError(ProtocolErrorCode.InternalError, `Punk holds ${pending.limits.maxPending} requests waiting for clients already; ${method} was not sent to the client`);
+      }
+      const id = randomUUID();
+      const subject = subjects.clientAnswer(id);
+      let settle!: (answer: Record<string, unknown>) => void;
+      const answered = new Promise<Record<string, unknown>>(resolve => (settle = resolve));
+      let timer: NodeJS.Timeout | undefined;
+      const subscription = await bus.serve(subject, async data => {
+        const answer = parseMessage(clientAnswerSchema, subject, data);
+        if (answer.sessionId !== sessionId) throw new PunkError('SessionMismatch', `request ${id} was sent to another session than ${answer.sessionId}`);
+        settle(answer.response);
+        return {};
+      });
+      try {
+        await publish({ jsonrpc: '2.0', id, method, ...(params && { params }) });
+        const expired = new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () => reject(new ProtocolError(ProtocolErrorCode.InternalError, `the client did not answer ${method} within ${pending.limits.timeoutMs} ms`)),
+            pending.limits.timeoutMs,
+          );
+        });
+        const response = await Promise.race([answered, expired]);
+        const error = response['error'] as { code?: unknown; message?: unknown; data?: unknown } | undefined;
+        if (error) throw new ProtocolError(typeof error.code === 'number' ? error.code : ProtocolErrorCode.InternalError, String(error.message ?? 'the client answered with an error'), error.data);
+        const result = response['result'];
+        if (typeof result !== 'object' || result === null) throw new ProtocolError(ProtocolErrorCode.InternalError, `the client answered ${method} without a result`);
+        return result as Record<string, unknown>;
+      } catch (error) {
+        if (error instanceof ProtocolError) throw error;
+        throw new ProtocolError(ProtocolErrorCode.InternalError, `${method} could not be sent to the client: ${errorMessage(error)}`);
+      } finally {
+        clearTimeout(timer);
+        pending.release();
+        await subscription.unsubscribe().catch(() => undefined);
+      }
+    },
+  };
+}
