@@ -41,8 +41,8 @@ export interface TallySetup {
   lines(): Promise<string[]>;
 }
 
-/** Writes an McpServer manifest `tally` (tenant `t-<random>`) running e2e/fixtures/tally.mjs. */
-export async function tallySetup(): Promise<TallySetup> {
+/** Writes an McpServer manifest `tally` (tenant `t-<random>`) running e2e/fixtures/tally.mjs, in `sessionMode` (default shared). */
+export async function tallySetup(options: { sessionMode?: 'shared' | 'per-client' } = {}): Promise<TallySetup> {
   const tenant = `t-${randomBytes(4).toString('hex')}`;
   const manifestDir = await mkdtemp(join(tmpdir(), 'punk-dist-'));
   const tallyFile = join(manifestDir, 'tally.log');
@@ -56,6 +56,7 @@ spec:
   image: local/tally
   command: [${JSON.stringify(process.execPath)}, ${JSON.stringify(join(repoRoot, 'e2e/fixtures/tally.mjs'))}]
   env: [{ name: TALLY_FILE, value: ${JSON.stringify(tallyFile)} }]
+  sessionMode: ${options.sessionMode ?? 'shared'}
   tools:
     overrides:
       - { name: read_slowly, sideEffectLevel: 1 }
@@ -72,7 +73,7 @@ export function testBus(url: string): Promise<NatsBus> {
 }
 
 /** Calls a tool of the tally server through the gateway over the bus. */
-export function callTally(bus: NatsBus, tenant: string, name: string, args: Record<string, unknown>, timeoutMs = 10_000): Promise<unknown> {
+export function callTally(bus: NatsBus, tenant: string, name: string, args: Record<string, unknown>, timeoutMs = 10_000, sessionId?: string): Promise<unknown> {
   const principal: Principal = { subject: 'test', tenant, groups: [] };
-  return requestGateway(bus, { method: 'tools/call', tenant, server: 'tally', principal, runId: randomUUID(), name, arguments: args }, timeoutMs);
+  return requestGateway(bus, { method: 'tools/call', tenant, server: 'tally', principal, runId: randomUUID(), name, arguments: args, ...(sessionId !== undefined && { sessionId }) }, timeoutMs);
 }

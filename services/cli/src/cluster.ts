@@ -4,6 +4,7 @@
  * proxy (see docs/distributed.md).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -141,7 +142,9 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
     });
 
     const gaps: string[] = [];
-    const common = { ...process.env, PUNK_NATS_URL: natsUrl, PUNK_HOST: '127.0.0.1', PUNK_TENANT: config.tenant, PUNK_LOG_LEVEL: config.logLevel };
+    // Every front replica signs requestState with the same key, so a 2026-07-28 retry may reach either.
+    const signingKey = config.sessionSigningKey ?? randomBytes(32).toString('base64url');
+    const common = { ...process.env, PUNK_NATS_URL: natsUrl, PUNK_HOST: '127.0.0.1', PUNK_TENANT: config.tenant, PUNK_LOG_LEVEL: config.logLevel, PUNK_SESSION_SIGNING_KEY: signingKey };
     const started: Array<{ name: string; url: string; child: ChildProcess; service: ServiceName }> = [];
     for (const [service, replicas] of Object.entries(TOPOLOGY) as Array<[ServiceName, number]>) {
       const entrypoint = entrypointOf(service);

@@ -126,7 +126,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
       env: { PUNK_MANIFEST_DIR: manifestDir },
     });
     stops.push(() => gateway.stop());
-    const front = await createFront({ bus, log: logFor('mcp-front'), tenant: config.tenant, maxBodyBytes: config.maxBodyBytes, callTimeoutMs: config.callTimeoutMs });
+    const front = await createFront({ bus, log: logFor('mcp-front'), tenant: config.tenant, maxBodyBytes: config.maxBodyBytes, callTimeoutMs: config.callTimeoutMs, ...(config.sessionSigningKey && { sessionSigningKey: config.sessionSigningKey }) });
     stops.push(() => front.close());
     await gateway.ready();
 

@@ -35,7 +35,7 @@ export interface PendingLimits {
 export const DEFAULT_PENDING_LIMITS: PendingLimits = { maxPending: 1_000, timeoutMs: 5 * 60_000 };
 
 /** JSON-RPC methods an upstream may send to the client during a call, with the client capability each needs. */
-const CAPABILITY_OF: Record<string, string> = {
+export const CAPABILITY_OF: Record<string, string> = {
   'elicitation/create': 'elicitation',
   'sampling/createMessage': 'sampling',
   'roots/list': 'roots',

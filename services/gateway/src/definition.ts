@@ -33,6 +33,7 @@ export const gatewayService: ServiceDefinition = {
       startTimeoutMs: config.serverStartTimeoutMs,
       callTimeoutMs: config.callTimeoutMs,
       env: { PUNK_MANIFEST_DIR: manifestDir },
+      instanceId: config.instanceId,
     });
     await gateway.ready();
     return {

@@ -22,12 +22,13 @@ import {
 import { declaredLevelOf, isToolVisible } from './catalog.js';
 import { busClientLink, type ClientLink, type PendingRequests } from './client-channel.js';
 import { callEvent, summarizeResult, type CallContext } from './events.js';
+import { runWithInputRequired } from './input-required.js';
 import type { CallOutcome, Upstream } from './upstream.js';
 
 /** How the relay finds servers. */
 export interface Registry {
-  /** The upstream of a tenant's server, or undefined. */
-  find(tenant: string, server: string): Upstream | undefined;
+  /** The upstream of a tenant's server, or undefined; with `sessionId`, the client session's own upstream when this replica holds one (`per-client`). */
+  find(tenant: string, server: string, sessionId?: string): Upstream | undefined;
   /** Catalog entries of every server of a tenant. */
   catalog(tenant: string): ServerCatalog[];
 }
@@ -45,29 +46,35 @@ type CallRequest = Exclude<GatewayRequest, { method: 'catalog/list' | 'resources
  * `PolicyDenied` (resources, prompts), `ServerUnavailable`, `UpstreamTimeout`,
  * `UpstreamError` (details `{ mcpCode, data }`), and the ledger's append errors.
  * `resources/subscribe` answers `{}` once this replica's upstream connection is subscribed.
+ * A call whose channel has era `2026` may answer an `input_required` result instead (input-required.ts).
  */
 export function createRelay(deps: { bus: Bus; log: Logger; registry: Registry; pending: PendingRequests }): RequestHandler {
   const { bus, log, registry, pending } = deps;
   return async data => {
     const request = parseMessage(gatewayRequestSchema, subjects.gatewayCall, data);
     if (request.method === 'catalog/list') return listCatalog(registry, request.tenant, request.server);
-    const upstream = registry.find(request.tenant, request.server);
+    const upstream = registry.find(request.tenant, request.server, 'sessionId' in request ? request.sessionId : undefined);
     if (!upstream) throw new PunkError('ServerNotFound', `server ${request.server} is not registered in tenant ${request.tenant}`, { server: request.server });
     if (request.method === 'resources/subscribe') {
       await upstream.subscribe(request.uri);
       return {};
     }
     const context: CallContext = { tenant: request.tenant, server: request.server, runId: request.runId, principal: request.principal, sessionId: request.sessionId };
-    const link = request.channel && request.sessionId !== undefined ? busClientLink({ bus, log, pending }, request.sessionId, request.channel) : undefined;
-    try {
+    const dispatch = (link: ClientLink | undefined): Promise<Record<string, unknown>> => {
       switch (request.method) {
         case 'tools/call':
-          return await callTool(bus, upstream, request, context, link);
+          return callTool(bus, upstream, request, context, link);
         case 'resources/read':
-          return await relayOther(bus, upstream, request, context, 'resource', request.uri, link);
+          return relayOther(bus, upstream, request, context, 'resource', request.uri, link);
         case 'prompts/get':
-          return await relayOther(bus, upstream, request, context, 'prompt', request.name, link);
+          return relayOther(bus, upstream, request, context, 'prompt', request.name, link);
       }
+    };
+    try {
+      // A 2026-07-28 client gets the upstream's requests as input_required results (input-required.ts).
+      if (request.channel?.era === '2026') return await runWithInputRequired({ bus, log, pending }, request.channel, request.principal, dispatch);
+      const link = request.channel && request.sessionId !== undefined ? busClientLink({ bus, log, pending }, request.sessionId, request.channel) : undefined;
+      return await dispatch(link);
     } catch (error) {
       if (!(error instanceof PunkError)) log.error({ err: errorMessage(error), server: upstream.key }, 'relay failed');
       throw error;

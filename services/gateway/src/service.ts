@@ -3,10 +3,14 @@
  * `punk.gateway.call`, and announces registry and state changes on the bus
  * and the ledger.
  */
-import { appendLedgerEvent, errorMessage, queues, subjects, type Bus, type Logger, type McpServer, type RegistryChanged, type ResourceUpdated, type ServerCatalog, type ServerState } from '@punk/lib';
+import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+import { appendLedgerEvent, buckets, DEFAULT_UPSTREAM_SESSION_TTL_MS, deadlines, errorMessage, queues, subjects, type Bus, type Logger, type McpServer, type RegistryChanged, type ResourceUpdated, type ServerCatalog, type ServerState } from '@punk/lib';
 import { stateChangedEvent } from './events.js';
 import { DEFAULT_PENDING_LIMITS, PendingRequests, type PendingLimits } from './client-channel.js';
+import { ClientSessions } from './client-sessions.js';
 import { createRelay, type Registry } from './relay.js';
+import { createSessionRouting } from './routing.js';
 import { Upstream } from './upstream.js';
 
 /** Options of {@link startGateway}. */
@@ -25,6 +29,10 @@ export interface GatewayOptions {
   env?: Record<string, string>;
   /** Bounds of server-to-client requests waiting for a client's answer (default {@link DEFAULT_PENDING_LIMITS}). */
   pendingLimits?: PendingLimits;
+  /** This replica's name (`PUNK_INSTANCE_ID`): it owns `per-client` upstream sessions under it (default a random UUID). */
+  instanceId?: string;
+  /** Time to live of a `per-client` upstream session's ownership entry (default {@link DEFAULT_UPSTREAM_SESSION_TTL_MS}); the session closes after 3/4 of it idle. */
+  upstreamSessionTtlMs?: number;
 }
 
 /** A running gateway. */
@@ -83,8 +91,34 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     return upstream;
   };
 
+  // `per-client` servers: one upstream per client session, owned by one replica (client-sessions.ts, routing.ts).
+  const instanceId = options.instanceId ?? randomUUID();
+  const sessionTtlMs = options.upstreamSessionTtlMs ?? DEFAULT_UPSTREAM_SESSION_TTL_MS;
+  const sessions = new ClientSessions({
+    bus,
+    log,
+    // The owner rewrites its entry at most once per TTL/4 of use, so closing after 3/4 TTL idle comes before the entry can expire.
+    idleMs: (sessionTtlMs * 3) / 4,
+    createUpstream: (server, key) =>
+      new Upstream({
+        server,
+        log,
+        workDir: join(options.workDir, 'sessions', key),
+        ...(options.env && { extraEnv: options.env }),
+        startTimeoutMs: options.startTimeoutMs,
+        callTimeoutMs: options.callTimeoutMs,
+        onState: (u, state, lastError) => log.debug({ session: key, state, ...(lastError && { lastError }) }, `upstream session of ${u.key} is ${state}`),
+        // Listings and resource updates are the shared connection's to announce.
+        onListChanged: () => undefined,
+        onResourceUpdated: () => undefined,
+      }),
+    onClosed: async (key, reason) => {
+      if (reason !== 'moved') await routing.release(key);
+    },
+  });
+
   const registry: Registry = {
-    find: (tenant, server) => upstreams.get(`${tenant}/${server}`),
+    find: (tenant, server, sessionId) => (sessionId !== undefined ? sessions.find(tenant, server, sessionId) : undefined) ?? upstreams.get(`${tenant}/${server}`),
     catalog: tenant => [...upstreams.values()].filter(u => (u.server.metadata.namespace ?? 'default') === tenant).map(u => u.catalog()),
   };
 
@@ -95,7 +129,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       const next = wanted.get(key);
       if (next && JSON.stringify(next) === JSON.stringify(upstream.server)) continue;
       upstreams.delete(key);
-      stops.push(upstream.stop());
+      stops.push(upstream.stop(), sessions.closeServer(key));
       if (next) {
         create(next);
         announce(next, 'updated');
@@ -112,7 +146,25 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   };
 
   await setServers(options.servers);
-  const subscription = await bus.serve(subjects.gatewayCall, createRelay({ bus, log, registry, pending: new PendingRequests(options.pendingLimits ?? DEFAULT_PENDING_LIMITS) }), { queue: queues.gateway });
+  const owners = await bus.keyValue(buckets.upstreamSessions(sessionTtlMs));
+  const routing = createSessionRouting(
+    {
+      bus,
+      log,
+      instanceId,
+      owners,
+      ttlMs: sessionTtlMs,
+      sessions,
+      serverOf: (tenant, server) => upstreams.get(`${tenant}/${server}`)?.server,
+      // The owner may have to start the session's server and ask governance before the call itself.
+      forwardTimeoutMs: server => options.startTimeoutMs + deadlines.governanceCheckMs + (upstreams.get(keyOf(server))?.callTimeoutMs ?? options.callTimeoutMs),
+    },
+    createRelay({ bus, log, registry, pending: new PendingRequests(options.pendingLimits ?? DEFAULT_PENDING_LIMITS) }),
+  );
+  const subscriptions = [
+    await bus.serve(subjects.gatewayCall, routing.shared, { queue: queues.gateway }),
+    await bus.serve(subjects.gatewayInstanceCall(instanceId), routing.owned),
+  ];
   let stopped: Promise<void> | undefined;
 
   return {
@@ -123,7 +175,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     catalog: tenant => registry.catalog(tenant),
     stop: () =>
       (stopped ??= (async () => {
-        await subscription.unsubscribe();
+        await Promise.all(subscriptions.map(s => s.unsubscribe()));
+        await sessions.stop();
         const all = [...upstreams.values()];
         upstreams.clear();
         await Promise.all(all.map(u => u.stop()));

@@ -35,6 +35,12 @@ export const configSchema = z.object({
   natsUrl: z.string().min(1).optional(),
   /** `PUNK_SHUTDOWN_TIMEOUT_MS`: how long a service may take, after SIGTERM, to finish in-flight work before it stops anyway, in milliseconds. */
   shutdownTimeoutMs: positiveInt.default(10_000),
+  /**
+   * `PUNK_SESSION_SIGNING_KEY`: HMAC-SHA256 key (at least 32 characters) signing the `requestState` mcp-front
+   * mints for 2026-07-28 clients; the same on every front replica. Unset: a random key per process (retries
+   * that reach another process fail).
+   */
+  sessionSigningKey: z.string().min(32, 'must be at least 32 characters').optional(),
   /** `PUNK_INSTANCE_ID`: name of this replica in logs and NATS connection names (default `<hostname>-<pid>`). */
   instanceId: z.string().regex(/^[A-Za-z0-9._-]+$/, 'must be letters, digits, ".", "_" or "-"').default(() => `${hostname()}-${process.pid}`),
 });
@@ -56,6 +62,7 @@ const envNames: Record<keyof PunkConfig, string> = {
   natsUrl: 'PUNK_NATS_URL',
   shutdownTimeoutMs: 'PUNK_SHUTDOWN_TIMEOUT_MS',
   instanceId: 'PUNK_INSTANCE_ID',
+  sessionSigningKey: 'PUNK_SESSION_SIGNING_KEY',
 };
 
 /** The environment variable that sets each configuration key. */

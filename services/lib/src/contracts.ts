@@ -33,10 +33,22 @@ export const subjects = {
   callOut: (callId: string) => `punk.call.${callId}.out`,
   /**
    * Request/reply to the gateway replica holding one pending server-to-client request (it alone serves this subject):
-   * the client's JSON-RPC answer, from whichever front replica received it (`clientAnswerSchema`; reply `{}`).
+   * the client's JSON-RPC answer, from whichever front replica received it (`clientAnswerSchema`; reply `{}`, or
+   * for a 2026-07-28 retry the call's next outcome: its result or the next `input_required`).
    */
   clientAnswer: (requestId: string) => `punk.client-request.${requestId}.answer`,
+  /**
+   * Request/reply served only by the gateway replica `instanceId` (no queue group): a `punk.gateway.call` request
+   * for a `per-client` upstream session that replica owns, forwarded by the replica that received it
+   * (`gatewayRequestSchema`; same reply and errors as `punk.gateway.call`, plus `UpstreamSessionMoved`).
+   */
+  gatewayInstanceCall: (instanceId: string) => `punk.gateway.instance.${subjectToken(instanceId)}.call`,
 } as const;
+
+/** A value made safe as one subject token: `.`, `*`, `>` and whitespace become `_`. */
+function subjectToken(value: string): string {
+  return value.replace(/[.*>\s]/g, '_');
+}
 
 /** Queue groups: one member of a group answers each request. */
 export const queues = {
@@ -57,7 +69,25 @@ export const streams = {
 export const buckets = {
   /** 2025-era session state by `Mcp-Session-Id` (`sessionStateSchema`); entries expire `ttlMs` after their last write. */
   sessions: (ttlMs: number) => ({ name: 'PUNK_SESSIONS', ttlMs }) satisfies KvBucketConfig,
+  /**
+   * Owner of each `per-client` upstream session (`upstreamSessionOwnerSchema`), by {@link upstreamSessionKey};
+   * entries expire `ttlMs` after their last write (the owner renews them while the session is used).
+   */
+  upstreamSessions: (ttlMs: number) => ({ name: 'PUNK_UPSTREAM_SESSIONS', ttlMs }) satisfies KvBucketConfig,
 } as const;
+
+/** Default idle time after which a `per-client` upstream session is closed and its owner entry expires, in milliseconds. */
+export const DEFAULT_UPSTREAM_SESSION_TTL_MS = 30 * 60_000;
+
+/**
+ * Key of one `per-client` upstream session in bucket `PUNK_UPSTREAM_SESSIONS`: `<tenant>.<server>.<sessionId>`,
+ * each part escaped so the key stays a valid NATS KV key and distinct tuples never share one
+ * (characters other than letters, digits and `-` become `_xx`, their UTF-8 bytes in hex).
+ */
+export function upstreamSessionKey(tenant: string, server: string, sessionId: string): string {
+  const escape = (part: string) => [...Buffer.from(part, 'utf8')].map(b => (/[A-Za-z0-9-]/.test(String.fromCharCode(b)) && b < 128 ? String.fromCharCode(b) : `_${b.toString(16).padStart(2, '0')}`)).join('');
+  return [tenant, server, sessionId].map(escape).join('.');
+}
 
 /** Default time to live of an idle 2025-era session, in milliseconds (renewed on activity). */
 export const DEFAULT_SESSION_TTL_MS = 30 * 60_000;
@@ -111,8 +141,19 @@ export type SideEffectLevel = z.infer<typeof sideEffectLevelSchema>;
 export const callChannelSchema = z.object({
   /** Names the call's subject; minted by the front per call. */
   callId: z.uuid(),
-  /** Capabilities the client declared in `initialize`: server-to-client requests are forwarded only when declared. */
+  /**
+   * Capabilities the client declared (in `initialize`, or in a 2026-07-28 request's `_meta`):
+   * server-to-client requests are forwarded only when declared.
+   */
   clientCapabilities: looseObject.default({}),
+  /**
+   * How the client receives server-to-client requests. `2025` (the default): on the call's stream, as
+   * JSON-RPC requests. `2026`: as an `input_required` result (MCP 2026-07-28 basic/patterns/mrtr): the
+   * gateway replies to this `punk.gateway.call` request at once with `inputRequests` keyed by pending
+   * request ids, holds the upstream call, and replies to the answer on `punk.client-request.<id>.answer`
+   * with the call's next outcome.
+   */
+  era: z.enum(['2025', '2026']).optional(),
 });
 export type CallChannel = z.infer<typeof callChannelSchema>;
 
@@ -125,7 +166,7 @@ const callBase = {
   sessionId: z.string().optional(),
   /** Request `_meta` from the client (progress token, traceparent), forwarded untouched. */
   _meta: looseObject.optional(),
-  /** Present when the client can receive messages during the call (a 2025-era session). */
+  /** Present when the client can receive messages during the call (a 2025-era session) or take input_required results (era `2026`). */
   channel: callChannelSchema.optional(),
 };
 
@@ -169,6 +210,18 @@ export type CatalogReply = z.infer<typeof catalogReplySchema>;
 
 /** Reply to `tools/call`, `resources/read`, `prompts/get`: the upstream MCP result, untouched. */
 export const mcpResultSchema = looseObject;
+
+/** Value under an {@link upstreamSessionKey} in bucket `PUNK_UPSTREAM_SESSIONS`: which gateway replica owns the session. */
+export const upstreamSessionOwnerSchema = z.object({
+  /** `instanceId` of the owning gateway replica; it serves `punk.gateway.instance.<instanceId>.call`. */
+  instance: z.string().min(1),
+  tenant: z.string().min(1),
+  server: z.string().min(1),
+  sessionId: z.string().min(1),
+  /** RFC 3339 time this replica took ownership. */
+  since: z.iso.datetime({ offset: true }),
+});
+export type UpstreamSessionOwner = z.infer<typeof upstreamSessionOwnerSchema>;
 
 // ---------------------------------------------------------------- governance
 
@@ -220,6 +273,8 @@ export const ledgerEventTypeSchema = z.enum([
   'prompt.completed',
   'governance.decision',
   'server.state_changed',
+  /** A `per-client` upstream session whose owning gateway replica stopped answering was opened again on another replica. */
+  'upstream.session_reestablished',
 ]);
 export type LedgerEventType = z.infer<typeof ledgerEventTypeSchema>;
 
@@ -309,9 +364,14 @@ export type SessionControl = z.infer<typeof sessionControlSchema>;
 export const callOutSchema = z.object({ message: z.looseObject({ jsonrpc: z.literal('2.0'), method: z.string().min(1) }) });
 export type CallOut = z.infer<typeof callOutSchema>;
 
-/** Request on `punk.client-request.<id>.answer`: the client's JSON-RPC response (`result` or `error`) and the session it came on. */
+/**
+ * Request on `punk.client-request.<id>.answer`: the client's JSON-RPC response (`result` or `error`) and who
+ * sent it: the 2025-era session it came on (`sessionId`), or, for a 2026-07-28 retry, the `caller` named in
+ * the verified `requestState` (the holder refuses a mismatch with `CallerMismatch`).
+ */
 export const clientAnswerSchema = z.object({
-  sessionId: z.string().min(1),
+  sessionId: z.string().min(1).optional(),
+  caller: z.object({ tenant: z.string().min(1), subject: z.string().min(1) }).optional(),
   response: z.looseObject({ jsonrpc: z.literal('2.0'), id: z.union([z.string(), z.number()]) }),
 });
 export type ClientAnswer = z.infer<typeof clientAnswerSchema>;
@@ -356,4 +416,16 @@ export async function appendLedgerEvent(bus: Bus, event: LedgerEvent): Promise<v
  */
 export async function sendClientAnswer(bus: Bus, requestId: string, answer: ClientAnswer): Promise<void> {
   await bus.request(subjects.clientAnswer(requestId), clientAnswerSchema.parse(answer), { timeoutMs: deadlines.clientAnswerMs });
+}
+
+/**
+ * Delivers a 2026-07-28 client's input response (a retry's `inputResponses` entry) to the gateway replica
+ * holding the pending request `requestId`, and resolves with the call's next outcome: its final result or
+ * the next `input_required` result (MCP 2026-07-28 basic/patterns/mrtr).
+ * @param timeoutMs deadline of the whole remaining call, in milliseconds.
+ * @throws PunkError `BusNoResponders` when no replica holds the request any more (answered, expired,
+ *   replica gone), `BusTimeout`, `CallerMismatch`, or the relay's own errors (`UpstreamError`, …).
+ */
+export async function sendInputResponse(bus: Bus, requestId: string, answer: ClientAnswer, timeoutMs: number): Promise<unknown> {
+  return bus.request(subjects.clientAnswer(requestId), clientAnswerSchema.parse(answer), { timeoutMs });
 }

@@ -18,7 +18,7 @@ export const mcpFrontService: ServiceDefinition = {
   needsDatabase: false,
   streams: [streams.sse],
   async start({ config, bus, log }) {
-    const front = await createFront({ bus, log, tenant: config.tenant, maxBodyBytes: config.maxBodyBytes, callTimeoutMs: config.callTimeoutMs });
+    const front = await createFront({ bus, log, tenant: config.tenant, maxBodyBytes: config.maxBodyBytes, callTimeoutMs: config.callTimeoutMs, ...(config.sessionSigningKey && { sessionSigningKey: config.sessionSigningKey }) });
     const app = express();
     app.use(front.router);
     return { http: app, stop: () => front.close() };

@@ -14,6 +14,7 @@ import { GetStreams } from './get-stream.js';
 import { buildMcpServer } from './handlers.js';
 import { createRouter, type ScopeCheck } from './http.js';
 import { LegacyEndpoint } from './legacy.js';
+import { DEFAULT_REQUEST_STATE_TTL_MS, RequestStateCodec, signingKeyOf } from './request-state.js';
 import { SessionEvents } from './session-events.js';
 import { SessionStore } from './sessions.js';
 import { ToolInputValidator } from './validate.js';
@@ -41,6 +42,14 @@ export interface FrontOptions {
    * Defaults to the tenant's anonymous principal (API keys and OAuth are not wired yet).
    */
   principalOf?: (req: IncomingMessage) => Principal;
+  /**
+   * Key (at least 32 bytes, UTF-8) that signs the `requestState` of input_required results for 2026-07-28
+   * clients (`PUNK_SESSION_SIGNING_KEY`); every replica of a tenant needs the same one. Absent: a random key
+   * of this process, with a warning (a retry reaching another process then fails with -32602).
+   */
+  sessionSigningKey?: string;
+  /** Lifetime of a minted `requestState`, in milliseconds. Default 5 min (the gateway's default pending bound). */
+  requestStateTtlMs?: number;
 }
 
 /** A running mcp-front. */
@@ -63,6 +72,7 @@ export interface Front {
  * `punk.gateway.call` on first use. Any number of fronts of a tenant may run
  * on one bus; each serves every 2025 session.
  * @throws PunkError from the bus when the stream, bucket or subscriptions cannot be made.
+ * @throws RangeError when `sessionSigningKey` is shorter than 32 bytes.
  */
 export async function createFront(options: FrontOptions): Promise<Front> {
   const log = options.log.child({ module: 'mcp-front' });
@@ -76,7 +86,8 @@ export async function createFront(options: FrontOptions): Promise<Front> {
   const updatesFanOut = await startResourceUpdatedFanOut({ bus, log, tenant, sessions, events, catalog });
   const validator = new ToolInputValidator(log);
   const serverInfo = options.serverInfo ?? { name: 'punk', version: '0.1.0' };
-  const deps = { bus, log, tenant, callTimeoutMs: options.callTimeoutMs, catalog, validator, serverInfo };
+  const requestState = new RequestStateCodec(signingKeyOf(options.sessionSigningKey, log), options.requestStateTtlMs ?? DEFAULT_REQUEST_STATE_TTL_MS);
+  const deps = { bus, log, tenant, callTimeoutMs: options.callTimeoutMs, catalog, validator, serverInfo, requestState };
   const getStreams = new GetStreams({ bus, log, sessions, events, retryMs: options.sseRetryMs ?? 1000, keepAliveMs: options.keepAliveMs ?? 15_000 });
   const legacy = new LegacyEndpoint({
     bus,

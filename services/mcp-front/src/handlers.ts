@@ -8,6 +8,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import {
+  CLIENT_CAPABILITIES_META_KEY,
+  isInputRequiredResult,
   ProtocolError,
   ProtocolErrorCode,
   ResourceNotFoundError,
@@ -25,11 +27,23 @@ import {
   type ServerCapabilities,
   type Tool,
 } from '@modelcontextprotocol/server';
-import { anonymousPrincipal, errorMessage, requestGateway, type Bus, type GatewayRequest, type Logger, type LogLevel, type Principal } from '@punk/lib';
+import {
+  anonymousPrincipal,
+  errorMessage,
+  PunkError,
+  requestGateway,
+  sendInputResponse,
+  type Bus,
+  type GatewayRequest,
+  type Logger,
+  type LogLevel,
+  type Principal,
+} from '@punk/lib';
 import { routeResource, type CatalogView, type Scope } from './aggregate.js';
 import type { TenantCatalog } from './catalog.js';
 import { openCallChannel, type OpenCallChannel } from './call-channel.js';
 import { toProtocolError } from './errors.js';
+import type { RequestStateCodec } from './request-state.js';
 import type { ToolInputValidator } from './validate.js';
 
 /** First protocol revision in which argument validation failures are tool errors (`isError: true`) rather than -32602 (SEP-1303). */
@@ -52,6 +66,8 @@ export interface ServerDeps {
   catalog: TenantCatalog;
   validator: ToolInputValidator;
   serverInfo: { name: string; version: string };
+  /** Mints and verifies the `requestState` of input_required results bridged to 2026-07-28 clients. */
+  requestState: RequestStateCodec;
 }
 
 /**
@@ -124,7 +140,8 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
    * listens on its channel meanwhile, so the upstream's progress and requests reach the client on this POST.
    */
   const forward = async (request: ForwardedRequest, target: string, ctx: ServerContext): Promise<unknown> => {
-    const principal = session?.principal ?? anonymousPrincipal(deps.tenant);
+    if (!session) return forwardModern(deps, request, target, ctx);
+    const principal = session.principal;
     let open: OpenCallChannel | undefined;
     try {
       if (session) {
@@ -171,6 +188,7 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
         name,
         ctx,
       );
+      if (isInputRequiredResult(result)) return result as unknown as CallToolResult;
       const outputSchema = route.tool['outputSchema'] as Record<string, unknown> | undefined;
       return server.projectCallToolResult(result as CallToolResult, outputSchema);
     });
@@ -233,6 +251,72 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
     });
   }
   return server;
+}
+
+/**
+ * Forwards one call of a 2026-07-28 client (MCP 2026-07-28 basic/patterns/mrtr). A first request goes to
+ * the gateway with a channel of era `2026` and the capabilities of the request's `_meta`; when the upstream
+ * asks the client something, the gateway answers `input_required` and this adds a signed `requestState`
+ * naming the pending request. A retry carrying `requestState` is verified (signature, expiry, method,
+ * target, tenant, principal) and its `inputResponses` entry is sent to the gateway replica holding the
+ * request, whose reply (the final result or the next `input_required`) is the answer.
+ * @throws ProtocolError -32602 for a bad or expired `requestState`, a missing `inputResponses` entry, or a
+ *   pending request that no longer waits; otherwise the JSON-RPC error of the gateway's failure (errors.ts).
+ */
+async function forwardModern(deps: ServerDeps, request: ForwardedRequest, target: string, ctx: ServerContext): Promise<unknown> {
+  const principal = anonymousPrincipal(deps.tenant);
+  const echoed = ctx.mcpReq.requestState();
+  let result: unknown;
+  if (typeof echoed === 'string') {
+    const state = deps.requestState.verify(echoed);
+    if (state.method !== request.method || state.target !== target) {
+      throw new ProtocolError(ProtocolErrorCode.InvalidParams, `requestState was minted for ${state.method} ${state.target}, not for ${request.method} ${target}`, { reason: 'invalid_request_state' });
+    }
+    if (state.tenant !== deps.tenant || state.principal !== principal.subject) {
+      throw new ProtocolError(ProtocolErrorCode.InvalidParams, 'requestState was minted for another caller', { reason: 'invalid_request_state' });
+    }
+    const answer = ctx.mcpReq.inputResponses?.[state.requestId];
+    if (answer === undefined || typeof answer !== 'object' || answer === null) {
+      throw new ProtocolError(ProtocolErrorCode.InvalidParams, `inputResponses has no answer to input request ${state.requestId}, which requestState names`, { inputRequest: state.requestId });
+    }
+    try {
+      result = await sendInputResponse(
+        deps.bus,
+        state.requestId,
+        { caller: { tenant: principal.tenant, subject: principal.subject }, response: { jsonrpc: '2.0', id: state.requestId, result: answer } },
+        deps.callTimeoutMs,
+      );
+    } catch (error) {
+      if (error instanceof PunkError && (error.code === 'BusNoResponders' || error.code === 'CallerMismatch')) {
+        throw new ProtocolError(
+          ProtocolErrorCode.InvalidParams,
+          `input request ${state.requestId} is no longer waiting for an answer (answered already, expired, or its gateway replica is gone): call again without requestState`,
+          { inputRequest: state.requestId },
+        );
+      }
+      throw toProtocolError(error, { method: request.method, server: request.server, target, timeoutMs: deps.callTimeoutMs });
+    }
+  } else {
+    const clientCapabilities = (ctx.mcpReq.envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY];
+    const message = {
+      ...request,
+      tenant: deps.tenant,
+      principal,
+      runId: randomUUID(),
+      channel: { callId: randomUUID(), clientCapabilities: typeof clientCapabilities === 'object' && clientCapabilities !== null ? clientCapabilities : {}, era: '2026' },
+    } as GatewayRequest;
+    try {
+      result = await requestGateway(deps.bus, message, deps.callTimeoutMs);
+    } catch (error) {
+      throw toProtocolError(error, { method: request.method, server: request.server, target, timeoutMs: deps.callTimeoutMs });
+    }
+  }
+  if (!isInputRequiredResult(result)) return result;
+  const inputRequests = (result as { inputRequests?: Record<string, unknown> }).inputRequests ?? {};
+  const [requestId] = Object.keys(inputRequests);
+  if (requestId === undefined) throw new ProtocolError(ProtocolErrorCode.InternalError, 'the gateway answered input_required without an input request');
+  const requestState = deps.requestState.mint({ requestId, method: request.method, target, tenant: deps.tenant, principal: principal.subject });
+  return { resultType: 'input_required', inputRequests, requestState };
 }
 
 /** The client `_meta` a forwarded call carries. */

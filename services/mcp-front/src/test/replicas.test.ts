@@ -25,6 +25,9 @@ import { createFront, type Front } from '../index.js';
 const log = createLogger('mcp-front-replicas-test', 'silent');
 const clientInfo = { name: 'replicas-test', version: '1.0.0' };
 const V2025 = '2025-11-25';
+const V2026 = '2026-07-28';
+/** The `PUNK_SESSION_SIGNING_KEY` both replicas share. */
+const SIGNING_KEY = randomBytes(32).toString('base64url');
 
 async function freePort(): Promise<number> {
   return new Promise(resolve => {
@@ -77,6 +80,7 @@ async function startReplica(url: string, tenant: string, name: string): Promise<
     callTimeoutMs: 30_000,
     sseRetryMs: 200,
     principalOf: req => ({ ...anonymousPrincipal(tenant), subject: String(req.headers['x-test-principal'] ?? 'anonymous') }),
+    sessionSigningKey: SIGNING_KEY,
   });
   const app = express();
   app.use(front.router);
@@ -426,6 +430,91 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
     await Promise.race([second.ended, new Promise((_, reject) => setTimeout(() => reject(new Error('DELETE did not close the GET stream')), 5000))]);
     const after = await openGet(b.base, sessionId);
     assert.equal(after.status, 404);
+  });
+
+  it('a 2026-07-28 client answers an upstream elicitation through input_required; its retry lands on the other replica and completes', async () => {
+    const hosts: string[] = [];
+    const bodies: string[] = [];
+    let turn = 0;
+    const client = new Client(clientInfo, { versionNegotiation: { mode: { pin: V2026 } }, capabilities: { elicitation: { form: {} } } });
+    const asked: string[] = [];
+    client.setRequestHandler('elicitation/create', async request => {
+      asked.push(request.params.message);
+      return { action: 'accept', content: { name: 'Grace Hopper', check: true, email: 'grace@example.com' } };
+    });
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${a.base}/mcp`), {
+        // Consecutive requests alternate between the replicas.
+        fetch: (input, init) => {
+          const url = new URL(input instanceof Request ? input.url : String(input));
+          url.host = new URL([a.base, b.base][turn++ % 2]!).host;
+          const body = String(init?.body ?? '');
+          if (body.includes('"tools/call"')) {
+            bodies.push(body);
+            hosts.push(url.host);
+          }
+          return fetch(url, init);
+        },
+      }),
+    );
+    try {
+      const result = await client.callTool({ name: 'everything__trigger-elicitation-request', arguments: {} });
+      assert.equal(asked.length, 1, 'the client was asked once');
+      assert.match(JSON.stringify(result.content), /Grace Hopper/);
+      assert.equal(bodies.length, 2, 'a first call and one retry');
+      assert.ok(!bodies[0]!.includes('requestState') && bodies[1]!.includes('requestState') && bodies[1]!.includes('inputResponses'), 'the retry carries requestState and inputResponses');
+      assert.notEqual(hosts[0], hosts[1], 'the retry reached the other replica');
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('a 2026-07-28 retry with a tampered or malformed requestState is refused with -32602 naming the problem; a replayed one finds nothing waiting', async () => {
+    const call = (id: number, params: Record<string, unknown>) =>
+      fetch(`${b.base}/mcp`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': V2026, 'mcp-method': 'tools/call', 'mcp-name': 'everything__trigger-elicitation-request' },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id,
+          method: 'tools/call',
+          params: {
+            name: 'everything__trigger-elicitation-request',
+            arguments: {},
+            ...params,
+            _meta: { 'io.modelcontextprotocol/protocolVersion': V2026, 'io.modelcontextprotocol/clientInfo': clientInfo, 'io.modelcontextprotocol/clientCapabilities': { elicitation: { form: {} } } },
+          },
+        }),
+      });
+    const readJson = async (response: Response): Promise<Record<string, any>> => {
+      const text = await response.text();
+      const data = text.startsWith('{') ? text : text.split('\n').find(line => line.startsWith('data: '))!.slice(6);
+      return JSON.parse(data) as Record<string, any>;
+    };
+    const first = await readJson(await call(1, {}));
+    assert.equal(first.result?.resultType, 'input_required', JSON.stringify(first));
+    const [key] = Object.keys(first.result.inputRequests);
+    assert.equal(first.result.inputRequests[key!].method, 'elicitation/create');
+    const state = String(first.result.requestState);
+    const [version, payload, signature] = state.split('.');
+    const claims = JSON.parse(Buffer.from(payload!, 'base64url').toString('utf8'));
+    const inputResponses = { [key!]: { action: 'accept', content: { name: 'Mallory', check: true, email: 'm@example.com' } } };
+
+    const forged = `${version}.${Buffer.from(JSON.stringify({ ...claims, target: 'everything__echo' })).toString('base64url')}.${signature}`;
+    const tampered = await readJson(await call(2, { requestState: forged, inputResponses }));
+    assert.equal(tampered.error?.code, -32602, JSON.stringify(tampered));
+    assert.match(tampered.error.message, /requestState signature does not verify/);
+
+    const garbage = await readJson(await call(3, { requestState: 'not-a-state', inputResponses }));
+    assert.equal(garbage.error?.code, -32602, JSON.stringify(garbage));
+    assert.match(garbage.error.message, /requestState is malformed/);
+
+    // The genuine state still completes the call: the forgeries left the pending request alone.
+    const done = await readJson(await call(4, { requestState: state, inputResponses }));
+    assert.match(JSON.stringify(done.result?.content), /Mallory/, JSON.stringify(done));
+    const replay = await readJson(await call(5, { requestState: state, inputResponses }));
+    assert.equal(replay.error?.code, -32602, JSON.stringify(replay));
+    assert.match(replay.error.message, /no longer waiting/);
   });
 
   it('a 2026-07-28 listen stream on B hears a change while the client’s requests go to A', async () => {

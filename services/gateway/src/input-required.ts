@@ -1,0 +1,133 @@
+/**
+ * Server-to-client requests of a 2025-era upstream, bridged to a 2026-07-28
+ * client as Multi Round-Trip Requests (MCP 2026-07-28 basic/patterns/mrtr).
+ *
+ * The 2026 client has no stream to receive a request on. When the upstream
+ * sends `elicitation/create` (or `sampling/createMessage`, `roots/list`)
+ * during a call, this gateway replica keeps the upstream call running, holds
+ * the upstream's request as a pending request (the same bounds as 2025-era
+ * ones: {@link PendingRequests}), and replies to the `punk.gateway.call`
+ * request at once with an `input_required` result whose one `inputRequests`
+ * key is the pending request id. The client's retry, on any front replica,
+ * brings the answer on `punk.client-request.<id>.answer`, which only this
+ * replica serves; the reply to that answer is the call's next outcome (its
+ * final result, or the next `input_required` when the upstream asks again).
+ * A request the client never answers expires under the pending bounds: the
+ * upstream gets a JSON-RPC error and the call ends on its own.
+ */
+import { randomUUID } from 'node:crypto';
+import { ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/client';
+import { clientAnswerSchema, errorMessage, parseMessage, PunkError, subjects, type Bus, type CallChannel, type Logger, type Principal } from '@punk/lib';
+import { CAPABILITY_OF, type ClientLink, type PendingRequests } from './client-channel.js';
+
+/**
+ * The `input_required` result the gateway replies with (MCP 2026-07-28 basic/patterns/mrtr
+ * "InputRequiredResult"), before the front adds its signed `requestState`: `inputRequests` holds one
+ * entry, keyed by the pending request id (a UUID), whose value is the upstream's `{ method, params }`.
+ */
+export interface GatewayInputRequired {
+  resultType: 'input_required';
+  inputRequests: Record<string, { method: string; params?: Record<string, unknown> }>;
+}
+
+type Outcome = { ok: true; value: Record<string, unknown> } | { ok: false; error: unknown };
+
+/** One-shot slot for the next outcome of a call. */
+class Slot {
+  readonly promise: Promise<Outcome>;
+  settle!: (outcome: Outcome) => void;
+  constructor() {
+    this.promise = new Promise(resolve => (this.settle = resolve));
+  }
+}
+
+/**
+ * Runs one call for a 2026-07-28 client and resolves with its first outcome: the final result, or an
+ * `input_required` result ({@link GatewayInputRequired}) as soon as the upstream asks the client
+ * something. Later outcomes are the replies to the answers on `punk.client-request.<id>.answer`.
+ *
+ * @param run starts the call with the link the upstream's requests go through, and resolves with the
+ *   call's result (the relay's reply); its rejection becomes the outcome's error.
+ * @param caller the tenant and principal of the call; an answer from another caller is refused with
+ *   `CallerMismatch` (the front checked its signed `requestState` already; this is a second lock).
+ * @throws what `run` throws, when that is the first outcome.
+ */
+export async function runWithInputRequired(
+  deps: { bus: Bus; log: Logger; pending: PendingRequests },
+  channel: CallChannel,
+  caller: Principal,
+  run: (link: ClientLink) => Promise<Record<string, unknown>>,
+): Promise<Record<string, unknown>> {
+  const { bus, log, pending } = deps;
+  let next = new Slot();
+  const emit = (outcome: Outcome) => {
+    const slot = next;
+    next = new Slot();
+    slot.settle(outcome);
+    return next;
+  };
+  const take = async (slot: Slot): Promise<Record<string, unknown>> => {
+    const outcome = await slot.promise;
+    if (outcome.ok) return outcome.value;
+    throw outcome.error;
+  };
+  const first = next;
+
+  const link: ClientLink = {
+    sessionId: `call:${channel.callId}`,
+    supports: method => {
+      const capability = CAPABILITY_OF[method];
+      return capability !== undefined && channel.clientCapabilities[capability] !== undefined;
+    },
+    notify: method => log.debug({ callId: channel.callId, method }, 'a notification for a 2026-07-28 client was dropped (no stream during the call)'),
+    request: async (method, params) => {
+      if (!pending.acquire()) {
+        throw new ProtocolError(ProtocolErrorCode.InternalError, `Punk holds ${pending.limits.maxPending} requests waiting for clients already; ${method} was not sent to the client`);
+      }
+      const id = randomUUID();
+      const subject = subjects.clientAnswer(id);
+      let settle!: (response: Record<string, unknown>) => void;
+      const answered = new Promise<Record<string, unknown>>(resolve => (settle = resolve));
+      let timer: NodeJS.Timeout | undefined;
+      let after: Slot | undefined;
+      const subscription = await bus.serve(subject, async data => {
+        const answer = parseMessage(clientAnswerSchema, subject, data);
+        if (answer.caller?.tenant !== caller.tenant || answer.caller.subject !== caller.subject) {
+          throw new PunkError('CallerMismatch', `request ${id} was sent to another caller than ${answer.caller ? `${answer.caller.tenant}/${answer.caller.subject}` : 'an unnamed one'}`);
+        }
+        const reply = after!;
+        settle(answer.response);
+        return take(reply);
+      });
+      try {
+        const inputRequired: GatewayInputRequired = { resultType: 'input_required', inputRequests: { [id]: { method, ...(params && { params }) } } };
+        after = emit({ ok: true, value: inputRequired as unknown as Record<string, unknown> });
+        const expired = new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () => reject(new ProtocolError(ProtocolErrorCode.InternalError, `the client did not retry with an answer to ${method} within ${pending.limits.timeoutMs} ms`)),
+            pending.limits.timeoutMs,
+          );
+        });
+        const response = await Promise.race([answered, expired]);
+        const error = response['error'] as { code?: unknown; message?: unknown; data?: unknown } | undefined;
+        if (error) throw new ProtocolError(typeof error.code === 'number' ? error.code : ProtocolErrorCode.InternalError, String(error.message ?? 'the client answered with an error'), error.data);
+        const result = response['result'];
+        if (typeof result !== 'object' || result === null) throw new ProtocolError(ProtocolErrorCode.InternalError, `the client answered ${method} without a result`);
+        return result as Record<string, unknown>;
+      } catch (error) {
+        if (error instanceof ProtocolError) throw error;
+        throw new ProtocolError(ProtocolErrorCode.InternalError, `${method} could not be sent to the client: ${errorMessage(error)}`);
+      } finally {
+        clearTimeout(timer);
+        pending.release();
+        await subscription.unsubscribe().catch(() => undefined);
+      }
+    },
+  };
+
+  run(link).then(
+    value => emit({ ok: true, value }),
+    error => emit({ ok: false, error }),
+  );
+  return take(first);
+}
