@@ -39,6 +39,8 @@ export interface TallySetup {
   tallyFile: string;
   /** Lines of the tally file (`<tool> <what> <pid> <ppid>`). */
   lines(): Promise<string[]>;
+  /** SIGKILLs every tally server process still running (orphans of a killed gateway). */
+  killServers(): Promise<void>;
 }
 
 /** Writes an McpServer manifest `tally` (tenant `t-<random>`) running e2e/fixtures/tally.mjs, in `sessionMode` (default shared). */
@@ -64,7 +66,24 @@ spec:
       - { name: count, sideEffectLevel: 2 }
 `,
   );
-  return { tenant, manifestDir, tallyFile, lines: async () => (await readFile(tallyFile, 'utf8')).split('\n').filter(Boolean) };
+  const lines = async () => (await readFile(tallyFile, 'utf8')).split('\n').filter(Boolean);
+  return {
+    tenant,
+    manifestDir,
+    tallyFile,
+    lines,
+    killServers: async () => {
+      for (const line of await lines()) {
+        const [tool, what, pid] = line.split(' ');
+        if (tool !== 'server' || what !== 'ready') continue;
+        try {
+          process.kill(Number(pid), 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      }
+    },
+  };
 }
 
 /** Connects a test's own NATS client, as mcp-front would. */

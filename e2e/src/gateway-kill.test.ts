@@ -26,17 +26,7 @@ before(async () => {
 
 after(async () => {
   await Promise.all(running.map(s => s.stop('SIGKILL')));
-  // Server processes orphaned by a killed gateway: stop any still running.
-  for (const line of await setup.lines()) {
-    const [tool, what, pid] = line.split(' ');
-    if (tool === 'server' && what === 'ready') {
-      try {
-        process.kill(Number(pid), 'SIGKILL');
-      } catch {
-        // already gone
-      }
-    }
-  }
+  await setup.killServers();
   await nats.stop();
   await removeDir(setup.manifestDir);
 });

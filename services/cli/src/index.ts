@@ -1,1 +1,2 @@
 export { startEmbedded, type EmbeddedOptions, type EmbeddedPunk } from './embedded.js';
+export { freePort } from './ports.js';

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
-import { PunkError, createLogger, loadConfig, runServiceMain, type PunkConfig } from '@punk/lib';
+import { PunkError, createLogger, loadConfig, runServiceMain, type Logger, type PunkConfig } from '@punk/lib';
 import { gatewayService } from '@punk/gateway';
 import { governanceService } from '@punk/governance';
 import { ledgerService } from '@punk/ledger';
@@ -63,24 +63,7 @@ async function up(args: string[]): Promise<void> {
       `  one server, names unchanged: ${punk.baseUrl}/servers/<name>/mcp; ledger: ${punk.baseUrl}/api/v1/runs\n` +
       `  connect a client: claude mcp add --transport http punk ${endpoint}\n\n`,
   );
-  let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) {
-      log.warn({ signal }, 'second signal: exiting now');
-      process.exit(1);
-    }
-    stopping = true;
-    log.info({ signal }, 'shutting down');
-    punk.close().then(
-      () => process.exit(0),
-      error => {
-        log.error({ err: error }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
-  };
-  process.on('SIGINT', () => stop('SIGINT'));
-  process.on('SIGTERM', () => stop('SIGTERM'));
+  stopOnSignals(log, 'shutting down', () => punk.close());
 }
 
 /**
@@ -105,6 +88,14 @@ async function cluster(args: string[]): Promise<void> {
       running.gaps.map(gap => `  missing: ${gap}\n`).join('') +
       `  Ctrl-C stops everything\n\n`,
   );
+  stopOnSignals(log, 'stopping the cluster', () => running.stop());
+}
+
+/**
+ * On SIGINT or SIGTERM, runs `close` and exits 0 (1 when it fails); a second
+ * signal exits 1 at once.
+ */
+function stopOnSignals(log: Logger, what: string, close: () => Promise<void>): void {
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) {
@@ -112,11 +103,11 @@ async function cluster(args: string[]): Promise<void> {
       process.exit(1);
     }
     stopping = true;
-    log.info({ signal }, 'stopping the cluster');
-    running.stop().then(
+    log.info({ signal }, what);
+    close().then(
       () => process.exit(0),
       error => {
-        log.error({ err: error }, 'stopping the cluster failed');
+        log.error({ err: error }, `${what} failed`);
         process.exit(1);
       },
     );

@@ -19,6 +19,7 @@ import {
   PunkError,
   subjects,
   type Bus,
+  type BusSubscription,
   type CallChannel,
   type Logger,
 } from '@punk/lib';
@@ -83,9 +84,9 @@ export class PendingRequests {
 
 /** The bus side of a {@link ClientLink}: one per relayed call that has a channel. */
 export function busClientLink(deps: { bus: Bus; log: Logger; pending: PendingRequests }, sessionId: string, channel: CallChannel): ClientLink {
-  const { bus, log, pending } = deps;
+  const { bus, log } = deps;
   const out = subjects.callOut(channel.callId);
-  const publish = (message: Record<string, unknown>) => bus.publish(out, { message });
+  const publish = async (message: Record<string, unknown>) => bus.publish(out, { message });
   return {
     sessionId,
     supports: method => {
@@ -95,43 +96,70 @@ export function busClientLink(deps: { bus: Bus; log: Logger; pending: PendingReq
     notify: (method, params) => {
       publish({ jsonrpc: '2.0', method, params }).catch(error => log.warn({ sessionId, method, err: errorMessage(error) }, 'could not forward a notification to the client'));
     },
-    request: async (method, params) => {
-      if (!pending.acquire()) {
-        throw new ProtocolError(ProtocolErrorCode.InternalError, `Punk holds ${pending.limits.maxPending} requests waiting for clients already; ${method} was not sent to the client`);
-      }
-      const id = randomUUID();
-      const subject = subjects.clientAnswer(id);
-      let settle!: (answer: Record<string, unknown>) => void;
-      const answered = new Promise<Record<string, unknown>>(resolve => (settle = resolve));
-      let timer: NodeJS.Timeout | undefined;
-      const subscription = await bus.serve(subject, async data => {
-        const answer = parseMessage(clientAnswerSchema, subject, data);
-        if (answer.sessionId !== sessionId) throw new PunkError('SessionMismatch', `request ${id} was sent to another session than ${answer.sessionId}`);
-        settle(answer.response);
-        return {};
-      });
-      try {
-        await publish({ jsonrpc: '2.0', id, method, ...(params && { params }) });
-        const expired = new Promise<never>((_, reject) => {
-          timer = setTimeout(
-            () => reject(new ProtocolError(ProtocolErrorCode.InternalError, `the client did not answer ${method} within ${pending.limits.timeoutMs} ms`)),
-            pending.limits.timeoutMs,
-          );
-        });
-        const response = await Promise.race([answered, expired]);
-        const error = response['error'] as { code?: unknown; message?: unknown; data?: unknown } | undefined;
-        if (error) throw new ProtocolError(typeof error.code === 'number' ? error.code : ProtocolErrorCode.InternalError, String(error.message ?? 'the client answered with an error'), error.data);
-        const result = response['result'];
-        if (typeof result !== 'object' || result === null) throw new ProtocolError(ProtocolErrorCode.InternalError, `the client answered ${method} without a result`);
-        return result as Record<string, unknown>;
-      } catch (error) {
-        if (error instanceof ProtocolError) throw error;
-        throw new ProtocolError(ProtocolErrorCode.InternalError, `${method} could not be sent to the client: ${errorMessage(error)}`);
-      } finally {
-        clearTimeout(timer);
-        pending.release();
-        await subscription.unsubscribe().catch(() => undefined);
-      }
-    },
+    request: (method, params) => requestClient(deps, sessionId, method, params, publish),
   };
+}
+
+/**
+ * Sends one server-to-client request to a 2025-era client with `send` and waits, on
+ * `punk.client-request.<id>.answer` (served by this replica meanwhile), for the answer from session
+ * `sessionId`; `id` is a fresh UUID. Bounded by `pending`.
+ * @throws ProtocolError the client's JSON-RPC error, or -32603 when the bound on pending requests is reached,
+ *   the client does not answer within the time bound, or `send` fails.
+ */
+export async function requestClient(
+  deps: { bus: Bus; pending: PendingRequests },
+  sessionId: string,
+  method: string,
+  params: Record<string, unknown> | undefined,
+  send: (message: Record<string, unknown>) => Promise<void>,
+): Promise<Record<string, unknown>> {
+  const { bus, pending } = deps;
+  if (!pending.acquire()) {
+    throw new ProtocolError(ProtocolErrorCode.InternalError, `Punk holds ${pending.limits.maxPending} requests waiting for clients already; ${method} was not sent to the client`);
+  }
+  const id = randomUUID();
+  const subject = subjects.clientAnswer(id);
+  let settle!: (answer: Record<string, unknown>) => void;
+  const answered = new Promise<Record<string, unknown>>(resolve => (settle = resolve));
+  let subscription: BusSubscription | undefined;
+  try {
+    subscription = await bus.serve(subject, async data => {
+      const answer = parseMessage(clientAnswerSchema, subject, data);
+      if (answer.sessionId !== sessionId) throw new PunkError('SessionMismatch', `request ${id} was sent to another session than ${answer.sessionId}`);
+      settle(answer.response);
+      return {};
+    });
+    await send({ jsonrpc: '2.0', id, method, ...(params && { params }) });
+    return await clientResult(answered, method, pending.limits.timeoutMs, `the client did not answer ${method} within ${pending.limits.timeoutMs} ms`);
+  } catch (error) {
+    if (error instanceof ProtocolError) throw error;
+    throw new ProtocolError(ProtocolErrorCode.InternalError, `${method} could not be sent to the client: ${errorMessage(error)}`);
+  } finally {
+    pending.release();
+    await subscription?.unsubscribe().catch(() => undefined);
+  }
+}
+
+/**
+ * Waits at most `timeoutMs` for the client's JSON-RPC response to `method` and
+ * returns its `result`.
+ * @throws ProtocolError with the client's own error code and message, or
+ *   InternalError (`lateMessage` past the deadline, or a response without a result).
+ */
+export async function clientResult(answered: Promise<Record<string, unknown>>, method: string, timeoutMs: number, lateMessage: string): Promise<Record<string, unknown>> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new ProtocolError(ProtocolErrorCode.InternalError, lateMessage)), timeoutMs);
+  });
+  try {
+    const response = await Promise.race([answered, expired]);
+    const error = response['error'] as { code?: unknown; message?: unknown; data?: unknown } | undefined;
+    if (error) throw new ProtocolError(typeof error.code === 'number' ? error.code : ProtocolErrorCode.InternalError, String(error.message ?? 'the client answered with an error'), error.data);
+    const result = response['result'];
+    if (typeof result !== 'object' || result === null) throw new ProtocolError(ProtocolErrorCode.InternalError, `the client answered ${method} without a result`);
+    return result as Record<string, unknown>;
+  } finally {
+    clearTimeout(timer);
+  }
 }

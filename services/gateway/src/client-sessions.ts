@@ -4,8 +4,9 @@
  * HTTP) per (tenant, server, client session). They close when idle past their
  * time to live, when the client session ends (`punk.session.<id>.control`
  * `ended`, published by the front on DELETE), when ownership moved to another
- * replica, and when the gateway stops. Which replica owns a session is decided
- * in `routing.ts`; this module only keeps the local connections.
+ * replica, and when the gateway stops. The client's `roots-changed` on the same
+ * control subject reaches the session's upstreams. Which replica owns a session
+ * is decided in `routing.ts`; this module only keeps the local connections.
  */
 import { errorMessage, parseMessage, sessionControlSchema, subjects, upstreamSessionKey, type Bus, type BusSubscription, type Logger, type McpServer } from '@punk/lib';
 import type { Upstream } from './upstream.js';
@@ -17,8 +18,11 @@ export type CloseReason = 'idle' | 'ended' | 'moved' | 'stopped';
 export interface ClientSessionsOptions {
   bus: Bus;
   log: Logger;
-  /** Builds (without starting) the upstream of one client session's own connection to `server`. */
-  createUpstream(server: McpServer, key: string): Upstream;
+  /**
+   * Builds (without starting) the upstream of one client session's own connection to `server`;
+   * `clientCapabilities` are those the client declared (its `roots` makes the connection declare `roots`).
+   */
+  createUpstream(server: McpServer, key: string, sessionId: string, clientCapabilities: Record<string, unknown>): Upstream;
   /** A session unused this long is closed, in milliseconds. */
   idleMs: number;
   /** Called after a session closed (routing forgets its ownership entry unless the reason is `moved`). */
@@ -67,14 +71,15 @@ export class ClientSessions {
   /**
    * Returns the held session under `key`, opening it first when absent: starts a new upstream for
    * `server` and waits for its first start (ready or failed; a failed one answers calls as unavailable).
+   * `clientCapabilities`: what the client declared (from the call's channel), used when opening.
    */
-  async open(key: string, server: McpServer, sessionId: string): Promise<LocalSession> {
+  async open(key: string, server: McpServer, sessionId: string, clientCapabilities: Record<string, unknown> = {}): Promise<LocalSession> {
     const existing = this.held.get(key);
     if (existing) return existing;
     let opening = this.opening.get(key);
     if (!opening) {
       opening = (async () => {
-        const upstream = this.options.createUpstream(server, key);
+        const upstream = this.options.createUpstream(server, key, sessionId, clientCapabilities);
         upstream.start();
         await upstream.firstStart;
         const session: Held = { key, sessionId, upstream, renewedAt: Date.now(), inFlight: 0, idleTimer: undefined };
@@ -119,6 +124,11 @@ export class ClientSessions {
     await Promise.all([...this.held.values()].filter(s => s.sessionId === sessionId).map(s => this.close(s.key, 'ended')));
   }
 
+  /** Tells the upstreams of one client session that its roots changed. */
+  async rootsChanged(sessionId: string): Promise<void> {
+    await Promise.all([...this.held.values()].filter(s => s.sessionId === sessionId).map(s => s.upstream.notifyRootsChanged()));
+  }
+
   /** Closes every held session of one server (`<namespace>/<name>`: its manifest changed or it was removed). */
   async closeServer(serverKey: string): Promise<void> {
     await Promise.all([...this.held.values()].filter(s => s.upstream.key === serverKey).map(s => this.close(s.key, 'stopped')));
@@ -146,6 +156,7 @@ export class ClientSessions {
       .subscribe(subject, data => {
         const control = parseMessage(sessionControlSchema, subject, data);
         if (control.type === 'ended') return this.endClientSession(sessionId);
+        if (control.type === 'roots-changed') return this.rootsChanged(sessionId);
       })
       .catch(error => {
         this.options.log.warn({ sessionId, err: errorMessage(error) }, 'could not watch a client session for its end; its upstream sessions close when idle');

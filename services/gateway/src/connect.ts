@@ -7,6 +7,7 @@ import { Client, SSEClientTransport, StreamableHTTPClientTransport, type ClientO
 import { errorMessage, PunkError, transportOf, type Logger, type McpServer } from '@punk/lib';
 import { planLaunch } from './launch.js';
 import { ServerProcess } from './process.js';
+import type { SessionLink } from './session-link.js';
 import { ProcessStdioTransport } from './stdio-transport.js';
 
 /** An open connection: the SDK client and, for local servers, the process. */
@@ -36,6 +37,12 @@ export interface ConnectOptions {
   onProgress: (params: Record<string, unknown>) => void;
   /** Called when the upstream says a subscribed resource changed (`notifications/resources/updated`). */
   onResourceUpdated: (uri: string) => void;
+  /**
+   * The one client session of a `per-client` connection: it receives the upstream's `notifications/message`
+   * and, when the client declared `roots`, the connection declares `roots` (with `listChanged`) and relays
+   * `roots/list` to it. Absent on shared connections (their log messages have no one recipient and are dropped).
+   */
+  session?: SessionLink;
 }
 
 /** Answers a server-to-client request of an upstream (MCP 2025-11-25 client/elicitation, client/sampling). */
@@ -58,12 +65,18 @@ function newClient(options: ConnectOptions, modern: boolean): Client {
     listChanged: { tools: listChanged, prompts: listChanged, resources: listChanged },
     // Declared so upstreams offer their elicitation and sampling; each request is relayed to the client of
     // the call, or refused when that client did not declare the capability itself (client-channel.ts).
-    capabilities: { elicitation: { form: {} }, sampling: {} },
+    capabilities: { elicitation: { form: {} }, sampling: {}, ...(options.session?.roots && { roots: { listChanged: true } }) },
   };
   if (modern) clientOptions.versionNegotiation = { mode: 'auto' };
   const client = new Client(CLIENT_INFO, clientOptions);
   client.setNotificationHandler('notifications/progress', notification => options.onProgress({ ...notification.params }));
   client.setNotificationHandler('notifications/resources/updated', notification => options.onResourceUpdated(notification.params.uri));
+  const session = options.session;
+  if (session) {
+    client.setNotificationHandler('notifications/message', notification => session.log({ ...notification.params }));
+    // Without the capability the SDK answers an upstream roots/list with -32601 itself.
+    if (session.roots) client.setRequestHandler('roots/list', async request => (await session.listRoots(request.params as Record<string, unknown> | undefined)) as never);
+  }
   for (const method of FORWARDED_METHODS) {
     client.setRequestHandler(method, async request => (await options.onServerRequest(method, request.params as Record<string, unknown> | undefined)) as never);
   }

@@ -18,7 +18,7 @@
 import { randomUUID } from 'node:crypto';
 import { ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/client';
 import { clientAnswerSchema, errorMessage, parseMessage, PunkError, subjects, type Bus, type CallChannel, type Logger, type Principal } from '@punk/lib';
-import { CAPABILITY_OF, type ClientLink, type PendingRequests } from './client-channel.js';
+import { CAPABILITY_OF, clientResult, type ClientLink, type PendingRequests } from './client-channel.js';
 
 /**
  * The `input_required` result the gateway replies with (MCP 2026-07-28 basic/patterns/mrtr
@@ -88,7 +88,6 @@ export async function runWithInputRequired(
       const subject = subjects.clientAnswer(id);
       let settle!: (response: Record<string, unknown>) => void;
       const answered = new Promise<Record<string, unknown>>(resolve => (settle = resolve));
-      let timer: NodeJS.Timeout | undefined;
       let after: Slot | undefined;
       const subscription = await bus.serve(subject, async data => {
         const answer = parseMessage(clientAnswerSchema, subject, data);
@@ -102,23 +101,11 @@ export async function runWithInputRequired(
       try {
         const inputRequired: GatewayInputRequired = { resultType: 'input_required', inputRequests: { [id]: { method, ...(params && { params }) } } };
         after = emit({ ok: true, value: inputRequired as unknown as Record<string, unknown> });
-        const expired = new Promise<never>((_, reject) => {
-          timer = setTimeout(
-            () => reject(new ProtocolError(ProtocolErrorCode.InternalError, `the client did not retry with an answer to ${method} within ${pending.limits.timeoutMs} ms`)),
-            pending.limits.timeoutMs,
-          );
-        });
-        const response = await Promise.race([answered, expired]);
-        const error = response['error'] as { code?: unknown; message?: unknown; data?: unknown } | undefined;
-        if (error) throw new ProtocolError(typeof error.code === 'number' ? error.code : ProtocolErrorCode.InternalError, String(error.message ?? 'the client answered with an error'), error.data);
-        const result = response['result'];
-        if (typeof result !== 'object' || result === null) throw new ProtocolError(ProtocolErrorCode.InternalError, `the client answered ${method} without a result`);
-        return result as Record<string, unknown>;
+        return await clientResult(answered, method, pending.limits.timeoutMs, `the client did not retry with an answer to ${method} within ${pending.limits.timeoutMs} ms`);
       } catch (error) {
         if (error instanceof ProtocolError) throw error;
         throw new ProtocolError(ProtocolErrorCode.InternalError, `${method} could not be sent to the client: ${errorMessage(error)}`);
       } finally {
-        clearTimeout(timer);
         pending.release();
         await subscription.unsubscribe().catch(() => undefined);
       }

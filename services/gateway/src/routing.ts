@@ -109,7 +109,7 @@ export function createSessionRouting(deps: SessionRoutingDeps, relay: RequestHan
       log.warn({ session: key, previousOwner: takeover.from, owner: instanceId }, 'upstream session re-established');
     }
     const [session] = await Promise.all([
-      sessions.open(key, server, request.sessionId),
+      sessions.open(key, server, request.sessionId, request.channel?.clientCapabilities ?? {}),
       takeover &&
         appendLedgerEvent(
           bus,

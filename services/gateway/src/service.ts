@@ -11,6 +11,7 @@ import { DEFAULT_PENDING_LIMITS, PendingRequests, type PendingLimits } from './c
 import { ClientSessions } from './client-sessions.js';
 import { createRelay, type Registry } from './relay.js';
 import { createSessionRouting } from './routing.js';
+import { busSessionLink } from './session-link.js';
 import { Upstream } from './upstream.js';
 
 /** Options of {@link startGateway}. */
@@ -93,13 +94,14 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
 
   // `per-client` servers: one upstream per client session, owned by one replica (client-sessions.ts, routing.ts).
   const instanceId = options.instanceId ?? randomUUID();
+  const pending = new PendingRequests(options.pendingLimits ?? DEFAULT_PENDING_LIMITS);
   const sessionTtlMs = options.upstreamSessionTtlMs ?? DEFAULT_UPSTREAM_SESSION_TTL_MS;
   const sessions = new ClientSessions({
     bus,
     log,
     // The owner rewrites its entry at most once per TTL/4 of use, so closing after 3/4 TTL idle comes before the entry can expire.
     idleMs: (sessionTtlMs * 3) / 4,
-    createUpstream: (server, key) =>
+    createUpstream: (server, key, sessionId, clientCapabilities) =>
       new Upstream({
         server,
         log,
@@ -111,6 +113,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         // Listings and resource updates are the shared connection's to announce.
         onListChanged: () => undefined,
         onResourceUpdated: () => undefined,
+        // Log messages and roots/list have one recipient here: the client session (session-link.ts).
+        session: busSessionLink({ bus, log, pending }, server.metadata.namespace ?? 'default', sessionId, clientCapabilities),
       }),
     onClosed: async (key, reason) => {
       if (reason !== 'moved') await routing.release(key);
@@ -159,7 +163,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       // The owner may have to start the session's server and ask governance before the call itself.
       forwardTimeoutMs: server => options.startTimeoutMs + deadlines.governanceCheckMs + (upstreams.get(keyOf(server))?.callTimeoutMs ?? options.callTimeoutMs),
     },
-    createRelay({ bus, log, registry, pending: new PendingRequests(options.pendingLimits ?? DEFAULT_PENDING_LIMITS) }),
+    createRelay({ bus, log, registry, pending }),
   );
   const subscriptions = [
     await bus.serve(subjects.gatewayCall, routing.shared, { queue: queues.gateway }),

@@ -10,6 +10,7 @@ import { buildCatalog, emptyListings, type Listings, type McpItem, type ServerId
 import type { ClientLink } from './client-channel.js';
 import { openConnection, type Connection, type ForwardedMethod } from './connect.js';
 import type { ProcessExit, ServerProcess } from './process.js';
+import type { SessionLink } from './session-link.js';
 
 /** First restart delay after a crash, doubled per consecutive failure up to {@link MAX_BACKOFF_MS}. */
 export const INITIAL_BACKOFF_MS = 1_000;
@@ -35,6 +36,8 @@ export interface UpstreamOptions {
   onListChanged: (upstream: Upstream) => void;
   /** The upstream said a subscribed resource changed. */
   onResourceUpdated: (upstream: Upstream, uri: string) => void;
+  /** The client session this upstream belongs to (`per-client` servers only): its log messages and `roots/list` go there. */
+  session?: SessionLink;
 }
 
 /** How a relayed call ended when the server gave no answer of its own. */
@@ -166,6 +169,20 @@ export class Upstream {
   }
 
   /**
+   * Tells the upstream that its client's roots changed (`notifications/roots/list_changed`, MCP 2025-11-25
+   * client/roots); a no-op unless this is a `per-client` connection whose client declared `roots` and it is ready.
+   */
+  async notifyRootsChanged(): Promise<void> {
+    const client = this.connection?.client;
+    if (!this.options.session?.roots || this.stateValue !== 'ready' || !client) return;
+    try {
+      await client.sendRootsListChanged();
+    } catch (error) {
+      this.options.log.warn({ server: this.key, err: errorMessage(error) }, 'could not tell the upstream that the client roots changed');
+    }
+  }
+
+  /**
    * Answers a server-to-client request of the upstream by relaying it to the client of the one call in
    * flight whose client can take it. Over a shared connection nothing on the wire says which call a
    * request belongs to (stdio carries no related request id), so with none or several candidate calls
@@ -254,6 +271,7 @@ export class Upstream {
         onServerRequest: (method, params) => this.serverRequest(method, params),
         onResourceUpdated: uri => this.options.onResourceUpdated(this, uri),
         onProgress: params => this.onProgress(params),
+        ...(this.options.session && { session: this.options.session }),
       });
     } catch (error) {
       if (generation !== this.generation) return;

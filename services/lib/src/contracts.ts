@@ -43,6 +43,12 @@ export const subjects = {
    * (`gatewayRequestSchema`; same reply and errors as `punk.gateway.call`, plus `UpstreamSessionMoved`).
    */
   gatewayInstanceCall: (instanceId: string) => `punk.gateway.instance.${subjectToken(instanceId)}.call`,
+  /**
+   * Request/reply, queue group `mcp-front-sessions-<tenant>`: a message from a `per-client` upstream session
+   * for its 2025 client session, outside any call (`notifications/message`, `roots/list`); the front that takes
+   * it stores it on the session's GET stream (`sessionMessageSchema`, reply `sessionMessageReplySchema`).
+   */
+  sessionMessage: (tenant: string) => `punk.tenant.${subjectToken(tenant)}.session-message`,
 } as const;
 
 /** A value made safe as one subject token: `.`, `*`, `>` and whitespace become `_`. */
@@ -104,6 +110,8 @@ export const deadlines = {
   catalogMs: 10_000,
   /** Delivery of a client's answer to the gateway replica holding the pending request. */
   clientAnswerMs: 5_000,
+  /** Storing a `per-client` upstream's message on its client session's GET stream (`punk.tenant.<tenant>.session-message`). */
+  sessionMessageMs: 5_000,
 } as const;
 
 // ---------------------------------------------------------------- shared parts
@@ -349,10 +357,15 @@ export type SseEvent = z.infer<typeof sseEventSchema>;
 export const sessionOutSchema = z.object({ streamId: z.string().min(1), seq: z.number().int().positive() });
 export type SessionOut = z.infer<typeof sessionOutSchema>;
 
-/** Broadcast on `punk.session.<id>.control`: the session ended (DELETE), or a GET `connection` now holds its stream. */
+/**
+ * Broadcast on `punk.session.<id>.control`: the session ended (DELETE), a GET `connection` now holds its stream,
+ * or the client sent `notifications/roots/list_changed` (the gateway replicas holding the session's `per-client`
+ * upstream sessions pass it on to their upstreams).
+ */
 export const sessionControlSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('ended') }),
   z.object({ type: z.literal('stream-opened'), connection: z.string().min(1) }),
+  z.object({ type: z.literal('roots-changed') }),
 ]);
 export type SessionControl = z.infer<typeof sessionControlSchema>;
 
@@ -375,6 +388,25 @@ export const clientAnswerSchema = z.object({
   response: z.looseObject({ jsonrpc: z.literal('2.0'), id: z.union([z.string(), z.number()]) }),
 });
 export type ClientAnswer = z.infer<typeof clientAnswerSchema>;
+
+/**
+ * Request on `punk.tenant.<tenant>.session-message`: one JSON-RPC message of a `per-client` upstream session for
+ * the 2025 client session `sessionId`, sent outside any call: a `notifications/message` (stored only when its
+ * level reaches the session's stored `logLevel`) or a `roots/list` request whose `id` is the pending request id
+ * to answer on `punk.client-request.<id>.answer`.
+ */
+export const sessionMessageSchema = z.object({
+  sessionId: z.string().min(1),
+  message: z.looseObject({ jsonrpc: z.literal('2.0'), method: z.string().min(1) }),
+});
+export type SessionMessage = z.infer<typeof sessionMessageSchema>;
+
+/**
+ * Reply on `punk.tenant.<tenant>.session-message`: whether the message was stored on the session's GET stream;
+ * when not, `reason` says why (below the session's log level, no GET stream opened yet).
+ */
+export const sessionMessageReplySchema = z.object({ stored: z.boolean(), reason: z.string().optional() });
+export type SessionMessageReply = z.infer<typeof sessionMessageReplySchema>;
 
 // ---------------------------------------------------------------- helpers
 
@@ -428,4 +460,15 @@ export async function sendClientAnswer(bus: Bus, requestId: string, answer: Clie
  */
 export async function sendInputResponse(bus: Bus, requestId: string, answer: ClientAnswer, timeoutMs: number): Promise<unknown> {
   return bus.request(subjects.clientAnswer(requestId), clientAnswerSchema.parse(answer), { timeoutMs });
+}
+
+/**
+ * Asks a front of the tenant to store a `per-client` upstream's message on its client session's GET stream.
+ * @throws PunkError `SessionNotFound` (the session ended or expired), `BusNoResponders` (no front of the
+ *   tenant runs), `BusTimeout`, or another bus error.
+ */
+export async function sendSessionMessage(bus: Bus, tenant: string, message: SessionMessage): Promise<SessionMessageReply> {
+  const subject = subjects.sessionMessage(tenant);
+  const reply = await bus.request(subject, sessionMessageSchema.parse(message), { timeoutMs: deadlines.sessionMessageMs });
+  return parseMessage(sessionMessageReplySchema, subject, reply);
 }

@@ -16,6 +16,7 @@ import { createRouter, type ScopeCheck } from './http.js';
 import { LegacyEndpoint } from './legacy.js';
 import { DEFAULT_REQUEST_STATE_TTL_MS, RequestStateCodec, signingKeyOf } from './request-state.js';
 import { SessionEvents } from './session-events.js';
+import { startSessionMessages } from './session-messages.js';
 import { SessionStore } from './sessions.js';
 import { ToolInputValidator } from './validate.js';
 
@@ -67,7 +68,8 @@ export interface Front {
 
 /**
  * Creates mcp-front for one tenant. Ensures stream `PUNK_SSE` and bucket
- * `PUNK_SESSIONS`, subscribes to `punk.registry.changed` (so it needs a live
+ * `PUNK_SESSIONS`, subscribes to `punk.registry.changed` and serves
+ * `punk.tenant.<tenant>.session-message` (so it needs a live
  * bus) but does not need the gateway yet: the catalog is read lazily from
  * `punk.gateway.call` on first use. Any number of fronts of a tenant may run
  * on one bus; each serves every 2025 session.
@@ -84,6 +86,7 @@ export async function createFront(options: FrontOptions): Promise<Front> {
   await catalog.start();
   const fanOut = await startListChangedFanOut({ bus, log, tenant, sessions, events, catalog });
   const updatesFanOut = await startResourceUpdatedFanOut({ bus, log, tenant, sessions, events, catalog });
+  const sessionMessages = await startSessionMessages({ bus, tenant, sessions, events });
   const validator = new ToolInputValidator(log);
   const serverInfo = options.serverInfo ?? { name: 'punk', version: '0.1.0' };
   const requestState = new RequestStateCodec(signingKeyOf(options.sessionSigningKey, log), options.requestStateTtlMs ?? DEFAULT_REQUEST_STATE_TTL_MS);
@@ -127,6 +130,7 @@ export async function createFront(options: FrontOptions): Promise<Front> {
         stopListening();
         await fanOut.unsubscribe();
         await updatesFanOut.unsubscribe();
+        await sessionMessages.unsubscribe();
         await catalog.close();
         getStreams.closeAll();
         await endpoints.close();

@@ -94,7 +94,7 @@ export class GetStreams {
     stream.subscriptions.push(
       await bus.subscribe(subjects.sessionControl(session.id), data => {
         const control = parseMessage(sessionControlSchema, subjects.sessionControl(session.id), data);
-        if (control.type === 'ended' || control.connection !== stream.connection) this.close(stream, false);
+        if (control.type === 'ended' || (control.type === 'stream-opened' && control.connection !== stream.connection)) this.close(stream, false);
       }),
       await bus.subscribe(subjects.sessionOut(session.id), data => {
         const out = parseMessage(sessionOutSchema, subjects.sessionOut(session.id), data);

@@ -64,6 +64,7 @@ export class LegacyEndpoint {
     if (req.method === 'GET') await this.deps.streams.serve(session, req, res);
     else if (req.method === 'DELETE') await this.end(session, res);
     else if (isClientAnswer(body)) await routeClientAnswer(this.deps, session.id, body, res);
+    else if (isRootsListChanged(body)) await this.rootsChanged(session, res);
     else await this.serve(scope, this.context(session.id, principal, session.state), req, res, body);
   }
 
@@ -134,6 +135,15 @@ export class LegacyEndpoint {
     await transport.handleRequest(req, res, body);
   }
 
+  /**
+   * Passes the client's `notifications/roots/list_changed` (MCP 2025-11-25 client/roots) to the gateway replicas
+   * holding the session's `per-client` upstream sessions (`roots-changed` on `punk.session.<id>.control`); 202.
+   */
+  private async rootsChanged(session: StoredSession, res: ServerResponse): Promise<void> {
+    await this.deps.bus.publish(subjects.sessionControl(session.id), { type: 'roots-changed' });
+    res.writeHead(202).end();
+  }
+
   /** Ends a session everywhere: its entry is deleted and the replica holding its GET stream closes it. */
   private async end(session: StoredSession, res: ServerResponse): Promise<void> {
     await this.deps.sessions.delete(session.id);
@@ -161,4 +171,9 @@ export class LegacyEndpoint {
       },
     };
   }
+}
+
+/** Whether a POST body is the client's `notifications/roots/list_changed`. */
+function isRootsListChanged(body: unknown): boolean {
+  return typeof body === 'object' && body !== null && !('id' in body) && (body as { method?: unknown }).method === 'notifications/roots/list_changed';
 }

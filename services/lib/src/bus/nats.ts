@@ -140,18 +140,7 @@ export class NatsBus implements Bus {
   }
 
   async serve(subject: string, handler: RequestHandler, options: ServeOptions = {}): Promise<BusSubscription> {
-    this.assertOpen();
-    const sub = this.nc.subscribe(subject, {
-      ...(options.queue && { queue: options.queue }),
-      callback: (error, msg) => {
-        if (error) {
-          this.log.error({ err: errorMessage(error), subject }, 'bus subscription error');
-          return;
-        }
-        void this.answer(subject, handler, msg);
-      },
-    });
-    return this.track(sub);
+    return this.listen(subject, options, msg => void this.answer(subject, handler, msg));
   }
 
   async publish(subject: string, data: unknown, headers?: BusHeaders): Promise<void> {
@@ -161,6 +150,20 @@ export class NatsBus implements Bus {
   }
 
   async subscribe(subject: string, handler: MessageHandler, options: ServeOptions = {}): Promise<BusSubscription> {
+    return this.listen(subject, options, msg => {
+      try {
+        const data = decode(msg.data, msg.subject);
+        Promise.resolve(handler(data, { subject: msg.subject, headers: fromNatsHeaders(msg.headers) })).catch(failure =>
+          this.log.error({ err: errorMessage(failure), subject: msg.subject }, 'bus subscriber failed'),
+        );
+      } catch (failure) {
+        this.log.error({ err: errorMessage(failure), subject: msg.subject }, 'dropped a malformed broadcast');
+      }
+    });
+  }
+
+  /** Subscribes (optionally in a queue group) and hands every message to `onMessage`; subscription errors are logged. */
+  private async listen(subject: string, options: ServeOptions, onMessage: (msg: Msg) => void): Promise<BusSubscription> {
     this.assertOpen();
     const sub = this.nc.subscribe(subject, {
       ...(options.queue && { queue: options.queue }),
@@ -169,14 +172,7 @@ export class NatsBus implements Bus {
           this.log.error({ err: errorMessage(error), subject }, 'bus subscription error');
           return;
         }
-        try {
-          const data = decode(msg.data, msg.subject);
-          Promise.resolve(handler(data, { subject: msg.subject, headers: fromNatsHeaders(msg.headers) })).catch(failure =>
-            this.log.error({ err: errorMessage(failure), subject: msg.subject }, 'bus subscriber failed'),
-          );
-        } catch (failure) {
-          this.log.error({ err: errorMessage(failure), subject: msg.subject }, 'dropped a malformed broadcast');
-        }
+        onMessage(msg);
       },
     });
     return this.track(sub);
@@ -316,7 +312,7 @@ export class NatsBus implements Bus {
     this.assertOpen();
     try {
       const kv = await new Kvm(this.nc).create(config.name, { ttl: config.ttlMs, history: 1 });
-      return new NatsKv(kv, config.name);
+      return new NatsKv(kv, config.name, this.jsm);
     } catch (error) {
       throw this.unavailable(`bucket ${config.name}`, error);
     }
@@ -391,7 +387,11 @@ export class NatsBus implements Bus {
 
 /** A NATS KV bucket behind {@link KvStore}. */
 class NatsKv implements KvStore {
-  constructor(private readonly kv: KV, private readonly bucket: string) {}
+  constructor(
+    private readonly kv: KV,
+    private readonly bucket: string,
+    private readonly jsm: JetStreamManager,
+  ) {}
 
   async get(key: string): Promise<KvEntry | undefined> {
     const entry = await this.kv.get(key);
@@ -423,10 +423,14 @@ class NatsKv implements KvStore {
     await this.kv.delete(key);
   }
 
+  // The stream's subject list answers in one request; nats.js's kv.keys() opens a consumer
+  // that can outlive a closing connection and keep the process alive.
   async keys(): Promise<string[]> {
-    const out: string[] = [];
-    for await (const key of await this.kv.keys()) out.push(key);
-    return out;
+    const prefix = `$KV.${this.bucket}.`;
+    const info = await this.jsm.streams.info(`KV_${this.bucket}`, { subjects_filter: `${prefix}>` });
+    const candidates = Object.keys(info.state.subjects ?? {}).map(subject => subject.slice(prefix.length));
+    const live = await Promise.all(candidates.map(async key => ((await this.get(key)) ? key : undefined)));
+    return live.filter((key): key is string => key !== undefined);
   }
 }
 

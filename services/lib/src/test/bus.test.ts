@@ -184,8 +184,11 @@ for (const [kind, open] of implementations) {
       assert.equal((await kv.get('s1'))?.revision, r2);
       const other = await bus.keyValue({ name: n.bucket, ttlMs: 60_000 });
       assert.deepEqual((await other.get('s1'))?.value, { principal: 'alice', level: 'info' });
+      await kv.put('s2', { principal: 'bob' });
+      assert.deepEqual((await kv.keys()).sort(), ['s1', 's2']);
       await kv.delete('s1');
       assert.equal(await kv.get('s1'), undefined);
+      assert.deepEqual(await kv.keys(), ['s2']);
       await bus.close();
     });
 
