@@ -1,5 +1,3 @@
-import type { Server as HttpServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -7,6 +5,7 @@ import express from 'express';
 import {
   MemoryBus,
   createLogger,
+  listenHealth,
   formatManifestError,
   loadManifestDirectory,
   openDatabase,
@@ -21,7 +20,6 @@ import { startGateway } from '@punk/gateway';
 import { startGovernance } from '@punk/governance';
 import { startLedger } from '@punk/ledger';
 import { createFront } from '@punk/mcp-front';
-import { healthRouter } from './health.js';
 import { serversRouter } from './servers-api.js';
 
 /** Options of the all-in-one process, beyond the shared configuration. */
@@ -73,24 +71,11 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
   };
 
   let ready: (() => Promise<void>) | undefined;
-  const app = express();
-  app.disable('x-powered-by');
-  app.use(healthRouter({ ready: async () => {
+  const http = await listenHealth(config.host, config.port, async () => {
     if (!ready) throw new Error('starting');
     await ready();
-  } }));
-  const http: HttpServer = app.listen(config.port, config.host);
-  await new Promise<void>((resolveListen, reject) => {
-    http.once('listening', resolveListen);
-    http.once('error', (error: NodeJS.ErrnoException) => {
-      const hint = error.code === 'EADDRINUSE' ? ' (another process listens there: stop it, or pass --port)' : '';
-      reject(new Error(`cannot listen on ${config.host}:${config.port}: ${error.message}${hint}`));
-    });
-  });
-  stops.push(async () => {
-    http.closeAllConnections();
-    await new Promise<void>(done => http.close(() => done()));
-  });
+  }, 'pass --port');
+  stops.push(() => http.close());
 
   try {
     const manifestDir = resolve(config.manifests);
@@ -130,20 +115,21 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
     stops.push(() => front.close());
     await gateway.ready();
 
+    const app = express();
+    app.disable('x-powered-by');
     app.use('/api/v1', serversRouter(bus, config.tenant));
     app.use('/api/v1', ledger.router);
     app.use(front.router);
     app.use((req, res) => {
       res.status(404).set('Cache-Control', 'no-store').json({ error: { code: 'NotFound', message: `no route for ${req.method} ${req.path}` } });
     });
+    http.setHandler(app);
     ready = async () => {
       await db.ping();
       if (!bus.isConnected()) throw new Error('the bus is closed');
     };
-    const address = http.address() as AddressInfo;
-    const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
     return {
-      baseUrl: `http://${host}:${address.port}`,
+      baseUrl: http.url,
       servers,
       manifestErrors: loaded.errors,
       catalog: () => [...new Set(servers.map(s => s.metadata.namespace ?? config.tenant))].flatMap(tenant => gateway.catalog(tenant)),

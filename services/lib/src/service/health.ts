@@ -29,9 +29,11 @@ function json(res: ServerResponse, status: number, body: unknown): void {
  * `{status:"not-ready", reason}` with the reason it threw). Other paths go to
  * the handler set later, or answer 404 (503 while none is set).
  *
+ * `portHint` says how to choose another port when this one is taken.
+ *
  * @throws Error naming `host:port` when the port cannot be bound.
  */
-export async function listenHealth(host: string, port: number, ready: () => Promise<void>): Promise<HealthServer> {
+export async function listenHealth(host: string, port: number, ready: () => Promise<void>, portHint = 'set PUNK_PORT'): Promise<HealthServer> {
   let handler: HttpHandler | undefined;
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
@@ -49,7 +51,7 @@ export async function listenHealth(host: string, port: number, ready: () => Prom
   await new Promise<void>((resolve, reject) => {
     server.once('listening', resolve);
     server.once('error', (error: NodeJS.ErrnoException) => {
-      const hint = error.code === 'EADDRINUSE' ? ' (another process listens there: set PUNK_PORT)' : '';
+      const hint = error.code === 'EADDRINUSE' ? ` (another process listens there: stop it, or ${portHint})` : '';
       reject(new Error(`cannot listen on ${host}:${port}: ${error.message}${hint}`));
     });
     server.listen(port, host);

@@ -14,7 +14,8 @@ import { after, before, describe, it } from 'node:test';
 import { Client, ProtocolError, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { startGateway, type Gateway } from '@punk/gateway';
 import { startGovernance, type GovernanceService } from '@punk/governance';
-import { createLogger, MemoryBus, mcpServerSpecSchema, streams, subjects, type McpServer } from '@punk/lib';
+import { createLogger, MemoryBus, streams, subjects } from '@punk/lib';
+import { everything } from './replica-harness.js';
 import express from 'express';
 import { createFront, namespacedName, type Front } from '../index.js';
 
@@ -22,15 +23,6 @@ const log = createLogger('mcp-front-test', 'silent');
 const MAX_BODY_BYTES = 64 * 1024;
 /** 63 characters, the longest DNS label: `<this>__echo` is longer than 64 and gets shortened. */
 const LONG_SERVER = 'everything-with-a-name-long-enough-to-force-the-shortening-rule';
-
-function everything(name: string, namespace: string): McpServer {
-  return {
-    apiVersion: 'mcp.punk.dev/v1alpha1',
-    kind: 'McpServer',
-    metadata: { name, namespace },
-    spec: mcpServerSpecSchema.parse({ package: { name: '@modelcontextprotocol/server-everything' }, args: ['stdio'] }),
-  } as McpServer;
-}
 
 interface Stack {
   tenant: string;

@@ -5,11 +5,8 @@
  * with a POST to either replica). The client's `notifications/roots/list_changed` reaches the upstream.
  */
 import { strict as assert } from 'node:assert';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
-import type { Server as HttpServer } from 'node:http';
-import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -18,69 +15,11 @@ import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/cli
 import { startGateway, type Gateway } from '@punk/gateway';
 import { startGovernance, type GovernanceService } from '@punk/governance';
 import { createLogger, mcpServerSchema, NatsBus, PunkError, sendSessionMessage, streams, subjects } from '@punk/lib';
-import express from 'express';
-import { createFront, type Front } from '../index.js';
+import { startNats, startReplica, stopReplica, type Replica } from './replica-harness.js';
 
 const log = createLogger('per-client-messages-test', process.env.TEST_LOG_LEVEL ?? 'silent');
 const clientInfo = { name: 'per-client-messages-test', version: '1.0.0' };
 const fixture = resolve(fileURLToPath(new URL('.', import.meta.url)), '../../src/test/fixtures/session-aware.mjs');
-
-async function freePort(): Promise<number> {
-  return new Promise(done => {
-    const probe = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as AddressInfo;
-      probe.close(() => done(port));
-    });
-  });
-}
-
-async function startNats(): Promise<{ url: string; stop(): Promise<void> }> {
-  const port = await freePort();
-  const dir = await mkdtemp(join(tmpdir(), 'punk-nats-'));
-  const child: ChildProcess = spawn('/usr/sbin/nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: 'ignore' });
-  const url = `nats://127.0.0.1:${port}`;
-  for (let i = 0; i < 100; i++) {
-    try {
-      await (await NatsBus.connect({ url, name: 'probe', log })).close();
-      break;
-    } catch {
-      await new Promise(done => setTimeout(done, 100));
-    }
-  }
-  return {
-    url,
-    async stop() {
-      child.kill('SIGTERM');
-      await new Promise(done => child.once('exit', done));
-      await rm(dir, { recursive: true, force: true });
-    },
-  };
-}
-
-interface Replica {
-  base: string;
-  front: Front;
-  bus: NatsBus;
-  http: HttpServer;
-}
-
-async function startReplica(url: string, tenant: string, name: string): Promise<Replica> {
-  const bus = await NatsBus.connect({ url, name, log });
-  const front = await createFront({ bus, log, tenant, maxBodyBytes: 1024 * 1024, callTimeoutMs: 30_000, sseRetryMs: 200 });
-  const app = express();
-  app.use(front.router);
-  const http = await new Promise<HttpServer>(done => {
-    const server = app.listen(0, '127.0.0.1', () => done(server));
-  });
-  return { base: `http://127.0.0.1:${(http.address() as AddressInfo).port}`, front, bus, http };
-}
-
-async function stopReplica(replica: Replica): Promise<void> {
-  await replica.front.close();
-  replica.http.closeAllConnections();
-  await new Promise(done => replica.http.close(done));
-  await replica.bus.close();
-}
 
 /**
  * A fetch whose GET goes to `get`, whose POSTs of a JSON-RPC answer go to `answers`, and whose other POSTs
@@ -120,7 +59,7 @@ describe('a per-client server talking to its client session outside calls, acros
   let b: Replica;
 
   before(async () => {
-    nats = await startNats();
+    nats = await startNats(log);
     tenant = `messages-${randomBytes(4).toString('hex')}`;
     core = await NatsBus.connect({ url: nats.url, name: 'gateway-and-governance', log });
     await core.ensureStream(streams.ledger);
@@ -134,8 +73,8 @@ describe('a per-client server talking to its client session outside calls, acros
     });
     gateway = await startGateway({ bus: core, log, servers: [server], workDir, startTimeoutMs: 30_000, callTimeoutMs: 30_000 });
     await gateway.ready();
-    a = await startReplica(nats.url, tenant, 'front-a');
-    b = await startReplica(nats.url, tenant, 'front-b');
+    a = await startReplica(nats.url, tenant, 'front-a', log);
+    b = await startReplica(nats.url, tenant, 'front-b', log);
   });
 
   after(async () => {

@@ -7,20 +7,16 @@
  * anywhere.
  */
 import { strict as assert } from 'node:assert';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
-import type { Server as HttpServer } from 'node:http';
-import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { startGateway, type Gateway } from '@punk/gateway';
 import { startGovernance, type GovernanceService } from '@punk/governance';
-import { anonymousPrincipal, createLogger, mcpServerSpecSchema, NatsBus, streams, subjects, type McpServer } from '@punk/lib';
-import express from 'express';
-import { createFront, type Front } from '../index.js';
+import { anonymousPrincipal, createLogger, NatsBus, streams, subjects } from '@punk/lib';
+import { everything, startNats, startReplica, stopReplica, type Replica } from './replica-harness.js';
 
 const log = createLogger('mcp-front-replicas-test', 'silent');
 const clientInfo = { name: 'replicas-test', version: '1.0.0' };
@@ -29,81 +25,12 @@ const V2026 = '2026-07-28';
 /** The `PUNK_SESSION_SIGNING_KEY` both replicas share. */
 const SIGNING_KEY = randomBytes(32).toString('base64url');
 
-async function freePort(): Promise<number> {
-  return new Promise(resolve => {
-    const probe = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
-async function startNats(): Promise<{ url: string; stop(): Promise<void> }> {
-  const port = await freePort();
-  const dir = await mkdtemp(join(tmpdir(), 'punk-nats-'));
-  const child: ChildProcess = spawn('/usr/sbin/nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: 'ignore' });
-  const url = `nats://127.0.0.1:${port}`;
-  for (let i = 0; i < 100; i++) {
-    try {
-      const probe = await NatsBus.connect({ url, name: 'probe', log });
-      await probe.close();
-      break;
-    } catch {
-      await new Promise(resolve => setTimeout(resolve, 100));
-    }
-  }
-  return {
-    url,
-    async stop() {
-      child.kill('SIGTERM');
-      await new Promise(resolve => child.once('exit', resolve));
-      await rm(dir, { recursive: true, force: true });
-    },
-  };
-}
-
-interface Replica {
-  base: string;
-  front: Front;
-  bus: NatsBus;
-  http: HttpServer;
-}
-
-/** A front of its own on its own NATS connection and port; `x-test-principal` names the caller. */
-async function startReplica(url: string, tenant: string, name: string): Promise<Replica> {
-  const bus = await NatsBus.connect({ url, name, log });
-  const front = await createFront({
-    bus,
-    log,
-    tenant,
-    maxBodyBytes: 1024 * 1024,
-    callTimeoutMs: 30_000,
-    sseRetryMs: 200,
+/** A front whose caller is named by the `x-test-principal` header; both replicas share the signing key. */
+function startTestReplica(url: string, tenant: string, name: string): Promise<Replica> {
+  return startReplica(url, tenant, name, log, {
     principalOf: req => ({ ...anonymousPrincipal(tenant), subject: String(req.headers['x-test-principal'] ?? 'anonymous') }),
     sessionSigningKey: SIGNING_KEY,
   });
-  const app = express();
-  app.use(front.router);
-  const http = await new Promise<HttpServer>(resolve => {
-    const server = app.listen(0, '127.0.0.1', () => resolve(server));
-  });
-  return { base: `http://127.0.0.1:${(http.address() as AddressInfo).port}`, front, bus, http };
-}
-
-async function stopReplica(replica: Replica): Promise<void> {
-  await replica.front.close();
-  replica.http.closeAllConnections();
-  await new Promise(resolve => replica.http.close(resolve));
-  await replica.bus.close();
-}
-
-function everything(name: string, namespace: string): McpServer {
-  return {
-    apiVersion: 'mcp.punk.dev/v1alpha1',
-    kind: 'McpServer',
-    metadata: { name, namespace },
-    spec: mcpServerSpecSchema.parse({ package: { name: '@modelcontextprotocol/server-everything' }, args: ['stdio'] }),
-  } as McpServer;
 }
 
 /** A fetch that sends consecutive requests to the replicas in turn. */
@@ -216,7 +143,7 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
   let b: Replica;
 
   before(async () => {
-    nats = await startNats();
+    nats = await startNats(log);
     tenant = `replicas-${randomBytes(4).toString('hex')}`;
     core = await NatsBus.connect({ url: nats.url, name: 'gateway-and-governance', log });
     await core.ensureStream(streams.ledger);
@@ -224,8 +151,8 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
     governance = await startGovernance({ bus: core, log });
     gateway = await startGateway({ bus: core, log, servers: [everything('everything', tenant)], workDir, startTimeoutMs: 60_000, callTimeoutMs: 30_000 });
     await gateway.ready();
-    a = await startReplica(nats.url, tenant, 'front-a');
-    b = await startReplica(nats.url, tenant, 'front-b');
+    a = await startTestReplica(nats.url, tenant, 'front-a');
+    b = await startTestReplica(nats.url, tenant, 'front-b');
   });
 
   after(async () => {
