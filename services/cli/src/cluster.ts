@@ -101,7 +101,9 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
   let proxy: Proxy | undefined;
   let stopping = false;
   const launch = (name: string, command: string, args: string[], env: Record<string, string>, service: boolean, cwd?: string): ChildProcess => {
-    const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'], ...(cwd && { cwd }) });
+    // Own process group: a terminal's Ctrl-C reaches only `punk cluster`, which then sends each
+    // service one SIGTERM (a second signal would make a service exit without draining).
+    const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true, ...(cwd && { cwd }) });
     prefixOutput(name, child);
     child.on('exit', (code, signal) => {
       if (!stopping) log.error({ process: name, code, signal }, `${name} exited unexpectedly`);
@@ -160,10 +162,20 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
       }
     }
     await Promise.all(started.map(s => waitReady(s.url, s.name, s.child, 120_000)));
+    const backends = { ledgers: started.filter(s => s.service === 'ledger').map(s => s.url), fronts: started.filter(s => s.service === 'mcp-front').map(s => s.url) };
+    // A replica that dies leaves the rotation, so the proxy stops sending it requests.
+    for (const s of started) {
+      s.child.once('exit', () => {
+        for (const list of [backends.ledgers, backends.fronts]) {
+          const index = list.indexOf(s.url);
+          if (index !== -1) list.splice(index, 1);
+        }
+      });
+    }
     proxy = await startProxy({
       host: config.host,
       port: config.port,
-      backends: { ledgers: started.filter(s => s.service === 'ledger').map(s => s.url), fronts: started.filter(s => s.service === 'mcp-front').map(s => s.url) },
+      backends,
       log,
     });
     return { url: proxy.url, gaps, stop };

@@ -1,10 +1,13 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import express from 'express';
 import {
   MemoryBus,
+  PunkError,
   createLogger,
+  errorMessage,
   listenHealth,
   formatManifestError,
   loadManifestDirectory,
@@ -79,7 +82,9 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
 
   try {
     const manifestDir = resolve(config.manifests);
-    const loaded = await loadManifestDirectory(manifestDir, config.tenant);
+    const loaded = await loadManifestDirectory(manifestDir, config.tenant).catch((error: unknown) => {
+      throw new PunkError('InvalidConfig', `PUNK_MANIFESTS / --manifests: cannot read the manifest directory ${manifestDir}: ${errorMessage(error)}`);
+    });
     for (const error of loaded.errors) log.error({ manifestError: error }, `manifest error: ${formatManifestError(error)}`);
     const servers = loaded.servers.map(entry => entry.server);
 
@@ -111,7 +116,15 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
       env: { PUNK_MANIFEST_DIR: manifestDir },
     });
     stops.push(() => gateway.stop());
-    const front = await createFront({ bus, log: logFor('mcp-front'), tenant: config.tenant, maxBodyBytes: config.maxBodyBytes, callTimeoutMs: config.callTimeoutMs, ...(config.sessionSigningKey && { sessionSigningKey: config.sessionSigningKey }) });
+    const front = await createFront({
+      bus,
+      log: logFor('mcp-front'),
+      tenant: config.tenant,
+      maxBodyBytes: config.maxBodyBytes,
+      callTimeoutMs: config.callTimeoutMs,
+      // One process serves every retry, so a random key needs no sharing.
+      sessionSigningKey: config.sessionSigningKey ?? randomBytes(32).toString('base64url'),
+    });
     stops.push(() => front.close());
     await gateway.ready();
 

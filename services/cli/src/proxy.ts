@@ -7,6 +7,7 @@ import { Agent, createServer, request as httpRequest, type IncomingMessage, type
 import type { Logger } from '@punk/lib';
 
 /** Backends of the proxy, as `http://host:port` base URLs. */
+/** Backend URLs by group; read on every request, so removing a URL takes it out of the rotation. */
 export interface ProxyBackends {
   /** Ledger replicas: `/api/v1/runs*` and `/api/v1/ledger/*`. */
   ledgers: string[];
