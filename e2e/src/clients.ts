@@ -7,14 +7,14 @@ export type Era = '2025-11-25' | '2026-07-28';
 /**
  * Connects the SDK's `Client` over Streamable HTTP: the default 2025
  * `initialize` handshake for `2025-11-25`, or pinned to `2026-07-28`
- * (stateless, `server/discover`).
+ * (stateless, `server/discover`). `headers` go on every request (`Authorization: Bearer …`).
  */
-export async function connectClient(url: string, era: Era): Promise<Client> {
+export async function connectClient(url: string, era: Era, headers?: Record<string, string>): Promise<Client> {
   const client =
     era === '2026-07-28'
       ? new Client({ name: 'punk-e2e', version: '1.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } })
       : new Client({ name: 'punk-e2e', version: '1.0.0' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), headers ? { requestInit: { headers } } : {}));
   return client;
 }
 

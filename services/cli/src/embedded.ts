@@ -22,7 +22,7 @@ import {
 import { startGateway } from '@punk/gateway';
 import { startGovernance } from '@punk/governance';
 import { startLedger } from '@punk/ledger';
-import { createFront } from '@punk/mcp-front';
+import { createFront, frontOptionsOf } from '@punk/mcp-front';
 import { serversRouter } from './servers-api.js';
 
 /** Options of the all-in-one process, beyond the shared configuration. */
@@ -55,10 +55,12 @@ export interface EmbeddedPunk {
  *
  * @throws Error when the port cannot be bound, the manifest directory cannot be
  *   read, or the database cannot be opened (PunkError `DatabaseLocked` when another
- *   process holds the data directory).
+ *   process holds the data directory); PunkError `InvalidConfig` at once when the `PUNK_AUTH_*` settings do not fit together.
  */
 export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedPunk> {
   const { config } = options;
+  // Endpoint and auth options fit together or start-up stops here, before anything runs.
+  const frontOptions = frontOptionsOf(config);
   const logFor = (component: string) => createLogger(component, config.logLevel);
   const log = logFor('punk');
   const stops: Array<() => Promise<void>> = [];
@@ -120,8 +122,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
       bus,
       log: logFor('mcp-front'),
       tenant: config.tenant,
-      maxBodyBytes: config.maxBodyBytes,
-      callTimeoutMs: config.callTimeoutMs,
+      ...frontOptions,
       // One process serves every retry, so a random key needs no sharing.
       sessionSigningKey: config.sessionSigningKey ?? randomBytes(32).toString('base64url'),
     });

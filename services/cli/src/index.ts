@@ -1,2 +1,3 @@
 export { startEmbedded, type EmbeddedOptions, type EmbeddedPunk } from './embedded.js';
 export { freePort } from './ports.js';
+export { startProxy, type Proxy, type ProxyBackends } from './proxy.js';

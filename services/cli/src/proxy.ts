@@ -11,7 +11,10 @@ import type { Logger } from '@punk/lib';
 export interface ProxyBackends {
   /** Ledger replicas: `/api/v1/runs*` and `/api/v1/ledger/*`. */
   ledgers: string[];
-  /** mcp-front replicas: every other path. Empty: those paths answer 503. */
+  /**
+   * mcp-front replicas: every other path (the MCP endpoints, the admin API `/api/v1/api-keys`, and
+   * `/.well-known/oauth-protected-resource…`). Empty: those paths answer 503.
+   */
   fronts: string[];
 }
 

@@ -13,6 +13,7 @@
 import { randomUUID } from 'node:crypto';
 import { ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/client';
 import {
+  callCancelSchema,
   clientAnswerSchema,
   errorMessage,
   parseMessage,
@@ -56,6 +57,11 @@ export interface ClientLink {
    *   the client does not answer within the time bound, or the message cannot be sent.
    */
   request(method: string, params: Record<string, unknown> | undefined): Promise<Record<string, unknown>>;
+  /**
+   * Told that the upstream asked this client for `method`, which it did not declare: a 2026-07-28 call then
+   * ends with -32021 MissingRequiredClientCapability (MCP 2026-07-28). Absent for 2025-era sessions.
+   */
+  unsupported?(method: string): void;
 }
 
 /** Counts this replica's pending requests against {@link PendingLimits}. */
@@ -162,4 +168,23 @@ export async function clientResult(answered: Promise<Record<string, unknown>>, m
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * Listens for the cancellation of call `callId` (`punk.call.<callId>.cancel`, published by the front serving
+ * it): `signal` aborts when it comes. Call `close` once the call has ended.
+ * @throws PunkError from the bus when the subscription cannot be made.
+ */
+export async function onCallCancelled(bus: Bus, log: Logger, callId: string): Promise<{ signal: AbortSignal; close(): Promise<void> }> {
+  const controller = new AbortController();
+  const subject = subjects.callCancel(callId);
+  const subscription = await bus.subscribe(subject, data => {
+    const { reason } = parseMessage(callCancelSchema, subject, data);
+    log.debug({ callId, reason }, 'the client cancelled a call');
+    controller.abort(reason ?? 'cancelled by the client');
+  });
+  return {
+    signal: controller.signal,
+    close: () => subscription.unsubscribe().catch(error => log.warn({ callId, err: errorMessage(error) }, 'could not stop listening for a call cancellation')),
+  };
 }

@@ -37,10 +37,12 @@ export interface ConnectOptions {
   onProgress: (params: Record<string, unknown>) => void;
   /** Called when the upstream says a subscribed resource changed (`notifications/resources/updated`). */
   onResourceUpdated: (uri: string) => void;
+  /** Receives the upstream's `notifications/message` on a shared connection (one without {@link session}). */
+  onLog: (params: Record<string, unknown>) => void;
   /**
    * The one client session of a `per-client` connection: it receives the upstream's `notifications/message`
    * and, when the client declared `roots`, the connection declares `roots` (with `listChanged`) and relays
-   * `roots/list` to it. Absent on shared connections (their log messages have no one recipient and are dropped).
+   * `roots/list` to it. Absent on shared connections (their log messages go to {@link onLog}).
    */
   session?: SessionLink;
 }
@@ -72,6 +74,7 @@ function newClient(options: ConnectOptions, modern: boolean): Client {
   client.setNotificationHandler('notifications/progress', notification => options.onProgress({ ...notification.params }));
   client.setNotificationHandler('notifications/resources/updated', notification => options.onResourceUpdated(notification.params.uri));
   const session = options.session;
+  if (!session) client.setNotificationHandler('notifications/message', notification => options.onLog({ ...notification.params }));
   if (session) {
     client.setNotificationHandler('notifications/message', notification => session.log({ ...notification.params }));
     // Without the capability the SDK answers an upstream roots/list with -32601 itself.

@@ -79,7 +79,22 @@ export async function runWithInputRequired(
       const capability = CAPABILITY_OF[method];
       return capability !== undefined && channel.clientCapabilities[capability] !== undefined;
     },
-    notify: method => log.debug({ callId: channel.callId, method }, 'a notification for a 2026-07-28 client was dropped (no stream during the call)'),
+    // The front serving the call listens on its subject while the call's first reply is pending (progress).
+    notify: (method, params) => {
+      bus.publish(subjects.callOut(channel.callId), { message: { jsonrpc: '2.0', method, params } }).catch(error =>
+        log.warn({ callId: channel.callId, method, err: errorMessage(error) }, 'could not forward a notification to the client'),
+      );
+    },
+    unsupported: method => {
+      const capability = CAPABILITY_OF[method] ?? method;
+      emit({
+        ok: false,
+        error: new PunkError('UpstreamError', `the call needs the client capability ${capability}, which the request's clientCapabilities do not declare`, {
+          mcpCode: ProtocolErrorCode.MissingRequiredClientCapability,
+          data: { requiredCapabilities: { [capability]: {} } },
+        }),
+      });
+    },
     request: async (method, params) => {
       if (!pending.acquire()) {
         throw new ProtocolError(ProtocolErrorCode.InternalError, `Punk holds ${pending.limits.maxPending} requests waiting for clients already; ${method} was not sent to the client`);

@@ -20,9 +20,10 @@ import {
   type ServerCatalog,
 } from '@punk/lib';
 import { declaredLevelOf, isToolVisible } from './catalog.js';
-import { busClientLink, type ClientLink, type PendingRequests } from './client-channel.js';
+import { busClientLink, onCallCancelled, type ClientLink, type PendingRequests } from './client-channel.js';
 import { callEvent, summarizeResult, type CallContext } from './events.js';
 import { runWithInputRequired } from './input-required.js';
+import { inputModeOf } from './upstream-input.js';
 import type { CallOutcome, Upstream } from './upstream.js';
 
 /** How the relay finds servers. */
@@ -38,15 +39,17 @@ export function toolError(text: string): Record<string, unknown> {
   return { content: [{ type: 'text', text }], isError: true };
 }
 
-type CallRequest = Exclude<GatewayRequest, { method: 'catalog/list' | 'resources/subscribe' }>;
+type CallRequest = Exclude<GatewayRequest, { method: 'catalog/list' | 'resources/subscribe' | 'completion/complete' | 'logging/setLevel' }>;
 
 /**
  * Creates the handler of `subjects.gatewayCall`.
  * Errors (as PunkError): `InvalidMessage`, `ServerNotFound`, `ToolNotFound`,
  * `PolicyDenied` (resources, prompts), `ServerUnavailable`, `UpstreamTimeout`,
  * `UpstreamError` (details `{ mcpCode, data }`), and the ledger's append errors.
- * `resources/subscribe` answers `{}` once this replica's upstream connection is subscribed.
+ * `resources/subscribe` answers `{}` once this replica's upstream connection is subscribed;
+ * `completion/complete` answers the upstream's result; `logging/setLevel` answers `{}` (upstream.ts).
  * A call whose channel has era `2026` may answer an `input_required` result instead (input-required.ts).
+ * A call with a channel is cancelled upstream when its front says so on `punk.call.<callId>.cancel`.
  */
 export function createRelay(deps: { bus: Bus; log: Logger; registry: Registry; pending: PendingRequests }): RequestHandler {
   const { bus, log, registry, pending } = deps;
@@ -59,17 +62,27 @@ export function createRelay(deps: { bus: Bus; log: Logger; registry: Registry; p
       await upstream.subscribe(request.uri);
       return {};
     }
+    if (request.method === 'completion/complete') {
+      return upstream.complete({ ref: request.ref, argument: request.argument, ...(request.context && { context: request.context }) });
+    }
+    if (request.method === 'logging/setLevel') {
+      await upstream.setLogLevel(request.level);
+      return {};
+    }
     const context: CallContext = { tenant: request.tenant, server: request.server, runId: request.runId, principal: request.principal, sessionId: request.sessionId };
-    const dispatch = (link: ClientLink | undefined): Promise<Record<string, unknown>> => {
+    const cancel = request.channel ? await onCallCancelled(bus, log, request.channel.callId) : undefined;
+    const run = (link: ClientLink | undefined): Promise<Record<string, unknown>> => {
       switch (request.method) {
         case 'tools/call':
-          return callTool(bus, upstream, request, context, link);
+          return callTool(bus, upstream, request, context, link, cancel?.signal);
         case 'resources/read':
-          return relayOther(bus, upstream, request, context, 'resource', request.uri, link);
+          return relayOther(bus, upstream, request, context, 'resource', request.uri, link, cancel?.signal);
         case 'prompts/get':
-          return relayOther(bus, upstream, request, context, 'prompt', request.name, link);
+          return relayOther(bus, upstream, request, context, 'prompt', request.name, link, cancel?.signal);
       }
     };
+    // The call may outlive this reply (input_required): stop listening for its cancellation when it ends.
+    const dispatch = (link: ClientLink | undefined) => run(link).finally(() => cancel?.close());
     try {
       // A 2026-07-28 client gets the upstream's requests as input_required results (input-required.ts).
       if (request.channel?.era === '2026') return await runWithInputRequired({ bus, log, pending }, request.channel, request.principal, dispatch);
@@ -96,6 +109,7 @@ async function callTool(
   request: Extract<CallRequest, { method: 'tools/call' }>,
   context: CallContext,
   link: ClientLink | undefined,
+  signal: AbortSignal | undefined,
 ): Promise<Record<string, unknown>> {
   const name = request.name;
   const known = upstream.knownTool(name);
@@ -113,7 +127,7 @@ async function callTool(
   }
   const started = Date.now();
   const called = callEvent('tool.called', context, { name, arguments: request.arguments ?? {}, decisionId: decision.decisionId, sideEffectLevel: decision.sideEffectLevel });
-  const [appended, outcome] = await Promise.allSettled([appendLedgerEvent(bus, called), upstream.callTool(name, request.arguments, request._meta, link)]);
+  const [appended, outcome] = await Promise.allSettled([appendLedgerEvent(bus, called), upstream.callTool(name, request.arguments, request._meta, link, signal, inputModeOf(request))]);
   const result = outcomeOf(outcome, failure => toolError(failure.message));
   const completed = callEvent('tool.completed', context, {
     name,
@@ -135,6 +149,7 @@ async function relayOther(
   kind: 'resource' | 'prompt',
   target: string,
   link: ClientLink | undefined,
+  signal: AbortSignal | undefined,
 ): Promise<Record<string, unknown>> {
   const what = kind === 'resource' ? `resource ${target}` : `prompt ${target}`;
   if (upstream.state !== 'ready') {
@@ -153,11 +168,12 @@ async function relayOther(
   });
   const call =
     kind === 'resource'
-      ? upstream.readResource(target, request._meta, link)
-      : upstream.getPrompt(target, (request as { arguments?: Record<string, string> }).arguments, request._meta, link);
+      ? upstream.readResource(target, request._meta, link, signal, inputModeOf(request))
+      : upstream.getPrompt(target, (request as { arguments?: Record<string, string> }).arguments, request._meta, link, signal, inputModeOf(request));
   const [appended, outcome] = await Promise.allSettled([appendLedgerEvent(bus, called), call]);
   const result = outcomeOf(outcome, failure => {
-    throw new PunkError(failure.kind === 'timeout' ? 'UpstreamTimeout' : 'ServerUnavailable', failure.message, { server: request.server });
+    const code = failure.kind === 'timeout' ? 'UpstreamTimeout' : failure.kind === 'cancelled' ? 'Cancelled' : 'ServerUnavailable';
+    throw new PunkError(code, failure.message, { server: request.server });
   });
   const completed = callEvent(completedType, context, {
     ...(kind === 'resource' ? { uri: target } : { name: target }),

@@ -67,7 +67,7 @@ export interface SessionRouting {
   release(key: string): Promise<void>;
 }
 
-type SessionRequest = Extract<GatewayRequest, { method: 'tools/call' | 'resources/read' | 'prompts/get' }> & { sessionId: string };
+type SessionRequest = Exclude<GatewayRequest, { method: 'catalog/list' | 'resources/subscribe' }> & { sessionId: string };
 
 /**
  * Wraps the relay so that a request for a `per-client` server carrying a client `sessionId` runs on the

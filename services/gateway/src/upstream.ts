@@ -4,13 +4,14 @@
  * the calls relayed to it.
  */
 import { randomUUID } from 'node:crypto';
-import { ProtocolError, ProtocolErrorCode, SdkError, SdkErrorCode, type Client } from '@modelcontextprotocol/client';
-import { durationMs, errorMessage, PunkError, type Logger, type McpServer, type ServerCatalog, type ServerState } from '@punk/lib';
+import { isInputRequiredResult, LOG_LEVEL_META_KEY, ProtocolError, ProtocolErrorCode, SdkError, SdkErrorCode, type Client, type Tool } from '@modelcontextprotocol/client';
+import { durationMs, errorMessage, logLevelSchema, passesLogLevel, PunkError, UPSTREAM_INPUT_REQUIRED, type Logger, type LogLevel, type McpServer, type ServerCatalog, type ServerState } from '@punk/lib';
 import { buildCatalog, emptyListings, type Listings, type McpItem, type ServerIdentity } from './catalog.js';
 import type { ClientLink } from './client-channel.js';
 import { openConnection, type Connection, type ForwardedMethod } from './connect.js';
 import type { ProcessExit, ServerProcess } from './process.js';
 import type { SessionLink } from './session-link.js';
+import { answerInputRequests, MAX_INPUT_ROUNDS, metaForModernUpstream, type InputRequiredMode, type InputRetry } from './upstream-input.js';
 
 /** First restart delay after a crash, doubled per consecutive failure up to {@link MAX_BACKOFF_MS}. */
 export const INITIAL_BACKOFF_MS = 1_000;
@@ -40,11 +41,12 @@ export interface UpstreamOptions {
   session?: SessionLink;
 }
 
-/** How a relayed call ended when the server gave no answer of its own. */
+/** How a relayed call ended when the server gave no answer of its own (`cancelled`: the client gave it up, and the upstream was told). */
 export type CallFailure =
   | { kind: 'unavailable'; message: string }
   | { kind: 'timeout'; message: string }
-  | { kind: 'exited'; message: string };
+  | { kind: 'exited'; message: string }
+  | { kind: 'cancelled'; message: string };
 
 /** The outcome of a relayed call: the upstream's result, or why there is none. */
 export type CallOutcome = { ok: true; result: Record<string, unknown> } | ({ ok: false } & CallFailure);
@@ -71,8 +73,8 @@ export class Upstream {
   private readonly subscribed = new Set<string>();
   /** Progress tokens Punk gave the upstream for calls in flight, to the client's link and own token. */
   private readonly progress = new Map<string, { link: ClientLink; clientToken: string | number }>();
-  /** Clients of the calls in flight that can receive messages. */
-  private readonly links = new Set<ClientLink>();
+  /** Clients of the calls in flight that can receive messages, to the log level each call asked for (none: every level). */
+  private readonly links = new Map<ClientLink, LogLevel | undefined>();
 
   constructor(private readonly options: UpstreamOptions) {
     const { namespace = 'default', name } = options.server.metadata;
@@ -133,21 +135,65 @@ export class Upstream {
 
   /**
    * Calls a tool. With `link`, the upstream's progress for the client's `_meta.progressToken` and its
-   * server-to-client requests reach the client while the call runs.
+   * server-to-client requests reach the client while the call runs. When `signal` aborts, the upstream
+   * request is cancelled (`notifications/cancelled`, MCP 2025-11-25 basic/utilities/cancellation) and the
+   * outcome is `cancelled`. `mode` says how a 2026-07-28 upstream's `input_required` is handled (upstream-input.ts);
+   * by default the call's link is asked.
    * @throws PunkError `UpstreamError` when the server answers with a JSON-RPC error.
    */
-  callTool(name: string, args: Record<string, unknown> | undefined, meta: Record<string, unknown> | undefined, link?: ClientLink): Promise<CallOutcome> {
-    return this.relay((client, options, sent) => client.callTool({ name, ...(args && { arguments: args }), ...(sent && { _meta: sent }) }, options), meta, link);
+  callTool(name: string, args: Record<string, unknown> | undefined, meta: Record<string, unknown> | undefined, link?: ClientLink, signal?: AbortSignal, mode?: InputRequiredMode): Promise<CallOutcome> {
+    // The result goes back untouched: mcp-front checks `structuredContent` against the tool's outputSchema and
+    // answers a mismatch as a tool error, so the SDK client must not turn it into a JSON-RPC error here.
+    const known = this.knownTool(name);
+    const { outputSchema: _checkedByTheFront, ...toolDefinition } = typeof known === 'object' ? known : { name, inputSchema: { type: 'object' } };
+    return this.relay(
+      (client, options, sent, retry) => client.callTool({ name, ...(args && { arguments: args }), ...(sent && { _meta: sent }), ...retry }, { ...options, toolDefinition: toolDefinition as Tool }),
+      meta,
+      link,
+      signal,
+      mode,
+    );
   }
 
-  /** Reads a resource (progress and requests as in {@link callTool}). @throws PunkError `UpstreamError` when the server answers with a JSON-RPC error. */
-  readResource(uri: string, meta: Record<string, unknown> | undefined, link?: ClientLink): Promise<CallOutcome> {
-    return this.relay((client, options, sent) => client.readResource({ uri, ...(sent && { _meta: sent }) }, { ...options, cacheMode: 'bypass' }), meta, link);
+  /** Reads a resource (progress, requests and cancellation as in {@link callTool}). @throws PunkError `UpstreamError` when the server answers with a JSON-RPC error. */
+  readResource(uri: string, meta: Record<string, unknown> | undefined, link?: ClientLink, signal?: AbortSignal, mode?: InputRequiredMode): Promise<CallOutcome> {
+    return this.relay((client, options, sent, retry) => client.readResource({ uri, ...(sent && { _meta: sent }), ...retry }, { ...options, cacheMode: 'bypass' }), meta, link, signal, mode);
   }
 
-  /** Gets a prompt (progress and requests as in {@link callTool}). @throws PunkError `UpstreamError` when the server answers with a JSON-RPC error. */
-  getPrompt(name: string, args: Record<string, string> | undefined, meta: Record<string, unknown> | undefined, link?: ClientLink): Promise<CallOutcome> {
-    return this.relay((client, options, sent) => client.getPrompt({ name, ...(args && { arguments: args }), ...(sent && { _meta: sent }) }, options), meta, link);
+  /** Gets a prompt (progress, requests and cancellation as in {@link callTool}). @throws PunkError `UpstreamError` when the server answers with a JSON-RPC error. */
+  getPrompt(name: string, args: Record<string, string> | undefined, meta: Record<string, unknown> | undefined, link?: ClientLink, signal?: AbortSignal, mode?: InputRequiredMode): Promise<CallOutcome> {
+    return this.relay((client, options, sent, retry) => client.getPrompt({ name, ...(args && { arguments: args }), ...(sent && { _meta: sent }), ...retry }, options), meta, link, signal, mode);
+  }
+
+  /**
+   * Asks the upstream for completions (MCP 2025-11-25 server/utilities/completion); `params` is the
+   * `completion/complete` request's params as the upstream names things.
+   * @throws PunkError `ServerUnavailable` when the server is not ready, `UpstreamError` when it answers with an error.
+   */
+  async complete(params: { ref: Record<string, unknown>; argument: { name: string; value: string }; context?: Record<string, unknown> }): Promise<Record<string, unknown>> {
+    const client = this.connection?.client;
+    if (this.stateValue !== 'ready' || !client) throw new PunkError('ServerUnavailable', `server ${this.key} is unavailable (${this.stateValue})`);
+    try {
+      return (await client.complete(params as Parameters<Client['complete']>[0], { timeout: this.callTimeoutMs })) as unknown as Record<string, unknown>;
+    } catch (error) {
+      throw new PunkError('UpstreamError', `server ${this.key} answered completion/complete with an error: ${errorMessage(error)}`, error instanceof ProtocolError ? { mcpCode: error.code, data: error.data } : {});
+    }
+  }
+
+  /**
+   * Sets the upstream's log level (MCP 2025-11-25 server/utilities/logging) when this is the connection of one
+   * client session (`per-client`) and the server offers logging; a no-op otherwise (a shared connection's
+   * log messages reach no client, and one client's level must not silence another's).
+   * @throws PunkError `UpstreamError` when the server answers with an error.
+   */
+  async setLogLevel(level: string): Promise<void> {
+    const client = this.connection?.client;
+    if (!this.options.session || this.stateValue !== 'ready' || !client || !client.getServerCapabilities()?.logging) return;
+    try {
+      await client.setLoggingLevel(level as Parameters<Client['setLoggingLevel']>[0], { timeout: this.callTimeoutMs });
+    } catch (error) {
+      throw new PunkError('UpstreamError', `server ${this.key} refused logging/setLevel: ${errorMessage(error)}`, error instanceof ProtocolError ? { mcpCode: error.code, data: error.data } : {});
+    }
   }
 
   /**
@@ -161,7 +207,7 @@ export class Upstream {
     if (this.stateValue !== 'ready' || !client) throw new PunkError('ServerUnavailable', `server ${this.key} is unavailable (${this.stateValue})`);
     if (this.subscribed.has(uri)) return;
     try {
-      await client.subscribeResource({ uri }, { timeout: this.callTimeoutMs });
+      await subscribeOn(client, uri, this.callTimeoutMs);
     } catch (error) {
       throw new PunkError('UpstreamError', `server ${this.key} refused a subscription to ${uri}: ${errorMessage(error)}`, error instanceof ProtocolError ? { mcpCode: error.code } : {});
     }
@@ -191,10 +237,11 @@ export class Upstream {
    *   -32603 when the call is ambiguous, or the client's own error.
    */
   private async serverRequest(method: ForwardedMethod, params: Record<string, unknown> | undefined): Promise<Record<string, unknown>> {
-    const live = [...this.links];
+    const live = [...this.links.keys()];
     const able = live.filter(link => link.supports(method));
     if (able.length === 1) return able[0]!.request(method, params);
     if (able.length === 0) {
+      if (live.length === 1) live[0]!.unsupported?.(method);
       const why = live.length === 0 ? 'no client call is in progress' : 'the client of the call did not declare the capability';
       throw new ProtocolError(ProtocolErrorCode.MethodNotFound, `${method} cannot be relayed: ${why}`);
     }
@@ -202,9 +249,11 @@ export class Upstream {
   }
 
   private async relay(
-    call: (client: Client, options: { timeout: number }, meta: Record<string, unknown> | undefined) => Promise<unknown>,
+    call: (client: Client, options: { timeout: number; signal?: AbortSignal; allowInputRequired?: boolean }, meta: Record<string, unknown> | undefined, retry?: InputRetry) => Promise<unknown>,
     meta: Record<string, unknown> | undefined,
     link: ClientLink | undefined,
+    signal?: AbortSignal,
+    mode?: InputRequiredMode,
   ): Promise<CallOutcome> {
     const connection = this.connection;
     if (this.stateValue !== 'ready' || !connection) {
@@ -217,16 +266,38 @@ export class Upstream {
     const clientToken = meta?.['progressToken'];
     const token = link && (typeof clientToken === 'string' || typeof clientToken === 'number') ? `punk-${randomUUID()}` : undefined;
     if (token) this.progress.set(token, { link: link!, clientToken: clientToken as string | number });
-    if (link) this.links.add(link);
+    // The call's log level (`io.modelcontextprotocol/logLevel`, MCP 2026-07-28) filters a shared connection's log
+    // messages relayed to it (onLog); a 2026-07-28 upstream gets it with the request, a 2025-era one never sees the key.
+    const { [LOG_LEVEL_META_KEY]: requestedLevel, ...clientMeta } = meta ?? {};
+    const logLevel = logLevelSchema.safeParse(requestedLevel).data;
+    if (link) this.links.set(link, logLevel);
     try {
-      const sent = token ? { ...meta, progressToken: token } : meta;
-      const result = await Promise.race([call(connection.client, { timeout: timeoutMs }, sent).then(value => ({ value })), exited]);
+      const base = meta === undefined ? undefined : clientMeta;
+      const withToken = token ? { ...base, progressToken: token } : base;
+      // A 2026-07-28 upstream asks for client input with input_required results: passed through to a 2026-07-28
+      // client, else answered here through the call's own link and retried (upstream-input.ts).
+      const modern = connection.client.getProtocolEra() === 'modern';
+      const sent = modern ? metaForModernUpstream({ ...withToken, ...(logLevel && { [LOG_LEVEL_META_KEY]: logLevel }) }, link) : withToken;
+      const options = { timeout: timeoutMs, ...(signal && { signal }), ...(modern && { allowInputRequired: true }) };
+      const rounds = async (): Promise<unknown> => {
+        let retry = modern ? mode?.retry : undefined;
+        for (let round = 1; ; round++) {
+          const value = await call(connection.client, options, sent, retry);
+          if (!modern || !isInputRequiredResult(value)) return value;
+          if (mode?.passThrough) return { ...(value as Record<string, unknown>), [UPSTREAM_INPUT_REQUIRED]: true };
+          if (round > MAX_INPUT_ROUNDS) throw new PunkError('UpstreamError', `server ${this.key} still asked for input after ${MAX_INPUT_ROUNDS} rounds`, { mcpCode: ProtocolErrorCode.InternalError });
+          retry = await answerInputRequests(this.key, value as Record<string, unknown>, link);
+        }
+      };
+      const result = await Promise.race([rounds().then(value => ({ value })), exited]);
       if ('exit' in result) return this.exitedDuringCall(proc!, result.exit);
       return { ok: true, result: result.value as Record<string, unknown> };
     } catch (error) {
+      if (error instanceof PunkError) throw error;
       if (error instanceof ProtocolError) {
         throw new PunkError('UpstreamError', `server ${this.key} answered with an error: ${error.message}`, { mcpCode: error.code, data: error.data });
       }
+      if (signal?.aborted) return { ok: false, kind: 'cancelled', message: `the client cancelled the call to server ${this.key}` };
       if (error instanceof SdkError && error.code === SdkErrorCode.RequestTimeout) {
         return { ok: false, kind: 'timeout', message: `server ${this.key} did not answer within ${timeoutMs} ms: the call timed out after ${timeoutMs} ms` };
       }
@@ -251,6 +322,22 @@ export class Upstream {
     if (entry) entry.link.notify('notifications/progress', { ...params, progressToken: entry.clientToken });
   }
 
+  /**
+   * Relays a `notifications/message` of a shared connection to the client of the one call in flight, when its
+   * level is at or above the call's log level (MCP 2025-11-25 server/utilities/logging): nothing on the wire
+   * says which call a log message belongs to (as for {@link serverRequest}), so with none or several calls in
+   * flight it is dropped.
+   */
+  private onLog(params: Record<string, unknown>): void {
+    const live = [...this.links];
+    if (live.length !== 1) {
+      this.options.log.debug({ server: this.key, calls: live.length }, 'a log message of a shared connection was dropped: no one call it belongs to');
+      return;
+    }
+    const [link, threshold] = live[0]!;
+    if (passesLogLevel(params['level'], threshold)) link.notify('notifications/message', params);
+  }
+
   private exitedDuringCall(proc: ServerProcess, exit: ProcessExit): CallOutcome {
     const how = exit.signal ? `killed by ${exit.signal}` : `exit code ${exit.code}`;
     const tail = proc.stderrTail(3);
@@ -271,6 +358,7 @@ export class Upstream {
         onServerRequest: (method, params) => this.serverRequest(method, params),
         onResourceUpdated: uri => this.options.onResourceUpdated(this, uri),
         onProgress: params => this.onProgress(params),
+        onLog: params => this.onLog(params),
         ...(this.options.session && { session: this.options.session }),
       });
     } catch (error) {
@@ -303,7 +391,7 @@ export class Upstream {
     this.listings = listings;
     this.listed = true;
     for (const uri of this.subscribed) {
-      client.subscribeResource({ uri }, { timeout: this.options.startTimeoutMs }).catch(error =>
+      subscribeOn(client, uri, this.options.startTimeoutMs).catch(error =>
         this.options.log.warn({ server: this.key, uri, err: errorMessage(error) }, 'could not renew a resource subscription after a restart'),
       );
     }
@@ -368,4 +456,16 @@ export class Upstream {
     if (state === 'ready' || state === 'failed') this.settleFirstStart();
     if (changed) this.options.onState(this, state, lastError);
   }
+}
+
+/**
+ * Subscribes `client` to updates of `uri`: `resources/subscribe` on a 2025-era connection (MCP 2025-11-25
+ * server/resources "Subscriptions"); on a 2026-07-28 connection, which has no such method, a
+ * `subscriptions/listen` stream filtered to that URI (MCP 2026-07-28 basic/utilities/subscriptions), open for the
+ * connection's lifetime. Either way `notifications/resources/updated` reaches the client's handler.
+ * @throws what the SDK throws when the upstream refuses or does not answer within `timeoutMs`.
+ */
+async function subscribeOn(client: Client, uri: string, timeoutMs: number): Promise<void> {
+  if (client.getProtocolEra() === 'modern') await client.listen({ resourceSubscriptions: [uri] }, { timeout: timeoutMs });
+  else await client.subscribeResource({ uri }, { timeout: timeoutMs });
 }

@@ -5,7 +5,7 @@ import { startGovernance } from './service.js';
 /**
  * Service definition of governance for `runService`: ensures the ledger stream
  * (every decision is appended there before it is answered) and serves
- * `punk.governance.check` in its queue group with the default policy.
+ * `punk.governance.check` and `punk.governance.filter` in its queue group with the default policy.
  */
 export const governanceService: ServiceDefinition = {
   name: 'governance',

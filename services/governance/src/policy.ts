@@ -14,6 +14,8 @@ export interface PolicyMatch {
   targets?: string[];
   /** Principal subjects. */
   subjects?: string[];
+  /** Principal groups: the rule matches a principal in any of them. */
+  groups?: string[];
   /** Inclusive lower bound of the side-effect level. */
   minLevel?: SideEffectLevel;
   /** Inclusive upper bound of the side-effect level. */
@@ -36,6 +38,8 @@ export interface PolicyInput {
   server: string;
   target: string;
   subject: string;
+  /** Groups of the principal (none when absent). */
+  groups?: readonly string[];
   level: SideEffectLevel;
 }
 
@@ -70,6 +74,7 @@ function matches(match: PolicyMatch, input: PolicyInput): boolean {
   if (match.servers && !match.servers.includes(input.server)) return false;
   if (match.targets && !match.targets.includes(input.target)) return false;
   if (match.subjects && !match.subjects.includes(input.subject)) return false;
+  if (match.groups && !match.groups.some(group => input.groups?.includes(group))) return false;
   if (match.minLevel !== undefined && input.level < match.minLevel) return false;
   if (match.maxLevel !== undefined && input.level > match.maxLevel) return false;
   return true;

@@ -1,22 +1,27 @@
 /**
  * The governance service: answers `punk.governance.check` requests with a
- * decision, and records every decision on the ledger before replying.
+ * decision, and records every decision on the ledger before replying; answers
+ * `punk.governance.filter` (what a principal's lists may show) without recording.
  */
 import { randomUUID } from 'node:crypto';
 import {
   appendLedgerEvent,
   errorMessage,
   governanceCheckSchema,
+  governanceFilterSchema,
   parseMessage,
   queues,
   subjects,
   type Bus,
+  type Decision,
+  type GovernanceFilter,
   type GovernanceCheck,
   type GovernanceDecision,
   type Logger,
+  type Principal,
 } from '@punk/lib';
-import { classify } from './classify.js';
-import { defaultPolicy, evaluatePolicy, type PolicyRule } from './policy.js';
+import { classify, type Classification } from './classify.js';
+import { defaultPolicy, evaluatePolicy, type PolicyOutcome, type PolicyRule } from './policy.js';
 
 /** Options of {@link startGovernance}. */
 export interface GovernanceOptions {
@@ -37,13 +42,27 @@ export interface GovernanceService {
  * Pure apart from the minted `decisionId`.
  */
 export function decide(check: GovernanceCheck, policy: readonly PolicyRule[] = defaultPolicy): GovernanceDecision {
-  const { level, levelSource, action } = classify(check);
-  const outcome = evaluatePolicy(policy, { kind: check.kind, server: check.server, target: check.target, subject: check.principal.subject, level });
+  const { level, levelSource, action, outcome } = evaluate(check, check.principal, policy);
   return { decisionId: randomUUID(), decision: outcome.decision, sideEffectLevel: level, levelSource, action, rule: outcome.rule, reason: outcome.reason };
 }
 
+/** Classifies one use and evaluates the policy for `principal` on it. */
+function evaluate(use: GovernanceFilter['items'][number], principal: Principal, policy: readonly PolicyRule[]): Classification & { outcome: PolicyOutcome } {
+  const classification = classify(use);
+  const input = { kind: use.kind, server: use.server, target: use.target, subject: principal.subject, groups: principal.groups, level: classification.level };
+  return { ...classification, outcome: evaluatePolicy(policy, input) };
+}
+
 /**
- * Starts serving `subjects.governanceCheck` in queue group `queues.governance`.
+ * Decides many uses for one principal (`punk.governance.filter`), in order, without minting or recording
+ * anything: what lists may show is what a check would allow, so an item is kept unless its decision is `deny`.
+ */
+export function filterDecisions(filter: GovernanceFilter, policy: readonly PolicyRule[] = defaultPolicy): Decision[] {
+  return filter.items.map(item => evaluate(item, filter.principal, policy).outcome.decision);
+}
+
+/**
+ * Starts serving `subjects.governanceCheck` and `subjects.governanceFilter` in queue group `queues.governance`.
  * A malformed check is answered with PunkError `InvalidMessage` and logged; a
  * failed ledger append is answered with the append's error (no decision is
  * acknowledged without its audit record).
@@ -88,5 +107,10 @@ export async function startGovernance(options: GovernanceOptions): Promise<Gover
     },
     { queue: queues.governance },
   );
-  return { stop: () => subscription.unsubscribe() };
+  const filtering = await bus.serve(
+    subjects.governanceFilter,
+    async data => ({ decisions: filterDecisions(parseMessage(governanceFilterSchema, subjects.governanceFilter, data), policy) }),
+    { queue: queues.governance },
+  );
+  return { stop: async () => void (await Promise.all([subscription.unsubscribe(), filtering.unsubscribe()])) };
 }

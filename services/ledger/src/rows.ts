@@ -95,6 +95,7 @@ export interface RunRow {
   server: string | null;
   tool: string | null;
   outcome: string | null;
+  subject: string | null;
 }
 
 /** The API form of a run row. */
@@ -109,5 +110,6 @@ export function runOfRow(row: RunRow): RunSummary {
     ...(row.server !== null && { server: row.server }),
     ...(row.tool !== null && { tool: row.tool }),
     ...(row.outcome !== null && { outcome: row.outcome }),
+    ...(row.subject !== null && { subject: row.subject }),
   };
 }

@@ -12,6 +12,8 @@ export interface RunSummary {
   server?: string;
   /** The tool called, when the run is a tools/call. */
   tool?: string;
+  /** Who ran it: the principal subject of its first event that names one. */
+  subject?: string;
   /** `ok`, `error`, `denied`, `approval_required`, or the `outcome` a completion event states. */
   outcome?: string;
 }
@@ -26,6 +28,7 @@ export interface RunDelta {
   types: string[];
   server: string | undefined;
   tool: string | undefined;
+  subject: string | undefined;
   outcome: string | undefined;
 }
 
@@ -64,7 +67,7 @@ export function runDeltas(events: LedgerEvent[]): RunDelta[] {
     const at = new Date(event.occurredAt);
     let delta = byRun.get(key);
     if (!delta) {
-      delta = { tenant: event.tenant, runId: event.runId, firstAt: at, lastAt: at, eventCount: 0, types: [], server: undefined, tool: undefined, outcome: undefined };
+      delta = { tenant: event.tenant, runId: event.runId, firstAt: at, lastAt: at, eventCount: 0, types: [], server: undefined, tool: undefined, subject: undefined, outcome: undefined };
       byRun.set(key, delta);
     }
     if (at < delta.firstAt) delta.firstAt = at;
@@ -73,6 +76,7 @@ export function runDeltas(events: LedgerEvent[]): RunDelta[] {
     if (!delta.types.includes(event.type)) delta.types.push(event.type);
     delta.server ??= event.server;
     delta.tool ??= toolOf(event);
+    delta.subject ??= event.principal?.subject;
     delta.outcome = outcomeOf(event) ?? delta.outcome;
   }
   return [...byRun.values()];

@@ -164,8 +164,8 @@ async function insertChained(tx: Queryable, tenant: string, events: LedgerEvent[
 
 async function upsertRun(tx: Queryable, delta: ReturnType<typeof runDeltas>[number]): Promise<void> {
   await tx.query(
-    `INSERT INTO ledger.runs AS r (tenant, run_id, first_at, last_at, event_count, types, server, tool, outcome)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+    `INSERT INTO ledger.runs AS r (tenant, run_id, first_at, last_at, event_count, types, server, tool, outcome, subject)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
      ON CONFLICT (tenant, run_id) DO UPDATE SET
        first_at = LEAST(r.first_at, EXCLUDED.first_at),
        last_at = GREATEST(r.last_at, EXCLUDED.last_at),
@@ -173,10 +173,11 @@ async function upsertRun(tx: Queryable, delta: ReturnType<typeof runDeltas>[numb
        types = ARRAY(SELECT DISTINCT t FROM unnest(r.types || EXCLUDED.types) AS t ORDER BY t),
        server = COALESCE(r.server, EXCLUDED.server),
        tool = COALESCE(r.tool, EXCLUDED.tool),
+       subject = COALESCE(r.subject, EXCLUDED.subject),
        outcome = COALESCE(EXCLUDED.outcome, r.outcome)`,
     [
       delta.tenant, delta.runId, delta.firstAt.toISOString(), delta.lastAt.toISOString(), delta.eventCount,
-      [...delta.types].sort(), delta.server ?? null, delta.tool ?? null, delta.outcome ?? null,
+      [...delta.types].sort(), delta.server ?? null, delta.tool ?? null, delta.outcome ?? null, delta.subject ?? null,
     ],
   );
 }

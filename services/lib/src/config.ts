@@ -4,7 +4,33 @@ import { PunkError } from './errors.js';
 
 const port = z.coerce.number().int().min(0).max(65535);
 const positiveInt = z.coerce.number().int().positive();
+/** A comma-separated list; blanks around entries and empty entries are dropped. */
+const commaSeparated = z.string().transform(value => value.split(',').map(entry => entry.trim()).filter(entry => entry !== ''));
 const logLevel = z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']);
+
+/** A string holding JSON that must match `schema`. */
+function jsonOf<T extends z.ZodType>(schema: T) {
+  return z
+    .string()
+    .transform((value, ctx) => {
+      try {
+        return JSON.parse(value) as unknown;
+      } catch {
+        ctx.addIssue({ code: 'custom', message: 'must be JSON' });
+        return z.NEVER;
+      }
+    })
+    .pipe(schema);
+}
+
+/** Whether a string is a serialized origin (RFC 6454 §6.2): `scheme://host[:port]` and nothing else. */
+function isOrigin(value: string): boolean {
+  try {
+    return new URL(value).origin === value.replace(/\/$/, '');
+  } catch {
+    return false;
+  }
+}
 
 /**
  * Every setting Punk reads from the environment, with its `PUNK_*` variable,
@@ -41,6 +67,98 @@ export const configSchema = z.object({
    * that reach another process fail).
    */
   sessionSigningKey: z.string().min(32, 'must be at least 32 characters').optional(),
+  // mcp-front: the MCP endpoint (README "Configuration", endpoint options).
+  /** `PUNK_MCP_PATH`: path of the aggregated MCP endpoint (per-server endpoints stay `/servers/…/mcp`). */
+  mcpPath: z.string().regex(/^\/[A-Za-z0-9._~\/-]*$/, 'must be an absolute URL path such as /mcp').default('/mcp'),
+  /** `PUNK_SERVER_NAME`: `serverInfo.name` the endpoint reports to clients. */
+  serverName: z.string().min(1).default('punk'),
+  /** `PUNK_SERVER_TITLE`: `serverInfo.title` (display name). */
+  serverTitle: z.string().min(1).optional(),
+  /** `PUNK_SERVER_VERSION`: `serverInfo.version`. */
+  serverVersion: z.string().min(1).default('0.1.0'),
+  /** `PUNK_SERVER_DESCRIPTION`: `serverInfo.description`. */
+  serverDescription: z.string().min(1).optional(),
+  /** `PUNK_SERVER_WEBSITE_URL`: `serverInfo.websiteUrl`. */
+  serverWebsiteUrl: z.string().url().optional(),
+  /** `PUNK_SERVER_ICONS`: `serverInfo.icons`, a JSON array of `{ src, mimeType?, sizes?, theme? }` (MCP 2025-11-25 Icon). */
+  serverIcons: jsonOf(z.array(z.object({ src: z.string().url(), mimeType: z.string().optional(), sizes: z.array(z.string()).optional(), theme: z.enum(['light', 'dark']).optional() }).strict())).optional(),
+  /** `PUNK_SERVER_INSTRUCTIONS`: instructions sent to clients in place of the upstreams' own. */
+  serverInstructions: z.string().min(1).optional(),
+  /** `PUNK_ALLOWED_ORIGINS`: comma-separated browser origins (`https://app.example.com`) allowed besides the endpoint's own; also the CORS allow-list. */
+  allowedOrigins: commaSeparated
+    .pipe(z.array(z.string().refine(isOrigin, 'each entry must be an origin: scheme://host[:port], no path')))
+    .default([]),
+  /**
+   * `PUNK_ALLOWED_HOSTS`: comma-separated host names (`punk.example.com`, `[::1]`) the MCP endpoint answers in
+   * `Host`, on any port; others get 403 (DNS-rebinding protection). Unset: on a loopback `PUNK_HOST`, `localhost`,
+   * `127.0.0.1` and `[::1]` plus the host of `PUNK_PUBLIC_URL`; on other addresses any host.
+   */
+  allowedHosts: commaSeparated.pipe(z.array(z.string().regex(/^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)$/, 'each entry must be a host name, without a port'))).optional(),
+  /** `PUNK_SESSION_TTL_MS`: idle time after which a 2025-era session expires, in milliseconds. */
+  sessionTtlMs: positiveInt.default(30 * 60_000),
+  /** `PUNK_MAX_SESSIONS`: most 2025-era sessions created or used within one session TTL, cluster-wide (503 with Retry-After above it). */
+  maxSessions: positiveInt.default(10_000),
+  /** `PUNK_INITIALIZE_RATE_LIMIT`: most `initialize` requests per client address per minute (429 above it). */
+  initializeRateLimit: positiveInt.default(30),
+  /** `PUNK_RESPONSE_MODE`: how POST answers are sent: `auto` (JSON unless the call streams), `json`, `always` (SSE). */
+  responseMode: z.enum(['auto', 'json', 'always']).default('auto'),
+  /** `PUNK_PAGE_SIZE`: items per page of list results. */
+  pageSize: z.coerce.number().int().min(1).max(1000).default(50),
+  /** `PUNK_TOOL_TIMEOUTS`: per-tool deadlines, comma-separated `server__tool=ms`; others use `PUNK_CALL_TIMEOUT_MS`. */
+  toolTimeouts: z
+    .string()
+    .transform((value, ctx) => {
+      const out: Record<string, number> = {};
+      for (const entry of value.split(',').map(s => s.trim()).filter(s => s !== '')) {
+        const match = /^([^=\s]+__[^=\s]+)=(\d+)$/.exec(entry);
+        if (!match || Number(match[2]) <= 0) {
+          ctx.addIssue({ code: 'custom', message: `entry ${JSON.stringify(entry)} must be server__tool=<positive milliseconds>` });
+          return z.NEVER;
+        }
+        out[match[1]!] = Number(match[2]);
+      }
+      return out;
+    })
+    .default({}),
+  /** `PUNK_LOGGING_CAPABILITY`: whether the endpoint advertises `logging` (2025 sessions: `logging/setLevel`; 2026 requests: the `_meta` log level) (`true`/`false`). */
+  loggingCapability: z.stringbool().default(true),
+  /** `PUNK_TRUST_PROXY`: how many reverse proxies in front append to `X-Forwarded-For`/`-Proto` (0: use the socket's address and scheme). */
+  trustProxy: z.coerce.number().int().min(0).max(10).default(0),
+  // Who may call (README "Authentication"); cross-field rules are checked by mcp-front's authOptionsFromConfig.
+  /** `PUNK_AUTH_MODE`: `off` (every caller is the tenant's anonymous principal) or `on` (a bearer token is required). */
+  authMode: z.enum(['off', 'on']).default('off'),
+  /** `PUNK_PUBLIC_URL`: the URL clients reach Punk at (`https://punk.example.com`), behind any ingress; required when `PUNK_AUTH_MODE=on`. */
+  publicUrl: z.string().url().refine(v => /^https?:/.test(v), 'must be an http or https URL').optional(),
+  /** `PUNK_AUTH_ADMIN_SCOPE`: scope that grants the admin API (`/api/v1/api-keys`). */
+  authAdminScope: z.string().min(1).default('punk:admin'),
+  /** `PUNK_AUTH_BOOTSTRAP_ADMIN_KEY`: a bearer token (at least 32 characters) that acts as an admin, to create the first API keys. */
+  authBootstrapAdminKey: z.string().min(32, 'must be at least 32 characters').optional(),
+  /** `PUNK_AUTH_REQUIRED_SCOPES`: comma-separated scopes every MCP request's token must grant. */
+  authRequiredScopes: commaSeparated.default([]),
+  /** `PUNK_AUTH_ISSUER`: the OAuth authorization server; tokens' `iss` must equal it, and the resource metadata names it. */
+  authIssuer: z.string().url().optional(),
+  /** `PUNK_AUTH_JWKS_URL`: JWKS of the issuer; JWT access tokens are verified with its keys (refetched on an unknown `kid`). */
+  authJwksUrl: z.string().url().optional(),
+  /** `PUNK_AUTH_JWT_KEY`: one static public key verifying JWT access tokens, as PEM (SPKI) or JWK JSON. */
+  authJwtKey: z.string().min(1).optional(),
+  /** `PUNK_AUTH_INTROSPECTION_URL`: RFC 7662 token introspection endpoint, for opaque access tokens. */
+  authIntrospectionUrl: z.string().url().optional(),
+  /** `PUNK_AUTH_INTROSPECTION_CLIENT_ID`: client id Punk authenticates to the introspection endpoint with (HTTP Basic). */
+  authIntrospectionClientId: z.string().min(1).optional(),
+  /** `PUNK_AUTH_INTROSPECTION_CLIENT_SECRET`: its client secret. */
+  authIntrospectionClientSecret: z.string().min(1).optional(),
+  /** `PUNK_AUTH_AUDIENCES`: comma-separated accepted token audiences; empty: the endpoint's canonical URL or `PUNK_PUBLIC_URL` (RFC 8707). */
+  authAudiences: commaSeparated.default([]),
+  /** `PUNK_AUTH_ALGORITHMS`: comma-separated JWS algorithms accepted on JWT access tokens (`none` is never accepted). */
+  authAlgorithms: commaSeparated
+    .pipe(z.array(z.string().refine(alg => alg.toLowerCase() !== 'none', 'alg none is never accepted')).min(1, 'must name at least one algorithm'))
+    .default(['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']),
+  /** `PUNK_AUTH_CLOCK_TOLERANCE_MS`: clock skew allowed on `exp`/`nbf`/`iat`, in milliseconds. */
+  authClockToleranceMs: z.coerce.number().int().min(0).default(30_000),
+  /** `PUNK_AUTH_TENANT_CLAIM`: token claim naming the caller's tenant; unset: tokens are for the front's tenant. */
+  authTenantClaim: z.string().min(1).optional(),
+  /** `PUNK_AUTH_GROUPS_CLAIM`: token claim holding the caller's groups (an array, or a space-separated string). */
+  authGroupsClaim: z.string().min(1).default('groups'),
   /** `PUNK_INSTANCE_ID`: name of this replica in logs and NATS connection names (default `<hostname>-<pid>`). */
   instanceId: z.string().regex(/^[A-Za-z0-9._-]+$/, 'must be letters, digits, ".", "_" or "-"').default(() => `${hostname()}-${process.pid}`),
 });
@@ -62,7 +180,41 @@ const envNames: Record<keyof PunkConfig, string> = {
   natsUrl: 'PUNK_NATS_URL',
   shutdownTimeoutMs: 'PUNK_SHUTDOWN_TIMEOUT_MS',
   instanceId: 'PUNK_INSTANCE_ID',
+  authMode: 'PUNK_AUTH_MODE',
+  publicUrl: 'PUNK_PUBLIC_URL',
+  authAdminScope: 'PUNK_AUTH_ADMIN_SCOPE',
+  authBootstrapAdminKey: 'PUNK_AUTH_BOOTSTRAP_ADMIN_KEY',
+  authRequiredScopes: 'PUNK_AUTH_REQUIRED_SCOPES',
+  authIssuer: 'PUNK_AUTH_ISSUER',
+  authJwksUrl: 'PUNK_AUTH_JWKS_URL',
+  authJwtKey: 'PUNK_AUTH_JWT_KEY',
+  authIntrospectionUrl: 'PUNK_AUTH_INTROSPECTION_URL',
+  authIntrospectionClientId: 'PUNK_AUTH_INTROSPECTION_CLIENT_ID',
+  authIntrospectionClientSecret: 'PUNK_AUTH_INTROSPECTION_CLIENT_SECRET',
+  authAudiences: 'PUNK_AUTH_AUDIENCES',
+  authAlgorithms: 'PUNK_AUTH_ALGORITHMS',
+  authClockToleranceMs: 'PUNK_AUTH_CLOCK_TOLERANCE_MS',
+  authTenantClaim: 'PUNK_AUTH_TENANT_CLAIM',
+  authGroupsClaim: 'PUNK_AUTH_GROUPS_CLAIM',
   sessionSigningKey: 'PUNK_SESSION_SIGNING_KEY',
+  mcpPath: 'PUNK_MCP_PATH',
+  serverName: 'PUNK_SERVER_NAME',
+  serverTitle: 'PUNK_SERVER_TITLE',
+  serverVersion: 'PUNK_SERVER_VERSION',
+  serverDescription: 'PUNK_SERVER_DESCRIPTION',
+  serverWebsiteUrl: 'PUNK_SERVER_WEBSITE_URL',
+  serverIcons: 'PUNK_SERVER_ICONS',
+  serverInstructions: 'PUNK_SERVER_INSTRUCTIONS',
+  allowedOrigins: 'PUNK_ALLOWED_ORIGINS',
+  allowedHosts: 'PUNK_ALLOWED_HOSTS',
+  sessionTtlMs: 'PUNK_SESSION_TTL_MS',
+  maxSessions: 'PUNK_MAX_SESSIONS',
+  initializeRateLimit: 'PUNK_INITIALIZE_RATE_LIMIT',
+  responseMode: 'PUNK_RESPONSE_MODE',
+  pageSize: 'PUNK_PAGE_SIZE',
+  toolTimeouts: 'PUNK_TOOL_TIMEOUTS',
+  loggingCapability: 'PUNK_LOGGING_CAPABILITY',
+  trustProxy: 'PUNK_TRUST_PROXY',
 };
 
 /** The environment variable that sets each configuration key. */

@@ -14,6 +14,11 @@ export const subjects = {
   gatewayCall: 'punk.gateway.call',
   /** Request/reply, queue group `governance`: one decision before an upstream call. */
   governanceCheck: 'punk.governance.check',
+  /**
+   * Request/reply, queue group `governance`: the decisions of many uses at once, not recorded on the ledger
+   * (`governanceFilterSchema`, reply `governanceFilterReplySchema`): mcp-front drops from its lists what a principal may not use.
+   */
+  governanceFilter: 'punk.governance.filter',
   /** Durable append to the ledger stream: trace events. */
   ledgerEvents: 'punk.ledger.events',
   /** Broadcast: a server's registration or state changed; catalogs refresh. */
@@ -31,6 +36,12 @@ export const subjects = {
    * the upstream's progress notifications and server-to-client requests for the client (`callOutSchema`).
    */
   callOut: (callId: string) => `punk.call.${callId}.out`,
+  /**
+   * Broadcast from the front replica serving one call to the gateway replica relaying it: the client gave the
+   * call up (a 2026-07-28 response stream closed, or `notifications/cancelled`); the upstream request is
+   * cancelled (`callCancelSchema`).
+   */
+  callCancel: (callId: string) => `punk.call.${callId}.cancel`,
   /**
    * Request/reply to the gateway replica holding one pending server-to-client request (it alone serves this subject):
    * the client's JSON-RPC answer, from whichever front replica received it (`clientAnswerSchema`; reply `{}`, or
@@ -80,6 +91,13 @@ export const buckets = {
    * entries expire `ttlMs` after their last write (the owner renews them while the session is used).
    */
   upstreamSessions: (ttlMs: number) => ({ name: 'PUNK_UPSTREAM_SESSIONS', ttlMs }) satisfies KvBucketConfig,
+  /** API keys by id (`apiKeySchema`): the SHA-256 of each key, never the key; entries never expire (revocation deletes them). */
+  apiKeys: { name: 'PUNK_API_KEYS', ttlMs: 0 } satisfies KvBucketConfig,
+  /**
+   * mcp-front's `initialize` counters (`{ count }`), one per client address and minute, shared by every
+   * front replica; entries expire two minutes after their last write.
+   */
+  initializeCounters: { name: 'PUNK_INITIALIZE_COUNTERS', ttlMs: 120_000 } satisfies KvBucketConfig,
 } as const;
 
 /** Default idle time after which a `per-client` upstream session is closed and its owner entry expires, in milliseconds. */
@@ -107,6 +125,7 @@ export const consumers = {
 /** Deadlines of the request subjects, in milliseconds. */
 export const deadlines = {
   governanceCheckMs: 5_000,
+  governanceFilterMs: 5_000,
   catalogMs: 10_000,
   /** Delivery of a client's answer to the gateway replica holding the pending request. */
   clientAnswerMs: 5_000,
@@ -116,11 +135,15 @@ export const deadlines = {
 
 // ---------------------------------------------------------------- shared parts
 
-/** Who is calling: subject (user or client id), tenant, groups. */
+/**
+ * Who is calling: subject (user or client id), tenant, groups, and the OAuth scopes (RFC 6749 §3.3) its
+ * credential grants (absent for the anonymous principal).
+ */
 export const principalSchema = z.object({
   subject: z.string().min(1),
   tenant: z.string().min(1),
   groups: z.array(z.string()).default([]),
+  scopes: z.array(z.string()).optional(),
 });
 export type Principal = z.infer<typeof principalSchema>;
 
@@ -176,7 +199,22 @@ const callBase = {
   _meta: looseObject.optional(),
   /** Present when the client can receive messages during the call (a 2025-era session) or take input_required results (era `2026`). */
   channel: callChannelSchema.optional(),
+  /**
+   * A 2026-07-28 client's retry of an `input_required` result the upstream itself answered (MCP 2026-07-28
+   * basic/patterns/mrtr): the client's `inputResponses`, and the upstream's own `requestState`, echoed byte for
+   * byte. The gateway sends both to the upstream with the call.
+   */
+  inputResponses: z.record(z.string(), z.unknown()).optional(),
+  requestState: z.string().optional(),
 };
+
+/**
+ * Set (`true`) on an `input_required` reply of `punk.gateway.call` that is the upstream's own: a 2026-07-28
+ * upstream's, passed through to a 2026-07-28 client (MCP 2026-07-28 basic/patterns/mrtr). Its `inputRequests` keys
+ * and `requestState` are the upstream's; the client's retry comes back as a new call carrying `inputResponses` and
+ * that `requestState`. Absent: each `inputRequests` key is a request the gateway holds for a 2025-era upstream.
+ */
+export const UPSTREAM_INPUT_REQUIRED = 'upstreamInputRequired';
 
 /** Request on `punk.gateway.call`. */
 export const gatewayRequestSchema = z.discriminatedUnion('method', [
@@ -186,6 +224,23 @@ export const gatewayRequestSchema = z.discriminatedUnion('method', [
   z.object({ method: z.literal('prompts/get'), ...callBase, name: z.string().min(1), arguments: z.record(z.string(), z.string()).optional() }),
   /** Subscribes the gateway replica's upstream connection to a URI (MCP 2025-11-25 server/resources "Subscriptions"); reply `{}`. */
   z.object({ method: z.literal('resources/subscribe'), tenant: z.string().min(1), server: z.string().min(1), uri: z.string().min(1) }),
+  /**
+   * `completion/complete` (MCP 2025-11-25 server/utilities/completion) for the server owning the prompt or
+   * resource template `ref` names (with the upstream's own prompt name); reply: the upstream's result.
+   */
+  z.object({
+    method: z.literal('completion/complete'),
+    ...callBase,
+    ref: z.looseObject({ type: z.string().min(1) }),
+    argument: z.looseObject({ name: z.string(), value: z.string() }),
+    context: looseObject.optional(),
+  }),
+  /**
+   * `logging/setLevel` of a 2025-era client session (MCP 2025-11-25 server/utilities/logging) for one server:
+   * applied to the session's own upstream connection of a `per-client` server; a no-op on shared connections
+   * (whose log messages reach no client). Reply `{}`.
+   */
+  z.object({ method: z.literal('logging/setLevel'), ...callBase, sessionId: z.string().min(1), level: z.string().min(1) }),
 ]);
 export type GatewayRequest = z.infer<typeof gatewayRequestSchema>;
 
@@ -249,6 +304,19 @@ export const governanceCheckSchema = z.object({
 });
 export type GovernanceCheck = z.infer<typeof governanceCheckSchema>;
 
+/** Largest number of items in one `punk.governance.filter` request. */
+export const MAX_GOVERNANCE_FILTER_ITEMS = 10_000;
+
+/** Request on `punk.governance.filter`: would `principal` be allowed each use? Nothing is recorded. */
+export const governanceFilterSchema = z.object({
+  tenant: z.string().min(1),
+  principal: principalSchema,
+  items: z
+    .array(governanceCheckSchema.pick({ server: true, kind: true, target: true, declaredLevel: true }))
+    .max(MAX_GOVERNANCE_FILTER_ITEMS),
+});
+export type GovernanceFilter = z.infer<typeof governanceFilterSchema>;
+
 /** Outcome of a governance check. */
 export const decisionSchema = z.enum(['allow', 'deny', 'approval_required']);
 export type Decision = z.infer<typeof decisionSchema>;
@@ -268,6 +336,36 @@ export const governanceDecisionSchema = z.object({
   reason: z.string(),
 });
 export type GovernanceDecision = z.infer<typeof governanceDecisionSchema>;
+
+/** Reply on `punk.governance.filter`: the decision of each item, in the request's order. */
+export const governanceFilterReplySchema = z.object({ decisions: z.array(decisionSchema) });
+export type GovernanceFilterReply = z.infer<typeof governanceFilterReplySchema>;
+
+// ---------------------------------------------------------------- API keys
+
+/**
+ * Value stored under an API key's `id` in bucket `PUNK_API_KEYS`. The key itself (`pk_<id>_<secret>`) is shown
+ * once when created; only its SHA-256 (hex) is kept.
+ */
+export const apiKeySchema = z.object({
+  /** 16 lower-case hex characters; also the key's prefix after `pk_`. */
+  id: z.string().regex(/^[0-9a-f]{16}$/),
+  /** A label for people (who or what uses the key). */
+  name: z.string().min(1).max(200),
+  /** Tenant the key may call; another tenant's endpoint answers 403. */
+  tenant: z.string().min(1),
+  /** Scopes the key grants (`punk:admin` for the admin API, and the endpoint's required scopes). */
+  scopes: z.array(z.string().min(1)),
+  /** Groups of the key's principal, matched by policies. */
+  groups: z.array(z.string().min(1)).default([]),
+  /** SHA-256 of the whole key, lower-case hex. */
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  /** RFC 3339 creation time. */
+  createdAt: z.iso.datetime({ offset: true }),
+  /** Subject of the admin who created it. */
+  createdBy: z.string().min(1),
+});
+export type ApiKey = z.infer<typeof apiKeySchema>;
 
 // ---------------------------------------------------------------- ledger
 
@@ -324,6 +422,15 @@ export type ResourceUpdated = z.infer<typeof resourceUpdatedSchema>;
 export const logLevelSchema = z.enum(['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency']);
 export type LogLevel = z.infer<typeof logLevelSchema>;
 
+/** Whether a message of severity `level` passes the threshold `threshold` (RFC 5424 order; no threshold: all pass). */
+export function passesLogLevel(level: unknown, threshold: LogLevel | undefined): boolean {
+  if (threshold === undefined) return true;
+  const parsed = logLevelSchema.safeParse(level);
+  // An unknown level is passed on: the client decides what to make of it.
+  if (!parsed.success) return true;
+  return logLevelSchema.options.indexOf(parsed.data) >= logLevelSchema.options.indexOf(threshold);
+}
+
 /** Value stored under a session id in bucket `PUNK_SESSIONS`: everything any front replica needs to serve the session. */
 export const sessionStateSchema = z.object({
   tenant: z.string().min(1),
@@ -356,6 +463,10 @@ export type SseEvent = z.infer<typeof sseEventSchema>;
 /** Broadcast on `punk.session.<id>.out` once an event is stored: where to read it. */
 export const sessionOutSchema = z.object({ streamId: z.string().min(1), seq: z.number().int().positive() });
 export type SessionOut = z.infer<typeof sessionOutSchema>;
+
+/** Message on `punk.call.<callId>.cancel`. */
+export const callCancelSchema = z.object({ reason: z.string().optional() });
+export type CallCancel = z.infer<typeof callCancelSchema>;
 
 /**
  * Broadcast on `punk.session.<id>.control`: the session ended (DELETE), a GET `connection` now holds its stream,
@@ -434,6 +545,16 @@ export async function requestGateway(bus: Bus, request: GatewayRequest, timeoutM
 export async function requestDecision(bus: Bus, check: GovernanceCheck): Promise<GovernanceDecision> {
   const reply = await bus.request(subjects.governanceCheck, check, { timeoutMs: deadlines.governanceCheckMs });
   return parseMessage(governanceDecisionSchema, subjects.governanceCheck, reply);
+}
+
+/** Asks governance which of many uses a principal may make (list filtering); the decisions come in the items' order. */
+export async function requestFilter(bus: Bus, filter: GovernanceFilter): Promise<GovernanceFilterReply> {
+  const reply = await bus.request(subjects.governanceFilter, filter, { timeoutMs: deadlines.governanceFilterMs });
+  const parsed = parseMessage(governanceFilterReplySchema, subjects.governanceFilter, reply);
+  if (parsed.decisions.length !== filter.items.length) {
+    throw new PunkError('InvalidMessage', `malformed reply on ${subjects.governanceFilter}: ${parsed.decisions.length} decisions for ${filter.items.length} items`);
+  }
+  return parsed;
 }
 
 /** Appends a trace event to the ledger stream; resolves once the stream stored it. */

@@ -42,6 +42,8 @@ export interface AdvertisedCapabilities {
   tools: { listChanged: true };
   resources?: { listChanged: true };
   prompts?: { listChanged: true };
+  /** When any server in scope offers `completion/complete` (MCP 2025-11-25 server/utilities/completion). */
+  completions?: Record<string, never>;
 }
 
 /** What one endpoint exposes, with the routing maps back to upstream servers. */
@@ -52,6 +54,7 @@ export interface CatalogView {
   prompts: NameMap<PromptRoute>;
   /** Listed resources by URI; the first server (by name) listing a URI owns it. */
   resources: Map<string, { server: string; resource: Resource }>;
+  /** Listed templates; the first server (by name) listing a URI template owns it. */
   templates: { server: string; template: ResourceTemplate; matcher: UriTemplate | undefined }[];
   capabilities: AdvertisedCapabilities;
 }
@@ -80,7 +83,8 @@ export function serversInScope(servers: ServerCatalog[], scope: Scope): ServerCa
  * listed, and a call to one gets the gateway's "unavailable" tool error. Capabilities: `tools` always (the list may
  * fill once servers become ready, and `list_changed` tells the client);
  * `resources` and `prompts` when any server in scope offers them. `listChanged`
- * is always true: Punk sends the notifications on registry changes.
+ * is always true: Punk sends the notifications on registry changes. `completions` when any server in
+ * scope offers them. Every list is in a deterministic order (servers by name; see cursor.ts for pages).
  */
 export function buildView(all: ServerCatalog[], scope: Scope): CatalogView {
   const servers = serversInScope(all, scope).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
@@ -97,14 +101,19 @@ export function buildView(all: ServerCatalog[], scope: Scope): CatalogView {
   for (const s of servers) {
     for (const resource of s.resources) if (!resources.has(resource.uri)) resources.set(resource.uri, { server: s.name, resource });
   }
+  // Like a URI, a URI template belongs to the first server (by name) listing it: reads matching it go there.
+  const owned = new Set<string>();
   const templates = servers.flatMap(s =>
-    s.resourceTemplates.map(template => ({ server: s.name, template, matcher: compileTemplate(template.uriTemplate) })),
+    s.resourceTemplates
+      .filter(template => !owned.has(template.uriTemplate) && owned.add(template.uriTemplate))
+      .map(template => ({ server: s.name, template, matcher: compileTemplate(template.uriTemplate) })),
   );
   const capabilities: AdvertisedCapabilities = { tools: { listChanged: true } };
   if (servers.some(s => s.capabilities['resources'] !== undefined || s.resources.length > 0 || s.resourceTemplates.length > 0)) {
     capabilities.resources = { listChanged: true };
   }
   if (servers.some(s => s.capabilities['prompts'] !== undefined || s.prompts.length > 0)) capabilities.prompts = { listChanged: true };
+  if (servers.some(s => s.capabilities['completions'] !== undefined)) capabilities.completions = {};
   return { servers, tools, prompts, resources, templates, capabilities };
 }
 
@@ -129,4 +138,13 @@ export function routeResource(view: CatalogView, uri: string): string | undefine
     if (matcher?.match(uri)) return server;
   }
   return undefined;
+}
+
+/**
+ * The server owning the resource template `uriTemplate` (as `resources/templates/list` showed it): the first
+ * server (by name) listing that template, else the server a `resources/read` of that string would go to.
+ * Undefined when none does. Used for `completion/complete` with a `ref/resource` (MCP 2025-11-25 server/utilities/completion).
+ */
+export function routeTemplate(view: CatalogView, uriTemplate: string): string | undefined {
+  return view.templates.find(t => t.template.uriTemplate === uriTemplate)?.server ?? routeResource(view, uriTemplate);
 }

@@ -7,7 +7,6 @@
  * (MCP 2025-11-25 basic/transports "Sending Messages to the Server": the
  * server may send requests and notifications before the response).
  */
-import { randomUUID } from 'node:crypto';
 import { callOutSchema, errorMessage, parseMessage, subjects, type Bus, type CallChannel, type Logger } from '@punk/lib';
 
 /** Where the channel's messages go: the POST's response stream. */
@@ -26,13 +25,12 @@ export interface OpenCallChannel {
 }
 
 /**
- * Listens on a fresh call subject before the call is sent, so nothing the
+ * Listens on the subject of call `callId` (a UUID naming the call: cancellation.ts) before the call is sent, so nothing the
  * gateway publishes is missed. A message that cannot be written is logged
  * and dropped (the call itself goes on).
  * @throws PunkError from the bus when the subscription cannot be made.
  */
-export async function openCallChannel(bus: Bus, log: Logger, clientCapabilities: Record<string, unknown>, sink: CallSink): Promise<OpenCallChannel> {
-  const callId = randomUUID();
+export async function openCallChannel(bus: Bus, log: Logger, callId: string, clientCapabilities: Record<string, unknown>, sink: CallSink): Promise<OpenCallChannel> {
   const subject = subjects.callOut(callId);
   let chain = Promise.resolve();
   const subscription = await bus.subscribe(subject, data => {

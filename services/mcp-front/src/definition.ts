@@ -6,7 +6,7 @@
  */
 import express from 'express';
 import { streams, type ServiceDefinition } from '@punk/lib';
-import { createFront } from './front.js';
+import { createFront, frontOptionsOf } from './front.js';
 
 /**
  * Service definition of mcp-front for `runService`. Ensures stream
@@ -18,7 +18,13 @@ export const mcpFrontService: ServiceDefinition = {
   needsDatabase: false,
   streams: [streams.sse],
   async start({ config, bus, log }) {
-    const front = await createFront({ bus, log, tenant: config.tenant, maxBodyBytes: config.maxBodyBytes, callTimeoutMs: config.callTimeoutMs, ...(config.sessionSigningKey && { sessionSigningKey: config.sessionSigningKey }) });
+    const front = await createFront({
+      bus,
+      log,
+      tenant: config.tenant,
+      ...frontOptionsOf(config),
+      ...(config.sessionSigningKey && { sessionSigningKey: config.sessionSigningKey }),
+    });
     const app = express();
     app.use(front.router);
     return { http: app, stop: () => front.close() };

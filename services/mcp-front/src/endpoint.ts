@@ -9,21 +9,35 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { toNodeHandler, toWebRequest, type NodeMcpRequestHandler } from '@modelcontextprotocol/node';
-import { createMcpHandler, isLegacyRequest, type McpHttpHandler, type Server } from '@modelcontextprotocol/server';
-import type { Logger } from '@punk/lib';
+import { createMcpHandler, isLegacyRequest, type AuthInfo, type McpHttpHandler, type Server } from '@modelcontextprotocol/server';
+import type { Logger, Principal } from '@punk/lib';
 import { scopeIncludes, scopeKey, type Scope } from './aggregate.js';
+import { HEADER_MISMATCH_CODE, sendJsonRpcError } from './errors.js';
 import type { LegacyEndpoint } from './legacy.js';
+import { paramHeaderMismatch } from './param-headers.js';
 
 /** What the endpoint router needs. */
 export interface EndpointDeps {
   log: Logger;
   /** Serves 2025-era requests. */
   legacy: LegacyEndpoint;
-  /** Builds a fresh server for one 2026-era request on a scope. */
-  buildServer: (scope: Scope) => Promise<Server>;
+  /** Builds a fresh server for one 2026-era request on a scope, acting as `principal`. */
+  buildServer: (scope: Scope, principal: Principal) => Promise<Server>;
+  /**
+   * How 2026-era POSTs are answered: `auto` (JSON until the server sends anything before the result,
+   * then SSE: the SDK's own rule), `json` (JSON only; mid-call notifications are dropped), `always` (SSE).
+   */
+  responseMode: ResponseMode;
   /** Largest request body, in bytes; bodies are already parsed and bounded by http.ts. */
   maxBodyBytes: number;
+  /** Subscribes the upstreams to the resources a 2026 `subscriptions/listen` body names, before it is served (listen-subscriptions.ts). */
+  subscribeListened: (scope: Scope, body: unknown) => Promise<void>;
+  /** The `inputSchema` of a tool exposed on a scope, by exposed name; undefined when unknown (the handler answers that). */
+  toolInputSchema: (scope: Scope, name: string) => Promise<unknown>;
 }
+
+/** How POSTs are answered (`PUNK_RESPONSE_MODE`). */
+export type ResponseMode = 'auto' | 'json' | 'always';
 
 /** Which list notifications to send. */
 export interface ListChanges {
@@ -39,18 +53,26 @@ export class McpEndpoints {
   constructor(private readonly deps: EndpointDeps) {}
 
   /**
-   * Serves one HTTP request (POST, GET or DELETE) whose JSON body, if any,
-   * express already parsed into `body`. Writes the whole response.
+   * Serves one HTTP request (POST, GET or DELETE) of `principal` whose JSON
+   * body, if any, express already parsed into `body`. Writes the whole response.
    */
-  async handle(scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
+  async handle(scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown, principal: Principal): Promise<void> {
     if (req.method === 'POST') {
       const probe = await toWebRequest(req, body);
       if (!(await isLegacyRequest(probe, body, { maxRequestBodySize: this.deps.maxBodyBytes }))) {
+        // The SDK hands `req.auth` to the server factory as `authInfo`; the token itself is never kept.
+        (req as IncomingMessage & { auth?: AuthInfo }).auth = { token: '', clientId: principal.subject, scopes: [], extra: { principal } };
+        const mismatch = await this.paramHeaderMismatch(scope, req, body);
+        if (mismatch) {
+          sendJsonRpcError(res, 400, HEADER_MISMATCH_CODE, `Bad Request: ${mismatch}`, {}, undefined, (body as { id: string | number }).id);
+          return;
+        }
+        await this.deps.subscribeListened(scope, body);
         await this.modernHandler(scope).node(req, res, body);
         return;
       }
     }
-    await this.deps.legacy.handle(scope, req, res, body);
+    await this.deps.legacy.handle(scope, req, res, body, principal);
   }
 
   /**
@@ -68,6 +90,14 @@ export class McpEndpoints {
     }
   }
 
+  /**
+   * Tells this replica's open 2026 `subscriptions/listen` streams whose endpoint includes `server` and whose
+   * `resourceSubscriptions` hold `uri` that the resource changed (`notifications/resources/updated`).
+   */
+  notifyResourceUpdated(server: string, uri: string): void {
+    for (const [key, { handler }] of this.modern) if (scopeIncludes(key, server)) handler.notify.resourceUpdated(uri);
+  }
+
   /** Refuses new 2025 sessions and ends every 2026 in-flight exchange. */
   async close(): Promise<void> {
     this.deps.legacy.close();
@@ -75,12 +105,22 @@ export class McpEndpoints {
     this.modern.clear();
   }
 
+  /** The `Mcp-Param-*` headers of a 2026 `tools/call`, checked against its arguments (param-headers.ts). */
+  private async paramHeaderMismatch(scope: Scope, req: IncomingMessage, body: unknown): Promise<string | undefined> {
+    const request = body as { method?: unknown; params?: { name?: unknown; arguments?: unknown } };
+    if (request.method !== 'tools/call' || typeof request.params?.name !== 'string') return undefined;
+    const schema = await this.deps.toolInputSchema(scope, request.params.name);
+    return schema === undefined ? undefined : paramHeaderMismatch(req.headers, schema, request.params.arguments);
+  }
+
   private modernHandler(scope: Scope): { handler: McpHttpHandler; node: NodeMcpRequestHandler } {
     const key = scopeKey(scope);
     let entry = this.modern.get(key);
     if (!entry) {
       const onerror = (error: Error) => this.deps.log.debug({ scope: key, err: error.message }, '2026-era request rejected or failed');
-      const handler = createMcpHandler(() => this.deps.buildServer(scope), { legacy: 'reject', onerror, maxRequestBodySize: this.deps.maxBodyBytes });
+      const responseMode = this.deps.responseMode === 'always' ? 'sse' : this.deps.responseMode;
+      const factory = ({ authInfo }: { authInfo?: AuthInfo }) => this.deps.buildServer(scope, authInfo!.extra!['principal'] as Principal);
+      const handler = createMcpHandler(factory, { legacy: 'reject', onerror, maxRequestBodySize: this.deps.maxBodyBytes, responseMode });
       entry = { handler, node: toNodeHandler(handler, { onerror, maxRequestBodySize: this.deps.maxBodyBytes }) };
       this.modern.set(key, entry);
     }

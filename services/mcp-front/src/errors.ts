@@ -69,16 +69,27 @@ export function toProtocolError(error: unknown, context: ErrorContext): Protocol
   return new ProtocolError(ProtocolErrorCode.InternalError, `internal error in mcp-front during ${what}: ${errorMessage(error)}`);
 }
 
+/** JSON-RPC code of a header that disagrees with the body (MCP 2026-07-28 basic/transports/streamable-http "Server Validation"; HTTP 400). */
+export const HEADER_MISMATCH_CODE = -32020;
+
 /** JSON-RPC code the SDK and MCP clients use for an unknown session (answered with HTTP 404). */
 export const SESSION_NOT_FOUND_CODE = -32001;
 
-/** Writes a JSON-RPC error response with a null id (JSON-RPC 2.0 §5). */
-export function sendJsonRpcError(res: ServerResponse, status: number, code: number, message: string, extraHeaders: Record<string, string> = {}): void {
+/** Writes a JSON-RPC error response with a null id (JSON-RPC 2.0 §5); `data`, when given, becomes `error.data`. */
+export function sendJsonRpcError(
+  res: ServerResponse,
+  status: number,
+  code: number,
+  message: string,
+  extraHeaders: Record<string, string> = {},
+  data?: unknown,
+  id: string | number | null = null,
+): void {
   if (res.headersSent) {
     res.end();
     return;
   }
-  const body = JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null });
+  const body = JSON.stringify({ jsonrpc: '2.0', error: { code, message, ...(data !== undefined && { data }) }, id });
   res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body).toString(), ...extraHeaders });
   res.end(body);
 }

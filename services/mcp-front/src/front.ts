@@ -3,22 +3,28 @@
  * session store and SSE events on the bus, both protocol eras, and the
  * express router.
  */
-import type { IncomingMessage } from 'node:http';
-import type { Router } from 'express';
-import { anonymousPrincipal, DEFAULT_SESSION_TTL_MS, errorMessage, streams, type Bus, type Logger, type Principal } from '@punk/lib';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { localhostAllowedHostnames, type Implementation } from '@modelcontextprotocol/server';
+import express, { type Router } from 'express';
+import { anonymousPrincipal, DEFAULT_SESSION_TTL_MS, errorMessage, streams, type Bus, type Logger, type Principal, type PunkConfig } from '@punk/lib';
 import { serversInScope, type Scope } from './aggregate.js';
+import { adminRouter } from './auth/admin-api.js';
+import { authOptionsFromConfig, createAuthenticator, type AuthOptions } from './auth/authenticator.js';
 import { TenantCatalog } from './catalog.js';
-import { McpEndpoints } from './endpoint.js';
+import { OriginPolicy } from './cors.js';
+import { McpEndpoints, type ResponseMode } from './endpoint.js';
 import { startListChangedFanOut, startResourceUpdatedFanOut } from './fan-out.js';
+import { startListenUpdates, subscribeListened } from './listen-subscriptions.js';
 import { GetStreams } from './get-stream.js';
 import { buildMcpServer } from './handlers.js';
 import { createRouter, type ScopeCheck } from './http.js';
 import { LegacyEndpoint } from './legacy.js';
+import { InitializeRateLimiter } from './rate-limit.js';
 import { DEFAULT_REQUEST_STATE_TTL_MS, RequestStateCodec, signingKeyOf } from './request-state.js';
 import { SessionEvents } from './session-events.js';
 import { startSessionMessages } from './session-messages.js';
 import { SessionStore } from './sessions.js';
-import { ToolInputValidator } from './validate.js';
+import { ToolSchemaValidator } from './validate.js';
 
 /** Options of `createFront`. */
 export interface FrontOptions {
@@ -26,21 +32,57 @@ export interface FrontOptions {
   log: Logger;
   /** Tenant whose servers this front exposes. */
   tenant: string;
-  /** Largest accepted request body, in bytes (413 above it). */
+  /** Largest accepted request body, in bytes (413 above it; `PUNK_MAX_BODY_BYTES`, default 1 MiB). */
   maxBodyBytes: number;
-  /** Deadline of one forwarded tools/call, resources/read or prompts/get on the bus, in milliseconds. */
+  /** Deadline of one forwarded tools/call, resources/read or prompts/get on the bus, in milliseconds (`PUNK_CALL_TIMEOUT_MS`). */
   callTimeoutMs: number;
-  /** `serverInfo` the endpoint reports to clients; defaults to `{ name: 'punk', version: '0.1.0' }`. */
-  serverInfo?: { name: string; version: string };
-  /** Idle time after which a 2025-era session expires, in milliseconds; activity renews it. Default 30 min. */
+  /** Deadlines of single tools by namespaced name (`server__tool`), in milliseconds, overriding `callTimeoutMs` (`PUNK_TOOL_TIMEOUTS`). Default none. */
+  toolTimeouts?: Record<string, number>;
+  /**
+   * `serverInfo` the endpoint reports to clients (MCP 2025-11-25 Implementation: name, version, and optionally
+   * title, description, websiteUrl, icons); defaults to `{ name: 'punk', version: '0.1.0' }`.
+   */
+  serverInfo?: Implementation;
+  /** Instructions for clients, replacing the upstreams' own (`PUNK_SERVER_INSTRUCTIONS`). Default: the upstreams'. */
+  instructions?: string;
+  /** Path of the aggregated endpoint (`PUNK_MCP_PATH`). Default `/mcp`. */
+  path?: string;
+  /** Browser origins allowed besides the endpoint's own, also the CORS allow-list (`PUNK_ALLOWED_ORIGINS`). Default none. */
+  allowedOrigins?: readonly string[];
+  /** Host names the `Host` header may carry (any port), others 403 (DNS-rebinding protection; cors.ts). Default any host. */
+  allowedHosts?: readonly string[];
+  /** Reverse proxies in front whose `X-Forwarded-For`/`-Proto` are trusted (`PUNK_TRUST_PROXY`). Default 0. */
+  trustProxy?: number;
+  /** Idle time after which a 2025-era session expires, in milliseconds; activity renews it (`PUNK_SESSION_TTL_MS`). Default 30 min. */
   sessionTtlMs?: number;
-  /** Reconnection delay told to clients of 2025-era GET streams (SSE `retry:`), in milliseconds. Default 1000. */
+  /** Most 2025-era sessions written within one TTL, cluster-wide; `initialize` above it answers 503 (`PUNK_MAX_SESSIONS`). Default 10000. */
+  maxSessions?: number;
+  /** Most `initialize` requests per client address per minute, cluster-wide; 429 above it (`PUNK_INITIALIZE_RATE_LIMIT`). Default 30. */
+  initializeRateLimit?: number;
+  /** How POSTs are answered: `auto`, `json` or `always` (SSE) (`PUNK_RESPONSE_MODE`; legacy.ts, endpoint.ts). Default `auto`. */
+  responseMode?: ResponseMode;
+  /** Items per page of list results, 1 to 1000 (`PUNK_PAGE_SIZE`). Default 50. */
+  pageSize?: number;
+  /** Whether the endpoint advertises `logging`: 2025 sessions accept `logging/setLevel`, 2026 requests name a level in `_meta` (`PUNK_LOGGING_CAPABILITY`). Default true. */
+  logging?: boolean;
+  /**
+   * Who is calling: resolves with the principal, or null after answering the request itself (401/403).
+   * Called after the Origin check and CORS preflight, before any other check (http.ts). A 2025 session is
+   * bound to the principal that created it. Absent: `principalOf`.
+   */
+  authenticate?: (req: IncomingMessage, res: ServerResponse) => Promise<Principal | null>;
+  /**
+   * Who may call (API keys, OAuth 2.1 resource server; auth/authenticator.ts, README "Authentication"): with it,
+   * the front authenticates every request (unless `authenticate` is given), serves the RFC 9728 metadata and
+   * the admin API of API keys. Absent: every caller is anonymous.
+   */
+  auth?: AuthOptions;
+  /** Reconnection delay told to clients of 2025-era GET streams and resumable POST streams (SSE `retry:`), in milliseconds. Default 1000. */
   sseRetryMs?: number;
   /** Interval of SSE keep-alive comments on GET streams, in milliseconds. Default 15 s. */
   keepAliveMs?: number;
   /**
-   * Who is calling; a 2025 session is bound to the principal that created it.
-   * Defaults to the tenant's anonymous principal (API keys and OAuth are not wired yet).
+   * Who is calling when there is no `authenticate` hook. Defaults to the tenant's anonymous principal.
    */
   principalOf?: (req: IncomingMessage) => Principal;
   /**
@@ -53,9 +95,48 @@ export interface FrontOptions {
   requestStateTtlMs?: number;
 }
 
+/**
+ * The endpoint options of `createFront` taken from validated configuration (the `PUNK_*` endpoint keys of
+ * lib config.ts), for every place that starts a front (the mcp-front service, `punk up`).
+ * @throws PunkError `InvalidConfig` when the `PUNK_AUTH_*` settings do not fit together (authOptionsFromConfig).
+ */
+export function frontOptionsOf(config: PunkConfig): Omit<FrontOptions, 'bus' | 'log' | 'tenant'> {
+  const auth = authOptionsFromConfig(config);
+  const allowedHosts = config.allowedHosts ?? (isLoopback(config.host) ? [...localhostAllowedHostnames(), ...(config.publicUrl ? [new URL(config.publicUrl).hostname] : [])] : undefined);
+  const serverInfo: Implementation = {
+    name: config.serverName,
+    version: config.serverVersion,
+    ...(config.serverTitle && { title: config.serverTitle }),
+    ...(config.serverDescription && { description: config.serverDescription }),
+    ...(config.serverWebsiteUrl && { websiteUrl: config.serverWebsiteUrl }),
+    ...(config.serverIcons && { icons: config.serverIcons }),
+  };
+  return {
+    path: config.mcpPath,
+    serverInfo,
+    ...(config.serverInstructions && { instructions: config.serverInstructions }),
+    allowedOrigins: config.allowedOrigins,
+    ...(allowedHosts && { allowedHosts }),
+    trustProxy: config.trustProxy,
+    sessionTtlMs: config.sessionTtlMs,
+    maxSessions: config.maxSessions,
+    initializeRateLimit: config.initializeRateLimit,
+    responseMode: config.responseMode,
+    pageSize: config.pageSize,
+    maxBodyBytes: config.maxBodyBytes,
+    callTimeoutMs: config.callTimeoutMs,
+    toolTimeouts: config.toolTimeouts,
+    logging: config.loggingCapability,
+    ...(auth && { auth }),
+  };
+}
+
 /** A running mcp-front. */
 export interface Front {
-  /** Serves `/mcp`, `/servers/<name>/mcp` and `/servers/<namespace>/<name>/mcp`; mount at the root of an express app. */
+  /**
+   * Serves `/mcp`, `/servers/<name>/mcp` and `/servers/<namespace>/<name>/mcp`, the admin API `/api/v1/api-keys`
+   * and, with `auth`, `/.well-known/oauth-protected-resource[/<endpoint path>]`; mount at the root of an express app.
+   */
   router: Router;
   /**
    * Stops taking new sessions, closes the GET streams this replica holds
@@ -75,33 +156,69 @@ export interface Front {
  * on one bus; each serves every 2025 session.
  * @throws PunkError from the bus when the stream, bucket or subscriptions cannot be made.
  * @throws RangeError when `sessionSigningKey` is shorter than 32 bytes.
+ * @throws RangeError when an option is out of range (`path`, sizes, timeouts, `pageSize` above 1000, origins that are not origins).
  */
 export async function createFront(options: FrontOptions): Promise<Front> {
   const log = options.log.child({ module: 'mcp-front' });
   const { bus, tenant } = options;
+  const { path = '/mcp', sessionTtlMs = DEFAULT_SESSION_TTL_MS, maxSessions = 10_000, responseMode = 'auto', pageSize = 50, trustProxy = 0 } = options;
+  checkOptions(options);
+  const origins = new OriginPolicy(options.allowedOrigins ?? [], trustProxy, options.allowedHosts);
   await bus.ensureStream(streams.sse);
-  const sessions = await SessionStore.open(bus, options.sessionTtlMs ?? DEFAULT_SESSION_TTL_MS, log);
+  const sessions = await SessionStore.open(bus, sessionTtlMs, log);
+  const rateLimiter = await InitializeRateLimiter.open(bus, options.initializeRateLimit ?? 30);
   const events = new SessionEvents(bus);
   const catalog = new TenantCatalog(bus, log, tenant);
   await catalog.start();
   const fanOut = await startListChangedFanOut({ bus, log, tenant, sessions, events, catalog });
   const updatesFanOut = await startResourceUpdatedFanOut({ bus, log, tenant, sessions, events, catalog });
   const sessionMessages = await startSessionMessages({ bus, tenant, sessions, events });
-  const validator = new ToolInputValidator(log);
+  const validator = new ToolSchemaValidator(log);
   const serverInfo = options.serverInfo ?? { name: 'punk', version: '0.1.0' };
   const requestState = new RequestStateCodec(signingKeyOf(options.sessionSigningKey, log), options.requestStateTtlMs ?? DEFAULT_REQUEST_STATE_TTL_MS);
-  const deps = { bus, log, tenant, callTimeoutMs: options.callTimeoutMs, catalog, validator, serverInfo, requestState };
-  const getStreams = new GetStreams({ bus, log, sessions, events, retryMs: options.sseRetryMs ?? 1000, keepAliveMs: options.keepAliveMs ?? 15_000 });
+  const deps = {
+    bus,
+    log,
+    tenant,
+    callTimeoutMs: options.callTimeoutMs,
+    toolTimeouts: options.toolTimeouts ?? {},
+    catalog,
+    validator,
+    serverInfo,
+    ...(options.instructions !== undefined && { instructions: options.instructions }),
+    logging: options.logging ?? true,
+    pageSize,
+    requestState,
+  };
+  const sseRetryMs = options.sseRetryMs ?? 1000;
+  const getStreams = new GetStreams({ bus, log, sessions, events, retryMs: sseRetryMs, keepAliveMs: options.keepAliveMs ?? 15_000 });
   const legacy = new LegacyEndpoint({
     bus,
     log,
     tenant,
     sessions,
     streams: getStreams,
+    events,
+    retryMs: sseRetryMs,
     buildServer: (scope, session) => buildMcpServer(deps, scope, session),
-    principalOf: options.principalOf ?? (() => anonymousPrincipal(tenant)),
+    rateLimiter,
+    maxSessions,
+    sessionTtlMs,
+    trustedProxies: trustProxy,
+    responseMode,
   });
-  const endpoints = new McpEndpoints({ log, legacy, maxBodyBytes: options.maxBodyBytes, buildServer: scope => buildMcpServer(deps, scope) });
+  const listenDeps = { bus, log, tenant, catalog, timeoutMs: options.callTimeoutMs };
+  const endpoints = new McpEndpoints({
+    log,
+    legacy,
+    maxBodyBytes: options.maxBodyBytes,
+    responseMode,
+    buildServer: (scope, principal) => buildMcpServer(deps, scope, undefined, principal),
+    subscribeListened: (scope, body) => subscribeListened(listenDeps, scope, body),
+    // An unreadable catalog leaves the check to the handler, which reports the catalog error.
+    toolInputSchema: (scope, name) => catalog.view(scope).then(view => view.tools.resolve(name)?.tool.inputSchema, () => undefined),
+  });
+  const listenUpdates = await startListenUpdates(listenDeps, (server, uri) => endpoints.notifyResourceUpdated(server, uri));
   // A registry change does not say which list changed: tell clients about all three.
   const stopListening = catalog.onChange(change => endpoints.notifyListChanged(change.server, { tools: true, resources: true, prompts: true }));
 
@@ -121,7 +238,22 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     return { ok: true };
   };
 
-  const router = createRouter({ log, maxBodyBytes: options.maxBodyBytes, endpoints, checkScope });
+  const authenticator = options.auth ? await createAuthenticator({ auth: options.auth, bus, log, tenant, mcpPath: path }) : undefined;
+  const authenticate = options.authenticate ?? authenticator?.authenticate;
+  const endpointRouter = createRouter({
+    log,
+    path,
+    maxBodyBytes: options.maxBodyBytes,
+    origins,
+    ...(authenticate && { authenticate }),
+    anonymous: options.principalOf ?? (() => anonymousPrincipal(tenant)),
+    endpoints,
+    checkScope,
+  });
+  const router = express.Router();
+  if (authenticator) router.use(authenticator.metadata);
+  router.use('/api/v1', adminRouter({ auth: authenticator, tenant, defaultScopes: options.auth?.requiredScopes ?? [], log }));
+  router.use(endpointRouter);
   let closing: Promise<void> | undefined;
   return {
     router,
@@ -130,10 +262,45 @@ export async function createFront(options: FrontOptions): Promise<Front> {
         stopListening();
         await fanOut.unsubscribe();
         await updatesFanOut.unsubscribe();
+        await listenUpdates.unsubscribe();
         await sessionMessages.unsubscribe();
         await catalog.close();
         getStreams.closeAll();
         await endpoints.close();
       })()),
   };
+}
+
+/**
+ * Checks the options a caller may get wrong (the service's own come validated from lib config.ts).
+ * @throws RangeError naming the option, its value and the rule it broke.
+ */
+function checkOptions(options: FrontOptions): void {
+  const positive = (name: string, value: number | undefined, max = Number.MAX_SAFE_INTEGER) => {
+    if (value !== undefined && !(Number.isInteger(value) && value >= 1 && value <= max)) throw new RangeError(`mcp-front option ${name} must be an integer from 1 to ${max}, got ${value}`);
+  };
+  positive('maxBodyBytes', options.maxBodyBytes);
+  positive('callTimeoutMs', options.callTimeoutMs);
+  positive('sessionTtlMs', options.sessionTtlMs);
+  positive('maxSessions', options.maxSessions);
+  positive('initializeRateLimit', options.initializeRateLimit);
+  positive('pageSize', options.pageSize, 1000);
+  for (const [tool, ms] of Object.entries(options.toolTimeouts ?? {})) positive(`toolTimeouts[${JSON.stringify(tool)}]`, ms);
+  if (options.trustProxy !== undefined && !(Number.isInteger(options.trustProxy) && options.trustProxy >= 0)) throw new RangeError(`mcp-front option trustProxy must be a non-negative integer, got ${options.trustProxy}`);
+  if (options.path !== undefined && !/^\/[A-Za-z0-9._~\/-]*$/.test(options.path)) throw new RangeError(`mcp-front option path must be an absolute URL path such as /mcp, got ${JSON.stringify(options.path)}`);
+  if (options.responseMode !== undefined && !['auto', 'json', 'always'].includes(options.responseMode)) throw new RangeError(`mcp-front option responseMode must be auto, json or always, got ${JSON.stringify(options.responseMode)}`);
+  for (const origin of options.allowedOrigins ?? []) {
+    let parsed: string | undefined;
+    try {
+      parsed = new URL(origin).origin;
+    } catch {
+      parsed = undefined;
+    }
+    if (parsed === undefined || parsed === 'null') throw new RangeError(`mcp-front option allowedOrigins has ${JSON.stringify(origin)}, which is not an origin (scheme://host[:port])`);
+  }
+}
+
+/** Whether a listen address is a loopback one (`127.0.0.0/8`, `::1`, `localhost`). */
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
 }

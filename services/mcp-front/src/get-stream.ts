@@ -12,9 +12,18 @@
  * - live events arrive as announcements on `punk.session.<id>.out`; the
  *   holder reads the stream from its last written position, so every event
  *   is written once and in order, whatever order announcements arrive in.
+ *
+ * A GET whose `Last-Event-ID` names a POST stream (its first stored event is
+ * a priming event: post-stream-events.ts) resumes that stream instead: the
+ * same replay and live delivery, but it never becomes the session's GET
+ * stream (no `stream-opened`, no priming event, another GET leaves it open),
+ * and it ends right after the response to the POST's request, as the POST
+ * would have (MCP 2025-11-25 basic/transports: "After the JSON-RPC response
+ * has been sent, the server SHOULD terminate the SSE stream").
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { isJSONRPCErrorResponse, isJSONRPCResultResponse } from '@modelcontextprotocol/server';
 import {
   errorMessage,
   parseMessage,
@@ -26,7 +35,7 @@ import {
   type Logger,
 } from '@punk/lib';
 import { SESSION_NOT_FOUND_CODE, sendJsonRpcError } from './errors.js';
-import { eventId, parseEventId, type SessionEvents, type StreamPosition } from './session-events.js';
+import { eventId, isPrimingEvent, parseEventId, type SessionEvents, type StreamPosition } from './session-events.js';
 import type { SessionStore, StoredSession } from './sessions.js';
 
 /** What the GET streams need. */
@@ -41,10 +50,12 @@ export interface GetStreamDeps {
   keepAliveMs: number;
 }
 
-/** One GET stream this replica holds. */
+/** One GET stream (or resumed POST stream) this replica holds. */
 interface HeldStream {
   sessionId: string;
   connection: string;
+  /** A resumed POST stream: ends after the response, is not the session's GET stream. */
+  post: boolean;
   /** Position of the last event written. */
   position: StreamPosition;
   res: ServerResponse;
@@ -62,26 +73,25 @@ export class GetStreams {
   constructor(private readonly deps: GetStreamDeps) {}
 
   /**
-   * Serves a GET on a session's endpoint: 406 unless the client accepts
-   * `text/event-stream`, 400 for a `Last-Event-ID` Punk did not mint, 404
-   * when the session ended meanwhile; otherwise an SSE stream that stays
-   * open until the client leaves, another GET replaces it, the session ends
-   * or the front closes.
+   * Serves a GET on a session's endpoint (whose `Accept` http.ts checked):
+   * 400 for a `Last-Event-ID` Punk did not mint, 404 when the session ended
+   * meanwhile; otherwise an SSE stream that stays open until the client
+   * leaves, another GET replaces it, the session ends or the front closes
+   * (a resumed POST stream: until its response is written, the client
+   * leaves, the session ends or the front closes).
    */
   async serve(session: StoredSession, req: IncomingMessage, res: ServerResponse): Promise<void> {
-    if (!String(req.headers.accept ?? '').includes('text/event-stream')) {
-      sendJsonRpcError(res, 406, -32000, 'Not Acceptable: a GET stream needs Accept: text/event-stream');
-      return;
-    }
     const lastEventId = headerOf(req, 'last-event-id');
     const resumed = lastEventId === undefined ? undefined : parseEventId(lastEventId);
     if (lastEventId !== undefined && !resumed) {
       sendJsonRpcError(res, 400, -32000, `Last-Event-ID ${JSON.stringify(lastEventId)} is not an event id of this endpoint`);
       return;
     }
+    const post = resumed !== undefined && (await this.deps.events.openedByPost(session.id, resumed.streamId));
     const stream: HeldStream = {
       sessionId: session.id,
       connection: randomUUID(),
+      post,
       position: resumed ?? { streamId: randomUUID(), seq: 0 },
       res,
       subscriptions: [],
@@ -94,28 +104,30 @@ export class GetStreams {
     stream.subscriptions.push(
       await bus.subscribe(subjects.sessionControl(session.id), data => {
         const control = parseMessage(sessionControlSchema, subjects.sessionControl(session.id), data);
-        if (control.type === 'ended' || (control.type === 'stream-opened' && control.connection !== stream.connection)) this.close(stream, false);
+        if (control.type === 'ended' || (control.type === 'stream-opened' && !post && control.connection !== stream.connection)) this.close(stream, false);
       }),
       await bus.subscribe(subjects.sessionOut(session.id), data => {
         const out = parseMessage(sessionOutSchema, subjects.sessionOut(session.id), data);
         if (out.streamId === stream.position.streamId) this.pump(stream);
       }),
     );
-    const current = await sessions.update(session.id, state => ({ ...state, stream: stream.position.streamId })).catch(error => {
-      this.deps.log.warn({ sessionId: session.id, err: errorMessage(error) }, 'could not record the GET stream of a session');
-      return undefined;
-    });
-    if (!current) {
-      await this.unsubscribe(stream);
-      sendJsonRpcError(res, 404, SESSION_NOT_FOUND_CODE, `Session not found: ${session.id} (it ended); start a new session with initialize`);
-      return;
+    if (!post) {
+      const current = await sessions.update(session.id, state => ({ ...state, stream: stream.position.streamId })).catch(error => {
+        this.deps.log.warn({ sessionId: session.id, err: errorMessage(error) }, 'could not record the GET stream of a session');
+        return undefined;
+      });
+      if (!current) {
+        await this.unsubscribe(stream);
+        sendJsonRpcError(res, 404, SESSION_NOT_FOUND_CODE, `Session not found: ${session.id} (it ended); start a new session with initialize`);
+        return;
+      }
+      await bus.publish(subjects.sessionControl(session.id), { type: 'stream-opened', connection: stream.connection });
     }
-    await bus.publish(subjects.sessionControl(session.id), { type: 'stream-opened', connection: stream.connection });
 
     this.held.add(stream);
     res.on('close', () => this.close(stream, false));
     res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-store', Connection: 'keep-alive', 'X-Accel-Buffering': 'no', 'Mcp-Session-Id': session.id });
-    res.write(`id: ${eventId(stream.position)}\nretry: ${this.deps.retryMs}\ndata: \n\n`);
+    if (!post) res.write(`id: ${eventId(stream.position)}\nretry: ${this.deps.retryMs}\ndata: \n\n`);
     stream.timer = setInterval(() => {
       res.write(': keepalive\n\n');
       sessions.get(session.id).then(s => s && sessions.renew(s), () => undefined);
@@ -128,7 +140,7 @@ export class GetStreams {
     for (const stream of [...this.held]) this.close(stream, true);
   }
 
-  /** Writes what the stream stored after its last written position. */
+  /** Writes what the stream stored after its last written position; a POST stream ends after its response. */
   private pump(stream: HeldStream): void {
     stream.chain = stream.chain.then(async () => {
       try {
@@ -139,7 +151,12 @@ export class GetStreams {
           for (const event of batch) {
             if (stream.closed) return;
             stream.position = { streamId: stream.position.streamId, seq: event.seq };
+            if (isPrimingEvent(event)) continue;
             stream.res.write(`id: ${eventId(stream.position)}\nevent: message\ndata: ${JSON.stringify(event.message)}\n\n`);
+            if (stream.post && (isJSONRPCResultResponse(event.message) || isJSONRPCErrorResponse(event.message))) {
+              this.close(stream, false);
+              return;
+            }
           }
         } while (batch.length >= 1000);
       } catch (error) {

@@ -10,16 +10,20 @@ import { randomUUID } from 'node:crypto';
 import {
   CLIENT_CAPABILITIES_META_KEY,
   isInputRequiredResult,
+  LOG_LEVEL_META_KEY,
   ProtocolError,
   ProtocolErrorCode,
   ResourceNotFoundError,
   Server,
+  type CacheHint,
   type CallToolResult,
+  type CompleteResult,
   type JSONRPCMessage,
   type Notification,
   type RequestId,
   type ServerContext,
   type GetPromptResult,
+  type Implementation,
   type Prompt,
   type ReadResourceResult,
   type Resource,
@@ -30,6 +34,8 @@ import {
 import {
   anonymousPrincipal,
   errorMessage,
+  logLevelSchema,
+  passesLogLevel,
   PunkError,
   requestGateway,
   sendInputResponse,
@@ -38,16 +44,28 @@ import {
   type Logger,
   type LogLevel,
   type Principal,
+  UPSTREAM_INPUT_REQUIRED,
 } from '@punk/lib';
-import { routeResource, type CatalogView, type Scope } from './aggregate.js';
+import { permittedPrompts, permittedResources, permittedTools } from './auth/list-filter.js';
+import { routeResource, routeTemplate, type CatalogView, type Scope } from './aggregate.js';
 import type { TenantCatalog } from './catalog.js';
-import { openCallChannel, type OpenCallChannel } from './call-channel.js';
+import { openCallChannel, type CallSink, type OpenCallChannel } from './call-channel.js';
+import { cancelOnAbort, sessionCallId } from './cancellation.js';
+import { paginate } from './cursor.js';
 import { toProtocolError } from './errors.js';
-import type { RequestStateCodec } from './request-state.js';
-import type { ToolInputValidator } from './validate.js';
+import { namespacedName } from './naming.js';
+import type { RequestStateCodec, RequestStatePayload } from './request-state.js';
+import type { ToolSchemaValidator } from './validate.js';
 
 /** First protocol revision in which argument validation failures are tool errors (`isError: true`) rather than -32602 (SEP-1303). */
 export const TOOL_ERROR_VALIDATION_SINCE = '2025-11-25';
+
+/**
+ * Freshness hint of list results for 2026-07-28 clients (MCP 2026-07-28 `CacheableResult`), in milliseconds:
+ * Punk sends `list_changed` when a list changes, so a minute of caching costs a client little. `private`:
+ * lists depend on the caller (tools a principal may not call are left out).
+ */
+export const LIST_CACHE_HINT: CacheHint = { ttlMs: 60_000, cacheScope: 'private' };
 
 /** A gateway call as a handler fills it in; `forward` adds tenant, principal and runId. */
 type ForwardedRequest = Extract<GatewayRequest, { method: 'tools/call' | 'resources/read' | 'prompts/get' }> extends infer R
@@ -64,8 +82,19 @@ export interface ServerDeps {
   /** Deadline of a forwarded call on the bus, in milliseconds. */
   callTimeoutMs: number;
   catalog: TenantCatalog;
-  validator: ToolInputValidator;
-  serverInfo: { name: string; version: string };
+  validator: ToolSchemaValidator;
+  /** Items per page of the list methods (cursor.ts). */
+  pageSize: number;
+  serverInfo: Implementation;
+  /** Instructions replacing the upstreams' own, when set. */
+  instructions?: string;
+  /** Whether the endpoint advertises `logging` (2025 sessions also accept `logging/setLevel`). */
+  logging: boolean;
+  /**
+   * The front's deadline of single tools by namespaced name (`server__tool`), in milliseconds, instead of
+   * `callTimeoutMs` (the gateway's per-server timeout still bounds the upstream call itself).
+   */
+  toolTimeouts: Record<string, number>;
   /** Mints and verifies the `requestState` of input_required results bridged to 2026-07-28 clients. */
   requestState: RequestStateCodec;
 }
@@ -82,6 +111,8 @@ export interface SessionContext {
   principal: Principal;
   /** Version negotiated by `initialize`; absent while `initialize` itself is served. */
   protocolVersion?: string;
+  /** The threshold the client set with `logging/setLevel`, if any; forwarded calls carry it as the request's log level. */
+  logLevel?: LogLevel;
   /** Stores the threshold of `logging/setLevel` (MCP 2025-11-25 server/utilities/logging). */
   setLogLevel(level: LogLevel): Promise<void>;
   /** Capabilities the client declared in `initialize` (empty while `initialize` itself is served). */
@@ -103,30 +134,34 @@ const FALLBACK_CAPABILITIES = { tools: { listChanged: true }, resources: { listC
  * current catalog view (or all three when the catalog is unreachable) and a
  * handler per supported method. Never throws: catalog errors surface when a
  * method is called, as JSON-RPC errors (see errors.ts). A 2025-era session's
- * server also advertises `logging` and stores `logging/setLevel` in the session.
+ * server also advertises `logging` and stores `logging/setLevel` in the session
+ * (and passes it to the servers in scope that offer logging).
+ *
+ * Lists are paginated with self-contained cursors (cursor.ts) and carry
+ * {@link LIST_CACHE_HINT} for 2026-07-28 clients; `tools/call` arguments are
+ * checked against `inputSchema` and results against `outputSchema`
+ * (validate.ts); `completion/complete` goes to the server owning the prompt
+ * or resource template (aggregate.ts).
  */
-export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: SessionContext): Promise<Server> {
+export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: SessionContext, principal: Principal = anonymousPrincipal(deps.tenant)): Promise<Server> {
   let capabilities: ServerCapabilities;
-  let instructions: string | undefined;
+  let instructions = deps.instructions;
   let subscribable = false;
   try {
     const view = await deps.catalog.view(scope);
     capabilities = { ...view.capabilities };
     subscribable = view.servers.some(s => (s.capabilities['resources'] as { subscribe?: unknown } | undefined)?.subscribe === true);
-    instructions = instructionsOf(view, scope);
+    instructions ??= instructionsOf(view, scope);
   } catch (error) {
     deps.log.warn({ err: errorMessage(error) }, 'catalog unavailable while building an MCP server; advertising every capability');
     capabilities = { ...FALLBACK_CAPABILITIES };
   }
-  if (session) capabilities.logging = {};
-  if (session && capabilities.resources && subscribable) capabilities.resources = { ...capabilities.resources, subscribe: true };
-  const server = new Server(deps.serverInfo, { capabilities, ...(instructions && { instructions }) });
-  if (session) {
-    server.setRequestHandler('logging/setLevel', async request => {
-      await session.setLogLevel(request.params.level);
-      return {};
-    });
-  }
+  // 2025 sessions set a level with logging/setLevel; 2026 requests name one in their _meta (server/utilities/logging).
+  if (deps.logging) capabilities.logging = {};
+  // 2025 sessions subscribe with resources/subscribe, 2026 clients in subscriptions/listen (listen-subscriptions.ts).
+  if (capabilities.resources && subscribable) capabilities.resources = { ...capabilities.resources, subscribe: true };
+  const cacheHints = { 'tools/list': LIST_CACHE_HINT, 'prompts/list': LIST_CACHE_HINT, 'resources/list': LIST_CACHE_HINT, 'resources/templates/list': LIST_CACHE_HINT };
+  const server = new Server(deps.serverInfo, { capabilities, cacheHints, ...(instructions && { instructions }) });
   const view = async (method: string): Promise<CatalogView> => {
     try {
       return await deps.catalog.view(scope);
@@ -134,48 +169,58 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
       throw toProtocolError(error, { method });
     }
   };
+  if (session && deps.logging) {
+    server.setRequestHandler('logging/setLevel', async request => {
+      const { level } = request.params;
+      await session.setLogLevel(level);
+      await setUpstreamLogLevels(deps, await view('logging/setLevel'), session, level);
+      return {};
+    });
+  }
 
   /**
    * Forwards one call to the gateway; errors become JSON-RPC errors naming the server. A session's call
    * listens on its channel meanwhile, so the upstream's progress and requests reach the client on this POST.
    */
   const forward = async (request: ForwardedRequest, target: string, ctx: ServerContext): Promise<unknown> => {
-    if (!session) return forwardModern(deps, request, target, ctx);
-    const principal = session.principal;
+    if (!session) return forwardModern(deps, principal, request, target, ctx);
+    const timeoutMs = timeoutOf(deps, request);
     let open: OpenCallChannel | undefined;
     try {
       if (session) {
-        open = await openCallChannel(deps.bus, deps.log, session.clientCapabilities, {
+        // The call id follows from the request id, so a notifications/cancelled on any replica finds the call (cancellation.ts).
+        open = await openCallChannel(deps.bus, deps.log, sessionCallId(session.id, ctx.mcpReq.id), session.clientCapabilities, {
           notify: message => ctx.mcpReq.notify(message as unknown as Notification),
           request: message => session.sendRelated(message as JSONRPCMessage, ctx.mcpReq.id),
         });
       }
       const message = {
         ...request,
+        ...withLogLevel(request._meta, session.logLevel),
         tenant: deps.tenant,
-        principal,
+        principal: session.principal,
         runId: randomUUID(),
         ...(session && { sessionId: session.id }),
         ...(open && { channel: open.channel }),
       } as GatewayRequest;
-      return await requestGateway(deps.bus, message, deps.callTimeoutMs);
+      return await requestGateway(deps.bus, message, timeoutMs);
     } catch (error) {
-      throw toProtocolError(error, { method: request.method, server: request.server, target, timeoutMs: deps.callTimeoutMs });
+      throw toProtocolError(error, { method: request.method, server: request.server, target, timeoutMs });
     } finally {
       await open?.close();
     }
   };
 
   if (capabilities.tools) {
-    server.setRequestHandler('tools/list', async () => {
-      const { tools } = await view('tools/list');
-      return { tools: [...tools.entries()].map(([name, route]) => ({ ...route.tool, name }) as Tool) };
+    server.setRequestHandler('tools/list', async request => {
+      const page = paginate('tools/list', await permittedTools(deps.bus, deps.tenant, session?.principal ?? principal, await view('tools/list')), ([name]) => name, deps.pageSize, request.params?.cursor);
+      return { tools: page.items.map(([name, route]) => ({ ...route.tool, name }) as Tool), ...(page.nextCursor && { nextCursor: page.nextCursor }) };
     });
     server.setRequestHandler('tools/call', async (request, ctx) => {
       const { name, arguments: args } = request.params;
       const route = (await view('tools/call')).tools.resolve(name);
       if (!route) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}`, { tool: name });
-      const check = deps.validator.check(name, route.tool.inputSchema, args);
+      const check = deps.validator.checkInput(name, route.tool.inputSchema, args);
       if (!check.ok) {
         const version = session?.protocolVersion ?? server.getNegotiatedProtocolVersion() ?? TOOL_ERROR_VALIDATION_SINCE;
         if (version >= TOOL_ERROR_VALIDATION_SINCE) {
@@ -190,18 +235,22 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
       );
       if (isInputRequiredResult(result)) return result as unknown as CallToolResult;
       const outputSchema = route.tool['outputSchema'] as Record<string, unknown> | undefined;
+      const output = deps.validator.checkOutput(name, outputSchema, result as Record<string, unknown>);
+      // MCP 2025-11-25 server/tools "Output Schema": a result that breaks the schema is not passed on as valid.
+      if (!output.ok) return { content: [{ type: 'text', text: output.message }], isError: true };
       return server.projectCallToolResult(result as CallToolResult, outputSchema);
     });
   }
 
   if (capabilities.resources) {
-    server.setRequestHandler('resources/list', async () => {
-      const { resources } = await view('resources/list');
-      return { resources: [...resources.values()].map(r => r.resource as Resource) };
+    server.setRequestHandler('resources/list', async request => {
+      const page = paginate('resources/list', await permittedResources(deps.bus, deps.tenant, session?.principal ?? principal, await view('resources/list')), ([uri]) => uri, deps.pageSize, request.params?.cursor);
+      return { resources: page.items.map(([, r]) => r.resource as Resource), ...(page.nextCursor && { nextCursor: page.nextCursor }) };
     });
-    server.setRequestHandler('resources/templates/list', async () => {
+    server.setRequestHandler('resources/templates/list', async request => {
       const { templates } = await view('resources/templates/list');
-      return { resourceTemplates: templates.map(t => t.template as ResourceTemplateType) };
+      const page = paginate('resources/templates/list', templates, t => t.template.uriTemplate, deps.pageSize, request.params?.cursor);
+      return { resourceTemplates: page.items.map(t => t.template as ResourceTemplateType), ...(page.nextCursor && { nextCursor: page.nextCursor }) };
     });
     server.setRequestHandler('resources/read', async (request, ctx) => {
       const { uri } = request.params;
@@ -234,9 +283,9 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
   }
 
   if (capabilities.prompts) {
-    server.setRequestHandler('prompts/list', async () => {
-      const { prompts } = await view('prompts/list');
-      return { prompts: [...prompts.entries()].map(([name, route]) => ({ ...route.prompt, name }) as Prompt) };
+    server.setRequestHandler('prompts/list', async request => {
+      const page = paginate('prompts/list', await permittedPrompts(deps.bus, deps.tenant, session?.principal ?? principal, await view('prompts/list')), ([name]) => name, deps.pageSize, request.params?.cursor);
+      return { prompts: page.items.map(([name, route]) => ({ ...route.prompt, name }) as Prompt), ...(page.nextCursor && { nextCursor: page.nextCursor }) };
     });
     server.setRequestHandler('prompts/get', async (request, ctx) => {
       const { name, arguments: args } = request.params;
@@ -250,7 +299,75 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
       return result as GetPromptResult;
     });
   }
+
+  if (capabilities.completions) {
+    server.setRequestHandler('completion/complete', async request => {
+      const { ref, argument, context } = request.params;
+      const current = await view('completion/complete');
+      let target: { server: string; ref: Record<string, unknown> } | undefined;
+      if (ref.type === 'ref/prompt') {
+        // A prompt the caller may not use is absent from its list, and unknown here too.
+        const permitted = await permittedPrompts(deps.bus, deps.tenant, session?.principal ?? principal, current);
+        const route = permitted.find(([name]) => name === ref.name)?.[1];
+        if (!route) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown prompt: ${ref.name}`, { prompt: ref.name });
+        target = { server: route.server, ref: { ...ref, name: route.name } };
+      } else {
+        const owner = routeTemplate(current, ref.uri) ?? (scope.kind === 'server' ? current.servers[0]?.name : undefined);
+        if (!owner) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown resource template: ${ref.uri}`, { uri: ref.uri });
+        target = { server: owner, ref: { ...ref } };
+      }
+      // A server that does not offer completions has none to give (MCP 2025-11-25 server/utilities/completion).
+      if (current.servers.find(s => s.name === target.server)?.capabilities['completions'] === undefined) {
+        return { completion: { values: [], hasMore: false } };
+      }
+      const caller = session?.principal ?? principal;
+      try {
+        const message: GatewayRequest = {
+          method: 'completion/complete',
+          tenant: deps.tenant,
+          server: target.server,
+          principal: caller,
+          runId: randomUUID(),
+          ...(session && { sessionId: session.id, channel: { callId: randomUUID(), clientCapabilities: session.clientCapabilities } }),
+          ref: target.ref as { type: string },
+          argument: { ...argument },
+          ...(context && { context: { ...context } }),
+        };
+        return (await requestGateway(deps.bus, message, deps.callTimeoutMs)) as CompleteResult;
+      } catch (error) {
+        throw toProtocolError(error, { method: 'completion/complete', server: target.server, target: JSON.stringify(ref), timeoutMs: deps.callTimeoutMs });
+      }
+    });
+  }
   return server;
+}
+
+/**
+ * Passes a 2025-era session's `logging/setLevel` to every ready server in scope that offers logging
+ * (MCP 2025-11-25 server/utilities/logging); the gateway applies it to the session's own connection of a
+ * `per-client` server. A server that fails is logged and skipped: the level is the session's already.
+ */
+async function setUpstreamLogLevels(deps: ServerDeps, view: CatalogView, session: SessionContext, level: string): Promise<void> {
+  const servers = view.servers.filter(s => s.state === 'ready' && s.capabilities['logging'] !== undefined);
+  await Promise.all(
+    servers.map(s =>
+      requestGateway(
+        deps.bus,
+        {
+          method: 'logging/setLevel',
+          tenant: deps.tenant,
+          server: s.name,
+          principal: session.principal,
+          runId: randomUUID(),
+          sessionId: session.id,
+          // A per-client upstream session opened by this request must know what the client declared (roots).
+          channel: { callId: randomUUID(), clientCapabilities: session.clientCapabilities },
+          level,
+        },
+        deps.callTimeoutMs,
+      ).catch(error => deps.log.warn({ server: s.name, sessionId: session.id, err: errorMessage(error) }, 'logging/setLevel not applied upstream')),
+    ),
+  );
 }
 
 /**
@@ -259,64 +376,135 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
  * asks the client something, the gateway answers `input_required` and this adds a signed `requestState`
  * naming the pending request. A retry carrying `requestState` is verified (signature, expiry, method,
  * target, tenant, principal) and its `inputResponses` entry is sent to the gateway replica holding the
- * request, whose reply (the final result or the next `input_required`) is the answer.
+ * request, whose reply (the final result or the next `input_required`) is the answer. The state also names
+ * the call (`callId`), so closing a retry's response stream cancels the upstream call too, and progress
+ * reaches the retry's stream.
  * @throws ProtocolError -32602 for a bad or expired `requestState`, a missing `inputResponses` entry, or a
  *   pending request that no longer waits; otherwise the JSON-RPC error of the gateway's failure (errors.ts).
  */
-async function forwardModern(deps: ServerDeps, request: ForwardedRequest, target: string, ctx: ServerContext): Promise<unknown> {
-  const principal = anonymousPrincipal(deps.tenant);
+async function forwardModern(deps: ServerDeps, principal: Principal, request: ForwardedRequest, target: string, ctx: ServerContext): Promise<unknown> {
+  const timeoutMs = timeoutOf(deps, request);
   const echoed = ctx.mcpReq.requestState();
+  const state = typeof echoed === 'string' ? verifiedState(deps, principal, request, target, echoed) : undefined;
+  // A retry continues the call its requestState names (states minted before calls carried an id get a fresh one).
+  const callId = state?.callId ?? randomUUID();
+  // Closing the response stream cancels the request (MCP 2026-07-28): the gateway cancels the upstream call.
+  const stopCancelling = cancelOnAbort(deps.bus, deps.log, ctx.mcpReq.signal, callId);
+  // With a progress token or a log level, the upstream's progress and log messages reach the client on this
+  // request's stream, until the reply (MCP 2026-07-28 basic/utilities/progress, server/utilities/logging).
+  const envelopeLevel = logLevelSchema.safeParse((ctx.mcpReq.envelope as Record<string, unknown> | undefined)?.[LOG_LEVEL_META_KEY]).data;
+
+  const streams = ctx.mcpReq._meta?.['progressToken'] !== undefined || envelopeLevel !== undefined;
+  const progress = streams ? await openCallChannel(deps.bus, deps.log, callId, {}, progressSink(deps.log, ctx, envelopeLevel)) : undefined;
+  request = { ...request, ...withLogLevel(request._meta, envelopeLevel) };
   let result: unknown;
-  if (typeof echoed === 'string') {
-    const state = deps.requestState.verify(echoed);
-    if (state.method !== request.method || state.target !== target) {
-      throw new ProtocolError(ProtocolErrorCode.InvalidParams, `requestState was minted for ${state.method} ${state.target}, not for ${request.method} ${target}`, { reason: 'invalid_request_state' });
-    }
-    if (state.tenant !== deps.tenant || state.principal !== principal.subject) {
-      throw new ProtocolError(ProtocolErrorCode.InvalidParams, 'requestState was minted for another caller', { reason: 'invalid_request_state' });
-    }
-    const answer = ctx.mcpReq.inputResponses?.[state.requestId];
-    if (answer === undefined || typeof answer !== 'object' || answer === null) {
-      throw new ProtocolError(ProtocolErrorCode.InvalidParams, `inputResponses has no answer to input request ${state.requestId}, which requestState names`, { inputRequest: state.requestId });
-    }
-    try {
-      result = await sendInputResponse(
-        deps.bus,
-        state.requestId,
-        { caller: { tenant: principal.tenant, subject: principal.subject }, response: { jsonrpc: '2.0', id: state.requestId, result: answer } },
-        deps.callTimeoutMs,
-      );
-    } catch (error) {
-      if (error instanceof PunkError && (error.code === 'BusNoResponders' || error.code === 'CallerMismatch')) {
-        throw new ProtocolError(
-          ProtocolErrorCode.InvalidParams,
-          `input request ${state.requestId} is no longer waiting for an answer (answered already, expired, or its gateway replica is gone): call again without requestState`,
-          { inputRequest: state.requestId },
-        );
+  try {
+    if (state && state.upstreamState === undefined) {
+      const answer = ctx.mcpReq.inputResponses?.[state.requestId];
+      if (answer === undefined || typeof answer !== 'object' || answer === null) {
+        throw new ProtocolError(ProtocolErrorCode.InvalidParams, `inputResponses has no answer to input request ${state.requestId}, which requestState names`, { inputRequest: state.requestId });
       }
-      throw toProtocolError(error, { method: request.method, server: request.server, target, timeoutMs: deps.callTimeoutMs });
+      try {
+        result = await sendInputResponse(
+          deps.bus,
+          state.requestId,
+          { caller: { tenant: principal.tenant, subject: principal.subject }, response: { jsonrpc: '2.0', id: state.requestId, result: answer } },
+          timeoutMs,
+        );
+      } catch (error) {
+        if (error instanceof PunkError && (error.code === 'BusNoResponders' || error.code === 'CallerMismatch')) {
+          throw new ProtocolError(
+            ProtocolErrorCode.InvalidParams,
+            `input request ${state.requestId} is no longer waiting for an answer (answered already, expired, or its gateway replica is gone): call again without requestState`,
+            { inputRequest: state.requestId },
+          );
+        }
+        throw toProtocolError(error, { method: request.method, server: request.server, target, timeoutMs });
+      }
+    } else {
+      const clientCapabilities = (ctx.mcpReq.envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY];
+      const message = {
+        ...request,
+        tenant: deps.tenant,
+        principal,
+        runId: randomUUID(),
+        channel: { callId, clientCapabilities: typeof clientCapabilities === 'object' && clientCapabilities !== null ? clientCapabilities : {}, era: '2026' },
+        // A retry of the upstream's own input_required (or a call that brings answers unasked) takes them to the upstream.
+        ...(ctx.mcpReq.inputResponses && { inputResponses: ctx.mcpReq.inputResponses }),
+        ...(state?.upstreamState && { requestState: state.upstreamState }),
+      } as GatewayRequest;
+      try {
+        result = await requestGateway(deps.bus, message, timeoutMs);
+      } catch (error) {
+        throw toProtocolError(error, { method: request.method, server: request.server, target, timeoutMs });
+      }
     }
-  } else {
-    const clientCapabilities = (ctx.mcpReq.envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY];
-    const message = {
-      ...request,
-      tenant: deps.tenant,
-      principal,
-      runId: randomUUID(),
-      channel: { callId: randomUUID(), clientCapabilities: typeof clientCapabilities === 'object' && clientCapabilities !== null ? clientCapabilities : {}, era: '2026' },
-    } as GatewayRequest;
-    try {
-      result = await requestGateway(deps.bus, message, deps.callTimeoutMs);
-    } catch (error) {
-      throw toProtocolError(error, { method: request.method, server: request.server, target, timeoutMs: deps.callTimeoutMs });
-    }
+  } finally {
+    stopCancelling();
+    await progress?.close();
   }
   if (!isInputRequiredResult(result)) return result;
   const inputRequests = (result as { inputRequests?: Record<string, unknown> }).inputRequests ?? {};
+  const upstream = result as Record<string, unknown>;
+  if (upstream[UPSTREAM_INPUT_REQUIRED] === true) {
+    // The upstream's own input_required: its keys go to the client; its requestState travels inside Punk's signed one.
+    const upstreamState = typeof upstream['requestState'] === 'string' ? upstream['requestState'] : '';
+    const requestState = deps.requestState.mint({ requestId: '', upstreamState, callId, method: request.method, target, tenant: deps.tenant, principal: principal.subject });
+    return { resultType: 'input_required', inputRequests, requestState };
+  }
   const [requestId] = Object.keys(inputRequests);
   if (requestId === undefined) throw new ProtocolError(ProtocolErrorCode.InternalError, 'the gateway answered input_required without an input request');
-  const requestState = deps.requestState.mint({ requestId, method: request.method, target, tenant: deps.tenant, principal: principal.subject });
+  const requestState = deps.requestState.mint({ requestId, callId, method: request.method, target, tenant: deps.tenant, principal: principal.subject });
   return { resultType: 'input_required', inputRequests, requestState };
+}
+
+/**
+ * The `requestState` a 2026-07-28 client echoed, verified (signature, expiry) and checked against the retried
+ * request: same method and target, same tenant and principal.
+ * @throws ProtocolError -32602 naming what does not match (and those of `RequestStateCodec.verify`).
+ */
+function verifiedState(deps: ServerDeps, principal: Principal, request: ForwardedRequest, target: string, echoed: string): RequestStatePayload {
+  const state = deps.requestState.verify(echoed);
+  if (state.method !== request.method || state.target !== target) {
+    throw new ProtocolError(ProtocolErrorCode.InvalidParams, `requestState was minted for ${state.method} ${state.target}, not for ${request.method} ${target}`, { reason: 'invalid_request_state' });
+  }
+  if (state.tenant !== deps.tenant || state.principal !== principal.subject) {
+    throw new ProtocolError(ProtocolErrorCode.InvalidParams, 'requestState was minted for another caller', { reason: 'invalid_request_state' });
+  }
+  return state;
+}
+
+/** The front's deadline of a forwarded call: the tool's own (`toolTimeouts`) or `callTimeoutMs`, in milliseconds. */
+function timeoutOf(deps: ServerDeps, request: ForwardedRequest): number {
+  return (request.method === 'tools/call' && deps.toolTimeouts[namespacedName(request.server, request.name)]) || deps.callTimeoutMs;
+}
+
+/**
+ * Where the messages of a 2026-07-28 call's channel go: `notifications/progress` onto the request's response
+ * stream (MCP 2026-07-28 basic/utilities/progress), and `notifications/message` at or above the request's log
+ * level when it set one; anything else has no place in that era and is dropped (server-to-client requests
+ * arrive as input_required results instead).
+ */
+function progressSink(log: Logger, ctx: ServerContext, logLevel: LogLevel | undefined): CallSink {
+  return {
+    notify: async message => {
+      const method = message['method'];
+      const params = message['params'] as { level?: unknown } | undefined;
+      if (method === 'notifications/progress' || (method === 'notifications/message' && logLevel !== undefined && passesLogLevel(params?.level, logLevel))) {
+        await ctx.mcpReq.notify(message as unknown as Notification);
+      } else log.debug({ method }, 'a notification for a 2026-07-28 client was dropped');
+    },
+    request: async message => log.debug({ method: message['method'] }, 'a request for a 2026-07-28 client was dropped'),
+  };
+}
+
+/**
+ * `_meta` with the request's log level (`io.modelcontextprotocol/logLevel`) added when the client set one and
+ * the request does not name one itself; the gateway then relays upstream log messages at or above it.
+ */
+function withLogLevel(meta: Record<string, unknown> | undefined, level: LogLevel | undefined): { _meta?: Record<string, unknown> } {
+  if (level === undefined || meta?.[LOG_LEVEL_META_KEY] !== undefined) return meta ? { _meta: meta } : {};
+  return { _meta: { ...meta, [LOG_LEVEL_META_KEY]: level } };
 }
 
 /** The client `_meta` a forwarded call carries. */

@@ -1,27 +1,61 @@
 /**
- * Express wiring of mcp-front and its HTTP hardening:
+ * Express wiring of mcp-front and its HTTP hardening. The aggregated
+ * endpoint (`path`, default `/mcp`), `/servers/<name>/mcp` and
+ * `/servers/<namespace>/<name>/mcp` check every request in this order
+ * (MCP 2025-11-25 basic/transports "Streamable HTTP" and 2026-07-28), and
+ * the first failed check answers, with a JSON-RPC error body (`id: null`):
  *
- * - `/mcp` (every server of the tenant), `/servers/<name>/mcp` and
- *   `/servers/<namespace>/<name>/mcp` (one server) accept POST, GET and
- *   DELETE (MCP 2025-11-25 basic/transports "Streamable HTTP"); any other
- *   method → 405 with `Allow: GET, POST, DELETE`.
- * - POST bodies must be `application/json` (415 otherwise), at most
- *   `maxBodyBytes` bytes (413 otherwise), and valid JSON (400 with JSON-RPC
- *   parse error -32700 otherwise). Every such answer is a JSON-RPC error body
- *   with `id: null`; express's JSON parser never answers on its own.
- * - Every response carries `Cache-Control: no-store`, SSE streams included
- *   (the SDK's own `no-cache` is replaced).
+ * | # | check | answer |
+ * |---|-------|--------|
+ * | 1 | `Host` one of the allowed hosts, when a list is set (cors.ts) | 403, -32000 |
+ * | 1 | `Origin`: absent passes, `null` never, else a configured origin or the endpoint's own (cors.ts) | 403, -32000 |
+ * |   | CORS preflight (`OPTIONS`) of an allowed origin | 204, no body |
+ * | 2 | method GET, POST or DELETE | 405 with `Allow`, -32000 |
+ * | 3 | `authenticate` hook, when given (it writes its own 401/403) | its answer |
+ * | 4 | `Accept`: POST lists `application/json` and `text/event-stream`, GET lists `text/event-stream` | 406, -32000 |
+ * | 5 | POST `Content-Type: application/json` | 415, -32000 |
+ * | 6 | `MCP-Protocol-Version`, when present, one of the supported revisions of either era | 400, -32022 `UnsupportedProtocolVersion` with `data.supported` |
+ * | 7 | body at most `maxBodyBytes` | 413, -32600 |
+ * | 8 | body present and JSON | 400, -32700 |
+ * | 9 | a JSON-RPC batch (array) only under 2025-03-26 (the header absent or naming it), never empty | 400, -32600 |
+ * | 9 | every `id` a string or an integer (MCP basic "Requests": not null; JSON-RPC 2.0 §4) | 400, -32600 |
+ * | 10 | the per-server endpoint names one server of the tenant | 404 / 503, -32000 |
+ *
+ * Then the message (endpoint.ts): 2026-07-28 requests go to the SDK's
+ * `createMcpHandler`, which itself checks that `MCP-Protocol-Version`
+ * matches `_meta` and that `Mcp-Method`/`Mcp-Name` match the body (400,
+ * -32020 `HeaderMismatch`); it does so after reading the body, so a request
+ * that also exceeds the size limit answers 413 first. 2025-era requests go
+ * to legacy.ts (sessions, initialize limits).
+ *
+ * Every response carries `Cache-Control: no-store`, SSE streams included
+ * (the SDK's own `no-cache` is replaced). Slow or endless request bodies are
+ * cut by the HTTP server's `requestTimeout` (lib `listenHealth`).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { isJsonContentType } from '@modelcontextprotocol/server';
+import { DEFAULT_NEGOTIATED_PROTOCOL_VERSION, isJsonContentType, PROTOCOL_VERSION_META_KEY, ProtocolErrorCode } from '@modelcontextprotocol/server';
 import express, { type NextFunction, type Request, type Response, type Router } from 'express';
-import { errorMessage, type Logger } from '@punk/lib';
+import { errorMessage, type Logger, type Principal } from '@punk/lib';
 import type { Scope } from './aggregate.js';
+import type { OriginPolicy } from './cors.js';
 import type { McpEndpoints } from './endpoint.js';
 import { sendJsonRpcError } from './errors.js';
+import { headerOf } from './get-stream.js';
 
 /** Methods an MCP endpoint answers. */
 export const ALLOWED_METHODS = ['GET', 'POST', 'DELETE'] as const;
+
+/**
+ * Protocol revisions of the 2026 era the SDK's `createMcpHandler` serves
+ * (its `SUPPORTED_MODERN_PROTOCOL_VERSIONS`, which the package does not export).
+ */
+export const MODERN_PROTOCOL_VERSIONS = ['2026-07-28'] as const;
+
+/** Revisions of the 2025 era an `MCP-Protocol-Version` header may name (the header exists since 2025-06-18; 2025-03-26 is its default). */
+export const LEGACY_PROTOCOL_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26'] as const;
+
+/** Every revision an `MCP-Protocol-Version` header may name, newest first. */
+export const SUPPORTED_VERSIONS: readonly string[] = [...MODERN_PROTOCOL_VERSIONS, ...LEGACY_PROTOCOL_VERSIONS];
 
 /** Outcome of checking that an endpoint's scope exists. */
 export type ScopeCheck = { ok: true } | { ok: false; status: number; message: string };
@@ -29,8 +63,21 @@ export type ScopeCheck = { ok: true } | { ok: false; status: number; message: st
 /** What the router needs. */
 export interface HttpDeps {
   log: Logger;
+  /** Path of the aggregated endpoint (`/mcp`). */
+  path: string;
   /** Largest accepted request body, in bytes. */
   maxBodyBytes: number;
+  /** Which browser origins may call, and the CORS answers. */
+  origins: OriginPolicy;
+  /**
+   * Who is calling: resolves with the principal, or with null after writing
+   * the refusal itself (401 with a `WWW-Authenticate` challenge, 403).
+   * Called after the Origin check and CORS preflight handling, before any
+   * other check. Absent: every caller is `anonymous(req)`.
+   */
+  authenticate?: (req: IncomingMessage, res: ServerResponse) => Promise<Principal | null>;
+  /** The principal of a caller when there is no `authenticate` hook. */
+  anonymous: (req: IncomingMessage) => Principal;
   endpoints: McpEndpoints;
   /** Checks that a per-server endpoint names a server of the tenant. */
   checkScope: (scope: Scope) => Promise<ScopeCheck>;
@@ -40,51 +87,85 @@ export interface HttpDeps {
 export function createRouter(deps: HttpDeps): Router {
   const router = express.Router();
   const parseJson = express.json({ limit: deps.maxBodyBytes, strict: false, type: () => true });
+  const cors = deps.origins.middleware(ALLOWED_METHODS);
 
   const serve = (scopeOf: (req: Request) => Scope) => async (req: Request, res: Response, next: NextFunction) => {
-    if (!(ALLOWED_METHODS as readonly string[]).includes(req.method)) {
-      sendJsonRpcError(res, 405, -32000, `Method ${req.method} not allowed on an MCP endpoint; use ${ALLOWED_METHODS.join(', ')}`, {
-        Allow: ALLOWED_METHODS.join(', '),
-      });
-      return;
-    }
-    if (req.method === 'POST') {
-      if (!isJsonContentType(req.headers['content-type'])) {
-        sendJsonRpcError(res, 415, -32000, 'Unsupported Media Type: Content-Type must be application/json');
-        return;
-      }
-      const parseError = await new Promise<unknown>(resolve => parseJson(req, res, error => resolve(error ?? null)));
-      if (parseError) {
-        next(parseError);
-        return;
-      }
-    }
     try {
+      if (!deps.origins.allowsHost(req)) {
+        sendJsonRpcError(res, 403, -32000, `Forbidden: Host ${JSON.stringify(req.headers.host)} is not a name of this endpoint (PUNK_ALLOWED_HOSTS)`);
+        return;
+      }
+      if (!deps.origins.allows(req)) {
+        sendJsonRpcError(res, 403, -32000, `Forbidden: Origin ${JSON.stringify(req.headers.origin)} may not use this endpoint (allowed: the endpoint's own origin and PUNK_ALLOWED_ORIGINS)`);
+        return;
+      }
+      if (req.method === 'OPTIONS') {
+        cors(req, res, () => res.writeHead(204).end());
+        return;
+      }
+      await new Promise<void>((resolve, reject) => cors(req, res, error => (error ? reject(error) : resolve())));
+      if (!(ALLOWED_METHODS as readonly string[]).includes(req.method)) {
+        sendJsonRpcError(res, 405, -32000, `Method ${req.method} not allowed on an MCP endpoint; use ${ALLOWED_METHODS.join(', ')}`, {
+          Allow: ALLOWED_METHODS.join(', '),
+        });
+        return;
+      }
+      const principal = deps.authenticate ? await deps.authenticate(req, res) : deps.anonymous(req);
+      if (!principal) return;
+      const refusal = checkMediaTypes(req);
+      if (refusal) {
+        sendJsonRpcError(res, refusal.status, refusal.code, refusal.message, {}, refusal.data);
+        return;
+      }
+      // The body is read before the version check so that its refusal can echo the request's id (2026-07-28
+      // basic/transports: every error response carries the id); a body error still answers after it.
+      const parseError = req.method === 'POST' ? await new Promise<unknown>(resolve => parseJson(req, res, error => resolve(error ?? null))) : null;
+      const body: unknown = parseError ? undefined : req.body;
+      const versionRefusal = checkVersion(req, body);
+      if (versionRefusal) {
+        sendJsonRpcError(res, versionRefusal.status, versionRefusal.code, versionRefusal.message, {}, versionRefusal.data, requestIdOf(body));
+        return;
+      }
+      if (req.method === 'POST') {
+        if (parseError) {
+          next(parseError);
+          return;
+        }
+        if (req.body === undefined) {
+          sendJsonRpcError(res, 400, -32700, 'Parse error: the request has no body (a POST carries one JSON-RPC message)');
+          return;
+        }
+        const batchRefusal = checkBatch(req, req.body) ?? checkIds(req.body);
+        if (batchRefusal) {
+          sendJsonRpcError(res, 400, ProtocolErrorCode.InvalidRequest, batchRefusal);
+          return;
+        }
+      }
       const scope = scopeOf(req);
       const check = await deps.checkScope(scope);
       if (!check.ok) {
         sendJsonRpcError(res, check.status, -32000, check.message);
         return;
       }
-      await deps.endpoints.handle(scope, req, res, req.method === 'POST' ? req.body : undefined);
+      await deps.endpoints.handle(scope, req, res, req.method === 'POST' ? req.body : undefined, principal);
     } catch (error) {
       next(error);
     }
   };
 
   router.use(noStore);
-  router.all('/mcp', serve(() => ({ kind: 'aggregate' })));
+  router.all(deps.path, serve(() => ({ kind: 'aggregate' })));
   router.all('/servers/:name/mcp', serve(req => ({ kind: 'server', server: String(req.params['name']) })));
   router.all('/servers/:namespace/:name/mcp', serve(req => ({ kind: 'server', server: String(req.params['name']), namespace: String(req.params['namespace']) })));
   router.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
     const type = (error as { type?: unknown })?.type;
     if (type === 'entity.too.large') {
-      sendJsonRpcError(res, 413, -32600, `Request body exceeds the limit of ${deps.maxBodyBytes} bytes`);
+      sendJsonRpcError(res, 413, -32600, `Request body exceeds the limit of ${deps.maxBodyBytes} bytes`, { Connection: 'close' });
     } else if (type === 'entity.parse.failed') {
       sendJsonRpcError(res, 400, -32700, 'Parse error: the request body is not valid JSON');
     } else if (type === 'encoding.unsupported' || type === 'charset.unsupported') {
       sendJsonRpcError(res, 415, -32000, `Unsupported Media Type: ${errorMessage(error)}`);
-    } else if (type === 'request.aborted') {
+    } else if (type === 'request.aborted' || type === 'request.size.invalid' || (error as { code?: unknown })?.code === 'ECONNRESET') {
       res.destroy();
     } else {
       deps.log.error({ err: errorMessage(error) }, 'MCP request failed');
@@ -92,6 +173,101 @@ export function createRouter(deps: HttpDeps): Router {
     }
   });
   return router;
+}
+
+/** A failed header check. */
+interface Refusal {
+  status: number;
+  code: number;
+  message: string;
+  data?: unknown;
+}
+
+/** Checks 4 and 5 of the module comment: `Accept`, `Content-Type`. */
+function checkMediaTypes(req: IncomingMessage): Refusal | undefined {
+  const accepted = mediaRangesOf(req.headers.accept);
+  if (req.method === 'POST' && !(accepted.has('application/json') && accepted.has('text/event-stream'))) {
+    return { status: 406, code: -32000, message: 'Not Acceptable: a POST must list both application/json and text/event-stream in Accept' };
+  }
+  if (req.method === 'GET' && !accepted.has('text/event-stream')) {
+    return { status: 406, code: -32000, message: 'Not Acceptable: a GET stream needs Accept: text/event-stream' };
+  }
+  if (req.method === 'POST' && !isJsonContentType(req.headers['content-type'])) {
+    return { status: 415, code: -32000, message: 'Unsupported Media Type: Content-Type must be application/json' };
+  }
+  return undefined;
+}
+
+/**
+ * Check 6: `MCP-Protocol-Version`, when present, names a supported revision. `data.supported` lists the
+ * revisions of the request's era (2026-07-28 basic/versioning `UnsupportedProtocolVersionError`: those
+ * `server/discover` reports, for a request carrying the per-request `_meta` envelope; the 2025-era ones
+ * otherwise); the message names every revision.
+ */
+function checkVersion(req: IncomingMessage, body: unknown): Refusal | undefined {
+  const version = req.headers['mcp-protocol-version'];
+  if (version === undefined || SUPPORTED_VERSIONS.includes(String(version))) return undefined;
+  const modern = hasRequestEnvelope(body);
+  return {
+    status: 400,
+    code: ProtocolErrorCode.UnsupportedProtocolVersion,
+    message: `Bad Request: unsupported MCP-Protocol-Version ${JSON.stringify(version)}; supported versions: ${SUPPORTED_VERSIONS.join(', ')}`,
+    data: { supported: modern ? [...MODERN_PROTOCOL_VERSIONS] : [...LEGACY_PROTOCOL_VERSIONS], requested: String(version) },
+  };
+}
+
+/** Whether a body is a 2026-07-28 request: its `params._meta` names a protocol version. */
+function hasRequestEnvelope(body: unknown): boolean {
+  const meta = (body as { params?: { _meta?: Record<string, unknown> } } | undefined)?.params?._meta;
+  return typeof meta === 'object' && meta !== null && PROTOCOL_VERSION_META_KEY in meta;
+}
+
+/** The JSON-RPC id of a single request body, when it has a valid one; null otherwise. */
+function requestIdOf(body: unknown): string | number | null {
+  const id = (body as { id?: unknown } | undefined)?.id;
+  return typeof id === 'string' || (typeof id === 'number' && Number.isSafeInteger(id)) ? id : null;
+}
+
+/**
+ * Check 9: JSON-RPC batches exist only in MCP 2025-03-26 (removed by
+ * 2025-06-18 basic "JSON-RPC batching"); the revision is the header's, or
+ * 2025-03-26 when it is absent (MCP 2025-06-18 basic/transports
+ * "Protocol Version Header"). Returns the refusal's message.
+ */
+function checkBatch(req: IncomingMessage, body: unknown): string | undefined {
+  if (!Array.isArray(body)) return undefined;
+  const version = headerOf(req, 'mcp-protocol-version') ?? DEFAULT_NEGOTIATED_PROTOCOL_VERSION;
+  if (version !== '2025-03-26') return `Invalid Request: JSON-RPC batches are only allowed under protocol version 2025-03-26, not ${version}; send one message per POST`;
+  if (body.length === 0) return 'Invalid Request: an empty JSON-RPC batch';
+  return undefined;
+}
+
+/**
+ * Check 9: an `id`, where a message has one, is a string or an integer (MCP
+ * 2025-11-25 basic "Requests": "MUST be a string or integer", "MUST NOT be
+ * null"; the same ids come back on responses). Returns the refusal's message.
+ */
+function checkIds(body: unknown): string | undefined {
+  for (const message of Array.isArray(body) ? body : [body]) {
+    if (typeof message !== 'object' || message === null || !('id' in message)) continue;
+    const id = (message as { id: unknown }).id;
+    if (typeof id === 'string' || (typeof id === 'number' && Number.isSafeInteger(id))) continue;
+    return `Invalid Request: a JSON-RPC id must be a string or an integer, not ${id === null ? 'null' : Array.isArray(id) ? 'an array' : typeof id === 'number' ? `the number ${id}` : `a ${typeof id}`}`;
+  }
+  return undefined;
+}
+
+/** The media ranges an `Accept` header lists with a non-zero quality (RFC 9110 §12.5.1), lower-cased, parameters dropped. */
+function mediaRangesOf(accept: string | undefined): Set<string> {
+  const ranges = new Set<string>();
+  for (const part of (accept ?? '').split(',')) {
+    const [range, ...params] = part.split(';').map(s => s.trim().toLowerCase());
+    if (!range) continue;
+    const q = params.find(p => p.startsWith('q='));
+    if (q !== undefined && !(Number(q.slice(2)) > 0)) continue;
+    ranges.add(range);
+  }
+  return ranges;
 }
 
 /** Sets `Cache-Control: no-store` now and again whenever a handler writes the head itself. */

@@ -2,6 +2,7 @@
  * @punk/mcp-front: the HTTP MCP endpoint of Punk in both protocol eras,
  * aggregating and namespacing the tenant's servers.
  */
-export { createFront, type Front, type FrontOptions } from './front.js';
+export { createFront, frontOptionsOf, type Front, type FrontOptions } from './front.js';
 export { namespacedName, MAX_NAME_LENGTH, NAMESPACE_SEPARATOR } from './naming.js';
 export { SessionStore, type StoredSession, type SessionBinding } from './sessions.js';
+export { authOptionsFromConfig, DEFAULT_ADMIN_SCOPE, type AuthOptions } from './auth/authenticator.js';

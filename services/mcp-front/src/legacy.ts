@@ -10,18 +10,41 @@
  *
  * Answers: unknown, expired or foreign session → 404 (-32001); no session id
  * on a request other than `initialize` → 400 (-32000); DELETE → 204, and the
- * session ends on every replica.
+ * session ends on every replica. `initialize` is limited: more than the
+ * configured number per client address and minute, cluster-wide (rate-limit.ts)
+ * → 429 with `Retry-After`; more live sessions than `maxSessions` (counted
+ * in the store: sessions written within one TTL) → 503 with `Retry-After`.
+ *
+ * Response mode (`auto`): a POST is answered as JSON unless it may stream:
+ * a request carrying a progress token, or a call forwarded upstream
+ * (`tools/call`, `resources/read`, `prompts/get`, `completion/complete`) in
+ * a session whose client declared sampling, elicitation or roots, or set a
+ * log level, so that the upstream may talk to the client meanwhile; those
+ * are answered as SSE. `json` never streams (progress, logs and
+ * server-to-client requests of a call are then lost), `always` always does.
+ * In sessions at 2025-11-25 or later, POST streams are resumable
+ * (post-stream-events.ts): a priming event with `retry:` opens them, every
+ * event is stored with an id, and a dropped connection does not end the
+ * call: its server closes once the response is stored, and the client
+ * resumes with GET and `Last-Event-ID` on any replica (get-stream.ts).
+ * Earlier sessions' POST streams are neither stored nor resumable.
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
-import { isInitializeRequest, isJSONRPCResultResponse, type InitializeRequest, type JSONRPCMessage, type Server } from '@modelcontextprotocol/server';
+import { isInitializeRequest, isJSONRPCRequest, isJSONRPCResultResponse, type InitializeRequest, type JSONRPCMessage, type Server } from '@modelcontextprotocol/server';
 import { errorMessage, subjects, type Bus, type Logger, type Principal, type SessionState } from '@punk/lib';
 import { scopeKey, type Scope } from './aggregate.js';
+import { cancelCall, cancelledRequestOf, sessionCallId } from './cancellation.js';
 import { isClientAnswer, routeClientAnswer } from './client-answers.js';
+import type { ResponseMode } from './endpoint.js';
 import { SESSION_NOT_FOUND_CODE, sendJsonRpcError } from './errors.js';
+import { clientAddressOf } from './forwarded.js';
 import { headerOf, type GetStreams } from './get-stream.js';
 import type { SessionContext } from './handlers.js';
+import { PostStreamEvents, resumablePostStreams } from './post-stream-events.js';
+import type { InitializeRateLimiter } from './rate-limit.js';
+import type { SessionEvents } from './session-events.js';
 import type { SessionStore, StoredSession } from './sessions.js';
 
 /** What the 2025-era endpoint needs. */
@@ -31,10 +54,22 @@ export interface LegacyDeps {
   tenant: string;
   sessions: SessionStore;
   streams: GetStreams;
+  /** Where resumable POST streams store their events. */
+  events: SessionEvents;
+  /** Reconnection delay POST streams' priming events tell the client (SSE `retry:`), in milliseconds. */
+  retryMs: number;
   /** Builds a fresh server for one request of a session. */
   buildServer: (scope: Scope, session: SessionContext) => Promise<Server>;
-  /** Who is calling (until API keys and OAuth land, every caller is the tenant's anonymous principal). */
-  principalOf: (req: IncomingMessage) => Principal;
+  /** Counts `initialize` per client address across replicas. */
+  rateLimiter: InitializeRateLimiter;
+  /** Most live sessions (sessions written within one TTL), cluster-wide. */
+  maxSessions: number;
+  /** Idle time after which a session expires, in milliseconds (the `Retry-After` of a 503 is a quarter of it). */
+  sessionTtlMs: number;
+  /** Reverse proxies whose `X-Forwarded-For` names the client (forwarded.ts). */
+  trustedProxies: number;
+  /** How POSTs are answered (see the module comment). */
+  responseMode: ResponseMode;
 }
 
 /** Serves 2025-era requests of every endpoint scope. */
@@ -43,10 +78,9 @@ export class LegacyEndpoint {
 
   constructor(private readonly deps: LegacyDeps) {}
 
-  /** Serves one POST, GET or DELETE whose JSON body, if any, is already parsed into `body`; writes the whole response. */
-  async handle(scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
+  /** Serves one POST, GET or DELETE of `principal` whose JSON body, if any, is already parsed into `body`; writes the whole response. */
+  async handle(scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown, principal: Principal): Promise<void> {
     const sessionId = headerOf(req, 'mcp-session-id');
-    const principal = this.deps.principalOf(req);
     if (sessionId === undefined) {
       if (req.method === 'POST' && isInitializeRequest(body)) {
         await this.initialize(scope, principal, req, res, body);
@@ -65,7 +99,8 @@ export class LegacyEndpoint {
     else if (req.method === 'DELETE') await this.end(session, res);
     else if (isClientAnswer(body)) await routeClientAnswer(this.deps, session.id, body, res);
     else if (isRootsListChanged(body)) await this.rootsChanged(session, res);
-    else await this.serve(scope, this.context(session.id, principal, session.state), req, res, body);
+    else if (cancelledRequestOf(body) !== undefined) await this.cancelled(session, cancelledRequestOf(body)!, res);
+    else await this.serve(scope, this.context(session.id, principal, session.state), req, res, body, this.streams(body, session.state), resumablePostStreams(session.state.protocolVersion));
   }
 
   /** Refuses new sessions from now on (shutdown); sessions themselves live on in the store. */
@@ -77,6 +112,21 @@ export class LegacyEndpoint {
   private async initialize(scope: Scope, principal: Principal, req: IncomingMessage, res: ServerResponse, body: InitializeRequest): Promise<void> {
     if (this.closed) {
       sendJsonRpcError(res, 503, -32603, 'mcp-front is shutting down; retry on another replica');
+      return;
+    }
+    const decision = await this.deps.rateLimiter.attempt(clientAddressOf(req, this.deps.trustedProxies));
+    if (!decision.allowed) {
+      sendJsonRpcError(res, 429, -32000, `Too Many Requests: more than the allowed initialize requests per minute from this address; retry in ${decision.retryAfterSeconds} s`, {
+        'Retry-After': String(decision.retryAfterSeconds),
+      });
+      return;
+    }
+    const live = await this.deps.sessions.count();
+    if (live >= this.deps.maxSessions) {
+      const retryAfter = String(Math.max(1, Math.ceil(this.deps.sessionTtlMs / 4000)));
+      sendJsonRpcError(res, 503, -32000, `Service Unavailable: the endpoint holds its maximum of ${this.deps.maxSessions} sessions; retry in ${retryAfter} s or reuse a session`, {
+        'Retry-After': retryAfter,
+      });
       return;
     }
     const id = randomUUID();
@@ -97,7 +147,7 @@ export class LegacyEndpoint {
       await this.deps.sessions.create(id, state);
     };
     res.setHeader('Mcp-Session-Id', id);
-    await this.serve(scope, this.context(id, principal), req, res, body, async message => {
+    await this.serve(scope, this.context(id, principal), req, res, body, this.deps.responseMode === 'always', false, async message => {
       if (!isJSONRPCResultResponse(message) || message.id !== requestId) return message;
       try {
         await store(message.result);
@@ -110,8 +160,10 @@ export class LegacyEndpoint {
   }
 
   /**
-   * Serves one POST with a fresh server and a stateless SDK transport;
-   * `outgoing`, when given, sees (and may replace) every message the server sends.
+   * Serves one POST with a fresh server and a stateless SDK transport, as SSE
+   * when `stream`, else as JSON; the SSE stream is resumable when `resumable`
+   * (see the module comment); `outgoing`, when given, sees (and may replace)
+   * every message the server sends.
    */
   private async serve(
     scope: Scope,
@@ -119,9 +171,16 @@ export class LegacyEndpoint {
     req: IncomingMessage,
     res: ServerResponse,
     body: unknown,
+    stream: boolean,
+    resumable: boolean,
     outgoing?: (message: JSONRPCMessage) => Promise<JSONRPCMessage>,
   ): Promise<void> {
-    const transport = new NodeStreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+    const events = stream && resumable ? new PostStreamEvents(this.deps.events, session.id) : undefined;
+    const transport = new NodeStreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: !stream,
+      ...(events && { eventStore: events, retryInterval: this.deps.retryMs }),
+    });
     const server = await this.deps.buildServer(scope, {
       ...session,
       sendRelated: (message, relatedRequestId) => transport.send(message, { relatedRequestId }),
@@ -130,7 +189,9 @@ export class LegacyEndpoint {
       const send = transport.send.bind(transport);
       transport.send = async (message, options) => send(await outgoing(message), options);
     }
-    res.on('close', () => void server.close().catch(() => undefined));
+    const closeServer = () => void server.close().catch(() => undefined);
+    // A resumable stream outlives its connection: the call goes on until its response is stored.
+    res.on('close', () => (events?.awaitingResponse ? void events.answered.then(closeServer) : closeServer()));
     await server.connect(transport);
     await transport.handleRequest(req, res, body);
   }
@@ -144,6 +205,15 @@ export class LegacyEndpoint {
     res.writeHead(202).end();
   }
 
+  /**
+   * Passes the client's `notifications/cancelled` (MCP 2025-11-25 basic/utilities/cancellation) to the gateway
+   * replica relaying that request, whichever front replica serves it (cancellation.ts); 202.
+   */
+  private async cancelled(session: StoredSession, requestId: string | number, res: ServerResponse): Promise<void> {
+    await cancelCall(this.deps.bus, this.deps.log, sessionCallId(session.id, requestId), 'the client sent notifications/cancelled');
+    res.writeHead(202).end();
+  }
+
   /** Ends a session everywhere: its entry is deleted and the replica holding its GET stream closes it. */
   private async end(session: StoredSession, res: ServerResponse): Promise<void> {
     await this.deps.sessions.delete(session.id);
@@ -151,11 +221,23 @@ export class LegacyEndpoint {
     res.writeHead(204).end();
   }
 
+  /** Whether a POST of a session is answered as SSE (see the module comment). */
+  private streams(body: unknown, state: SessionState): boolean {
+    if (this.deps.responseMode !== 'auto') return this.deps.responseMode === 'always';
+    const talksBack = ['sampling', 'elicitation', 'roots'].some(c => c in state.capabilities) || state.logLevel !== undefined;
+    return (Array.isArray(body) ? body : [body]).some(message => {
+      if (!isJSONRPCRequest(message)) return false;
+      const params = message.params as { _meta?: { progressToken?: unknown } } | undefined;
+      return params?._meta?.progressToken !== undefined || (talksBack && FORWARDED_CALLS.has(message.method));
+    });
+  }
+
   private context(id: string, principal: Principal, state?: SessionState): SessionContext {
     return {
       id,
       principal,
       ...(state && { protocolVersion: state.protocolVersion }),
+      ...(state?.logLevel && { logLevel: state.logLevel }),
       clientCapabilities: state?.capabilities ?? {},
       sendRelated: async () => {
         throw new Error('no request is being served yet');
@@ -172,6 +254,9 @@ export class LegacyEndpoint {
     };
   }
 }
+
+/** Methods forwarded to an upstream that may, meanwhile, send the client progress, logs or requests. */
+const FORWARDED_CALLS = new Set(['tools/call', 'resources/read', 'prompts/get', 'completion/complete']);
 
 /** Whether a POST body is the client's `notifications/roots/list_changed`. */
 function isRootsListChanged(body: unknown): boolean {

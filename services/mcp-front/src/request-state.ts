@@ -23,6 +23,17 @@ export interface RequestStatePayload {
    * `punk.client-request.<requestId>.answer` that only that replica serves.
    */
   requestId: string;
+  /**
+   * Set when the `input_required` was the upstream's own (a 2026-07-28 upstream's, passed through by the gateway;
+   * `requestId` is then empty): the retry is a new call carrying the client's `inputResponses` and this, the
+   * upstream's `requestState` byte for byte (empty when it sent none).
+   */
+  upstreamState?: string;
+  /**
+   * The call the retry continues (the `callId` of its gateway channel): closing a retry's response stream
+   * cancels it (`punk.call.<callId>.cancel`), and its progress is on `punk.call.<callId>.out`.
+   */
+  callId?: string;
   /** The client request being retried: `tools/call`, `resources/read` or `prompts/get`. */
   method: string;
   /** The tool or prompt name, or the resource URI, as the client named it. */

@@ -6,6 +6,11 @@
  * writes it. Event ids are `<streamId>:<seq>` (seq: the stream sequence of
  * the stored message), so any replica can replay a stream after a
  * `Last-Event-ID`, and only that stream.
+ *
+ * GET streams and resumable POST streams (post-stream-events.ts) share this
+ * store. A POST stream's first stored event is its priming event, an empty
+ * message: it marks the stream as a POST's and is never written again (GET
+ * streams write their priming event without storing it).
  */
 import { randomUUID } from 'node:crypto';
 import { parseMessage, sseEventSchema, streams, subjects, type Bus } from '@punk/lib';
@@ -17,6 +22,11 @@ export interface StoredEvent {
   seq: number;
   /** The JSON-RPC message to write. */
   message: Record<string, unknown>;
+}
+
+/** Whether a stored event is the priming event of a POST stream (an empty message; nothing to write). */
+export function isPrimingEvent(event: StoredEvent): boolean {
+  return Object.keys(event.message).length === 0;
 }
 
 /** A position in one SSE stream of a session, as carried by an event id. */
@@ -61,5 +71,15 @@ export class SessionEvents {
     const subject = subjects.sseEvent(sessionId, position.streamId);
     const stored = await this.bus.readStream(streams.sse.name, { subject, afterSeq: position.seq });
     return stored.map(m => ({ seq: m.seq, message: parseMessage(sseEventSchema, subject, m.data).message }));
+  }
+
+  /**
+   * Whether a POST opened this stream of a session: its first stored event is a priming event (one read).
+   * @throws PunkError `InvalidMessage` for a malformed stored event, or a bus error.
+   */
+  async openedByPost(sessionId: string, streamId: string): Promise<boolean> {
+    const subject = subjects.sseEvent(sessionId, streamId);
+    const [first] = await this.bus.readStream(streams.sse.name, { subject, afterSeq: 0, limit: 1 });
+    return first !== undefined && isPrimingEvent({ seq: first.seq, message: parseMessage(sseEventSchema, subject, first.data).message });
   }
 }

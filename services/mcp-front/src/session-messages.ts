@@ -14,7 +14,7 @@
  * not stored; with no level set, every message is.
  */
 import {
-  logLevelSchema,
+  passesLogLevel,
   parseMessage,
   PunkError,
   queues,
@@ -22,7 +22,6 @@ import {
   subjects,
   type Bus,
   type BusSubscription,
-  type LogLevel,
   type SessionMessageReply,
 } from '@punk/lib';
 import type { SessionEvents } from './session-events.js';
@@ -34,15 +33,6 @@ export interface SessionMessagesDeps {
   tenant: string;
   sessions: SessionStore;
   events: SessionEvents;
-}
-
-/** Whether a message of severity `level` passes the threshold `threshold` (RFC 5424 order; no threshold: all pass). */
-export function passesLogLevel(level: unknown, threshold: LogLevel | undefined): boolean {
-  if (threshold === undefined) return true;
-  const parsed = logLevelSchema.safeParse(level);
-  // An unknown level is passed on: the client decides what to make of it.
-  if (!parsed.success) return true;
-  return logLevelSchema.options.indexOf(parsed.data) >= logLevelSchema.options.indexOf(threshold);
 }
 
 /**

@@ -131,6 +131,15 @@ export class SessionStore {
     await this.kv.delete(id);
   }
 
+  /**
+   * How many sessions were written within one TTL, in one read of the bucket: live sessions plus, on NATS,
+   * ended ones whose delete marker has not aged out yet (so an upper bound of the live count).
+   * @throws PunkError from the bus.
+   */
+  async count(): Promise<number> {
+    return this.kv.size();
+  }
+
   /** Every live session (for fan-out of registry changes); malformed entries are skipped. */
   async list(): Promise<StoredSession[]> {
     const found = await Promise.all((await this.kv.keys()).map(key => this.get(key)));

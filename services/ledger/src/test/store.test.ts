@@ -29,7 +29,7 @@ for (const backend of backends) {
       assert.deepEqual(detail.events[0]!.principal, runA[0]!.principal);
       assert.deepEqual(detail.run, {
         runId: 'run-a', tenant, firstAt: runA[0]!.occurredAt, lastAt: runA[1]!.occurredAt, eventCount: 2,
-        types: ['tool.called', 'tool.completed'], server: 'filesystem', tool: 'read_file', outcome: 'ok',
+        types: ['tool.called', 'tool.completed'], server: 'filesystem', tool: 'read_file', outcome: 'ok', subject: 'alice',
       });
 
       const runs = await store.listRuns({ tenant, limit: 10 });

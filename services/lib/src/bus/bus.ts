@@ -104,7 +104,7 @@ export interface StreamConfig {
 /** A key-value bucket, created idempotently by `keyValue`. */
 export interface KvBucketConfig {
   name: string;
-  /** Entries expire this long after their last write, in milliseconds. */
+  /** Entries expire this long after their last write, in milliseconds; 0: they never expire. */
   ttlMs: number;
 }
 
@@ -134,6 +134,11 @@ export interface KvStore {
   delete(key: string): Promise<void>;
   /** Every key holding a live value, in no particular order. */
   keys(): Promise<string[]>;
+  /**
+   * How many keys were written within the bucket's time to live, in one cheap read (no per-key reads):
+   * live values plus, on NATS, deleted keys whose delete marker has not aged out yet (an upper bound).
+   */
+  size(): Promise<number>;
 }
 
 /** Options of a stream read. */

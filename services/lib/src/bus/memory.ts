@@ -352,7 +352,7 @@ class MemoryKv implements KvStore {
 
   async put(key: string, value: unknown): Promise<number> {
     const revision = ++this.revision;
-    this.entries.set(key, { payload: encode(value), revision, expiresAt: Date.now() + this.ttlMs });
+    this.entries.set(key, { payload: encode(value), revision, expiresAt: this.ttlMs > 0 ? Date.now() + this.ttlMs : Infinity });
     return revision;
   }
 
@@ -373,6 +373,10 @@ class MemoryKv implements KvStore {
 
   async keys(): Promise<string[]> {
     return [...this.entries.keys()].filter(key => this.live(key));
+  }
+
+  async size(): Promise<number> {
+    return (await this.keys()).length;
   }
 
   private live(key: string) {

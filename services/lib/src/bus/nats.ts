@@ -432,6 +432,11 @@ class NatsKv implements KvStore {
     const live = await Promise.all(candidates.map(async key => ((await this.get(key)) ? key : undefined)));
     return live.filter((key): key is string => key !== undefined);
   }
+
+  // One message per key (history 1), delete markers included, until they age out.
+  async size(): Promise<number> {
+    return (await this.jsm.streams.info(`KV_${this.bucket}`)).state.messages;
+  }
 }
 
 function delay(ms: number): Promise<void> {

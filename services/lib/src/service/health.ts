@@ -18,6 +18,14 @@ export interface HealthServer {
   close(): Promise<void>;
 }
 
+/** Deadlines of an incoming request, in milliseconds; a client slower than these (slow-loris) is answered 408 and disconnected. */
+export interface RequestDeadlines {
+  /** Until the request head (line and headers) has arrived. Default 10 s. */
+  headersTimeoutMs?: number;
+  /** Until the whole request, body included, has arrived (not the response: SSE streams live on). Default 30 s. */
+  requestTimeoutMs?: number;
+}
+
 function json(res: ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
   res.end(JSON.stringify(body));
@@ -30,12 +38,16 @@ function json(res: ServerResponse, status: number, body: unknown): void {
  * the handler set later, or answer 404 (503 while none is set).
  *
  * `portHint` says how to choose another port when this one is taken.
+ * Request heads larger than node's `maxHeaderSize` (16 KiB) answer 431;
+ * slow requests are cut per `deadlines` (checked every second).
  *
  * @throws Error naming `host:port` when the port cannot be bound.
  */
-export async function listenHealth(host: string, port: number, ready: () => Promise<void>, portHint = 'set PUNK_PORT'): Promise<HealthServer> {
+export async function listenHealth(host: string, port: number, ready: () => Promise<void>, portHint = 'set PUNK_PORT', deadlines: RequestDeadlines = {}): Promise<HealthServer> {
   let handler: HttpHandler | undefined;
-  const server: Server = createServer((req, res) => {
+  const requestTimeout = deadlines.requestTimeoutMs ?? 30_000;
+  const headersTimeout = Math.min(deadlines.headersTimeoutMs ?? 10_000, requestTimeout);
+  const server: Server = createServer({ requestTimeout, headersTimeout, connectionsCheckingInterval: 1000 }, (req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (path === '/healthz') return json(res, 200, { status: 'ok' });
     if (path === '/readyz') {

@@ -186,9 +186,11 @@ for (const [kind, open] of implementations) {
       assert.deepEqual((await other.get('s1'))?.value, { principal: 'alice', level: 'info' });
       await kv.put('s2', { principal: 'bob' });
       assert.deepEqual((await kv.keys()).sort(), ['s1', 's2']);
+      assert.equal(await kv.size(), 2, 'one per key, however often written');
       await kv.delete('s1');
       assert.equal(await kv.get('s1'), undefined);
       assert.deepEqual(await kv.keys(), ['s2']);
+      assert.ok((await kv.size()) >= 1, 'a deleted key may count until its marker ages out');
       await bus.close();
     });
 

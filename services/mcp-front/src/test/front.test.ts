@@ -364,9 +364,14 @@ describe('mcp-front in front of the real gateway', { timeout: 180_000 }, () => {
     it('every MCP answer carries Cache-Control: no-store, SSE included', async () => {
       const init = await post(`${stack.base}/mcp`, JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo } }));
       assert.equal(init.status, 200);
-      assert.match(init.headers.get('content-type') ?? '', /text\/event-stream/);
       assert.equal(init.headers.get('cache-control'), 'no-store');
       await init.text();
+      // A request with a progress token streams (response mode auto): the SSE answer is no-store too.
+      const headers = { 'mcp-session-id': init.headers.get('mcp-session-id')!, 'mcp-protocol-version': '2025-11-25' };
+      const streamed = await post(`${stack.base}/mcp`, JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'ping', params: { _meta: { progressToken: 1 } } }), headers);
+      assert.match(streamed.headers.get('content-type') ?? '', /text\/event-stream/);
+      assert.equal(streamed.headers.get('cache-control'), 'no-store');
+      await streamed.text();
       await fetch(`${stack.base}/mcp`, { method: 'DELETE', headers: { 'mcp-session-id': init.headers.get('mcp-session-id')!, 'mcp-protocol-version': '2025-11-25' } });
     });
   });

@@ -5,21 +5,28 @@
  * with a POST to either replica). The client's `notifications/roots/list_changed` reaches the upstream.
  */
 import { strict as assert } from 'node:assert';
-import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import { startGateway, type Gateway } from '@punk/gateway';
-import { startGovernance, type GovernanceService } from '@punk/governance';
-import { createLogger, mcpServerSchema, NatsBus, PunkError, sendSessionMessage, streams, subjects } from '@punk/lib';
-import { startNats, startReplica, stopReplica, type Replica } from './replica-harness.js';
+import { createLogger, mcpServerSchema, PunkError, sendSessionMessage, subjects, type McpServer } from '@punk/lib';
+import { startReplicaSet, type ReplicaSet } from './replica-harness.js';
 
 const log = createLogger('per-client-messages-test', process.env.TEST_LOG_LEVEL ?? 'silent');
 const clientInfo = { name: 'per-client-messages-test', version: '1.0.0' };
 const fixture = resolve(fileURLToPath(new URL('.', import.meta.url)), '../../src/test/fixtures/session-aware.mjs');
+
+/** The `sessionMode: per-client` server `session` of `tenant` (fixtures/session-aware.mjs). */
+function sessionAware(tenant: string): McpServer[] {
+  return [
+    mcpServerSchema.parse({
+      apiVersion: 'mcp.punk.dev/v1alpha1',
+      kind: 'McpServer',
+      metadata: { name: 'session', namespace: tenant },
+      spec: { image: 'local/session-aware', command: [process.execPath, fixture], sessionMode: 'per-client' },
+    }),
+  ];
+}
 
 /**
  * A fetch whose GET goes to `get`, whose POSTs of a JSON-RPC answer go to `answers`, and whose other POSTs
@@ -49,42 +56,14 @@ async function until<T>(what: string, probe: () => T | undefined, timeoutMs = 10
 }
 
 describe('a per-client server talking to its client session outside calls, across two fronts', { timeout: 120_000 }, () => {
-  let nats: { url: string; stop(): Promise<void> };
-  let tenant: string;
-  let core: NatsBus;
-  let gateway: Gateway;
-  let governance: GovernanceService;
-  let workDir: string;
-  let a: Replica;
-  let b: Replica;
+  let replicas: ReplicaSet;
 
   before(async () => {
-    nats = await startNats(log);
-    tenant = `messages-${randomBytes(4).toString('hex')}`;
-    core = await NatsBus.connect({ url: nats.url, name: 'gateway-and-governance', log });
-    await core.ensureStream(streams.ledger);
-    workDir = await mkdtemp(join(tmpdir(), 'punk-per-client-'));
-    governance = await startGovernance({ bus: core, log });
-    const server = mcpServerSchema.parse({
-      apiVersion: 'mcp.punk.dev/v1alpha1',
-      kind: 'McpServer',
-      metadata: { name: 'session', namespace: tenant },
-      spec: { image: 'local/session-aware', command: [process.execPath, fixture], sessionMode: 'per-client' },
-    });
-    gateway = await startGateway({ bus: core, log, servers: [server], workDir, startTimeoutMs: 30_000, callTimeoutMs: 30_000 });
-    await gateway.ready();
-    a = await startReplica(nats.url, tenant, 'front-a', log);
-    b = await startReplica(nats.url, tenant, 'front-b', log);
+    replicas = await startReplicaSet(log, { prefix: 'messages', servers: sessionAware, startTimeoutMs: 30_000 });
   });
 
   after(async () => {
-    await stopReplica(a);
-    await stopReplica(b);
-    await gateway.stop();
-    await governance.stop();
-    await core.close();
-    await nats.stop();
-    await rm(workDir, { recursive: true, force: true });
+    await replicas?.stop();
   });
 
   it('a 2025-11-25 client hears the upstream log messages at its level on its GET stream (on B), and answers roots/list asked there, in a call and after roots/list_changed, with POSTs to A', async () => {
@@ -94,7 +73,7 @@ describe('a per-client server talking to its client session outside calls, acros
     client.setNotificationHandler('notifications/message', notification => void logs.push({ level: notification.params.level, data: notification.params.data }));
     client.setRequestHandler('roots/list', async () => ({ roots }));
     const posts: { base: string; body: string }[] = [];
-    const transport = new StreamableHTTPClientTransport(new URL(`${a.base}/mcp`), { fetch: spread(b.base, a.base, posts) });
+    const transport = new StreamableHTTPClientTransport(new URL(`${replicas.a.base}/mcp`), { fetch: spread(replicas.b.base, replicas.a.base, posts) });
     await client.connect(transport);
     try {
       await client.setLoggingLevel('warning');
@@ -119,7 +98,7 @@ describe('a per-client server talking to its client session outside calls, acros
       assert.equal(changed.data, 'roots now file:///work/beta');
       const answers = posts.filter(p => p.body.includes('"roots"') && p.body.includes('"result"'));
       assert.equal(answers.length, 2, 'both roots/list answers went back as POSTs');
-      assert.ok(answers.every(p => p.base === a.base), 'to replica A, while B held the GET stream that asked');
+      assert.ok(answers.every(p => p.base === replicas.a.base), 'to replica A, while B held the GET stream that asked');
     } finally {
       await transport.terminateSession().catch(() => undefined);
       await client.close();
@@ -128,7 +107,7 @@ describe('a per-client server talking to its client session outside calls, acros
 
   it('a client that did not declare roots: the upstream’s roots/list gets -32601', async () => {
     const client = new Client(clientInfo);
-    const transport = new StreamableHTTPClientTransport(new URL(`${b.base}/mcp`), { fetch: spread(a.base, b.base) });
+    const transport = new StreamableHTTPClientTransport(new URL(`${replicas.b.base}/mcp`), { fetch: spread(replicas.a.base, replicas.b.base) });
     await client.connect(transport);
     try {
       const result = await client.callTool({ name: 'session__roots', arguments: {} });
@@ -141,17 +120,17 @@ describe('a per-client server talking to its client session outside calls, acros
   });
 
   it('a malformed or unknown-session message on punk.tenant.<tenant>.session-message is refused with an error, and the fronts keep serving', async () => {
-    await assert.rejects(core.request(subjects.sessionMessage(tenant), { sessionId: 'x', message: { method: 'notifications/message' } }, { timeoutMs: 5_000 }), (error: unknown) => {
+    await assert.rejects(replicas.core.request(subjects.sessionMessage(replicas.tenant), { sessionId: 'x', message: { method: 'notifications/message' } }, { timeoutMs: 5_000 }), (error: unknown) => {
       assert.ok(error instanceof PunkError && error.code === 'InvalidMessage', String(error));
       assert.match(error.message, /message\.jsonrpc/);
       return true;
     });
-    await assert.rejects(sendSessionMessage(core, tenant, { sessionId: 'no-such-session', message: { jsonrpc: '2.0', method: 'notifications/message' } }), (error: unknown) => {
+    await assert.rejects(sendSessionMessage(replicas.core, replicas.tenant, { sessionId: 'no-such-session', message: { jsonrpc: '2.0', method: 'notifications/message' } }), (error: unknown) => {
       assert.ok(error instanceof PunkError && error.code === 'SessionNotFound', String(error));
       return true;
     });
     const client = new Client(clientInfo);
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${a.base}/mcp`)));
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${replicas.a.base}/mcp`)));
     assert.ok((await client.listTools()).tools.some(t => t.name === 'session__log'));
     await client.close();
   });

@@ -1,15 +1,20 @@
 /**
  * What the multi-replica tests of mcp-front share: a nats-server of the
  * test's own on a free port, front replicas with their own NATS connection
- * and HTTP port, and the server-everything manifest.
+ * and HTTP port, the server-everything manifest, and a whole replica set
+ * (nats-server, gateway, governance and two fronts of a fresh tenant) to
+ * start in `before` and stop in `after`.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import type { Server as HttpServer } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { mcpServerSpecSchema, NatsBus, type Logger, type McpServer } from '@punk/lib';
+import { startGateway, type Gateway } from '@punk/gateway';
+import { startGovernance, type GovernanceService, type PolicyRule } from '@punk/governance';
+import { mcpServerSpecSchema, NatsBus, streams, type Logger, type McpServer } from '@punk/lib';
 import express from 'express';
 import { createFront, type Front, type FrontOptions } from '../index.js';
 
@@ -86,4 +91,78 @@ export function everything(name: string, namespace: string): McpServer {
     metadata: { name, namespace },
     spec: mcpServerSpecSchema.parse({ package: { name: '@modelcontextprotocol/server-everything' }, args: ['stdio'] }),
   } as McpServer;
+}
+
+/** What {@link startReplicaSet} starts. */
+export interface ReplicaSetOptions {
+  /** Names the tenant, `<prefix>-<8 hex digits>`, and the temporary work directory, `punk-<prefix>-…`. */
+  prefix: string;
+  /** The McpServers the gateway runs for `tenant`; `workDir` is the gateway's (removed on stop). */
+  servers: (tenant: string, workDir: string) => McpServer[];
+  /** Governance's ordered policy rules; its default policy when absent. */
+  policy?: readonly PolicyRule[];
+  /** What both fronts add to or replace in {@link startReplica}'s options. */
+  frontOptions?: (tenant: string) => Partial<FrontOptions>;
+  /** How long the gateway waits for an upstream to start, in ms; 60 000 when absent. */
+  startTimeoutMs?: number;
+}
+
+/** A started replica set: see {@link startReplicaSet}. */
+export interface ReplicaSet {
+  nats: { url: string; stop(): Promise<void> };
+  /** The NATS connection of the gateway and governance, with the ledger stream ensured. */
+  core: NatsBus;
+  tenant: string;
+  workDir: string;
+  governance: GovernanceService;
+  gateway: Gateway;
+  /** Front replica `front-a`. */
+  a: Replica;
+  /** Front replica `front-b`. */
+  b: Replica;
+  /** Stops the fronts, gateway, governance, NATS connection and nats-server, and removes the work directory. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts a nats-server of the test's own, a fresh tenant, governance and the gateway
+ * (30 s calls) on one NATS connection with the ledger stream, waits until the gateway
+ * is ready, then starts fronts `front-a` and `front-b` (see {@link startReplica}).
+ * If any step throws, what was started is stopped again and the error is rethrown.
+ */
+export async function startReplicaSet(log: Logger, options: ReplicaSetOptions): Promise<ReplicaSet> {
+  const started: Partial<ReplicaSet> = {};
+  const stop = async (): Promise<void> => {
+    if (started.a) await stopReplica(started.a);
+    if (started.b) await stopReplica(started.b);
+    await started.gateway?.stop();
+    await started.governance?.stop();
+    await started.core?.close();
+    await started.nats?.stop();
+    if (started.workDir) await rm(started.workDir, { recursive: true, force: true });
+  };
+  try {
+    const tenant = (started.tenant = `${options.prefix}-${randomBytes(4).toString('hex')}`);
+    const nats = (started.nats = await startNats(log));
+    const core = (started.core = await NatsBus.connect({ url: nats.url, name: 'gateway-and-governance', log }));
+    await core.ensureStream(streams.ledger);
+    const workDir = (started.workDir = await mkdtemp(join(tmpdir(), `punk-${options.prefix}-`)));
+    started.governance = await startGovernance({ bus: core, log, ...(options.policy && { policy: options.policy }) });
+    const gateway = (started.gateway = await startGateway({
+      bus: core,
+      log,
+      servers: options.servers(tenant, workDir),
+      workDir,
+      startTimeoutMs: options.startTimeoutMs ?? 60_000,
+      callTimeoutMs: 30_000,
+    }));
+    await gateway.ready();
+    const frontOptions = options.frontOptions?.(tenant) ?? {};
+    started.a = await startReplica(nats.url, tenant, 'front-a', log, frontOptions);
+    started.b = await startReplica(nats.url, tenant, 'front-b', log, frontOptions);
+    return { ...(started as Omit<ReplicaSet, 'stop'>), stop };
+  } catch (error) {
+    await stop().catch(() => undefined); // the error to report is the one that stopped the start
+    throw error;
+  }
 }

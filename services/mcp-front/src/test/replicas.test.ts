@@ -8,15 +8,11 @@
  */
 import { strict as assert } from 'node:assert';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import { startGateway, type Gateway } from '@punk/gateway';
-import { startGovernance, type GovernanceService } from '@punk/governance';
-import { anonymousPrincipal, createLogger, NatsBus, streams, subjects } from '@punk/lib';
-import { everything, startNats, startReplica, stopReplica, type Replica } from './replica-harness.js';
+import { anonymousPrincipal, createLogger, subjects } from '@punk/lib';
+import type { FrontOptions } from '../index.js';
+import { everything, startReplicaSet, type ReplicaSet } from './replica-harness.js';
 
 const log = createLogger('mcp-front-replicas-test', 'silent');
 const clientInfo = { name: 'replicas-test', version: '1.0.0' };
@@ -25,12 +21,12 @@ const V2026 = '2026-07-28';
 /** The `PUNK_SESSION_SIGNING_KEY` both replicas share. */
 const SIGNING_KEY = randomBytes(32).toString('base64url');
 
-/** A front whose caller is named by the `x-test-principal` header; both replicas share the signing key. */
-function startTestReplica(url: string, tenant: string, name: string): Promise<Replica> {
-  return startReplica(url, tenant, name, log, {
+/** Fronts whose caller is named by the `x-test-principal` header; both replicas share the signing key. */
+function testFrontOptions(tenant: string): Partial<FrontOptions> {
+  return {
     principalOf: req => ({ ...anonymousPrincipal(tenant), subject: String(req.headers['x-test-principal'] ?? 'anonymous') }),
     sessionSigningKey: SIGNING_KEY,
-  });
+  };
 }
 
 /** A fetch that sends consecutive requests to the replicas in turn. */
@@ -133,44 +129,22 @@ async function openGet(base: string, sessionId: string, lastEventId?: string): P
 const toolsChanged = (e: SseEvent) => e.data.includes('notifications/tools/list_changed');
 
 describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
-  let nats: { url: string; stop(): Promise<void> };
-  let tenant: string;
-  let core: NatsBus;
-  let gateway: Gateway;
-  let governance: GovernanceService;
-  let workDir: string;
-  let a: Replica;
-  let b: Replica;
+  let replicas: ReplicaSet;
 
   before(async () => {
-    nats = await startNats(log);
-    tenant = `replicas-${randomBytes(4).toString('hex')}`;
-    core = await NatsBus.connect({ url: nats.url, name: 'gateway-and-governance', log });
-    await core.ensureStream(streams.ledger);
-    workDir = await mkdtemp(join(tmpdir(), 'punk-replicas-'));
-    governance = await startGovernance({ bus: core, log });
-    gateway = await startGateway({ bus: core, log, servers: [everything('everything', tenant)], workDir, startTimeoutMs: 60_000, callTimeoutMs: 30_000 });
-    await gateway.ready();
-    a = await startTestReplica(nats.url, tenant, 'front-a');
-    b = await startTestReplica(nats.url, tenant, 'front-b');
+    replicas = await startReplicaSet(log, { prefix: 'replicas', servers: tenant => [everything('everything', tenant)], frontOptions: testFrontOptions });
   });
 
   after(async () => {
-    await stopReplica(a);
-    await stopReplica(b);
-    await gateway.stop();
-    await governance.stop();
-    await core.close();
-    await nats.stop();
-    await rm(workDir, { recursive: true, force: true });
+    await replicas?.stop();
   });
 
-  const announceChange = () => core.publish(subjects.registryChanged, { tenant, server: 'everything', change: 'updated' });
+  const announceChange = () => replicas.core.publish(subjects.registryChanged, { tenant: replicas.tenant, server: 'everything', change: 'updated' });
 
   it('a 2025-11-25 client whose requests alternate between replicas works through to DELETE, then both answer 404', async () => {
     const seen: string[] = [];
-    const fetchBoth = alternating([a.base, b.base]);
-    const transport = new StreamableHTTPClientTransport(new URL(`${a.base}/mcp`), {
+    const fetchBoth = alternating([replicas.a.base, replicas.b.base]);
+    const transport = new StreamableHTTPClientTransport(new URL(`${replicas.a.base}/mcp`), {
       fetch: (input, init) => {
         seen.push(String(init?.method ?? 'GET'));
         return fetchBoth(input, init);
@@ -191,7 +165,7 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
     assert.ok(seen.filter(m => m === 'POST').length >= 7, 'every request went over HTTP, alternating');
     await transport.terminateSession();
     await client.close();
-    for (const base of [a.base, b.base]) {
+    for (const base of [replicas.a.base, replicas.b.base]) {
       const answer = await post(base, { jsonrpc: '2.0', id: 9, method: 'tools/list' }, { 'mcp-session-id': sessionId });
       assert.equal(answer.status, 404, base);
       assert.equal(((await answer.json()) as { error: { code: number } }).error.code, -32001);
@@ -200,7 +174,7 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
 
   it('a 2025-11-25 client calling a long-running tool through alternating replicas gets its progress on the POST stream', async () => {
     const client = new Client(clientInfo);
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${a.base}/mcp`), { fetch: alternating([a.base, b.base]) }));
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${replicas.a.base}/mcp`), { fetch: alternating([replicas.a.base, replicas.b.base]) }));
     try {
       const progress: { progress: number; total?: number }[] = [];
       const result = await client.callTool(
@@ -227,8 +201,8 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
     const split: typeof fetch = (input, init) => {
       const url = new URL(input instanceof Request ? input.url : String(input));
       const answer = init?.method === 'POST' && String(init.body).includes('"result"');
-      if (answer) answeredOn.push(b.base);
-      url.host = new URL(answer ? b.base : a.base).host;
+      if (answer) answeredOn.push(replicas.b.base);
+      url.host = new URL(answer ? replicas.b.base : replicas.a.base).host;
       return fetch(url, init);
     };
     const posts: string[] = [];
@@ -239,7 +213,7 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
       return { action: 'accept', content: { name: 'Ada Lovelace', check: true, email: 'ada@example.com' } };
     });
     await client.connect(
-      new StreamableHTTPClientTransport(new URL(`${a.base}/mcp`), {
+      new StreamableHTTPClientTransport(new URL(`${replicas.a.base}/mcp`), {
         fetch: (input, init) => {
           if (init?.method === 'POST') posts.push(String(init.body));
           return split(input, init);
@@ -253,7 +227,7 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
       assert.equal(asked.length, 1, 'the client was asked once');
       assert.match(JSON.stringify(result.content), /Ada Lovelace/);
       assert.ok(posts.some(p => p.includes('"result"') && p.includes('Ada Lovelace')), 'the answer went back as a POST');
-      assert.deepEqual(answeredOn, [b.base], 'to the replica that did not serve the call');
+      assert.deepEqual(answeredOn, [replicas.b.base], 'to the replica that did not serve the call');
     } finally {
       await client.close();
     }
@@ -261,7 +235,7 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
 
   it('an upstream elicitation to a 2025-11-25 client that did not declare elicitation is refused upstream, and the call ends', async () => {
     const client = new Client(clientInfo);
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${b.base}/mcp`), { fetch: alternating([b.base, a.base]) }));
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${replicas.b.base}/mcp`), { fetch: alternating([replicas.b.base, replicas.a.base]) }));
     try {
       const result = await client.callTool({ name: 'everything__trigger-elicitation-request', arguments: {} });
       assert.equal(result.isError, true, JSON.stringify(result));
@@ -275,7 +249,7 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
     const client = new Client(clientInfo);
     const updated: string[] = [];
     client.setNotificationHandler('notifications/resources/updated', notification => void updated.push(notification.params.uri));
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${a.base}/mcp`), { fetch: alternating([a.base, b.base]) }));
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${replicas.a.base}/mcp`), { fetch: alternating([replicas.a.base, replicas.b.base]) }));
     try {
       assert.equal(client.getServerCapabilities()?.resources?.subscribe, true, 'subscribe is advertised: the upstream supports it');
       const uri = (await client.listResources()).resources[0]!.uri;
@@ -293,23 +267,23 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
   });
 
   it('a session is bound to its principal: another principal gets 404, a missing id 400', async () => {
-    const sessionId = await initialize(a.base, { 'x-test-principal': 'alice' });
-    const mine = await post(b.base, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, { 'mcp-session-id': sessionId, 'x-test-principal': 'alice' });
+    const sessionId = await initialize(replicas.a.base, { 'x-test-principal': 'alice' });
+    const mine = await post(replicas.b.base, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, { 'mcp-session-id': sessionId, 'x-test-principal': 'alice' });
     assert.equal(mine.status, 200);
     await mine.text();
-    const theirs = await post(b.base, { jsonrpc: '2.0', id: 3, method: 'tools/list' }, { 'mcp-session-id': sessionId, 'x-test-principal': 'mallory' });
+    const theirs = await post(replicas.b.base, { jsonrpc: '2.0', id: 3, method: 'tools/list' }, { 'mcp-session-id': sessionId, 'x-test-principal': 'mallory' });
     assert.equal(theirs.status, 404);
-    const none = await post(a.base, { jsonrpc: '2.0', id: 4, method: 'tools/list' });
+    const none = await post(replicas.a.base, { jsonrpc: '2.0', id: 4, method: 'tools/list' });
     assert.equal(none.status, 400);
-    const gone = await fetch(`${b.base}/mcp`, { method: 'DELETE', headers: { 'mcp-session-id': sessionId, 'x-test-principal': 'mallory' } });
+    const gone = await fetch(`${replicas.b.base}/mcp`, { method: 'DELETE', headers: { 'mcp-session-id': sessionId, 'x-test-principal': 'mallory' } });
     assert.equal(gone.status, 404, 'another principal cannot end it either');
-    const ended = await fetch(`${b.base}/mcp`, { method: 'DELETE', headers: { 'mcp-session-id': sessionId, 'x-test-principal': 'alice' } });
+    const ended = await fetch(`${replicas.b.base}/mcp`, { method: 'DELETE', headers: { 'mcp-session-id': sessionId, 'x-test-principal': 'alice' } });
     assert.equal(ended.status, 204);
   });
 
   it('a GET stream on B hears list_changed once; a reconnection to A with Last-Event-ID gets what it missed, once, in order', async () => {
-    const sessionId = await initialize(a.base);
-    const first = await openGet(b.base, sessionId);
+    const sessionId = await initialize(replicas.a.base);
+    const first = await openGet(replicas.b.base, sessionId);
     assert.equal(first.status, 200);
     const [priming] = await first.waitFor(e => e.data === '', 1);
     assert.ok(priming!.id, 'the priming event carries an id');
@@ -325,7 +299,7 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
     await announceChange();
     await announceChange();
     await new Promise(resolve => setTimeout(resolve, 1000));
-    const resumed = await openGet(a.base, sessionId, lastSeen);
+    const resumed = await openGet(replicas.a.base, sessionId, lastSeen);
     assert.equal(resumed.status, 200);
     const missed = await resumed.waitFor(toolsChanged, 2);
     await new Promise(resolve => setTimeout(resolve, 500));
@@ -337,25 +311,25 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
     resumed.abort();
 
     // A new stream (no Last-Event-ID) replays nothing from the old one.
-    const fresh = await openGet(b.base, sessionId);
+    const fresh = await openGet(replicas.b.base, sessionId);
     await new Promise(resolve => setTimeout(resolve, 500));
     assert.deepEqual(fresh.events.filter(e => e.data !== ''), [], 'nothing from another stream');
     fresh.abort();
   });
 
   it('a second GET closes the first, on whichever replica held it; DELETE closes the stream too', async () => {
-    const sessionId = await initialize(b.base);
-    const first = await openGet(a.base, sessionId);
+    const sessionId = await initialize(replicas.b.base);
+    const first = await openGet(replicas.a.base, sessionId);
     await first.waitFor(e => e.data === '', 1);
-    const second = await openGet(b.base, sessionId);
+    const second = await openGet(replicas.b.base, sessionId);
     await second.waitFor(e => e.data === '', 1);
     await Promise.race([first.ended, new Promise((_, reject) => setTimeout(() => reject(new Error('the first GET stayed open')), 5000))]);
     await announceChange();
     await second.waitFor(toolsChanged, 1);
-    const ended = await fetch(`${a.base}/mcp`, { method: 'DELETE', headers: { 'mcp-session-id': sessionId } });
+    const ended = await fetch(`${replicas.a.base}/mcp`, { method: 'DELETE', headers: { 'mcp-session-id': sessionId } });
     assert.equal(ended.status, 204);
     await Promise.race([second.ended, new Promise((_, reject) => setTimeout(() => reject(new Error('DELETE did not close the GET stream')), 5000))]);
-    const after = await openGet(b.base, sessionId);
+    const after = await openGet(replicas.b.base, sessionId);
     assert.equal(after.status, 404);
   });
 
@@ -370,11 +344,11 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
       return { action: 'accept', content: { name: 'Grace Hopper', check: true, email: 'grace@example.com' } };
     });
     await client.connect(
-      new StreamableHTTPClientTransport(new URL(`${a.base}/mcp`), {
+      new StreamableHTTPClientTransport(new URL(`${replicas.a.base}/mcp`), {
         // Consecutive requests alternate between the replicas.
         fetch: (input, init) => {
           const url = new URL(input instanceof Request ? input.url : String(input));
-          url.host = new URL([a.base, b.base][turn++ % 2]!).host;
+          url.host = new URL([replicas.a.base, replicas.b.base][turn++ % 2]!).host;
           const body = String(init?.body ?? '');
           if (body.includes('"tools/call"')) {
             bodies.push(body);
@@ -398,7 +372,7 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
 
   it('a 2026-07-28 retry with a tampered or malformed requestState is refused with -32602 naming the problem; a replayed one finds nothing waiting', async () => {
     const call = (id: number, params: Record<string, unknown>) =>
-      fetch(`${b.base}/mcp`, {
+      fetch(`${replicas.b.base}/mcp`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': V2026, 'mcp-method': 'tools/call', 'mcp-name': 'everything__trigger-elicitation-request' },
         body: JSON.stringify({
@@ -447,12 +421,12 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
   it('a 2026-07-28 listen stream on B hears a change while the client’s requests go to A', async () => {
     const pinned = (input: string | URL | Request, init?: RequestInit) => {
       const url = new URL(input instanceof Request ? input.url : String(input));
-      url.host = new URL(String(init?.body ?? '').includes('subscriptions/listen') ? b.base : a.base).host;
+      url.host = new URL(String(init?.body ?? '').includes('subscriptions/listen') ? replicas.b.base : replicas.a.base).host;
       return fetch(url, init);
     };
     const client = new Client(clientInfo, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
     const heard = new Promise<void>(resolve => client.setNotificationHandler('notifications/tools/list_changed', () => resolve()));
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${a.base}/mcp`), { fetch: pinned }));
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${replicas.a.base}/mcp`), { fetch: pinned }));
     try {
       const subscription = await client.listen({ toolsListChanged: true });
       assert.ok((await client.listTools()).tools.length > 0);

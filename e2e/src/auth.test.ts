@@ -1,0 +1,178 @@
+/**
+ * Authentication end to end: `punk up` with `PUNK_AUTH_MODE=on` behind a public https URL. The operator
+ * creates an API key with the bootstrap admin key; the MCP Inspector CLI and the SDK clients of both eras
+ * use it as a bearer token; the ledger records every call under the key's subject; revoking the key shuts
+ * its clients out. Then the same in the distributed topology: two mcp-front processes behind the cluster's
+ * proxy share the keys through NATS KV.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { promisify } from 'node:util';
+import { startProxy, type Proxy } from '@punk/cli';
+import { createLogger } from '@punk/lib';
+import { connectClient, listAllTools, textOf } from './clients.js';
+import { scratchDatabase, tallySetup, type TallySetup } from './distributed.js';
+import { eventually, exampleManifests, removeDir, repoRoot, startPunk, type RunningPunk } from './harness.js';
+import { startOwnNats, type OwnNats } from './nats-server.js';
+import { startService, type ServiceProcess } from './processes.js';
+
+const exec = promisify(execFile);
+const PUBLIC = 'https://punk.example.test';
+const BOOTSTRAP = randomBytes(24).toString('base64url');
+
+/** Creates an API key through the admin API at `base` with the bootstrap key. */
+async function createKey(base: string, name: string): Promise<{ key: string; id: string }> {
+  const created = await fetch(`${base}/api/v1/api-keys`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${BOOTSTRAP}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ name }),
+  });
+  assert.equal(created.status, 201, await created.clone().text());
+  return (await created.json()) as { key: string; id: string };
+}
+
+/**
+ * Who ran a tenant's completed runs of `tool`, once there are `count` of them (ledger API at `base`): the
+ * `subject` of each run row of `GET /api/v1/runs`, and the principal subject of each `tool.called` event.
+ */
+async function calledSubjects(base: string, tenant: string, tool: string, count: number): Promise<Array<string | undefined> | undefined> {
+  return eventually(async () => {
+    const { runs } = (await (await fetch(`${base}/api/v1/runs?tenant=${tenant}&limit=50`)).json()) as { runs: Array<{ runId: string; tool?: string; subject?: string; types: string[] }> };
+    const done = runs.filter(r => r.tool === tool && r.types.includes('tool.completed'));
+    if (done.length < count) return undefined;
+    const details = await Promise.all(done.map(async r => (await (await fetch(`${base}/api/v1/runs/${r.runId}?tenant=${tenant}`)).json()) as { events: Array<{ type: string; principal?: { subject: string } }> }));
+    return [...done.map(r => r.subject), ...details.flatMap(d => d.events.filter(e => e.type === 'tool.called').map(e => e.principal?.subject))];
+  }, 20_000);
+}
+
+/** Runs the Inspector CLI's `tools/list` from e2e/, as the README does, with `headers`. */
+function inspectorToolsList(url: string, headers: string[]): Promise<{ stdout: string }> {
+  const cli = join(repoRoot, 'node_modules/.bin/mcp-inspector-cli');
+  return exec(cli, ['--cli', url, '--transport', 'http', '--method', 'tools/list', ...headers.flatMap(h => ['--header', h])], { timeout: 60_000, cwd: join(repoRoot, 'e2e') });
+}
+
+describe('punk up with authentication on', () => {
+  let punk: RunningPunk;
+  let dir: string;
+
+  before(async () => {
+    dir = await exampleManifests();
+    punk = await startPunk({
+      manifestDir: dir,
+      env: { PUNK_AUTH_MODE: 'on', PUNK_PUBLIC_URL: PUBLIC, PUNK_AUTH_BOOTSTRAP_ADMIN_KEY: BOOTSTRAP, PUNK_AUTH_REQUIRED_SCOPES: 'mcp' },
+    });
+  });
+  after(async () => {
+    const code = await punk?.stop();
+    assert.equal(code, 0, `punk up should exit cleanly on SIGTERM:\n${punk?.output().slice(-2000)}`);
+    await removeDir(dir);
+  });
+
+  test('an operator creates an API key; the Inspector CLI and SDK clients of both eras use it; the ledger names its subject; revoked, it is refused', async () => {
+    const anonymous = await fetch(`${punk.baseUrl}/mcp`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+    });
+    assert.equal(anonymous.status, 401);
+    assert.equal(anonymous.headers.get('www-authenticate'), `Bearer resource_metadata="${PUBLIC}/.well-known/oauth-protected-resource/mcp", scope="mcp"`);
+    const metadata = (await (await fetch(`${punk.baseUrl}/.well-known/oauth-protected-resource/mcp`)).json()) as { resource: string };
+    assert.equal(metadata.resource, `${PUBLIC}/mcp`);
+
+    const { key, id } = await createKey(punk.baseUrl, 'e2e laptop');
+
+    const { stdout } = await inspectorToolsList(`${punk.baseUrl}/mcp`, [`Authorization: Bearer ${key}`]);
+    const listed = JSON.parse(stdout) as { tools: Array<{ name: string }> };
+    assert.ok(listed.tools.some(t => t.name === 'everything__echo'));
+    await assert.rejects(inspectorToolsList(`${punk.baseUrl}/mcp`, []), 'the Inspector CLI without the token fails');
+
+    for (const era of ['2025-11-25', '2026-07-28'] as const) {
+      const client = await connectClient(`${punk.baseUrl}/mcp`, era, { Authorization: `Bearer ${key}` });
+      try {
+        assert.ok((await listAllTools(client)).some(t => t.name === 'memory__read_graph'));
+        assert.match(textOf(await client.callTool({ name: 'everything__echo', arguments: { message: `authenticated ${era}` } })), new RegExp(`authenticated ${era}`));
+      } finally {
+        await client.close();
+      }
+    }
+
+    assert.deepEqual(await calledSubjects(punk.baseUrl, 'default', 'echo', 2), Array(4).fill(`api-key:${id}`), 'both runs and their calls are on the ledger under the key');
+
+    const revoked = await fetch(`${punk.baseUrl}/api/v1/api-keys/${id}`, { method: 'DELETE', headers: { authorization: `Bearer ${BOOTSTRAP}` } });
+    assert.equal(revoked.status, 204);
+    await assert.rejects(connectClient(`${punk.baseUrl}/mcp`, '2025-11-25', { Authorization: `Bearer ${key}` }));
+  });
+
+  test('authentication on without a public URL stops punk up with a message naming PUNK_PUBLIC_URL', async () => {
+    await assert.rejects(
+      startPunk({ manifestDir: dir, env: { PUNK_AUTH_MODE: 'on', PUNK_PUBLIC_URL: '' } }),
+      /PUNK_AUTH_MODE=on needs PUNK_PUBLIC_URL/,
+    );
+  });
+});
+
+describe('authentication in the distributed topology: two mcp-front processes behind the proxy', () => {
+  let nats: OwnNats;
+  let db: { url: string; drop(): Promise<void> };
+  let setup: TallySetup;
+  let proxy: Proxy;
+  const running: ServiceProcess[] = [];
+  const frontEnv = { PUNK_AUTH_MODE: 'on', PUNK_PUBLIC_URL: PUBLIC, PUNK_AUTH_BOOTSTRAP_ADMIN_KEY: BOOTSTRAP, PUNK_SESSION_SIGNING_KEY: randomBytes(32).toString('base64url') };
+
+  before(async () => {
+    nats = await startOwnNats();
+    db = await scratchDatabase();
+    setup = await tallySetup();
+    const env = { PUNK_NATS_URL: nats.url, PUNK_DATABASE_URL: db.url, PUNK_MANIFESTS: setup.manifestDir, PUNK_TENANT: setup.tenant };
+    running.push(...(await Promise.all([startService('governance', env), startService('ledger', env), startService('gateway', env)])));
+    const fronts = await Promise.all([startService('mcp-front', { ...env, ...frontEnv }), startService('mcp-front', { ...env, ...frontEnv })]);
+    running.push(...fronts);
+    const ledger = running.find(s => s.name === 'ledger')!;
+    proxy = await startProxy({ host: '127.0.0.1', port: 0, backends: { ledgers: [ledger.url], fronts: fronts.map(f => f.url) }, log: createLogger('proxy', 'silent') });
+  });
+
+  after(async () => {
+    await proxy?.close();
+    await Promise.all(running.map(s => s.stop()));
+    await setup?.killServers();
+    await nats?.stop();
+    await db?.drop();
+    if (setup) await removeDir(setup.manifestDir);
+  });
+
+  test('a key made through one front works through the other, both eras; the ledger names it; revoked on one, refused by both', async () => {
+    const { key, id } = await createKey(proxy.url, 'cluster client');
+    const listed = (await (await fetch(`${proxy.url}/api/v1/api-keys`, { headers: { authorization: `Bearer ${BOOTSTRAP}` } })).json()) as { apiKeys: Array<{ id: string }> };
+    assert.ok(listed.apiKeys.some(k => k.id === id), 'the other front lists it');
+    for (const era of ['2025-11-25', '2026-07-28'] as const) {
+      const client = await connectClient(`${proxy.url}/mcp`, era, { Authorization: `Bearer ${key}` });
+      try {
+        assert.match(textOf(await client.callTool({ name: 'tally__count', arguments: {} })), /counted/);
+      } finally {
+        await client.close();
+      }
+    }
+    assert.deepEqual(await calledSubjects(proxy.url, setup.tenant, 'count', 2), Array(4).fill(`api-key:${id}`));
+    const metadata = (await (await fetch(`${proxy.url}/.well-known/oauth-protected-resource/servers/tally/mcp`)).json()) as { resource: string };
+    assert.equal(metadata.resource, `${PUBLIC}/servers/tally/mcp`);
+
+    assert.equal((await fetch(`${proxy.url}/api/v1/api-keys/${id}`, { method: 'DELETE', headers: { authorization: `Bearer ${BOOTSTRAP}` } })).status, 204);
+    for (let i = 0; i < 2; i++) {
+      const refused = await fetch(`${proxy.url}/mcp`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'e2e', version: '1' } } }),
+      });
+      assert.equal(refused.status, 401, `request ${i + 1}, on each front in turn`);
+    }
+  });
+
+  test('an mcp-front process with PUNK_AUTH_MODE=on and no PUNK_PUBLIC_URL exits at start naming it', async () => {
+    const front = await startService('mcp-front', { PUNK_NATS_URL: nats.url, PUNK_TENANT: setup.tenant, PUNK_AUTH_MODE: 'on' }, { waitReady: false });
+    assert.equal(await front.exited, 2);
+    assert.match(front.output(), /PUNK_AUTH_MODE=on needs PUNK_PUBLIC_URL/);
+  });
+});

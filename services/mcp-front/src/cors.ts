@@ -1,0 +1,89 @@
+/**
+ * Which browser origins may use the MCP endpoint (MCP 2025-11-25
+ * basic/transports "Security Warning": servers MUST validate `Origin` to
+ * prevent DNS rebinding) and the CORS answers that let them (Fetch
+ * standard "CORS protocol"), through the `cors` package:
+ *
+ * - no `Origin` header (a non-browser client): allowed;
+ * - `Origin: null` (sandboxed frames, `file:`, redirects): never allowed;
+ * - otherwise allowed when it is one of the configured origins or the
+ *   endpoint's own origin (the request's scheme and `Host`).
+ *
+ * Before the origin, the `Host` header must name the endpoint when an
+ * allow-list of hosts is set (DNS-rebinding protection of a server on
+ * loopback, as the MCP SDKs do for localhost: a rebound name reaches
+ * 127.0.0.1 but still says its own name in `Host`).
+ *
+ * Preflights (`OPTIONS`) of allowed origins are answered 204 with the
+ * methods and MCP request headers allowed; responses expose
+ * `Mcp-Session-Id`, `MCP-Protocol-Version` and `WWW-Authenticate`.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { validateHostHeader } from '@modelcontextprotocol/server';
+import cors from 'cors';
+import { schemeOf } from './forwarded.js';
+
+/** Headers a browser client may send. */
+const ALLOWED_HEADERS = ['Authorization', 'Content-Type', 'Accept', 'Mcp-Session-Id', 'MCP-Protocol-Version', 'Mcp-Method', 'Mcp-Name', 'Last-Event-ID'];
+/** Response headers a browser client may read. */
+const EXPOSED_HEADERS = ['Mcp-Session-Id', 'MCP-Protocol-Version', 'WWW-Authenticate'];
+
+/** The origin policy of one endpoint. */
+export class OriginPolicy {
+  private readonly allowed: Set<string>;
+  private readonly hosts: string[] | undefined;
+
+  /**
+   * @param allowedOrigins serialized origins (`https://app.example.com`) allowed besides the endpoint's own.
+   * @param trustedProxies reverse proxies whose `X-Forwarded-Proto` tells the endpoint's own scheme.
+   * @param allowedHosts host names the `Host` header may carry (any port; IPv6 in brackets); undefined: any host.
+   * @throws TypeError when an entry is not a URL.
+   */
+  constructor(allowedOrigins: readonly string[], private readonly trustedProxies: number, allowedHosts?: readonly string[]) {
+    this.allowed = new Set(allowedOrigins.map(origin => new URL(origin).origin));
+    this.hosts = allowedHosts && allowedHosts.map(host => host.toLowerCase());
+  }
+
+  /** Whether the request's `Host` names this endpoint (any host when no allow-list is set), by the SDK's `validateHostHeader`. */
+  allowsHost(req: IncomingMessage): boolean {
+    return !this.hosts || validateHostHeader(req.headers.host, this.hosts).ok;
+  }
+
+  /** Whether the request's `Origin` may use the endpoint (see the module comment); a repeated `Origin` header never may. */
+  allows(req: IncomingMessage): boolean {
+    const origin = req.headers.origin;
+    if (origin === undefined) return true;
+    if (typeof origin !== 'string' || origin === 'null') return false;
+    let normalized: string;
+    try {
+      normalized = new URL(origin).origin;
+    } catch {
+      return false;
+    }
+    if (normalized === 'null') return false;
+    if (this.allowed.has(normalized)) return true;
+    const host = req.headers.host;
+    if (!host) return false;
+    try {
+      return new URL(`${schemeOf(req, this.trustedProxies)}://${host}`).origin === normalized;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * Middleware answering preflights and adding CORS headers for allowed
+   * origins; call it only for requests `allows` accepted.
+   * @param methods the methods the endpoint answers (`Access-Control-Allow-Methods`).
+   */
+  middleware(methods: readonly string[]): (req: IncomingMessage, res: ServerResponse, next: (error?: unknown) => void) => void {
+    return cors({
+      origin: true,
+      methods: [...methods],
+      allowedHeaders: ALLOWED_HEADERS,
+      exposedHeaders: EXPOSED_HEADERS,
+      maxAge: 600,
+      optionsSuccessStatus: 204,
+    });
+  }
+}
