@@ -5,6 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
@@ -126,5 +129,53 @@ describe('punk up on the examples (PGlite)', () => {
     const ready = await fetch(`${punk.baseUrl}/readyz`);
     assert.equal(ready.status, 200);
     assert.equal(ready.headers.get('cache-control'), 'no-store');
+  });
+});
+
+describe('punk up start-up checks and banner (no manifests)', () => {
+  let dir: string;
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'punk-empty-'));
+  });
+  after(async () => {
+    await removeDir(dir);
+  });
+
+  test('a bad PUNK_AUTH_JWT_KEY stops start-up before anything runs', async () => {
+    const auth = { PUNK_AUTH_MODE: 'on', PUNK_PUBLIC_URL: 'http://127.0.0.1:4100' };
+    await assert.rejects(startPunk({ manifestDir: dir, env: { ...auth, PUNK_AUTH_JWT_KEY: 'garbage' } }), (error: Error) => {
+      assert.match(error.message, /exited with 2 before it was ready:\npunk: PUNK_AUTH_JWT_KEY: not a PEM public key or a JWK/);
+      return true;
+    });
+    const octKey = JSON.stringify({ kty: 'oct', k: randomBytes(32).toString('base64url') });
+    await assert.rejects(startPunk({ manifestDir: dir, env: { ...auth, PUNK_AUTH_JWT_KEY: octKey } }), /exited with 2 before it was ready:\npunk: PUNK_AUTH_JWT_KEY is an oct \(HMAC\) key.*set PUNK_AUTH_ALGORITHMS=HS256/);
+  });
+
+  test('with authentication on, the banner names the configured path and the bearer header', async () => {
+    const adminKey = randomBytes(32).toString('hex');
+    const punk = await startPunk({ manifestDir: dir, env: { PUNK_AUTH_MODE: 'on', PUNK_PUBLIC_URL: 'http://127.0.0.1:4100', PUNK_AUTH_BOOTSTRAP_ADMIN_KEY: adminKey, PUNK_MCP_PATH: '/v1/mcp' } });
+    try {
+      const output = punk.output();
+      assert.match(output, new RegExp(`Punk is ready in \\d+ ms: ${punk.baseUrl}/v1/mcp\n`));
+      assert.match(output, new RegExp(`claude mcp add --transport http punk ${punk.baseUrl}/v1/mcp --header "Authorization: Bearer <API key>"`));
+      assert.match(output, /make an API key \(README "Authentication"\)/);
+      assert.ok(!output.includes(adminKey), 'the banner never shows the bootstrap key');
+      assert.doesNotMatch(output, /not a loopback address/);
+      assert.equal((await fetch(`${punk.baseUrl}/v1/mcp`, { method: 'POST' })).status, 401);
+    } finally {
+      assert.equal(await punk.stop(), 0, punk.output());
+    }
+  });
+
+  test('on a non-loopback address without authentication it warns once', async () => {
+    const punk = await startPunk({ manifestDir: dir, args: ['--ephemeral', '--host', '0.0.0.0'] });
+    try {
+      const warnings = punk.output().match(/not a loopback address, with PUNK_AUTH_MODE=off: anyone on the network can use the MCP endpoints, the servers API and the ledger API without authentication/g) ?? [];
+      assert.equal(warnings.length, 1, punk.output());
+      assert.match(punk.output(), /claude mcp add --transport http punk http:\/\/0\.0\.0\.0:\d+\/mcp\n/);
+      assert.equal((await fetch(`${punk.baseUrl}/healthz`)).status, 200);
+    } finally {
+      assert.equal(await punk.stop(), 0, punk.output());
+    }
   });
 });

@@ -62,7 +62,7 @@ export async function startPunk(options: { manifestDir: string; env?: Record<str
   const baseUrl = await new Promise<string>((resolveUrl, reject) => {
     const timer = setTimeout(() => reject(new Error(`punk up was not ready within ${options.timeoutMs ?? 90_000} ms:\n${output}`)), options.timeoutMs ?? 90_000);
     const onData = () => {
-      const match = /Punk is ready in \d+ ms: (http:\/\/[^\s]+)\/mcp/.exec(output);
+      const match = /Punk is ready in \d+ ms: (http:\/\/[^\s/]+)\//.exec(output);
       if (match) {
         clearTimeout(timer);
         resolveUrl(match[1]!);

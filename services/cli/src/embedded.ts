@@ -8,6 +8,7 @@ import {
   PunkError,
   createLogger,
   errorMessage,
+  allowedHostsOf,
   listenHealth,
   formatManifestError,
   loadManifestDirectory,
@@ -76,10 +77,17 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
   };
 
   let ready: (() => Promise<void>) | undefined;
-  const http = await listenHealth(config.host, config.port, async () => {
-    if (!ready) throw new Error('starting');
-    await ready();
-  }, 'pass --port');
+  const allowedHosts = allowedHostsOf(config);
+  const http = await listenHealth(
+    config.host,
+    config.port,
+    async () => {
+      if (!ready) throw new Error('starting');
+      await ready();
+    },
+    'pass --port',
+    allowedHosts ? { allowedHosts } : {},
+  );
   stops.push(() => http.close());
 
   try {

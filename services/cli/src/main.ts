@@ -1,9 +1,11 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
-import { PunkError, createLogger, loadConfig, runServiceMain, type Logger, type PunkConfig } from '@punk/lib';
+import { PunkError, createLogger, loadConfig, runServiceMain, unauthenticatedExposureWarning, type Logger, type PunkConfig } from '@punk/lib';
 import { gatewayService } from '@punk/gateway';
 import { governanceService } from '@punk/governance';
 import { ledgerService } from '@punk/ledger';
+import { frontOptionsOf } from '@punk/mcp-front';
+import { cleanCluster } from './cluster-clean.js';
 import { CLUSTER_DATABASE_URL, CLUSTER_NATS_URL, startCluster } from './cluster.js';
 import { startEmbedded } from './embedded.js';
 
@@ -12,7 +14,9 @@ const USAGE = `Usage: punk <command> [options]
 Commands:
   up          Run everything in one process on embedded defaults (what \`npm start\` runs)
   cluster     Run the distributed topology on this machine as separate processes against
-              local NATS and Postgres (what \`npm run cluster\` runs; docs/distributed.md)
+              local NATS and Postgres (what \`npm run cluster\` runs; docs/distributed.md);
+              \`punk cluster --clean\` (\`npm run cluster:clean\`), with the cluster stopped, deletes
+              its NATS streams and KV buckets and drops its database
   gateway     Run one gateway process (PUNK_NATS_URL, PUNK_MANIFESTS)
   governance  Run one governance process (PUNK_NATS_URL)
   ledger      Run one ledger process (PUNK_NATS_URL, PUNK_DATABASE_URL)
@@ -53,15 +57,18 @@ async function up(args: string[]): Promise<void> {
   };
   const config = loadConfig(process.env, overrides, { manifests: '--manifests', dataDir: '--data', host: '--host', port: '--port' });
   const log = createLogger('punk', config.logLevel);
+  const exposed = unauthenticatedExposureWarning(config, 'the MCP endpoints, the servers API and the ledger API');
+  if (exposed) log.warn(exposed);
   const started = Date.now();
   const punk = await startEmbedded({ config, dataDir: values.ephemeral ? null : config.dataDir });
-  const endpoint = `${punk.baseUrl}/mcp`;
+  const endpoint = `${punk.baseUrl}${config.mcpPath}`;
   const states = punk.catalog().map(s => (s.state === 'ready' ? s.name : `${s.name} (${s.state}${s.lastError ? `: ${s.lastError}` : ''})`));
   process.stdout.write(
     `\nPunk is ready in ${Date.now() - started} ms: ${endpoint}\n` +
       `  servers: ${states.join(', ') || 'none'}${punk.manifestErrors.length > 0 ? ` (${punk.manifestErrors.length} manifest error(s) above)` : ''}\n` +
       `  one server, names unchanged: ${punk.baseUrl}/servers/<name>/mcp; ledger: ${punk.baseUrl}/api/v1/runs\n` +
-      `  connect a client: claude mcp add --transport http punk ${endpoint}\n\n`,
+      connectHint(config, punk.baseUrl) +
+      '\n',
   );
   stopOnSignals(log, 'shutting down', () => punk.close());
 }
@@ -69,26 +76,55 @@ async function up(args: string[]): Promise<void> {
 /**
  * `punk cluster`: 2 mcp-front, 2 gateway, 1 governance, 2 ledger processes and
  * the example servers behind a round-robin proxy on PUNK_HOST:PUNK_PORT; Ctrl-C stops them all.
+ * `punk cluster --clean` instead removes what a stopped cluster left in NATS and Postgres (cluster-clean.ts).
  */
 async function cluster(args: string[]): Promise<void> {
   if (args.includes('-h') || args.includes('--help')) {
     process.stdout.write(USAGE);
     return;
   }
-  if (args.length > 0) throw new PunkError('UnknownOption', `punk cluster takes no options (got ${args.join(' ')}); configure it with PUNK_* variables`);
+  const clean = args.length === 1 && args[0] === '--clean';
+  if (args.length > 0 && !clean) throw new PunkError('UnknownOption', `punk cluster takes only --clean (got ${args.join(' ')}); configure it with PUNK_* variables`);
   const config = loadConfig(process.env);
   const natsUrl = config.natsUrl ?? CLUSTER_NATS_URL;
   const databaseUrl = config.databaseUrl ?? CLUSTER_DATABASE_URL;
+  if (clean) {
+    const cleaned = await cleanCluster(natsUrl, databaseUrl, createLogger('cluster', config.logLevel));
+    process.stdout.write(
+      `removed streams and KV buckets: ${cleaned.streams.join(', ') || 'none found'} (NATS ${natsUrl}); database: ${cleaned.database ?? 'none found'}\n`,
+    );
+    return;
+  }
+  // The fronts would each refuse bad endpoint or PUNK_AUTH_* settings; refuse them once, before anything starts.
+  frontOptionsOf(config);
   const log = createLogger('cluster', config.logLevel);
+  const exposed = unauthenticatedExposureWarning(config, 'the MCP endpoints, the servers API and the ledger API');
+  if (exposed) log.warn(exposed);
   const started = Date.now();
   const running = await startCluster(config, natsUrl, databaseUrl);
+  const endpoint = `${running.url}${config.mcpPath}`;
   process.stdout.write(
-    `\nPunk cluster is ready in ${Date.now() - started} ms: ${running.url}/mcp (NATS ${natsUrl})\n` +
+    `\nPunk cluster is ready in ${Date.now() - started} ms: ${endpoint} (NATS ${natsUrl})\n` +
       `  ledger: ${running.url}/api/v1/runs, ${running.url}/api/v1/ledger/verify\n` +
       running.gaps.map(gap => `  missing: ${gap}\n`).join('') +
-      `  Ctrl-C stops everything\n\n`,
+      connectHint(config, running.url) +
+      `  Ctrl-C stops everything; \`npm run cluster:clean\` then removes its NATS streams, buckets and database\n\n`,
   );
   stopOnSignals(log, 'stopping the cluster', () => running.stop());
+}
+
+/**
+ * The banner's lines on connecting Claude Code to the endpoint at `baseUrl`: with `PUNK_AUTH_MODE=on`, with
+ * the bearer header an API key goes in, and how to make one (README "Authentication").
+ */
+function connectHint(config: PunkConfig, baseUrl: string): string {
+  const add = `  connect a client: claude mcp add --transport http punk ${baseUrl}${config.mcpPath}`;
+  if (config.authMode === 'off') return `${add}\n`;
+  return (
+    `${add} --header "Authorization: Bearer <API key>"\n` +
+    `  make an API key (README "Authentication"): curl -s ${baseUrl}/api/v1/api-keys -H "authorization: Bearer $PUNK_AUTH_BOOTSTRAP_ADMIN_KEY" \\\n` +
+    `      -H 'content-type: application/json' -d '{"name":"my laptop"}'\n`
+  );
 }
 
 /**

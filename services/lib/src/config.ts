@@ -1,9 +1,21 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { PunkError } from './errors.js';
+import { isLoopbackAddress } from './service/hosts.js';
 
-const port = z.coerce.number().int().min(0).max(65535);
-const positiveInt = z.coerce.number().int().positive();
+/**
+ * A whole number from `min` to `max` (or `min` and above), coerced from its environment text; every failure
+ * (not a number, a fraction, out of range) reads as one sentence, such as "must be an integer from 1 to 1000".
+ */
+function integer(min: number, max?: number) {
+  const message = max === undefined ? (min === 1 ? 'must be a positive integer' : `must be an integer of ${min} or more`) : `must be an integer from ${min} to ${max}`;
+  const schema = z.coerce.number({ error: message }).int({ error: message }).min(min, { error: message });
+  return max === undefined ? schema : schema.max(max, { error: message });
+}
+const port = integer(0, 65535);
+const positiveInt = integer(1);
+/** `true` or `false` (also `1`/`0`, `yes`/`no`, `on`/`off`). */
+const boolean = z.stringbool({ error: 'must be true or false' });
 /** A comma-separated list; blanks around entries and empty entries are dropped. */
 const commaSeparated = z.string().transform(value => value.split(',').map(entry => entry.trim()).filter(entry => entry !== ''));
 const logLevel = z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']);
@@ -21,6 +33,19 @@ function jsonOf<T extends z.ZodType>(schema: T) {
       }
     })
     .pipe(schema);
+}
+
+/**
+ * Paths other routes own on the same listener (health, admin and ledger APIs, per-server endpoints, OAuth
+ * metadata, metrics): `PUNK_MCP_PATH` may be none of them nor lie under one. Express matches paths
+ * case-insensitively, so the check does too.
+ */
+const RESERVED_PATH_PREFIXES = ['/healthz', '/readyz', '/metrics', '/api', '/servers', '/.well-known'];
+
+/** Whether `path` is a reserved prefix or lies under one. */
+function isReservedPath(path: string): boolean {
+  const lower = path.toLowerCase();
+  return RESERVED_PATH_PREFIXES.some(prefix => lower === prefix || lower.startsWith(`${prefix}/`));
 }
 
 /** Whether a string is a serialized origin (RFC 6454 §6.2): `scheme://host[:port]` and nothing else. */
@@ -46,7 +71,7 @@ export const configSchema = z.object({
   /** `PUNK_DATA_DIR`: PGlite directory for the embedded database. */
   dataDir: z.string().min(1).default('.punk/data'),
   /** `PUNK_DATABASE_URL`: a Postgres URL; when set, replaces the embedded PGlite database. */
-  databaseUrl: z.string().url().optional(),
+  databaseUrl: z.string().url('must be a URL').optional(),
   /** `PUNK_MANIFESTS`: directory of McpServer manifests served by `punk up`. */
   manifests: z.string().min(1).default('examples'),
   /** `PUNK_TENANT`: tenant (namespace) of manifests that name none. */
@@ -69,7 +94,11 @@ export const configSchema = z.object({
   sessionSigningKey: z.string().min(32, 'must be at least 32 characters').optional(),
   // mcp-front: the MCP endpoint (README "Configuration", endpoint options).
   /** `PUNK_MCP_PATH`: path of the aggregated MCP endpoint (per-server endpoints stay `/servers/…/mcp`). */
-  mcpPath: z.string().regex(/^\/[A-Za-z0-9._~\/-]*$/, 'must be an absolute URL path such as /mcp').default('/mcp'),
+  mcpPath: z
+    .string()
+    .regex(/^\/[A-Za-z0-9._~\/-]*$/, 'must be an absolute URL path such as /mcp')
+    .refine(path => !isReservedPath(path), `must not be or lie under a path Punk serves itself: ${RESERVED_PATH_PREFIXES.join(', ')}`)
+    .default('/mcp'),
   /** `PUNK_SERVER_NAME`: `serverInfo.name` the endpoint reports to clients. */
   serverName: z.string().min(1).default('punk'),
   /** `PUNK_SERVER_TITLE`: `serverInfo.title` (display name). */
@@ -79,9 +108,9 @@ export const configSchema = z.object({
   /** `PUNK_SERVER_DESCRIPTION`: `serverInfo.description`. */
   serverDescription: z.string().min(1).optional(),
   /** `PUNK_SERVER_WEBSITE_URL`: `serverInfo.websiteUrl`. */
-  serverWebsiteUrl: z.string().url().optional(),
+  serverWebsiteUrl: z.string().url('must be a URL').optional(),
   /** `PUNK_SERVER_ICONS`: `serverInfo.icons`, a JSON array of `{ src, mimeType?, sizes?, theme? }` (MCP 2025-11-25 Icon). */
-  serverIcons: jsonOf(z.array(z.object({ src: z.string().url(), mimeType: z.string().optional(), sizes: z.array(z.string()).optional(), theme: z.enum(['light', 'dark']).optional() }).strict())).optional(),
+  serverIcons: jsonOf(z.array(z.object({ src: z.string().url('must be a URL'), mimeType: z.string().optional(), sizes: z.array(z.string()).optional(), theme: z.enum(['light', 'dark']).optional() }).strict())).optional(),
   /** `PUNK_SERVER_INSTRUCTIONS`: instructions sent to clients in place of the upstreams' own. */
   serverInstructions: z.string().min(1).optional(),
   /** `PUNK_ALLOWED_ORIGINS`: comma-separated browser origins (`https://app.example.com`) allowed besides the endpoint's own; also the CORS allow-list. */
@@ -103,7 +132,7 @@ export const configSchema = z.object({
   /** `PUNK_RESPONSE_MODE`: how POST answers are sent: `auto` (JSON unless the call streams), `json`, `always` (SSE). */
   responseMode: z.enum(['auto', 'json', 'always']).default('auto'),
   /** `PUNK_PAGE_SIZE`: items per page of list results. */
-  pageSize: z.coerce.number().int().min(1).max(1000).default(50),
+  pageSize: integer(1, 1000).default(50),
   /** `PUNK_TOOL_TIMEOUTS`: per-tool deadlines, comma-separated `server__tool=ms`; others use `PUNK_CALL_TIMEOUT_MS`. */
   toolTimeouts: z
     .string()
@@ -121,14 +150,14 @@ export const configSchema = z.object({
     })
     .default({}),
   /** `PUNK_LOGGING_CAPABILITY`: whether the endpoint advertises `logging` (2025 sessions: `logging/setLevel`; 2026 requests: the `_meta` log level) (`true`/`false`). */
-  loggingCapability: z.stringbool().default(true),
+  loggingCapability: boolean.default(true),
   /** `PUNK_TRUST_PROXY`: how many reverse proxies in front append to `X-Forwarded-For`/`-Proto` (0: use the socket's address and scheme). */
-  trustProxy: z.coerce.number().int().min(0).max(10).default(0),
+  trustProxy: integer(0, 10).default(0),
   // Who may call (README "Authentication"); cross-field rules are checked by mcp-front's authOptionsFromConfig.
   /** `PUNK_AUTH_MODE`: `off` (every caller is the tenant's anonymous principal) or `on` (a bearer token is required). */
   authMode: z.enum(['off', 'on']).default('off'),
   /** `PUNK_PUBLIC_URL`: the URL clients reach Punk at (`https://punk.example.com`), behind any ingress; required when `PUNK_AUTH_MODE=on`. */
-  publicUrl: z.string().url().refine(v => /^https?:/.test(v), 'must be an http or https URL').optional(),
+  publicUrl: z.string().url('must be a URL').refine(v => /^https?:/.test(v), 'must be an http or https URL').optional(),
   /** `PUNK_AUTH_ADMIN_SCOPE`: scope that grants the admin API (`/api/v1/api-keys`). */
   authAdminScope: z.string().min(1).default('punk:admin'),
   /** `PUNK_AUTH_BOOTSTRAP_ADMIN_KEY`: a bearer token (at least 32 characters) that acts as an admin, to create the first API keys. */
@@ -136,13 +165,13 @@ export const configSchema = z.object({
   /** `PUNK_AUTH_REQUIRED_SCOPES`: comma-separated scopes every MCP request's token must grant. */
   authRequiredScopes: commaSeparated.default([]),
   /** `PUNK_AUTH_ISSUER`: the OAuth authorization server; tokens' `iss` must equal it, and the resource metadata names it. */
-  authIssuer: z.string().url().optional(),
+  authIssuer: z.string().url('must be a URL').optional(),
   /** `PUNK_AUTH_JWKS_URL`: JWKS of the issuer; JWT access tokens are verified with its keys (refetched on an unknown `kid`). */
-  authJwksUrl: z.string().url().optional(),
+  authJwksUrl: z.string().url('must be a URL').optional(),
   /** `PUNK_AUTH_JWT_KEY`: one static public key verifying JWT access tokens, as PEM (SPKI) or JWK JSON. */
   authJwtKey: z.string().min(1).optional(),
   /** `PUNK_AUTH_INTROSPECTION_URL`: RFC 7662 token introspection endpoint, for opaque access tokens. */
-  authIntrospectionUrl: z.string().url().optional(),
+  authIntrospectionUrl: z.string().url('must be a URL').optional(),
   /** `PUNK_AUTH_INTROSPECTION_CLIENT_ID`: client id Punk authenticates to the introspection endpoint with (HTTP Basic). */
   authIntrospectionClientId: z.string().min(1).optional(),
   /** `PUNK_AUTH_INTROSPECTION_CLIENT_SECRET`: its client secret. */
@@ -154,7 +183,7 @@ export const configSchema = z.object({
     .pipe(z.array(z.string().refine(alg => alg.toLowerCase() !== 'none', 'alg none is never accepted')).min(1, 'must name at least one algorithm'))
     .default(['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']),
   /** `PUNK_AUTH_CLOCK_TOLERANCE_MS`: clock skew allowed on `exp`/`nbf`/`iat`, in milliseconds. */
-  authClockToleranceMs: z.coerce.number().int().min(0).default(30_000),
+  authClockToleranceMs: integer(0).default(30_000),
   /** `PUNK_AUTH_TENANT_CLAIM`: token claim naming the caller's tenant; unset: tokens are for the front's tenant. */
   authTenantClaim: z.string().min(1).optional(),
   /** `PUNK_AUTH_GROUPS_CLAIM`: token claim holding the caller's groups (an array, or a space-separated string). */
@@ -217,6 +246,12 @@ const envNames: Record<keyof PunkConfig, string> = {
   trustProxy: 'PUNK_TRUST_PROXY',
 };
 
+/**
+ * Keys whose values are secrets or may carry one (a password in a database or NATS URL, an `oct` JWK):
+ * an error names their variable and length, never their value.
+ */
+const secretKeys = new Set<keyof PunkConfig>(['authBootstrapAdminKey', 'sessionSigningKey', 'authIntrospectionClientSecret', 'authJwtKey', 'databaseUrl', 'natsUrl']);
+
 /** The environment variable that sets each configuration key. */
 export function envNameOf(key: keyof PunkConfig): string {
   return envNames[key];
@@ -228,7 +263,8 @@ export function envNameOf(key: keyof PunkConfig): string {
  * `overrideNames` names where each override came from (`--port`), so an
  * error names what the user typed.
  *
- * @throws PunkError `InvalidConfig` listing every bad variable or flag with its value and the rule it broke.
+ * @throws PunkError `InvalidConfig` listing every bad variable or flag with its value (only the length of a
+ *   secret's, such as `PUNK_SESSION_SIGNING_KEY=<redacted, 5 characters>`) and the rule it broke.
  */
 export function loadConfig(
   env: NodeJS.ProcessEnv = process.env,
@@ -252,7 +288,22 @@ export function loadConfig(
   const problems = parsed.error.issues.map(issue => {
     const key = String(issue.path[0]) as keyof PunkConfig;
     const name = (fromOverride.has(key) ? overrideNames[key] : undefined) ?? envNames[key] ?? key;
-    return `${name}=${JSON.stringify(raw[key])}: ${issue.message}`;
+    const value = raw[key];
+    const shown = secretKeys.has(key) ? `<redacted, ${String(value).length} characters>` : JSON.stringify(value);
+    return `${name}=${shown}: ${issue.message}`;
   });
   throw new PunkError('InvalidConfig', `invalid configuration: ${problems.join('; ')}`, { problems });
+}
+
+/**
+ * The start-up warning for a listener any network peer can reach with nobody authenticated: `config.host` is
+ * not a loopback address and `PUNK_AUTH_MODE=off`. `served` names what the process serves there ("the MCP
+ * endpoint and the ledger API"). Undefined when the listener is loopback-only or authentication is on.
+ */
+export function unauthenticatedExposureWarning(config: PunkConfig, served: string): string | undefined {
+  if (config.authMode !== 'off' || isLoopbackAddress(config.host)) return undefined;
+  return (
+    `listening on ${config.host}, which is not a loopback address, with PUNK_AUTH_MODE=off: anyone on the network can use ${served} without authentication; ` +
+    'set PUNK_AUTH_MODE=on (README "Authentication") or listen on 127.0.0.1'
+  );
 }

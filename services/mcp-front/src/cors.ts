@@ -19,8 +19,8 @@
  * `Mcp-Session-Id`, `MCP-Protocol-Version` and `WWW-Authenticate`.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { validateHostHeader } from '@modelcontextprotocol/server';
 import cors from 'cors';
+import { isAllowedHost } from '@punk/lib';
 import { schemeOf } from './forwarded.js';
 
 /** Headers a browser client may send. */
@@ -31,7 +31,7 @@ const EXPOSED_HEADERS = ['Mcp-Session-Id', 'MCP-Protocol-Version', 'WWW-Authenti
 /** The origin policy of one endpoint. */
 export class OriginPolicy {
   private readonly allowed: Set<string>;
-  private readonly hosts: string[] | undefined;
+  private readonly hosts: readonly string[] | undefined;
 
   /**
    * @param allowedOrigins serialized origins (`https://app.example.com`) allowed besides the endpoint's own.
@@ -41,12 +41,12 @@ export class OriginPolicy {
    */
   constructor(allowedOrigins: readonly string[], private readonly trustedProxies: number, allowedHosts?: readonly string[]) {
     this.allowed = new Set(allowedOrigins.map(origin => new URL(origin).origin));
-    this.hosts = allowedHosts && allowedHosts.map(host => host.toLowerCase());
+    this.hosts = allowedHosts;
   }
 
-  /** Whether the request's `Host` names this endpoint (any host when no allow-list is set), by the SDK's `validateHostHeader`. */
+  /** Whether the request's `Host` names this endpoint (any host when no allow-list is set; lib hosts.ts). */
   allowsHost(req: IncomingMessage): boolean {
-    return !this.hosts || validateHostHeader(req.headers.host, this.hosts).ok;
+    return !this.hosts || isAllowedHost(req.headers.host, this.hosts);
   }
 
   /** Whether the request's `Origin` may use the endpoint (see the module comment); a repeated `Origin` header never may. */
@@ -60,7 +60,8 @@ export class OriginPolicy {
     } catch {
       return false;
     }
-    if (normalized === 'null') return false;
+    // A serialized origin is scheme://host[:port] and nothing else (RFC 6454 §6.2); anything else is not a browser's.
+    if (normalized === 'null' || normalized !== origin.toLowerCase()) return false;
     if (this.allowed.has(normalized)) return true;
     const host = req.headers.host;
     if (!host) return false;

@@ -11,9 +11,12 @@
  * (keyset pagination): a list that changes between two pages neither repeats
  * nor skips the items that stayed.
  *
- * Wire shape: the base64url encoding of the JSON `{"v":1,"list":<method>,"after":<key>}`.
- * It holds nothing secret and forging one only selects another page, so it is
- * not signed.
+ * Wire shape: the base64url encoding of the JSON
+ * `{"v":1,"list":<method>,"endpoint":<scope key>,"after":<key>}`: a cursor of
+ * another list or another endpoint (`/mcp` vs `/servers/<name>/mcp`) is
+ * refused rather than silently skipping items. It holds nothing secret and
+ * forging one only selects another page of what the caller may list anyway,
+ * so it is not signed.
  */
 import { ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/server';
 
@@ -25,6 +28,12 @@ const MAX_CURSOR_LENGTH = 16_384;
 
 const VERSION = 1;
 
+/** Which list a cursor belongs to: the method and the endpoint's scope key (`*`, `name` or `namespace/name`). */
+export interface CursorContext {
+  list: ListMethod;
+  endpoint: string;
+}
+
 /** One page of a list and the cursor of the next one (absent on the last page). */
 export interface Page<T> {
   items: T[];
@@ -32,15 +41,17 @@ export interface Page<T> {
 }
 
 /** Encodes the cursor of the page after the item whose key is `after`. */
-export function encodeCursor(list: ListMethod, after: string): string {
-  return Buffer.from(JSON.stringify({ v: VERSION, list, after }), 'utf8').toString('base64url');
+export function encodeCursor(context: CursorContext, after: string): string {
+  return Buffer.from(JSON.stringify({ v: VERSION, list: context.list, endpoint: context.endpoint, after }), 'utf8').toString('base64url');
 }
 
 /**
  * Decodes a cursor a client sent back and returns the key after which the page starts.
- * @throws ProtocolError -32602 (Invalid params) naming the problem: not a cursor Punk minted, or a cursor of another list.
+ * @throws ProtocolError -32602 (Invalid params) naming the problem: not a cursor Punk minted, or a cursor of
+ *   another list or endpoint.
  */
-export function decodeCursor(list: ListMethod, cursor: string): string {
+export function decodeCursor(context: CursorContext, cursor: string): string {
+  const { list } = context;
   if (cursor.length > MAX_CURSOR_LENGTH || !/^[A-Za-z0-9_-]*$/.test(cursor)) throw invalid(list, 'it is not a cursor this server returned');
   let parsed: unknown;
   try {
@@ -48,11 +59,12 @@ export function decodeCursor(list: ListMethod, cursor: string): string {
   } catch {
     throw invalid(list, 'it is not a cursor this server returned');
   }
-  const fields = parsed as { v?: unknown; list?: unknown; after?: unknown } | null;
+  const fields = parsed as { v?: unknown; list?: unknown; endpoint?: unknown; after?: unknown } | null;
   if (typeof fields !== 'object' || fields === null || fields.v !== VERSION || typeof fields.after !== 'string') {
     throw invalid(list, 'it is not a cursor this server returned');
   }
   if (fields.list !== list) throw invalid(list, `it was returned by ${String(fields.list)}`);
+  if (fields.endpoint !== context.endpoint) throw invalid(list, 'it was returned by another endpoint');
   return fields.after;
 }
 
@@ -61,14 +73,14 @@ export function decodeCursor(list: ListMethod, cursor: string): string {
  * cursor names, or at the start without a cursor.
  * @throws ProtocolError -32602 for an invalid cursor (see {@link decodeCursor}).
  */
-export function paginate<T>(list: ListMethod, items: Iterable<T>, keyOf: (item: T) => string, pageSize: number, cursor: string | undefined): Page<T> {
+export function paginate<T>(context: CursorContext, items: Iterable<T>, keyOf: (item: T) => string, pageSize: number, cursor: string | undefined): Page<T> {
   const keyed = [...items].map(item => ({ key: keyOf(item), item })).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-  const after = cursor === undefined ? undefined : decodeCursor(list, cursor);
+  const after = cursor === undefined ? undefined : decodeCursor(context, cursor);
   const start = after === undefined ? 0 : firstAfter(keyed, after);
   const page = keyed.slice(start, start + pageSize);
   const last = page[page.length - 1];
   const more = start + pageSize < keyed.length;
-  return { items: page.map(p => p.item), ...(more && last && { nextCursor: encodeCursor(list, last.key) }) };
+  return { items: page.map(p => p.item), ...(more && last && { nextCursor: encodeCursor(context, last.key) }) };
 }
 
 /** Index of the first entry whose key sorts after `after` (binary search). */

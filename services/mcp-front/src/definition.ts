@@ -5,7 +5,7 @@
  * sessions live in NATS KV and their SSE events in JetStream.
  */
 import express from 'express';
-import { streams, type ServiceDefinition } from '@punk/lib';
+import { streams, unauthenticatedExposureWarning, type ServiceDefinition } from '@punk/lib';
 import { createFront, frontOptionsOf } from './front.js';
 
 /**
@@ -18,6 +18,8 @@ export const mcpFrontService: ServiceDefinition = {
   needsDatabase: false,
   streams: [streams.sse],
   async start({ config, bus, log }) {
+    const exposed = unauthenticatedExposureWarning(config, 'the MCP endpoints');
+    if (exposed) log.warn(exposed);
     const front = await createFront({
       bus,
       log,

@@ -4,9 +4,9 @@
  * express router.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { localhostAllowedHostnames, type Implementation } from '@modelcontextprotocol/server';
+import type { Implementation } from '@modelcontextprotocol/server';
 import express, { type Router } from 'express';
-import { anonymousPrincipal, DEFAULT_SESSION_TTL_MS, errorMessage, streams, type Bus, type Logger, type Principal, type PunkConfig } from '@punk/lib';
+import { allowedHostsOf, anonymousPrincipal, DEFAULT_SESSION_TTL_MS, errorMessage, streams, type Bus, type Logger, type Principal, type PunkConfig } from '@punk/lib';
 import { serversInScope, type Scope } from './aggregate.js';
 import { adminRouter } from './auth/admin-api.js';
 import { authOptionsFromConfig, createAuthenticator, type AuthOptions } from './auth/authenticator.js';
@@ -102,7 +102,7 @@ export interface FrontOptions {
  */
 export function frontOptionsOf(config: PunkConfig): Omit<FrontOptions, 'bus' | 'log' | 'tenant'> {
   const auth = authOptionsFromConfig(config);
-  const allowedHosts = config.allowedHosts ?? (isLoopback(config.host) ? [...localhostAllowedHostnames(), ...(config.publicUrl ? [new URL(config.publicUrl).hostname] : [])] : undefined);
+  const allowedHosts = allowedHostsOf(config);
   const serverInfo: Implementation = {
     name: config.serverName,
     version: config.serverVersion,
@@ -300,7 +300,3 @@ function checkOptions(options: FrontOptions): void {
   }
 }
 
-/** Whether a listen address is a loopback one (`127.0.0.0/8`, `::1`, `localhost`). */
-function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
-}

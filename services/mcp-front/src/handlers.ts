@@ -47,7 +47,7 @@ import {
   UPSTREAM_INPUT_REQUIRED,
 } from '@punk/lib';
 import { permittedPrompts, permittedResources, permittedTools } from './auth/list-filter.js';
-import { routeResource, routeTemplate, type CatalogView, type Scope } from './aggregate.js';
+import { routeResource, routeTemplate, scopeKey, type CatalogView, type Scope } from './aggregate.js';
 import type { TenantCatalog } from './catalog.js';
 import { openCallChannel, type CallSink, type OpenCallChannel } from './call-channel.js';
 import { cancelOnAbort, sessionCallId } from './cancellation.js';
@@ -162,6 +162,7 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
   if (capabilities.resources && subscribable) capabilities.resources = { ...capabilities.resources, subscribe: true };
   const cacheHints = { 'tools/list': LIST_CACHE_HINT, 'prompts/list': LIST_CACHE_HINT, 'resources/list': LIST_CACHE_HINT, 'resources/templates/list': LIST_CACHE_HINT };
   const server = new Server(deps.serverInfo, { capabilities, cacheHints, ...(instructions && { instructions }) });
+  const endpoint = scopeKey(scope);
   const view = async (method: string): Promise<CatalogView> => {
     try {
       return await deps.catalog.view(scope);
@@ -213,7 +214,7 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
 
   if (capabilities.tools) {
     server.setRequestHandler('tools/list', async request => {
-      const page = paginate('tools/list', await permittedTools(deps.bus, deps.tenant, session?.principal ?? principal, await view('tools/list')), ([name]) => name, deps.pageSize, request.params?.cursor);
+      const page = paginate({ list: 'tools/list', endpoint }, await permittedTools(deps.bus, deps.tenant, session?.principal ?? principal, await view('tools/list')), ([name]) => name, deps.pageSize, request.params?.cursor);
       return { tools: page.items.map(([name, route]) => ({ ...route.tool, name }) as Tool), ...(page.nextCursor && { nextCursor: page.nextCursor }) };
     });
     server.setRequestHandler('tools/call', async (request, ctx) => {
@@ -244,12 +245,12 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
 
   if (capabilities.resources) {
     server.setRequestHandler('resources/list', async request => {
-      const page = paginate('resources/list', await permittedResources(deps.bus, deps.tenant, session?.principal ?? principal, await view('resources/list')), ([uri]) => uri, deps.pageSize, request.params?.cursor);
+      const page = paginate({ list: 'resources/list', endpoint }, await permittedResources(deps.bus, deps.tenant, session?.principal ?? principal, await view('resources/list')), ([uri]) => uri, deps.pageSize, request.params?.cursor);
       return { resources: page.items.map(([, r]) => r.resource as Resource), ...(page.nextCursor && { nextCursor: page.nextCursor }) };
     });
     server.setRequestHandler('resources/templates/list', async request => {
       const { templates } = await view('resources/templates/list');
-      const page = paginate('resources/templates/list', templates, t => t.template.uriTemplate, deps.pageSize, request.params?.cursor);
+      const page = paginate({ list: 'resources/templates/list', endpoint }, templates, t => t.template.uriTemplate, deps.pageSize, request.params?.cursor);
       return { resourceTemplates: page.items.map(t => t.template as ResourceTemplateType), ...(page.nextCursor && { nextCursor: page.nextCursor }) };
     });
     server.setRequestHandler('resources/read', async (request, ctx) => {
@@ -284,7 +285,7 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
 
   if (capabilities.prompts) {
     server.setRequestHandler('prompts/list', async request => {
-      const page = paginate('prompts/list', await permittedPrompts(deps.bus, deps.tenant, session?.principal ?? principal, await view('prompts/list')), ([name]) => name, deps.pageSize, request.params?.cursor);
+      const page = paginate({ list: 'prompts/list', endpoint }, await permittedPrompts(deps.bus, deps.tenant, session?.principal ?? principal, await view('prompts/list')), ([name]) => name, deps.pageSize, request.params?.cursor);
       return { prompts: page.items.map(([name, route]) => ({ ...route.prompt, name }) as Prompt), ...(page.nextCursor && { nextCursor: page.nextCursor }) };
     });
     server.setRequestHandler('prompts/get', async (request, ctx) => {

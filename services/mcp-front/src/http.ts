@@ -15,10 +15,12 @@
  * | 4 | `Accept`: POST lists `application/json` and `text/event-stream`, GET lists `text/event-stream` | 406, -32000 |
  * | 5 | POST `Content-Type: application/json` | 415, -32000 |
  * | 6 | `MCP-Protocol-Version`, when present, one of the supported revisions of either era | 400, -32022 `UnsupportedProtocolVersion` with `data.supported` |
+ * | 6 | GET or DELETE under 2026-07-28 (no sessions, no GET stream) | 405 with `Allow: POST`, -32000 |
  * | 7 | body at most `maxBodyBytes` | 413, -32600 |
  * | 8 | body present and JSON | 400, -32700 |
  * | 9 | a JSON-RPC batch (array) only under 2025-03-26 (the header absent or naming it), never empty | 400, -32600 |
- * | 9 | every `id` a string or an integer (MCP basic "Requests": not null; JSON-RPC 2.0 §4) | 400, -32600 |
+ * | 9 | no deeper than 256 levels; in a batch no `initialize` and no repeated id | 400, -32600 |
+ * | 9 | every message an object, every `id` a string or an integer (MCP basic "Requests": not null; JSON-RPC 2.0 §4), `initialize` with an id | 400, -32600 |
  * | 10 | the per-server endpoint names one server of the tenant | 404 / 503, -32000 |
  *
  * Then the message (endpoint.ts): 2026-07-28 requests go to the SDK's
@@ -126,6 +128,10 @@ export function createRouter(deps: HttpDeps): Router {
         sendJsonRpcError(res, versionRefusal.status, versionRefusal.code, versionRefusal.message, {}, versionRefusal.data, requestIdOf(body));
         return;
       }
+      if (req.method !== 'POST' && (MODERN_PROTOCOL_VERSIONS as readonly string[]).includes(headerOf(req, 'mcp-protocol-version') ?? '')) {
+        sendJsonRpcError(res, 405, -32000, `Method ${req.method} not allowed under ${headerOf(req, 'mcp-protocol-version')}: it has no sessions or GET streams; POST every request (subscriptions/listen for notifications)`, { Allow: 'POST' });
+        return;
+      }
       if (req.method === 'POST') {
         if (parseError) {
           next(parseError);
@@ -135,7 +141,7 @@ export function createRouter(deps: HttpDeps): Router {
           sendJsonRpcError(res, 400, -32700, 'Parse error: the request has no body (a POST carries one JSON-RPC message)');
           return;
         }
-        const batchRefusal = checkBatch(req, req.body) ?? checkIds(req.body);
+        const batchRefusal = checkDepth(req.body) ?? checkBatch(req, req.body) ?? checkMessages(req.body);
         if (batchRefusal) {
           sendJsonRpcError(res, 400, ProtocolErrorCode.InvalidRequest, batchRefusal);
           return;
@@ -239,20 +245,46 @@ function checkBatch(req: IncomingMessage, body: unknown): string | undefined {
   const version = headerOf(req, 'mcp-protocol-version') ?? DEFAULT_NEGOTIATED_PROTOCOL_VERSION;
   if (version !== '2025-03-26') return `Invalid Request: JSON-RPC batches are only allowed under protocol version 2025-03-26, not ${version}; send one message per POST`;
   if (body.length === 0) return 'Invalid Request: an empty JSON-RPC batch';
+  // MCP 2025-03-26 basic/lifecycle: "The initialization request MUST NOT be part of a JSON-RPC batch".
+  if (body.some(m => (m as { method?: unknown } | null)?.method === 'initialize')) return 'Invalid Request: initialize must not be part of a JSON-RPC batch; send it alone';
+  const ids = body.filter(m => typeof m === 'object' && m !== null && 'id' in m && 'method' in m).map(m => (m as { id: unknown }).id);
+  const repeated = ids.find((id, i) => ids.indexOf(id) !== i);
+  if (repeated !== undefined) return `Invalid Request: the batch has two requests with id ${JSON.stringify(repeated)}; each answer must be told apart by its id`;
   return undefined;
 }
 
 /**
- * Check 9: an `id`, where a message has one, is a string or an integer (MCP
- * 2025-11-25 basic "Requests": "MUST be a string or integer", "MUST NOT be
- * null"; the same ids come back on responses). Returns the refusal's message.
+ * Check 9: every message is a JSON object (JSON-RPC 2.0 §4), an `id`, where a message has one, is a string
+ * or an integer (MCP 2025-11-25 basic "Requests": "MUST be a string or integer", "MUST NOT be null"; the
+ * same ids come back on responses), and `initialize` is a request, with an id. Returns the refusal's message.
  */
-function checkIds(body: unknown): string | undefined {
+function checkMessages(body: unknown): string | undefined {
   for (const message of Array.isArray(body) ? body : [body]) {
-    if (typeof message !== 'object' || message === null || !('id' in message)) continue;
+    if (typeof message !== 'object' || message === null || Array.isArray(message)) {
+      return `Invalid Request: a JSON-RPC message is an object, not ${message === null ? 'null' : Array.isArray(message) ? 'an array' : `a ${typeof message}`}`;
+    }
+    if (!('id' in message)) {
+      if ((message as { method?: unknown }).method === 'initialize') return 'Invalid Request: initialize is a request and needs an id';
+      continue;
+    }
     const id = (message as { id: unknown }).id;
     if (typeof id === 'string' || (typeof id === 'number' && Number.isSafeInteger(id))) continue;
     return `Invalid Request: a JSON-RPC id must be a string or an integer, not ${id === null ? 'null' : Array.isArray(id) ? 'an array' : typeof id === 'number' ? `the number ${id}` : `a ${typeof id}`}`;
+  }
+  return undefined;
+}
+
+/** Deepest JSON nesting a request may carry: deeper values would exhaust the stack of whatever walks them (schema checks, copies). */
+export const MAX_JSON_DEPTH = 256;
+
+/** Check 9: the body nests at most {@link MAX_JSON_DEPTH} arrays and objects; walked without recursion. */
+function checkDepth(body: unknown): string | undefined {
+  const stack: Array<[unknown, number]> = [[body, 1]];
+  while (stack.length > 0) {
+    const [value, depth] = stack.pop()!;
+    if (typeof value !== 'object' || value === null) continue;
+    if (depth > MAX_JSON_DEPTH) return `Invalid Request: the body nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels`;
+    for (const child of Object.values(value)) if (typeof child === 'object' && child !== null) stack.push([child, depth + 1]);
   }
   return undefined;
 }

@@ -32,7 +32,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
-import { isInitializeRequest, isJSONRPCRequest, isJSONRPCResultResponse, type InitializeRequest, type JSONRPCMessage, type Server } from '@modelcontextprotocol/server';
+import { isInitializeRequest, ProtocolErrorCode, isJSONRPCRequest, isJSONRPCResultResponse, type InitializeRequest, type JSONRPCMessage, type Server } from '@modelcontextprotocol/server';
 import { errorMessage, subjects, type Bus, type Logger, type Principal, type SessionState } from '@punk/lib';
 import { scopeKey, type Scope } from './aggregate.js';
 import { cancelCall, cancelledRequestOf, sessionCallId } from './cancellation.js';
@@ -86,6 +86,11 @@ export class LegacyEndpoint {
         await this.initialize(scope, principal, req, res, body);
         return;
       }
+      if ((body as { method?: unknown } | undefined)?.method === 'initialize') {
+        const id = (body as { id: string | number }).id;
+        sendJsonRpcError(res, 400, ProtocolErrorCode.InvalidParams, 'Invalid params: initialize needs params.protocolVersion (a string), params.capabilities (an object) and params.clientInfo ({ name, version })', {}, undefined, id);
+        return;
+      }
       sendJsonRpcError(res, 400, -32000, 'Bad Request: Mcp-Session-Id header is required (send initialize first to start a session)');
       return;
     }
@@ -97,7 +102,10 @@ export class LegacyEndpoint {
     this.deps.sessions.renew(session);
     if (req.method === 'GET') await this.deps.streams.serve(session, req, res);
     else if (req.method === 'DELETE') await this.end(session, res);
-    else if (isClientAnswer(body)) await routeClientAnswer(this.deps, session.id, body, res);
+    else if ((body as { method?: unknown } | undefined)?.method === 'initialize') {
+      // MCP 2025-11-25 basic/lifecycle: initialize is the first interaction of a session, once.
+      sendJsonRpcError(res, 400, ProtocolErrorCode.InvalidRequest, `Invalid Request: session ${session.id} is initialized already; send initialize without Mcp-Session-Id to start another`, {}, undefined, (body as { id: string | number }).id);
+    } else if (isClientAnswer(body)) await routeClientAnswer(this.deps, session.id, body, res);
     else if (isRootsListChanged(body)) await this.rootsChanged(session, res);
     else if (cancelledRequestOf(body) !== undefined) await this.cancelled(session, cancelledRequestOf(body)!, res);
     else await this.serve(scope, this.context(session.id, principal, session.state), req, res, body, this.streams(body, session.state), resumablePostStreams(session.state.protocolVersion));

@@ -4,6 +4,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { isAllowedHost } from './hosts.js';
 
 /** Answers one HTTP request (an express app fits). */
 export type HttpHandler = (req: IncomingMessage, res: ServerResponse) => void;
@@ -18,12 +19,14 @@ export interface HealthServer {
   close(): Promise<void>;
 }
 
-/** Deadlines of an incoming request, in milliseconds; a client slower than these (slow-loris) is answered 408 and disconnected. */
-export interface RequestDeadlines {
-  /** Until the request head (line and headers) has arrived. Default 10 s. */
+/** How a listener treats incoming requests. */
+export interface ListenOptions {
+  /** Until the request head (line and headers) has arrived, in ms; a slower client (slow-loris) gets 408. Default 10 s. */
   headersTimeoutMs?: number;
-  /** Until the whole request, body included, has arrived (not the response: SSE streams live on). Default 30 s. */
+  /** Until the whole request, body included, has arrived (not the response: SSE streams live on), in ms. Default 30 s. */
   requestTimeoutMs?: number;
+  /** Host names the `Host` header must carry on every path but the probes (hosts.ts); others get 403. Default any. */
+  allowedHosts?: readonly string[];
 }
 
 function json(res: ServerResponse, status: number, body: unknown): void {
@@ -39,14 +42,16 @@ function json(res: ServerResponse, status: number, body: unknown): void {
  *
  * `portHint` says how to choose another port when this one is taken.
  * Request heads larger than node's `maxHeaderSize` (16 KiB) answer 431;
- * slow requests are cut per `deadlines` (checked every second).
+ * slow requests are cut per `options` (checked every second), and with
+ * `options.allowedHosts` a request for another `Host` is 403 (hosts.ts).
  *
  * @throws Error naming `host:port` when the port cannot be bound.
  */
-export async function listenHealth(host: string, port: number, ready: () => Promise<void>, portHint = 'set PUNK_PORT', deadlines: RequestDeadlines = {}): Promise<HealthServer> {
+export async function listenHealth(host: string, port: number, ready: () => Promise<void>, portHint = 'set PUNK_PORT', options: ListenOptions = {}): Promise<HealthServer> {
   let handler: HttpHandler | undefined;
-  const requestTimeout = deadlines.requestTimeoutMs ?? 30_000;
-  const headersTimeout = Math.min(deadlines.headersTimeoutMs ?? 10_000, requestTimeout);
+  const requestTimeout = options.requestTimeoutMs ?? 30_000;
+  const headersTimeout = Math.min(options.headersTimeoutMs ?? 10_000, requestTimeout);
+  const { allowedHosts } = options;
   const server: Server = createServer({ requestTimeout, headersTimeout, connectionsCheckingInterval: 1000 }, (req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (path === '/healthz') return json(res, 200, { status: 'ok' });
@@ -56,6 +61,9 @@ export async function listenHealth(host: string, port: number, ready: () => Prom
         (error: unknown) => json(res, 503, { status: 'not-ready', reason: error instanceof Error ? error.message : String(error) }),
       );
       return;
+    }
+    if (allowedHosts && !isAllowedHost(req.headers.host, allowedHosts)) {
+      return json(res, 403, { error: { code: 'ForbiddenHost', message: `Host ${JSON.stringify(req.headers.host ?? '')} is not a name of this listener (PUNK_ALLOWED_HOSTS)` } });
     }
     if (handler) return handler(req, res);
     json(res, 503, { error: { code: 'Starting', message: 'the service is starting' } });

@@ -10,6 +10,7 @@ import { openDatabase, type Database } from '../db/database.js';
 import { PunkError, errorMessage } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
 import { listenHealth, type HealthServer, type HttpHandler } from './health.js';
+import { allowedHostsOf } from './hosts.js';
 import { TrackedBus } from './tracked-bus.js';
 
 /** What a service's `start` receives. */
@@ -107,7 +108,8 @@ export async function runService(definition: ServiceDefinition, options: RunOpti
     if (!bus?.isConnected()) throw new Error(`NATS at ${config.natsUrl} is not connected`);
     if (db) await withTimeout(db.ping(), PING_TIMEOUT_MS, 'the database');
   };
-  const http: HealthServer = await listenHealth(config.host, config.port, ready);
+  const allowedHosts = allowedHostsOf(config);
+  const http: HealthServer = await listenHealth(config.host, config.port, ready, undefined, allowedHosts ? { allowedHosts } : {});
 
   let shutdownPromise: Promise<void> | undefined;
   const shutdown = (reason: string): Promise<void> =>

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { PunkError, loadConfig } from '../index.js';
+import { PunkError, loadConfig, unauthenticatedExposureWarning } from '../index.js';
 
 test('defaults apply when nothing is set', () => {
   const config = loadConfig({});
@@ -36,4 +36,47 @@ test('every bad value is named with its variable and value', () => {
 test('a bad flag is named as the flag, not as its environment variable', () => {
   assert.throws(() => loadConfig({}, { port: 'abc' }, { port: '--port' }), /--port="abc"/);
   assert.throws(() => loadConfig({ PUNK_PORT: 'abc' }, {}, { port: '--port' }), /PUNK_PORT="abc"/);
+});
+
+test('a bad secret is named with its length, never its value', () => {
+  const secrets = {
+    PUNK_AUTH_BOOTSTRAP_ADMIN_KEY: 'short-admin',
+    PUNK_SESSION_SIGNING_KEY: 'short-signing',
+    PUNK_DATABASE_URL: 'pw hunter2',
+    PUNK_AUTH_INTROSPECTION_CLIENT_SECRET: ' ',
+  };
+  assert.throws(
+    () => loadConfig({ ...secrets, PUNK_PORT: 'eighty' }),
+    (error: PunkError) => {
+      assert.match(error.message, /PUNK_AUTH_BOOTSTRAP_ADMIN_KEY=<redacted, 11 characters>: must be at least 32 characters/);
+      assert.match(error.message, /PUNK_SESSION_SIGNING_KEY=<redacted, 13 characters>: must be at least 32 characters/);
+      assert.match(error.message, /PUNK_DATABASE_URL=<redacted, 10 characters>: must be a URL/);
+      assert.match(error.message, /PUNK_PORT="eighty"/);
+      for (const value of ['short-admin', 'short-signing', 'hunter2']) assert.ok(!error.message.includes(value), `the message shows ${value}: ${error.message}`);
+      return true;
+    },
+  );
+});
+
+test('numbers and booleans are refused with a sentence', () => {
+  assert.throws(() => loadConfig({ PUNK_PAGE_SIZE: '1.5' }), /PUNK_PAGE_SIZE="1.5": must be an integer from 1 to 1000$/);
+  assert.throws(() => loadConfig({ PUNK_PAGE_SIZE: '5000' }), /PUNK_PAGE_SIZE="5000": must be an integer from 1 to 1000$/);
+  assert.throws(() => loadConfig({ PUNK_PORT: 'eighty' }), /PUNK_PORT="eighty": must be an integer from 0 to 65535$/);
+  assert.throws(() => loadConfig({ PUNK_SESSION_TTL_MS: ' ' }), /PUNK_SESSION_TTL_MS=" ": must be a positive integer$/);
+  assert.throws(() => loadConfig({ PUNK_AUTH_CLOCK_TOLERANCE_MS: '-1' }), /must be an integer of 0 or more$/);
+  assert.throws(() => loadConfig({ PUNK_LOGGING_CAPABILITY: 'maybe' }), /PUNK_LOGGING_CAPABILITY="maybe": must be true or false$/);
+});
+
+test('PUNK_MCP_PATH may not take a path Punk serves itself', () => {
+  for (const path of ['/healthz', '/readyz', '/metrics', '/api/v1/runs', '/API', '/servers/memory/mcp', '/.well-known/oauth-protected-resource']) {
+    assert.throws(() => loadConfig({ PUNK_MCP_PATH: path }), /PUNK_MCP_PATH=.*must not be or lie under a path Punk serves itself: \/healthz, \/readyz, \/metrics, \/api, \/servers, \/.well-known/, path);
+  }
+  for (const path of ['/mcp', '/v1/mcp', '/apis', '/serversx']) assert.equal(loadConfig({ PUNK_MCP_PATH: path }).mcpPath, path);
+});
+
+test('a non-loopback listener without authentication gets a warning', () => {
+  assert.equal(unauthenticatedExposureWarning(loadConfig({}), 'the MCP endpoint'), undefined);
+  assert.equal(unauthenticatedExposureWarning(loadConfig({ PUNK_HOST: '::1' }), 'the MCP endpoint'), undefined);
+  assert.equal(unauthenticatedExposureWarning(loadConfig({ PUNK_HOST: '0.0.0.0', PUNK_AUTH_MODE: 'on' }), 'the MCP endpoint'), undefined);
+  assert.match(unauthenticatedExposureWarning(loadConfig({ PUNK_HOST: '0.0.0.0' }), 'the MCP endpoint') ?? '', /^listening on 0\.0\.0\.0, which is not a loopback address, with PUNK_AUTH_MODE=off: anyone on the network can use the MCP endpoint without authentication/);
 });

@@ -69,7 +69,11 @@ export function adminRouter(options: AdminApiOptions): Router {
   };
   const adminOf = (res: Response): Principal => res.locals['admin'] as Principal;
 
-  router.post('/api-keys', requireAdmin, express.json({ limit: '16kb' }), async (req, res) => {
+  router.post('/api-keys', requireAdmin, express.json({ limit: '16kb', strict: true, type: () => true }), async (req, res) => {
+    if (!req.is('application/json')) {
+      fail(res, 415, 'UnsupportedMediaType', 'the body must be JSON, with Content-Type: application/json');
+      return;
+    }
     const parsed = createBody.safeParse(req.body ?? {});
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
@@ -106,7 +110,7 @@ export function adminRouter(options: AdminApiOptions): Router {
 
   router.use('/api-keys', (error: unknown, _req: Request, res: Response, _next: NextFunction) => {
     const type = (error as { type?: unknown })?.type;
-    if (type === 'entity.parse.failed') fail(res, 400, 'InvalidRequest', 'the body is not valid JSON');
+    if (type === 'entity.parse.failed') fail(res, 400, 'InvalidRequest', 'the body must be a JSON object');
     else if (type === 'entity.too.large') fail(res, 413, 'PayloadTooLarge', 'the body is larger than 16 KiB');
     else if (error instanceof PunkError && error.code === 'ApiKeyNotFound') fail(res, 404, error.code, error.message);
     else {

@@ -18,7 +18,7 @@ import { errorMessage, PunkError, type Bus, type Logger, type Principal, type Pu
 import { ApiKeyStore, looksLikeApiKey, sha256 } from './api-keys.js';
 import { sendMcpRefusal, type Refusal } from './challenge.js';
 import { metadataRouter, ResourceUrls } from './metadata.js';
-import { introspectionVerifier, jwtVerifier, type AccessTokenVerifier, type TokenClaims } from './oauth.js';
+import { introspectionVerifier, jwtVerifier, staticKey, type AccessTokenVerifier, type TokenClaims } from './oauth.js';
 
 /** Default scope of the admin API. */
 export const DEFAULT_ADMIN_SCOPE = 'punk:admin';
@@ -87,8 +87,8 @@ export interface Authenticator {
 /**
  * Reads the `PUNK_AUTH_*` settings and `PUNK_PUBLIC_URL`: undefined when `PUNK_AUTH_MODE=off`.
  * @throws PunkError `InvalidConfig` naming the variables when `on` lacks `PUNK_PUBLIC_URL`, names more than one
- *   of `PUNK_AUTH_JWKS_URL`, `PUNK_AUTH_JWT_KEY` and `PUNK_AUTH_INTROSPECTION_URL`, or introspection lacks its
- *   client credentials.
+ *   of `PUNK_AUTH_JWKS_URL`, `PUNK_AUTH_JWT_KEY` and `PUNK_AUTH_INTROSPECTION_URL`, introspection lacks its
+ *   client credentials, or `PUNK_AUTH_JWT_KEY` cannot be read or fits none of `PUNK_AUTH_ALGORITHMS` (oauth.ts staticKey).
  */
 export function authOptionsFromConfig(config: PunkConfig): AuthOptions | undefined {
   if (config.authMode === 'off') return undefined;
@@ -100,6 +100,8 @@ export function authOptionsFromConfig(config: PunkConfig): AuthOptions | undefin
   if (config.authIntrospectionUrl && (!config.authIntrospectionClientId || !config.authIntrospectionClientSecret)) {
     throw new PunkError('InvalidConfig', 'PUNK_AUTH_INTROSPECTION_URL needs PUNK_AUTH_INTROSPECTION_CLIENT_ID and PUNK_AUTH_INTROSPECTION_CLIENT_SECRET');
   }
+  // Read the static key now, so a bad one stops start-up before anything runs.
+  if (config.authJwtKey !== undefined) staticKey(config.authJwtKey, config.authAlgorithms);
   return {
     publicUrl: config.publicUrl,
     adminScope: config.authAdminScope,

@@ -55,7 +55,7 @@ export function jwtVerifier(options: JwtVerifierOptions): AccessTokenVerifier {
     const jwks = createRemoteJWKSet(new URL(source.jwksUrl), source.cooldownMs === undefined ? {} : { cooldownDuration: source.cooldownMs });
     verifyJwt = (token, checks) => jwtVerify(token, jwks, checks);
   } else {
-    const key = staticKey(source.key);
+    const key = staticKey(source.key, options.algorithms);
     verifyJwt = (token, checks) => jwtVerify(token, key, checks);
   }
   return {
@@ -76,8 +76,32 @@ export function jwtVerifier(options: JwtVerifierOptions): AccessTokenVerifier {
   };
 }
 
-/** Reads `PUNK_AUTH_JWT_KEY`: PEM (SPKI or certificate), or a JWK as JSON. */
-function staticKey(text: string): KeyObject {
+/** JWS algorithms of HMAC secrets (RFC 7518 §3.2): the only ones an `oct` key verifies. */
+const HMAC_ALGORITHMS = ['HS256', 'HS384', 'HS512'];
+
+/**
+ * Reads `PUNK_AUTH_JWT_KEY`: PEM (SPKI or certificate), or a JWK as JSON (an `oct` JWK is an HMAC secret),
+ * and checks that `algorithms` (`PUNK_AUTH_ALGORITHMS`) can use it, since a key no accepted algorithm fits
+ * would silently refuse every token.
+ * @throws PunkError `InvalidConfig` when the key cannot be read, or no accepted algorithm fits its type
+ *   (an HMAC secret needs HS256, HS384 or HS512; a public key an asymmetric algorithm).
+ */
+export function staticKey(text: string, algorithms: readonly string[]): KeyObject {
+  const key = readStaticKey(text);
+  const hmac = algorithms.filter(alg => HMAC_ALGORITHMS.includes(alg));
+  if (key.type === 'secret' && hmac.length === 0) {
+    throw new PunkError(
+      'InvalidConfig',
+      `PUNK_AUTH_JWT_KEY is an oct (HMAC) key, but PUNK_AUTH_ALGORITHMS (${algorithms.join(',')}) names none of ${HMAC_ALGORITHMS.join(', ')}, so no token would ever verify: set PUNK_AUTH_ALGORITHMS=HS256 (or HS384, HS512)`,
+    );
+  }
+  if (key.type !== 'secret' && hmac.length === algorithms.length) {
+    throw new PunkError('InvalidConfig', `PUNK_AUTH_JWT_KEY is a public key, but PUNK_AUTH_ALGORITHMS (${algorithms.join(',')}) names only HMAC algorithms, so no token would ever verify: name the key's algorithm (such as RS256 or ES256)`);
+  }
+  return key;
+}
+
+function readStaticKey(text: string): KeyObject {
   try {
     const trimmed = text.trim();
     if (!trimmed.startsWith('{')) return createPublicKey(trimmed);

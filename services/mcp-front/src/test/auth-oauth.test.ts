@@ -19,11 +19,11 @@ import { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
 import { McpServer } from '@modelcontextprotocol/server';
 import { startGateway, type Gateway } from '@punk/gateway';
 import { startGovernance, type GovernanceService } from '@punk/governance';
-import { createLogger, ledgerEventSchema, mcpServerSpecSchema, MemoryBus, streams, subjects, type McpServer as McpServerManifest } from '@punk/lib';
+import { createLogger, ledgerEventSchema, loadConfig, mcpServerSpecSchema, MemoryBus, streams, subjects, type McpServer as McpServerManifest } from '@punk/lib';
 import express from 'express';
 import { exportJWK, exportSPKI, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 import { z } from 'zod';
-import { createFront, type Front, type FrontOptions } from '../index.js';
+import { authOptionsFromConfig, createFront, type Front, type FrontOptions } from '../index.js';
 import { everything } from './replica-harness.js';
 
 const log = createLogger('auth-oauth-test', 'silent');
@@ -470,6 +470,23 @@ describe('mcp-front as an OAuth 2.1 resource server', () => {
     assert.equal(none.status, 403);
     const stranger = await initialize(`${staticKey.base}/mcp`, await jwt({ tenant }, { key: strangerKey }));
     assert.equal(stranger.status, 401);
+  });
+
+  it('an oct (HMAC) key verifies HS256 tokens once PUNK_AUTH_ALGORITHMS names HS256; start-up refuses it with the default algorithms, and refuses a garbage key', async () => {
+    const secret = randomBytes(32);
+    const env = { PUNK_AUTH_MODE: 'on', PUNK_PUBLIC_URL: PUBLIC, PUNK_AUTH_JWT_KEY: JSON.stringify({ kty: 'oct', k: secret.toString('base64url') }) };
+    assert.throws(() => authOptionsFromConfig(loadConfig(env)), /PUNK_AUTH_JWT_KEY is an oct \(HMAC\) key, but PUNK_AUTH_ALGORITHMS \(RS256,.*\) names none of HS256, HS384, HS512.*set PUNK_AUTH_ALGORITHMS=HS256/);
+    assert.throws(() => authOptionsFromConfig(loadConfig({ ...env, PUNK_AUTH_JWT_KEY: 'garbage' })), /PUNK_AUTH_JWT_KEY: not a PEM public key or a JWK/);
+    assert.throws(() => authOptionsFromConfig(loadConfig({ ...env, PUNK_AUTH_JWT_KEY: key1.publicPem, PUNK_AUTH_ALGORITHMS: 'HS256' })), /PUNK_AUTH_JWT_KEY is a public key, but PUNK_AUTH_ALGORITHMS \(HS256\) names only HMAC algorithms/);
+    const hmac = await startFront(bus, tenant, authOptionsFromConfig(loadConfig({ ...env, PUNK_AUTH_ALGORITHMS: 'HS256' })));
+    try {
+      const token = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject('alice').setAudience(`${PUBLIC}/mcp`).setIssuedAt().setExpirationTime('5m').sign(secret);
+      assert.equal((await initialize(`${hmac.base}/mcp`, token)).status, 200);
+      assert.equal((await initialize(`${hmac.base}/mcp`, await jwt())).status, 401, 'an RS256 token is refused');
+    } finally {
+      await hmac.front.close();
+      await closeHttp(hmac.http);
+    }
   });
 });
 

@@ -8,11 +8,10 @@
  */
 import { strict as assert } from 'node:assert';
 import { randomBytes } from 'node:crypto';
-import { localhostAllowedHostnames } from '@modelcontextprotocol/server';
 import { request as httpRequest, type Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { anonymousPrincipal, createLogger, loadConfig, MemoryBus, type Principal } from '@punk/lib';
+import { anonymousPrincipal, createLogger, LOOPBACK_HOST_NAMES, loadConfig, MemoryBus, type Principal } from '@punk/lib';
 import express from 'express';
 import { createFront, frontOptionsOf, type Front, type FrontOptions } from '../index.js';
 import { startNats, startReplica, stopReplica, type Replica } from './replica-harness.js';
@@ -93,12 +92,13 @@ describe('mcp-front HTTP checks, in order', () => {
       assert.equal(refused.status, 403, origin);
       assert.match(refused.message, /Origin/);
     }
+    assert.equal((await post(url, initializeBody(), { origin: `${t.base}/x` })).status, 403, 'an origin with a path is not an origin');
     assert.equal((await post(url, initializeBody(), { origin: t.base })).status, 200, 'the endpoint’s own origin');
     assert.equal((await post(url, initializeBody(), { origin: APP_ORIGIN })).status, 200, 'a configured origin');
   });
 
   it('Host: with an allow-list (a loopback listener), a rebound name is 403 before anything else', async () => {
-    const guarded = await startFront({ allowedHosts: localhostAllowedHostnames() });
+    const guarded = await startFront({ allowedHosts: LOOPBACK_HOST_NAMES });
     try {
       const port = new URL(guarded.base).port;
       const send = (host: string) =>
@@ -121,6 +121,13 @@ describe('mcp-front HTTP checks, in order', () => {
     }
   });
 
+  it('initialize on a live session is refused: a session is initialized once', async () => {
+    const sessionId = await initialize(t.base);
+    const again = await errorOf(await post(`${t.base}/mcp`, initializeBody(5), { 'mcp-session-id': sessionId, 'mcp-protocol-version': V2025 }), 5);
+    assert.equal(again.status, 400);
+    assert.match(again.message, /initialized already/);
+  });
+
   it('a request failing several checks gets the first one’s status', async () => {
     const url = `${t.base}/mcp`;
     const huge = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping', params: { pad: 'x'.repeat(100 * 1024) } });
@@ -139,6 +146,7 @@ describe('mcp-front HTTP checks, in order', () => {
       { name: 'body size before JSON', init: { method: 'POST', headers: GOOD, body: `{${'x'.repeat(100 * 1024)}` }, status: 413, code: -32600 },
       { name: 'JSON before session', init: { method: 'POST', headers: GOOD, body: '{"jsonrpc":' }, status: 400, code: -32700 },
       { name: 'GET Accept before session id', init: { method: 'GET', headers: { accept: 'application/json' } }, status: 406, code: -32000 },
+      { name: 'GET under 2026-07-28 has no stream', init: { method: 'GET', headers: { accept: 'text/event-stream', 'mcp-protocol-version': V2026 } }, status: 405, code: -32000 },
       { name: 'then the session id', init: { method: 'GET', headers: { accept: 'text/event-stream' } }, status: 400, code: -32000 },
     ];
     for (const c of cases) {
@@ -146,7 +154,7 @@ describe('mcp-front HTTP checks, in order', () => {
       const error = await errorOf(response, c.id ?? null);
       assert.equal(error.status, c.status, `${c.name}: ${error.message}`);
       assert.equal(error.code, c.code, `${c.name}: ${error.message}`);
-      if (c.status === 405) assert.equal(response.headers.get('allow'), 'GET, POST, DELETE');
+      if (c.status === 405) assert.equal(response.headers.get('allow'), c.init.method === 'GET' ? 'POST' : 'GET, POST, DELETE');
     }
   });
 
