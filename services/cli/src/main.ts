@@ -62,6 +62,8 @@ async function up(args: string[]): Promise<void> {
   const started = Date.now();
   const punk = await startEmbedded({ config, dataDir: values.ephemeral ? null : config.dataDir });
   const endpoint = `${punk.baseUrl}${config.mcpPath}`;
+  // Before the banner: whoever reads it may signal at once.
+  stopOnSignals(log, 'shutting down', () => punk.close());
   const states = punk.catalog().map(s => (s.state === 'ready' ? s.name : `${s.name} (${s.state}${s.lastError ? `: ${s.lastError}` : ''})`));
   process.stdout.write(
     `\nPunk is ready in ${Date.now() - started} ms: ${endpoint}\n` +
@@ -70,7 +72,6 @@ async function up(args: string[]): Promise<void> {
       connectHint(config, punk.baseUrl) +
       '\n',
   );
-  stopOnSignals(log, 'shutting down', () => punk.close());
 }
 
 /**
