@@ -37,13 +37,15 @@ async function createKey(base: string, name: string): Promise<{ key: string; id:
 /**
  * Who ran a tenant's completed runs of `tool`, once there are `count` of them (ledger API at `base`): the
  * `subject` of each run row of `GET /api/v1/runs`, and the principal subject of each `tool.called` event.
+ * Asks as the bootstrap admin (`punk up` with authentication keeps the ledger API for admins).
  */
 async function calledSubjects(base: string, tenant: string, tool: string, count: number): Promise<Array<string | undefined> | undefined> {
   return eventually(async () => {
-    const { runs } = (await (await fetch(`${base}/api/v1/runs?tenant=${tenant}&limit=50`)).json()) as { runs: Array<{ runId: string; tool?: string; subject?: string; types: string[] }> };
+    const admin = { headers: { authorization: `Bearer ${BOOTSTRAP}` } };
+    const { runs } = (await (await fetch(`${base}/api/v1/runs?tenant=${tenant}&limit=50`, admin)).json()) as { runs: Array<{ runId: string; tool?: string; subject?: string; types: string[] }> };
     const done = runs.filter(r => r.tool === tool && r.types.includes('tool.completed'));
     if (done.length < count) return undefined;
-    const details = await Promise.all(done.map(async r => (await (await fetch(`${base}/api/v1/runs/${r.runId}?tenant=${tenant}`)).json()) as { events: Array<{ type: string; principal?: { subject: string } }> }));
+    const details = await Promise.all(done.map(async r => (await (await fetch(`${base}/api/v1/runs/${r.runId}?tenant=${tenant}`, admin)).json()) as { events: Array<{ type: string; principal?: { subject: string } }> }));
     return [...done.map(r => r.subject), ...details.flatMap(d => d.events.filter(e => e.type === 'tool.called').map(e => e.principal?.subject))];
   }, 20_000);
 }
@@ -100,6 +102,13 @@ describe('punk up with authentication on', () => {
     }
 
     assert.deepEqual(await calledSubjects(punk.baseUrl, 'default', 'echo', 2), Array(4).fill(`api-key:${id}`), 'both runs and their calls are on the ledger under the key');
+    for (const path of ['/api/v1/runs', '/api/v1/ledger/verify', '/api/v1/mcp/servers']) {
+      const unauthenticated = await fetch(`${punk.baseUrl}${path}`);
+      assert.equal(unauthenticated.status, 401, `${path} without a token`);
+      assert.match(unauthenticated.headers.get('www-authenticate') ?? '', /^Bearer resource_metadata=/);
+      const client = await fetch(`${punk.baseUrl}${path}`, { headers: { authorization: `Bearer ${key}` } });
+      assert.equal(client.status, 403, `${path} with a client key, which lacks the admin scope`);
+    }
 
     const revoked = await fetch(`${punk.baseUrl}/api/v1/api-keys/${id}`, { method: 'DELETE', headers: { authorization: `Bearer ${BOOTSTRAP}` } });
     assert.equal(revoked.status, 204);

@@ -139,9 +139,12 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
 
     const app = express();
     app.disable('x-powered-by');
-    app.use('/api/v1', serversRouter(bus, config.tenant));
-    app.use('/api/v1', ledger.router);
     app.use(front.router);
+    // With PUNK_AUTH_MODE=on the servers and ledger APIs are for admins (the API keys router guards itself).
+    const apis = express.Router();
+    apis.use(serversRouter(bus, config.tenant));
+    apis.use(ledger.router);
+    app.use('/api/v1', front.adminOnly, apis);
     app.use((req, res) => {
       res.status(404).set('Cache-Control', 'no-store').json({ error: { code: 'NotFound', message: `no route for ${req.method} ${req.path}` } });
     });

@@ -5,10 +5,10 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Implementation } from '@modelcontextprotocol/server';
-import express, { type Router } from 'express';
+import express, { type RequestHandler, type Router } from 'express';
 import { allowedHostsOf, anonymousPrincipal, DEFAULT_SESSION_TTL_MS, errorMessage, streams, type Bus, type Logger, type Principal, type PunkConfig } from '@punk/lib';
 import { serversInScope, type Scope } from './aggregate.js';
-import { adminRouter } from './auth/admin-api.js';
+import { adminGuard, adminRouter } from './auth/admin-api.js';
 import { authOptionsFromConfig, createAuthenticator, type AuthOptions } from './auth/authenticator.js';
 import { TenantCatalog } from './catalog.js';
 import { OriginPolicy } from './cors.js';
@@ -139,6 +139,11 @@ export interface Front {
    */
   router: Router;
   /**
+   * Guards other APIs served beside the endpoint (the ledger and servers APIs of `punk up`): with `auth`, only
+   * callers with the admin scope pass (401/403 otherwise); without it everyone does.
+   */
+  adminOnly: RequestHandler;
+  /**
    * Stops taking new sessions, closes the GET streams this replica holds
    * (with a `retry:` hint: the client reconnects to another replica), ends
    * in-flight 2026 exchanges and stops listening to the bus. 2025 sessions
@@ -257,6 +262,7 @@ export async function createFront(options: FrontOptions): Promise<Front> {
   let closing: Promise<void> | undefined;
   return {
     router,
+    adminOnly: adminGuard(authenticator, 'open'),
     close: () =>
       (closing ??= (async () => {
         stopListening();

@@ -12,7 +12,7 @@
  *
  * With authentication off every route answers 404 `AuthenticationOff`.
  */
-import express, { type NextFunction, type Request, type Response, type Router } from 'express';
+import express, { type NextFunction, type Request, type RequestHandler, type Response, type Router } from 'express';
 import { z } from 'zod';
 import { errorMessage, PunkError, type Logger, type Principal } from '@punk/lib';
 import type { Authenticator } from './authenticator.js';
@@ -41,14 +41,18 @@ export interface AdminApiOptions {
   log: Logger;
 }
 
-/** Builds the router; mount it at `/api/v1`. */
-export function adminRouter(options: AdminApiOptions): Router {
-  const router = express.Router();
-  const { auth } = options;
-  /** Lets only admins through (before any body is read); the admin's principal goes to `res.locals.admin`. */
-  const requireAdmin = async (req: Request, res: Response, next: NextFunction): Promise<void> => {
+/**
+ * Express middleware that lets only callers with the admin scope through (before any body is read) and puts
+ * their principal in `res.locals.admin`: 401 with an RFC 6750 challenge without a valid token, 403
+ * `insufficient_scope` without the scope (JSON `{ error: { code, message } }`). With authentication off
+ * (`auth` undefined) it lets everyone through (`whenOff: 'open'`, the ledger and servers APIs of `punk up`)
+ * or answers 404 `AuthenticationOff` (`'refuse'`, the API keys, which mean nothing without it).
+ */
+export function adminGuard(auth: Authenticator | undefined, whenOff: 'open' | 'refuse'): RequestHandler {
+  return async (req, res, next) => {
     if (!auth) {
-      fail(res, 404, 'AuthenticationOff', 'API keys need authentication: set PUNK_AUTH_MODE=on and PUNK_PUBLIC_URL');
+      if (whenOff === 'open') next();
+      else fail(res, 404, 'AuthenticationOff', 'API keys need authentication: set PUNK_AUTH_MODE=on and PUNK_PUBLIC_URL');
       return;
     }
     const identified = await auth.identify(req);
@@ -59,7 +63,7 @@ export function adminRouter(options: AdminApiOptions): Router {
         next();
         return;
       }
-      refusal = { status: 403, error: 'insufficient_scope', message: `the admin API needs the scope ${auth.adminScope}`, scopes: [auth.adminScope] };
+      refusal = { status: 403, error: 'insufficient_scope', message: `this API needs the scope ${auth.adminScope}`, scopes: [auth.adminScope] };
     } else {
       refusal = identified.refusal;
     }
@@ -67,6 +71,13 @@ export function adminRouter(options: AdminApiOptions): Router {
     if (challenge) res.set('WWW-Authenticate', challenge);
     fail(res, refusal.status, REFUSAL_CODES[refusal.status], refusal.message);
   };
+}
+
+/** Builds the router; mount it at `/api/v1`. */
+export function adminRouter(options: AdminApiOptions): Router {
+  const router = express.Router();
+  const { auth } = options;
+  const requireAdmin = adminGuard(auth, 'refuse');
   const adminOf = (res: Response): Principal => res.locals['admin'] as Principal;
 
   router.post('/api-keys', requireAdmin, express.json({ limit: '16kb', strict: true, type: () => true }), async (req, res) => {
