@@ -8,33 +8,18 @@
 //   node bench/cluster-latency.mjs
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { rm } from 'node:fs/promises';
+import { join } from 'node:path';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import { everything, everythingManifestDir, fmt, freePort, pct, root } from './common.mjs';
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const CALLS = Number(process.env.CALLS ?? 500);
 const WARMUP = 50;
-const everything = join(root, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
 const frontAvailable = existsSync(join(root, 'services/mcp-front/dist/main.js'));
 
-const freePort = () => new Promise(done => { const s = createServer(); s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => done(port)); }); });
-const pct = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
-const fmt = ms => `${ms.toFixed(2)} ms`;
 
-const dir = await mkdtemp(join(tmpdir(), 'punk-bench-'));
-await writeFile(join(dir, 'everything.yaml'), `apiVersion: mcp.punk.dev/v1alpha1
-kind: McpServer
-metadata: { name: everything }
-spec:
-  command: [${JSON.stringify(process.execPath)}, ${JSON.stringify(everything)}]
-  image: local/everything
-  args: [stdio]
-`);
+const dir = await everythingManifestDir('bench');
 const port = await freePort();
 const cluster = spawn(process.execPath, [join(root, 'services/cli/dist/main.js'), 'cluster'], {
   env: { ...process.env, PUNK_PORT: String(port), PUNK_MANIFESTS: dir, PUNK_LOG_LEVEL: 'warn' },

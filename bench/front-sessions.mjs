@@ -6,16 +6,13 @@
 //   npm run build && node bench/front-sessions.mjs [sessions]
 import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { freePort, root } from './common.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const SESSIONS = Number(process.argv[2] ?? 1000);
 const natsBin = process.env.PUNK_TEST_NATS_SERVER ?? '/usr/sbin/nats-server';
 
-const freePort = () => new Promise(done => { const s = createServer(); s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => done(port)); }); });
 const sleep = ms => new Promise(r => setTimeout(r, ms));
 const rssMiB = async pid => Number(/VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
 
