@@ -156,6 +156,11 @@ describe('authentication in the distributed topology: two mcp-front processes be
     const { key, id } = await createKey(proxy.url, 'cluster client');
     const listed = (await (await fetch(`${proxy.url}/api/v1/api-keys`, { headers: { authorization: `Bearer ${BOOTSTRAP}` } })).json()) as { apiKeys: Array<{ id: string }> };
     assert.ok(listed.apiKeys.some(k => k.id === id), 'the other front lists it');
+    // The fronts serve the servers API too, for admins only.
+    const servers = await fetch(`${proxy.url}/api/v1/mcp/servers?tenant=${setup.tenant}`, { headers: { authorization: `Bearer ${BOOTSTRAP}` } });
+    assert.equal(servers.status, 200);
+    assert.deepEqual(((await servers.json()) as { servers: Array<{ name: string }> }).servers.map(s => s.name), ['tally']);
+    assert.equal((await fetch(`${proxy.url}/api/v1/mcp/servers`, { headers: { authorization: `Bearer ${key}` } })).status, 403);
     for (const era of ['2025-11-25', '2026-07-28'] as const) {
       const client = await connectClient(`${proxy.url}/mcp`, era, { Authorization: `Bearer ${key}` });
       try {

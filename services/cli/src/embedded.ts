@@ -24,7 +24,6 @@ import { startGateway } from '@punk/gateway';
 import { startGovernance } from '@punk/governance';
 import { startLedger } from '@punk/ledger';
 import { createFront, frontOptionsOf } from '@punk/mcp-front';
-import { serversRouter } from './servers-api.js';
 
 /** Options of the all-in-one process, beyond the shared configuration. */
 export interface EmbeddedOptions {
@@ -140,11 +139,8 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
     const app = express();
     app.disable('x-powered-by');
     app.use(front.router);
-    // With PUNK_AUTH_MODE=on the servers and ledger APIs are for admins (the API keys router guards itself).
-    const apis = express.Router();
-    apis.use(serversRouter(bus, config.tenant));
-    apis.use(ledger.router);
-    app.use('/api/v1', front.adminOnly, apis);
+    // With PUNK_AUTH_MODE=on the ledger API is for admins, as the front's own APIs are.
+    app.use('/api/v1', front.adminOnly, ledger.router);
     app.use((req, res) => {
       res.status(404).set('Cache-Control', 'no-store').json({ error: { code: 'NotFound', message: `no route for ${req.method} ${req.path}` } });
     });

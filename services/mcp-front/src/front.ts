@@ -23,6 +23,7 @@ import { InitializeRateLimiter } from './rate-limit.js';
 import { DEFAULT_REQUEST_STATE_TTL_MS, RequestStateCodec, signingKeyOf } from './request-state.js';
 import { SessionEvents } from './session-events.js';
 import { startSessionMessages } from './session-messages.js';
+import { serversRouter } from './servers-api.js';
 import { SessionStore } from './sessions.js';
 import { ToolSchemaValidator } from './validate.js';
 
@@ -134,12 +135,13 @@ export function frontOptionsOf(config: PunkConfig): Omit<FrontOptions, 'bus' | '
 /** A running mcp-front. */
 export interface Front {
   /**
-   * Serves `/mcp`, `/servers/<name>/mcp` and `/servers/<namespace>/<name>/mcp`, the admin API `/api/v1/api-keys`
+   * Serves `/mcp`, `/servers/<name>/mcp` and `/servers/<namespace>/<name>/mcp`, the admin API `/api/v1/api-keys`,
+   * the servers API `/api/v1/mcp/servers` (servers-api.ts; admins only with `auth`)
    * and, with `auth`, `/.well-known/oauth-protected-resource[/<endpoint path>]`; mount at the root of an express app.
    */
   router: Router;
   /**
-   * Guards other APIs served beside the endpoint (the ledger and servers APIs of `punk up`): with `auth`, only
+   * Guards other APIs served beside the endpoint (the ledger API of `punk up`): with `auth`, only
    * callers with the admin scope pass (401/403 otherwise); without it everyone does.
    */
   adminOnly: RequestHandler;
@@ -258,11 +260,14 @@ export async function createFront(options: FrontOptions): Promise<Front> {
   const router = express.Router();
   if (authenticator) router.use(authenticator.metadata);
   router.use('/api/v1', adminRouter({ auth: authenticator, tenant, defaultScopes: options.auth?.requiredScopes ?? [], log }));
+  const adminOnly = adminGuard(authenticator, 'open');
+  router.use('/api/v1/mcp/servers', adminOnly);
+  router.use('/api/v1', serversRouter(bus, tenant));
   router.use(endpointRouter);
   let closing: Promise<void> | undefined;
   return {
     router,
-    adminOnly: adminGuard(authenticator, 'open'),
+    adminOnly,
     close: () =>
       (closing ??= (async () => {
         stopListening();

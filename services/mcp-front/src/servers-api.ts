@@ -2,7 +2,8 @@ import { Router } from 'express';
 import { PunkError, catalogReplySchema, deadlines, parseMessage, requestGateway, subjects, type Bus } from '@punk/lib';
 
 /**
- * `GET /mcp/servers` (mounted under `/api/v1`): the servers of a tenant as
+ * `GET /mcp/servers` (mounted under `/api/v1` by the front, so `punk up`, every
+ * mcp-front process and `punk cluster` serve it): the servers of a tenant as
  * the gateway sees them: state, last error and counts. Read-only for now;
  * servers loaded from manifests are `managed`.
  *
