@@ -7,12 +7,9 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { NatsBus, createLogger, subjects } from '@punk/lib';
-import { removeDir } from './harness.js';
+import { manifestDir as makeManifestDir, removeDir } from './harness.js';
 import { startOwnNats, type OwnNats } from './nats-server.js';
 import { startService, type ServiceProcess } from './processes.js';
 
@@ -26,17 +23,15 @@ const running: ServiceProcess[] = [];
 
 before(async () => {
   nats = await startOwnNats();
-  manifestDir = await mkdtemp(join(tmpdir(), 'punk-failover-'));
-  await writeFile(
-    join(manifestDir, 'everything.yaml'),
-    `apiVersion: mcp.punk.dev/v1alpha1
+  manifestDir = await makeManifestDir('failover', {
+    'everything.yaml': `apiVersion: mcp.punk.dev/v1alpha1
 kind: McpServer
 metadata: { name: everything, namespace: ${tenant} }
 spec:
   package: { name: "@modelcontextprotocol/server-everything" }
   args: ["stdio"]
 `,
-  );
+  });
   const env = { PUNK_NATS_URL: nats.url, PUNK_MANIFESTS: manifestDir, PUNK_TENANT: tenant };
   running.push(await startService('governance', env), await startService('gateway', env));
   running.push(await startService('mcp-front', env), await startService('mcp-front', env));

@@ -27,6 +27,13 @@ export interface RunningPunk {
 /** A free TCP port on 127.0.0.1 (the CLI's own helper). */
 export { freePort };
 
+/** A fresh temporary directory (`punk-<prefix>-…`) holding `files` (file name to text: McpServer manifests and what they use). */
+export async function manifestDir(prefix: string, files: Record<string, string>): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), `punk-${prefix}-`));
+  for (const [name, text] of Object.entries(files)) await writeFile(join(dir, name), text);
+  return dir;
+}
+
 /**
  * Copies `examples/` into a temporary directory, moving the HTTP example to a
  * free port, and adds `extra` manifests (file name to YAML text).

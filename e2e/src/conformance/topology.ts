@@ -9,13 +9,11 @@
  * gateway).
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startProxy, type Proxy } from '@punk/cli';
 import { createLogger } from '@punk/lib';
 import { scratchDatabase } from '../distributed.js';
-import { removeDir, repoRoot } from '../harness.js';
+import { manifestDir as makeManifestDir, removeDir, repoRoot } from '../harness.js';
 import { startOwnNats, type OwnNats } from '../nats-server.js';
 import { startService, type ServiceProcess } from '../processes.js';
 import { startFixtureHttp, type FixtureHttpServer } from './fixture-server.js';
@@ -53,20 +51,15 @@ export async function startConformanceTopology(): Promise<ConformanceTopology> {
   };
   try {
     [nats, db, fixture] = await Promise.all([startOwnNats(), scratchDatabase(), startFixtureHttp(0)]);
-    manifestDir = await mkdtemp(join(tmpdir(), 'punk-conformance-'));
-    await writeFile(
-      join(manifestDir, 'conformance.yaml'),
-      `apiVersion: mcp.punk.dev/v1alpha1
+    manifestDir = await makeManifestDir('conformance', {
+      'conformance.yaml': `apiVersion: mcp.punk.dev/v1alpha1
 kind: McpServer
 metadata: { name: conformance, namespace: ${tenant} }
 spec:
   url: ${fixture.url}
   transport: streamable-http
 `,
-    );
-    await writeFile(
-      join(manifestDir, 'conformance-stdio.yaml'),
-      `apiVersion: mcp.punk.dev/v1alpha1
+      'conformance-stdio.yaml': `apiVersion: mcp.punk.dev/v1alpha1
 kind: McpServer
 metadata: { name: conformance-stdio, namespace: ${tenant} }
 spec:
@@ -74,7 +67,7 @@ spec:
   command: [${JSON.stringify(process.execPath)}, ${JSON.stringify(join(repoRoot, 'e2e/dist/conformance/fixture-server.js'))}, "--stdio"]
   transport: stdio
 `,
-    );
+    });
     const env = {
       PUNK_NATS_URL: nats.url,
       PUNK_DATABASE_URL: db.url,
