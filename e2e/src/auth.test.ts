@@ -128,6 +128,7 @@ describe('authentication in the distributed topology: two mcp-front processes be
   let db: { url: string; drop(): Promise<void> };
   let setup: TallySetup;
   let proxy: Proxy;
+  let ledgerUrl: string;
   const running: ServiceProcess[] = [];
   const frontEnv = { PUNK_AUTH_MODE: 'on', PUNK_PUBLIC_URL: PUBLIC, PUNK_AUTH_BOOTSTRAP_ADMIN_KEY: BOOTSTRAP, PUNK_SESSION_SIGNING_KEY: randomBytes(32).toString('base64url') };
 
@@ -140,7 +141,9 @@ describe('authentication in the distributed topology: two mcp-front processes be
     const fronts = await Promise.all([startService('mcp-front', { ...env, ...frontEnv }), startService('mcp-front', { ...env, ...frontEnv })]);
     running.push(...fronts);
     const ledger = running.find(s => s.name === 'ledger')!;
-    proxy = await startProxy({ host: '127.0.0.1', port: 0, backends: { ledgers: [ledger.url], fronts: fronts.map(f => f.url) }, log: createLogger('proxy', 'silent') });
+    ledgerUrl = ledger.url;
+    // As `punk cluster` does with authentication on: the unauthenticated ledger API stays internal.
+    proxy = await startProxy({ host: '127.0.0.1', port: 0, backends: { ledgers: [ledger.url], fronts: fronts.map(f => f.url) }, log: createLogger('proxy', 'silent'), ledgerApi: 'internal' });
   });
 
   after(async () => {
@@ -169,7 +172,10 @@ describe('authentication in the distributed topology: two mcp-front processes be
         await client.close();
       }
     }
-    assert.deepEqual(await calledSubjects(proxy.url, setup.tenant, 'count', 2), Array(4).fill(`api-key:${id}`));
+    assert.deepEqual(await calledSubjects(ledgerUrl, setup.tenant, 'count', 2), Array(4).fill(`api-key:${id}`));
+    const throughProxy = await fetch(`${proxy.url}/api/v1/runs?tenant=${setup.tenant}`, { headers: { authorization: `Bearer ${BOOTSTRAP}` } });
+    assert.equal(throughProxy.status, 403, 'the proxy keeps the ledger API internal');
+    assert.match(((await throughProxy.json()) as { error: { message: string } }).error.message, /internal/);
     const metadata = (await (await fetch(`${proxy.url}/.well-known/oauth-protected-resource/servers/tally/mcp`)).json()) as { resource: string };
     assert.equal(metadata.resource, `${PUBLIC}/servers/tally/mcp`);
 

@@ -18,12 +18,33 @@ export interface CleanedCluster {
 /**
  * Deletes Punk's streams and KV buckets on the NATS at `natsUrl` and drops the database `databaseUrl` names
  * (connecting to database `postgres` of the same server). Run it with the cluster stopped: a database still
- * in use is not dropped.
+ * in use is not dropped, and then nothing is deleted on NATS either.
  * @throws PunkError `BusUnavailable` / `DatabaseUnavailable` naming what is unreachable, or
  *   `ClusterCleanFailed` naming the stream or database that could not be removed.
  */
 export async function cleanCluster(natsUrl: string, databaseUrl: string, log: Logger): Promise<CleanedCluster> {
   const cleaned: CleanedCluster = { streams: [] };
+  // The database first: a running cluster's ledgers hold it open, so its refusal stops the clean-up before
+  // the NATS state a running cluster needs is gone.
+  const name = decodeURIComponent(new URL(databaseUrl).pathname.replace(/^\//, ''));
+  const admin = new URL(databaseUrl);
+  admin.pathname = '/postgres';
+  const db = await openDatabase({ url: admin.toString(), log }).catch((error: unknown) => {
+    throw new PunkError('DatabaseUnavailable', `Postgres at ${describeDatabaseUrl(databaseUrl)} is unreachable (${errorMessage(error)})`);
+  });
+  try {
+    const found = await db.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (found.rowCount !== 0) {
+      await db.query(`DROP DATABASE "${name.replace(/"/g, '""')}"`).catch((error: unknown) => {
+        throw new PunkError('ClusterCleanFailed', `cannot drop database ${name} (is the cluster still running?): ${errorMessage(error)}`);
+      });
+      cleaned.database = name;
+      log.info({ database: name }, 'dropped');
+    }
+  } finally {
+    await db.close();
+  }
+
   const nc = await connect({ servers: natsUrl.split(','), name: 'punk-cluster-clean', timeout: 5000 }).catch((error: unknown) => {
     throw new PunkError('BusUnavailable', `cannot connect to NATS at ${natsUrl}: ${errorMessage(error)}`);
   });
@@ -47,23 +68,5 @@ export async function cleanCluster(natsUrl: string, databaseUrl: string, log: Lo
     await nc.close();
   }
 
-  const name = decodeURIComponent(new URL(databaseUrl).pathname.replace(/^\//, ''));
-  const admin = new URL(databaseUrl);
-  admin.pathname = '/postgres';
-  const db = await openDatabase({ url: admin.toString(), log }).catch((error: unknown) => {
-    throw new PunkError('DatabaseUnavailable', `Postgres at ${describeDatabaseUrl(databaseUrl)} is unreachable (${errorMessage(error)})`);
-  });
-  try {
-    const found = await db.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
-    if (found.rowCount !== 0) {
-      await db.query(`DROP DATABASE "${name.replace(/"/g, '""')}"`).catch((error: unknown) => {
-        throw new PunkError('ClusterCleanFailed', `cannot drop database ${name} (is the cluster still running?): ${errorMessage(error)}`);
-      });
-      cleaned.database = name;
-      log.info({ database: name }, 'dropped');
-    }
-  } finally {
-    await db.close();
-  }
   return cleaned;
 }

@@ -177,6 +177,7 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
       port: config.port,
       backends,
       log,
+      ledgerApi: config.authMode === 'on' ? 'internal' : 'public',
     });
     return { url: proxy.url, gaps, stop };
   } catch (error) {

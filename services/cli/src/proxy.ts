@@ -51,9 +51,10 @@ function fail(res: ServerResponse, status: number, code: string, message: string
 /**
  * Listens on `host:port` and forwards each request to the next backend of its
  * group (round robin). A backend that cannot be reached answers 502 naming it.
+ * With `ledgerApi: 'internal'` the ledger paths answer 403 instead of reaching the ledgers.
  * @throws Error naming `host:port` when it cannot listen.
  */
-export async function startProxy(options: { host: string; port: number; backends: ProxyBackends; log: Logger }): Promise<Proxy> {
+export async function startProxy(options: { host: string; port: number; backends: ProxyBackends; log: Logger; ledgerApi?: 'public' | 'internal' }): Promise<Proxy> {
   const { backends, log } = options;
   const agent = new Agent({ keepAlive: true });
   const next = { ledgers: 0, fronts: 0 };
@@ -65,6 +66,10 @@ export async function startProxy(options: { host: string; port: number; backends
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0]!;
     const group = isLedgerPath(path) ? 'ledgers' : 'fronts';
+    if (group === 'ledgers' && options.ledgerApi === 'internal') {
+      // The ledger processes do not authenticate: with authentication on, their API stays internal.
+      return fail(res, 403, 'InternalApi', `with PUNK_AUTH_MODE=on the ledger API is internal to the distributed topology (it does not authenticate callers): ask a ledger replica directly (${backends.ledgers.join(', ')})`);
+    }
     const target = pick(group);
     if (!target) return fail(res, 503, 'NoBackend', `no ${group === 'ledgers' ? 'ledger' : 'mcp-front'} replica runs behind this proxy`);
     const upstream = httpRequest(new URL(req.url ?? '/', target), { method: req.method, headers: forwardable(req.headers), agent }, answer => {
