@@ -70,11 +70,15 @@ export class PendingRequests {
 
   constructor(readonly limits: PendingLimits = DEFAULT_PENDING_LIMITS) {}
 
-  /** Takes a slot; false when every slot is taken. */
-  acquire(): boolean {
-    if (this.count >= this.limits.maxPending) return false;
+  /**
+   * Takes a slot for a request `method` to a client.
+   * @throws ProtocolError -32603 naming the bound when every slot is taken (the request is not sent).
+   */
+  acquire(method: string): void {
+    if (this.count >= this.limits.maxPending) {
+      throw new ProtocolError(ProtocolErrorCode.InternalError, `Punk holds ${this.limits.maxPending} requests waiting for clients already; ${method} was not sent to the client`);
+    }
     this.count++;
-    return true;
   }
 
   /** Gives a slot back. */
@@ -121,9 +125,7 @@ export async function requestClient(
   send: (message: Record<string, unknown>) => Promise<void>,
 ): Promise<Record<string, unknown>> {
   const { bus, pending } = deps;
-  if (!pending.acquire()) {
-    throw new ProtocolError(ProtocolErrorCode.InternalError, `Punk holds ${pending.limits.maxPending} requests waiting for clients already; ${method} was not sent to the client`);
-  }
+  pending.acquire(method);
   const id = randomUUID();
   const subject = subjects.clientAnswer(id);
   let settle!: (answer: Record<string, unknown>) => void;

@@ -96,9 +96,7 @@ export async function runWithInputRequired(
       });
     },
     request: async (method, params) => {
-      if (!pending.acquire()) {
-        throw new ProtocolError(ProtocolErrorCode.InternalError, `Punk holds ${pending.limits.maxPending} requests waiting for clients already; ${method} was not sent to the client`);
-      }
+      pending.acquire(method);
       const id = randomUUID();
       const subject = subjects.clientAnswer(id);
       let settle!: (response: Record<string, unknown>) => void;
