@@ -9,10 +9,8 @@
  * - otherwise allowed when it is one of the configured origins or the
  *   endpoint's own origin (the request's scheme and `Host`).
  *
- * Before the origin, the `Host` header must name the endpoint when an
- * allow-list of hosts is set (DNS-rebinding protection of a server on
- * loopback, as the MCP SDKs do for localhost: a rebound name reaches
- * 127.0.0.1 but still says its own name in `Host`).
+ * The `Host` header is checked before, by the listener (lib service/hosts.ts:
+ * DNS-rebinding protection on every path of a loopback listener).
  *
  * Preflights (`OPTIONS`) of allowed origins are answered 204 with the
  * methods and MCP request headers allowed; responses expose
@@ -20,7 +18,6 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import cors from 'cors';
-import { isAllowedHost } from '@punk/lib';
 import { schemeOf } from './forwarded.js';
 
 /** Headers a browser client may send. */
@@ -31,22 +28,14 @@ const EXPOSED_HEADERS = ['Mcp-Session-Id', 'MCP-Protocol-Version', 'WWW-Authenti
 /** The origin policy of one endpoint. */
 export class OriginPolicy {
   private readonly allowed: Set<string>;
-  private readonly hosts: readonly string[] | undefined;
 
   /**
    * @param allowedOrigins serialized origins (`https://app.example.com`) allowed besides the endpoint's own.
    * @param trustedProxies reverse proxies whose `X-Forwarded-Proto` tells the endpoint's own scheme.
-   * @param allowedHosts host names the `Host` header may carry (any port; IPv6 in brackets); undefined: any host.
    * @throws TypeError when an entry is not a URL.
    */
-  constructor(allowedOrigins: readonly string[], private readonly trustedProxies: number, allowedHosts?: readonly string[]) {
+  constructor(allowedOrigins: readonly string[], private readonly trustedProxies: number) {
     this.allowed = new Set(allowedOrigins.map(origin => new URL(origin).origin));
-    this.hosts = allowedHosts;
-  }
-
-  /** Whether the request's `Host` names this endpoint (any host when no allow-list is set; lib hosts.ts). */
-  allowsHost(req: IncomingMessage): boolean {
-    return !this.hosts || isAllowedHost(req.headers.host, this.hosts);
   }
 
   /** Whether the request's `Origin` may use the endpoint (see the module comment); a repeated `Origin` header never may. */

@@ -6,7 +6,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Implementation } from '@modelcontextprotocol/server';
 import express, { type RequestHandler, type Router } from 'express';
-import { allowedHostsOf, anonymousPrincipal, DEFAULT_SESSION_TTL_MS, errorMessage, streams, type Bus, type Logger, type Principal, type PunkConfig } from '@punk/lib';
+import { anonymousPrincipal, DEFAULT_SESSION_TTL_MS, errorMessage, streams, type Bus, type Logger, type Principal, type PunkConfig } from '@punk/lib';
 import { serversInScope, type Scope } from './aggregate.js';
 import { adminGuard, adminRouter } from './auth/admin-api.js';
 import { authOptionsFromConfig, createAuthenticator, type AuthOptions } from './auth/authenticator.js';
@@ -50,8 +50,6 @@ export interface FrontOptions {
   path?: string;
   /** Browser origins allowed besides the endpoint's own, also the CORS allow-list (`PUNK_ALLOWED_ORIGINS`). Default none. */
   allowedOrigins?: readonly string[];
-  /** Host names the `Host` header may carry (any port), others 403 (DNS-rebinding protection; cors.ts). Default any host. */
-  allowedHosts?: readonly string[];
   /** Reverse proxies in front whose `X-Forwarded-For`/`-Proto` are trusted (`PUNK_TRUST_PROXY`). Default 0. */
   trustProxy?: number;
   /** Idle time after which a 2025-era session expires, in milliseconds; activity renews it (`PUNK_SESSION_TTL_MS`). Default 30 min. */
@@ -103,7 +101,6 @@ export interface FrontOptions {
  */
 export function frontOptionsOf(config: PunkConfig): Omit<FrontOptions, 'bus' | 'log' | 'tenant'> {
   const auth = authOptionsFromConfig(config);
-  const allowedHosts = allowedHostsOf(config);
   const serverInfo: Implementation = {
     name: config.serverName,
     version: config.serverVersion,
@@ -117,7 +114,6 @@ export function frontOptionsOf(config: PunkConfig): Omit<FrontOptions, 'bus' | '
     serverInfo,
     ...(config.serverInstructions && { instructions: config.serverInstructions }),
     allowedOrigins: config.allowedOrigins,
-    ...(allowedHosts && { allowedHosts }),
     trustProxy: config.trustProxy,
     sessionTtlMs: config.sessionTtlMs,
     maxSessions: config.maxSessions,
@@ -170,7 +166,7 @@ export async function createFront(options: FrontOptions): Promise<Front> {
   const { bus, tenant } = options;
   const { path = '/mcp', sessionTtlMs = DEFAULT_SESSION_TTL_MS, maxSessions = 10_000, responseMode = 'auto', pageSize = 50, trustProxy = 0 } = options;
   checkOptions(options);
-  const origins = new OriginPolicy(options.allowedOrigins ?? [], trustProxy, options.allowedHosts);
+  const origins = new OriginPolicy(options.allowedOrigins ?? [], trustProxy);
   await bus.ensureStream(streams.sse);
   const sessions = await SessionStore.open(bus, sessionTtlMs, log);
   const rateLimiter = await InitializeRateLimiter.open(bus, options.initializeRateLimit ?? 30);

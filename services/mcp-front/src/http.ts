@@ -7,7 +7,7 @@
  *
  * | # | check | answer |
  * |---|-------|--------|
- * | 1 | `Host` one of the allowed hosts, when a list is set (cors.ts) | 403, -32000 |
+ * | 0 | `Host` one of the allowed hosts, when a list is set: checked by the listener on every path (lib service/hosts.ts) | 403 |
  * | 1 | `Origin`: absent passes, `null` never, else a configured origin or the endpoint's own (cors.ts) | 403, -32000 |
  * |   | CORS preflight (`OPTIONS`) of an allowed origin | 204, no body |
  * | 2 | method GET, POST or DELETE | 405 with `Allow`, -32000 |
@@ -93,10 +93,6 @@ export function createRouter(deps: HttpDeps): Router {
 
   const serve = (scopeOf: (req: Request) => Scope) => async (req: Request, res: Response, next: NextFunction) => {
     try {
-      if (!deps.origins.allowsHost(req)) {
-        sendJsonRpcError(res, 403, -32000, `Forbidden: Host ${JSON.stringify(req.headers.host)} is not a name of this endpoint (PUNK_ALLOWED_HOSTS)`);
-        return;
-      }
       if (!deps.origins.allows(req)) {
         sendJsonRpcError(res, 403, -32000, `Forbidden: Origin ${JSON.stringify(req.headers.origin)} may not use this endpoint (allowed: the endpoint's own origin and PUNK_ALLOWED_ORIGINS)`);
         return;

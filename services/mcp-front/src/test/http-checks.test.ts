@@ -8,10 +8,9 @@
  */
 import { strict as assert } from 'node:assert';
 import { randomBytes } from 'node:crypto';
-import { request as httpRequest, type Server as HttpServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { request as httpRequest } from 'node:http';
 import { after, before, describe, it } from 'node:test';
-import { anonymousPrincipal, createLogger, LOOPBACK_HOST_NAMES, loadConfig, MemoryBus, type Principal } from '@punk/lib';
+import { anonymousPrincipal, createLogger, listenHealth, LOOPBACK_HOST_NAMES, loadConfig, MemoryBus, type Principal } from '@punk/lib';
 import express from 'express';
 import { createFront, frontOptionsOf, type Front, type FrontOptions } from '../index.js';
 import { startNats, startReplica, stopReplica, type Replica } from './replica-harness.js';
@@ -28,23 +27,24 @@ interface TestFront {
   close(): Promise<void>;
 }
 
-/** A front of a fresh tenant on its own MemoryBus and port. */
-async function startFront(options: Partial<FrontOptions> = {}): Promise<TestFront> {
+/**
+ * A front of a fresh tenant on its own MemoryBus and port, served as the services serve it (lib
+ * `listenHealth`, whose `allowedHosts` check comes before the front's own).
+ */
+async function startFront(options: Partial<FrontOptions> = {}, allowedHosts?: readonly string[]): Promise<TestFront> {
   const tenant = `checks-${randomBytes(4).toString('hex')}`;
   const bus = new MemoryBus(log);
   const front = await createFront({ bus, log, tenant, maxBodyBytes: 64 * 1024, callTimeoutMs: 5_000, allowedOrigins: [APP_ORIGIN], ...options });
   const app = express();
   app.use(front.router);
-  const http = await new Promise<HttpServer>(resolve => {
-    const server = app.listen(0, '127.0.0.1', () => resolve(server));
-  });
+  const http = await listenHealth('127.0.0.1', 0, async () => undefined, 'test', allowedHosts ? { allowedHosts } : {});
+  http.setHandler(app);
   return {
-    base: `http://127.0.0.1:${(http.address() as AddressInfo).port}`,
+    base: http.url,
     front,
     async close() {
       await front.close();
-      http.closeAllConnections();
-      await new Promise(resolve => http.close(resolve));
+      await http.close();
       await bus.close();
     },
   };
@@ -98,7 +98,7 @@ describe('mcp-front HTTP checks, in order', () => {
   });
 
   it('Host: with an allow-list (a loopback listener), a rebound name is 403 before anything else', async () => {
-    const guarded = await startFront({ allowedHosts: LOOPBACK_HOST_NAMES });
+    const guarded = await startFront({}, LOOPBACK_HOST_NAMES);
     try {
       const port = new URL(guarded.base).port;
       const send = (host: string) =>
