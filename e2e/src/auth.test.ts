@@ -14,9 +14,8 @@ import { promisify } from 'node:util';
 import { startProxy, type Proxy } from '@punk/cli';
 import { createLogger } from '@punk/lib';
 import { connectClient, listAllTools, textOf } from './clients.js';
-import { scratchDatabase, tallySetup, type TallySetup } from './distributed.js';
+import { tallyWorld, type TallyWorld } from './distributed.js';
 import { eventually, exampleManifests, removeDir, repoRoot, startPunk, type RunningPunk } from './harness.js';
-import { startOwnNats, type OwnNats } from './nats-server.js';
 import { startService, type ServiceProcess } from './processes.js';
 
 const exec = promisify(execFile);
@@ -124,19 +123,15 @@ describe('punk up with authentication on', () => {
 });
 
 describe('authentication in the distributed topology: two mcp-front processes behind the proxy', () => {
-  let nats: OwnNats;
-  let db: { url: string; drop(): Promise<void> };
-  let setup: TallySetup;
+  let world: TallyWorld;
   let proxy: Proxy;
   let ledgerUrl: string;
   const running: ServiceProcess[] = [];
   const frontEnv = { PUNK_AUTH_MODE: 'on', PUNK_PUBLIC_URL: PUBLIC, PUNK_AUTH_BOOTSTRAP_ADMIN_KEY: BOOTSTRAP, PUNK_SESSION_SIGNING_KEY: randomBytes(32).toString('base64url') };
 
   before(async () => {
-    nats = await startOwnNats();
-    db = await scratchDatabase();
-    setup = await tallySetup();
-    const env = { PUNK_NATS_URL: nats.url, PUNK_DATABASE_URL: db.url, PUNK_MANIFESTS: setup.manifestDir, PUNK_TENANT: setup.tenant };
+    world = await tallyWorld({ database: true });
+    const { env } = world;
     running.push(...(await Promise.all([startService('governance', env), startService('ledger', env), startService('gateway', env)])));
     const fronts = await Promise.all([startService('mcp-front', { ...env, ...frontEnv }), startService('mcp-front', { ...env, ...frontEnv })]);
     running.push(...fronts);
@@ -149,10 +144,8 @@ describe('authentication in the distributed topology: two mcp-front processes be
   after(async () => {
     await proxy?.close();
     await Promise.all(running.map(s => s.stop()));
-    await setup?.killServers();
-    await nats?.stop();
-    await db?.drop();
-    if (setup) await removeDir(setup.manifestDir);
+    await world?.setup.killServers();
+    await world?.stop();
   });
 
   test('a key made through one front works through the other, both eras; the ledger names it; revoked on one, refused by both', async () => {
@@ -160,7 +153,7 @@ describe('authentication in the distributed topology: two mcp-front processes be
     const listed = (await (await fetch(`${proxy.url}/api/v1/api-keys`, { headers: { authorization: `Bearer ${BOOTSTRAP}` } })).json()) as { apiKeys: Array<{ id: string }> };
     assert.ok(listed.apiKeys.some(k => k.id === id), 'the other front lists it');
     // The fronts serve the servers API too, for admins only.
-    const servers = await fetch(`${proxy.url}/api/v1/mcp/servers?tenant=${setup.tenant}`, { headers: { authorization: `Bearer ${BOOTSTRAP}` } });
+    const servers = await fetch(`${proxy.url}/api/v1/mcp/servers?tenant=${world.setup.tenant}`, { headers: { authorization: `Bearer ${BOOTSTRAP}` } });
     assert.equal(servers.status, 200);
     assert.deepEqual(((await servers.json()) as { servers: Array<{ name: string }> }).servers.map(s => s.name), ['tally']);
     assert.equal((await fetch(`${proxy.url}/api/v1/mcp/servers`, { headers: { authorization: `Bearer ${key}` } })).status, 403);
@@ -172,8 +165,8 @@ describe('authentication in the distributed topology: two mcp-front processes be
         await client.close();
       }
     }
-    assert.deepEqual(await calledSubjects(ledgerUrl, setup.tenant, 'count', 2), Array(4).fill(`api-key:${id}`));
-    const throughProxy = await fetch(`${proxy.url}/api/v1/runs?tenant=${setup.tenant}`, { headers: { authorization: `Bearer ${BOOTSTRAP}` } });
+    assert.deepEqual(await calledSubjects(ledgerUrl, world.setup.tenant, 'count', 2), Array(4).fill(`api-key:${id}`));
+    const throughProxy = await fetch(`${proxy.url}/api/v1/runs?tenant=${world.setup.tenant}`, { headers: { authorization: `Bearer ${BOOTSTRAP}` } });
     assert.equal(throughProxy.status, 403, 'the proxy keeps the ledger API internal');
     assert.match(((await throughProxy.json()) as { error: { message: string } }).error.message, /internal/);
     const metadata = (await (await fetch(`${proxy.url}/.well-known/oauth-protected-resource/servers/tally/mcp`)).json()) as { resource: string };
@@ -191,7 +184,7 @@ describe('authentication in the distributed topology: two mcp-front processes be
   });
 
   test('an mcp-front process with PUNK_AUTH_MODE=on and no PUNK_PUBLIC_URL exits at start naming it', async () => {
-    const front = await startService('mcp-front', { PUNK_NATS_URL: nats.url, PUNK_TENANT: setup.tenant, PUNK_AUTH_MODE: 'on' }, { waitReady: false });
+    const front = await startService('mcp-front', { PUNK_NATS_URL: world.nats.url, PUNK_TENANT: world.setup.tenant, PUNK_AUTH_MODE: 'on' }, { waitReady: false });
     assert.equal(await front.exited, 2);
     assert.match(front.output(), /PUNK_AUTH_MODE=on needs PUNK_PUBLIC_URL/);
   });

@@ -9,7 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { NatsBus, createLogger, requestGateway, type Principal } from '@punk/lib';
-import { repoRoot } from './harness.js';
+import { removeDir, repoRoot } from './harness.js';
+import { startOwnNats, type OwnNats } from './nats-server.js';
 
 /** URL of the Postgres server the tests use (`PUNK_TEST_DATABASE_URL`). */
 export const testServerUrl = process.env.PUNK_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -95,4 +96,37 @@ export function testBus(url: string): Promise<NatsBus> {
 export function callTally(bus: NatsBus, tenant: string, name: string, args: Record<string, unknown>, timeoutMs = 10_000, sessionId?: string): Promise<unknown> {
   const principal: Principal = { subject: 'test', tenant, groups: [] };
   return requestGateway(bus, { method: 'tools/call', tenant, server: 'tally', principal, runId: randomUUID(), name, arguments: args, ...(sessionId !== undefined && { sessionId }) }, timeoutMs);
+}
+
+/**
+ * What the distributed tests run their service processes in: a nats-server of their own, with `database` a
+ * scratch Postgres database, and the `tally` manifest (tallySetup); `env` is what every service process gets.
+ */
+export interface TallyWorld {
+  nats: OwnNats;
+  /** Present with `database: true`. */
+  db?: { url: string; drop(): Promise<void> };
+  setup: TallySetup;
+  /** `PUNK_NATS_URL`, `PUNK_DATABASE_URL` (with a database), `PUNK_MANIFESTS` and `PUNK_TENANT`. */
+  env: Record<string, string>;
+  /** Stops the nats-server, drops the database and removes the manifest directory (stop the services first). */
+  stop(): Promise<void>;
+}
+
+/** Starts a {@link TallyWorld}. */
+export async function tallyWorld(options: { database?: boolean; sessionMode?: 'shared' | 'per-client' } = {}): Promise<TallyWorld> {
+  const nats = await startOwnNats();
+  const db = options.database ? await scratchDatabase() : undefined;
+  const setup = await tallySetup(options.sessionMode ? { sessionMode: options.sessionMode } : {});
+  return {
+    nats,
+    ...(db && { db }),
+    setup,
+    env: { PUNK_NATS_URL: nats.url, ...(db && { PUNK_DATABASE_URL: db.url }), PUNK_MANIFESTS: setup.manifestDir, PUNK_TENANT: setup.tenant },
+    async stop() {
+      await nats.stop();
+      await db?.drop();
+      await removeDir(setup.manifestDir);
+    },
+  };
 }

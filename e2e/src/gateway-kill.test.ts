@@ -7,35 +7,29 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { PunkError } from '@punk/lib';
-import { removeDir } from './harness.js';
-import { startOwnNats, type OwnNats } from './nats-server.js';
 import { startService, type ServiceProcess } from './processes.js';
-import { callTally, tallySetup, testBus, type TallySetup } from './distributed.js';
+import { callTally, tallyWorld, testBus, type TallyWorld } from './distributed.js';
 
-let nats: OwnNats;
-let setup: TallySetup;
+let world: TallyWorld;
 const running: ServiceProcess[] = [];
-const env = () => ({ PUNK_NATS_URL: nats.url, PUNK_MANIFESTS: setup.manifestDir, PUNK_TENANT: setup.tenant });
 
 before(async () => {
-  nats = await startOwnNats();
-  setup = await tallySetup();
-  running.push(await startService('governance', env()));
-  running.push(await startService('gateway', env()), await startService('gateway', env()));
+  world = await tallyWorld();
+  running.push(await startService('governance', world.env));
+  running.push(await startService('gateway', world.env), await startService('gateway', world.env));
 });
 
 after(async () => {
   await Promise.all(running.map(s => s.stop('SIGKILL')));
-  await setup.killServers();
-  await nats.stop();
-  await removeDir(setup.manifestDir);
+  await world.setup.killServers();
+  await world.stop();
 });
 
 /** Waits until the tally shows `<tool> start`, then SIGKILLs the gateway whose child runs it; returns that gateway's pid. */
 async function killGatewayRunning(tool: string): Promise<number> {
   const deadline = Date.now() + 10_000;
   for (;;) {
-    const line = (await setup.lines()).find(l => l.startsWith(`${tool} start`));
+    const line = (await world.setup.lines()).find(l => l.startsWith(`${tool} start`));
     if (line) {
       const ppid = Number(line.split(' ')[3]);
       const gateway = running.find(s => s.name === 'gateway' && s.process.pid === ppid);
@@ -55,14 +49,14 @@ async function expectBusTimeout(call: Promise<unknown>, withinMs: number): Promi
 }
 
 test('a read-only call whose gateway dies gets BusTimeout, and its retry is served by the other replica', async () => {
-  const bus = await testBus(nats.url);
+  const bus = await testBus(world.nats.url);
   try {
-    const call = callTally(bus, setup.tenant, 'read_slowly', { ms: 3_000 }, 5_000);
+    const call = callTally(bus, world.setup.tenant, 'read_slowly', { ms: 3_000 }, 5_000);
     const killed = await killGatewayRunning('read_slowly');
     await expectBusTimeout(call, 5_000);
-    const retried = JSON.stringify(await callTally(bus, setup.tenant, 'read_slowly', { ms: 10 }, 5_000));
+    const retried = JSON.stringify(await callTally(bus, world.setup.tenant, 'read_slowly', { ms: 10 }, 5_000));
     assert.match(retried, /read_slowly took 10 ms/);
-    const second = (await setup.lines()).filter(l => l.startsWith('read_slowly start')).at(-1)!;
+    const second = (await world.setup.lines()).filter(l => l.startsWith('read_slowly start')).at(-1)!;
     assert.notEqual(Number(second.split(' ')[3]), killed, 'the retry ran under the surviving gateway');
   } finally {
     await bus.close();
@@ -70,18 +64,18 @@ test('a read-only call whose gateway dies gets BusTimeout, and its retry is serv
 });
 
 test('a non-idempotent call whose gateway dies gets BusTimeout and is executed once, never twice', async () => {
-  running.push(await startService('gateway', env()));
-  const bus = await testBus(nats.url);
+  running.push(await startService('gateway', world.env));
+  const bus = await testBus(world.nats.url);
   try {
-    const call = callTally(bus, setup.tenant, 'charge', { ms: 2_000 }, 4_000);
+    const call = callTally(bus, world.setup.tenant, 'charge', { ms: 2_000 }, 4_000);
     await killGatewayRunning('charge');
     await expectBusTimeout(call, 4_000);
     // Longer than the call itself: nothing re-ran it anywhere.
     await new Promise(r => setTimeout(r, 3_000));
-    const starts = (await setup.lines()).filter(l => l.startsWith('charge start'));
+    const starts = (await world.setup.lines()).filter(l => l.startsWith('charge start'));
     assert.equal(starts.length, 1, `charge ran ${starts.length} times`);
     // The surviving replicas still serve.
-    assert.match(JSON.stringify(await callTally(bus, setup.tenant, 'count', {})), /counted/);
+    assert.match(JSON.stringify(await callTally(bus, world.setup.tenant, 'count', {})), /counted/);
   } finally {
     await bus.close();
   }

@@ -8,20 +8,17 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import pg from 'pg';
-import { removeDir } from './harness.js';
-import { startOwnNats } from './nats-server.js';
 import { startService, type ServiceProcess } from './processes.js';
-import { callTally, scratchDatabase, tallySetup, testBus } from './distributed.js';
+import { callTally, tallyWorld, testBus } from './distributed.js';
 
 const CALLS = 1000;
 const CONCURRENCY = 20;
 
 async function scenario(ledgerCount: number): Promise<void> {
-  const nats = await startOwnNats();
-  const db = await scratchDatabase();
-  const setup = await tallySetup();
+  const world = await tallyWorld({ database: true });
+  const { nats, setup, env } = world;
+  const db = world.db!;
   const running: ServiceProcess[] = [];
-  const env = { PUNK_NATS_URL: nats.url, PUNK_DATABASE_URL: db.url, PUNK_MANIFESTS: setup.manifestDir, PUNK_TENANT: setup.tenant };
   const start = async (name: 'gateway' | 'governance' | 'ledger') => {
     const s = await startService(name, env);
     running.push(s);
@@ -96,9 +93,7 @@ async function scenario(ledgerCount: number): Promise<void> {
   } finally {
     await bus.close();
     await Promise.all(running.map(s => s.stop('SIGKILL')));
-    await nats.stop();
-    await db.drop();
-    await removeDir(setup.manifestDir);
+    await world.stop();
   }
 }
 

@@ -10,36 +10,28 @@ import pg from 'pg';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
 import { PunkError, subjects, type NatsBus } from '@punk/lib';
-import { removeDir } from './harness.js';
-import { startOwnNats, type OwnNats } from './nats-server.js';
 import { startService, type ServiceProcess } from './processes.js';
-import { callTally, scratchDatabase, tallySetup, testBus, type TallySetup } from './distributed.js';
+import { callTally, tallyWorld, testBus, type TallyWorld } from './distributed.js';
 
-let nats: OwnNats;
-let db: { url: string; drop(): Promise<void> };
-let setup: TallySetup;
+let world: TallyWorld;
 let bus: NatsBus;
 let raw: NatsConnection;
 const running: ServiceProcess[] = [];
 const byName = (name: string) => running.find(s => s.name === name)!;
 
 before(async () => {
-  nats = await startOwnNats();
-  db = await scratchDatabase();
-  setup = await tallySetup();
-  const env = { PUNK_NATS_URL: nats.url, PUNK_DATABASE_URL: db.url, PUNK_MANIFESTS: setup.manifestDir, PUNK_TENANT: setup.tenant };
+  world = await tallyWorld({ database: true });
+  const { env } = world;
   running.push(await startService('governance', env), await startService('gateway', env), await startService('ledger', env));
-  bus = await testBus(nats.url);
-  raw = await connect({ servers: nats.url });
+  bus = await testBus(world.nats.url);
+  raw = await connect({ servers: world.nats.url });
 });
 
 after(async () => {
   await raw?.close();
   await bus?.close();
   await Promise.all(running.map(s => s.stop('SIGKILL')));
-  await nats.stop();
-  await db.drop();
-  await removeDir(setup.manifestDir);
+  await world.stop();
 });
 
 /** Sends raw bytes as a request and decodes the reply envelope. */
@@ -56,7 +48,7 @@ for (const subject of [subjects.gatewayCall, subjects.governanceCheck]) {
     for (const bad of [{}, { method: 'tools/call' }, [1, 2], 'text', { tenant: 5 }]) {
       await assert.rejects(bus.request(subject, bad, { timeoutMs: 5_000 }), (e: unknown) => e instanceof PunkError && e.code === 'InvalidMessage' && /malformed message/.test(e.message));
     }
-    assert.match(JSON.stringify(await callTally(bus, setup.tenant, 'count', {})), /counted/);
+    assert.match(JSON.stringify(await callTally(bus, world.setup.tenant, 'count', {})), /counted/);
   });
 }
 
@@ -65,8 +57,8 @@ test(`${subjects.ledgerEvents}: malformed events are set aside in ledger.rejecte
   await js.publish(subjects.ledgerEvents, new TextEncoder().encode('{not json'), { msgID: `bad-${randomUUID()}` });
   const badId = `bad-${randomUUID()}`;
   await bus.append(subjects.ledgerEvents, { id: 'not-a-uuid', type: 'tool.called' }, { msgId: badId });
-  assert.match(JSON.stringify(await callTally(bus, setup.tenant, 'count', {})), /counted/);
-  const client = new pg.Client({ connectionString: db.url });
+  assert.match(JSON.stringify(await callTally(bus, world.setup.tenant, 'count', {})), /counted/);
+  const client = new pg.Client({ connectionString: world.db!.url });
   await client.connect();
   try {
     const deadline = Date.now() + 15_000;
@@ -74,7 +66,7 @@ test(`${subjects.ledgerEvents}: malformed events are set aside in ledger.rejecte
     let completed = 0;
     while (Date.now() < deadline) {
       rejected = (await client.query('SELECT count(*)::int AS n FROM ledger.rejected_messages')).rows[0].n;
-      completed = (await client.query(`SELECT count(*)::int AS n FROM ledger.events WHERE tenant = $1 AND type = 'tool.completed'`, [setup.tenant])).rows[0].n;
+      completed = (await client.query(`SELECT count(*)::int AS n FROM ledger.events WHERE tenant = $1 AND type = 'tool.completed'`, [world.setup.tenant])).rows[0].n;
       if (rejected >= 2 && completed >= 1) break;
       await new Promise(r => setTimeout(r, 200));
     }
@@ -84,7 +76,7 @@ test(`${subjects.ledgerEvents}: malformed events are set aside in ledger.rejecte
     await client.end();
   }
   assert.match(byName('ledger').output(), /rejected malformed ledger message/);
-  const verify = (await (await fetch(`${byName('ledger').url}/api/v1/ledger/verify?tenant=${setup.tenant}`)).json()) as { ok: boolean };
+  const verify = (await (await fetch(`${byName('ledger').url}/api/v1/ledger/verify?tenant=${world.setup.tenant}`)).json()) as { ok: boolean };
   assert.equal(verify.ok, true);
 });
 
@@ -92,6 +84,6 @@ test(`${subjects.registryChanged}: malformed broadcasts harm no service`, async 
   raw.publish(subjects.registryChanged, new TextEncoder().encode('{not json'));
   await bus.publish(subjects.registryChanged, { tenant: 5 });
   await raw.flush();
-  assert.match(JSON.stringify(await callTally(bus, setup.tenant, 'count', {})), /counted/);
+  assert.match(JSON.stringify(await callTally(bus, world.setup.tenant, 'count', {})), /counted/);
   for (const s of running) assert.equal(s.process.exitCode, null, `${s.name} still runs`);
 });

@@ -8,48 +8,42 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { streams, subjects, type LedgerEvent } from '@punk/lib';
-import { removeDir } from './harness.js';
-import { startOwnNats, type OwnNats } from './nats-server.js';
 import { startService, type ServiceProcess } from './processes.js';
-import { callTally, tallySetup, testBus, type TallySetup } from './distributed.js';
+import { callTally, tallyWorld, testBus, type TallyWorld } from './distributed.js';
 
-let nats: OwnNats;
-let setup: TallySetup;
+let world: TallyWorld;
 const running: ServiceProcess[] = [];
-const env = () => ({ PUNK_NATS_URL: nats.url, PUNK_MANIFESTS: setup.manifestDir, PUNK_TENANT: setup.tenant });
 
 before(async () => {
-  nats = await startOwnNats();
-  setup = await tallySetup({ sessionMode: 'per-client' });
-  running.push(await startService('governance', env()));
+  world = await tallyWorld({ sessionMode: 'per-client' });
+  running.push(await startService('governance', world.env));
   running.push(
-    await startService('gateway', { ...env(), PUNK_INSTANCE_ID: 'gateway-1', PUNK_LOG_LEVEL: 'debug' }),
-    await startService('gateway', { ...env(), PUNK_INSTANCE_ID: 'gateway-2', PUNK_LOG_LEVEL: 'debug' }),
+    await startService('gateway', { ...world.env, PUNK_INSTANCE_ID: 'gateway-1', PUNK_LOG_LEVEL: 'debug' }),
+    await startService('gateway', { ...world.env, PUNK_INSTANCE_ID: 'gateway-2', PUNK_LOG_LEVEL: 'debug' }),
   );
 });
 
 after(async () => {
   await Promise.all(running.map(s => s.stop('SIGKILL')));
-  await setup.killServers();
-  await nats.stop();
-  await removeDir(setup.manifestDir);
+  await world.setup.killServers();
+  await world.stop();
 });
 
 /** The `count done#<n>` line of the tally: `{ pid, ppid }` of the upstream process that ran call `n`. */
 async function ranIn(n: number): Promise<{ pid: number; ppid: number }> {
-  const line = (await setup.lines()).find(l => l.startsWith(`count done#${n} `));
+  const line = (await world.setup.lines()).find(l => l.startsWith(`count done#${n} `));
   assert.ok(line, `call ${n} was tallied`);
   const [, , pid, ppid] = line.split(' ');
   return { pid: Number(pid), ppid: Number(ppid) };
 }
 
 test('two client sessions get two upstream processes; each session\'s calls reach its own whichever gateway takes them; a killed owner\'s session is re-established', async () => {
-  const bus = await testBus(nats.url);
+  const bus = await testBus(world.nats.url);
   try {
     const [s1, s2] = [randomUUID(), randomUUID()];
     // Twelve calls: the queue group hands some to the gateway that does not own the session.
-    for (let n = 1; n <= 12; n++) await callTally(bus, setup.tenant, 'count', { n }, 20_000, s1);
-    for (let n = 101; n <= 103; n++) await callTally(bus, setup.tenant, 'count', { n }, 20_000, s2);
+    for (let n = 1; n <= 12; n++) await callTally(bus, world.setup.tenant, 'count', { n }, 20_000, s1);
+    for (let n = 101; n <= 103; n++) await callTally(bus, world.setup.tenant, 'count', { n }, 20_000, s2);
     const one = await Promise.all(Array.from({ length: 12 }, (_, i) => ranIn(i + 1)));
     const two = await Promise.all([101, 102, 103].map(ranIn));
     assert.equal(new Set(one.map(r => r.pid)).size, 1, 'every call of session 1 ran in one upstream process');
@@ -66,7 +60,7 @@ test('two client sessions get two upstream processes; each session\'s calls reac
     const survivor = gateways.find(g => g !== owner)!;
     await owner.stop('SIGKILL');
 
-    await callTally(bus, setup.tenant, 'count', { n: 999 }, 20_000, s1);
+    await callTally(bus, world.setup.tenant, 'count', { n: 999 }, 20_000, s1);
     const again = await ranIn(999);
     assert.notEqual(again.pid, one[0]!.pid, 'a new upstream process');
     assert.equal(again.ppid, survivor.process.pid, 'started by the surviving gateway');
@@ -76,11 +70,11 @@ test('two client sessions get two upstream processes; each session\'s calls reac
     const reestablished = stored.map(m => m.data as LedgerEvent).filter(e => e.type === 'upstream.session_reestablished');
     assert.equal(reestablished.length, 1, 'one re-established event on the ledger stream');
     assert.equal(reestablished[0]!.sessionId, s1);
-    assert.equal(reestablished[0]!.tenant, setup.tenant);
+    assert.equal(reestablished[0]!.tenant, world.setup.tenant);
     assert.equal(reestablished[0]!.data['owner'], survivor === gateways[0] ? 'gateway-1' : 'gateway-2');
 
     // Later calls of the session stay on the new upstream process.
-    await callTally(bus, setup.tenant, 'count', { n: 1000 }, 20_000, s1);
+    await callTally(bus, world.setup.tenant, 'count', { n: 1000 }, 20_000, s1);
     assert.equal((await ranIn(1000)).pid, again.pid);
   } finally {
     await bus.close();

@@ -6,61 +6,53 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { removeDir } from './harness.js';
-import { startOwnNats, type OwnNats } from './nats-server.js';
 import { readyStatus, startService, waitForReady, type ServiceProcess } from './processes.js';
-import { callTally, scratchDatabase, tallySetup, testBus, type TallySetup } from './distributed.js';
+import { callTally, tallyWorld, testBus, type TallyWorld } from './distributed.js';
 
-let nats: OwnNats;
-let db: { url: string; drop(): Promise<void> };
-let setup: TallySetup;
+let world: TallyWorld;
 const running: ServiceProcess[] = [];
 
 before(async () => {
-  nats = await startOwnNats();
-  db = await scratchDatabase();
-  setup = await tallySetup();
+  world = await tallyWorld({ database: true });
 });
 
 after(async () => {
   await Promise.all(running.map(s => s.stop('SIGKILL')));
-  await nats.stop();
-  await db.drop();
-  await removeDir(setup.manifestDir);
+  await world.stop();
 });
 
 test('a service without PUNK_NATS_URL, or the ledger without PUNK_DATABASE_URL, stops at once naming the variable', async () => {
   const noNats = await startService('governance', { PUNK_NATS_URL: '' }, { waitReady: false });
   assert.equal(await noNats.exited, 2);
   assert.match(noNats.output(), /PUNK_NATS_URL is required/);
-  const noDb = await startService('ledger', { PUNK_NATS_URL: nats.url, PUNK_DATABASE_URL: '' }, { waitReady: false });
+  const noDb = await startService('ledger', { PUNK_NATS_URL: world.nats.url, PUNK_DATABASE_URL: '' }, { waitReady: false });
   assert.equal(await noDb.exited, 2);
   assert.match(noDb.output(), /PUNK_DATABASE_URL is required/);
 });
 
 test('every service is ready, is not ready while NATS is down, is ready again when it returns, and exits 0 on SIGTERM', async () => {
-  const env = { PUNK_NATS_URL: nats.url, PUNK_DATABASE_URL: db.url, PUNK_MANIFESTS: setup.manifestDir, PUNK_TENANT: setup.tenant };
+  const { env } = world;
   const services = [await startService('governance', env), await startService('ledger', env), await startService('gateway', env)];
   running.push(...services);
   for (const s of services) assert.equal(await readyStatus(s.url), 200, s.name);
 
-  const bus = await testBus(nats.url);
+  const bus = await testBus(world.nats.url);
   try {
-    assert.match(JSON.stringify(await callTally(bus, setup.tenant, 'count', {})), /counted/);
+    assert.match(JSON.stringify(await callTally(bus, world.setup.tenant, 'count', {})), /counted/);
 
-    await nats.kill();
+    await world.nats.kill();
     for (const s of services) await waitForReady(s.url, 503, 15_000, `${s.name} with NATS down`);
     const body = await (await fetch(`${services[0]!.url}/readyz`)).json() as { reason: string };
     assert.match(body.reason, /NATS .* is not connected/);
 
-    await nats.start();
+    await world.nats.start();
     for (const s of services) await waitForReady(s.url, 200, 30_000, `${s.name} after NATS returned`);
     for (const s of services) assert.equal(s.process.exitCode, null, `${s.name} kept running`);
     // The same processes serve again: a call goes through gateway, governance and the ledger stream.
     const deadline = Date.now() + 15_000;
     for (;;) {
       try {
-        assert.match(JSON.stringify(await callTally(bus, setup.tenant, 'count', {})), /counted/);
+        assert.match(JSON.stringify(await callTally(bus, world.setup.tenant, 'count', {})), /counted/);
         break;
       } catch (error) {
         if (Date.now() > deadline) throw error;
@@ -72,5 +64,5 @@ test('every service is ready, is not ready while NATS is down, is ready again wh
   }
 
   for (const s of services) assert.equal(await s.stop('SIGTERM'), 0, `${s.name} exit code\n${s.output()}`);
-  assert.equal((await setup.lines()).filter(l => l.startsWith('count done')).length >= 2, true);
+  assert.equal((await world.setup.lines()).filter(l => l.startsWith('count done')).length >= 2, true);
 });
