@@ -53,6 +53,7 @@ import { openCallChannel, type CallSink, type OpenCallChannel } from './call-cha
 import { cancelOnAbort, sessionCallId } from './cancellation.js';
 import { paginate } from './cursor.js';
 import { toProtocolError } from './errors.js';
+import { SUPPORTED_VERSIONS } from './http.js';
 import { namespacedName } from './naming.js';
 import type { RequestStateCodec, RequestStatePayload } from './request-state.js';
 import type { ToolSchemaValidator } from './validate.js';
@@ -161,7 +162,8 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
   // 2025 sessions subscribe with resources/subscribe, 2026 clients in subscriptions/listen (listen-subscriptions.ts).
   if (capabilities.resources && subscribable) capabilities.resources = { ...capabilities.resources, subscribe: true };
   const cacheHints = { 'tools/list': LIST_CACHE_HINT, 'prompts/list': LIST_CACHE_HINT, 'resources/list': LIST_CACHE_HINT, 'resources/templates/list': LIST_CACHE_HINT };
-  const server = new Server(deps.serverInfo, { capabilities, cacheHints, ...(instructions && { instructions }) });
+  // The versions the HTTP layer accepts are the ones initialize may agree to (an older request gets a counter-offer).
+  const server = new Server(deps.serverInfo, { capabilities, cacheHints, supportedProtocolVersions: [...SUPPORTED_VERSIONS], ...(instructions && { instructions }) });
   const endpoint = scopeKey(scope);
   const view = async (method: string): Promise<CatalogView> => {
     try {

@@ -121,6 +121,13 @@ describe('mcp-front HTTP checks, in order', () => {
     }
   });
 
+  it('initialize asking for a revision the endpoint does not accept gets a counter-offer of one it does', async () => {
+    const response = await post(`${t.base}/mcp`, { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2024-11-05', capabilities: {}, clientInfo } });
+    assert.equal(response.status, 200);
+    const { result } = (await response.json()) as { result: { protocolVersion: string } };
+    assert.equal(result.protocolVersion, V2025);
+  });
+
   it('initialize on a live session is refused: a session is initialized once', async () => {
     const sessionId = await initialize(t.base);
     const again = await errorOf(await post(`${t.base}/mcp`, initializeBody(5), { 'mcp-session-id': sessionId, 'mcp-protocol-version': V2025 }), 5);
