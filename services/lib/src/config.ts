@@ -18,6 +18,11 @@ const positiveInt = integer(1);
 const boolean = z.stringbool({ error: 'must be true or false' });
 /** A comma-separated list; blanks around entries and empty entries are dropped. */
 const commaSeparated = z.string().transform(value => value.split(',').map(entry => entry.trim()).filter(entry => entry !== ''));
+/** An encryption key as `PUNK_ENCRYPTION_KEY` spells it: `[<keyId>:]<32 bytes in base64 or base64url>`. */
+const encryptionKeySpec = z
+  .string()
+  .regex(/^([A-Za-z0-9._-]{1,64}:)?[A-Za-z0-9+/_-]+={0,2}$/, 'must be [<keyId>:]<32 bytes in base64>, e.g. the output of `openssl rand -base64 32`')
+  .refine(value => Buffer.from(value.slice(value.lastIndexOf(':') + 1), 'base64').length === 32, 'must decode to exactly 32 bytes (AES-256)');
 const logLevel = z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']);
 
 /** A string holding JSON that must match `schema`. */
@@ -188,6 +193,29 @@ export const configSchema = z.object({
   authTenantClaim: z.string().min(1).optional(),
   /** `PUNK_AUTH_GROUPS_CLAIM`: token claim holding the caller's groups (an array, or a space-separated string). */
   authGroupsClaim: z.string().min(1).default('groups'),
+  // gateway: credentials, egress, pool, tool pinning (README "Configuration", gateway options).
+  /**
+   * `PUNK_ENCRYPTION_KEY`: the key that encrypts credentials at rest (AES-256-GCM): 32 bytes in base64 or
+   * base64url, optionally prefixed `<keyId>:`. The key id stored with each record defaults to the first 16 hex
+   * digits of the key's SHA-256. Unset: the credentials API answers 503 and `cred:` references do not resolve.
+   */
+  encryptionKey: encryptionKeySpec.optional(),
+  /** `PUNK_ENCRYPTION_PREVIOUS_KEYS`: comma-separated keys (same form) that still decrypt records written before a rotation. */
+  encryptionPreviousKeys: commaSeparated.pipe(z.array(encryptionKeySpec)).default([]),
+  /**
+   * `PUNK_UPSTREAM_ALLOWED_NETWORKS`: comma-separated CIDRs (`10.96.0.0/12`, `fd00::/8`) that http registrations
+   * may reach even with authentication on, when the SSRF guard would refuse them (the cluster's own networks).
+   */
+  upstreamAllowedNetworks: commaSeparated.pipe(z.array(z.string().regex(/^[0-9A-Fa-f:.]+\/\d{1,3}$/, 'each entry must be a CIDR such as 10.0.0.0/8'))).default([]),
+  /** `PUNK_UPSTREAM_MAX_CONCURRENT_CALLS`: most calls in flight to one server from one gateway replica (more fail at once with `ServerBusy`). */
+  upstreamMaxConcurrentCalls: positiveInt.default(32),
+  /** `PUNK_UPSTREAM_IDLE_TIMEOUT_MS`: idle time after which a pooled upstream connection is closed, in milliseconds. */
+  upstreamIdleTimeoutMs: positiveInt.default(5 * 60_000),
+  /**
+   * `PUNK_TOOL_PINNING`: what happens when a tool's definition changes from the one first seen (`serve` the new one,
+   * `hide` it until an admin accepts it, or require `approval` per call); a server's `spec.tools.pinning` wins.
+   */
+  toolPinning: z.enum(['serve', 'hide', 'approval']).default('hide'),
   /** `PUNK_INSTANCE_ID`: name of this replica in logs and NATS connection names (default `<hostname>-<pid>`). */
   instanceId: z.string().regex(/^[A-Za-z0-9._-]+$/, 'must be letters, digits, ".", "_" or "-"').default(() => `${hostname()}-${process.pid}`),
 });
@@ -244,13 +272,19 @@ const envNames: Record<keyof PunkConfig, string> = {
   toolTimeouts: 'PUNK_TOOL_TIMEOUTS',
   loggingCapability: 'PUNK_LOGGING_CAPABILITY',
   trustProxy: 'PUNK_TRUST_PROXY',
+  encryptionKey: 'PUNK_ENCRYPTION_KEY',
+  encryptionPreviousKeys: 'PUNK_ENCRYPTION_PREVIOUS_KEYS',
+  upstreamAllowedNetworks: 'PUNK_UPSTREAM_ALLOWED_NETWORKS',
+  upstreamMaxConcurrentCalls: 'PUNK_UPSTREAM_MAX_CONCURRENT_CALLS',
+  upstreamIdleTimeoutMs: 'PUNK_UPSTREAM_IDLE_TIMEOUT_MS',
+  toolPinning: 'PUNK_TOOL_PINNING',
 };
 
 /**
  * Keys whose values are secrets or may carry one (a password in a database or NATS URL, an `oct` JWK):
  * an error names their variable and length, never their value.
  */
-const secretKeys = new Set<keyof PunkConfig>(['authBootstrapAdminKey', 'sessionSigningKey', 'authIntrospectionClientSecret', 'authJwtKey', 'databaseUrl', 'natsUrl']);
+const secretKeys = new Set<keyof PunkConfig>(['authBootstrapAdminKey', 'sessionSigningKey', 'authIntrospectionClientSecret', 'authJwtKey', 'databaseUrl', 'natsUrl', 'encryptionKey', 'encryptionPreviousKeys']);
 
 /** The environment variable that sets each configuration key. */
 export function envNameOf(key: keyof PunkConfig): string {

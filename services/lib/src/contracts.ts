@@ -21,6 +21,11 @@ export const subjects = {
   governanceFilter: 'punk.governance.filter',
   /** Durable append to the ledger stream: trace events. */
   ledgerEvents: 'punk.ledger.events',
+  /**
+   * Request/reply, queue group `gateway`: the registry and credentials APIs (`gatewayAdminRequestSchema`; the reply
+   * is the operation's JSON body, errors are PunkErrors). mcp-front serves them over HTTP under `/api/v1`.
+   */
+  gatewayAdmin: 'punk.gateway.admin',
   /** Broadcast: a server's registration or state changed; catalogs refresh. */
   registryChanged: 'punk.registry.changed',
   /** Broadcast: an upstream sent `notifications/resources/updated` for a URI the gateway subscribed to (`resourceUpdatedSchema`). */
@@ -131,6 +136,8 @@ export const deadlines = {
   clientAnswerMs: 5_000,
   /** Storing a `per-client` upstream's message on its client session's GET stream (`punk.tenant.<tenant>.session-message`). */
   sessionMessageMs: 5_000,
+  /** A registry or credentials API operation (`punk.gateway.admin`); `servers.test` connects and lists within it. */
+  gatewayAdminMs: 45_000,
 } as const;
 
 // ---------------------------------------------------------------- shared parts
@@ -381,6 +388,20 @@ export const ledgerEventTypeSchema = z.enum([
   'server.state_changed',
   /** A `per-client` upstream session whose owning gateway replica stopped answering was opened again on another replica. */
   'upstream.session_reestablished',
+  /** Registry API: a registration was created, replaced, deleted, or tested (`data`: the registration without secret values). */
+  'server.registered',
+  'server.updated',
+  'server.deregistered',
+  'server.tested',
+  /** A listed tool's definition differs from the pinned one (`data`: `tool`, `previousFingerprint`, `fingerprint`, `diff`, `policy`). */
+  'tool.definition_changed',
+  /** An admin accepted a changed tool definition (`data`: `tool`, `fingerprint`). */
+  'tool.definition_accepted',
+  /** Credentials API and OAuth2 refresh (`data`: the credential id and key names, never values). */
+  'credential.created',
+  'credential.deleted',
+  'credential.refreshed',
+  'credential.refresh_failed',
 ]);
 export type LedgerEventType = z.infer<typeof ledgerEventTypeSchema>;
 
@@ -402,6 +423,28 @@ export const ledgerEventSchema = z.object({
 export type LedgerEvent = z.infer<typeof ledgerEventSchema>;
 
 // ---------------------------------------------------------------- registry
+
+/**
+ * One request on `punk.gateway.admin`: an operation of the registry API (`servers.*`) or of the credentials API
+ * (`credentials.*`) for one tenant. `principal` is the authenticated admin (mutations are audited under it);
+ * `body` is the HTTP request body as received: the gateway validates it and names the bad field.
+ * `id` is a registration's name (a DNS label) or a credential's id.
+ */
+export const gatewayAdminRequestSchema = z.discriminatedUnion('op', [
+  z.object({ op: z.literal('servers.list'), tenant: z.string().min(1) }),
+  z.object({ op: z.literal('servers.get'), tenant: z.string().min(1), id: z.string().min(1) }),
+  z.object({ op: z.literal('servers.create'), tenant: z.string().min(1), principal: principalSchema, body: z.unknown() }),
+  z.object({ op: z.literal('servers.update'), tenant: z.string().min(1), principal: principalSchema, id: z.string().min(1), body: z.unknown() }),
+  z.object({ op: z.literal('servers.delete'), tenant: z.string().min(1), principal: principalSchema, id: z.string().min(1) }),
+  z.object({ op: z.literal('servers.test'), tenant: z.string().min(1), principal: principalSchema, id: z.string().min(1) }),
+  z.object({ op: z.literal('servers.tools'), tenant: z.string().min(1), id: z.string().min(1) }),
+  z.object({ op: z.literal('servers.acceptTool'), tenant: z.string().min(1), principal: principalSchema, id: z.string().min(1), tool: z.string().min(1) }),
+  z.object({ op: z.literal('credentials.create'), tenant: z.string().min(1), principal: principalSchema, body: z.unknown() }),
+  z.object({ op: z.literal('credentials.list'), tenant: z.string().min(1) }),
+  z.object({ op: z.literal('credentials.get'), tenant: z.string().min(1), id: z.string().min(1) }),
+  z.object({ op: z.literal('credentials.delete'), tenant: z.string().min(1), principal: principalSchema, id: z.string().min(1) }),
+]);
+export type GatewayAdminRequest = z.infer<typeof gatewayAdminRequestSchema>;
 
 /** Broadcast on `punk.registry.changed`. */
 export const registryChangedSchema = z.object({

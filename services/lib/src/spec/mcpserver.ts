@@ -54,6 +54,15 @@ const envVar = z
   .strict()
   .refine(v => (v.value === undefined) !== (v.valueFrom === undefined), { message: 'set exactly one of value and valueFrom' });
 
+const header = z
+  .object({
+    name: z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'must be an HTTP header name (RFC 9110 token)').describe('Header name.'),
+    value: z.string().optional().describe('Literal value; `cred:<id>` is replaced by the value of that credential at connect time.'),
+    valueFrom: envVar.shape.valueFrom,
+  })
+  .strict()
+  .refine(v => (v.value === undefined) !== (v.valueFrom === undefined), { message: 'set exactly one of value and valueFrom' });
+
 const quantityMap = z
   .object({ cpu: z.string().optional().describe('CPU quantity, such as 100m.'), memory: z.string().optional().describe('Memory quantity, such as 128Mi.') })
   .strict();
@@ -92,7 +101,8 @@ export const mcpServerSpecSchema = z
     transport: z.enum(['stdio', 'streamable-http', 'sse']).optional().describe('How the server speaks MCP. Default: streamable-http with url, else stdio.'),
     port: z.number().int().min(1).max(65535).optional().describe('Port the server listens on, for streamable-http and sse servers that Punk starts.'),
     path: z.string().startsWith('/').default('/mcp').describe('HTTP path of the MCP endpoint (streamable-http) or of the SSE stream (sse).'),
-    env: z.array(envVar).default([]).describe('Environment of the server process; nothing else of Punk\'s environment reaches it.'),
+    env: z.array(envVar).default([]).describe('Environment of the server process; nothing else of Punk\'s environment reaches it. A literal `cred:<id>` is replaced by that credential\'s value at start.'),
+    headers: z.array(header).optional().describe('HTTP headers sent to a url server on every request (e.g. Authorization: cred:<id>).'),
     replicas: z.number().int().min(0).default(1).describe('Pod replicas (cluster).'),
     resources: z.object({ requests: quantityMap.optional(), limits: quantityMap.optional() }).strict().optional().describe('Compute resources of the server container.'),
     sandbox: z
@@ -121,6 +131,10 @@ export const mcpServerSpecSchema = z
         allow: z.array(z.string().min(1)).optional().describe('Only these tools are served (all when absent).'),
         deny: z.array(z.string().min(1)).optional().describe('These tools are never served.'),
         overrides: z.array(toolOverride).default([]).describe('Per-tool side-effect level and annotation overrides.'),
+        pinning: z
+          .enum(['serve', 'hide', 'approval'])
+          .optional()
+          .describe('When a tool\'s definition changes from the pinned one: serve the new one, hide the tool until an admin accepts it, or require approval per call. Default: the gateway\'s PUNK_TOOL_PINNING.'),
       })
       .strict()
       .optional()
@@ -139,6 +153,9 @@ export const mcpServerSpecSchema = z
     }
     if (spec.url !== undefined && spec.transport === 'stdio') {
       ctx.addIssue({ code: 'custom', path: ['transport'], message: 'a url server speaks streamable-http or sse, not stdio' });
+    }
+    if (spec.url === undefined && spec.headers !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['headers'], message: 'headers apply only to url servers' });
     }
     if (spec.url === undefined && spec.transport !== undefined && spec.transport !== 'stdio' && spec.port === undefined) {
       ctx.addIssue({ code: 'custom', path: ['port'], message: `a ${spec.transport} server that Punk starts needs the port it listens on` });
