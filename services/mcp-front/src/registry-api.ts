@@ -89,7 +89,15 @@ export function registryRouter(options: RegistryApiOptions): Router {
   const router = express.Router();
   const guard = adminGuard(options.auth, 'open');
   router.use(['/mcp/servers', '/credentials'], guard);
-  const json = express.json({ limit: options.maxBodyBytes, strict: false, type: () => true });
+  const parse = express.json({ limit: options.maxBodyBytes, strict: false, type: () => true });
+  /** A JSON body: 415 without a JSON content type (before reading it), then parsed (400 malformed, 413 too large). */
+  const json = [
+    (req: Request, res: Response, next: NextFunction) => {
+      if (req.is('application/json')) next();
+      else fail(res, 415, 'UnsupportedMediaType', 'the body must be JSON, with Content-Type: application/json');
+    },
+    parse,
+  ];
 
   /** Who is calling and for which tenant; undefined after answering 400 itself. */
   const callerOf = (req: Request, res: Response): { principal: Principal; tenant: string } | undefined => {
@@ -103,12 +111,8 @@ export function registryRouter(options: RegistryApiOptions): Router {
     return { principal, tenant: query ?? principal.tenant };
   };
 
-  /** Reads a JSON object body: 415 without a JSON content type, 400 when it is not a JSON object. */
+  /** The parsed body when it is a JSON object; undefined after answering 400 when it is not. */
   const bodyOf = (req: Request, res: Response): Record<string, unknown> | undefined => {
-    if (!req.is('application/json')) {
-      fail(res, 415, 'UnsupportedMediaType', 'the body must be JSON, with Content-Type: application/json');
-      return undefined;
-    }
     const body: unknown = req.body;
     if (typeof body !== 'object' || body === null || Array.isArray(body)) {
       fail(res, 400, 'InvalidRequest', 'body: must be a JSON object');
