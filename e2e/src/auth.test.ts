@@ -130,7 +130,7 @@ describe('authentication in the distributed topology: two mcp-front processes be
   const frontEnv = { PUNK_AUTH_MODE: 'on', PUNK_PUBLIC_URL: PUBLIC, PUNK_AUTH_BOOTSTRAP_ADMIN_KEY: BOOTSTRAP, PUNK_SESSION_SIGNING_KEY: randomBytes(32).toString('base64url') };
 
   before(async () => {
-    world = await tallyWorld({ database: true });
+    world = await tallyWorld();
     const { env } = world;
     running.push(...(await Promise.all([startService('governance', env), startService('ledger', env), startService('gateway', env)])));
     const fronts = await Promise.all([startService('mcp-front', { ...env, ...frontEnv }), startService('mcp-front', { ...env, ...frontEnv })]);

@@ -99,33 +99,33 @@ export function callTally(bus: NatsBus, tenant: string, name: string, args: Reco
 }
 
 /**
- * What the distributed tests run their service processes in: a nats-server of their own, with `database` a
- * scratch Postgres database, and the `tally` manifest (tallySetup); `env` is what every service process gets.
+ * What the distributed tests run their service processes in: a nats-server of their own, a scratch Postgres
+ * database (the gateway's registry and the ledger), and the `tally` manifest (tallySetup); `env` is what every
+ * service process gets.
  */
 export interface TallyWorld {
   nats: OwnNats;
-  /** Present with `database: true`. */
-  db?: { url: string; drop(): Promise<void> };
+  db: { url: string; drop(): Promise<void> };
   setup: TallySetup;
-  /** `PUNK_NATS_URL`, `PUNK_DATABASE_URL` (with a database), `PUNK_MANIFESTS` and `PUNK_TENANT`. */
+  /** `PUNK_NATS_URL`, `PUNK_DATABASE_URL`, `PUNK_MANIFESTS` and `PUNK_TENANT`. */
   env: Record<string, string>;
   /** Stops the nats-server, drops the database and removes the manifest directory (stop the services first). */
   stop(): Promise<void>;
 }
 
 /** Starts a {@link TallyWorld}. */
-export async function tallyWorld(options: { database?: boolean; sessionMode?: 'shared' | 'per-client' } = {}): Promise<TallyWorld> {
+export async function tallyWorld(options: { sessionMode?: 'shared' | 'per-client' } = {}): Promise<TallyWorld> {
   const nats = await startOwnNats();
-  const db = options.database ? await scratchDatabase() : undefined;
+  const db = await scratchDatabase();
   const setup = await tallySetup(options.sessionMode ? { sessionMode: options.sessionMode } : {});
   return {
     nats,
-    ...(db && { db }),
+    db,
     setup,
-    env: { PUNK_NATS_URL: nats.url, ...(db && { PUNK_DATABASE_URL: db.url }), PUNK_MANIFESTS: setup.manifestDir, PUNK_TENANT: setup.tenant },
+    env: { PUNK_NATS_URL: nats.url, PUNK_DATABASE_URL: db.url, PUNK_MANIFESTS: setup.manifestDir, PUNK_TENANT: setup.tenant },
     async stop() {
       await nats.stop();
-      await db?.drop();
+      await db.drop();
       await removeDir(setup.manifestDir);
     },
   };

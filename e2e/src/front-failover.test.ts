@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { NatsBus, createLogger, subjects } from '@punk/lib';
+import { scratchDatabase } from './distributed.js';
 import { manifestDir as makeManifestDir, removeDir } from './harness.js';
 import { startOwnNats, type OwnNats } from './nats-server.js';
 import { startService, type ServiceProcess } from './processes.js';
@@ -18,11 +19,13 @@ const HEADERS = { 'content-type': 'application/json', accept: 'application/json,
 let nats: OwnNats;
 let manifestDir: string;
 let bus: NatsBus;
+let db: { url: string; drop(): Promise<void> };
 const tenant = `t-${randomBytes(3).toString('hex')}`;
 const running: ServiceProcess[] = [];
 
 before(async () => {
   nats = await startOwnNats();
+  db = await scratchDatabase();
   manifestDir = await makeManifestDir('failover', {
     'everything.yaml': `apiVersion: mcp.punk.dev/v1alpha1
 kind: McpServer
@@ -32,7 +35,7 @@ spec:
   args: ["stdio"]
 `,
   });
-  const env = { PUNK_NATS_URL: nats.url, PUNK_MANIFESTS: manifestDir, PUNK_TENANT: tenant };
+  const env = { PUNK_NATS_URL: nats.url, PUNK_DATABASE_URL: db.url, PUNK_MANIFESTS: manifestDir, PUNK_TENANT: tenant };
   running.push(await startService('governance', env), await startService('gateway', env));
   running.push(await startService('mcp-front', env), await startService('mcp-front', env));
   bus = await NatsBus.connect({ url: nats.url, name: 'failover-test', log: createLogger('test', 'silent') });
@@ -42,6 +45,7 @@ after(async () => {
   await bus?.close();
   await Promise.all(running.map(s => s.stop('SIGTERM')));
   await nats?.stop();
+  await db?.drop();
   await removeDir(manifestDir);
 });
 

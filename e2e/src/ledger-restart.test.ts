@@ -15,9 +15,9 @@ const CALLS = 1000;
 const CONCURRENCY = 20;
 
 async function scenario(ledgerCount: number): Promise<void> {
-  const world = await tallyWorld({ database: true });
+  const world = await tallyWorld();
   const { nats, setup, env } = world;
-  const db = world.db!;
+  const db = world.db;
   const running: ServiceProcess[] = [];
   const start = async (name: 'gateway' | 'governance' | 'ledger') => {
     const s = await startService(name, env);

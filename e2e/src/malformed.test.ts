@@ -20,7 +20,7 @@ const running: ServiceProcess[] = [];
 const byName = (name: string) => running.find(s => s.name === name)!;
 
 before(async () => {
-  world = await tallyWorld({ database: true });
+  world = await tallyWorld();
   const { env } = world;
   running.push(await startService('governance', env), await startService('gateway', env), await startService('ledger', env));
   bus = await testBus(world.nats.url);
@@ -58,7 +58,7 @@ test(`${subjects.ledgerEvents}: malformed events are set aside in ledger.rejecte
   const badId = `bad-${randomUUID()}`;
   await bus.append(subjects.ledgerEvents, { id: 'not-a-uuid', type: 'tool.called' }, { msgId: badId });
   assert.match(JSON.stringify(await callTally(bus, world.setup.tenant, 'count', {})), /counted/);
-  const client = new pg.Client({ connectionString: world.db!.url });
+  const client = new pg.Client({ connectionString: world.db.url });
   await client.connect();
   try {
     const deadline = Date.now() + 15_000;

@@ -13,7 +13,7 @@ let world: TallyWorld;
 const running: ServiceProcess[] = [];
 
 before(async () => {
-  world = await tallyWorld({ database: true });
+  world = await tallyWorld();
 });
 
 after(async () => {

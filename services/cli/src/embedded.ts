@@ -118,7 +118,10 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
     const gateway = await startGateway({
       bus,
       log: logFor('gateway'),
+      db,
       servers,
+      // One machine, one user: a registered stdio server runs as a child of this process, as the manifests' do.
+      allowStdioRegistrations: true,
       workDir,
       startTimeoutMs: config.serverStartTimeoutMs,
       callTimeoutMs: config.callTimeoutMs,

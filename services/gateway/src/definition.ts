@@ -10,17 +10,18 @@ import { formatManifestError, loadManifestDirectory, streams, type ServiceDefini
 import { startGateway } from './service.js';
 
 /**
- * Service definition of the gateway for `runService`. Ensures the ledger
- * stream (events wait there while no ledger runs), starts every server of the
- * manifests (stdio servers as children of this process, `url` servers by
- * connection) and is ready once each has connected or failed its first start.
- * A bad manifest is logged with its file and field; the valid ones are served.
+ * Service definition of the gateway for `runService`. Needs Postgres (`PUNK_DATABASE_URL`: the registry,
+ * schema `gateway`, migrated at start). Ensures the ledger stream (events wait there while no ledger runs),
+ * starts every server of the manifests (stdio servers as children of this process, `url` servers by
+ * connection) and every registered server, and is ready once each has connected or failed its first start.
+ * A bad manifest is logged with its file and field; the valid ones are served. stdio registrations are
+ * refused here (they would run on the gateway's host): only `punk up` accepts them.
  */
 export const gatewayService: ServiceDefinition = {
   name: 'gateway',
-  needsDatabase: false,
+  needsDatabase: true,
   streams: [streams.ledger],
-  async start({ config, bus, log }) {
+  async start({ config, bus, db, log }) {
     const manifestDir = resolve(config.manifests);
     const loaded = await loadManifestDirectory(manifestDir, config.tenant);
     for (const error of loaded.errors) log.error({ manifestError: error }, `manifest error: ${formatManifestError(error)}`);
@@ -28,6 +29,7 @@ export const gatewayService: ServiceDefinition = {
     const gateway = await startGateway({
       bus,
       log,
+      db: db!,
       servers: loaded.servers.map(entry => entry.server),
       workDir,
       startTimeoutMs: config.serverStartTimeoutMs,

@@ -23,7 +23,7 @@ import { InitializeRateLimiter } from './rate-limit.js';
 import { DEFAULT_REQUEST_STATE_TTL_MS, RequestStateCodec, signingKeyOf } from './request-state.js';
 import { SessionEvents } from './session-events.js';
 import { startSessionMessages } from './session-messages.js';
-import { serversRouter } from './servers-api.js';
+import { registryRouter } from './registry-api.js';
 import { SessionStore } from './sessions.js';
 import { ToolSchemaValidator } from './validate.js';
 
@@ -132,7 +132,7 @@ export function frontOptionsOf(config: PunkConfig): Omit<FrontOptions, 'bus' | '
 export interface Front {
   /**
    * Serves `/mcp`, `/servers/<name>/mcp` and `/servers/<namespace>/<name>/mcp`, the admin API `/api/v1/api-keys`,
-   * the servers API `/api/v1/mcp/servers` (servers-api.ts; admins only with `auth`)
+   * the registry and credentials APIs `/api/v1/mcp/servers…` and `/api/v1/credentials…` (registry-api.ts; admins only with `auth`)
    * and, with `auth`, `/.well-known/oauth-protected-resource[/<endpoint path>]`; mount at the root of an express app.
    */
   router: Router;
@@ -257,8 +257,7 @@ export async function createFront(options: FrontOptions): Promise<Front> {
   if (authenticator) router.use(authenticator.metadata);
   router.use('/api/v1', adminRouter({ auth: authenticator, tenant, defaultScopes: options.auth?.requiredScopes ?? [], log }));
   const adminOnly = adminGuard(authenticator, 'open');
-  router.use('/api/v1/mcp/servers', adminOnly);
-  router.use('/api/v1', serversRouter(bus, tenant));
+  router.use('/api/v1', registryRouter({ bus, log, auth: authenticator, tenant, maxBodyBytes: options.maxBodyBytes }));
   router.use(endpointRouter);
   let closing: Promise<void> | undefined;
   return {

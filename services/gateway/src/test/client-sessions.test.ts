@@ -26,6 +26,7 @@ import {
   type LedgerEvent,
 } from '@punk/lib';
 import { startGateway, type Gateway } from '../index.js';
+import { openScratchDb } from './database.js';
 import { descendantPids, fixture, manifest, waitFor } from './harness.js';
 
 const log = createLogger('client-sessions-test', process.env.TEST_LOG_LEVEL ?? 'silent');
@@ -54,10 +55,11 @@ async function startCluster(options: { ttlMs?: number } = {}): Promise<Cluster> 
     manifest(tenant, 'solo', { image: 'local/counter', command: [process.execPath, fixture('counter.mjs')], sessionMode: 'per-client' }),
     manifest(tenant, 'pooled', { image: 'local/counter', command: [process.execPath, fixture('counter.mjs')] }),
   ];
+  const database = await openScratchDb(log);
   const gateways: Gateway[] = [];
   for (const instanceId of ['gw-a', 'gw-b']) {
     gateways.push(
-      await startGateway({ bus, log, servers, workDir: join(workDir, instanceId), startTimeoutMs: 20_000, callTimeoutMs: 20_000, instanceId, ...(options.ttlMs && { upstreamSessionTtlMs: options.ttlMs }) }),
+      await startGateway({ bus, log, db: database.db, servers, workDir: join(workDir, instanceId), startTimeoutMs: 20_000, callTimeoutMs: 20_000, instanceId, ...(options.ttlMs && { upstreamSessionTtlMs: options.ttlMs }) }),
     );
   }
   await Promise.all(gateways.map(g => g.ready()));
@@ -82,6 +84,7 @@ async function startCluster(options: { ttlMs?: number } = {}): Promise<Cluster> 
       await governance.stop();
       await consumer.stop();
       await bus.close();
+      await database.close();
       await rm(workDir, { recursive: true, force: true });
     },
   };

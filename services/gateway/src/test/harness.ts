@@ -21,6 +21,7 @@ import {
   type RegistryChanged,
 } from '@punk/lib';
 import { startGateway, type Gateway } from '../index.js';
+import { openScratchDb } from './database.js';
 
 /** Absolute path of a fixture server script. */
 export function fixture(name: string): string {
@@ -109,9 +110,11 @@ export async function startHarness(makeServers: (tenant: string) => McpServer[],
   await bus.subscribe(subjects.registryChanged, data => void changes.push(data as RegistryChanged));
   const governance = await startGovernance({ bus, log });
   const workDir = await mkdtemp(join(tmpdir(), 'punk-gateway-'));
+  const database = await openScratchDb(log);
   const gateway = await startGateway({
     bus,
     log,
+    db: database.db,
     servers: makeServers(tenant),
     workDir,
     startTimeoutMs: options.startTimeoutMs ?? 20_000,
@@ -134,6 +137,7 @@ export async function startHarness(makeServers: (tenant: string) => McpServer[],
       await governance.stop();
       await consumer.stop();
       await bus.close();
+      await database.close();
       await rm(workDir, { recursive: true, force: true });
     },
   };

@@ -18,6 +18,7 @@ import { Client, ClientCredentialsProvider, StreamableHTTPClientTransport } from
 import { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
 import { McpServer } from '@modelcontextprotocol/server';
 import { startGateway, type Gateway } from '@punk/gateway';
+import { openScratchDb, type ScratchDb } from './scratch-db.js';
 import { startGovernance, type GovernanceService } from '@punk/governance';
 import { createLogger, ledgerEventSchema, loadConfig, mcpServerSpecSchema, MemoryBus, streams, subjects, type McpServer as McpServerManifest } from '@punk/lib';
 import express from 'express';
@@ -193,6 +194,7 @@ describe('mcp-front as an OAuth 2.1 resource server', () => {
   let workDir: string;
   let governance: GovernanceService;
   let gateway: Gateway;
+  let database: ScratchDb;
   let jwks: Awaited<ReturnType<typeof startFront>>;
   let introspected: Awaited<ReturnType<typeof startFront>>;
   let staticKey: Awaited<ReturnType<typeof startFront>>;
@@ -228,7 +230,8 @@ describe('mcp-front as an OAuth 2.1 resource server', () => {
     await bus.ensureStream(streams.ledger);
     workDir = await mkdtemp(join(tmpdir(), 'punk-auth-'));
     governance = await startGovernance({ bus, log });
-    gateway = await startGateway({ bus, log, servers: [everything('everything', tenant), remote('recorder', tenant, recorder.url)], workDir, startTimeoutMs: 60_000, callTimeoutMs: 30_000 });
+    database = await openScratchDb(log);
+    gateway = await startGateway({ bus, log, db: database.db, servers: [everything('everything', tenant), remote('recorder', tenant, recorder.url)], workDir, startTimeoutMs: 60_000, callTimeoutMs: 30_000 });
     await gateway.ready();
     jwks = await startFront(bus, tenant, { publicUrl: PUBLIC, issuer: issuer.issuer, jwksUrl: `${issuer.base}/jwks`, jwksCooldownMs: 0, requiredScopes: [REQUIRED_SCOPE] });
     introspected = await startFront(bus, tenant, {
@@ -246,6 +249,7 @@ describe('mcp-front as an OAuth 2.1 resource server', () => {
       await closeHttp(f.http);
     }
     await gateway?.stop();
+    await database?.close();
     await governance?.stop();
     await bus?.close();
     for (const server of [issuer?.http, recorder?.http]) if (server) await closeHttp(server);

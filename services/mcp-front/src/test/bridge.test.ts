@@ -16,6 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { startGateway, type Gateway } from '@punk/gateway';
+import { openScratchDb, type ScratchDb } from './scratch-db.js';
 import { startGovernance, type GovernanceService } from '@punk/governance';
 import { createLogger, MemoryBus, mcpServerSchema, streams } from '@punk/lib';
 import express from 'express';
@@ -33,6 +34,7 @@ describe('a 2026-07-28 upstream asking for input, behind clients of both eras', 
   let bus: MemoryBus;
   let governance: GovernanceService;
   let gateway: Gateway;
+  let database: ScratchDb;
   let front: Front;
   let http: HttpServer;
   let base: string;
@@ -51,7 +53,8 @@ describe('a 2026-07-28 upstream asking for input, behind clients of both eras', 
       metadata: { name: 'modern', namespace: tenant },
       spec: { image: 'local/modern', command: [process.execPath, fixture], transport: 'streamable-http', port, env: [{ name: 'PORT', value: String(port) }] },
     });
-    gateway = await startGateway({ bus, log, servers: [modern], workDir, startTimeoutMs: 60_000, callTimeoutMs: 30_000 });
+    database = await openScratchDb(log);
+    gateway = await startGateway({ bus, log, db: database.db, servers: [modern], workDir, startTimeoutMs: 60_000, callTimeoutMs: 30_000 });
     await gateway.ready();
     assert.equal(gateway.catalog(tenant)[0]?.protocolVersion, '2026-07-28', 'the gateway speaks 2026-07-28 to the upstream');
     front = await createFront({ bus, log, tenant, maxBodyBytes: 1024 * 1024, callTimeoutMs: 30_000 });
@@ -68,6 +71,7 @@ describe('a 2026-07-28 upstream asking for input, behind clients of both eras', 
     http?.closeAllConnections();
     if (http) await new Promise(done => http.close(done));
     await gateway?.stop();
+    await database?.close();
     await governance?.stop();
     await bus?.close();
     if (workDir) await rm(workDir, { recursive: true, force: true });

@@ -13,6 +13,7 @@ import type { Server as HttpServer } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { Client, ProtocolError, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { startGateway, type Gateway } from '@punk/gateway';
+import { openScratchDb } from './scratch-db.js';
 import { startGovernance, type GovernanceService } from '@punk/governance';
 import { createLogger, MemoryBus, streams, subjects } from '@punk/lib';
 import { everything } from './replica-harness.js';
@@ -47,9 +48,11 @@ async function startStack(): Promise<Stack> {
   await bus.ensureStream(streams.ledger);
   const workDir = await mkdtemp(join(tmpdir(), 'punk-front-'));
   const governance: GovernanceService = await startGovernance({ bus, log });
+  const database = await openScratchDb(log);
   const gateway: Gateway = await startGateway({
     bus,
     log,
+    db: database.db,
     servers: [everything('everything', tenant), everything(LONG_SERVER, tenant)],
     workDir,
     startTimeoutMs: 60_000,
@@ -68,6 +71,7 @@ async function startStack(): Promise<Stack> {
       http.closeAllConnections();
       await new Promise(resolve => http.close(resolve));
       await gateway.stop();
+      await database.close();
       await governance.stop();
       await bus.close();
       await rm(workDir, { recursive: true, force: true });

@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { startGateway, type Gateway } from '@punk/gateway';
+import { openScratchDb, type ScratchDb } from './scratch-db.js';
 import { startGovernance, type GovernanceService, type PolicyRule } from '@punk/governance';
 import { mcpServerSpecSchema, NatsBus, streams, type Logger, type McpServer } from '@punk/lib';
 import express from 'express';
@@ -116,11 +117,13 @@ export interface ReplicaSet {
   workDir: string;
   governance: GovernanceService;
   gateway: Gateway;
+  /** The gateway's scratch database. */
+  database: ScratchDb;
   /** Front replica `front-a`. */
   a: Replica;
   /** Front replica `front-b`. */
   b: Replica;
-  /** Stops the fronts, gateway, governance, NATS connection and nats-server, and removes the work directory. */
+  /** Stops the fronts, gateway (and drops its database), governance, NATS connection and nats-server, and removes the work directory. */
   stop(): Promise<void>;
 }
 
@@ -136,6 +139,7 @@ export async function startReplicaSet(log: Logger, options: ReplicaSetOptions): 
     if (started.a) await stopReplica(started.a);
     if (started.b) await stopReplica(started.b);
     await started.gateway?.stop();
+    await started.database?.close();
     await started.governance?.stop();
     await started.core?.close();
     await started.nats?.stop();
@@ -148,9 +152,11 @@ export async function startReplicaSet(log: Logger, options: ReplicaSetOptions): 
     await core.ensureStream(streams.ledger);
     const workDir = (started.workDir = await mkdtemp(join(tmpdir(), `punk-${options.prefix}-`)));
     started.governance = await startGovernance({ bus: core, log, ...(options.policy && { policy: options.policy }) });
+    const database = (started.database = await openScratchDb(log));
     const gateway = (started.gateway = await startGateway({
       bus: core,
       log,
+      db: database.db,
       servers: options.servers(tenant, workDir),
       workDir,
       startTimeoutMs: options.startTimeoutMs ?? 60_000,

@@ -1,0 +1,264 @@
+/**
+ * The gateway's side of the registry and credentials APIs: the handler of
+ * `punk.gateway.admin` (queue group `gateway`; contract
+ * `gatewayAdminRequestSchema`). `servers.*` operations are served here;
+ * `credentials.*` and `servers.acceptTool` go to the credentials vault and
+ * the tool pins, which are injected. mcp-front serves the same operations
+ * over HTTP under `/api/v1`.
+ */
+import { randomUUID } from 'node:crypto';
+import {
+  appendLedgerEvent,
+  gatewayAdminRequestSchema,
+  parseMessage,
+  PunkError,
+  subjects,
+  type Bus,
+  type GatewayAdminRequest,
+  type LedgerEvent,
+  type LedgerEventType,
+  type Logger,
+  type McpServer,
+  type Principal,
+  type RequestHandler,
+  type ServerCatalog,
+} from '@punk/lib';
+import type { McpItem } from '../catalog.js';
+import { auditedRegistration, managedSummary, parseRegistration, toMcpServer, typeOf, type Registration } from './registration.js';
+import type { ServedSet } from './served-set.js';
+import type { RegistrationStore, ServerRecord, StoredRegistration, TestOutcome } from './store.js';
+
+/** A cached tool listing older than this is replaced by a live one (`servers.tools`), in milliseconds. */
+export const TOOLS_CACHE_MAX_AGE_MS = 10 * 60_000;
+
+/** The credentials vault as the admin API uses it (`credentials.*`); each reply is the operation's JSON body. */
+export interface CredentialsAdmin {
+  create(tenant: string, principal: Principal, body: unknown): Promise<unknown>;
+  list(tenant: string): Promise<unknown>;
+  get(tenant: string, id: string): Promise<unknown>;
+  delete(tenant: string, principal: Principal, id: string): Promise<unknown>;
+}
+
+/** The tool-definition pins as the admin API uses them (`servers.acceptTool`); the reply is the operation's JSON body. */
+export interface PinsAdmin {
+  accept(tenant: string, server: string, tool: string, principal: Principal): Promise<unknown>;
+}
+
+/** What a test connection found: the served tools (allow/deny and overrides applied), or why it failed. */
+export interface ProbeResult {
+  ok: boolean;
+  tools: McpItem[];
+  /** Time to connect and list, in milliseconds. */
+  latencyMs: number;
+  error?: string;
+}
+
+/** What {@link createAdminHandler} needs. */
+export interface AdminDeps {
+  bus: Bus;
+  log: Logger;
+  store: RegistrationStore;
+  served: ServedSet;
+  /** Whether stdio registrations are accepted (embedded mode). */
+  allowStdioRegistrations: boolean;
+  /** The catalog entry of a served server's pooled connection on this replica, if it is served here. */
+  catalogOf(tenant: string, name: string): ServerCatalog | undefined;
+  /** Connects to a server on a fresh connection of its own (not the pool's), lists its tools, and closes it. */
+  probe(server: McpServer): Promise<ProbeResult>;
+  credentials?: CredentialsAdmin;
+  pins?: PinsAdmin;
+}
+
+/** One server as the registry API shows it. */
+export interface ServerView {
+  name: string;
+  namespace: string;
+  type: 'stdio' | 'http';
+  /** From a manifest or custom resource: read-only through the API. */
+  managed: boolean;
+  /** State of this gateway replica's pooled connection (`stopped` when it does not serve the server). */
+  state: ServerCatalog['state'];
+  lastError?: string;
+  toolCount: number;
+  status: ServerRecord['status'];
+  latencyMs?: number;
+  testedAt?: string;
+  circuit?: unknown;
+  /** The registration body as stored; for a managed server, a summary of its manifest's spec. */
+  registration: Record<string, unknown>;
+  createdAt?: string;
+  createdBy?: string;
+  updatedAt?: string;
+  updatedBy?: string;
+}
+
+type Target = { managed: true; server: McpServer; record: ServerRecord } | { managed: false; stored: StoredRegistration; record: ServerRecord };
+
+/**
+ * Builds the `punk.gateway.admin` handler. Replies: `servers.list` `{ servers }`; `servers.get`, `servers.create`,
+ * `servers.update` `{ server }`; `servers.delete` `{}`; `servers.test` `{ ok, toolCount, tools, latencyMs, error? }`;
+ * `servers.tools` `{ tools, listedAt, cached }`; the others as the injected vault and pins answer.
+ * @throws (to the requester) PunkError `InvalidMessage` (malformed request), `InvalidRegistration` (the message
+ *   names the field), `StdioRegistrationsDisabled`, `ServerNotFound` (also for another tenant's server),
+ *   `ServerExists`, `ServerManaged` (a managed server is read-only), `ServerUnavailable` (a live listing failed),
+ *   `NotConfigured` (no credentials vault or pins here), `DatabaseUnavailable`, or the bus's errors.
+ */
+export function createAdminHandler(deps: AdminDeps): RequestHandler {
+  const { store, served } = deps;
+
+  const target = async (tenant: string, id: string): Promise<Target> => {
+    const server = served.managedServer(tenant, id);
+    if (server) return { managed: true, server, record: served.managedRecord(tenant, id) };
+    const stored = await store.get(tenant, id);
+    if (!stored) throw new PunkError('ServerNotFound', `tenant ${tenant} has no server named ${id}`, { server: id });
+    return { managed: false, stored, record: stored };
+  };
+
+  const view = (tenant: string, found: Target): ServerView => {
+    const name = found.managed ? found.server.metadata.name : found.stored.name;
+    const catalog = deps.catalogOf(tenant, name);
+    const { record } = found;
+    const lastError = catalog?.lastError ?? (found.managed ? undefined : served.refusal(tenant, name)) ?? record.lastError;
+    const circuit = (catalog as Record<string, unknown> | undefined)?.['circuit'];
+    return {
+      name,
+      namespace: tenant,
+      type: found.managed ? typeOf(found.server) : found.stored.body.type,
+      managed: found.managed,
+      state: catalog?.state ?? 'stopped',
+      ...(lastError !== undefined && { lastError }),
+      toolCount: catalog?.state === 'ready' ? catalog.tools.length : (record.toolCount ?? catalog?.tools.length ?? 0),
+      status: record.status,
+      ...(record.latencyMs !== undefined && { latencyMs: record.latencyMs }),
+      ...(record.testedAt !== undefined && { testedAt: record.testedAt }),
+      ...(circuit !== undefined && { circuit }),
+      registration: found.managed ? managedSummary(found.server) : found.stored.body,
+      ...(!found.managed && { createdAt: found.stored.createdAt, createdBy: found.stored.createdBy, updatedAt: found.stored.updatedAt, updatedBy: found.stored.updatedBy }),
+    };
+  };
+
+  /** The McpServer of a target, refusing a stdio registration where those may not run. */
+  const serverOf = (tenant: string, found: Target): McpServer => {
+    if (found.managed) return found.server;
+    checkStdio(found.stored.body);
+    return toMcpServer(tenant, found.stored.body);
+  };
+
+  const checkStdio = (registration: Registration) => {
+    if (registration.type === 'stdio' && !deps.allowStdioRegistrations) {
+      throw new PunkError(
+        'StdioRegistrationsDisabled',
+        'body.type: stdio registrations run a child process on the gateway host and are accepted only in embedded mode (punk up); register an http server (url) instead',
+        { field: 'body.type' },
+      );
+    }
+  };
+
+  const refuseManaged = (tenant: string, id: string, what: string) => {
+    if (served.managedServer(tenant, id)) {
+      throw new PunkError('ServerManaged', `server ${id} of tenant ${tenant} comes from a manifest or custom resource and cannot be ${what} through the API; change its McpServer instead`, { server: id });
+    }
+  };
+
+  const audit = (type: LedgerEventType, tenant: string, name: string, principal: Principal, data: Record<string, unknown>) => appendLedgerEvent(deps.bus, registryEvent(type, tenant, name, principal, data));
+
+  const validRegistration = (tenant: string, body: unknown, fixedName?: string): Registration => {
+    const registration = parseRegistration(body, fixedName);
+    checkStdio(registration);
+    toMcpServer(tenant, registration);
+    return registration;
+  };
+
+  const handle = async (request: GatewayAdminRequest): Promise<unknown> => {
+    switch (request.op) {
+      case 'servers.list': {
+        const { tenant } = request;
+        const managed = served.managedOf(tenant).map(server => view(tenant, { managed: true, server, record: served.managedRecord(tenant, server.metadata.name) }));
+        const names = new Set(managed.map(s => s.name));
+        const registered = (await store.list(tenant)).filter(s => !names.has(s.name)).map(stored => view(tenant, { managed: false, stored, record: stored }));
+        return { servers: [...managed, ...registered].sort((a, b) => a.name.localeCompare(b.name)) };
+      }
+      case 'servers.get':
+        return { server: view(request.tenant, await target(request.tenant, request.id)) };
+      case 'servers.create': {
+        const { tenant, principal } = request;
+        const registration = validRegistration(tenant, request.body);
+        refuseManaged(tenant, registration.name, 'registered again');
+        const stored = await store.insert(tenant, registration, principal.subject);
+        await served.reload(tenant, registration.name, true);
+        await audit('server.registered', tenant, registration.name, principal, auditedRegistration(registration));
+        return { server: view(tenant, { managed: false, stored, record: stored }) };
+      }
+      case 'servers.update': {
+        const { tenant, principal, id } = request;
+        refuseManaged(tenant, id, 'changed');
+        const registration = validRegistration(tenant, request.body, id);
+        const stored = await store.replace(tenant, registration, principal.subject);
+        if (!stored) throw new PunkError('ServerNotFound', `tenant ${tenant} has no server named ${id}`, { server: id });
+        await served.reload(tenant, id, true);
+        await audit('server.updated', tenant, id, principal, auditedRegistration(registration));
+        return { server: view(tenant, { managed: false, stored, record: stored }) };
+      }
+      case 'servers.delete': {
+        const { tenant, principal, id } = request;
+        refuseManaged(tenant, id, 'deleted');
+        if (!(await store.delete(tenant, id))) throw new PunkError('ServerNotFound', `tenant ${tenant} has no server named ${id}`, { server: id });
+        await served.reload(tenant, id, true);
+        await audit('server.deregistered', tenant, id, principal, {});
+        return {};
+      }
+      case 'servers.test': {
+        const { tenant, principal, id } = request;
+        const found = await target(tenant, id);
+        const result = await deps.probe(serverOf(tenant, found));
+        const outcome: TestOutcome = { ok: result.ok, toolCount: result.tools.length, tools: result.tools, latencyMs: result.latencyMs, at: new Date().toISOString(), ...(result.error !== undefined && { error: result.error }) };
+        if (found.managed) served.recordManagedTest(tenant, id, outcome);
+        else await store.recordTest(tenant, id, outcome);
+        await audit('server.tested', tenant, id, principal, { ok: outcome.ok, toolCount: outcome.toolCount, latencyMs: outcome.latencyMs, ...(outcome.error !== undefined && { error: outcome.error }) });
+        return { ok: outcome.ok, toolCount: outcome.toolCount, tools: outcome.tools, latencyMs: outcome.latencyMs, ...(outcome.error !== undefined && { error: outcome.error }) };
+      }
+      case 'servers.tools': {
+        const { tenant, id } = request;
+        const found = await target(tenant, id);
+        const { tools, listedAt } = found.record;
+        if (tools && listedAt && Date.now() - Date.parse(listedAt) < TOOLS_CACHE_MAX_AGE_MS) return { tools, listedAt, cached: true };
+        const result = await deps.probe(serverOf(tenant, found));
+        if (!result.ok) throw new PunkError('ServerUnavailable', `the tools of server ${id} could not be listed: ${result.error ?? 'unknown error'}`, { server: id });
+        const at = new Date().toISOString();
+        await served.recordListing(tenant, id, result.tools, at);
+        return { tools: result.tools, listedAt: at, cached: false };
+      }
+      case 'servers.acceptTool': {
+        const { tenant, principal, id, tool } = request;
+        await target(tenant, id);
+        if (!deps.pins) throw new PunkError('NotConfigured', 'tool-definition pinning is not available on this gateway');
+        return deps.pins.accept(tenant, id, tool, principal);
+      }
+      case 'credentials.create':
+        return credentials().create(request.tenant, request.principal, request.body);
+      case 'credentials.list':
+        return credentials().list(request.tenant);
+      case 'credentials.get':
+        return credentials().get(request.tenant, request.id);
+      case 'credentials.delete':
+        return credentials().delete(request.tenant, request.principal, request.id);
+    }
+  };
+
+  const credentials = (): CredentialsAdmin => {
+    if (!deps.credentials) throw new PunkError('NotConfigured', 'the credentials vault is not available on this gateway (set PUNK_ENCRYPTION_KEY)');
+    return deps.credentials;
+  };
+
+  return async data => handle(parseMessage(gatewayAdminRequestSchema, subjects.gatewayAdmin, data));
+}
+
+/** Run id of a server's registry events: `registry.<tenant>.<name>` (no `/`, so it fits a URL path segment). */
+export function registryRunId(tenant: string, name: string): string {
+  return `registry.${tenant}.${name}`;
+}
+
+/** A registry ledger event (`server.registered`, `server.updated`, `server.deregistered`, `server.tested`) by an admin. */
+function registryEvent(type: LedgerEventType, tenant: string, name: string, principal: Principal, data: Record<string, unknown>): LedgerEvent {
+  return { id: randomUUID(), type, tenant, runId: registryRunId(tenant, name), occurredAt: new Date().toISOString(), source: 'gateway', principal, server: name, data };
+}

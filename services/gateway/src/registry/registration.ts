@@ -1,0 +1,197 @@
+/**
+ * A registration of the registry API (`POST /api/v1/mcp/servers`): its JSON
+ * body, validated strictly with errors that name the field by its path
+ * (`body.url: must be an http or https URL`), and the McpServer object it
+ * stands for, so the gateway serves it exactly like a manifest. Pure functions.
+ */
+import { z } from 'zod';
+import { API_VERSION, dnsLabel, durationSchema, mcpServerSchema, PunkError, transportOf, type McpServer } from '@punk/lib';
+
+const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name (letters, digits and _, not starting with a digit)');
+const headerName = z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'must be an HTTP header name (RFC 9110 token)');
+
+/** One of `values`; the error lists them (`must be a, b or c`), or says `required` when the field is absent. */
+function choice<const T extends readonly [string, ...string[]]>(values: T) {
+  const listed = values.length === 2 ? values.join(' or ') : `${values.slice(0, -1).join(', ')} or ${values.at(-1)}`;
+  return z.enum(values, { error: issue => (issue.input === undefined ? 'required' : `must be ${listed}`) });
+}
+
+const toolOverride = z
+  .object({
+    name: z.string().min(1, 'must be a non-empty tool name'),
+    sideEffectLevel: z.number().int().min(0).max(4).optional(),
+    annotations: z.record(z.string(), z.unknown()).optional(),
+  })
+  .strict();
+
+/**
+ * The body of a registration. `type` says where the server comes from: `stdio` (a `command` the gateway
+ * runs as a child process, with `args` and `env`) or `http` (a remote `url`, with `headers` and the
+ * `transport`, default `streamable-http`). The other fields are the McpServer fields that apply to both:
+ * `tools` (allow, deny, per-tool overrides, pinning), `sessionMode` and `timeout`. Any `env` or `headers`
+ * value may be a `cred:<id>` reference, stored as given and resolved at connect time.
+ */
+export const registrationSchema = z
+  .object({
+    name: dnsLabel,
+    type: choice(['stdio', 'http']),
+    command: z.string().min(1, 'must be a non-empty string').optional(),
+    args: z.array(z.string()).optional(),
+    env: z.record(envName, z.string()).optional(),
+    url: z.url({ protocol: /^https?$/, error: 'must be an http or https URL' }).optional(),
+    headers: z.record(headerName, z.string()).optional(),
+    transport: choice(['streamable-http', 'sse']).optional(),
+    tools: z
+      .object({
+        allow: z.array(z.string().min(1)).optional(),
+        deny: z.array(z.string().min(1)).optional(),
+        overrides: z.array(toolOverride).optional(),
+        pinning: choice(['serve', 'hide', 'approval']).optional(),
+      })
+      .strict()
+      .optional(),
+    sessionMode: choice(['shared', 'per-client']).optional(),
+    timeout: durationSchema.optional(),
+  })
+  .strict()
+  .superRefine((body, ctx) => {
+    const misplaced = (fields: readonly (keyof typeof body)[], message: string) => {
+      for (const field of fields) if (body[field] !== undefined) ctx.addIssue({ code: 'custom', path: [field], message });
+    };
+    if (body.type === 'stdio') {
+      if (body.command === undefined) ctx.addIssue({ code: 'custom', path: ['command'], message: 'required for a stdio registration' });
+      misplaced(['url', 'headers', 'transport'], 'applies only to an http registration');
+    } else {
+      if (body.url === undefined) ctx.addIssue({ code: 'custom', path: ['url'], message: 'required for an http registration' });
+      misplaced(['command', 'args', 'env'], 'applies only to a stdio registration');
+    }
+  });
+/** A validated registration body. */
+export type Registration = z.infer<typeof registrationSchema>;
+
+/** `body.tools.overrides[0].name`: a zod issue path as the error messages spell it. */
+function pathOf(path: readonly PropertyKey[]): string {
+  return path.reduce<string>((out, part) => (typeof part === 'number' ? `${out}[${part}]` : `${out}.${String(part)}`), 'body');
+}
+
+/**
+ * Validates a registration body as received over HTTP.
+ * @param fixedName the name from the URL path (an update): the body may omit `name`, and must not name another server.
+ * @returns the registration, with `name` set.
+ * @throws PunkError `InvalidRegistration` whose message names the first bad field by its path, e.g.
+ *   `body.command: required for a stdio registration`, `body.foo: unknown field`.
+ */
+export function parseRegistration(body: unknown, fixedName?: string): Registration {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new PunkError('InvalidRegistration', 'body: must be a JSON object');
+  let input = body as Record<string, unknown>;
+  if (fixedName !== undefined) {
+    if (input.name !== undefined && input.name !== fixedName) {
+      throw new PunkError('InvalidRegistration', `body.name: must be ${JSON.stringify(fixedName)}, the server named in the path (a server cannot be renamed)`, { field: 'body.name' });
+    }
+    input = { ...input, name: fixedName };
+  }
+  const parsed = registrationSchema.safeParse(input, { error: issue => (issue.input === undefined ? 'required' : undefined) });
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0]!;
+  let field = pathOf(issue.path);
+  let message = issue.message;
+  if (issue.code === 'unrecognized_keys') {
+    field = pathOf([...issue.path, issue.keys[0]!]);
+    message = 'unknown field';
+  } else if (issue.code === 'invalid_key') {
+    message = issue.issues[0]?.message ?? message;
+  }
+  throw new PunkError('InvalidRegistration', `${field}: ${message}`, { field });
+}
+
+/**
+ * The McpServer a registration stands for, in namespace `tenant`. A stdio registration becomes a server with
+ * `image: local/<name>` and `command: [command]` (the form of manifests that run a local command: the gateway
+ * starts it as a child process, never as a pod); an http registration becomes a `url` server.
+ * @throws PunkError `InvalidRegistration` when the result is not a valid McpServer (e.g. a tenant that is not a DNS label).
+ */
+export function toMcpServer(tenant: string, registration: Registration): McpServer {
+  const entries = (record: Record<string, string> | undefined) => Object.entries(record ?? {}).map(([name, value]) => ({ name, value }));
+  const common = {
+    ...(registration.tools && { tools: { ...registration.tools, overrides: registration.tools.overrides ?? [] } }),
+    ...(registration.sessionMode && { sessionMode: registration.sessionMode }),
+    ...(registration.timeout && { timeout: registration.timeout }),
+  };
+  const spec =
+    registration.type === 'stdio'
+      ? { image: `local/${registration.name}`, command: [registration.command], ...(registration.args && { args: registration.args }), env: entries(registration.env), transport: 'stdio', ...common }
+      : {
+          url: registration.url,
+          ...(registration.headers && { headers: entries(registration.headers) }),
+          transport: registration.transport ?? 'streamable-http',
+          ...common,
+        };
+  const parsed = mcpServerSchema.safeParse({ apiVersion: API_VERSION, kind: 'McpServer', metadata: { name: registration.name, namespace: tenant }, spec });
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const where = issue.path[0] === 'metadata' && issue.path[1] === 'namespace' ? 'tenant' : `McpServer ${issue.path.join('.')}`;
+    throw new PunkError('InvalidRegistration', `${where}: ${issue.message}`);
+  }
+  return parsed.data;
+}
+
+/** Whether a value is a credential reference (`cred:<id>`), resolved at connect time. */
+export function isCredentialReference(value: string): boolean {
+  return value.startsWith('cred:');
+}
+
+/** A URL without user info, query or fragment (which may carry secrets): `https://host:port/path`. */
+function safeUrl(url: string): string {
+  const parsed = new URL(url);
+  return `${parsed.origin}${parsed.pathname}`;
+}
+
+/** `[{ name }]`, with `value` only for `cred:` references: names of literal values, never the values. */
+function namesOnly(record: Record<string, string> | undefined): Array<{ name: string; value?: string }> {
+  return Object.entries(record ?? {}).map(([name, value]) => (isCredentialReference(value) ? { name, value } : { name }));
+}
+
+/**
+ * A registration as the ledger records it: every field, except that `env` and `headers` become lists of
+ * names (with the value only when it is a `cred:` reference) and the URL loses user info, query and fragment.
+ */
+export function auditedRegistration(registration: Registration): Record<string, unknown> {
+  const { env, headers, url, ...rest } = registration;
+  return {
+    ...rest,
+    ...(url !== undefined && { url: safeUrl(url) }),
+    ...(env !== undefined && { env: namesOnly(env) }),
+    ...(headers !== undefined && { headers: namesOnly(headers) }),
+  };
+}
+
+/**
+ * What the registry API shows of a managed server (one from a manifest or custom resource): the source, the
+ * transport and the McpServer fields a registration also has; env and header NAMES only (manifests may
+ * hold literal secrets), and the URL without user info, query or fragment.
+ */
+export function managedSummary(server: McpServer): Record<string, unknown> {
+  const spec = server.spec;
+  const literalFree = (list: Array<{ name: string; value?: string | undefined }> | undefined) =>
+    (list ?? []).map(entry => (entry.value !== undefined && isCredentialReference(entry.value) ? { name: entry.name, value: entry.value } : { name: entry.name }));
+  return {
+    name: server.metadata.name,
+    type: typeOf(server),
+    ...(spec.image !== undefined && { image: spec.image }),
+    ...(spec.package !== undefined && { package: spec.package }),
+    ...(spec.url !== undefined && { url: safeUrl(spec.url) }),
+    ...(spec.command !== undefined && { command: spec.command }),
+    ...(spec.args !== undefined && { args: spec.args }),
+    transport: transportOf(spec),
+    env: literalFree(spec.env),
+    ...(spec.headers !== undefined && { headers: literalFree(spec.headers) }),
+    ...(spec.tools !== undefined && { tools: spec.tools }),
+    sessionMode: spec.sessionMode,
+    timeout: spec.timeout,
+  };
+}
+
+/** `http` for a server the gateway reaches over HTTP (a `url`, or a local streamable-http/sse server), else `stdio`. */
+export function typeOf(server: McpServer): 'stdio' | 'http' {
+  return transportOf(server.spec) === 'stdio' ? 'stdio' : 'http';
+}

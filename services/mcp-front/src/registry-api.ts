@@ -1,0 +1,196 @@
+/**
+ * The registry and credentials APIs over HTTP, mounted at `/api/v1` by the front (so `punk up`, every
+ * mcp-front process and `punk cluster` serve them). Each route is one `punk.gateway.admin` request
+ * (`gatewayAdminRequestSchema`); the gateway validates bodies and names the bad field.
+ *
+ * | route | operation | success |
+ * |---|---|---|
+ * | `GET /mcp/servers` | `servers.list` | 200 `{ servers }` |
+ * | `POST /mcp/servers` | `servers.create` | 201 `{ server }` |
+ * | `GET /mcp/servers/:id` | `servers.get` | 200 `{ server }` |
+ * | `PUT /mcp/servers/:id` | `servers.update` (full replacement) | 200 `{ server }` |
+ * | `DELETE /mcp/servers/:id` | `servers.delete` | 204 |
+ * | `POST /mcp/servers/:id/test` | `servers.test` | 200 `{ ok, toolCount, tools, latencyMs, error? }` |
+ * | `GET /mcp/servers/:id/tools` | `servers.tools` | 200 `{ tools, listedAt, cached }` |
+ * | `POST /mcp/servers/:id/tools/:name/accept` | `servers.acceptTool` | 200 |
+ * | `POST /credentials` | `credentials.create` | 201 |
+ * | `GET /credentials` | `credentials.list` | 200 |
+ * | `GET /credentials/:id` | `credentials.get` | 200 |
+ * | `DELETE /credentials/:id` | `credentials.delete` | 204 |
+ *
+ * With authentication on, every route needs a caller with the admin scope (401/403 otherwise, auth/admin-api.ts
+ * `adminGuard`); the tenant is the admin's own, or `?tenant=` (the admin scope spans tenants). With it off,
+ * everything is open (embedded dev mode), the caller is the anonymous principal and the tenant is the front's
+ * or `?tenant=`. Answers are JSON with `Cache-Control: no-store`; errors are `{ error: { code, message } }`
+ * with the status of {@link statusOf}.
+ */
+import express, { type NextFunction, type Request, type Response, type Router } from 'express';
+import { anonymousPrincipal, deadlines, errorMessage, PunkError, subjects, type Bus, type GatewayAdminRequest, type Logger, type Principal } from '@punk/lib';
+import { adminGuard } from './auth/admin-api.js';
+import type { Authenticator } from './auth/authenticator.js';
+
+/** HTTP status of each PunkError code the registry and credentials APIs answer with. */
+const STATUSES: Record<string, number> = {
+  InvalidRegistration: 400,
+  InvalidRequest: 400,
+  InvalidParameter: 400,
+  InvalidMessage: 400,
+  InvalidCredential: 400,
+  StdioRegistrationsDisabled: 400,
+  ServerNotFound: 404,
+  CredentialNotFound: 404,
+  ToolNotFound: 404,
+  ServerExists: 409,
+  ServerManaged: 409,
+  CredentialExists: 409,
+  UnsupportedMediaType: 415,
+  PayloadTooLarge: 413,
+  ServerUnavailable: 502,
+  ServerStartFailed: 502,
+  ServerStartTimeout: 504,
+  NotConfigured: 503,
+  DatabaseUnavailable: 503,
+  BusTimeout: 503,
+  BusNoResponders: 503,
+  BusUnavailable: 503,
+  BusClosed: 503,
+};
+
+/**
+ * The HTTP status of an error: from the table above; else by the code's shape (`…NotFound` 404, `…Exists` 409,
+ * `Invalid…` 400); else 500.
+ */
+export function statusOf(error: unknown): number {
+  if (!(error instanceof PunkError)) return 500;
+  const known = STATUSES[error.code];
+  if (known !== undefined) return known;
+  if (error.code.endsWith('NotFound')) return 404;
+  if (error.code.endsWith('Exists')) return 409;
+  if (error.code.startsWith('Invalid')) return 400;
+  return 500;
+}
+
+/** Options of {@link registryRouter}. */
+export interface RegistryApiOptions {
+  bus: Bus;
+  log: Logger;
+  /** The front's authenticator; absent when authentication is off. */
+  auth: Authenticator | undefined;
+  /** The front's tenant: the tenant of anonymous callers without `?tenant=`. */
+  tenant: string;
+  /** Largest accepted body, in bytes (`PUNK_MAX_BODY_BYTES`); 413 above it. */
+  maxBodyBytes: number;
+}
+
+const tenantPattern = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+/** Builds the router; mount it at `/api/v1`. */
+export function registryRouter(options: RegistryApiOptions): Router {
+  const router = express.Router();
+  const guard = adminGuard(options.auth, 'open');
+  router.use(['/mcp/servers', '/credentials'], guard);
+  const parse = express.json({ limit: options.maxBodyBytes, strict: false, type: () => true });
+  /** A JSON body: 415 without a JSON content type (before reading it), then parsed (400 malformed, 413 too large). */
+  const json = [
+    (req: Request, res: Response, next: NextFunction) => {
+      if (req.is('application/json')) next();
+      else fail(res, 415, 'UnsupportedMediaType', 'the body must be JSON, with Content-Type: application/json');
+    },
+    parse,
+  ];
+
+  /** Who is calling and for which tenant; undefined after answering 400 itself. */
+  const callerOf = (req: Request, res: Response): { principal: Principal; tenant: string } | undefined => {
+    const admin = res.locals['admin'] as Principal | undefined;
+    const principal = admin ?? anonymousPrincipal(options.tenant);
+    const query = req.query['tenant'];
+    if (query !== undefined && (typeof query !== 'string' || !tenantPattern.test(query))) {
+      fail(res, 400, 'InvalidParameter', `query parameter tenant must be one DNS label, got ${JSON.stringify(query)}`);
+      return undefined;
+    }
+    return { principal, tenant: query ?? principal.tenant };
+  };
+
+  /** The parsed body when it is a JSON object; undefined after answering 400 when it is not. */
+  const bodyOf = (req: Request, res: Response): Record<string, unknown> | undefined => {
+    const body: unknown = req.body;
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+      fail(res, 400, 'InvalidRequest', 'body: must be a JSON object');
+      return undefined;
+    }
+    return body as Record<string, unknown>;
+  };
+
+  /** Sends one admin request and answers with its reply (`status`, or 204 without a body). */
+  const forward = async (res: Response, request: GatewayAdminRequest, status: 200 | 201 | 204 = 200) => {
+    const reply = await options.bus.request(subjects.gatewayAdmin, request, { timeoutMs: deadlines.gatewayAdminMs });
+    if (status === 204) res.status(204).set('Cache-Control', 'no-store').end();
+    else res.status(status).set('Cache-Control', 'no-store').json(reply);
+  };
+
+  const route = (handler: (req: Request, res: Response, caller: { principal: Principal; tenant: string }) => Promise<void>) => async (req: Request, res: Response, next: NextFunction) => {
+    const caller = callerOf(req, res);
+    if (!caller) return;
+    try {
+      await handler(req, res, caller);
+    } catch (error) {
+      next(error);
+    }
+  };
+  const id = (req: Request) => String(req.params['id']);
+
+  router.get('/mcp/servers', route((_req, res, { tenant }) => forward(res, { op: 'servers.list', tenant })));
+  router.post(
+    '/mcp/servers',
+    json,
+    route(async (req, res, { tenant, principal }) => {
+      const body = bodyOf(req, res);
+      if (body) await forward(res, { op: 'servers.create', tenant, principal, body }, 201);
+    }),
+  );
+  router.get('/mcp/servers/:id', route((req, res, { tenant }) => forward(res, { op: 'servers.get', tenant, id: id(req) })));
+  router.put(
+    '/mcp/servers/:id',
+    json,
+    route(async (req, res, { tenant, principal }) => {
+      const body = bodyOf(req, res);
+      if (body) await forward(res, { op: 'servers.update', tenant, principal, id: id(req), body });
+    }),
+  );
+  router.delete('/mcp/servers/:id', route((req, res, { tenant, principal }) => forward(res, { op: 'servers.delete', tenant, principal, id: id(req) }, 204)));
+  router.post('/mcp/servers/:id/test', route((req, res, { tenant, principal }) => forward(res, { op: 'servers.test', tenant, principal, id: id(req) })));
+  router.get('/mcp/servers/:id/tools', route((req, res, { tenant }) => forward(res, { op: 'servers.tools', tenant, id: id(req) })));
+  router.post(
+    '/mcp/servers/:id/tools/:name/accept',
+    route((req, res, { tenant, principal }) => forward(res, { op: 'servers.acceptTool', tenant, principal, id: id(req), tool: String(req.params['name']) })),
+  );
+  router.post(
+    '/credentials',
+    json,
+    route(async (req, res, { tenant, principal }) => {
+      const body = bodyOf(req, res);
+      if (body) await forward(res, { op: 'credentials.create', tenant, principal, body }, 201);
+    }),
+  );
+  router.get('/credentials', route((_req, res, { tenant }) => forward(res, { op: 'credentials.list', tenant })));
+  router.get('/credentials/:id', route((req, res, { tenant }) => forward(res, { op: 'credentials.get', tenant, id: id(req) })));
+  router.delete('/credentials/:id', route((req, res, { tenant, principal }) => forward(res, { op: 'credentials.delete', tenant, principal, id: id(req) }, 204)));
+
+  router.use(['/mcp/servers', '/credentials'], (error: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    const type = (error as { type?: unknown })?.type;
+    if (type === 'entity.parse.failed') return fail(res, 400, 'InvalidRequest', 'body: not valid JSON');
+    if (type === 'entity.too.large') return fail(res, 413, 'PayloadTooLarge', `the body is larger than ${options.maxBodyBytes} bytes`);
+    const status = statusOf(error);
+    if (status >= 500) options.log.warn({ err: errorMessage(error) }, 'registry API request failed');
+    fail(res, status, error instanceof PunkError ? error.code : 'Internal', status === 500 && !(error instanceof PunkError) ? 'the request failed inside Punk; see its logs' : errorMessage(error));
+  });
+  return router;
+}
+
+function fail(res: Response, status: number, code: string, message: string): void {
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  res.status(status).set('Cache-Control', 'no-store').json({ error: { code, message } });
+}
