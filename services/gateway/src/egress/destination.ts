@@ -65,7 +65,8 @@ export function destinationPolicyOf(config: Pick<PunkConfig, 'authMode' | 'upstr
  * in a special-purpose class (see `addressClassOf`: loopback, unspecified, private, link-local,
  * unique-local, CGNAT, multicast, broadcast, reserved, cloud metadata, and IPv6 forms embedding such an
  * IPv4 address) is refused unless it lies in `policy.allowedNetworks`; one refused address refuses the
- * whole answer. Cloud metadata host names (`metadata.google.internal`, `metadata`) are refused by name
+ * whole answer. Cloud metadata host names (GCP `metadata.google.internal` and `metadata`, AWS
+ * `instance-data` and `instance-data.ec2.internal`) are refused by name
  * before any resolution.
  *
  * @returns the URL and the checked addresses; connect to those and resolve nothing again.

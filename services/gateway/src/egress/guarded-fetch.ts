@@ -68,9 +68,13 @@ export function guardedFetch(policy: DestinationPolicy, options: GuardedFetchOpt
     let method = (init.method ?? 'GET').toUpperCase();
     let body = init.body;
     let url: string | URL = input;
+    let redirectedFrom: URL | undefined;
     for (let redirects = 0; ; redirects++) {
       init.signal?.throwIfAborted();
-      const destination = await checkDestination(url, policy);
+      const destination = await checkDestination(url, policy).catch((error: unknown) => {
+        if (!(redirectedFrom && error instanceof PunkError)) throw error;
+        throw new PunkError(error.code, `${error.message} (a redirect from ${redactUrl(redirectedFrom)} led there)`, error.details, { cause: error });
+      });
       // The pool is undici 7.16.0, the version Node 24.11's fetch is built on; @types/node declares the
       // dispatcher with the types of another undici release, hence the cast.
       const dispatcher = dispatchers.for(destination) as unknown as RequestInit['dispatcher'];
@@ -96,6 +100,7 @@ export function guardedFetch(policy: DestinationPolicy, options: GuardedFetchOpt
         throw new PunkError('UpstreamError', `upstream URL ${redactUrl(destination.url)} answered ${response.status} to ${redactUrl(target)}, and the request's streamed body cannot be sent again`, { url: redactUrl(destination.url) });
       }
       if (target.origin !== destination.url.origin) for (const name of credentialHeaders) headers.delete(name);
+      redirectedFrom = destination.url;
       url = target;
     }
   };

@@ -89,7 +89,7 @@ test('a public URL that redirects to a private one is refused before anything co
   const base = `http://public.example.test:${front.port}`;
   assert.equal(await (await fetchGuarded(`${base}/`)).text(), 'front', 'the public stand-in is reachable');
   const cases: [string, RegExp][] = [
-    ['/to-private', /http:\/\/10\.0\.0\.1\/ refused: 10\.0\.0\.1 is a special-purpose address, class private/],
+    ['/to-private', /http:\/\/10\.0\.0\.1\/ refused: 10\.0\.0\.1 is a special-purpose address, class private.* \(a redirect from http:\/\/public\.example\.test:\d+\/to-private led there\)$/],
     ['/to-metadata', /http:\/\/169\.254\.169\.254\/latest\/meta-data refused: .*class cloud metadata service/],
     ['/to-localhost', /http:\/\/localhost:\d+\/ refused: localhost resolves to .* class loopback/],
     ['/to-loopback', /refused: .*form of 127\.0\.0\.1, which is loopback/],
