@@ -66,8 +66,7 @@ export function destinationPolicyOf(config: Pick<PunkConfig, 'authMode' | 'upstr
  * unique-local, CGNAT, multicast, broadcast, reserved, cloud metadata, and IPv6 forms embedding such an
  * IPv4 address) is refused unless it lies in `policy.allowedNetworks`; one refused address refuses the
  * whole answer. Cloud metadata host names (GCP `metadata.google.internal` and `metadata`, AWS
- * `instance-data` and `instance-data.ec2.internal`) are refused by name
- * before any resolution.
+ * `instance-data` and `instance-data.ec2.internal`) are refused by name before any resolution.
  *
  * @returns the URL and the checked addresses; connect to those and resolve nothing again.
  * @throws PunkError `EgressRefused` (URL with userinfo removed, the address, its class, how to allow it);
