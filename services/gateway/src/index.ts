@@ -4,3 +4,4 @@ export { planLaunch, expandVars, findInstalledBin, serverWorkDir, type LaunchPla
 export { isToolVisible, declaredLevelOf, visibleTools, buildCatalog, type Listings, type McpItem, type ServerIdentity } from './catalog.js';
 export { INITIAL_BACKOFF_MS, MAX_BACKOFF_MS } from './upstream.js';
 export { gatewayService } from './definition.js';
+export { checkUrlShape, redactUrl, checkDestination, destinationPolicyOf, guardedFetch, type CheckedDestination, type DestinationPolicy, type HostLookup, type ResolvedAddress, type GuardedFetch, type GuardedFetchOptions } from './egress/index.js';
