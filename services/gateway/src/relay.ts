@@ -34,6 +34,22 @@ export interface Registry {
   catalog(tenant: string): ServerCatalog[];
 }
 
+// ---- tool-definition pinning (pinning/tool-pinning.ts): calls to a tool whose changed definition awaits acceptance
+/** Which tools must not be called until an admin accepts their changed definition (`ToolPinning` implements it). */
+export interface PinningCheck {
+  /** True when calls to `tool` of `server` in `tenant` are refused; answered from memory (no I/O on the call path). */
+  isApprovalRequired(tenant: string, server: string, tool: string): boolean;
+}
+
+/** The refusal of a call to a tool whose changed definition has not been accepted, in the shape of a policy refusal. */
+function pinningRefusal(tool: string, server: string): string {
+  return (
+    `tool ${tool} on server ${server} was not run: its definition changed since it was pinned and requires an approval: ` +
+    `an admin must accept the new definition (POST /api/v1/mcp/servers/${encodeURIComponent(server)}/tools/${encodeURIComponent(tool)}/accept)`
+  );
+}
+// ---- end of tool-definition pinning
+
 /** An MCP tool result that reports a failure to the model. */
 export function toolError(text: string): Record<string, unknown> {
   return { content: [{ type: 'text', text }], isError: true };
@@ -50,9 +66,11 @@ type CallRequest = Exclude<GatewayRequest, { method: 'catalog/list' | 'resources
  * `completion/complete` answers the upstream's result; `logging/setLevel` answers `{}` (upstream.ts).
  * A call whose channel has era `2026` may answer an `input_required` result instead (input-required.ts).
  * A call with a channel is cancelled upstream when its front says so on `punk.call.<callId>.cancel`.
+ * With `pinning`, a tools/call to a tool whose changed definition awaits an admin's acceptance answers a tool error
+ * (the shape of an approval_required refusal) after the governance decision, without reaching the upstream.
  */
-export function createRelay(deps: { bus: Bus; log: Logger; registry: Registry; pending: PendingRequests }): RequestHandler {
-  const { bus, log, registry, pending } = deps;
+export function createRelay(deps: { bus: Bus; log: Logger; registry: Registry; pending: PendingRequests; pinning?: PinningCheck }): RequestHandler {
+  const { bus, log, registry, pending, pinning } = deps;
   return async data => {
     const request = parseMessage(gatewayRequestSchema, subjects.gatewayCall, data);
     if (request.method === 'catalog/list') return listCatalog(registry, request.tenant, request.server);
@@ -74,7 +92,7 @@ export function createRelay(deps: { bus: Bus; log: Logger; registry: Registry; p
     const run = (link: ClientLink | undefined): Promise<Record<string, unknown>> => {
       switch (request.method) {
         case 'tools/call':
-          return callTool(bus, upstream, request, context, link, cancel?.signal);
+          return callTool(bus, upstream, request, context, link, cancel?.signal, pinning);
         case 'resources/read':
           return relayOther(bus, upstream, request, context, 'resource', request.uri, link, cancel?.signal);
         case 'prompts/get':
@@ -110,6 +128,7 @@ async function callTool(
   context: CallContext,
   link: ClientLink | undefined,
   signal: AbortSignal | undefined,
+  pinning: PinningCheck | undefined,
 ): Promise<Record<string, unknown>> {
   const name = request.name;
   const known = upstream.knownTool(name);
@@ -119,6 +138,12 @@ async function callTool(
   const declaredLevel = declaredLevelOf(upstream.server, name);
   const decision = await ask(bus, request, context, 'tool', name, declaredLevel);
   if (decision.decision !== 'allow') return toolError(refusal(`tool ${name}`, request.server, decision));
+  if (pinning?.isApprovalRequired(request.tenant, request.server, name)) {
+    // Fails closed like an approval_required decision for an unattended caller; the attempt is on the ledger.
+    const message = pinningRefusal(name, request.server);
+    await appendLedgerEvent(bus, callEvent('tool.completed', context, { name, decisionId: decision.decisionId, upstreamCalled: false, isError: true, error: message }));
+    return toolError(message);
+  }
   if (upstream.state !== 'ready') {
     // The attempt is on the ledger too: the decision above, and this outcome without an upstream call.
     const message = `server ${request.server} is unavailable (${upstream.state}${upstream.error ? `: ${upstream.error}` : ''})`;
