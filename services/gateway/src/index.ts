@@ -4,3 +4,4 @@ export { planLaunch, expandVars, findInstalledBin, serverWorkDir, type LaunchPla
 export { isToolVisible, declaredLevelOf, visibleTools, buildCatalog, type Listings, type McpItem, type ServerIdentity } from './catalog.js';
 export { INITIAL_BACKOFF_MS, MAX_BACKOFF_MS } from './upstream.js';
 export { gatewayService } from './definition.js';
+export * from './credentials/index.js';
