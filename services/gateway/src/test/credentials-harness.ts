@@ -115,8 +115,9 @@ export async function rejection(fn: () => Promise<unknown>, code: string): Promi
  */
 export function assertNoSecrets(secrets: readonly string[], outputs: readonly unknown[]): void {
   const texts = outputs.map(output => (output instanceof Error ? `${output.message} ${JSON.stringify(output)} ${JSON.stringify((output as { details?: unknown }).details ?? null)}` : typeof output === 'string' ? output : JSON.stringify(output)));
-  for (const secret of secrets) {
+  secrets.forEach((secret, index) => {
     assert.ok(secret.length >= 8, 'a planted secret is long enough to be recognised');
-    for (const text of texts) assert.ok(!text.includes(secret), `a secret value leaked into: ${text.slice(0, 300)}`);
-  }
+    // The failure message shows where, with the secret itself masked.
+    for (const text of texts) assert.ok(!text.includes(secret), `secret #${index} leaked into: ${text.split(secret).join('<secret>').slice(0, 300)}`);
+  });
 }
