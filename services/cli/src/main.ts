@@ -7,6 +7,7 @@ import { ledgerService } from '@punk/ledger';
 import { frontOptionsOf } from '@punk/mcp-front';
 import { cleanCluster } from './cluster-clean.js';
 import { CLUSTER_DATABASE_URL, CLUSTER_NATS_URL, startCluster } from './cluster.js';
+import { credentialsCommand } from './credentials.js';
 import { startEmbedded } from './embedded.js';
 
 const USAGE = `Usage: punk <command> [options]
@@ -20,6 +21,9 @@ Commands:
   gateway     Run one gateway process (PUNK_NATS_URL, PUNK_MANIFESTS)
   governance  Run one governance process (PUNK_NATS_URL)
   ledger      Run one ledger process (PUNK_NATS_URL, PUNK_DATABASE_URL)
+  credentials reencrypt
+              Re-encrypt stored credentials under PUNK_ENCRYPTION_KEY after a key rotation
+              (the old key in PUNK_ENCRYPTION_PREVIOUS_KEYS); \`punk credentials --help\`
 
 Options of \`punk up\`:
   --manifests DIR   McpServer manifests to serve (default: examples, or PUNK_MANIFESTS)
@@ -170,6 +174,8 @@ async function main(argv: string[]): Promise<void> {
       return runServiceMain(governanceService);
     case 'ledger':
       return runServiceMain(ledgerService);
+    case 'credentials':
+      return credentialsCommand(rest);
     case undefined:
     case '-h':
     case '--help':

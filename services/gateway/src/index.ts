@@ -6,3 +6,4 @@ export { INITIAL_BACKOFF_MS, MAX_BACKOFF_MS } from './upstream.js';
 export { gatewayService } from './definition.js';
 export { checkUrlShape, redactUrl, checkDestination, destinationPolicyOf, guardedFetch, type CheckedDestination, type DestinationPolicy, type HostLookup, type ResolvedAddress, type GuardedFetch, type GuardedFetchOptions } from './egress/index.js';
 export { ToolPinning, type ToolPinningOptions, type ToolPin, type PinStatus, type AcceptedTool, type PinningPolicy } from './pinning/tool-pinning.js';
+export * from './credentials/index.js';

@@ -1,0 +1,124 @@
+/**
+ * What the credentials API accepts: the body of a create, and `cred:` references in env and header values.
+ * Every error names the field that is wrong and never echoes a value (it may be a secret).
+ */
+import { PunkError } from '@punk/lib';
+
+/** `static`: string keys used as they are. `oauth2`: an RFC 6749 grant Punk sends as a bearer token and refreshes. */
+export type CredentialType = 'static' | 'oauth2';
+
+/** A validated create request. */
+export interface CredentialInput {
+  id: string;
+  type: CredentialType;
+  /** The secret keys; for `oauth2`, `expires_at` is normalised to epoch milliseconds as a decimal string. */
+  data: Record<string, string>;
+}
+
+/** The keys of an `oauth2` credential (the names McpCredential uses; `expires_at` in epoch milliseconds). */
+export const OAUTH2_KEYS = ['access_token', 'refresh_token', 'expires_at', 'token_url', 'client_id', 'client_secret', 'scope'] as const;
+
+/** A credential id: a DNS label (RFC 1123), as Kubernetes names McpCredential objects. */
+const idPattern = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+/** A key name: what a Kubernetes Secret accepts as a data key. */
+const keyPattern = /^[A-Za-z0-9._-]{1,253}$/;
+const MAX_KEYS = 64;
+const MAX_VALUE_BYTES = 64 * 1024;
+const bodyFields = new Set(['id', 'type', 'data']);
+
+function invalid(field: string, problem: string): PunkError {
+  return new PunkError('InvalidCredential', `${field}: ${problem}`, { field });
+}
+
+/** `true` when `id` is a valid credential id (a DNS label of 1-63 characters). */
+export function isCredentialId(id: string): boolean {
+  return idPattern.test(id);
+}
+
+/**
+ * Validates the body of a create: `{ id, type?, data }`. `type` defaults to `oauth2` when `data` holds a
+ * `refresh_token` or a `token_url`, else `static`. An `oauth2` credential holds only the keys of
+ * {@link OAUTH2_KEYS}, and needs `access_token`, or `refresh_token` with `token_url` (RFC 6749 §6);
+ * `client_secret` needs `client_id`; `token_url` is an http(s) URL without user info; `expires_at` is epoch
+ * milliseconds as a number or a decimal string.
+ *
+ * @throws PunkError `InvalidCredential` naming the field (`id`, `type`, `data.<key>`, or an unknown field).
+ */
+export function parseCredentialInput(body: unknown): CredentialInput {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalid('(body)', 'must be a JSON object { id, type?, data }');
+  const fields = body as Record<string, unknown>;
+  for (const field of Object.keys(fields)) {
+    if (!bodyFields.has(field)) throw invalid(field, 'unknown field; a credential has id, type and data');
+  }
+  const { id, type, data } = fields;
+  if (typeof id !== 'string' || !isCredentialId(id)) throw invalid('id', 'must be a DNS label: 1-63 lower-case letters, digits or "-", starting and ending with a letter or digit');
+  if (type !== undefined && type !== 'static' && type !== 'oauth2') throw invalid('type', 'must be "static" or "oauth2"');
+  if (typeof data !== 'object' || data === null || Array.isArray(data)) throw invalid('data', 'must be an object of string keys and string values');
+  const entries = Object.entries(data as Record<string, unknown>);
+  if (entries.length === 0) throw invalid('data', 'must hold at least one key');
+  if (entries.length > MAX_KEYS) throw invalid('data', `holds more than ${MAX_KEYS} keys`);
+  const values: Record<string, string> = {};
+  for (const [key, value] of entries) {
+    if (!keyPattern.test(key)) throw invalid('data', 'key names must be 1-253 letters, digits, ".", "_" or "-"');
+    if (key === 'expires_at' && typeof value === 'number') {
+      values[key] = String(value);
+      continue;
+    }
+    if (typeof value !== 'string' || value === '') throw invalid(`data.${key}`, 'must be a non-empty string');
+    if (Buffer.byteLength(value) > MAX_VALUE_BYTES) throw invalid(`data.${key}`, `is longer than ${MAX_VALUE_BYTES} bytes`);
+    values[key] = value;
+  }
+  const resolvedType: CredentialType = type ?? (values.refresh_token !== undefined || values.token_url !== undefined ? 'oauth2' : 'static');
+  if (resolvedType === 'oauth2') checkOAuth2(values);
+  return { id, type: resolvedType, data: values };
+}
+
+function checkOAuth2(data: Record<string, string>): void {
+  const allowed = new Set<string>(OAUTH2_KEYS);
+  for (const key of Object.keys(data)) {
+    if (!allowed.has(key)) throw invalid(`data.${key}`, `is not a key of an oauth2 credential (${OAUTH2_KEYS.join(', ')})`);
+  }
+  if (data.refresh_token !== undefined && data.token_url === undefined) throw invalid('data.token_url', 'is required with data.refresh_token (the endpoint that refreshes it)');
+  if (data.access_token === undefined && data.refresh_token === undefined) throw invalid('data.access_token', 'is required unless data.refresh_token and data.token_url are set');
+  if (data.client_secret !== undefined && data.client_id === undefined) throw invalid('data.client_id', 'is required with data.client_secret (RFC 6749 §2.3.1)');
+  if (data.expires_at !== undefined) {
+    if (!/^\d{1,16}$/.test(data.expires_at)) throw invalid('data.expires_at', 'must be the expiry time in epoch milliseconds (a non-negative integer)');
+    data.expires_at = String(Number(data.expires_at));
+  }
+  if (data.token_url !== undefined) {
+    let url: URL;
+    try {
+      url = new URL(data.token_url);
+    } catch {
+      throw invalid('data.token_url', 'must be an absolute URL');
+    }
+    if (url.protocol !== 'https:' && url.protocol !== 'http:') throw invalid('data.token_url', 'must be an http or https URL');
+    if (url.username !== '' || url.password !== '') throw invalid('data.token_url', 'must not carry user info; put the client in data.client_id and data.client_secret');
+  }
+}
+
+/** A parsed `cred:<id>` or `cred:<id>/<key>` reference. */
+export interface CredentialReference {
+  id: string;
+  key?: string;
+}
+
+/** Prefix of a credential reference in an env or header value. */
+export const REFERENCE_PREFIX = 'cred:';
+
+/**
+ * Parses a `cred:<id>` or `cred:<id>/<key>` value; `undefined` for a value that does not start with `cred:`
+ * (a literal).
+ * @throws PunkError `InvalidCredentialReference` for a `cred:` value of another shape.
+ */
+export function parseReference(value: string): CredentialReference | undefined {
+  if (!value.startsWith(REFERENCE_PREFIX)) return undefined;
+  const rest = value.slice(REFERENCE_PREFIX.length);
+  const slash = rest.indexOf('/');
+  const id = slash < 0 ? rest : rest.slice(0, slash);
+  const key = slash < 0 ? undefined : rest.slice(slash + 1);
+  if (!isCredentialId(id) || (key !== undefined && !keyPattern.test(key))) {
+    throw new PunkError('InvalidCredentialReference', 'a value starting with "cred:" must be cred:<id> or cred:<id>/<key>, the id a DNS label and the key a key name');
+  }
+  return key === undefined ? { id } : { id, key };
+}

@@ -1,0 +1,124 @@
+/**
+ * The refresh of an OAuth 2.0 access token (RFC 6749 §6) at a token endpoint, with client authentication by
+ * HTTP Basic (`client_secret_basic`, RFC 6749 §2.3.1) when the client has a secret, else `client_id` in the body
+ * (a public client, RFC 6749 §3.2.1). Errors say what the endpoint answered (its `error` code and description,
+ * RFC 6749 §5.2) and never carry a token or a secret.
+ */
+import { PunkError, errorMessage } from '@punk/lib';
+
+/** What a refresh needs. */
+export interface RefreshRequest {
+  tokenUrl: string;
+  refreshToken: string;
+  clientId?: string | undefined;
+  clientSecret?: string | undefined;
+  /** Space-separated scopes to ask for (RFC 6749 §3.3); absent: the scopes of the grant. */
+  scope?: string | undefined;
+  /** Bound on the whole exchange, in milliseconds. */
+  timeoutMs: number;
+  /** The fetch to use (global `fetch` by default; an egress-guarded one in the gateway). */
+  fetch?: typeof globalThis.fetch;
+}
+
+/** A successful token response (RFC 6749 §5.1). */
+export interface TokenResponse {
+  accessToken: string;
+  /** A new refresh token when the endpoint rotated it; absent: keep using the old one. */
+  refreshToken?: string;
+  /** Lifetime of the access token in seconds; absent when the endpoint does not say. */
+  expiresIn?: number;
+}
+
+/** A failed refresh: `error` is the endpoint's RFC 6749 §5.2 code when it gave one (`invalid_grant` for a revoked grant). */
+export class TokenEndpointError extends PunkError {
+  readonly error: string | undefined;
+  constructor(message: string, error?: string) {
+    super('CredentialRefreshFailed', message, error === undefined ? undefined : { error });
+    this.error = error;
+  }
+}
+
+/** `https://host/path` of a token URL, without query (which may carry a secret) or user info. */
+export function describeTokenUrl(tokenUrl: string): string {
+  const url = new URL(tokenUrl);
+  return `${url.origin}${url.pathname}`;
+}
+
+/** `application/x-www-form-urlencoded` encoding of one value (what RFC 6749 §2.3.1 applies before Basic). */
+function formEncode(value: string): string {
+  return new URLSearchParams([['', value]]).toString().slice(1);
+}
+
+/** `text` with every occurrence of the given secrets replaced, for an endpoint's description that echoes one. */
+function withoutSecrets(text: string, secrets: Array<string | undefined>): string {
+  let clean = text;
+  for (const secret of secrets) if (secret) clean = clean.split(secret).join('[redacted]');
+  return clean;
+}
+
+/**
+ * POSTs `grant_type=refresh_token` to the token endpoint and parses its answer.
+ * @throws TokenEndpointError (PunkError `CredentialRefreshFailed`) when the endpoint cannot be reached, does not
+ *   answer within `timeoutMs`, answers with an error (its code and description in the message; `error` set), or
+ *   answers 200 with something other than a bearer token response.
+ */
+export async function refreshAccessToken(request: RefreshRequest): Promise<TokenResponse> {
+  const where = describeTokenUrl(request.tokenUrl);
+  const form = new URLSearchParams({ grant_type: 'refresh_token', refresh_token: request.refreshToken });
+  if (request.scope !== undefined) form.set('scope', request.scope);
+  const headers: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' };
+  if (request.clientSecret !== undefined && request.clientId !== undefined) {
+    headers.authorization = `Basic ${Buffer.from(`${formEncode(request.clientId)}:${formEncode(request.clientSecret)}`).toString('base64')}`;
+  } else if (request.clientId !== undefined) {
+    form.set('client_id', request.clientId);
+  }
+  const secrets = [request.refreshToken, request.clientSecret];
+  let response: Response;
+  let text: string;
+  try {
+    response = await (request.fetch ?? fetch)(request.tokenUrl, {
+      method: 'POST',
+      headers,
+      body: form.toString(),
+      redirect: 'error',
+      signal: AbortSignal.timeout(request.timeoutMs),
+    });
+    text = await response.text();
+  } catch (error) {
+    const reason = error instanceof Error && error.name === 'TimeoutError' ? `did not answer within ${request.timeoutMs} ms` : `could not be reached: ${describeFetchError(error)}`;
+    throw new TokenEndpointError(`the token endpoint ${where} ${reason}`);
+  }
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
+  const fields = typeof body === 'object' && body !== null ? (body as Record<string, unknown>) : {};
+  if (!response.ok) {
+    if (typeof fields.error === 'string') {
+      const description = typeof fields.error_description === 'string' ? `: ${withoutSecrets(fields.error_description, secrets).slice(0, 300)}` : '';
+      const hint = fields.error === 'invalid_grant' ? ' (the refresh token was revoked, expired or already used: store the credential again with a new grant)' : '';
+      throw new TokenEndpointError(`the token endpoint ${where} answered HTTP ${response.status} ${fields.error}${description}${hint}`, fields.error);
+    }
+    throw new TokenEndpointError(`the token endpoint ${where} answered HTTP ${response.status} without an OAuth error`);
+  }
+  if (typeof fields.access_token !== 'string' || fields.access_token === '') {
+    throw new TokenEndpointError(`the token endpoint ${where} answered HTTP ${response.status} without an access_token (RFC 6749 §5.1)`);
+  }
+  if (fields.token_type !== undefined && (typeof fields.token_type !== 'string' || fields.token_type.toLowerCase() !== 'bearer')) {
+    throw new TokenEndpointError(`the token endpoint ${where} issued a token of type ${String(fields.token_type).slice(0, 40)}, not Bearer`);
+  }
+  const expiresIn = typeof fields.expires_in === 'string' ? Number(fields.expires_in) : fields.expires_in;
+  const tokens: TokenResponse = { accessToken: fields.access_token };
+  if (typeof fields.refresh_token === 'string' && fields.refresh_token !== '') tokens.refreshToken = fields.refresh_token;
+  if (typeof expiresIn === 'number' && Number.isFinite(expiresIn) && expiresIn > 0) tokens.expiresIn = expiresIn;
+  return tokens;
+}
+
+/** The reason a fetch failed: undici puts the system error (ECONNREFUSED, ENOTFOUND…) in `cause`. */
+function describeFetchError(error: unknown): string {
+  const cause = (error as { cause?: unknown })?.cause;
+  const code = (cause as { code?: unknown })?.code;
+  return typeof code === 'string' ? code : errorMessage(cause ?? error);
+}

@@ -1,0 +1,186 @@
+/**
+ * SQL of the credentials vault (table `gateway.credentials`, migrations/0002_credentials.sql). Every statement
+ * is one autocommit round trip: no transaction is held across the network call of a refresh (PGlite has one
+ * connection).
+ */
+import type { Queryable } from '@punk/lib';
+import type { EncryptedRecord } from './keyring.js';
+import type { CredentialType } from './input.js';
+
+/** One stored credential as read from the table. */
+export interface CredentialRow {
+  tenant: string;
+  id: string;
+  type: CredentialType;
+  keyNames: string[];
+  sealed: EncryptedRecord;
+  expiresAt: Date | null;
+  lastRefreshAt: Date | null;
+  refreshError: string | null;
+  /** Decimal string of the `bigint` version. */
+  version: string;
+  createdAt: Date;
+  updatedAt: Date;
+  createdBy: string;
+}
+
+interface SqlRow {
+  tenant: string;
+  id: string;
+  type: CredentialType;
+  key_names: string[];
+  key_id: string;
+  iv: Buffer;
+  ciphertext: Buffer;
+  tag: Buffer;
+  expires_at: Date | null;
+  last_refresh_at: Date | null;
+  refresh_error: string | null;
+  version: string;
+  created_at: Date;
+  updated_at: Date;
+  created_by: string;
+}
+
+const COLUMNS = 'tenant, id, type, key_names, key_id, iv, ciphertext, tag, expires_at, last_refresh_at, refresh_error, version, created_at, updated_at, created_by';
+
+function rowOf(row: SqlRow): CredentialRow {
+  return {
+    tenant: row.tenant,
+    id: row.id,
+    type: row.type,
+    keyNames: row.key_names,
+    sealed: { keyId: row.key_id, iv: row.iv, ciphertext: row.ciphertext, tag: row.tag },
+    expiresAt: row.expires_at,
+    lastRefreshAt: row.last_refresh_at,
+    refreshError: row.refresh_error,
+    version: String(row.version),
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    createdBy: row.created_by,
+  };
+}
+
+/** What a create writes. */
+export interface NewCredentialRow {
+  tenant: string;
+  id: string;
+  type: CredentialType;
+  keyNames: string[];
+  sealed: EncryptedRecord;
+  expiresAt: Date | null;
+  createdBy: string;
+}
+
+/** Reads and writes `gateway.credentials`. */
+export class CredentialStore {
+  constructor(private readonly db: Queryable) {}
+
+  /** Inserts a credential; `undefined` when the tenant already has one with that id (nothing written). */
+  async insert(row: NewCredentialRow): Promise<CredentialRow | undefined> {
+    const result = await this.db.query<SqlRow>(
+      `INSERT INTO gateway.credentials (tenant, id, type, key_names, key_id, iv, ciphertext, tag, expires_at, created_by)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (tenant, id) DO NOTHING
+       RETURNING ${COLUMNS}`,
+      [row.tenant, row.id, row.type, row.keyNames, row.sealed.keyId, row.sealed.iv, row.sealed.ciphertext, row.sealed.tag, row.expiresAt, row.createdBy],
+    );
+    const inserted = result.rows[0];
+    return inserted && rowOf(inserted);
+  }
+
+  /** The tenant's credentials, by id. */
+  async list(tenant: string): Promise<CredentialRow[]> {
+    const result = await this.db.query<SqlRow>(`SELECT ${COLUMNS} FROM gateway.credentials WHERE tenant = $1 ORDER BY id`, [tenant]);
+    return result.rows.map(rowOf);
+  }
+
+  /** One credential of the tenant, or `undefined`. */
+  async get(tenant: string, id: string): Promise<CredentialRow | undefined> {
+    const result = await this.db.query<SqlRow>(`SELECT ${COLUMNS} FROM gateway.credentials WHERE tenant = $1 AND id = $2`, [tenant, id]);
+    const row = result.rows[0];
+    return row && rowOf(row);
+  }
+
+  /** Deletes one credential of the tenant; `false` when there was none. */
+  async delete(tenant: string, id: string): Promise<boolean> {
+    const result = await this.db.query('DELETE FROM gateway.credentials WHERE tenant = $1 AND id = $2', [tenant, id]);
+    return result.rowCount === 1;
+  }
+
+  /**
+   * Claims the refresh lease of a credential for `holder` until `leaseMs` from now (database time, so replicas'
+   * clocks do not matter), in one atomic UPDATE that succeeds only when the lease is free or expired.
+   * @returns the row as it is once claimed (its latest committed state), or `undefined` when another holder has
+   *   the lease or the credential does not exist.
+   */
+  async claimLease(tenant: string, id: string, holder: string, leaseMs: number): Promise<CredentialRow | undefined> {
+    const result = await this.db.query<SqlRow>(
+      `UPDATE gateway.credentials SET refresh_lease_holder = $3, refresh_lease_until = now() + $4 * interval '1 millisecond'
+       WHERE tenant = $1 AND id = $2 AND (refresh_lease_until IS NULL OR refresh_lease_until < now())
+       RETURNING ${COLUMNS}`,
+      [tenant, id, holder, leaseMs],
+    );
+    const row = result.rows[0];
+    return row && rowOf(row);
+  }
+
+  /** Gives the lease back without changing the credential (nothing to refresh after all). */
+  async releaseLease(tenant: string, id: string, holder: string): Promise<void> {
+    await this.db.query(
+      'UPDATE gateway.credentials SET refresh_lease_holder = NULL, refresh_lease_until = NULL WHERE tenant = $1 AND id = $2 AND refresh_lease_holder = $3',
+      [tenant, id, holder],
+    );
+  }
+
+  /**
+   * Stores refreshed keys and releases the lease, if `holder` still holds it; bumps the version and clears the
+   * refresh error.
+   * @returns `false` when the lease is no longer `holder`'s (it expired and was claimed again, or the credential
+   *   was deleted): nothing is written.
+   */
+  async storeRefreshed(tenant: string, id: string, holder: string, keyNames: string[], sealed: EncryptedRecord, expiresAt: Date | null): Promise<boolean> {
+    const result = await this.db.query(
+      `UPDATE gateway.credentials SET key_names = $4, key_id = $5, iv = $6, ciphertext = $7, tag = $8, expires_at = $9,
+         last_refresh_at = now(), refresh_error = NULL, refresh_lease_holder = NULL, refresh_lease_until = NULL,
+         version = version + 1, updated_at = now()
+       WHERE tenant = $1 AND id = $2 AND refresh_lease_holder = $3`,
+      [tenant, id, holder, keyNames, sealed.keyId, sealed.iv, sealed.ciphertext, sealed.tag, expiresAt],
+    );
+    return result.rowCount === 1;
+  }
+
+  /** Records why a refresh failed and releases the lease, if `holder` still holds it; bumps the version so waiters see the outcome. */
+  async storeRefreshFailure(tenant: string, id: string, holder: string, message: string): Promise<void> {
+    await this.db.query(
+      `UPDATE gateway.credentials SET refresh_error = $4, refresh_lease_holder = NULL, refresh_lease_until = NULL, version = version + 1, updated_at = now()
+       WHERE tenant = $1 AND id = $2 AND refresh_lease_holder = $3`,
+      [tenant, id, holder, message],
+    );
+  }
+
+  /** How many credentials there are, in every tenant. */
+  async count(): Promise<number> {
+    const result = await this.db.query<{ count: string }>('SELECT count(*) AS count FROM gateway.credentials');
+    return Number(result.rows[0]?.count ?? 0);
+  }
+
+  /** `(tenant, id)` of every credential whose key id is not `keyId`, in a stable order. */
+  async listNotUnderKey(keyId: string): Promise<Array<{ tenant: string; id: string }>> {
+    const result = await this.db.query<{ tenant: string; id: string }>('SELECT tenant, id FROM gateway.credentials WHERE key_id <> $1 ORDER BY tenant, id', [keyId]);
+    return result.rows;
+  }
+
+  /**
+   * Replaces the encryption of a credential whose content has not changed since it was read (same `version`,
+   * same key id); the version stays, since the keys did not change.
+   * @returns `false` when the row changed in between (a refresh stored new keys) or is gone.
+   */
+  async replaceEncryption(row: CredentialRow, sealed: EncryptedRecord): Promise<boolean> {
+    const result = await this.db.query(
+      `UPDATE gateway.credentials SET key_id = $5, iv = $6, ciphertext = $7, tag = $8, updated_at = now()
+       WHERE tenant = $1 AND id = $2 AND version = $3 AND key_id = $4`,
+      [row.tenant, row.id, row.version, row.sealed.keyId, sealed.keyId, sealed.iv, sealed.ciphertext, sealed.tag],
+    );
+    return result.rowCount === 1;
+  }
+}
