@@ -7,3 +7,4 @@ export { gatewayService } from './definition.js';
 export { checkUrlShape, redactUrl, checkDestination, destinationPolicyOf, guardedFetch, type CheckedDestination, type DestinationPolicy, type HostLookup, type ResolvedAddress, type GuardedFetch, type GuardedFetchOptions } from './egress/index.js';
 export { ToolPinning, type ToolPinningOptions, type ToolPin, type PinStatus, type AcceptedTool, type PinningPolicy } from './pinning/tool-pinning.js';
 export * from './credentials/index.js';
+export { GATEWAY_SCHEMA, GATEWAY_MIGRATIONS_DIR, migrateGateway } from './migrations.js';

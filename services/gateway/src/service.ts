@@ -7,14 +7,12 @@
 import { randomUUID } from 'node:crypto';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import {
   appendLedgerEvent,
   buckets,
   DEFAULT_UPSTREAM_SESSION_TTL_MS,
   deadlines,
   errorMessage,
-  migrate,
   queues,
   subjects,
   type Bus,
@@ -27,6 +25,7 @@ import {
   type ServerState,
 } from '@punk/lib';
 import { stateChangedEvent } from './events.js';
+import { migrateGateway } from './migrations.js';
 import { DEFAULT_PENDING_LIMITS, PendingRequests, type PendingLimits } from './client-channel.js';
 import { ClientSessions } from './client-sessions.js';
 import { createAdminHandler, type CredentialsAdmin, type PinsAdmin, type ProbeResult } from './registry/admin.js';
@@ -37,10 +36,6 @@ import { createSessionRouting } from './routing.js';
 import { busSessionLink } from './session-link.js';
 import { Upstream } from './upstream.js';
 
-/** Postgres schema of the gateway. */
-export const GATEWAY_SCHEMA = 'gateway';
-/** The gateway's SQL migrations (the package's `migrations/` folder). */
-export const GATEWAY_MIGRATIONS_DIR = fileURLToPath(new URL('../migrations', import.meta.url));
 
 /** Options of {@link startGateway}. */
 export interface GatewayOptions {
@@ -99,7 +94,7 @@ const keyOf = (server: McpServer) => `${server.metadata.namespace ?? 'default'}/
  */
 export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const { bus, log } = options;
-  await migrate(options.db, { schema: GATEWAY_SCHEMA, dir: GATEWAY_MIGRATIONS_DIR, log });
+  await migrateGateway(options.db, log);
   const upstreams = new Map<string, Upstream>();
   const instanceId = options.instanceId ?? randomUUID();
 

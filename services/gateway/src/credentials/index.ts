@@ -2,4 +2,3 @@ export { CredentialVault, type CredentialVaultOptions, type CredentialInfo, type
 export { Keyring, parseEncryptionKey, type EncryptionKey, type EncryptedRecord } from './keyring.js';
 export { parseCredentialInput, parseReference, OAUTH2_KEYS, REFERENCE_PREFIX, type CredentialInput, type CredentialReference, type CredentialType } from './input.js';
 export { REFRESH_AHEAD_MS } from './refresh.js';
-export { GATEWAY_SCHEMA, GATEWAY_MIGRATIONS_DIR, migrateGateway } from './migrations.js';

@@ -1,11 +1,11 @@
-/** Where the gateway's tables live and how they are created. */
+/** Where the gateway's tables live (registry, credentials, tool pins) and how they are created. */
 import { fileURLToPath } from 'node:url';
 import { migrate, type Database, type Logger } from '@punk/lib';
 
-/** Postgres schema of the gateway (registry, credentials). */
+/** Postgres schema of the gateway (registry, credentials, tool pins). */
 export const GATEWAY_SCHEMA = 'gateway';
 /** The gateway's SQL migrations (the package's `migrations/` folder). */
-export const GATEWAY_MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations', import.meta.url));
+export const GATEWAY_MIGRATIONS_DIR = fileURLToPath(new URL('../migrations', import.meta.url));
 
 /**
  * Applies the gateway's pending migrations (schema `gateway`).
