@@ -2,5 +2,6 @@ export { startGateway, type Gateway, type GatewayOptions } from './service.js';
 export { toolError } from './relay.js';
 export { planLaunch, expandVars, findInstalledBin, serverWorkDir, type LaunchPlan, type LaunchOptions } from './launch.js';
 export { isToolVisible, declaredLevelOf, visibleTools, buildCatalog, type Listings, type McpItem, type ServerIdentity } from './catalog.js';
-export { INITIAL_BACKOFF_MS, MAX_BACKOFF_MS } from './upstream.js';
+export { BREAKER_FAILURE_THRESHOLD, INITIAL_BACKOFF_MS, MAX_BACKOFF_MS, Upstream, type CircuitState, type UpstreamOptions, type UpstreamPoolOptions } from './upstream.js';
+export { type Secrets, type ResolvedHeader } from './upstream-secrets.js';
 export { gatewayService } from './definition.js';
