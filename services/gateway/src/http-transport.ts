@@ -5,6 +5,7 @@
  * every HTTP 401 the server answers is counted, so the caller can tell a refused credential from other failures.
  */
 import { SSEClientTransport, StreamableHTTPClientTransport, type Client } from '@modelcontextprotocol/client';
+import { errorMessage } from '@punk/lib';
 
 /** The HTTP transports of MCP: Streamable HTTP (2025-03-26 and later) and HTTP+SSE (2024-11-05). */
 export type HttpTransportKind = 'streamable-http' | 'sse';
@@ -47,7 +48,8 @@ export interface HttpConnection {
 
 /**
  * Connects to `url`. A client that could not connect is closed before this throws.
- * @throws what the SDK throws for the last attempt (an `SdkHttpError` carries the HTTP status).
+ * @throws what the SDK throws (an `SdkHttpError` carries the HTTP status); when the fallback failed too, an
+ *   Error naming the refused handshake and the fallback's failure.
  */
 export async function connectHttp(url: URL, options: HttpConnectOptions): Promise<HttpConnection> {
   const seen = options.seen ?? { unauthorized: 0 };
@@ -77,7 +79,14 @@ export async function connectHttp(url: URL, options: HttpConnectOptions): Promis
     const status = httpStatusOf(error);
     if (status === undefined || !SSE_FALLBACK_STATUSES.includes(status)) throw error;
     options.onFallback?.(status);
-    return { client: await attempt('sse'), transport: 'sse', unauthorized };
+    try {
+      return { client: await attempt('sse'), transport: 'sse', unauthorized };
+    } catch (fallbackError) {
+      // Neither transport: say both, so a Streamable HTTP server's own 400 is not hidden behind the SSE error.
+      throw new Error(`the Streamable HTTP handshake was answered HTTP ${status} (${errorMessage(error)}), and the HTTP+SSE fallback failed: ${errorMessage(fallbackError)}`, {
+        cause: fallbackError,
+      });
+    }
   }
 }
 

@@ -12,7 +12,7 @@
  * re-opens it. Below the threshold a lost connection is restarted on the same backoff, as before.
  */
 import { randomUUID } from 'node:crypto';
-import { isInputRequiredResult, LOG_LEVEL_META_KEY, ProtocolError, ProtocolErrorCode, SdkError, SdkErrorCode, type Client, type Tool } from '@modelcontextprotocol/client';
+import { isInputRequiredResult, LOG_LEVEL_META_KEY, ProtocolError, ProtocolErrorCode, SdkError, SdkErrorCode, StreamableHTTPClientTransport, type Client, type Tool } from '@modelcontextprotocol/client';
 import { durationMs, errorMessage, logLevelSchema, passesLogLevel, PunkError, UPSTREAM_INPUT_REQUIRED, type Logger, type LogLevel, type McpServer, type ServerCatalog, type ServerState } from '@punk/lib';
 import { buildCatalog, emptyListings, type Listings, type McpItem, type ServerIdentity } from './catalog.js';
 import type { ClientLink } from './client-channel.js';
@@ -684,9 +684,17 @@ export class Upstream {
     if (connection) await this.closeConnection(connection);
   }
 
-  /** Closes a connection's client (bounded: a dead HTTP server must not hold the close) and stops its process. */
+  /**
+   * Closes a connection (bounded: a dead HTTP server must not hold the close): a Streamable HTTP session is
+   * ended with DELETE (MCP 2025-11-25 basic/transports "Session Management"), the client closed, the process stopped.
+   */
   private async closeConnection(connection: Connection): Promise<void> {
-    await Promise.race([connection.client.close().catch(() => undefined), new Promise(resolve => setTimeout(resolve, 2_000))]);
+    const transport = connection.client.transport;
+    const close = async () => {
+      if (transport instanceof StreamableHTTPClientTransport) await transport.terminateSession().catch(() => undefined);
+      await connection.client.close().catch(() => undefined);
+    };
+    await Promise.race([close(), new Promise(resolve => setTimeout(resolve, 2_000).unref())]);
     await connection.process?.stop();
   }
 

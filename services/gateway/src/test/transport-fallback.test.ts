@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import { connect } from 'node:net';
 import { test, type TestContext } from 'node:test';
 import { freePort, installed, manifest, waitFor } from './harness.js';
-import { startUpstream } from './upstream-harness.js';
+import { mapSecrets, startUpstream } from './upstream-harness.js';
 
 type ToolResult = { content: { type: string; text: string }[] };
 
@@ -27,14 +27,17 @@ async function everything(t: TestContext, mode: 'sse' | 'streamableHttp'): Promi
   return `http://127.0.0.1:${port}`;
 }
 
-/** A fetch that records `<METHOD> <path>` of every request it makes. */
-function recordingFetch(): { fetch: typeof fetch; requests: string[] } {
+/** A fetch that records `<METHOD> <path>` and the headers of every request it makes. */
+function recordingFetch(): { fetch: typeof fetch; requests: string[]; headers: Headers[] } {
   const requests: string[] = [];
+  const headers: Headers[] = [];
   return {
     requests,
+    headers,
     fetch: (input, init) => {
       const url = new URL(input instanceof Request ? input.url : String(input));
       requests.push(`${init?.method ?? (input instanceof Request ? input.method : 'GET')} ${url.pathname}`);
+      headers.push(new Headers(init?.headers));
       return fetch(input, init);
     },
   };
@@ -68,21 +71,27 @@ test('an HTTP+SSE-only server answers the Streamable HTTP POST with 404, and the
   assert.ok(under.lines.some(line => line.includes('"transport":"sse"') && line.includes('connected to server t-sse/old-server over sse')), 'the transport used is logged');
 });
 
-test('transport: sse goes straight to the SSE stream', async t => {
+test('transport: sse goes straight to the SSE stream, and its stream and posts carry the headers', async t => {
   const base = await everything(t, 'sse');
   const recorded = recordingFetch();
-  const under = await startUpstream(manifest('t-sse-declared', 'old-server', { url: `${base}/sse`, transport: 'sse' }), { fetch: recorded.fetch });
+  const under = await startUpstream(
+    manifest('t-sse-declared', 'old-server', { url: `${base}/sse`, transport: 'sse', headers: [{ name: 'X-Api-Key', value: 'cred:key' }] }),
+    { fetch: recorded.fetch, secrets: mapSecrets({ 'cred:key': { value: 'sse-key-1' } }) },
+  );
   t.after(() => under.close());
   assert.equal(under.upstream.state, 'ready', under.upstream.error);
   assert.equal(under.upstream.catalog().transport, 'sse');
+  assert.ok((await under.upstream.callTool('echo', { message: 'x' }, undefined)).ok);
   assert.equal(recorded.requests[0], 'GET /sse');
   assert.ok(!recorded.requests.includes('POST /sse'));
+  assert.ok(recorded.requests.includes('POST /message'));
+  for (const headers of recorded.headers) assert.equal(headers.get('x-api-key'), 'sse-key-1');
 });
 
-test('a Streamable HTTP server is spoken to over Streamable HTTP, without a fallback', async t => {
+test('a Streamable HTTP server is spoken to over Streamable HTTP, without a fallback; its idle session is ended and reopened', async t => {
   const base = await everything(t, 'streamableHttp');
   const recorded = recordingFetch();
-  const under = await startUpstream(manifest('t-streamable', 'new-server', { url: `${base}/mcp` }), { fetch: recorded.fetch });
+  const under = await startUpstream(manifest('t-streamable', 'new-server', { url: `${base}/mcp` }), { fetch: recorded.fetch, idleTimeoutMs: 300 });
   t.after(() => under.close());
   assert.equal(under.upstream.state, 'ready', under.upstream.error);
   assert.equal(under.upstream.catalog().transport, 'streamable-http');
@@ -90,4 +99,13 @@ test('a Streamable HTTP server is spoken to over Streamable HTTP, without a fall
   assert.ok(outcome.ok);
   assert.ok(recorded.requests.every(r => r.endsWith(' /mcp')), recorded.requests.join(', '));
   assert.ok(!under.lines.some(line => line.includes('trying the HTTP+SSE transport')));
+
+  // Idle: the session is ended with DELETE; the next call opens a new one.
+  await waitFor(() => under.upstream.state === 'idle', 10_000, 'idle close');
+  assert.ok(recorded.requests.includes('DELETE /mcp'));
+  const sessions = () => new Set(recorded.headers.map(h => h.get('mcp-session-id')).filter(Boolean)).size;
+  const before = sessions();
+  const again = await under.upstream.callTool('echo', { message: 'after idle' }, undefined);
+  assert.ok(again.ok);
+  assert.equal(sessions(), before + 1, 'a new session');
 });
