@@ -25,7 +25,7 @@ test('an idle connection is closed, the catalog keeps its tools, and the next ca
   const firstPid = pidOf(first);
 
   await waitFor(() => h.gateway.catalog(h.tenant)[0]!.state === 'idle', 10_000, 'idle close');
-  assert.ok(!(await descendantPids()).includes(firstPid), 'the idle server process was stopped');
+  await waitFor(async () => !(await descendantPids()).includes(firstPid), 10_000, 'the idle server process stopped');
   // What fronts list comes from the catalog: the idle server's tools are still there.
   const listed = (await h.call({ method: 'catalog/list' })) as CatalogReply;
   const entry = listed.servers.find(s => s.name === 'counter')!;

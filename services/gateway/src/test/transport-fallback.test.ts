@@ -9,6 +9,7 @@ import { spawn } from 'node:child_process';
 import { connect } from 'node:net';
 import { test, type TestContext } from 'node:test';
 import { freePort, installed, manifest, waitFor } from './harness.js';
+import { startProtectedMcpServer } from './fixtures/protected-mcp-server.js';
 import { mapSecrets, startUpstream } from './upstream-harness.js';
 
 type ToolResult = { content: { type: string; text: string }[] };
@@ -102,10 +103,21 @@ test('a Streamable HTTP server is spoken to over Streamable HTTP, without a fall
 
   // Idle: the session is ended with DELETE; the next call opens a new one.
   await waitFor(() => under.upstream.state === 'idle', 10_000, 'idle close');
-  assert.ok(recorded.requests.includes('DELETE /mcp'));
+  await waitFor(() => recorded.requests.includes('DELETE /mcp'), 5_000, 'the session ended');
   const sessions = () => new Set(recorded.headers.map(h => h.get('mcp-session-id')).filter(Boolean)).size;
   const before = sessions();
   const again = await under.upstream.callTool('echo', { message: 'after idle' }, undefined);
   assert.ok(again.ok);
   assert.equal(sessions(), before + 1, 'a new session');
+});
+
+test('a URL that speaks neither transport fails naming the refused handshake and the failed fallback', async t => {
+  const server = await startProtectedMcpServer();
+  t.after(() => server.close());
+  const under = await startUpstream(manifest('t-neither', 'nothing-here', { url: `http://127.0.0.1:${server.port}/not-mcp` }), { initialBackoffMs: 60_000 });
+  t.after(() => under.close());
+  assert.equal(under.upstream.state, 'failed');
+  assert.match(under.upstream.error!, /the Streamable HTTP handshake was answered HTTP 404 .*and the HTTP\+SSE fallback failed: /);
+  const seen = server.requests.map(r => `${r.method} ${r.path}`);
+  assert.ok(seen.indexOf('POST /not-mcp') >= 0 && seen.indexOf('GET /not-mcp') > seen.indexOf('POST /not-mcp'), seen.join(', '));
 });

@@ -106,6 +106,21 @@ test('an HTTP 401 on a call renews the OAuth2 credential once, reconnects with t
   assert.ok(!under.lines.some(line => line.includes('access-1') || line.includes('access-2')));
 });
 
+test('calls refused together share one renewal', async t => {
+  const server = await startProtectedMcpServer({ token: 'access-1' });
+  t.after(() => server.close());
+  const secrets = mapSecrets({ 'cred:oauth': { value: 'Bearer access-1', oauth2: 'oauth' } }, () => 'Bearer access-2');
+  const under = await startUpstream(manifest('t-together', 'protected', { url: server.url, headers: [{ name: 'Authorization', value: 'cred:oauth' }] }), { secrets });
+  t.after(() => under.close());
+  server.requireToken('access-2');
+  const outcomes = await Promise.all([1, 2, 3].map(i => under.upstream.callTool('echo', { text: `call ${i}` }, undefined)));
+  assert.deepEqual(
+    outcomes.map(o => o.ok && (o.result as ToolResult).content[0]!.text),
+    ['call 1', 'call 2', 'call 3'],
+  );
+  assert.equal(secrets.renewals.length, 1);
+});
+
 test('an HTTP 401 at connect time is renewed once too', async t => {
   const server = await startProtectedMcpServer({ token: 'fresh' });
   t.after(() => server.close());
