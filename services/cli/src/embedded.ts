@@ -126,6 +126,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
       startTimeoutMs: config.serverStartTimeoutMs,
       callTimeoutMs: config.callTimeoutMs,
       env: { PUNK_MANIFEST_DIR: manifestDir },
+      upstream: { idleTimeoutMs: config.upstreamIdleTimeoutMs, maxConcurrentCalls: config.upstreamMaxConcurrentCalls },
     });
     stops.push(() => gateway.stop());
     const front = await createFront({

@@ -1,19 +1,28 @@
 /**
  * Opens one MCP connection to a server, whatever its source: a local stdio
- * child, a local streamable-http child on its port, or a remote url. Bounded
- * by the start timeout; on any failure nothing is left running.
+ * child, a local streamable-http child on its port, or a remote url (its
+ * credential references resolved, renewed once on an HTTP 401). Bounded by the
+ * start timeout; on any failure nothing is left running.
  */
-import { Client, SSEClientTransport, StreamableHTTPClientTransport, type ClientOptions } from '@modelcontextprotocol/client';
+import { Client, type ClientOptions } from '@modelcontextprotocol/client';
 import { errorMessage, PunkError, transportOf, type Logger, type McpServer } from '@punk/lib';
+import { connectHttp, type HttpAnswers, type HttpConnection, type HttpTransportKind } from './http-transport.js';
 import { planLaunch } from './launch.js';
 import { ServerProcess } from './process.js';
 import type { SessionLink } from './session-link.js';
 import { ProcessStdioTransport } from './stdio-transport.js';
+import { headerRecord, renewHeaders, resolveHeaders, type ResolvedHeader, type Secrets } from './upstream-secrets.js';
 
-/** An open connection: the SDK client and, for local servers, the process. */
+/** An open connection: the SDK client, the transport it speaks and, for local servers, the process. */
 export interface Connection {
   client: Client;
+  /** The transport in use: `sse` when a streamable-http url server only spoke HTTP+SSE. */
+  transport: 'stdio' | HttpTransportKind;
   process?: ServerProcess;
+  /** The resolved `spec.headers` of a url server (secret values: never log them). */
+  headers: ResolvedHeader[];
+  /** HTTP 401 answers the connection got so far (always 0 for stdio). */
+  unauthorized(): number;
 }
 
 /** Options of {@link openConnection}. */
@@ -45,6 +54,12 @@ export interface ConnectOptions {
    * `roots/list` to it. Absent on shared connections (their log messages go to {@link onLog}).
    */
   session?: SessionLink;
+  /** The fetch of every HTTP request to a url server (e.g. the SSRF-guarded one); not used for local servers. */
+  fetch?: typeof fetch;
+  /** The credentials vault that resolves `cred:` references in `spec.headers` and `spec.env`. */
+  secrets?: Secrets;
+  /** Headers to send instead of resolving `spec.headers`: already renewed after an HTTP 401, so a 401 now is final. */
+  renewedHeaders?: ResolvedHeader[];
 }
 
 /** Answers a server-to-client request of an upstream (MCP 2025-11-25 client/elicitation, client/sampling). */
@@ -89,10 +104,15 @@ function newClient(options: ConnectOptions, modern: boolean): Client {
 /**
  * Connects to a server. stdio servers speak the 2025 era (`initialize`); HTTP
  * servers are probed with `server/discover` (`mode: 'auto'`) so 2026-07-28
- * servers are spoken to in their era; sse servers speak 2025.
+ * servers are spoken to in their era; sse servers speak 2025. A streamable-http
+ * server whose handshake POST is answered 400, 404 or 405 is spoken to over
+ * HTTP+SSE instead (http-transport.ts). A url server that answers HTTP 401 to
+ * headers from an OAuth2 credential gets them renewed once and is tried again.
  *
  * @throws PunkError `ServerLaunchFailed` (cannot run locally), `ServerStartFailed`
- *   (exited, command missing, unreachable) or `ServerStartTimeout`, each naming the server.
+ *   (exited, command missing, unreachable), `ServerStartTimeout`, `UpstreamUnauthorized`
+ *   (HTTP 401, after the one renewal when there was something to renew), each naming the
+ *   server; the credential errors of upstream-secrets.ts and of the vault.
  */
 export async function openConnection(server: McpServer, options: ConnectOptions): Promise<Connection> {
   const spec = server.spec;
@@ -111,13 +131,40 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
   });
   try {
     if (spec.url !== undefined) {
-      client = newClient(options, transport === 'streamable-http');
       const url = new URL(spec.url);
-      const t = transport === 'sse' ? new SSEClientTransport(url) : new StreamableHTTPClientTransport(url);
-      await Promise.race([client.connect(t, { timeout: options.timeoutMs }), timeout]);
-      return { client };
+      const http = (headers: ResolvedHeader[], seen: HttpAnswers): Promise<HttpConnection> =>
+        connectHttp(url, {
+          transport: transport === 'sse' ? 'sse' : 'streamable-http',
+          headers: headerRecord(headers),
+          seen,
+          ...(options.fetch && { fetch: options.fetch }),
+          timeoutMs: () => deadline - Date.now(),
+          newClient: kind => (client = newClient(options, kind === 'streamable-http')),
+          onFallback: status => options.log.info({ server: name, status }, `server ${name} refused the Streamable HTTP handshake (HTTP ${status}); trying the HTTP+SSE transport`),
+        });
+      let headers = options.renewedHeaders ?? (await resolveHeaders(server, options.secrets));
+      let connected: HttpConnection | undefined;
+      for (let renewed = options.renewedHeaders !== undefined; !connected; renewed = true) {
+        const seen = { unauthorized: 0 };
+        try {
+          connected = await Promise.race([http(headers, seen), timeout]);
+          break;
+        } catch (error) {
+          if (seen.unauthorized === 0) throw error;
+        }
+        const renewal = renewed ? undefined : await renewHeaders(headers, options.secrets);
+        if (!renewal) throw unauthorizedError(name, renewed);
+        options.log.info({ server: name }, `server ${name} answered HTTP 401; its OAuth2 credentials were renewed, connecting again`);
+        headers = renewal;
+      }
+      options.log.info({ server: name, transport: connected.transport }, `connected to server ${name} over ${connected.transport}`);
+      return { client: connected.client, transport: connected.transport, headers, unauthorized: connected.unauthorized };
     }
-    const plan = await planLaunch(server, { workDir: options.workDir, ...(options.extraEnv && { extraEnv: options.extraEnv }) });
+    const plan = await planLaunch(server, {
+      workDir: options.workDir,
+      ...(options.extraEnv && { extraEnv: options.extraEnv }),
+      ...(options.secrets && { secrets: options.secrets }),
+    });
     const proc = (child = new ServerProcess(plan, { log: options.log, server: name, stdio: transport === 'stdio' }));
     const exited = proc.exited.then(exit => {
       throw new PunkError('ServerStartFailed', `server ${name} ${proc.describeExit(exit)} before completing its MCP handshake`, {
@@ -129,28 +176,28 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
     if (transport === 'stdio') {
       client = newClient(options, false);
       await Promise.race([client.connect(new ProcessStdioTransport(proc), { timeout: options.timeoutMs }), exited, timeout]);
-      return { client, process: proc };
+      return { client, transport: 'stdio', process: proc, headers: [], unauthorized: () => 0 };
     }
     const url = new URL(`http://127.0.0.1:${spec.port}${spec.path}`);
-    const attempt = async (): Promise<Client> => {
+    const attempt = async (): Promise<HttpConnection> => {
       for (;;) {
         if (abandoned) throw new Error('start abandoned');
-        const candidate = newClient(options, transport === 'streamable-http');
-        client = candidate;
-        const t = transport === 'sse' ? new SSEClientTransport(url) : new StreamableHTTPClientTransport(url);
         try {
-          await candidate.connect(t, { timeout: Math.max(1, deadline - Date.now()) });
-          return candidate;
+          return await connectHttp(url, {
+            transport: transport === 'sse' ? 'sse' : 'streamable-http',
+            headers: {},
+            timeoutMs: () => deadline - Date.now(),
+            newClient: kind => (client = newClient(options, kind === 'streamable-http')),
+          });
         } catch (error) {
-          await candidate.close().catch(() => undefined);
           if (proc.exitInfo || Date.now() + HTTP_RETRY_MS >= deadline) throw error;
           options.log.debug({ server: name, err: errorMessage(error) }, 'server not reachable yet; retrying');
           await new Promise(resolve => setTimeout(resolve, HTTP_RETRY_MS));
         }
       }
     };
-    client = await Promise.race([attempt(), exited, timeout]);
-    return { client, process: proc };
+    const connected = await Promise.race([attempt(), exited, timeout]);
+    return { client: connected.client, transport: connected.transport, process: proc, headers: [], unauthorized: () => 0 };
   } catch (error) {
     abandoned = true;
     await client?.close().catch(() => undefined);
@@ -160,4 +207,15 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * The error of an upstream that refused the connection's credentials with HTTP 401.
+ * @param renewed whether its OAuth2 credentials were renewed once already.
+ */
+export function unauthorizedError(server: string, renewed: boolean): PunkError {
+  const why = renewed
+    ? 'again after its OAuth2 credentials were renewed; the grant may be revoked or lack access'
+    : 'and no header comes from an OAuth2 credential that could be renewed; check spec.headers and the credentials they reference';
+  return new PunkError('UpstreamUnauthorized', `server ${server} answered HTTP 401 (unauthorized) ${why}`, { server, status: 401 });
 }

@@ -36,6 +36,7 @@ export const gatewayService: ServiceDefinition = {
       callTimeoutMs: config.callTimeoutMs,
       env: { PUNK_MANIFEST_DIR: manifestDir },
       instanceId: config.instanceId,
+      upstream: { idleTimeoutMs: config.upstreamIdleTimeoutMs, maxConcurrentCalls: config.upstreamMaxConcurrentCalls },
     });
     await gateway.ready();
     return {

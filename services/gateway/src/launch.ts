@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PunkError, type McpServer } from '@punk/lib';
+import { CREDENTIAL_PREFIX, resolveValue, type Secrets } from './upstream-secrets.js';
 
 /** How to start one server process. */
 export interface LaunchPlan {
@@ -27,6 +28,8 @@ export interface LaunchOptions {
   workDir: string;
   /** Extra variables that `$(VAR)` may expand (e.g. `PUNK_MANIFEST_DIR`); they are not passed to the child. */
   extraEnv?: Record<string, string>;
+  /** The credentials vault that resolves `cred:<id>` values and `credentialRef`s of `env` (none: such entries are errors). */
+  secrets?: Secrets;
 }
 
 /** The working directory of a server: `<workDir>/<namespace>/<name>`. */
@@ -49,9 +52,13 @@ export function expandVars(value: string, vars: Record<string, string>): string 
  * Builds the launch plan of a server that Punk starts (an `image` with a
  * `command`, or a `package`), creating its working directory.
  *
- * @throws PunkError `ServerLaunchFailed` when the server cannot run locally: an
- *   `image` without `command`, a `url` server, or an env var whose value comes
- *   from a Secret or McpCredential (not available in embedded mode yet).
+ * `env` values that reference a credential (a `cred:<id>` literal, or `valueFrom.credentialRef`) are resolved
+ * through `options.secrets` and are not `$(VAR)`-expanded.
+ *
+ * @throws PunkError `ServerLaunchFailed` when the server cannot run locally (an
+ *   `image` without `command`, a `url` server); for env entries, what
+ *   {@link resolveValue} throws (`SecretUnsupported` for a Secret, `CredentialUnavailable`
+ *   without a vault, the vault's own errors), naming the variable.
  */
 export async function planLaunch(server: McpServer, options: LaunchOptions): Promise<LaunchPlan> {
   const spec = server.spec;
@@ -66,15 +73,8 @@ export async function planLaunch(server: McpServer, options: LaunchOptions): Pro
   };
   const vars = (): Record<string, string> => ({ ...options.extraEnv, ...env });
   for (const entry of spec.env) {
-    if (entry.value === undefined) {
-      const from = entry.valueFrom?.secretKeyRef ? `Secret ${entry.valueFrom.secretKeyRef.name}` : `McpCredential ${entry.valueFrom?.credentialRef?.name}`;
-      throw new PunkError(
-        'ServerLaunchFailed',
-        `server ${name}: env ${entry.name} comes from ${from}, which is not available to locally run servers yet`,
-        { variable: entry.name },
-      );
-    }
-    env[entry.name] = expandVars(entry.value, vars());
+    const literal = entry.value !== undefined && !entry.value.startsWith(CREDENTIAL_PREFIX);
+    env[entry.name] = literal ? expandVars(entry.value!, vars()) : (await resolveValue(server, `env ${entry.name}`, entry, options.secrets)).value;
   }
   const args = (spec.args ?? []).map(arg => expandVars(arg, vars()));
   let command: string;

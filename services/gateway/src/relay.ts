@@ -144,7 +144,7 @@ async function callTool(
     await appendLedgerEvent(bus, callEvent('tool.completed', context, { name, decisionId: decision.decisionId, upstreamCalled: false, isError: true, error: message }));
     return toolError(message);
   }
-  if (upstream.state !== 'ready') {
+  if (!upstream.accepting) {
     // The attempt is on the ledger too: the decision above, and this outcome without an upstream call.
     const message = `server ${request.server} is unavailable (${upstream.state}${upstream.error ? `: ${upstream.error}` : ''})`;
     await appendLedgerEvent(bus, callEvent('tool.completed', context, { name, decisionId: decision.decisionId, upstreamCalled: false, isError: true, error: message }));
@@ -177,7 +177,7 @@ async function relayOther(
   signal: AbortSignal | undefined,
 ): Promise<Record<string, unknown>> {
   const what = kind === 'resource' ? `resource ${target}` : `prompt ${target}`;
-  if (upstream.state !== 'ready') {
+  if (!upstream.accepting) {
     throw new PunkError('ServerUnavailable', `server ${request.server} is unavailable (${upstream.state}${upstream.error ? `: ${upstream.error}` : ''})`, { server: request.server });
   }
   const decision = await ask(bus, request, context, kind, target, undefined);

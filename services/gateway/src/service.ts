@@ -34,7 +34,7 @@ import { RegistrationStore } from './registry/store.js';
 import { createRelay, type Registry } from './relay.js';
 import { createSessionRouting } from './routing.js';
 import { busSessionLink } from './session-link.js';
-import { Upstream } from './upstream.js';
+import { Upstream, type UpstreamPoolOptions } from './upstream.js';
 
 
 /** Options of {@link startGateway}. */
@@ -68,6 +68,12 @@ export interface GatewayOptions {
   instanceId?: string;
   /** Time to live of a `per-client` upstream session's ownership entry (default {@link DEFAULT_UPSTREAM_SESSION_TTL_MS}); the session closes after 3/4 of it idle. */
   upstreamSessionTtlMs?: number;
+  /**
+   * Pool settings and connection hooks of every upstream (upstream.ts): idle timeout, concurrent-call bound, the
+   * fetch and credentials vault of url servers, the review of tools listings. `per-client` sessions get all but
+   * `idleTimeoutMs` (they close on their own idle time).
+   */
+  upstream?: UpstreamPoolOptions;
 }
 
 /** A running gateway. */
@@ -150,6 +156,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   // `per-client` servers: one upstream per client session, owned by one replica (client-sessions.ts, routing.ts).
   const pending = new PendingRequests(options.pendingLimits ?? DEFAULT_PENDING_LIMITS);
   const sessionTtlMs = options.upstreamSessionTtlMs ?? DEFAULT_UPSTREAM_SESSION_TTL_MS;
+  const { idleTimeoutMs: _sessionsCloseWhenIdle, ...perClient } = options.upstream ?? {};
   const sessions = new ClientSessions({
     bus,
     log,
@@ -157,6 +164,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     idleMs: (sessionTtlMs * 3) / 4,
     createUpstream: (server, key, sessionId, clientCapabilities) =>
       new Upstream({
+        ...perClient,
         server,
         log,
         workDir: join(options.workDir, 'sessions', key),

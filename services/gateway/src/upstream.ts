@@ -1,14 +1,23 @@
 /**
- * One upstream server: its lifecycle (start, ready, crash, restart with
- * exponential backoff, stop), its pooled SDK client, its cached listings, and
- * the calls relayed to it.
+ * One upstream server of one tenant, the gateway replica's pool entry for it: its lifecycle (start, ready,
+ * crash, restart with exponential backoff, idle close and reconnect on demand, stop), its pooled SDK client,
+ * its cached listings, the calls relayed to it (bounded in number), and its circuit breaker.
+ *
+ * Circuit breaker: connect failures, process exits, call timeouts and transport errors count as consecutive
+ * failures (a tool error or a JSON-RPC error the server answered is a success: the server is up). After
+ * {@link BREAKER_FAILURE_THRESHOLD} of them the circuit opens: the connection is dropped and calls fail fast
+ * with `ServerUnavailable` until the probe, a reconnect after the restart backoff ({@link INITIAL_BACKOFF_MS}
+ * doubled per failure, at most {@link MAX_BACKOFF_MS}). The probe running is `half-open`; its success closes
+ * the circuit (the next failure before any success re-opens it with the next, longer backoff), its failure
+ * re-opens it. Below the threshold a lost connection is restarted on the same backoff, as before.
  */
 import { randomUUID } from 'node:crypto';
-import { isInputRequiredResult, LOG_LEVEL_META_KEY, ProtocolError, ProtocolErrorCode, SdkError, SdkErrorCode, type Client, type Tool } from '@modelcontextprotocol/client';
+import { isInputRequiredResult, LOG_LEVEL_META_KEY, ProtocolError, ProtocolErrorCode, SdkError, SdkErrorCode, StreamableHTTPClientTransport, type Client, type Tool } from '@modelcontextprotocol/client';
 import { durationMs, errorMessage, logLevelSchema, passesLogLevel, PunkError, UPSTREAM_INPUT_REQUIRED, type Logger, type LogLevel, type McpServer, type ServerCatalog, type ServerState } from '@punk/lib';
 import { buildCatalog, emptyListings, type Listings, type McpItem, type ServerIdentity } from './catalog.js';
 import type { ClientLink } from './client-channel.js';
-import { openConnection, type Connection, type ForwardedMethod } from './connect.js';
+import { openConnection, unauthorizedError, type Connection, type ForwardedMethod } from './connect.js';
+import { renewHeaders, type ResolvedHeader, type Secrets } from './upstream-secrets.js';
 import type { ProcessExit, ServerProcess } from './process.js';
 import type { SessionLink } from './session-link.js';
 import { answerInputRequests, MAX_INPUT_ROUNDS, metaForModernUpstream, type InputRequiredMode, type InputRetry } from './upstream-input.js';
@@ -17,6 +26,10 @@ import { answerInputRequests, MAX_INPUT_ROUNDS, metaForModernUpstream, type Inpu
 export const INITIAL_BACKOFF_MS = 1_000;
 /** Longest restart delay. */
 export const MAX_BACKOFF_MS = 30_000;
+/** Consecutive failures (connects, exits, call timeouts, transport errors) that open the circuit breaker. */
+export const BREAKER_FAILURE_THRESHOLD = 3;
+/** Failures that end a start attempt for good: retrying cannot help until the manifest or the gateway changes. */
+const FINAL_START_ERRORS = new Set(['ServerLaunchFailed', 'SecretUnsupported', 'CredentialUnavailable']);
 /** A server ready for this long before it fails starts its backoff afresh. */
 const STABLE_MS = 60_000;
 /** How long a closed connection waits for its process's exit code before reporting. */
@@ -39,7 +52,28 @@ export interface UpstreamOptions {
   onResourceUpdated: (upstream: Upstream, uri: string) => void;
   /** The client session this upstream belongs to (`per-client` servers only): its log messages and `roots/list` go there. */
   session?: SessionLink;
+  /** The fetch of every HTTP request to a url server (e.g. the SSRF-guarded one); the global fetch when absent. */
+  fetch?: typeof fetch;
+  /** The credentials vault that resolves `cred:` references in `spec.headers` and `spec.env`, and renews OAuth2 ones after an HTTP 401. */
+  secrets?: Secrets;
+  /** Close the connection after this long without calls (`PUNK_UPSTREAM_IDLE_TIMEOUT_MS`), in milliseconds; never when absent. */
+  idleTimeoutMs?: number;
+  /** Most calls in flight at once (`PUNK_UPSTREAM_MAX_CONCURRENT_CALLS`); more fail at once with `ServerBusy`. Unbounded when absent. */
+  maxConcurrentCalls?: number;
+  /** First restart (and circuit probe) delay, doubled per consecutive failure up to {@link MAX_BACKOFF_MS}; default {@link INITIAL_BACKOFF_MS}. */
+  initialBackoffMs?: number;
+  /**
+   * Reviews every tools listing (the first and each refresh) before it is stored: what it returns is served
+   * (it may drop tools). When it throws, the error is logged and the previous listing is kept.
+   */
+  reviewTools?: (upstream: Upstream, tools: McpItem[]) => Promise<McpItem[]>;
 }
+
+/** The pool settings and connection hooks a gateway gives each of its upstreams. */
+export type UpstreamPoolOptions = Pick<UpstreamOptions, 'fetch' | 'secrets' | 'idleTimeoutMs' | 'maxConcurrentCalls' | 'initialBackoffMs' | 'reviewTools'>;
+
+/** The circuit breaker of one upstream on this replica (see the module comment). */
+export type CircuitState = 'closed' | 'open' | 'half-open';
 
 /** How a relayed call ended when the server gave no answer of its own (`cancelled`: the client gave it up, and the upstream was told). */
 export type CallFailure =
@@ -50,6 +84,14 @@ export type CallFailure =
 
 /** The outcome of a relayed call: the upstream's result, or why there is none. */
 export type CallOutcome = { ok: true; result: Record<string, unknown> } | ({ ok: false } & CallFailure);
+
+/** One relayed request on a client (`options` carry its deadline, cancellation and input-required handling). */
+type RelayedCall = (
+  client: Client,
+  options: { timeout: number; signal?: AbortSignal; allowInputRequired?: boolean },
+  meta: Record<string, unknown> | undefined,
+  retry?: InputRetry,
+) => Promise<unknown>;
 
 /** One upstream MCP server and its pooled connection. */
 export class Upstream {
@@ -66,6 +108,13 @@ export class Upstream {
   private failures = 0;
   private readySince = 0;
   private restartTimer: NodeJS.Timeout | undefined;
+  private idleTimer: NodeJS.Timeout | undefined;
+  /** The start attempt under way, if any. */
+  private connecting: Promise<unknown> | undefined;
+  /** The renewal of the credentials a connection's upstream refused (HTTP 401), shared by the calls that saw it. */
+  private renewal: { of: Connection; done: Promise<void> } | undefined;
+  private inFlight = 0;
+  private transport: Connection['transport'] | undefined;
   private stopping = false;
   private generation = 0;
   private settleFirstStart!: () => void;
@@ -103,9 +152,29 @@ export class Upstream {
     return timeout ? durationMs(timeout) : this.options.callTimeoutMs;
   }
 
-  /** The catalog entry, with the last listings in every state. */
+  /** The catalog entry, with the last listings in every state, the transport of the last connection and the circuit. */
   catalog(): ServerCatalog {
-    return buildCatalog(this.options.server, this.stateValue, this.lastError, this.identity, this.listings);
+    return {
+      ...buildCatalog(this.options.server, this.stateValue, this.lastError, this.identity, this.listings),
+      ...(this.transport && { transport: this.transport }),
+      circuit: this.circuit,
+    };
+  }
+
+  /** The circuit breaker: `open` after {@link BREAKER_FAILURE_THRESHOLD} consecutive failures until the probe (`half-open`) succeeds. */
+  get circuit(): CircuitState {
+    if (this.failures < BREAKER_FAILURE_THRESHOLD || !['starting', 'failed'].includes(this.stateValue)) return 'closed';
+    return this.stateValue === 'starting' ? 'half-open' : 'open';
+  }
+
+  /** Whether a call is taken now: when ready, idle (it reconnects) or starting with the circuit closed (it waits for the start). */
+  get accepting(): boolean {
+    return this.circuit === 'closed' && ['ready', 'idle', 'starting'].includes(this.stateValue);
+  }
+
+  /** Calls in flight to the server now. */
+  get callsInFlight(): number {
+    return this.inFlight;
   }
 
   /**
@@ -127,6 +196,7 @@ export class Upstream {
   async stop(): Promise<void> {
     this.stopping = true;
     clearTimeout(this.restartTimer);
+    clearTimeout(this.idleTimer);
     this.generation++;
     await this.dropConnection();
     this.setState('stopped', this.lastError);
@@ -171,8 +241,8 @@ export class Upstream {
    * @throws PunkError `ServerUnavailable` when the server is not ready, `UpstreamError` when it answers with an error.
    */
   async complete(params: { ref: Record<string, unknown>; argument: { name: string; value: string }; context?: Record<string, unknown> }): Promise<Record<string, unknown>> {
-    const client = this.connection?.client;
-    if (this.stateValue !== 'ready' || !client) throw new PunkError('ServerUnavailable', `server ${this.key} is unavailable (${this.stateValue})`);
+    const client = (await this.connectionForCall())?.client;
+    if (!client) throw new PunkError('ServerUnavailable', `server ${this.key} is unavailable (${this.stateValue})`);
     try {
       return (await client.complete(params as Parameters<Client['complete']>[0], { timeout: this.callTimeoutMs })) as unknown as Record<string, unknown>;
     } catch (error) {
@@ -203,8 +273,8 @@ export class Upstream {
    * @throws PunkError `ServerUnavailable` when the server is not ready, `UpstreamError` when it refuses.
    */
   async subscribe(uri: string): Promise<void> {
-    const client = this.connection?.client;
-    if (this.stateValue !== 'ready' || !client) throw new PunkError('ServerUnavailable', `server ${this.key} is unavailable (${this.stateValue})`);
+    const client = (await this.connectionForCall())?.client;
+    if (!client) throw new PunkError('ServerUnavailable', `server ${this.key} is unavailable (${this.stateValue})`);
     if (this.subscribed.has(uri)) return;
     try {
       await subscribeOn(client, uri, this.callTimeoutMs);
@@ -212,6 +282,8 @@ export class Upstream {
       throw new PunkError('UpstreamError', `server ${this.key} refused a subscription to ${uri}: ${errorMessage(error)}`, error instanceof ProtocolError ? { mcpCode: error.code } : {});
     }
     this.subscribed.add(uri);
+    // A connection that carries subscriptions is never idle: closing it would lose the updates.
+    clearTimeout(this.idleTimer);
   }
 
   /**
@@ -248,17 +320,120 @@ export class Upstream {
     throw new ProtocolError(ProtocolErrorCode.InternalError, `${method} cannot be relayed: ${able.length} client calls are in progress on server ${this.key} and the request does not say which one it belongs to`);
   }
 
-  private async relay(
-    call: (client: Client, options: { timeout: number; signal?: AbortSignal; allowInputRequired?: boolean }, meta: Record<string, unknown> | undefined, retry?: InputRetry) => Promise<unknown>,
+  /**
+   * Relays one call within the pool's bounds: at most `maxConcurrentCalls` in flight, the connection opened
+   * again when idle, fast failure while the circuit is open, and after an HTTP 401 one renewal of the
+   * connection's OAuth2 credentials, one reconnect and one retry. Outcomes feed the circuit breaker.
+   * @throws PunkError `ServerBusy` at the bound, `ServerUnavailable` while the circuit is open, `UpstreamUnauthorized`
+   *   when the upstream refuses the credentials (again), the vault's `CredentialRefreshFailed`, `UpstreamError`.
+   */
+  private async relay(call: RelayedCall, meta: Record<string, unknown> | undefined, link: ClientLink | undefined, signal?: AbortSignal, mode?: InputRequiredMode): Promise<CallOutcome> {
+    const limit = this.options.maxConcurrentCalls;
+    if (limit !== undefined && this.inFlight >= limit) {
+      throw new PunkError(
+        'ServerBusy',
+        `server ${this.key} is busy: ${this.inFlight} calls are in flight on this gateway replica, its limit (PUNK_UPSTREAM_MAX_CONCURRENT_CALLS=${limit}); try again shortly`,
+        { server: this.key, limit },
+      );
+    }
+    this.inFlight++;
+    clearTimeout(this.idleTimer);
+    try {
+      const connection = await this.connectionForCall();
+      if (!connection) {
+        return { ok: false, kind: 'unavailable', message: `server ${this.key} is unavailable (${this.stateValue}${this.lastError ? `: ${this.lastError}` : ''})` };
+      }
+      const refused = connection.unauthorized();
+      const outcome = await this.relayOn(connection, call, meta, link, signal, mode);
+      if (outcome.ok || outcome.kind === 'cancelled' || connection.unauthorized() === refused) return this.account(connection, outcome);
+      // The upstream answered HTTP 401: renew the credentials once, reconnect, and retry the call once.
+      this.options.log.info({ server: this.key }, `server ${this.key} answered a call with HTTP 401; renewing its credentials and retrying once`);
+      const renewed = await this.renewAfterUnauthorized(connection);
+      const refusedAgain = renewed.unauthorized();
+      const retried = await this.relayOn(renewed, call, meta, link, signal, mode);
+      if (!retried.ok && retried.kind !== 'cancelled' && renewed.unauthorized() !== refusedAgain) throw unauthorizedError(this.key, true);
+      return this.account(renewed, retried);
+    } finally {
+      this.inFlight--;
+      this.armIdle();
+    }
+  }
+
+  /**
+   * The connection a call goes out on: the ready one; a new one when the server is idle or starting (the
+   * call waits for the start); none when it failed (the caller answers `unavailable`).
+   * @throws PunkError `ServerUnavailable` while the circuit is open or half-open, saying when it probes again.
+   */
+  private async connectionForCall(): Promise<Connection | undefined> {
+    if (this.stateValue === 'idle' && !this.stopping) void this.attempt();
+    if (this.stateValue === 'starting' && this.circuit === 'closed') await this.connecting;
+    if (this.circuit !== 'closed') throw new PunkError('ServerUnavailable', `server ${this.key} is unavailable: ${this.lastError ?? 'its circuit breaker is open'}`, { server: this.key, circuit: this.circuit });
+    return this.stateValue === 'ready' ? this.connection : undefined;
+  }
+
+  /** Feeds a call's outcome to the circuit breaker: a timeout or transport error is a failure, an answer a success. */
+  private account(connection: Connection, outcome: CallOutcome): CallOutcome {
+    if (outcome.ok) this.succeeded(connection);
+    else if (outcome.kind === 'timeout' || outcome.kind === 'unavailable') this.callFailed(connection, outcome.message);
+    // `exited` is counted by the process's exit handler, `cancelled` says nothing about the server.
+    return outcome;
+  }
+
+  private succeeded(connection: Connection): void {
+    if (connection === this.connection) this.failures = 0;
+  }
+
+  /** A call on `connection` failed: at the threshold the circuit opens (the connection is dropped and probed again after the backoff). */
+  private callFailed(connection: Connection, message: string): void {
+    if (connection !== this.connection) return;
+    if (this.failures + 1 < BREAKER_FAILURE_THRESHOLD) {
+      this.failures++;
+      return;
+    }
+    this.connection = undefined;
+    this.generation++;
+    this.readySince = 0;
+    void this.closeConnection(connection);
+    this.fail(`calls failed ${this.failures + 1} times in a row (last: ${message})`, true);
+  }
+
+  /**
+   * Renews the OAuth2 credentials of `connection`'s headers after an HTTP 401 and connects again with them; calls
+   * that saw the same refusal share one renewal. Resolves with the new connection.
+   * @throws PunkError `UpstreamUnauthorized` when no header can be renewed or the upstream refuses the renewed ones,
+   *   the vault's `CredentialRefreshFailed`, or the reconnect's error.
+   */
+  private async renewAfterUnauthorized(connection: Connection): Promise<Connection> {
+    if (this.renewal?.of !== connection) {
+      const done = (async () => {
+        const headers = await renewHeaders(connection.headers, this.options.secrets);
+        if (!headers) throw unauthorizedError(this.key, false);
+        if (this.connection !== connection) return;
+        this.connection = undefined;
+        this.generation++;
+        await this.closeConnection(connection);
+        const error = await this.attempt(headers);
+        if (error !== undefined) throw error instanceof PunkError ? error : new PunkError('ServerUnavailable', `server ${this.key} could not be reached again: ${errorMessage(error)}`, { server: this.key });
+      })();
+      this.renewal = { of: connection, done };
+      // A failed renewal is not remembered: the next call refused with the same credentials asks the vault again.
+      done.catch(() => {
+        if (this.renewal?.done === done) this.renewal = undefined;
+      });
+    }
+    await this.renewal.done;
+    if (this.stateValue !== 'ready' || !this.connection) throw new PunkError('ServerUnavailable', `server ${this.key} is unavailable (${this.stateValue})`, { server: this.key });
+    return this.connection;
+  }
+
+  private async relayOn(
+    connection: Connection,
+    call: RelayedCall,
     meta: Record<string, unknown> | undefined,
     link: ClientLink | undefined,
     signal?: AbortSignal,
     mode?: InputRequiredMode,
   ): Promise<CallOutcome> {
-    const connection = this.connection;
-    if (this.stateValue !== 'ready' || !connection) {
-      return { ok: false, kind: 'unavailable', message: `server ${this.key} is unavailable (${this.stateValue}${this.lastError ? `: ${this.lastError}` : ''})` };
-    }
     const timeoutMs = this.callTimeoutMs;
     const proc = connection.process;
     const exited = proc ? proc.exited.then(exit => ({ exit })) : new Promise<never>(() => undefined);
@@ -295,6 +470,7 @@ export class Upstream {
     } catch (error) {
       if (error instanceof PunkError) throw error;
       if (error instanceof ProtocolError) {
+        this.succeeded(connection);
         throw new PunkError('UpstreamError', `server ${this.key} answered with an error: ${error.message}`, { mcpCode: error.code, data: error.data });
       }
       if (signal?.aborted) return { ok: false, kind: 'cancelled', message: `the client cancelled the call to server ${this.key}` };
@@ -344,8 +520,19 @@ export class Upstream {
     return { ok: false, kind: 'exited', message: `server ${this.key} exited during the call (${how})${tail.length ? `; stderr: ${tail.join(' | ')}` : ''}` };
   }
 
-  private async attempt(): Promise<void> {
+  /**
+   * Starts a connection attempt (the first start, a restart, a circuit probe, a reconnect after idleness or after
+   * renewed credentials) and records it as the one under way. Resolves with the attempt's error, if it failed.
+   */
+  private attempt(renewedHeaders?: ResolvedHeader[]): Promise<unknown> {
+    const run = this.connect(renewedHeaders);
+    this.connecting = run;
+    return run;
+  }
+
+  private async connect(renewedHeaders: ResolvedHeader[] | undefined): Promise<unknown> {
     const generation = ++this.generation;
+    clearTimeout(this.restartTimer);
     this.setState('starting', this.lastError);
     let connection: Connection;
     try {
@@ -360,18 +547,21 @@ export class Upstream {
         onProgress: params => this.onProgress(params),
         onLog: params => this.onLog(params),
         ...(this.options.session && { session: this.options.session }),
+        ...(this.options.fetch && { fetch: this.options.fetch }),
+        ...(this.options.secrets && { secrets: this.options.secrets }),
+        ...(renewedHeaders && { renewedHeaders }),
       });
     } catch (error) {
-      if (generation !== this.generation) return;
-      this.fail(errorMessage(error), !(error instanceof PunkError && error.code === 'ServerLaunchFailed'));
-      return;
+      if (generation !== this.generation) return error;
+      this.fail(errorMessage(error), !(error instanceof PunkError && FINAL_START_ERRORS.has(error.code)));
+      return error;
     }
     if (generation !== this.generation) {
-      await connection.client.close().catch(() => undefined);
-      await connection.process?.stop();
-      return;
+      await this.closeConnection(connection);
+      return new PunkError('ServerUnavailable', `server ${this.key} was stopped or changed while connecting`, { server: this.key });
     }
     this.connection = connection;
+    this.transport = connection.transport;
     const client = connection.client;
     this.identity = {
       ...(client.getNegotiatedProtocolVersion() !== undefined && { protocolVersion: client.getNegotiatedProtocolVersion()! }),
@@ -387,7 +577,9 @@ export class Upstream {
     });
     const listings = await this.list(client);
     // The process may have exited (or the server been stopped) while listing.
-    if (generation !== this.generation || this.connection !== connection) return;
+    if (generation !== this.generation || this.connection !== connection) return new PunkError('ServerUnavailable', `server ${this.key} was lost while listing`, { server: this.key });
+    // Reconnected after idleness or a restart: notifications/list_changed sent meanwhile never reached us.
+    const changed = this.listed && JSON.stringify(listings) !== JSON.stringify(this.listings);
     this.listings = listings;
     this.listed = true;
     for (const uri of this.subscribed) {
@@ -397,17 +589,48 @@ export class Upstream {
     }
     this.readySince = Date.now();
     this.setState('ready', undefined);
+    if (changed) this.options.onListChanged(this);
+    this.armIdle();
+    return undefined;
   }
 
+  /**
+   * Records a failure: the server is `failed` and, with `retry`, connected again after the backoff. At
+   * {@link BREAKER_FAILURE_THRESHOLD} consecutive failures `lastError` says the circuit is open and when it probes.
+   */
   private fail(message: string, retry: boolean): void {
-    this.setState('failed', message);
     if (this.readySince > 0 && Date.now() - this.readySince > STABLE_MS) this.failures = 0;
     this.readySince = 0;
     this.failures++;
-    if (!retry || this.stopping) return;
-    const delay = Math.min(INITIAL_BACKOFF_MS * 2 ** (this.failures - 1), MAX_BACKOFF_MS);
-    this.options.log.info({ server: this.key, delayMs: delay }, 'restarting server after backoff');
+    if (!retry || this.stopping) {
+      this.setState('failed', message);
+      return;
+    }
+    const delay = Math.min((this.options.initialBackoffMs ?? INITIAL_BACKOFF_MS) * 2 ** (this.failures - 1), MAX_BACKOFF_MS);
+    const open = this.failures >= BREAKER_FAILURE_THRESHOLD;
+    const probe = new Date(Date.now() + delay).toISOString();
+    this.setState('failed', open ? `circuit open after ${this.failures} consecutive failures, next probe at ${probe} (in ${delay} ms); last failure: ${message}` : message);
+    this.options.log.info({ server: this.key, delayMs: delay, failures: this.failures, circuit: this.circuit }, open ? 'circuit open: probing the server after backoff' : 'restarting server after backoff');
     this.restartTimer = setTimeout(() => void this.attempt(), delay);
+  }
+
+  /** Closes the connection after `idleTimeoutMs` without calls, unless it carries resource subscriptions. */
+  private armIdle(): void {
+    clearTimeout(this.idleTimer);
+    const idleMs = this.options.idleTimeoutMs;
+    if (idleMs === undefined || this.inFlight > 0 || this.stateValue !== 'ready' || this.subscribed.size > 0) return;
+    this.idleTimer = setTimeout(() => void this.closeIdle(), idleMs);
+    this.idleTimer.unref();
+  }
+
+  private async closeIdle(): Promise<void> {
+    const connection = this.connection;
+    if (this.inFlight > 0 || this.stateValue !== 'ready' || this.stopping || !connection) return;
+    this.connection = undefined;
+    this.generation++;
+    this.setState('idle', undefined);
+    this.options.log.info({ server: this.key, idleMs: this.options.idleTimeoutMs }, `closed the idle connection to server ${this.key}; the next call reconnects`);
+    await this.closeConnection(connection);
   }
 
   /** Lists every page of every advertised capability; a failed list is logged and left empty. */
@@ -423,20 +646,34 @@ export class Upstream {
         return [];
       }
     };
-    const [tools, resources, resourceTemplates, prompts] = await Promise.all([
+    const [listedTools, resources, resourceTemplates, prompts] = await Promise.all([
       attempt('tools', !!caps.tools, async () => (await client.listTools(undefined, { timeout, cacheMode: 'refresh' })).tools),
       attempt('resources', !!caps.resources, async () => (await client.listResources(undefined, { timeout, cacheMode: 'refresh' })).resources),
       attempt('resource templates', !!caps.resources, async () => (await client.listResourceTemplates(undefined, { timeout, cacheMode: 'refresh' })).resourceTemplates),
       attempt('prompts', !!caps.prompts, async () => (await client.listPrompts(undefined, { timeout, cacheMode: 'refresh' })).prompts),
     ]);
+    const tools = caps.tools ? await this.reviewed(listedTools) : listedTools;
     return { tools, resources, resourceTemplates, prompts };
+  }
+
+  /** The tools listing as `reviewTools` lets it be served; the previous listing when the review fails (fail closed). */
+  private async reviewed(tools: McpItem[]): Promise<McpItem[]> {
+    const review = this.options.reviewTools;
+    if (!review) return tools;
+    try {
+      return await review(this, tools);
+    } catch (error) {
+      this.options.log.error({ server: this.key, err: errorMessage(error) }, 'the review of a tools listing failed; the previous listing is kept');
+      return this.listings.tools;
+    }
   }
 
   private async refresh(generation: number): Promise<void> {
     const client = this.connection?.client;
     if (!client || generation !== this.generation) return;
-    this.listings = await this.list(client);
+    const listings = await this.list(client);
     if (generation !== this.generation) return;
+    this.listings = listings;
     this.options.log.info({ server: this.key }, 'server listings changed');
     this.options.onListChanged(this);
   }
@@ -444,8 +681,20 @@ export class Upstream {
   private async dropConnection(): Promise<void> {
     const connection = this.connection;
     this.connection = undefined;
-    if (!connection) return;
-    await Promise.race([connection.client.close().catch(() => undefined), new Promise(resolve => setTimeout(resolve, 2_000))]);
+    if (connection) await this.closeConnection(connection);
+  }
+
+  /**
+   * Closes a connection (bounded: a dead HTTP server must not hold the close): a Streamable HTTP session is
+   * ended with DELETE (MCP 2025-11-25 basic/transports "Session Management"), the client closed, the process stopped.
+   */
+  private async closeConnection(connection: Connection): Promise<void> {
+    const transport = connection.client.transport;
+    const close = async () => {
+      if (transport instanceof StreamableHTTPClientTransport) await transport.terminateSession().catch(() => undefined);
+      await connection.client.close().catch(() => undefined);
+    };
+    await Promise.race([close(), new Promise(resolve => setTimeout(resolve, 2_000).unref())]);
     await connection.process?.stop();
   }
 

@@ -251,8 +251,11 @@ export const gatewayRequestSchema = z.discriminatedUnion('method', [
 ]);
 export type GatewayRequest = z.infer<typeof gatewayRequestSchema>;
 
-/** Lifecycle state of one upstream server as the gateway sees it. */
-export const serverStateSchema = z.enum(['starting', 'ready', 'failed', 'stopped']);
+/**
+ * Lifecycle state of one upstream server as the gateway sees it. `idle`: the pooled connection was closed after
+ * `PUNK_UPSTREAM_IDLE_TIMEOUT_MS` without calls; the last listings are still served and the next call reconnects.
+ */
+export const serverStateSchema = z.enum(['starting', 'ready', 'idle', 'failed', 'stopped']);
 export type ServerState = z.infer<typeof serverStateSchema>;
 
 /** What the gateway knows of one server: its state and cached listings. */
@@ -261,6 +264,10 @@ export const serverCatalogSchema = z.object({
   namespace: z.string(),
   state: serverStateSchema,
   lastError: z.string().optional(),
+  /** The transport of the last connection: `sse` when a url server only spoke the 2024-11-05 HTTP+SSE transport. */
+  transport: z.enum(['stdio', 'streamable-http', 'sse']).optional(),
+  /** The gateway replica's circuit breaker for the server: `open` fails calls fast until a probe reconnects (`half-open`). */
+  circuit: z.enum(['closed', 'open', 'half-open']).optional(),
   protocolVersion: z.string().optional(),
   serverInfo: looseObject.optional(),
   instructions: z.string().optional(),

@@ -517,7 +517,7 @@ function meta(ctx: { mcpReq: { _meta?: Record<string, unknown> } }): { _meta?: R
 
 /** Upstream instructions: as-is on a per-server endpoint, one headed section per server on `/mcp`. */
 function instructionsOf(view: CatalogView, scope: Scope): string | undefined {
-  const parts = view.servers.filter(s => s.state === 'ready' && s.instructions).map(s => ({ name: s.name, text: s.instructions! }));
+  const parts = view.servers.filter(s => (s.state === 'ready' || s.state === 'idle') && s.instructions).map(s => ({ name: s.name, text: s.instructions! }));
   if (parts.length === 0) return undefined;
   if (scope.kind === 'server') return parts.map(p => p.text).join('\n\n');
   return parts.map(p => `## ${p.name} (tools and prompts named ${p.name}__*)\n${p.text}`).join('\n\n');

@@ -20,7 +20,7 @@ import {
   type McpServer,
   type RegistryChanged,
 } from '@punk/lib';
-import { startGateway, type Gateway } from '../index.js';
+import { startGateway, type Gateway, type UpstreamPoolOptions } from '../index.js';
 import { openScratchDb } from './database.js';
 
 /** Absolute path of a fixture server script. */
@@ -97,7 +97,10 @@ export interface Harness {
 }
 
 /** Starts bus, ledger stream, governance and gateway for the given servers of a fresh tenant. */
-export async function startHarness(makeServers: (tenant: string) => McpServer[], options: { startTimeoutMs?: number; callTimeoutMs?: number } = {}): Promise<Harness> {
+export async function startHarness(
+  makeServers: (tenant: string) => McpServer[],
+  options: { startTimeoutMs?: number; callTimeoutMs?: number; upstream?: UpstreamPoolOptions } = {},
+): Promise<Harness> {
   const tenant = `t-${randomUUID().slice(0, 8)}`;
   const log = createLogger('gateway-test', process.env.TEST_LOG_LEVEL ?? 'silent');
   const bus = new MemoryBus(log);
@@ -120,6 +123,7 @@ export async function startHarness(makeServers: (tenant: string) => McpServer[],
     startTimeoutMs: options.startTimeoutMs ?? 20_000,
     callTimeoutMs: options.callTimeoutMs ?? 30_000,
     env: { FIXTURES: fixture('') },
+    ...(options.upstream && { upstream: options.upstream }),
   });
   return {
     tenant,

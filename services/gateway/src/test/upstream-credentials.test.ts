@@ -1,0 +1,180 @@
+/**
+ * Credential references of an upstream connection, against real servers on loopback: `spec.headers` resolved
+ * through the vault and sent on every request, `cred:` env values of a local server, and the one renewal, one
+ * reconnect and one retry after an HTTP 401 — never a loop, never a secret in a log line or an error.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { PunkError } from '@punk/lib';
+import { fixture, manifest } from './harness.js';
+import { startProtectedMcpServer } from './fixtures/protected-mcp-server.js';
+import { mapSecrets, startUpstream } from './upstream-harness.js';
+
+type ToolResult = { content: { type: string; text: string }[]; isError?: boolean };
+const NO_RETRY = 3_600_000;
+
+test('headers from the vault and literal headers reach the server on every request, and the secret is never logged', async t => {
+  const server = await startProtectedMcpServer({ token: 'planted-secret-7f3a' });
+  t.after(() => server.close());
+  const secrets = mapSecrets({ 'cred:api-token': { value: 'Bearer planted-secret-7f3a' } });
+  const under = await startUpstream(
+    manifest('t-headers', 'protected', {
+      url: server.url,
+      headers: [
+        { name: 'Authorization', value: 'cred:api-token' },
+        { name: 'X-Client-Team', value: 'platform' },
+      ],
+    }),
+    { secrets },
+  );
+  t.after(() => under.close());
+  assert.equal(under.upstream.state, 'ready', under.upstream.error);
+  const outcome = await under.upstream.callTool('echo', { text: 'hi' }, undefined);
+  assert.ok(outcome.ok);
+  assert.equal((outcome.result as ToolResult).content[0]!.text, 'hi');
+  assert.ok(server.requests.length >= 3, 'handshake, listing and call requests');
+  for (const request of server.requests) {
+    assert.equal(request.headers.authorization, 'Bearer planted-secret-7f3a', `${request.method} ${request.path}`);
+    assert.equal(request.headers['x-client-team'], 'platform');
+  }
+  assert.ok(under.lines.length > 0);
+  assert.ok(!under.lines.some(line => line.includes('planted-secret-7f3a')), 'no log line holds the secret');
+});
+
+test('a reference that does not resolve fails the start naming the header, and a missing vault says so', async t => {
+  const server = await startProtectedMcpServer();
+  t.after(() => server.close());
+  const spec = { url: server.url, headers: [{ name: 'Authorization', valueFrom: { credentialRef: { name: 'missing' } } }] };
+  const unknown = await startUpstream(manifest('t-missing', 'protected', spec), { secrets: mapSecrets({}), initialBackoffMs: NO_RETRY });
+  t.after(() => unknown.close());
+  assert.equal(unknown.upstream.state, 'failed');
+  assert.match(unknown.upstream.error!, /header Authorization: credential missing does not exist/);
+  const vaultless = await startUpstream(manifest('t-vaultless', 'protected', spec));
+  t.after(() => vaultless.close());
+  assert.equal(vaultless.upstream.state, 'failed');
+  assert.match(vaultless.upstream.error!, /header Authorization references a credential, but this gateway has no credentials vault/);
+  assert.equal(server.requests.length, 0, 'nothing was sent without the header');
+});
+
+test('env values of a local server come from the vault (cred: literals and credentialRef), and a Secret is refused by name', async t => {
+  const secrets = mapSecrets({ 'cred:db': { value: 'postgres://u:env-secret-91@db/x' }, 'cred:api/key': { value: 'api-secret-12' } });
+  const counter = (name: string, env: unknown[]) => manifest('t-env', name, { image: 'local/counter', command: [process.execPath, fixture('counter.mjs')], env });
+  const under = await startUpstream(
+    counter('counter', [
+      { name: 'DATABASE_URL', value: 'cred:db' },
+      { name: 'API_KEY', valueFrom: { credentialRef: { name: 'api', key: 'key' } } },
+      { name: 'PLAIN', value: 'x-$(API_KEY)' },
+    ]),
+    { secrets },
+  );
+  t.after(() => under.close());
+  assert.equal(under.upstream.state, 'ready', under.upstream.error);
+  const outcome = await under.upstream.callTool('env', {}, undefined);
+  assert.ok(outcome.ok);
+  const { env } = JSON.parse((outcome.result as ToolResult).content[0]!.text) as { env: Record<string, string> };
+  assert.equal(env.DATABASE_URL, 'postgres://u:env-secret-91@db/x');
+  assert.equal(env.API_KEY, 'api-secret-12');
+  assert.equal(env.PLAIN, 'x-api-secret-12', 'later literals may still expand an earlier variable');
+  assert.ok(!under.lines.some(line => line.includes('env-secret-91') || line.includes('api-secret-12')));
+
+  const secret = await startUpstream(counter('secret', [{ name: 'API_TOKEN', valueFrom: { secretKeyRef: { name: 'tokens', key: 'api' } } }]), { secrets });
+  t.after(() => secret.close());
+  assert.equal(secret.upstream.state, 'failed');
+  assert.match(secret.upstream.error!, /env API_TOKEN comes from Secret tokens, which only the cluster resolves/);
+  assert.deepEqual(secret.states, ['starting', 'failed'], 'no restart: retrying cannot help');
+});
+
+test('an HTTP 401 on a call renews the OAuth2 credential once, reconnects with the new header and retries the call once', async t => {
+  const server = await startProtectedMcpServer({ token: 'access-1' });
+  t.after(() => server.close());
+  const secrets = mapSecrets({ 'cred:oauth': { value: 'Bearer access-1', oauth2: 'oauth' } }, () => 'Bearer access-2');
+  const under = await startUpstream(manifest('t-renew', 'protected', { url: server.url, headers: [{ name: 'Authorization', value: 'cred:oauth' }] }), { secrets });
+  t.after(() => under.close());
+  assert.equal(under.upstream.state, 'ready', under.upstream.error);
+
+  // The authorization server rotated the token: the old one is refused from now on.
+  server.requireToken('access-2');
+  const outcome = await under.upstream.callTool('echo', { text: 'after rotation' }, undefined);
+  assert.ok(outcome.ok, JSON.stringify(outcome));
+  assert.equal((outcome.result as ToolResult).content[0]!.text, 'after rotation');
+  assert.deepEqual(secrets.renewals, [{ credentialId: 'oauth', rejected: 'Bearer access-1' }]);
+  assert.ok(server.requests.some(r => r.refused === 401));
+  const last = server.requests.at(-1)!;
+  assert.equal(last.headers.authorization, 'Bearer access-2');
+  assert.equal(under.upstream.state, 'ready');
+  assert.equal(under.upstream.catalog().circuit, 'closed', 'a refused credential is not a server failure');
+  assert.ok(!under.lines.some(line => line.includes('access-1') || line.includes('access-2')));
+});
+
+test('calls refused together share one renewal', async t => {
+  const server = await startProtectedMcpServer({ token: 'access-1' });
+  t.after(() => server.close());
+  const secrets = mapSecrets({ 'cred:oauth': { value: 'Bearer access-1', oauth2: 'oauth' } }, () => 'Bearer access-2');
+  const under = await startUpstream(manifest('t-together', 'protected', { url: server.url, headers: [{ name: 'Authorization', value: 'cred:oauth' }] }), { secrets });
+  t.after(() => under.close());
+  server.requireToken('access-2');
+  const outcomes = await Promise.all([1, 2, 3].map(i => under.upstream.callTool('echo', { text: `call ${i}` }, undefined)));
+  assert.deepEqual(
+    outcomes.map(o => o.ok && (o.result as ToolResult).content[0]!.text),
+    ['call 1', 'call 2', 'call 3'],
+  );
+  assert.equal(secrets.renewals.length, 1);
+});
+
+test('an HTTP 401 at connect time is renewed once too', async t => {
+  const server = await startProtectedMcpServer({ token: 'fresh' });
+  t.after(() => server.close());
+  const secrets = mapSecrets({ 'cred:oauth': { value: 'Bearer stale', oauth2: 'oauth' } }, () => 'Bearer fresh');
+  const under = await startUpstream(manifest('t-connect', 'protected', { url: server.url, headers: [{ name: 'Authorization', value: 'cred:oauth' }] }), { secrets });
+  t.after(() => under.close());
+  assert.equal(under.upstream.state, 'ready', under.upstream.error);
+  assert.equal(secrets.renewals.length, 1);
+  assert.equal(under.upstream.knownTool('echo') !== undefined, true);
+});
+
+test('a second 401 after the renewal is a clear error, after exactly one renewal', async t => {
+  const server = await startProtectedMcpServer({ token: 'access-1' });
+  t.after(() => server.close());
+  const secrets = mapSecrets({ 'cred:oauth': { value: 'Bearer access-1', oauth2: 'oauth' } }, () => 'Bearer access-2');
+  const under = await startUpstream(manifest('t-revoked', 'protected', { url: server.url, headers: [{ name: 'Authorization', value: 'cred:oauth' }] }), {
+    secrets,
+    initialBackoffMs: NO_RETRY,
+  });
+  t.after(() => under.close());
+  assert.equal(under.upstream.state, 'ready', under.upstream.error);
+
+  // The grant was revoked: no token works any more.
+  server.requireToken('nobody-has-this');
+  await assert.rejects(under.upstream.callTool('echo', { text: 'x' }, undefined), (error: unknown) => {
+    assert.ok(error instanceof PunkError);
+    assert.equal(error.code, 'UpstreamUnauthorized');
+    assert.match(error.message, /answered HTTP 401 \(unauthorized\) again after its OAuth2 credentials were renewed/);
+    assert.ok(!error.message.includes('access-'), 'no token in the error');
+    return true;
+  });
+  assert.equal(secrets.renewals.length, 1);
+  assert.equal(under.upstream.state, 'failed');
+});
+
+test('a renewal the vault cannot make surfaces its error, and a 401 with nothing to renew says so', async t => {
+  const server = await startProtectedMcpServer({ token: 'access-1' });
+  t.after(() => server.close());
+  const refusing = mapSecrets({ 'cred:oauth': { value: 'Bearer access-1', oauth2: 'oauth' } });
+  const oauth = await startUpstream(manifest('t-refresh-fails', 'protected', { url: server.url, headers: [{ name: 'Authorization', value: 'cred:oauth' }] }), { secrets: refusing });
+  t.after(() => oauth.close());
+  const plain = await startUpstream(manifest('t-static', 'protected', { url: server.url, headers: [{ name: 'Authorization', value: 'cred:static' }] }), {
+    secrets: mapSecrets({ 'cred:static': { value: 'Bearer access-1' } }),
+  });
+  t.after(() => plain.close());
+  assert.equal(oauth.upstream.state, 'ready');
+  assert.equal(plain.upstream.state, 'ready');
+
+  server.requireToken('access-2');
+  await assert.rejects(oauth.upstream.callTool('echo', { text: 'x' }, undefined), { code: 'CredentialRefreshFailed' });
+  assert.equal(refusing.renewals.length, 1);
+  await assert.rejects(plain.upstream.callTool('echo', { text: 'x' }, undefined), (error: unknown) => {
+    assert.ok(error instanceof PunkError && error.code === 'UpstreamUnauthorized');
+    assert.match(error.message, /no header comes from an OAuth2 credential that could be renewed/);
+    return true;
+  });
+});
