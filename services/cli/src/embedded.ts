@@ -20,7 +20,8 @@ import {
   type PunkConfig,
   type ServerCatalog,
 } from '@punk/lib';
-import { startGateway } from '@punk/gateway';
+import { destinationPolicyOf, startGateway } from '@punk/gateway';
+import { embeddedKeyring } from './encryption-key.js';
 import { startGovernance } from '@punk/governance';
 import { startLedger } from '@punk/ledger';
 import { createFront, frontOptionsOf } from '@punk/mcp-front';
@@ -127,6 +128,9 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
       callTimeoutMs: config.callTimeoutMs,
       env: { PUNK_MANIFEST_DIR: manifestDir },
       upstream: { idleTimeoutMs: config.upstreamIdleTimeoutMs, maxConcurrentCalls: config.upstreamMaxConcurrentCalls },
+      egress: destinationPolicyOf(config),
+      keyring: await embeddedKeyring(config, options.dataDir === null ? null : resolve(options.dataDir)),
+      toolPinning: config.toolPinning,
     });
     stops.push(() => gateway.stop());
     const front = await createFront({

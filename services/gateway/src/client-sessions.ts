@@ -129,6 +129,11 @@ export class ClientSessions {
     await Promise.all([...this.held.values()].filter(s => s.sessionId === sessionId).map(s => s.upstream.notifyRootsChanged()));
   }
 
+  /** The upstreams of every held session of one server (`<namespace>/<name>`). */
+  ofServer(serverKey: string): Upstream[] {
+    return [...this.held.values()].filter(s => s.upstream.key === serverKey).map(s => s.upstream);
+  }
+
   /** Closes every held session of one server (`<namespace>/<name>`: its manifest changed or it was removed). */
   async closeServer(serverKey: string): Promise<void> {
     await Promise.all([...this.held.values()].filter(s => s.upstream.key === serverKey).map(s => this.close(s.key, 'stopped')));

@@ -4,6 +4,7 @@
  * credential references resolved, renewed once on an HTTP 401). Bounded by the
  * start timeout; on any failure nothing is left running.
  */
+import type { FetchLike } from '@modelcontextprotocol/client';
 import { Client, type ClientOptions } from '@modelcontextprotocol/client';
 import { errorMessage, PunkError, transportOf, type Logger, type McpServer } from '@punk/lib';
 import { connectHttp, type HttpAnswers, type HttpConnection, type HttpTransportKind } from './http-transport.js';
@@ -55,7 +56,7 @@ export interface ConnectOptions {
    */
   session?: SessionLink;
   /** The fetch of every HTTP request to a url server (e.g. the SSRF-guarded one); not used for local servers. */
-  fetch?: typeof fetch;
+  fetch?: FetchLike;
   /** The credentials vault that resolves `cred:` references in `spec.headers` and `spec.env`. */
   secrets?: Secrets;
   /** Headers to send instead of resolving `spec.headers`: already renewed after an HTTP 401, so a 401 now is final. */

@@ -7,6 +7,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { formatManifestError, loadManifestDirectory, streams, type ServiceDefinition } from '@punk/lib';
+import { Keyring } from './credentials/index.js';
+import { destinationPolicyOf } from './egress/index.js';
 import { startGateway } from './service.js';
 
 /**
@@ -37,7 +39,11 @@ export const gatewayService: ServiceDefinition = {
       env: { PUNK_MANIFEST_DIR: manifestDir },
       instanceId: config.instanceId,
       upstream: { idleTimeoutMs: config.upstreamIdleTimeoutMs, maxConcurrentCalls: config.upstreamMaxConcurrentCalls },
+      egress: destinationPolicyOf(config),
+      keyring: Keyring.fromConfig(config),
+      toolPinning: config.toolPinning,
     });
+    if (!config.encryptionKey) log.warn('PUNK_ENCRYPTION_KEY is not set: the credentials API answers 503 and cred: references do not resolve');
     await gateway.ready();
     return {
       stop: async () => {

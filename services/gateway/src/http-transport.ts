@@ -4,6 +4,7 @@
  * "Backwards Compatibility"). Every request carries the connection's headers and goes through the given fetch;
  * every HTTP 401 the server answers is counted, so the caller can tell a refused credential from other failures.
  */
+import type { FetchLike } from '@modelcontextprotocol/client';
 import { SSEClientTransport, StreamableHTTPClientTransport, type Client } from '@modelcontextprotocol/client';
 import { errorMessage } from '@punk/lib';
 
@@ -20,7 +21,7 @@ export interface HttpConnectOptions {
   /** Sent on every request (the resolved `spec.headers`). */
   headers: Record<string, string>;
   /** The fetch of every request (e.g. the SSRF-guarded one); the global fetch when absent. */
-  fetch?: typeof fetch;
+  fetch?: FetchLike;
   /** Handshake budget of each attempt, in milliseconds. */
   timeoutMs: () => number;
   /** A new client for an attempt: `streamable-http` ones negotiate both eras, `sse` ones speak the 2025 era. */
@@ -54,7 +55,7 @@ export interface HttpConnection {
 export async function connectHttp(url: URL, options: HttpConnectOptions): Promise<HttpConnection> {
   const seen = options.seen ?? { unauthorized: 0 };
   const base = options.fetch ?? fetch;
-  const observed: typeof fetch = async (input, init) => {
+  const observed: FetchLike = async (input, init) => {
     const response = await base(input, init);
     if (response.status === 401) seen.unauthorized++;
     return response;

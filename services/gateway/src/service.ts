@@ -14,6 +14,7 @@ import {
   deadlines,
   errorMessage,
   queues,
+  registryChangedSchema,
   subjects,
   type Bus,
   type Database,
@@ -35,6 +36,11 @@ import { createRelay, type Registry } from './relay.js';
 import { createSessionRouting } from './routing.js';
 import { busSessionLink } from './session-link.js';
 import { Upstream, type UpstreamPoolOptions } from './upstream.js';
+import { CredentialVault, Keyring } from './credentials/index.js';
+import { guardedFetch, type DestinationPolicy } from './egress/index.js';
+import { ToolPinning, type PinningPolicy } from './pinning/tool-pinning.js';
+import type { McpItem } from './catalog.js';
+import type { Secrets } from './upstream-secrets.js';
 
 
 /** Options of {@link startGateway}. */
@@ -50,10 +56,16 @@ export interface GatewayOptions {
    * (embedded mode, `punk up`). Default false: they are refused, and stored ones are not served here.
    */
   allowStdioRegistrations?: boolean;
-  /** The credentials vault behind `credentials.*` of `punk.gateway.admin`; absent: those answer `NotConfigured`. */
-  credentials?: CredentialsAdmin;
-  /** The tool-definition pins behind `servers.acceptTool`; absent: it answers `NotConfigured`. */
-  pins?: PinsAdmin;
+  /**
+   * Where http servers may connect (the SSRF guard, egress/): checked when a registration is made and on every
+   * request of every connection to a `url` server. Default: private, loopback and metadata destinations refused.
+   * `destinationPolicyOf(config)` gives the configured one (open to private networks only with authentication off).
+   */
+  egress?: DestinationPolicy;
+  /** The key ring of the credentials vault (`Keyring.fromConfig`); absent: the credentials API answers `CredentialsUnavailable` and `cred:` references do not resolve. */
+  keyring?: Keyring | undefined;
+  /** What a changed tool definition does when a server's `spec.tools.pinning` says nothing (`PUNK_TOOL_PINNING`, default `hide`). */
+  toolPinning?: PinningPolicy;
   /** Root of the servers' working directories: each runs in `<workDir>/<namespace>/<name>`. */
   workDir: string;
   /** How long a server may take to start and complete its handshake, in milliseconds. */
@@ -69,11 +81,11 @@ export interface GatewayOptions {
   /** Time to live of a `per-client` upstream session's ownership entry (default {@link DEFAULT_UPSTREAM_SESSION_TTL_MS}); the session closes after 3/4 of it idle. */
   upstreamSessionTtlMs?: number;
   /**
-   * Pool settings and connection hooks of every upstream (upstream.ts): idle timeout, concurrent-call bound, the
-   * fetch and credentials vault of url servers, the review of tools listings. `per-client` sessions get all but
-   * `idleTimeoutMs` (they close on their own idle time).
+   * Pool bounds of every upstream (upstream.ts): idle timeout (`PUNK_UPSTREAM_IDLE_TIMEOUT_MS`), concurrent-call
+   * bound (`PUNK_UPSTREAM_MAX_CONCURRENT_CALLS`), first backoff. `per-client` sessions get all but `idleTimeoutMs`
+   * (they close on their own idle time). The connection hooks (guarded fetch, vault, pinning) are the gateway's own.
    */
-  upstream?: UpstreamPoolOptions;
+  upstream?: Pick<UpstreamPoolOptions, 'idleTimeoutMs' | 'maxConcurrentCalls' | 'initialBackoffMs'>;
 }
 
 /** A running gateway. */
@@ -109,14 +121,33 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     bus.publish(subjects.registryChanged, message, { [ORIGIN_HEADER]: instanceId }).catch(error => log.warn({ err: errorMessage(error) }, 'could not broadcast a registry change'));
   };
 
-  /** The options every upstream of `server` gets, pooled or not. */
-  const upstreamBase = (server: McpServer, workDir: string) => ({
+  const egress = options.egress ?? { allowPrivate: false, allowedNetworks: [] };
+  // One guarded fetch for every url server: its keep-alive pools are keyed by origin and checked addresses.
+  const egressFetch = guardedFetch(egress);
+  const vault = new CredentialVault({ db: options.db, log, keyring: options.keyring, bus, instanceId, fetch: egressFetch });
+  const pinning = new ToolPinning({ db: options.db, log, bus, policy: options.toolPinning ?? 'hide' });
+
+  /** The credentials vault as the connections of one tenant's server see it: references resolve in that tenant only. */
+  const secretsOf = (tenant: string): Secrets => ({
+    resolve: value => vault.resolveValue(tenant, value),
+    renewAfterUnauthorized: (credentialId, rejected) => vault.renewAfterUnauthorized(tenant, credentialId, rejected),
+  });
+
+  /**
+   * The options every upstream of `server` gets, pooled or not: the pool bounds, the guarded fetch, the tenant's
+   * credentials, and (unless `reviewed` is false, as for the registry's test connections) the pinning review.
+   */
+  const upstreamBase = (server: McpServer, workDir: string, reviewed = true) => ({
+    ...options.upstream,
     server,
     log,
     workDir,
     ...(options.env && { extraEnv: options.env }),
     startTimeoutMs: options.startTimeoutMs,
     callTimeoutMs: options.callTimeoutMs,
+    fetch: egressFetch,
+    secrets: secretsOf(server.metadata.namespace ?? 'default'),
+    ...(reviewed && { reviewTools: (u: Upstream, tools: McpItem[]) => pinning.review(u.server, tools) }),
   });
 
   /** Keeps the pooled connection's tool listing as the registry's cache (`servers.tools`). */
@@ -156,28 +187,24 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   // `per-client` servers: one upstream per client session, owned by one replica (client-sessions.ts, routing.ts).
   const pending = new PendingRequests(options.pendingLimits ?? DEFAULT_PENDING_LIMITS);
   const sessionTtlMs = options.upstreamSessionTtlMs ?? DEFAULT_UPSTREAM_SESSION_TTL_MS;
-  const { idleTimeoutMs: _sessionsCloseWhenIdle, ...perClient } = options.upstream ?? {};
   const sessions = new ClientSessions({
     bus,
     log,
     // The owner rewrites its entry at most once per TTL/4 of use, so closing after 3/4 TTL idle comes before the entry can expire.
     idleMs: (sessionTtlMs * 3) / 4,
-    createUpstream: (server, key, sessionId, clientCapabilities) =>
-      new Upstream({
-        ...perClient,
-        server,
-        log,
-        workDir: join(options.workDir, 'sessions', key),
-        ...(options.env && { extraEnv: options.env }),
-        startTimeoutMs: options.startTimeoutMs,
-        callTimeoutMs: options.callTimeoutMs,
+    createUpstream: (server, key, sessionId, clientCapabilities) => {
+      // A session closes on its own idle time (client-sessions.ts), not the pool's.
+      const { idleTimeoutMs: _poolsOnly, ...base } = upstreamBase(server, join(options.workDir, 'sessions', key));
+      return new Upstream({
+        ...base,
         onState: (u, state, lastError) => log.debug({ session: key, state, ...(lastError && { lastError }) }, `upstream session of ${u.key} is ${state}`),
         // Listings and resource updates are the shared connection's to announce.
         onListChanged: () => undefined,
         onResourceUpdated: () => undefined,
         // Log messages and roots/list have one recipient here: the client session (session-link.ts).
         session: busSessionLink({ bus, log, pending }, server.metadata.namespace ?? 'default', sessionId, clientCapabilities),
-      }),
+      });
+    },
     onClosed: async (key, reason) => {
       if (reason !== 'moved') await routing.release(key);
     },
@@ -186,6 +213,12 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const registry: Registry = {
     find: (tenant, server, sessionId) => (sessionId !== undefined ? sessions.find(tenant, server, sessionId) : undefined) ?? upstreams.get(`${tenant}/${server}`),
     catalog: tenant => [...upstreams.values()].filter(u => (u.server.metadata.namespace ?? 'default') === tenant).map(u => u.catalog()),
+  };
+
+  /** Lists a server again on its pooled connection and on this replica's `per-client` sessions of it. */
+  const relist = async (tenant: string, name: string): Promise<void> => {
+    const key = `${tenant}/${name}`;
+    await Promise.all([upstreams.get(key), ...sessions.ofServer(key)].map(u => u?.relist().catch(error => log.warn({ server: key, err: errorMessage(error) }, 'could not list a server again'))));
   };
 
   /** Serves exactly `servers` (the served set's host): restarts changed ones, evicting their pooled connections. */
@@ -216,7 +249,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const probe = async (server: McpServer): Promise<ProbeResult> => {
     await mkdir(options.workDir, { recursive: true });
     const workDir = await mkdtemp(join(options.workDir, 'probe-'));
-    const upstream = new Upstream({ ...upstreamBase(server, workDir), onState: () => undefined, onListChanged: () => undefined, onResourceUpdated: () => undefined });
+    const upstream = new Upstream({ ...upstreamBase(server, workDir, false), onState: () => undefined, onListChanged: () => undefined, onResourceUpdated: () => undefined });
     const started = performance.now();
     try {
       upstream.start();
@@ -247,7 +280,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       // The owner may have to start the session's server and ask governance before the call itself.
       forwardTimeoutMs: server => options.startTimeoutMs + deadlines.governanceCheckMs + (upstreams.get(keyOf(server))?.callTimeoutMs ?? options.callTimeoutMs),
     },
-    createRelay({ bus, log, registry, pending }),
+    createRelay({ bus, log, registry, pending, pinning }),
   );
   const admin = createAdminHandler({
     bus,
@@ -257,10 +290,23 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     allowStdioRegistrations,
     catalogOf: (tenant, name) => upstreams.get(`${tenant}/${name}`)?.catalog(),
     probe,
-    ...(options.credentials && { credentials: options.credentials }),
-    ...(options.pins && { pins: options.pins }),
+    egress,
+    credentials: vault,
+    pins: pinning,
+    onToolAccepted: async (tenant, name) => {
+      await relist(tenant, name);
+      const upstream = upstreams.get(`${tenant}/${name}`);
+      if (upstream) announce(upstream.server, 'tool_accepted');
+    },
+  });
+  // Another replica's admin accepted a tool definition: list again here, so the tool is served (or callable) here too.
+  const accepted = await bus.subscribe(subjects.registryChanged, async (data, info) => {
+    if (info.headers[ORIGIN_HEADER] === instanceId) return;
+    const change = registryChangedSchema.safeParse(data);
+    if (change.success && change.data.change === 'tool_accepted') await relist(change.data.tenant, change.data.server);
   });
   const subscriptions = [
+    accepted,
     await bus.serve(subjects.gatewayCall, routing.shared, { queue: queues.gateway }),
     await bus.serve(subjects.gatewayInstanceCall(instanceId), routing.owned),
     await bus.serve(subjects.gatewayAdmin, admin, { queue: queues.gateway }),

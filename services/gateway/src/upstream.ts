@@ -11,6 +11,7 @@
  * the circuit (the next failure before any success re-opens it with the next, longer backoff), its failure
  * re-opens it. Below the threshold a lost connection is restarted on the same backoff, as before.
  */
+import type { FetchLike } from '@modelcontextprotocol/client';
 import { randomUUID } from 'node:crypto';
 import { isInputRequiredResult, LOG_LEVEL_META_KEY, ProtocolError, ProtocolErrorCode, SdkError, SdkErrorCode, StreamableHTTPClientTransport, type Client, type Tool } from '@modelcontextprotocol/client';
 import { durationMs, errorMessage, logLevelSchema, passesLogLevel, PunkError, UPSTREAM_INPUT_REQUIRED, type Logger, type LogLevel, type McpServer, type ServerCatalog, type ServerState } from '@punk/lib';
@@ -53,7 +54,7 @@ export interface UpstreamOptions {
   /** The client session this upstream belongs to (`per-client` servers only): its log messages and `roots/list` go there. */
   session?: SessionLink;
   /** The fetch of every HTTP request to a url server (e.g. the SSRF-guarded one); the global fetch when absent. */
-  fetch?: typeof fetch;
+  fetch?: FetchLike;
   /** The credentials vault that resolves `cred:` references in `spec.headers` and `spec.env`, and renews OAuth2 ones after an HTTP 401. */
   secrets?: Secrets;
   /** Close the connection after this long without calls (`PUNK_UPSTREAM_IDLE_TIMEOUT_MS`), in milliseconds; never when absent. */
@@ -666,6 +667,11 @@ export class Upstream {
       this.options.log.error({ server: this.key, err: errorMessage(error) }, 'the review of a tools listing failed; the previous listing is kept');
       return this.listings.tools;
     }
+  }
+
+  /** Lists the server again now (as on its `list_changed`), e.g. after an admin accepted a tool definition; a no-op while not connected (the next connect lists). */
+  async relist(): Promise<void> {
+    await this.refresh(this.generation);
   }
 
   private async refresh(generation: number): Promise<void> {

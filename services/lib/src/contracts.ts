@@ -457,7 +457,8 @@ export type GatewayAdminRequest = z.infer<typeof gatewayAdminRequestSchema>;
 export const registryChangedSchema = z.object({
   tenant: z.string().min(1),
   server: z.string().min(1),
-  change: z.enum(['added', 'updated', 'removed', 'state', 'list_changed']),
+  /** `tool_accepted`: an admin accepted a changed tool definition; every replica re-lists the server (pinning). */
+  change: z.enum(['added', 'updated', 'removed', 'state', 'list_changed', 'tool_accepted']),
   state: serverStateSchema.optional(),
 });
 export type RegistryChanged = z.infer<typeof registryChangedSchema>;

@@ -23,6 +23,7 @@ import { InitializeRateLimiter } from './rate-limit.js';
 import { DEFAULT_REQUEST_STATE_TTL_MS, RequestStateCodec, signingKeyOf } from './request-state.js';
 import { SessionEvents } from './session-events.js';
 import { startSessionMessages } from './session-messages.js';
+import { openApiDocument } from './openapi.js';
 import { registryRouter } from './registry-api.js';
 import { SessionStore } from './sessions.js';
 import { ToolSchemaValidator } from './validate.js';
@@ -257,6 +258,8 @@ export async function createFront(options: FrontOptions): Promise<Front> {
   if (authenticator) router.use(authenticator.metadata);
   router.use('/api/v1', adminRouter({ auth: authenticator, tenant, defaultScopes: options.auth?.requiredScopes ?? [], log }));
   const adminOnly = adminGuard(authenticator, 'open');
+  // The API's description is public: it holds no data, and clients generate code from it.
+  router.get('/api/v1/openapi.json', (_req, res) => void res.set('Cache-Control', 'no-cache').json(openApiDocument));
   router.use('/api/v1', registryRouter({ bus, log, auth: authenticator, tenant, maxBodyBytes: options.maxBodyBytes }));
   router.use(endpointRouter);
   let closing: Promise<void> | undefined;

@@ -4,6 +4,7 @@
  * (a public client, RFC 6749 §3.2.1). Errors say what the endpoint answered (its `error` code and description,
  * RFC 6749 §5.2) and never carry a token or a secret.
  */
+import type { FetchLike } from '@modelcontextprotocol/client';
 import { PunkError, errorMessage } from '@punk/lib';
 
 /** What a refresh needs. */
@@ -17,7 +18,7 @@ export interface RefreshRequest {
   /** Bound on the whole exchange, in milliseconds. */
   timeoutMs: number;
   /** The fetch to use (global `fetch` by default; an egress-guarded one in the gateway). */
-  fetch?: typeof globalThis.fetch;
+  fetch?: FetchLike;
 }
 
 /** A successful token response (RFC 6749 §5.1). */

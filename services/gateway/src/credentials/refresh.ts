@@ -8,6 +8,7 @@
  * token (RFC 6749 §10.4, OAuth 2.0 Security BCP §4.14) is never spent twice. Within one replica, concurrent
  * refreshes of a credential share one attempt.
  */
+import type { FetchLike } from '@modelcontextprotocol/client';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { PunkError, appendLedgerEvent, errorMessage, type Bus, type Logger } from '@punk/lib';
 import { credentialEvent } from './events.js';
@@ -56,7 +57,7 @@ export interface LeasedRefresherOptions {
   leaseMs: number;
   /** How long a replica waits for another's lease before giving up, in milliseconds. */
   leaseWaitMs: number;
-  fetch: typeof globalThis.fetch | undefined;
+  fetch: FetchLike | undefined;
 }
 
 /** Refreshes OAuth2 credentials under the lease (see the module comment). */

@@ -4,6 +4,7 @@
  * access tokens are kept fresh (refresh.ts). No method returns, logs or records a value, except `resolveValue`
  * and `renewAfterUnauthorized`, whose callers send it upstream.
  */
+import type { FetchLike } from '@modelcontextprotocol/client';
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import { PunkError, appendLedgerEvent, type Bus, type LedgerEvent, type Logger, type Principal, type Queryable } from '@punk/lib';
@@ -73,7 +74,7 @@ export interface CredentialVaultOptions {
   /** How long to wait for another replica's refresh lease, in milliseconds. Default `leaseMs` + 5 000. */
   leaseWaitMs?: number;
   /** The fetch used for token endpoints (global `fetch` by default; pass an egress-guarded one). */
-  fetch?: typeof globalThis.fetch;
+  fetch?: FetchLike;
 }
 
 /** The credentials vault of a gateway replica (see the module comment). */

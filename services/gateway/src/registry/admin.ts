@@ -24,6 +24,9 @@ import {
   type ServerCatalog,
 } from '@punk/lib';
 import type { McpItem } from '../catalog.js';
+import type { CredentialVault } from '../credentials/index.js';
+import { checkDestination, type DestinationPolicy } from '../egress/index.js';
+import type { ToolPinning } from '../pinning/tool-pinning.js';
 import { auditedRegistration, managedSummary, parseRegistration, toMcpServer, typeOf, type Registration } from './registration.js';
 import type { ServedSet } from './served-set.js';
 import type { RegistrationStore, ServerRecord, StoredRegistration, TestOutcome } from './store.js';
@@ -31,18 +34,11 @@ import type { RegistrationStore, ServerRecord, StoredRegistration, TestOutcome }
 /** A cached tool listing older than this is replaced by a live one (`servers.tools`), in milliseconds. */
 export const TOOLS_CACHE_MAX_AGE_MS = 10 * 60_000;
 
-/** The credentials vault as the admin API uses it (`credentials.*`); each reply is the operation's JSON body. */
-export interface CredentialsAdmin {
-  create(tenant: string, principal: Principal, body: unknown): Promise<unknown>;
-  list(tenant: string): Promise<unknown>;
-  get(tenant: string, id: string): Promise<unknown>;
-  delete(tenant: string, principal: Principal, id: string): Promise<unknown>;
-}
+/** The credentials vault as the admin API uses it (`credentials.*`). */
+export type CredentialsAdmin = Pick<CredentialVault, 'create' | 'list' | 'get' | 'delete'>;
 
-/** The tool-definition pins as the admin API uses them (`servers.acceptTool`); the reply is the operation's JSON body. */
-export interface PinsAdmin {
-  accept(tenant: string, server: string, tool: string, principal: Principal): Promise<unknown>;
-}
+/** The tool-definition pins as the admin API uses them (`servers.tools`, `servers.acceptTool`, `servers.delete`). */
+export type PinsAdmin = Pick<ToolPinning, 'accept' | 'pins' | 'forget'>;
 
 /** What a test connection found: the served tools (allow/deny and overrides applied), or why it failed. */
 export interface ProbeResult {
@@ -65,8 +61,12 @@ export interface AdminDeps {
   catalogOf(tenant: string, name: string): ServerCatalog | undefined;
   /** Connects to a server on a fresh connection of its own (not the pool's), lists its tools, and closes it. */
   probe(server: McpServer): Promise<ProbeResult>;
-  credentials?: CredentialsAdmin;
-  pins?: PinsAdmin;
+  /** The SSRF guard's policy: an http registration's URL must pass it to be stored. */
+  egress: DestinationPolicy;
+  credentials: CredentialsAdmin;
+  pins: PinsAdmin;
+  /** After an admin accepted a tool definition: re-list the server here and tell the other replicas and the fronts. */
+  onToolAccepted(tenant: string, name: string): Promise<void>;
 }
 
 /** One server as the registry API shows it. */
@@ -97,11 +97,13 @@ type Target = { managed: true; server: McpServer; record: ServerRecord } | { man
 /**
  * Builds the `punk.gateway.admin` handler. Replies: `servers.list` `{ servers }`; `servers.get`, `servers.create`,
  * `servers.update` `{ server }`; `servers.delete` `{}`; `servers.test` `{ ok, toolCount, tools, latencyMs, error? }`;
- * `servers.tools` `{ tools, listedAt, cached }`; the others as the injected vault and pins answer.
+ * `servers.tools` `{ tools, listedAt, cached, pins }`; `servers.acceptTool` `{ tool, fingerprint }`; `credentials.create`
+ * and `credentials.get` `{ credential }`, `credentials.list` `{ credentials }`, `credentials.delete` `{}`. Literal
+ * `env` and `headers` values of a registration are never answered (see {@link maskedRegistration}).
  * @throws (to the requester) PunkError `InvalidMessage` (malformed request), `InvalidRegistration` (the message
  *   names the field), `StdioRegistrationsDisabled`, `ServerNotFound` (also for another tenant's server),
  *   `ServerExists`, `ServerManaged` (a managed server is read-only), `ServerUnavailable` (a live listing failed),
- *   `NotConfigured` (no credentials vault or pins here), `DatabaseUnavailable`, or the bus's errors.
+ *   `EgressRefused` (the SSRF guard refused `body.url`), the vault's and the pins' errors, `DatabaseUnavailable`, or the bus's errors.
  */
 export function createAdminHandler(deps: AdminDeps): RequestHandler {
   const { store, served } = deps;
@@ -132,7 +134,7 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
       ...(record.latencyMs !== undefined && { latencyMs: record.latencyMs }),
       ...(record.testedAt !== undefined && { testedAt: record.testedAt }),
       ...(circuit !== undefined && { circuit }),
-      registration: found.managed ? managedSummary(found.server) : found.stored.body,
+      registration: found.managed ? managedSummary(found.server) : maskedRegistration(found.stored.body),
       ...(!found.managed && { createdAt: found.stored.createdAt, createdBy: found.stored.createdBy, updatedAt: found.stored.updatedAt, updatedBy: found.stored.updatedBy }),
     };
   };
@@ -169,6 +171,18 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
     return registration;
   };
 
+  /** Refuses an http registration whose URL does not pass the SSRF guard now (it is checked again at every connect). */
+  const checkEgress = async (registration: Registration): Promise<void> => {
+    if (registration.url !== undefined) {
+      try {
+        await checkDestination(registration.url, deps.egress);
+      } catch (error) {
+        if (error instanceof PunkError) throw new PunkError(error.code, `body.url: ${error.message}`, { field: 'body.url', ...error.details });
+        throw error;
+      }
+    }
+  };
+
   const handle = async (request: GatewayAdminRequest): Promise<unknown> => {
     switch (request.op) {
       case 'servers.list': {
@@ -184,6 +198,7 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
         const { tenant, principal } = request;
         const registration = validRegistration(tenant, request.body);
         refuseManaged(tenant, registration.name, 'registered again');
+        await checkEgress(registration);
         const stored = await store.insert(tenant, registration, principal.subject);
         await served.reload(tenant, registration.name, true);
         await audit('server.registered', tenant, registration.name, principal, auditedRegistration(registration));
@@ -192,7 +207,9 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
       case 'servers.update': {
         const { tenant, principal, id } = request;
         refuseManaged(tenant, id, 'changed');
-        const registration = validRegistration(tenant, request.body, id);
+        const previous = await store.get(tenant, id);
+        const registration = validRegistration(tenant, previous ? unmaskedBody(request.body, previous.body) : request.body, id);
+        await checkEgress(registration);
         const stored = await store.replace(tenant, registration, principal.subject);
         if (!stored) throw new PunkError('ServerNotFound', `tenant ${tenant} has no server named ${id}`, { server: id });
         await served.reload(tenant, id, true);
@@ -204,6 +221,8 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
         refuseManaged(tenant, id, 'deleted');
         if (!(await store.delete(tenant, id))) throw new PunkError('ServerNotFound', `tenant ${tenant} has no server named ${id}`, { server: id });
         await served.reload(tenant, id, true);
+        // A server registered again under this name is a new one: its tools are pinned afresh.
+        await deps.pins.forget(tenant, id);
         await audit('server.deregistered', tenant, id, principal, {});
         return {};
       }
@@ -221,33 +240,31 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
         const { tenant, id } = request;
         const found = await target(tenant, id);
         const { tools, listedAt } = found.record;
-        if (tools && listedAt && Date.now() - Date.parse(listedAt) < TOOLS_CACHE_MAX_AGE_MS) return { tools, listedAt, cached: true };
+        const pins = await deps.pins.pins(tenant, id);
+        if (tools && listedAt && Date.now() - Date.parse(listedAt) < TOOLS_CACHE_MAX_AGE_MS) return { tools, listedAt, cached: true, pins };
         const result = await deps.probe(serverOf(tenant, found));
         if (!result.ok) throw new PunkError('ServerUnavailable', `the tools of server ${id} could not be listed: ${result.error ?? 'unknown error'}`, { server: id });
         const at = new Date().toISOString();
         await served.recordListing(tenant, id, result.tools, at);
-        return { tools: result.tools, listedAt: at, cached: false };
+        return { tools: result.tools, listedAt: at, cached: false, pins };
       }
       case 'servers.acceptTool': {
         const { tenant, principal, id, tool } = request;
         await target(tenant, id);
-        if (!deps.pins) throw new PunkError('NotConfigured', 'tool-definition pinning is not available on this gateway');
-        return deps.pins.accept(tenant, id, tool, principal);
+        const accepted = await deps.pins.accept(tenant, id, tool, principal);
+        await deps.onToolAccepted(tenant, id);
+        return accepted;
       }
       case 'credentials.create':
-        return credentials().create(request.tenant, request.principal, request.body);
+        return { credential: await deps.credentials.create(request.tenant, request.principal, request.body) };
       case 'credentials.list':
-        return credentials().list(request.tenant);
+        return { credentials: await deps.credentials.list(request.tenant) };
       case 'credentials.get':
-        return credentials().get(request.tenant, request.id);
+        return { credential: await deps.credentials.get(request.tenant, request.id) };
       case 'credentials.delete':
-        return credentials().delete(request.tenant, request.principal, request.id);
+        await deps.credentials.delete(request.tenant, request.principal, request.id);
+        return {};
     }
-  };
-
-  const credentials = (): CredentialsAdmin => {
-    if (!deps.credentials) throw new PunkError('NotConfigured', 'the credentials vault is not available on this gateway (set PUNK_ENCRYPTION_KEY)');
-    return deps.credentials;
   };
 
   return async data => handle(parseMessage(gatewayAdminRequestSchema, subjects.gatewayAdmin, data));
@@ -261,4 +278,33 @@ export function registryRunId(tenant: string, name: string): string {
 /** A registry ledger event (`server.registered`, `server.updated`, `server.deregistered`, `server.tested`) by an admin. */
 function registryEvent(type: LedgerEventType, tenant: string, name: string, principal: Principal, data: Record<string, unknown>): LedgerEvent {
   return { id: randomUUID(), type, tenant, runId: registryRunId(tenant, name), occurredAt: new Date().toISOString(), source: 'gateway', principal, server: name, data };
+}
+
+/** What the API shows instead of a literal `env` or `headers` value: only `cred:` references are shown as stored. */
+export const MASKED_VALUE = '<redacted>';
+
+/**
+ * A stored registration as the API shows it: literal `env` and `headers` values (which may be secrets typed in
+ * by an admin) replaced by {@link MASKED_VALUE}; `cred:` references shown as they are.
+ */
+export function maskedRegistration(body: Registration): Record<string, unknown> {
+  const mask = (values: Record<string, string> | undefined) =>
+    values && Object.fromEntries(Object.entries(values).map(([name, value]) => [name, value.startsWith('cred:') ? value : MASKED_VALUE]));
+  return { ...body, ...(body.env && { env: mask(body.env) }), ...(body.headers && { headers: mask(body.headers) }) };
+}
+
+/**
+ * The body of a replacement (PUT) with every {@link MASKED_VALUE} put back to the stored value of the same
+ * `env` or `headers` entry, so a registration read from the API can be edited and sent back as a whole.
+ */
+function unmaskedBody(body: unknown, stored: Registration): unknown {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return body;
+  const out = { ...(body as Record<string, unknown>) };
+  for (const field of ['env', 'headers'] as const) {
+    const values = out[field];
+    const previous = stored[field];
+    if (typeof values !== 'object' || values === null || Array.isArray(values) || !previous) continue;
+    out[field] = Object.fromEntries(Object.entries(values as Record<string, unknown>).map(([name, value]) => [name, value === MASKED_VALUE && name in previous ? previous[name] : value]));
+  }
+  return out;
 }

@@ -25,7 +25,7 @@ import {
   type KvStore,
   type LedgerEvent,
 } from '@punk/lib';
-import { startGateway, type Gateway } from '../index.js';
+import { destinationPolicyOf, startGateway, type Gateway } from '../index.js';
 import { openScratchDb } from './database.js';
 import { descendantPids, fixture, manifest, waitFor } from './harness.js';
 
@@ -59,7 +59,7 @@ async function startCluster(options: { ttlMs?: number } = {}): Promise<Cluster> 
   const gateways: Gateway[] = [];
   for (const instanceId of ['gw-a', 'gw-b']) {
     gateways.push(
-      await startGateway({ bus, log, db: database.db, servers, workDir: join(workDir, instanceId), startTimeoutMs: 20_000, callTimeoutMs: 20_000, instanceId, ...(options.ttlMs && { upstreamSessionTtlMs: options.ttlMs }) }),
+      await startGateway({ egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }), bus, log, db: database.db, servers, workDir: join(workDir, instanceId), startTimeoutMs: 20_000, callTimeoutMs: 20_000, instanceId, ...(options.ttlMs && { upstreamSessionTtlMs: options.ttlMs }) }),
     );
   }
   await Promise.all(gateways.map(g => g.ready()));

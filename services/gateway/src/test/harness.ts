@@ -20,7 +20,7 @@ import {
   type McpServer,
   type RegistryChanged,
 } from '@punk/lib';
-import { startGateway, type Gateway, type UpstreamPoolOptions } from '../index.js';
+import { destinationPolicyOf, startGateway, type Gateway, type UpstreamPoolOptions } from '../index.js';
 import { openScratchDb } from './database.js';
 
 /** Absolute path of a fixture server script. */
@@ -114,7 +114,7 @@ export async function startHarness(
   const governance = await startGovernance({ bus, log });
   const workDir = await mkdtemp(join(tmpdir(), 'punk-gateway-'));
   const database = await openScratchDb(log);
-  const gateway = await startGateway({
+  const gateway = await startGateway({ egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }),
     bus,
     log,
     db: database.db,

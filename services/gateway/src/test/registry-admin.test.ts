@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startGovernance } from '@punk/governance';
 import { anonymousPrincipal, createLogger, MemoryBus, PunkError, requestGateway, streams, subjects, type GatewayAdminRequest, type LedgerEvent, type McpServer, type Principal, type RegistryChanged } from '@punk/lib';
-import { startGateway, type Gateway } from '../index.js';
+import { destinationPolicyOf, startGateway, type Gateway } from '../index.js';
 import { openScratchDb, type ScratchDb } from './database.js';
 import { fixture, freePort, installed, manifest, waitFor } from './harness.js';
 
@@ -45,7 +45,7 @@ async function startWorld(options: { allowStdioRegistrations?: boolean; managed?
   const governance = await startGovernance({ bus, log });
   const workDir = await mkdtemp(join(tmpdir(), 'punk-registry-'));
   const database = await openScratchDb(log);
-  const gateway = await startGateway({
+  const gateway = await startGateway({ egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }),
     bus,
     log,
     db: database.db,
@@ -125,7 +125,7 @@ describe('the registry of http servers', () => {
     assert.equal(created.server.type, 'http');
     assert.equal(created.server.status, 'unknown');
     assert.equal(created.server.createdBy, 'admin-alice');
-    assert.deepEqual(created.server.registration, body);
+    assert.deepEqual(created.server.registration, { ...body, headers: { 'X-Punk-Test': '<redacted>' } }, 'literal header values are never answered');
 
     await ready(world, 'remote');
     const served = world.gateway.catalog(world.tenant).find(s => s.name === 'remote')!;
@@ -149,6 +149,11 @@ describe('the registry of http servers', () => {
     assert.equal(got.latencyMs, tested.latencyMs);
     assert.ok(Date.parse(got.testedAt) > 0);
 
+    // A registration read back (masked) and sent back whole keeps the stored literal value.
+    await world.request({ op: 'servers.update', id: 'remote', body: got.registration });
+    const stored = await world.database.db.query<{ body: { headers: Record<string, string> } }>('SELECT body FROM gateway.registrations WHERE tenant = $1 AND name = $2', [world.tenant, 'remote']);
+    assert.deepEqual(stored.rows[0]?.body.headers, { 'X-Punk-Test': 'literal-header-value-7d1' });
+
     const replaced = await world.request({ op: 'servers.update', id: 'remote', body: { type: 'http', url: everything.url, tools: { deny: ['echo', 'get-sum'] } } });
     assert.equal(replaced.server.status, 'unknown', 'a replaced registration forgets the test of the old one');
     assert.equal(replaced.server.updatedBy, 'admin-alice');
@@ -159,9 +164,9 @@ describe('the registry of http servers', () => {
     await rejects(world.request({ op: 'servers.get', id: 'remote' }), 'ServerNotFound', /no server named remote/);
     await waitFor(() => ['added', 'updated', 'removed'].every(change => world.changes.some(c => c.server === 'remote' && c.change === change)), 5_000, 'changes broadcast');
 
-    await waitFor(() => world.events.filter(e => e.server === 'remote' && e.runId === `registry.${world.tenant}.remote`).length === 4, 5_000, 'four registry events');
+    await waitFor(() => world.events.filter(e => e.server === 'remote' && e.runId === `registry.${world.tenant}.remote`).length === 5, 5_000, 'five registry events');
     const registryEvents = world.events.filter(e => e.runId === `registry.${world.tenant}.remote`);
-    assert.deepEqual(registryEvents.map(e => e.type), ['server.registered', 'server.tested', 'server.updated', 'server.deregistered']);
+    assert.deepEqual(registryEvents.map(e => e.type), ['server.registered', 'server.tested', 'server.updated', 'server.updated', 'server.deregistered']);
     for (const event of registryEvents) assert.equal(event.principal?.subject, 'admin-alice');
     assert.deepEqual(registryEvents[0]!.data.headers, [{ name: 'X-Punk-Test' }]);
     assert.equal(registryEvents[1]!.data.ok, true);
@@ -222,9 +227,9 @@ describe('the registry of http servers', () => {
     await world.request({ op: 'servers.delete', id: 'twice' });
   });
 
-  it('answers NotConfigured for credentials and tool acceptance when those are not wired', async () => {
-    await rejects(world.request({ op: 'credentials.list' }), 'NotConfigured', /credentials vault/);
-    await rejects(world.request({ op: 'credentials.create', body: { name: 'x' } }), 'NotConfigured', /credentials vault/);
+  it('answers CredentialsUnavailable without an encryption key, and ServerNotFound for a tool of an unknown server', async () => {
+    await rejects(world.request({ op: 'credentials.list' }), 'CredentialsUnavailable', /needs PUNK_ENCRYPTION_KEY/);
+    await rejects(world.request({ op: 'credentials.create', body: { name: 'x' } }), 'CredentialsUnavailable', /needs PUNK_ENCRYPTION_KEY/);
     await rejects(world.request({ op: 'servers.acceptTool', id: 'ghost', tool: 'echo' }), 'ServerNotFound', /ghost/);
   });
 });
@@ -287,7 +292,7 @@ describe('managed servers and stdio registrations', () => {
       JSON.stringify({ name: 'counter', type: 'http', url: 'http://127.0.0.1:9/mcp' }),
     ]);
     const workDir = await mkdtemp(join(tmpdir(), 'punk-registry-restart-'));
-    const second = await startGateway({
+    const second = await startGateway({ egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }),
       bus: new MemoryBus(log),
       log,
       db: world.database.db,

@@ -17,7 +17,7 @@ import { after, before, describe, it } from 'node:test';
 import { Client, ClientCredentialsProvider, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
 import { McpServer } from '@modelcontextprotocol/server';
-import { startGateway, type Gateway } from '@punk/gateway';
+import { destinationPolicyOf, startGateway, type Gateway } from '@punk/gateway';
 import { openScratchDb, type ScratchDb } from './scratch-db.js';
 import { startGovernance, type GovernanceService } from '@punk/governance';
 import { createLogger, ledgerEventSchema, loadConfig, mcpServerSpecSchema, MemoryBus, streams, subjects, type McpServer as McpServerManifest } from '@punk/lib';
@@ -231,7 +231,7 @@ describe('mcp-front as an OAuth 2.1 resource server', () => {
     workDir = await mkdtemp(join(tmpdir(), 'punk-auth-'));
     governance = await startGovernance({ bus, log });
     database = await openScratchDb(log);
-    gateway = await startGateway({ bus, log, db: database.db, servers: [everything('everything', tenant), remote('recorder', tenant, recorder.url)], workDir, startTimeoutMs: 60_000, callTimeoutMs: 30_000 });
+    gateway = await startGateway({ egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }), bus, log, db: database.db, servers: [everything('everything', tenant), remote('recorder', tenant, recorder.url)], workDir, startTimeoutMs: 60_000, callTimeoutMs: 30_000 });
     await gateway.ready();
     jwks = await startFront(bus, tenant, { publicUrl: PUBLIC, issuer: issuer.issuer, jwksUrl: `${issuer.base}/jwks`, jwksCooldownMs: 0, requiredScopes: [REQUIRED_SCOPE] });
     introspected = await startFront(bus, tenant, {

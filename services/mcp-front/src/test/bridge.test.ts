@@ -15,7 +15,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import { startGateway, type Gateway } from '@punk/gateway';
+import { destinationPolicyOf, startGateway, type Gateway } from '@punk/gateway';
 import { openScratchDb, type ScratchDb } from './scratch-db.js';
 import { startGovernance, type GovernanceService } from '@punk/governance';
 import { createLogger, MemoryBus, mcpServerSchema, streams } from '@punk/lib';
@@ -54,7 +54,7 @@ describe('a 2026-07-28 upstream asking for input, behind clients of both eras', 
       spec: { image: 'local/modern', command: [process.execPath, fixture], transport: 'streamable-http', port, env: [{ name: 'PORT', value: String(port) }] },
     });
     database = await openScratchDb(log);
-    gateway = await startGateway({ bus, log, db: database.db, servers: [modern], workDir, startTimeoutMs: 60_000, callTimeoutMs: 30_000 });
+    gateway = await startGateway({ egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }), bus, log, db: database.db, servers: [modern], workDir, startTimeoutMs: 60_000, callTimeoutMs: 30_000 });
     await gateway.ready();
     assert.equal(gateway.catalog(tenant)[0]?.protocolVersion, '2026-07-28', 'the gateway speaks 2026-07-28 to the upstream');
     front = await createFront({ bus, log, tenant, maxBodyBytes: 1024 * 1024, callTimeoutMs: 30_000 });

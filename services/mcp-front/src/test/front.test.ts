@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import type { Server as HttpServer } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { Client, ProtocolError, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import { startGateway, type Gateway } from '@punk/gateway';
+import { destinationPolicyOf, startGateway, type Gateway } from '@punk/gateway';
 import { openScratchDb } from './scratch-db.js';
 import { startGovernance, type GovernanceService } from '@punk/governance';
 import { createLogger, MemoryBus, streams, subjects } from '@punk/lib';
@@ -49,7 +49,7 @@ async function startStack(): Promise<Stack> {
   const workDir = await mkdtemp(join(tmpdir(), 'punk-front-'));
   const governance: GovernanceService = await startGovernance({ bus, log });
   const database = await openScratchDb(log);
-  const gateway: Gateway = await startGateway({
+  const gateway: Gateway = await startGateway({ egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }),
     bus,
     log,
     db: database.db,

@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { randomBytes } from 'node:crypto';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import { startGateway, type Gateway } from '@punk/gateway';
+import { destinationPolicyOf, startGateway, type Gateway } from '@punk/gateway';
 import { startGovernance, type GovernanceService } from '@punk/governance';
 import { buckets, createLogger, DEFAULT_SESSION_TTL_MS, NatsBus, streams, subjects, type RegistryChanged } from '@punk/lib';
 import { startNats, startReplica, stopReplica, type Replica } from './replica-harness.js';
@@ -70,7 +70,7 @@ describe('registry changes across replicas', () => {
     for (const instanceId of ['gw-a', 'gw-b']) {
       const bus = await NatsBus.connect({ url: nats.url, name: instanceId, log });
       const workDir = join(root, instanceId);
-      const gateway = await startGateway({ bus, log, db: database.db, servers: [], workDir, startTimeoutMs: 60_000, callTimeoutMs: 30_000, instanceId, allowStdioRegistrations: true });
+      const gateway = await startGateway({ egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }), bus, log, db: database.db, servers: [], workDir, startTimeoutMs: 60_000, callTimeoutMs: 30_000, instanceId, allowStdioRegistrations: true });
       gateways.push({ instanceId, bus, gateway, workDir });
     }
     await core.subscribe(subjects.registryChanged, (data, info) => void changes.push({ change: data as RegistryChanged, origin: info.headers['Punk-Origin'] }));

@@ -14,7 +14,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import express from 'express';
-import { startGateway, type Gateway } from '@punk/gateway';
+import { destinationPolicyOf, startGateway, type Gateway } from '@punk/gateway';
 import { startGovernance, type GovernanceService } from '@punk/governance';
 import { createLogger, MemoryBus, streams, type LedgerEvent } from '@punk/lib';
 import { createFront, type Front } from '../index.js';
@@ -67,7 +67,7 @@ describe('the registry API over HTTP', () => {
     database = await openScratchDb(log);
     workDir = await mkdtemp(join(tmpdir(), 'punk-registry-api-'));
     governance = await startGovernance({ bus, log });
-    gateway = await startGateway({ bus, log, db: database.db, servers: [], workDir, startTimeoutMs: 60_000, callTimeoutMs: 30_000, allowStdioRegistrations: true });
+    gateway = await startGateway({ egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }), bus, log, db: database.db, servers: [], workDir, startTimeoutMs: 60_000, callTimeoutMs: 30_000, allowStdioRegistrations: true });
     const openFront = await createFront({ bus, log, tenant, maxBodyBytes: MAX_BODY_BYTES, callTimeoutMs: 30_000 });
     open = { front: openFront, ...(await listen(openFront)) };
     const guardedFront = await createFront({ bus, log, tenant, maxBodyBytes: MAX_BODY_BYTES, callTimeoutMs: 30_000, auth: { publicUrl: 'https://punk.example.test', bootstrapAdminKey: BOOTSTRAP } });
@@ -145,10 +145,10 @@ describe('the registry API over HTTP', () => {
       ['GET', '/mcp/servers/ghost/tools', {}, 404, 'ServerNotFound', /ghost/],
       ['POST', '/mcp/servers/ghost/tools/echo/accept', {}, 404, 'ServerNotFound', /ghost/],
       ['GET', '/mcp/servers?tenant=Not_A_Tenant', {}, 400, 'InvalidParameter', /query parameter tenant/],
-      ['GET', '/credentials', {}, 503, 'NotConfigured', /credentials vault/],
-      ['POST', '/credentials', { body: { name: 'x' } }, 503, 'NotConfigured', /credentials vault/],
-      ['GET', '/credentials/some-id', {}, 503, 'NotConfigured', /credentials vault/],
-      ['DELETE', '/credentials/some-id', {}, 503, 'NotConfigured', /credentials vault/],
+      ['GET', '/credentials', {}, 503, 'CredentialsUnavailable', /needs PUNK_ENCRYPTION_KEY/],
+      ['POST', '/credentials', { body: { name: 'x' } }, 503, 'CredentialsUnavailable', /needs PUNK_ENCRYPTION_KEY/],
+      ['GET', '/credentials/some-id', {}, 503, 'CredentialsUnavailable', /needs PUNK_ENCRYPTION_KEY/],
+      ['DELETE', '/credentials/some-id', {}, 503, 'CredentialsUnavailable', /needs PUNK_ENCRYPTION_KEY/],
     ];
     for (const [method, path, options, status, code, message] of cases) {
       const answer = await api(open.base, method, path, options);

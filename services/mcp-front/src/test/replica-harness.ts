@@ -12,7 +12,7 @@ import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { startGateway, type Gateway } from '@punk/gateway';
+import { destinationPolicyOf, startGateway, type Gateway } from '@punk/gateway';
 import { openScratchDb, type ScratchDb } from './scratch-db.js';
 import { startGovernance, type GovernanceService, type PolicyRule } from '@punk/governance';
 import { mcpServerSpecSchema, NatsBus, streams, type Logger, type McpServer } from '@punk/lib';
@@ -153,7 +153,7 @@ export async function startReplicaSet(log: Logger, options: ReplicaSetOptions): 
     const workDir = (started.workDir = await mkdtemp(join(tmpdir(), `punk-${options.prefix}-`)));
     started.governance = await startGovernance({ bus: core, log, ...(options.policy && { policy: options.policy }) });
     const database = (started.database = await openScratchDb(log));
-    const gateway = (started.gateway = await startGateway({
+    const gateway = (started.gateway = await startGateway({ egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }),
       bus: core,
       log,
       db: database.db,
