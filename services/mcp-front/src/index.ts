@@ -6,3 +6,6 @@ export { createFront, frontOptionsOf, type Front, type FrontOptions } from './fr
 export { namespacedName, MAX_NAME_LENGTH, NAMESPACE_SEPARATOR } from './naming.js';
 export { SessionStore, type StoredSession, type SessionBinding } from './sessions.js';
 export { authOptionsFromConfig, DEFAULT_ADMIN_SCOPE, type AuthOptions } from './auth/authenticator.js';
+export { registryRouter, statusOf, type RegistryApiOptions } from './registry-api.js';
+export { adminRouter, type AdminApiOptions } from './auth/admin-api.js';
+export { openApiDocument } from './openapi.js';

@@ -337,7 +337,12 @@ export const openApiDocument = {
       get: {
         operationId: 'listServerTools',
         summary: 'The tools of the last listing, listed live when that is older than 10 minutes, with their pinned definitions.',
-        responses: { '200': answer('The tools.', ref('ToolList')), '404': error('No such server in the tenant.'), ...adminErrors },
+        responses: {
+          '200': answer('The tools.', ref('ToolList')),
+          '404': error('No such server in the tenant.'),
+          '502': error('The cached listing is too old and the server could not be listed live (`ServerUnavailable`, naming why).'),
+          ...adminErrors,
+        },
       },
     },
     '/mcp/servers/{id}/tools/{tool}/accept': {

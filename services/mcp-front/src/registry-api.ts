@@ -171,8 +171,8 @@ export function registryRouter(options: RegistryApiOptions): Router {
   router.post('/mcp/servers/:id/test', route((req, res, { tenant, principal }) => forward(res, { op: 'servers.test', tenant, principal, id: id(req) })));
   router.get('/mcp/servers/:id/tools', route((req, res, { tenant }) => forward(res, { op: 'servers.tools', tenant, id: id(req) })));
   router.post(
-    '/mcp/servers/:id/tools/:name/accept',
-    route((req, res, { tenant, principal }) => forward(res, { op: 'servers.acceptTool', tenant, principal, id: id(req), tool: String(req.params['name']) })),
+    '/mcp/servers/:id/tools/:tool/accept',
+    route((req, res, { tenant, principal }) => forward(res, { op: 'servers.acceptTool', tenant, principal, id: id(req), tool: String(req.params['tool']) })),
   );
   router.post(
     '/credentials',

@@ -5,6 +5,7 @@
  * listed read-only; every mutation is on the ledger without literal header or env values.
  */
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -75,15 +76,21 @@ async function startWorld(options: { allowStdioRegistrations?: boolean; managed?
   };
 }
 
-/** server-everything over Streamable HTTP on a free port. */
-async function startEverythingHttp(): Promise<{ url: string; stop(): Promise<void> }> {
+/** server-everything on a free port over Streamable HTTP (`/mcp`), or over the 2024-11-05 HTTP+SSE transport only (`/sse`). */
+async function startEverythingHttp(mode: 'streamableHttp' | 'sse' = 'streamableHttp'): Promise<{ url: string; stop(): Promise<void> }> {
   const port = await freePort();
-  const child: ChildProcess = spawn(process.execPath, [everythingBin, 'streamableHttp'], { env: { ...process.env, PORT: String(port) }, stdio: ['ignore', 'ignore', 'pipe'] });
-  let output = '';
-  child.stderr!.on('data', chunk => (output += chunk));
-  await waitFor(() => output.includes('listening'), 20_000, 'server-everything listening');
+  const child: ChildProcess = spawn(process.execPath, [everythingBin, mode], { env: { ...process.env, PORT: String(port) }, stdio: 'ignore' });
+  const listening = () =>
+    new Promise<boolean>(resolve => {
+      const socket = connect(port, '127.0.0.1', () => (socket.destroy(), resolve(true)));
+      socket.once('error', () => resolve(false));
+    });
+  await waitFor(listening, 20_000, `server-everything ${mode} listening`).catch(error => {
+    child.kill();
+    throw error;
+  });
   return {
-    url: `http://127.0.0.1:${port}/mcp`,
+    url: `http://127.0.0.1:${port}/${mode === 'sse' ? 'sse' : 'mcp'}`,
     async stop() {
       child.kill('SIGTERM');
       if (child.exitCode === null) await new Promise(resolve => child.once('exit', resolve));
@@ -171,6 +178,20 @@ describe('the registry of http servers', () => {
     assert.deepEqual(registryEvents[0]!.data.headers, [{ name: 'X-Punk-Test' }]);
     assert.equal(registryEvents[1]!.data.ok, true);
     assert.ok(!JSON.stringify(world.events).includes('literal-header-value-7d1'), 'no literal header value on the ledger');
+  });
+
+  it('tests a server that speaks only the old HTTP+SSE transport: the Streamable HTTP handshake is refused and the test falls back', async () => {
+    const old = await startEverythingHttp('sse');
+    try {
+      await world.request({ op: 'servers.create', body: { name: 'old-sse', type: 'http', url: old.url } });
+      const tested = await world.request({ op: 'servers.test', id: 'old-sse' });
+      assert.equal(tested.ok, true, tested.error);
+      assert.ok(tested.tools.some((t: { name: string }) => t.name === 'echo'));
+      await waitFor(() => world.gateway.catalog(world.tenant).some(s => s.name === 'old-sse' && s.state === 'ready' && s.transport === 'sse'), 30_000, 'the pooled connection on HTTP+SSE');
+      await world.request({ op: 'servers.delete', id: 'old-sse' });
+    } finally {
+      await old.stop();
+    }
   });
 
   it('a registration that cannot connect tests as ok: false with the error, stored on the registration', async () => {
