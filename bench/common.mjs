@@ -1,7 +1,7 @@
 // What the benchmark scripts share: the repository root, a free port, percentiles,
 // and a manifest directory holding server-everything over stdio.
 import { mkdtemp, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,6 +21,18 @@ export const freePort = () =>
       probe.close(() => done(port));
     });
   });
+
+/** Resolves once something accepts TCP connections on 127.0.0.1:`port` (a server started as a child process). */
+export async function untilListening(port) {
+  for (;;) {
+    const up = await new Promise(done => {
+      const socket = connect(port, '127.0.0.1', () => (socket.destroy(), done(true)));
+      socket.once('error', () => done(false));
+    });
+    if (up) return;
+    await new Promise(resolve => setTimeout(resolve, 50));
+  }
+}
 
 /** The `p`th percentile (0-100) of ascending `sorted` values. */
 export const pct = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];

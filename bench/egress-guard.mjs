@@ -8,10 +8,9 @@
 //   node bench/egress-guard.mjs
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
-import { connect } from 'node:net';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { checkDestination, guardedFetch } from '../services/gateway/dist/index.js';
-import { everything, fmt, freePort, pct } from './common.mjs';
+import { everything, fmt, freePort, pct, untilListening } from './common.mjs';
 
 const REQUESTS = Number(process.env.REQUESTS ?? 2000);
 const CALLS = Number(process.env.CALLS ?? 300);
@@ -83,14 +82,7 @@ server.close();
 const mcpPort = await freePort();
 const child = spawn(process.execPath, [everything, 'streamableHttp'], { env: { ...process.env, PORT: String(mcpPort) }, stdio: 'ignore' });
 const exited = new Promise(resolve => child.once('exit', resolve));
-for (;;) {
-  const up = await new Promise(resolve => {
-    const socket = connect(mcpPort, '127.0.0.1', () => (socket.destroy(), resolve(true)));
-    socket.once('error', () => resolve(false));
-  });
-  if (up) break;
-  await new Promise(resolve => setTimeout(resolve, 100));
-}
+await untilListening(mcpPort);
 const mcpGuarded = guardedFetch(policy);
 const clients = {};
 for (const [name, fetchFn] of [['SDK client, plain fetch', fetch], ['SDK client, guardedFetch', mcpGuarded]]) {

@@ -10,11 +10,10 @@
 //   node bench/upstream-pool.mjs
 import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { connect as tcpConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import { everything, fmt, freePort, pct, root } from './common.mjs';
+import { everything, fmt, freePort, pct, root, untilListening } from './common.mjs';
 
 const { createLogger, mcpServerSchema } = await import(join(root, 'services/lib/dist/index.js'));
 const { openConnection } = await import(join(root, 'services/gateway/dist/connect.js'));
@@ -32,14 +31,7 @@ const manifest = (name, spec) => mcpServerSchema.parse({ apiVersion: 'mcp.punk.d
 async function serve(mode) {
   const port = await freePort();
   const child = spawn(process.execPath, [everything, mode], { env: { ...process.env, PORT: String(port) }, stdio: 'ignore' });
-  for (;;) {
-    const up = await new Promise(done => {
-      const socket = tcpConnect(port, '127.0.0.1', () => (socket.destroy(), done(true)));
-      socket.once('error', () => done(false));
-    });
-    if (up) break;
-    await new Promise(r => setTimeout(r, 50));
-  }
+  await untilListening(port);
   return { base: `http://127.0.0.1:${port}`, stop: () => child.kill() };
 }
 

@@ -13,6 +13,7 @@ import {
   DEFAULT_UPSTREAM_SESSION_TTL_MS,
   deadlines,
   errorMessage,
+  ORIGIN_HEADER,
   queues,
   registryChangedSchema,
   subjects,
@@ -30,7 +31,7 @@ import { migrateGateway } from './migrations.js';
 import { DEFAULT_PENDING_LIMITS, PendingRequests, type PendingLimits } from './client-channel.js';
 import { ClientSessions } from './client-sessions.js';
 import { createAdminHandler, type CredentialsAdmin, type PinsAdmin, type ProbeResult } from './registry/admin.js';
-import { ORIGIN_HEADER, ServedSet } from './registry/served-set.js';
+import { ServedSet } from './registry/served-set.js';
 import { RegistrationStore } from './registry/store.js';
 import { createRelay, type Registry } from './relay.js';
 import { createSessionRouting } from './routing.js';
@@ -157,10 +158,19 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   };
 
   const create = (server: McpServer): Upstream => {
+    // Closing an idle connection and reconnecting it on the next call change nothing clients or auditors see (the
+    // tools stay listed): those transitions are neither broadcast nor recorded; a failed reconnect is.
+    let waking = false;
     const upstream = new Upstream({
       ...upstreamBase(server, options.workDir),
       onState: (u, state, lastError) => {
         if (upstreams.get(u.key) !== u && state !== 'stopped') return;
+        if (state === 'idle' || (waking && (state === 'starting' || state === 'ready'))) {
+          waking = state !== 'ready';
+          log.debug({ server: u.key, state }, `server ${u.key} is ${state}`);
+          return;
+        }
+        waking = false;
         if (state === 'ready') recordListing(u);
         const level = state === 'failed' ? 'warn' : 'info';
         log[level]({ server: u.key, state, ...(lastError && { lastError }) }, `server ${u.key} is ${state}`);

@@ -453,6 +453,9 @@ export const gatewayAdminRequestSchema = z.discriminatedUnion('op', [
 ]);
 export type GatewayAdminRequest = z.infer<typeof gatewayAdminRequestSchema>;
 
+/** Bus header of a `punk.registry.changed` message: the `instanceId` of the gateway replica that published it (replicas skip their own). */
+export const ORIGIN_HEADER = 'Punk-Origin';
+
 /** Broadcast on `punk.registry.changed`. */
 export const registryChangedSchema = z.object({
   tenant: z.string().min(1),

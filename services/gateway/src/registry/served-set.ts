@@ -7,13 +7,10 @@
  * change another replica made, it reloads that registration from the database
  * and restarts, starts or stops its pooled connection.
  */
-import { errorMessage, parseMessage, registryChangedSchema, subjects, type Bus, type BusSubscription, type Logger, type McpServer } from '@punk/lib';
+import { errorMessage, ORIGIN_HEADER, parseMessage, registryChangedSchema, subjects, type Bus, type BusSubscription, type Logger, type McpServer } from '@punk/lib';
 import type { McpItem } from '../catalog.js';
 import { toMcpServer } from './registration.js';
 import type { RegistrationStore, ServerRecord, StoredRegistration, TestOutcome } from './store.js';
-
-/** Bus header naming the gateway replica (`instanceId`) that published a `punk.registry.changed` message. */
-export const ORIGIN_HEADER = 'Punk-Origin';
 
 /** `<tenant>/<name>`. */
 export const serverKey = (tenant: string, name: string) => `${tenant}/${name}`;

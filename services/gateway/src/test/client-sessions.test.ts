@@ -26,7 +26,7 @@ import {
   type LedgerEvent,
 } from '@punk/lib';
 import { destinationPolicyOf, startGateway, type Gateway } from '../index.js';
-import { openScratchDb } from './database.js';
+import { openScratchDb } from '../../../lib/dist/test/pgtest.js';
 import { descendantPids, fixture, manifest, waitFor } from './harness.js';
 
 const log = createLogger('client-sessions-test', process.env.TEST_LOG_LEVEL ?? 'silent');

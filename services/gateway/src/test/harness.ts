@@ -21,7 +21,7 @@ import {
   type RegistryChanged,
 } from '@punk/lib';
 import { destinationPolicyOf, startGateway, type Gateway, type UpstreamPoolOptions } from '../index.js';
-import { openScratchDb } from './database.js';
+import { openScratchDb } from '../../../lib/dist/test/pgtest.js';
 
 /** Absolute path of a fixture server script. */
 export function fixture(name: string): string {

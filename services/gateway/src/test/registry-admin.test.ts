@@ -15,7 +15,7 @@ import { after, before, describe, it } from 'node:test';
 import { startGovernance } from '@punk/governance';
 import { anonymousPrincipal, createLogger, MemoryBus, PunkError, requestGateway, streams, subjects, type GatewayAdminRequest, type LedgerEvent, type McpServer, type Principal, type RegistryChanged } from '@punk/lib';
 import { destinationPolicyOf, startGateway, type Gateway } from '../index.js';
-import { openScratchDb, type ScratchDb } from './database.js';
+import { openScratchDb, type ScratchDb } from '../../../lib/dist/test/pgtest.js';
 import { fixture, freePort, installed, manifest, waitFor } from './harness.js';
 
 const log = createLogger('registry-test', process.env.TEST_LOG_LEVEL ?? 'silent');

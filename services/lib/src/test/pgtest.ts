@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { openDatabase, type Database } from '../db/database.js';
+import type { Logger } from '../log.js';
 
 /** URL of the Postgres server tests use; each test file creates its own database on it. */
 export const testServerUrl = process.env.PUNK_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -32,6 +34,28 @@ export async function createScratchDatabase(): Promise<ScratchDatabase> {
       } finally {
         await client.end();
       }
+    },
+  };
+}
+
+/** A scratch database, open (e.g. for a gateway, which migrates its own schema). */
+export interface ScratchDb {
+  db: Database;
+  url: string;
+  /** Closes the connections and drops the database. */
+  close(): Promise<void>;
+}
+
+/** Creates a scratch database ({@link createScratchDatabase}) and opens it. */
+export async function openScratchDb(log: Logger): Promise<ScratchDb> {
+  const scratch = await createScratchDatabase();
+  const db = await openDatabase({ url: scratch.url, log });
+  return {
+    db,
+    url: scratch.url,
+    async close() {
+      await db.close();
+      await scratch.drop();
     },
   };
 }

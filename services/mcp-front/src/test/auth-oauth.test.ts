@@ -18,7 +18,7 @@ import { Client, ClientCredentialsProvider, StreamableHTTPClientTransport } from
 import { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
 import { McpServer } from '@modelcontextprotocol/server';
 import { destinationPolicyOf, startGateway, type Gateway } from '@punk/gateway';
-import { openScratchDb, type ScratchDb } from './scratch-db.js';
+import { openScratchDb, type ScratchDb } from '../../../lib/dist/test/pgtest.js';
 import { startGovernance, type GovernanceService } from '@punk/governance';
 import { createLogger, ledgerEventSchema, loadConfig, mcpServerSpecSchema, MemoryBus, streams, subjects, type McpServer as McpServerManifest } from '@punk/lib';
 import express from 'express';

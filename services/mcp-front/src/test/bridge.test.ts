@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { destinationPolicyOf, startGateway, type Gateway } from '@punk/gateway';
-import { openScratchDb, type ScratchDb } from './scratch-db.js';
+import { openScratchDb, type ScratchDb } from '../../../lib/dist/test/pgtest.js';
 import { startGovernance, type GovernanceService } from '@punk/governance';
 import { createLogger, MemoryBus, mcpServerSchema, streams } from '@punk/lib';
 import express from 'express';

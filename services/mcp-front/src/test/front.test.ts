@@ -13,7 +13,7 @@ import type { Server as HttpServer } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { Client, ProtocolError, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { destinationPolicyOf, startGateway, type Gateway } from '@punk/gateway';
-import { openScratchDb } from './scratch-db.js';
+import { openScratchDb } from '../../../lib/dist/test/pgtest.js';
 import { startGovernance, type GovernanceService } from '@punk/governance';
 import { createLogger, MemoryBus, streams, subjects } from '@punk/lib';
 import { everything } from './replica-harness.js';

@@ -17,7 +17,7 @@ import { destinationPolicyOf, startGateway, type Gateway } from '@punk/gateway';
 import { startGovernance, type GovernanceService } from '@punk/governance';
 import { buckets, createLogger, DEFAULT_SESSION_TTL_MS, NatsBus, streams, subjects, type RegistryChanged } from '@punk/lib';
 import { startNats, startReplica, stopReplica, type Replica } from './replica-harness.js';
-import { openScratchDb, type ScratchDb } from './scratch-db.js';
+import { openScratchDb, type ScratchDb } from '../../../lib/dist/test/pgtest.js';
 
 const log = createLogger('registry-replicas-test', 'silent');
 const everythingBin = resolve(fileURLToPath(new URL('.', import.meta.url)), '../../../../node_modules/@modelcontextprotocol/server-everything/dist/index.js');

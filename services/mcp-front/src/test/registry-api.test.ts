@@ -18,7 +18,7 @@ import { destinationPolicyOf, startGateway, type Gateway } from '@punk/gateway';
 import { startGovernance, type GovernanceService } from '@punk/governance';
 import { createLogger, MemoryBus, streams, type LedgerEvent } from '@punk/lib';
 import { createFront, type Front } from '../index.js';
-import { openScratchDb, type ScratchDb } from './scratch-db.js';
+import { openScratchDb, type ScratchDb } from '../../../lib/dist/test/pgtest.js';
 
 const log = createLogger('registry-api-test', 'silent');
 const MAX_BODY_BYTES = 16 * 1024;

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { destinationPolicyOf, startGateway, type Gateway } from '@punk/gateway';
-import { openScratchDb, type ScratchDb } from './scratch-db.js';
+import { openScratchDb, type ScratchDb } from '../../../lib/dist/test/pgtest.js';
 import { startGovernance, type GovernanceService, type PolicyRule } from '@punk/governance';
 import { mcpServerSpecSchema, NatsBus, streams, type Logger, type McpServer } from '@punk/lib';
 import express from 'express';
