@@ -15,6 +15,7 @@ import { NatsBus, PunkError, createLogger, describeDatabaseUrl, errorMessage, fo
 import { freePort } from './ports.js';
 import { prepareServers } from './cluster-servers.js';
 import { startProxy, type Proxy } from './proxy.js';
+import { KEY_FILE, localEncryptionKey } from './encryption-key.js';
 
 /** Default `PUNK_NATS_URL` of the cluster. */
 export const CLUSTER_NATS_URL = 'nats://127.0.0.1:4222';
@@ -146,7 +147,17 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
     const gaps: string[] = [];
     // Every front replica signs requestState with the same key, so a 2026-07-28 retry may reach either.
     const signingKey = config.sessionSigningKey ?? randomBytes(32).toString('base64url');
-    const common = { ...process.env, PUNK_NATS_URL: natsUrl, PUNK_HOST: '127.0.0.1', PUNK_TENANT: config.tenant, PUNK_LOG_LEVEL: config.logLevel, PUNK_SESSION_SIGNING_KEY: signingKey };
+    // Every gateway replica decrypts the credentials the others stored, run after run (the database stays).
+    const encryptionKey = config.encryptionKey ?? (await localEncryptionKey(join(resolve(config.dataDir), '..', KEY_FILE)));
+    const common = {
+      ...process.env,
+      PUNK_NATS_URL: natsUrl,
+      PUNK_HOST: '127.0.0.1',
+      PUNK_TENANT: config.tenant,
+      PUNK_LOG_LEVEL: config.logLevel,
+      PUNK_SESSION_SIGNING_KEY: signingKey,
+      PUNK_ENCRYPTION_KEY: encryptionKey,
+    };
     const started: Array<{ name: string; url: string; child: ChildProcess; service: ServiceName }> = [];
     for (const [service, replicas] of Object.entries(TOPOLOGY) as Array<[ServiceName, number]>) {
       const entrypoint = entrypointOf(service);

@@ -1,6 +1,7 @@
 /**
- * The credentials key of `punk up` when `PUNK_ENCRYPTION_KEY` is not set: one machine, one user, so the key is
- * kept next to the data directory (as the database is), created once with mode 0600, and reused at every start.
+ * The credentials key of `punk up` and `punk cluster` when `PUNK_ENCRYPTION_KEY` is not set: one machine, one
+ * user, so the key is kept next to the data directory (as the database is), created once with mode 0600, and
+ * reused at every start.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
@@ -13,25 +14,32 @@ export const KEY_FILE = 'encryption.key';
 
 /**
  * The key ring of the all-in-one process: `PUNK_ENCRYPTION_KEY` (and `PUNK_ENCRYPTION_PREVIOUS_KEYS`) when set;
- * else the key in `<parent of dataDir>/encryption.key`, created when missing; with no data directory
+ * else the key in `<parent of dataDir>/encryption.key` ({@link localEncryptionKey}); with no data directory
  * (`--ephemeral`), a random key that lives as long as the process (and its in-memory database).
  * @throws PunkError `InvalidConfig` when the key file cannot be read or written, or does not hold a key.
  */
 export async function embeddedKeyring(config: PunkConfig, dataDir: string | null): Promise<Keyring> {
   const configured = Keyring.fromConfig(config);
   if (configured) return configured;
-  const fresh = randomBytes(32).toString('base64');
-  if (dataDir === null) return new Keyring(parseEncryptionKey(fresh, 'a random key'), []);
+  if (dataDir === null) return new Keyring(parseEncryptionKey(randomBytes(32).toString('base64'), 'a random key'), []);
   const path = join(dirname(dataDir), KEY_FILE);
+  return new Keyring(parseEncryptionKey(await localEncryptionKey(path), path), []);
+}
+
+/**
+ * The key in the file `path` (base64 of 32 bytes), created with a fresh random key when missing.
+ * @throws PunkError `InvalidConfig` when the file cannot be read or written.
+ */
+export async function localEncryptionKey(path: string): Promise<string> {
   try {
     const stored = (await readFile(path, 'utf8').catch((error: NodeJS.ErrnoException) => (error.code === 'ENOENT' ? undefined : Promise.reject(error))))?.trim();
-    if (stored !== undefined) return new Keyring(parseEncryptionKey(stored, path), []);
+    if (stored !== undefined) return stored;
+    const fresh = randomBytes(32).toString('base64');
     await mkdir(dirname(path), { recursive: true });
-    // `wx`: two processes starting at once must not each write a key of their own.
-    await writeFile(path, `${fresh}\n`, { mode: 0o600, flag: 'wx' });
-    return new Keyring(parseEncryptionKey(fresh, path), []);
+    // `wx`: two processes starting at once must not each write a key of their own; the loser reads the winner's.
+    await writeFile(path, `${fresh}\n`, { mode: 0o600, flag: 'wx' }).catch((error: NodeJS.ErrnoException) => (error.code === 'EEXIST' ? undefined : Promise.reject(error)));
+    return (await readFile(path, 'utf8')).trim();
   } catch (error) {
-    if (error instanceof PunkError) throw error;
     throw new PunkError('InvalidConfig', `the credentials key file ${path} cannot be used: ${errorMessage(error)}; set PUNK_ENCRYPTION_KEY instead`);
   }
 }
