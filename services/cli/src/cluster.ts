@@ -148,7 +148,7 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
     // Every front replica signs requestState with the same key, so a 2026-07-28 retry may reach either.
     const signingKey = config.sessionSigningKey ?? randomBytes(32).toString('base64url');
     // Every gateway replica decrypts the credentials the others stored, run after run (the database stays).
-    const encryptionKey = config.encryptionKey ?? (await localEncryptionKey(join(resolve(config.dataDir), '..', KEY_FILE)));
+    const encryptionKey = config.encryptionKey ?? (await localEncryptionKey(join(resolve(config.dataDir), KEY_FILE)));
     const common = {
       ...process.env,
       PUNK_NATS_URL: natsUrl,

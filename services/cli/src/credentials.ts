@@ -2,13 +2,15 @@
  * `punk credentials reencrypt`: after a key rotation (a new `PUNK_ENCRYPTION_KEY`, the old one moved to
  * `PUNK_ENCRYPTION_PREVIOUS_KEYS`), re-encrypts every stored credential under the new key, so the old key can
  * be removed. Runs against `PUNK_DATABASE_URL`, or the embedded database in `--data` / `PUNK_DATA_DIR` (with
- * `punk up` stopped: it holds that directory). Idempotent.
+ * `punk up` stopped: it holds that directory). There the key file `punk up` keeps (encryption-key.ts) is a
+ * previous key too, and once every record moved it holds the new key, so `punk up` needs no variable. Idempotent.
  */
-import { stat } from 'node:fs/promises';
-import { resolve } from 'node:path';
+import { readFile, stat, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { PunkError, createLogger, loadConfig, openDatabase } from '@punk/lib';
-import { CredentialVault, Keyring, migrateGateway } from '@punk/gateway';
+import { CredentialVault, Keyring, migrateGateway, parseEncryptionKey } from '@punk/gateway';
+import { KEY_FILE } from './encryption-key.js';
 
 /** Help of `punk credentials`. */
 export const CREDENTIALS_USAGE = `Usage: punk credentials reencrypt [--data DIR]
@@ -16,7 +18,9 @@ export const CREDENTIALS_USAGE = `Usage: punk credentials reencrypt [--data DIR]
   Re-encrypts every stored credential under PUNK_ENCRYPTION_KEY, decrypting with
   PUNK_ENCRYPTION_PREVIOUS_KEYS; afterwards the previous keys can be removed.
   Database: PUNK_DATABASE_URL, else the embedded one in --data DIR (default
-  .punk/data, or PUNK_DATA_DIR) while \`punk up\` is stopped.
+  .punk/data, or PUNK_DATA_DIR) while \`punk up\` is stopped; there the key in
+  DIR/encryption.key also decrypts, and is replaced by the new key when every
+  record moved.
 `;
 
 /**
@@ -38,19 +42,23 @@ export async function credentialsCommand(args: string[]): Promise<void> {
     return;
   }
   const config = loadConfig(process.env, { dataDir: values.data }, { dataDir: '--data' });
-  const keyring = Keyring.fromConfig(config);
-  if (!keyring) {
+  if (config.encryptionKey === undefined) {
     throw new PunkError('InvalidConfig', 'punk credentials reencrypt needs PUNK_ENCRYPTION_KEY (the new key) and PUNK_ENCRYPTION_PREVIOUS_KEYS (the keys the records are under now)');
   }
   // Progress lines of the migration and the vault only with an explicit PUNK_LOG_LEVEL: the summary below says it all.
   const log = createLogger('punk', process.env.PUNK_LOG_LEVEL ? config.logLevel : 'warn');
   let dataDir: string | null = null;
+  let keyFile: { path: string; key: string } | undefined;
   if (config.databaseUrl === undefined) {
     dataDir = resolve(config.dataDir);
     if (!(await stat(dataDir).then(s => s.isDirectory(), () => false))) {
       throw new PunkError('InvalidConfig', `no embedded database in ${dataDir}: pass --data DIR (the directory \`punk up\` uses) or set PUNK_DATABASE_URL`);
     }
+    const path = join(dataDir, KEY_FILE);
+    const key = (await readFile(path, 'utf8').catch(() => undefined))?.trim();
+    if (key !== undefined) keyFile = { path, key };
   }
+  const keyring = Keyring.fromConfig({ ...config, encryptionPreviousKeys: [...config.encryptionPreviousKeys, ...(keyFile ? [keyFile.key] : [])] })!;
   const db = await openDatabase({ ...(config.databaseUrl !== undefined && { url: config.databaseUrl }), dataDir, log });
   try {
     await migrateGateway(db, log);
@@ -59,6 +67,10 @@ export async function credentialsCommand(args: string[]): Promise<void> {
     for (const failure of result.failed) process.stdout.write(`  ${failure.code}: ${failure.message}\n`);
     if (result.failed.length > 0) {
       throw new PunkError('ReencryptIncomplete', `${result.failed.length} credential(s) could not be decrypted and stay as they are (listed above)`);
+    }
+    if (keyFile && parseEncryptionKey(keyFile.key, keyFile.path).id !== result.keyId) {
+      await writeFile(keyFile.path, `${config.encryptionKey}\n`, { mode: 0o600 });
+      process.stdout.write(`${keyFile.path} now holds the new key: punk up uses it without PUNK_ENCRYPTION_KEY\n`);
     }
   } finally {
     await db.close();

@@ -1,7 +1,7 @@
 /**
  * The credentials key of `punk up` and `punk cluster` when `PUNK_ENCRYPTION_KEY` is not set: one machine, one
- * user, so the key is kept next to the data directory (as the database is), created once with mode 0600, and
- * reused at every start.
+ * user, so the key is kept with the database (in the data directory), created once with mode 0600, and reused
+ * at every start.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
@@ -9,12 +9,12 @@ import { dirname, join } from 'node:path';
 import { errorMessage, PunkError, type PunkConfig } from '@punk/lib';
 import { Keyring, parseEncryptionKey } from '@punk/gateway';
 
-/** Name of the key file, in the parent of the data directory (`.punk/encryption.key` by default). */
+/** Name of the key file, in the data directory (`.punk/data/encryption.key` by default). */
 export const KEY_FILE = 'encryption.key';
 
 /**
  * The key ring of the all-in-one process: `PUNK_ENCRYPTION_KEY` (and `PUNK_ENCRYPTION_PREVIOUS_KEYS`) when set;
- * else the key in `<parent of dataDir>/encryption.key` ({@link localEncryptionKey}); with no data directory
+ * else the key in `<dataDir>/encryption.key` ({@link localEncryptionKey}); with no data directory
  * (`--ephemeral`), a random key that lives as long as the process (and its in-memory database).
  * @throws PunkError `InvalidConfig` when the key file cannot be read or written, or does not hold a key.
  */
@@ -22,7 +22,7 @@ export async function embeddedKeyring(config: PunkConfig, dataDir: string | null
   const configured = Keyring.fromConfig(config);
   if (configured) return configured;
   if (dataDir === null) return new Keyring(parseEncryptionKey(randomBytes(32).toString('base64'), 'a random key'), []);
-  const path = join(dirname(dataDir), KEY_FILE);
+  const path = join(dataDir, KEY_FILE);
   return new Keyring(parseEncryptionKey(await localEncryptionKey(path), path), []);
 }
 

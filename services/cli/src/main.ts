@@ -18,7 +18,7 @@ Commands:
               local NATS and Postgres (what \`npm run cluster\` runs; docs/distributed.md);
               \`punk cluster --clean\` (\`npm run cluster:clean\`), with the cluster stopped, deletes
               its NATS streams and KV buckets and drops its database
-  gateway     Run one gateway process (PUNK_NATS_URL, PUNK_MANIFESTS)
+  gateway     Run one gateway process (PUNK_NATS_URL, PUNK_DATABASE_URL, PUNK_MANIFESTS)
   governance  Run one governance process (PUNK_NATS_URL)
   ledger      Run one ledger process (PUNK_NATS_URL, PUNK_DATABASE_URL)
   credentials reencrypt

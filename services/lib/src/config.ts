@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { PunkError } from './errors.js';
@@ -51,6 +52,13 @@ const RESERVED_PATH_PREFIXES = ['/healthz', '/readyz', '/metrics', '/api', '/ser
 function isReservedPath(path: string): boolean {
   const lower = path.toLowerCase();
   return RESERVED_PATH_PREFIXES.some(prefix => lower === prefix || lower.startsWith(`${prefix}/`));
+}
+
+/** Whether a string is a CIDR: an IPv4 address with a prefix of 0-32, or an IPv6 address with 0-128. */
+function isCidr(value: string): boolean {
+  const match = /^(.+)\/(\d{1,3})$/.exec(value);
+  const family = match ? isIP(match[1]!) : 0;
+  return family !== 0 && Number(match![2]) <= (family === 4 ? 32 : 128);
 }
 
 /** Whether a string is a serialized origin (RFC 6454 §6.2): `scheme://host[:port]` and nothing else. */
@@ -206,7 +214,7 @@ export const configSchema = z.object({
    * `PUNK_UPSTREAM_ALLOWED_NETWORKS`: comma-separated CIDRs (`10.96.0.0/12`, `fd00::/8`) that http registrations
    * may reach even with authentication on, when the SSRF guard would refuse them (the cluster's own networks).
    */
-  upstreamAllowedNetworks: commaSeparated.pipe(z.array(z.string().regex(/^[0-9A-Fa-f:.]+\/\d{1,3}$/, 'each entry must be a CIDR such as 10.0.0.0/8'))).default([]),
+  upstreamAllowedNetworks: commaSeparated.pipe(z.array(z.string().refine(isCidr, 'each entry must be a CIDR such as 10.0.0.0/8 or fd00::/8 (an address and a prefix length it can have)'))).default([]),
   /** `PUNK_UPSTREAM_MAX_CONCURRENT_CALLS`: most calls in flight to one server from one gateway replica (more fail at once with `ServerBusy`). */
   upstreamMaxConcurrentCalls: positiveInt.default(32),
   /** `PUNK_UPSTREAM_IDLE_TIMEOUT_MS`: idle time after which a pooled upstream connection is closed, in milliseconds. */

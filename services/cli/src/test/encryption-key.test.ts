@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import { loadConfig } from '@punk/lib';
 import { embeddedKeyring, KEY_FILE, localEncryptionKey } from '../encryption-key.js';
 
-test('punk up keeps one credentials key next to its data directory, created once with mode 0600', async t => {
+test('punk up keeps one credentials key in its data directory, created once with mode 0600', async t => {
   const root = await mkdtemp(join(tmpdir(), 'punk-key-'));
   t.after(() => rm(root, { recursive: true, force: true }));
   const config = loadConfig({});
@@ -14,7 +14,7 @@ test('punk up keeps one credentials key next to its data directory, created once
   // Two processes starting at once end up with the same key.
   const [a, b] = await Promise.all([embeddedKeyring(config, dataDir), embeddedKeyring(config, dataDir)]);
   assert.deepEqual(a.keyIds(), b.keyIds());
-  assert.equal((await stat(join(root, KEY_FILE))).mode & 0o777, 0o600);
+  assert.equal((await stat(join(dataDir, KEY_FILE))).mode & 0o777, 0o600);
   assert.deepEqual((await embeddedKeyring(config, dataDir)).keyIds(), a.keyIds(), 'the next start reads the same key');
   // --ephemeral: a key of its own each time; PUNK_ENCRYPTION_KEY wins over the file.
   assert.notDeepEqual((await embeddedKeyring(config, null)).keyIds(), a.keyIds());
@@ -26,6 +26,6 @@ test('a key file that does not hold a key stops start-up naming the file', async
   const root = await mkdtemp(join(tmpdir(), 'punk-key-'));
   t.after(() => rm(root, { recursive: true, force: true }));
   await writeFile(join(root, KEY_FILE), 'not a key\n');
-  await assert.rejects(embeddedKeyring(loadConfig({}), join(root, 'data')), new RegExp(`${KEY_FILE}.*32 bytes`));
+  await assert.rejects(embeddedKeyring(loadConfig({}), root), new RegExp(`${KEY_FILE}.*32 bytes`));
   assert.equal(await localEncryptionKey(join(root, KEY_FILE)), 'not a key');
 });

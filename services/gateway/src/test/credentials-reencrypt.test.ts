@@ -1,7 +1,7 @@
 // `punk credentials reencrypt` run as a child process (needs the cli package built: `tsc -b` builds it after the gateway).
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -77,9 +77,15 @@ test('punk credentials reencrypt works on the embedded database of punk up (--da
     assert.equal(nowhere.code, 2);
     assert.match(nowhere.stderr, /no embedded database in .*absent: pass --data DIR/);
 
-    const moved = await reencrypt({ PUNK_ENCRYPTION_KEY: b, PUNK_ENCRYPTION_PREVIOUS_KEYS: a }, ['--data', data]);
+    // punk up keeps its key in the data directory: it decrypts without PUNK_ENCRYPTION_PREVIOUS_KEYS, and then holds the new key.
+    const keyFile = join(data, 'encryption.key');
+    await writeFile(keyFile, `${a}\n`, { mode: 0o600 });
+    const moved = await reencrypt({ PUNK_ENCRYPTION_KEY: b }, ['--data', data]);
     assert.equal(moved.code, 0, moved.stderr);
-    assert.equal(moved.stdout, 're-encrypted 1 credential(s) under key new; 0 already under it; 0 failed\n');
+    assert.equal(moved.stdout, `re-encrypted 1 credential(s) under key new; 0 already under it; 0 failed\n${keyFile} now holds the new key: punk up uses it without PUNK_ENCRYPTION_KEY\n`);
+    assert.equal((await readFile(keyFile, 'utf8')).trim(), b);
+    const again = await reencrypt({ PUNK_ENCRYPTION_KEY: b }, ['--data', data]);
+    assert.equal(again.stdout, 're-encrypted 0 credential(s) under key new; 1 already under it; 0 failed\n');
     const reopened = await openDatabase({ dataDir: data, log: world.log });
     try {
       const vault = new CredentialVault({ db: reopened, log: world.log, keyring: keyringOf(b) });

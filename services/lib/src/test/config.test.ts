@@ -80,3 +80,19 @@ test('a non-loopback listener without authentication gets a warning', () => {
   assert.equal(unauthenticatedExposureWarning(loadConfig({ PUNK_HOST: '0.0.0.0', PUNK_AUTH_MODE: 'on' }), 'the MCP endpoint'), undefined);
   assert.match(unauthenticatedExposureWarning(loadConfig({ PUNK_HOST: '0.0.0.0' }), 'the MCP endpoint') ?? '', /^listening on 0\.0\.0\.0, which is not a loopback address, with PUNK_AUTH_MODE=off: anyone on the network can use the MCP endpoint without authentication/);
 });
+
+test('gateway settings: networks must be CIDRs, keys 32 bytes, and a key is never shown', () => {
+  assert.deepEqual(loadConfig({ PUNK_UPSTREAM_ALLOWED_NETWORKS: '10.96.0.0/12, fd00::/8' }).upstreamAllowedNetworks, ['10.96.0.0/12', 'fd00::/8']);
+  for (const bad of ['10.0.0.0/33', 'fd00::/129', '10.0.0/8', 'example.com/8', '10.0.0.1']) {
+    assert.throws(() => loadConfig({ PUNK_UPSTREAM_ALLOWED_NETWORKS: bad }), /PUNK_UPSTREAM_ALLOWED_NETWORKS=.*each entry must be a CIDR/, bad);
+  }
+  const key = Buffer.alloc(32, 1).toString('base64');
+  assert.equal(loadConfig({ PUNK_ENCRYPTION_KEY: `k1:${key}` }).encryptionKey, `k1:${key}`);
+  const short = Buffer.alloc(16, 1).toString('base64');
+  assert.throws(() => loadConfig({ PUNK_ENCRYPTION_KEY: short }), (error: Error) => {
+    assert.match(error.message, /PUNK_ENCRYPTION_KEY=<redacted, 24 characters>: must decode to exactly 32 bytes/);
+    assert.ok(!error.message.includes(short));
+    return true;
+  });
+  assert.throws(() => loadConfig({ PUNK_TOOL_PINNING: 'ignore' }), /PUNK_TOOL_PINNING="ignore"/);
+});
