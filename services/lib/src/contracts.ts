@@ -445,7 +445,8 @@ export const gatewayAdminRequestSchema = z.discriminatedUnion('op', [
   z.object({ op: z.literal('servers.delete'), tenant: z.string().min(1), principal: principalSchema, id: z.string().min(1) }),
   z.object({ op: z.literal('servers.test'), tenant: z.string().min(1), principal: principalSchema, id: z.string().min(1) }),
   z.object({ op: z.literal('servers.tools'), tenant: z.string().min(1), id: z.string().min(1) }),
-  z.object({ op: z.literal('servers.acceptTool'), tenant: z.string().min(1), principal: principalSchema, id: z.string().min(1), tool: z.string().min(1) }),
+  /** `body`: `{ fingerprint? }`, the reviewed definition's fingerprint (the accept holds only if it is still the pending one). */
+  z.object({ op: z.literal('servers.acceptTool'), tenant: z.string().min(1), principal: principalSchema, id: z.string().min(1), tool: z.string().min(1), body: z.unknown().optional() }),
   z.object({ op: z.literal('credentials.create'), tenant: z.string().min(1), principal: principalSchema, body: z.unknown() }),
   z.object({ op: z.literal('credentials.list'), tenant: z.string().min(1) }),
   z.object({ op: z.literal('credentials.get'), tenant: z.string().min(1), id: z.string().min(1) }),

@@ -350,10 +350,20 @@ export const openApiDocument = {
       post: {
         operationId: 'acceptToolDefinition',
         summary: "Accepts a tool's changed definition: it becomes the pinned one and the tool is served again. Audited (`tool.definition_accepted`).",
+        requestBody: {
+          required: false,
+          content: json({
+            type: 'object',
+            additionalProperties: false,
+            properties: { fingerprint: string('The `pendingFingerprint` the admin reviewed: the accept holds only if it is still the one waiting.', { pattern: '^[0-9a-f]{64}$' }) },
+          }),
+        },
         responses: {
           '200': answer('Accepted.', ref('AcceptedTool')),
+          '400': error('The body is not `{ fingerprint }`.'),
           '404': error('No such server or tool.'),
-          '409': error('The tool has no changed definition waiting (`ToolNotPending`).'),
+          '409': error('The tool has no changed definition waiting (`ToolNotPending`), or the one waiting is not the reviewed `fingerprint` (`ToolDefinitionMismatch`).'),
+          '415': error('A body that is not JSON.'),
           ...adminErrors,
         },
       },

@@ -40,6 +40,7 @@ const STATUSES: Record<string, number> = {
   EgressRefused: 400,
   UpstreamUnreachable: 400,
   ToolNotPending: 409,
+  ToolDefinitionMismatch: 409,
   Conflict: 409,
   CredentialKeyNotFound: 422,
   CredentialKeyAmbiguous: 422,
@@ -170,9 +171,14 @@ export function registryRouter(options: RegistryApiOptions): Router {
   router.delete('/mcp/servers/:id', route((req, res, { tenant, principal }) => forward(res, { op: 'servers.delete', tenant, principal, id: id(req) }, 204)));
   router.post('/mcp/servers/:id/test', route((req, res, { tenant, principal }) => forward(res, { op: 'servers.test', tenant, principal, id: id(req) })));
   router.get('/mcp/servers/:id/tools', route((req, res, { tenant }) => forward(res, { op: 'servers.tools', tenant, id: id(req) })));
+  // The body is optional here: `{ fingerprint }` of the reviewed definition, or nothing.
   router.post(
     '/mcp/servers/:id/tools/:tool/accept',
-    route((req, res, { tenant, principal }) => forward(res, { op: 'servers.acceptTool', tenant, principal, id: id(req), tool: String(req.params['tool']) })),
+    (req: Request, res: Response, next: NextFunction) => (hasBody(req) ? json[0]!(req, res, () => parse(req, res, next)) : next()),
+    route(async (req, res, { tenant, principal }) => {
+      const body = hasBody(req) ? bodyOf(req, res) : {};
+      if (body) await forward(res, { op: 'servers.acceptTool', tenant, principal, id: id(req), tool: String(req.params['tool']), body });
+    }),
   );
   router.post(
     '/credentials',
@@ -195,6 +201,11 @@ export function registryRouter(options: RegistryApiOptions): Router {
     fail(res, status, error instanceof PunkError ? error.code : 'Internal', status === 500 && !(error instanceof PunkError) ? 'the request failed inside Punk; see its logs' : errorMessage(error));
   });
   return router;
+}
+
+/** Whether a request carries a body (RFC 9112 §6.3: a Content-Length above 0, or Transfer-Encoding). */
+function hasBody(req: Request): boolean {
+  return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
 }
 
 function fail(res: Response, status: number, code: string, message: string): void {

@@ -118,11 +118,13 @@ export class ToolPinning {
    * Pins a tool's pending (changed) definition on behalf of an admin and records `tool.definition_accepted`. The
    * tool is served as pinned from the next review of its server's listing on each replica (this replica stops
    * requiring approval at once when the accepted definition is the one it last listed).
+   * With `expected`, the fingerprint of the definition the admin reviewed, the accept holds only if that is still
+   * the pending one (a definition that changed again meanwhile is not accepted unseen).
    * @throws PunkError `ToolNotFound` when the tool has no pin, `ToolNotPending` when it has no changed definition
-   *   waiting, `Conflict` when other replicas kept changing the pin, `DatabaseUnavailable`, or the ledger's append
-   *   error (the acceptance is then undone).
+   *   waiting, `ToolDefinitionMismatch` when the pending one is not `expected`, `Conflict` when other replicas kept
+   *   changing the pin, `DatabaseUnavailable`, or the ledger's append error (the acceptance is then undone).
    */
-  async accept(tenant: string, server: string, tool: string, principal: Principal): Promise<AcceptedTool> {
+  async accept(tenant: string, server: string, tool: string, principal: Principal, expected?: string): Promise<AcceptedTool> {
     for (let attempt = 1; attempt <= ACCEPT_ATTEMPTS; attempt++) {
       const pin = await this.store.get(tenant, server, tool);
       if (!pin) {
@@ -136,6 +138,13 @@ export class ToolPinning {
         );
       }
       const fingerprint = pin.pendingFingerprint;
+      if (expected !== undefined && expected !== fingerprint) {
+        throw new PunkError(
+          'ToolDefinitionMismatch',
+          `tool ${tool} of server ${server} changed again: the definition waiting now has fingerprint ${fingerprint}, not the reviewed ${expected}; review it (GET /api/v1/mcp/servers/${server}/tools) and accept that one`,
+          { tool, server, fingerprint, expected },
+        );
+      }
       if (!(await this.store.repin(pin, { fingerprint, definition: pin.pendingDefinition }, principal.subject))) continue;
       try {
         await appendLedgerEvent(this.options.bus, definitionAcceptedEvent(tenant, server, tool, fingerprint, pin.fingerprint, principal));

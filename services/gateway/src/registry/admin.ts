@@ -7,6 +7,7 @@
  * over HTTP under `/api/v1`.
  */
 import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
 import {
   appendLedgerEvent,
   gatewayAdminRequestSchema,
@@ -251,7 +252,7 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
       case 'servers.acceptTool': {
         const { tenant, principal, id, tool } = request;
         await target(tenant, id);
-        const accepted = await deps.pins.accept(tenant, id, tool, principal);
+        const accepted = await deps.pins.accept(tenant, id, tool, principal, acceptBodyOf(request.body).fingerprint);
         await deps.onToolAccepted(tenant, id);
         return accepted;
       }
@@ -278,6 +279,17 @@ export function registryRunId(tenant: string, name: string): string {
 /** A registry ledger event (`server.registered`, `server.updated`, `server.deregistered`, `server.tested`) by an admin. */
 function registryEvent(type: LedgerEventType, tenant: string, name: string, principal: Principal, data: Record<string, unknown>): LedgerEvent {
   return { id: randomUUID(), type, tenant, runId: registryRunId(tenant, name), occurredAt: new Date().toISOString(), source: 'gateway', principal, server: name, data };
+}
+
+const acceptBody = z.object({ fingerprint: z.string().regex(/^[0-9a-f]{64}$/, 'must be a SHA-256 fingerprint (64 lower-case hex digits)').optional() }).strict();
+
+/** The body of an accept: empty, or the fingerprint the admin reviewed. @throws PunkError `InvalidRequest` naming the field. */
+function acceptBodyOf(body: unknown): { fingerprint?: string | undefined } {
+  const parsed = acceptBody.safeParse(body ?? {});
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0]!;
+  const field = issue.code === 'unrecognized_keys' ? `body.${issue.keys[0]}: unknown field` : `body${issue.path.map(p => `.${String(p)}`).join('')}: ${issue.message}`;
+  throw new PunkError('InvalidRequest', field, { field });
 }
 
 /** What the API shows instead of a literal `env` or `headers` value: only `cred:` references are shown as stored. */

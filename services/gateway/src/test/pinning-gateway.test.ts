@@ -39,7 +39,11 @@ test('hide: a changed description is recorded once and hidden until an admin acc
     const pins = (await w.adminRequest({ op: 'servers.tools', id: 'files' })).pins;
     assert.equal(pins.find((p: { tool: string }) => p.tool === 'read_file').status, 'changed-hidden');
 
-    const accepted = await w.adminRequest({ op: 'servers.acceptTool', id: 'files', tool: 'read_file' });
+    // The admin reviewed one definition; it changed again before the accept: that accept does not hold.
+    await assert.rejects(w.adminRequest({ op: 'servers.acceptTool', id: 'files', tool: 'read_file', body: { fingerprint: event.data.previousFingerprint } }), /ToolDefinitionMismatch|changed again/);
+    await assert.rejects(w.adminRequest({ op: 'servers.acceptTool', id: 'files', tool: 'read_file', body: { fingerprint: 'abc' } }), /body\.fingerprint: must be a SHA-256 fingerprint/);
+    await assert.rejects(w.adminRequest({ op: 'servers.acceptTool', id: 'files', tool: 'read_file', body: { note: 1 } }), /body\.note: unknown field/);
+    const accepted = await w.adminRequest({ op: 'servers.acceptTool', id: 'files', tool: 'read_file', body: { fingerprint: event.data.fingerprint } });
     assert.equal(accepted.fingerprint, event.data.fingerprint);
     await waitFor(() => toolOf(w.h)?.description === rugPull.description, 15_000, 'the accepted definition served');
     assert.ok(w.h.changes.some(c => c.server === 'files' && c.change === 'tool_accepted'), 'the other replicas and the fronts are told');
