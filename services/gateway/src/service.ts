@@ -161,16 +161,20 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     // Closing an idle connection and reconnecting it on the next call change nothing clients or auditors see (the
     // tools stay listed): those transitions are neither broadcast nor recorded; a failed reconnect is.
     let waking = false;
+    // A server that keeps failing for one reason is broadcast and recorded once, not at every retry or probe.
+    let failedWith: string | undefined;
     const upstream = new Upstream({
       ...upstreamBase(server, options.workDir),
       onState: (u, state, lastError) => {
         if (upstreams.get(u.key) !== u && state !== 'stopped') return;
-        if (state === 'idle' || (waking && (state === 'starting' || state === 'ready'))) {
-          waking = state !== 'ready';
-          log.debug({ server: u.key, state }, `server ${u.key} is ${state}`);
+        const retrying = failedWith !== undefined && (state === 'starting' || (state === 'failed' && u.failureCause === failedWith));
+        if (state === 'idle' || (waking && (state === 'starting' || state === 'ready')) || retrying) {
+          waking = state === 'idle' || (waking && state === 'starting');
+          log.debug({ server: u.key, state, ...(lastError && { lastError }) }, `server ${u.key} is ${state}`);
           return;
         }
         waking = false;
+        failedWith = state === 'failed' ? u.failureCause : undefined;
         if (state === 'ready') recordListing(u);
         const level = state === 'failed' ? 'warn' : 'info';
         log[level]({ server: u.key, state, ...(lastError && { lastError }) }, `server ${u.key} is ${state}`);

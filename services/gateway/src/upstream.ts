@@ -30,7 +30,7 @@ export const MAX_BACKOFF_MS = 30_000;
 /** Consecutive failures (connects, exits, call timeouts, transport errors) that open the circuit breaker. */
 export const BREAKER_FAILURE_THRESHOLD = 3;
 /** Failures that end a start attempt for good: retrying cannot help until the manifest or the gateway changes. */
-const FINAL_START_ERRORS = new Set(['ServerLaunchFailed', 'SecretUnsupported', 'CredentialUnavailable']);
+const FINAL_START_ERRORS = new Set(['ServerLaunchFailed', 'SecretUnsupported', 'CredentialUnavailable', 'EgressRefused']);
 /** A server ready for this long before it fails starts its backoff afresh. */
 const STABLE_MS = 60_000;
 /** How long a closed connection waits for its process's exit code before reporting. */
@@ -102,6 +102,7 @@ export class Upstream {
   readonly firstStart: Promise<void>;
   private stateValue: ServerState = 'stopped';
   private lastError: string | undefined;
+  private cause: string | undefined;
   private connection: Connection | undefined;
   private identity: ServerIdentity = {};
   private listings: Listings = emptyListings();
@@ -140,6 +141,11 @@ export class Upstream {
   /** Current lifecycle state. */
   get state(): ServerState {
     return this.stateValue;
+  }
+
+  /** The last failure as it happened (without the circuit breaker's counts and probe time), when the server is failing. */
+  get failureCause(): string | undefined {
+    return this.stateValue === 'failed' ? this.cause : undefined;
   }
 
   /** Why the server is not ready, when it is not. */
@@ -600,6 +606,7 @@ export class Upstream {
    * {@link BREAKER_FAILURE_THRESHOLD} consecutive failures `lastError` says the circuit is open and when it probes.
    */
   private fail(message: string, retry: boolean): void {
+    this.cause = message;
     if (this.readySince > 0 && Date.now() - this.readySince > STABLE_MS) this.failures = 0;
     this.readySince = 0;
     this.failures++;
@@ -610,7 +617,7 @@ export class Upstream {
     const delay = Math.min((this.options.initialBackoffMs ?? INITIAL_BACKOFF_MS) * 2 ** (this.failures - 1), MAX_BACKOFF_MS);
     const open = this.failures >= BREAKER_FAILURE_THRESHOLD;
     const probe = new Date(Date.now() + delay).toISOString();
-    this.setState('failed', open ? `circuit open after ${this.failures} consecutive failures, next probe at ${probe} (in ${delay} ms); last failure: ${message}` : message);
+    this.setState('failed', open ? `circuit open after ${this.failures} consecutive failures, next probe at ${probe}; last failure: ${message}` : message);
     this.options.log.info({ server: this.key, delayMs: delay, failures: this.failures, circuit: this.circuit }, open ? 'circuit open: probing the server after backoff' : 'restarting server after backoff');
     this.restartTimer = setTimeout(() => void this.attempt(), delay);
   }

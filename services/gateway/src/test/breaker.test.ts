@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { PunkError } from '@punk/lib';
 import { BREAKER_FAILURE_THRESHOLD } from '../upstream.js';
-import { fixture, manifest, startHarness, waitFor } from './harness.js';
+import { destinationPolicyOf } from '../index.js';
+import { fixture, freePort, manifest, startHarness, waitFor } from './harness.js';
 import { startProtectedMcpServer } from './fixtures/protected-mcp-server.js';
 import { startUpstream } from './upstream-harness.js';
 
@@ -36,7 +37,7 @@ test('a server that goes down opens the circuit after repeated failures, calls f
   await assert.rejects(upstream.callTool('echo', { text: 'while open' }, undefined), (error: unknown) => {
     assert.ok(error instanceof PunkError);
     assert.equal(error.code, 'ServerUnavailable');
-    assert.match(error.message, /circuit open after \d+ consecutive failures, next probe at \d{4}-\d\d-\d\dT[\d:.]+Z \(in \d+ ms\); last failure: /);
+    assert.match(error.message, /circuit open after \d+ consecutive failures, next probe at \d{4}-\d\d-\d\dT[\d:.]+Z; last failure: /);
     return true;
   });
   assert.ok(!upstream.accepting);
@@ -85,4 +86,29 @@ test('a server that keeps failing to start has its circuit open, and the gateway
   const result = (await h.call({ method: 'tools/call', server: 'exits', name: 'anything' })) as ToolResult;
   assert.equal(result.isError, true);
   assert.match(result.content[0]!.text, /exits is unavailable .*circuit open/);
+});
+
+test('a destination the SSRF guard refuses fails for good: no retry, one record on the ledger', async t => {
+  const h = await startHarness(tenant => [manifest(tenant, 'metadata', { url: 'http://169.254.169.254/mcp' })], { upstream: { initialBackoffMs: 50 }, egress: destinationPolicyOf({ authMode: 'on', upstreamAllowedNetworks: [] }) });
+  t.after(() => h.close());
+  await h.gateway.ready();
+  const entry = h.gateway.catalog(h.tenant)[0]!;
+  assert.equal(entry.state, 'failed');
+  assert.match(entry.lastError!, /169\.254\.169\.254.*(metadata|link-local)/);
+  await new Promise(resolve => setTimeout(resolve, 500));
+  const failures = h.events.filter(e => e.type === 'server.state_changed' && e.server === 'metadata' && e.data.state === 'failed');
+  assert.equal(failures.length, 1, 'refused once, not retried');
+  assert.equal(h.gateway.catalog(h.tenant)[0]!.state, 'failed');
+});
+
+test('a server that keeps failing for one reason is recorded once, not at every probe', async t => {
+  const port = await freePort();
+  const h = await startHarness(tenant => [manifest(tenant, 'gone', { url: `http://127.0.0.1:${port}/mcp` })], { upstream: { initialBackoffMs: 20 } });
+  t.after(() => h.close());
+  await h.gateway.ready();
+  // Retries at 20, 40, 80, 160, 320 ms …: several probes happen within a second.
+  await new Promise(resolve => setTimeout(resolve, 1_000));
+  const states = h.events.filter(e => e.type === 'server.state_changed' && e.server === 'gone').map(e => e.data.state);
+  assert.deepEqual(states, ['starting', 'failed']);
+  assert.equal(h.changes.filter(c => c.server === 'gone' && c.change === 'state').length, 2);
 });

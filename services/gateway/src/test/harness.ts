@@ -20,7 +20,7 @@ import {
   type McpServer,
   type RegistryChanged,
 } from '@punk/lib';
-import { destinationPolicyOf, startGateway, type Gateway, type UpstreamPoolOptions } from '../index.js';
+import { destinationPolicyOf, startGateway, type DestinationPolicy, type Gateway, type UpstreamPoolOptions } from '../index.js';
 import { openScratchDb } from '../../../lib/dist/test/pgtest.js';
 
 /** Absolute path of a fixture server script. */
@@ -99,7 +99,7 @@ export interface Harness {
 /** Starts bus, ledger stream, governance and gateway for the given servers of a fresh tenant. */
 export async function startHarness(
   makeServers: (tenant: string) => McpServer[],
-  options: { startTimeoutMs?: number; callTimeoutMs?: number; upstream?: UpstreamPoolOptions } = {},
+  options: { startTimeoutMs?: number; callTimeoutMs?: number; upstream?: UpstreamPoolOptions; egress?: DestinationPolicy } = {},
 ): Promise<Harness> {
   const tenant = `t-${randomUUID().slice(0, 8)}`;
   const log = createLogger('gateway-test', process.env.TEST_LOG_LEVEL ?? 'silent');
@@ -114,7 +114,8 @@ export async function startHarness(
   const governance = await startGovernance({ bus, log });
   const workDir = await mkdtemp(join(tmpdir(), 'punk-gateway-'));
   const database = await openScratchDb(log);
-  const gateway = await startGateway({ egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }),
+  const gateway = await startGateway({
+    egress: options.egress ?? destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }),
     bus,
     log,
     db: database.db,
