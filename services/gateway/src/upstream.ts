@@ -19,7 +19,7 @@ import { buildCatalog, emptyListings, type Listings, type McpItem, type ServerId
 import type { ClientLink } from './client-channel.js';
 import { openConnection, unauthorizedError, type Connection, type ForwardedMethod } from './connect.js';
 import { renewHeaders, type ResolvedHeader, type Secrets } from './upstream-secrets.js';
-import type { ProcessExit, ServerProcess } from './process.js';
+import type { ProcessExit } from './process.js';
 import type { SessionLink } from './session-link.js';
 import { answerInputRequests, MAX_INPUT_ROUNDS, metaForModernUpstream, type InputRequiredMode, type InputRetry } from './upstream-input.js';
 
