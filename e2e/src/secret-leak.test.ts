@@ -3,7 +3,7 @@
  * secret and tokens, every token the token endpoint issues later, and a literal header value typed into a
  * registration), drives every path that touches them through the real `punk up` (credentials and registry API,
  * test endpoint, tool calls with a refresh ahead of expiry, a refresh after a 401, a revoked grant, bad input,
- * the ledger API), and searches every output: HTTP answers (bodies and headers), the process's logs, the ledger,
+ * a credential value with a line break used in a header, a literal header value with one, a NUL value, the ledger API), and searches every output: HTTP answers (bodies and headers), the process's logs, the ledger,
  * and the database files at rest. Every API answer is also checked against the OpenAPI document.
  */
 import assert from 'node:assert/strict';
@@ -23,6 +23,9 @@ const STATIC_SECRET = planted('static');
 const LITERAL_HEADER = planted('literal');
 const REJECTED_VALUE = planted('rejected');
 const CLIENT_SECRET = planted('client-secret');
+const CRLF_SECRET = planted('crlf');
+const CRLF_LITERAL = planted('crlf-literal');
+const NUL_SECRET = planted('nul');
 
 let tokens: OAuthTokenServer;
 let upstream: ProtectedMcpServer;
@@ -139,6 +142,29 @@ test('no planted secret appears in any answer, log line, ledger event or databas
     await client.close();
   }
 
+  // A credential whose value no header can hold (a line break: allowed, since env values such as PEM keys have
+  // them) fails the connection with a sentence naming the header and the credential, never the value.
+  assert.equal((await api('POST', '/credentials', { id: 'crlf', data: { value: `Bearer ${CRLF_SECRET}\r\nX: y` } })).status, 201);
+  assert.equal((await api('POST', '/mcp/servers', { name: 'crlf', type: 'http', url: upstream.url, headers: { Authorization: 'cred:crlf' } })).status, 201);
+  const crlfTest = await api('POST', '/mcp/servers/crlf/test');
+  assert.equal(crlfTest.status, 200);
+  assert.equal(crlfTest.json.ok, false);
+  assert.match(crlfTest.json.error, /header Authorization: the value of credential cred:crlf is not a valid HTTP header value/);
+  assert.match((await api('GET', '/mcp/servers/crlf')).json.server.lastError ?? '', /credential cred:crlf is not a valid HTTP header value/);
+  assert.equal((await api('DELETE', '/mcp/servers/crlf')).status, 204);
+  // The same value typed in as a literal is refused at registration, and a NUL at credential creation: by field, without echo.
+  const literal = await api('POST', '/mcp/servers', { name: 'crlf-literal', type: 'http', url: upstream.url, headers: { 'X-Literal': `${CRLF_LITERAL}\r\nX: y` } });
+  assert.equal(literal.status, 400);
+  assert.equal(literal.json.error.code, 'InvalidRegistration');
+  assert.match(literal.json.error.message, /^body\.headers\.X-Literal: must be a valid HTTP field value/);
+  const nul = await api('POST', '/credentials', { id: 'nul', data: { value: `${NUL_SECRET}\u0000z` } });
+  assert.equal(nul.status, 400);
+  assert.match(nul.json.error.message, /^data\.value: must not contain a NUL character/);
+  // An id that cannot be one is unknown, not a database error.
+  const nulId = await api('DELETE', '/credentials/%00');
+  assert.equal(nulId.status, 404);
+  assert.equal(nulId.json.error.code, 'CredentialNotFound');
+
   const shown = await api('GET', '/mcp/servers/protected');
   assert.equal(shown.json.server.registration.headers['X-Literal'], '<redacted>');
   assert.equal((await api('PUT', '/mcp/servers/protected', shown.json.server.registration)).status, 200);
@@ -160,7 +186,7 @@ test('no planted secret appears in any answer, log line, ledger event or databas
   assert.equal((await api('GET', '/ledger/verify')).json.ok, true);
 
   await punk.stop();
-  const secrets = [STATIC_SECRET, LITERAL_HEADER, REJECTED_VALUE, CLIENT_SECRET, grant.accessToken, grant.refreshToken, ...tokens.issuedTokens()];
+  const secrets = [STATIC_SECRET, LITERAL_HEADER, REJECTED_VALUE, CLIENT_SECRET, CRLF_SECRET, CRLF_LITERAL, NUL_SECRET, grant.accessToken, grant.refreshToken, ...tokens.issuedTokens()];
   const outputs = { answers: answers.join('\n'), logs: punk.output() };
   assert.ok(outputs.logs.length > 10_000, 'the logs were captured (trace level)');
   for (const secret of secrets) {

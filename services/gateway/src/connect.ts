@@ -12,7 +12,7 @@ import { planLaunch } from './launch.js';
 import { ServerProcess } from './process.js';
 import type { SessionLink } from './session-link.js';
 import { ProcessStdioTransport } from './stdio-transport.js';
-import { headerRecord, renewHeaders, resolveHeaders, type ResolvedHeader, type Secrets } from './upstream-secrets.js';
+import { headerRecord, redact, renewHeaders, resolveHeaders, type ResolvedHeader, type Secrets } from './upstream-secrets.js';
 
 /** An open connection: the SDK client, the transport it speaks and, for local servers, the process. */
 export interface Connection {
@@ -24,6 +24,8 @@ export interface Connection {
   headers: ResolvedHeader[];
   /** HTTP 401 answers the connection got so far (always 0 for stdio). */
   unauthorized(): number;
+  /** `text` with this connection's secret values (resolved headers and env values) hidden: apply to every error message of its calls. */
+  redact(text: string): string;
 }
 
 /** Options of {@link openConnection}. */
@@ -117,6 +119,9 @@ function newClient(options: ConnectOptions, modern: boolean): Client {
  */
 export async function openConnection(server: McpServer, options: ConnectOptions): Promise<Connection> {
   const spec = server.spec;
+  // Every secret value the connection sends: hidden from each message that leaves this function.
+  const secrets = new Set<string>();
+  const hide = (text: string) => redact(text, secrets);
   const name = `${server.metadata.namespace ?? 'default'}/${server.metadata.name}`;
   const transport = transportOf(spec);
   const deadline = Date.now() + options.timeoutMs;
@@ -144,6 +149,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
           onFallback: status => options.log.info({ server: name, status }, `server ${name} refused the Streamable HTTP handshake (HTTP ${status}); trying the HTTP+SSE transport`),
         });
       let headers = options.renewedHeaders ?? (await resolveHeaders(server, options.secrets));
+      for (const header of headers) secrets.add(header.value);
       let connected: HttpConnection | undefined;
       for (let renewed = options.renewedHeaders !== undefined; !connected; renewed = true) {
         const seen = { unauthorized: 0 };
@@ -157,15 +163,17 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
         if (!renewal) throw unauthorizedError(name, renewed);
         options.log.info({ server: name }, `server ${name} answered HTTP 401; its OAuth2 credentials were renewed, connecting again`);
         headers = renewal;
+        for (const header of headers) secrets.add(header.value);
       }
       options.log.info({ server: name, transport: connected.transport }, `connected to server ${name} over ${connected.transport}`);
-      return { client: connected.client, transport: connected.transport, headers, unauthorized: connected.unauthorized };
+      return { client: connected.client, transport: connected.transport, headers, unauthorized: connected.unauthorized, redact: hide };
     }
     const plan = await planLaunch(server, {
       workDir: options.workDir,
       ...(options.extraEnv && { extraEnv: options.extraEnv }),
       ...(options.secrets && { secrets: options.secrets }),
     });
+    for (const value of plan.secrets) secrets.add(value);
     const proc = (child = new ServerProcess(plan, { log: options.log, server: name, stdio: transport === 'stdio' }));
     const exited = proc.exited.then(exit => {
       throw new PunkError('ServerStartFailed', `server ${name} ${proc.describeExit(exit)} before completing its MCP handshake`, {
@@ -177,7 +185,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
     if (transport === 'stdio') {
       client = newClient(options, false);
       await Promise.race([client.connect(new ProcessStdioTransport(proc), { timeout: options.timeoutMs }), exited, timeout]);
-      return { client, transport: 'stdio', process: proc, headers: [], unauthorized: () => 0 };
+      return { client, transport: 'stdio', process: proc, headers: [], unauthorized: () => 0, redact: hide };
     }
     const url = new URL(`http://127.0.0.1:${spec.port}${spec.path}`);
     const attempt = async (): Promise<HttpConnection> => {
@@ -192,19 +200,19 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
           });
         } catch (error) {
           if (proc.exitInfo || Date.now() + HTTP_RETRY_MS >= deadline) throw error;
-          options.log.debug({ server: name, err: errorMessage(error) }, 'server not reachable yet; retrying');
+          options.log.debug({ server: name, err: hide(errorMessage(error)) }, 'server not reachable yet; retrying');
           await new Promise(resolve => setTimeout(resolve, HTTP_RETRY_MS));
         }
       }
     };
     const connected = await Promise.race([attempt(), exited, timeout]);
-    return { client: connected.client, transport: connected.transport, process: proc, headers: [], unauthorized: () => 0 };
+    return { client: connected.client, transport: connected.transport, process: proc, headers: [], unauthorized: () => 0, redact: hide };
   } catch (error) {
     abandoned = true;
     await client?.close().catch(() => undefined);
     await child?.stop();
-    if (error instanceof PunkError) throw error;
-    throw new PunkError('ServerStartFailed', `server ${name} could not be reached: ${errorMessage(error)}`);
+    if (error instanceof PunkError) throw new PunkError(error.code, hide(error.message), error.details);
+    throw new PunkError('ServerStartFailed', `server ${name} could not be reached: ${hide(errorMessage(error))}`);
   } finally {
     clearTimeout(timer);
   }

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PunkError, type McpServer } from '@punk/lib';
-import { CREDENTIAL_PREFIX, resolveValue, type Secrets } from './upstream-secrets.js';
+import { CREDENTIAL_PREFIX, resolveEnv, type Secrets } from './upstream-secrets.js';
 
 /** How to start one server process. */
 export interface LaunchPlan {
@@ -20,6 +20,8 @@ export interface LaunchPlan {
   env: Record<string, string>;
   /** The server's own working directory (`<workDir>/<namespace>/<name>`), also its HOME. */
   cwd: string;
+  /** The `env` values resolved from credentials: secrets that error messages must not show (see `redact`). */
+  secrets: string[];
 }
 
 /** Options of {@link planLaunch}. */
@@ -57,8 +59,8 @@ export function expandVars(value: string, vars: Record<string, string>): string 
  *
  * @throws PunkError `ServerLaunchFailed` when the server cannot run locally (an
  *   `image` without `command`, a `url` server); for env entries, what
- *   {@link resolveValue} throws (`SecretUnsupported` for a Secret, `CredentialUnavailable`
- *   without a vault, the vault's own errors), naming the variable.
+ *   {@link resolveEnv} throws (`SecretUnsupported` for a Secret, `CredentialUnavailable`
+ *   without a vault, `InvalidCredentialValue`, the vault's own errors), naming the variable.
  */
 export async function planLaunch(server: McpServer, options: LaunchOptions): Promise<LaunchPlan> {
   const spec = server.spec;
@@ -72,9 +74,11 @@ export async function planLaunch(server: McpServer, options: LaunchOptions): Pro
     LANG: process.env.LANG ?? 'C.UTF-8',
   };
   const vars = (): Record<string, string> => ({ ...options.extraEnv, ...env });
+  const secrets: string[] = [];
   for (const entry of spec.env) {
     const literal = entry.value !== undefined && !entry.value.startsWith(CREDENTIAL_PREFIX);
-    env[entry.name] = literal ? expandVars(entry.value!, vars()) : (await resolveValue(server, `env ${entry.name}`, entry, options.secrets)).value;
+    if (literal) env[entry.name] = expandVars(entry.value!, vars());
+    else secrets.push((env[entry.name] = await resolveEnv(server, entry, options.secrets)));
   }
   const args = (spec.args ?? []).map(arg => expandVars(arg, vars()));
   let command: string;
@@ -92,7 +96,7 @@ export async function planLaunch(server: McpServer, options: LaunchOptions): Pro
     );
   }
   await mkdir(cwd, { recursive: true });
-  return { command, args: [...prefix, ...args], env, cwd };
+  return { command, args: [...prefix, ...args], env, cwd, secrets };
 }
 
 /**

@@ -4,7 +4,7 @@
  * ({@link Secrets}). Resolved values live only in the connection's memory: they are never logged and never put
  * in an error message (errors name the header or variable instead).
  */
-import { PunkError, type McpServer } from '@punk/lib';
+import { isEnvValue, isHttpFieldValue, PunkError, type McpServer } from '@punk/lib';
 
 /** The prefix of a credential reference in a header or env value. */
 export const CREDENTIAL_PREFIX = 'cred:';
@@ -82,14 +82,65 @@ export async function resolveValue(
   }
 }
 
-/** Resolves every `spec.headers` entry of a url server (in order; none when it has none). @throws as {@link resolveValue}. */
+/** `cred:<id>[/<key>]`: the credential an entry references (not secret), for error messages. */
+function referenceOf(entry: { value?: string | undefined; valueFrom?: ValueFrom | undefined }): string {
+  const ref = entry.valueFrom?.credentialRef;
+  return ref ? `${CREDENTIAL_PREFIX}${ref.name}${ref.key !== undefined ? `/${ref.key}` : ''}` : (entry.value ?? '');
+}
+
+/**
+ * Resolves every `spec.headers` entry of a url server (in order; none when it has none).
+ * @throws as {@link resolveValue}; PunkError `InvalidCredentialValue` naming the header and the credential (never
+ *   the value) when a credential's value is not a valid HTTP field value (RFC 9110 §5.5: e.g. it holds a line break).
+ */
 export async function resolveHeaders(server: McpServer, secrets: Secrets | undefined): Promise<ResolvedHeader[]> {
   const resolved: ResolvedHeader[] = [];
   for (const header of server.spec.headers ?? []) {
     const { value, oauth2 } = await resolveValue(server, `header ${header.name}`, header, secrets);
+    if (!isHttpFieldValue(value)) throw invalidValue(server, `header ${header.name}`, referenceOf(header), 'is not a valid HTTP header value (RFC 9110 §5.5): it holds a line break or another control character');
     resolved.push({ name: header.name, value, ...(oauth2 !== undefined && { oauth2 }) });
   }
   return resolved;
+}
+
+/**
+ * Resolves one `spec.env` entry that references a credential, as {@link resolveValue}.
+ * @throws as {@link resolveValue}; PunkError `InvalidCredentialValue` naming the variable and the credential (never
+ *   the value) when the value holds a NUL, which no environment variable can.
+ */
+export async function resolveEnv(server: McpServer, entry: { name: string; value?: string | undefined; valueFrom?: ValueFrom | undefined }, secrets: Secrets | undefined): Promise<string> {
+  const { value } = await resolveValue(server, `env ${entry.name}`, entry, secrets);
+  if (!isEnvValue(value)) throw invalidValue(server, `env ${entry.name}`, referenceOf(entry), 'holds a NUL character, which no environment variable can');
+  return value;
+}
+
+function invalidValue(server: McpServer, what: string, reference: string, problem: string): PunkError {
+  const name = keyOf(server);
+  return new PunkError('InvalidCredentialValue', `server ${name}: ${what}: the value of credential ${reference} ${problem}; replace the credential`, {
+    server: name,
+    entry: what,
+  });
+}
+
+/** Shortest secret value {@link redact} hides: shorter ones would blank out ordinary words of messages. */
+const MIN_REDACTED_LENGTH = 4;
+
+/** What {@link redact} puts in place of a secret value. */
+export const REDACTED = '<redacted>';
+
+/**
+ * `text` (an error message) with every occurrence of every `secrets` value of at least
+ * {@link MIN_REDACTED_LENGTH} characters replaced by {@link REDACTED}. A value is also hidden in pieces split at
+ * control characters, since messages quote such values escaped (`\r\n`, `\x00`) rather than as they are.
+ */
+export function redact(text: string, secrets: Iterable<string>): string {
+  const hidden = new Set<string>();
+  for (const secret of secrets) {
+    for (const piece of [secret, ...secret.split(/[\x00-\x1f\x7f]+/)]) if (piece.length >= MIN_REDACTED_LENGTH) hidden.add(piece);
+  }
+  let out = text;
+  for (const piece of [...hidden].sort((a, b) => b.length - a.length)) out = out.replaceAll(piece, REDACTED);
+  return out;
 }
 
 /**

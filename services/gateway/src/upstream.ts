@@ -19,7 +19,7 @@ import { buildCatalog, emptyListings, type Listings, type McpItem, type ServerId
 import type { ClientLink } from './client-channel.js';
 import { openConnection, unauthorizedError, type Connection, type ForwardedMethod } from './connect.js';
 import { renewHeaders, type ResolvedHeader, type Secrets } from './upstream-secrets.js';
-import type { ProcessExit, ServerProcess } from './process.js';
+import type { ProcessExit } from './process.js';
 import type { SessionLink } from './session-link.js';
 import { answerInputRequests, MAX_INPUT_ROUNDS, metaForModernUpstream, type InputRequiredMode, type InputRetry } from './upstream-input.js';
 
@@ -248,12 +248,13 @@ export class Upstream {
    * @throws PunkError `ServerUnavailable` when the server is not ready, `UpstreamError` when it answers with an error.
    */
   async complete(params: { ref: Record<string, unknown>; argument: { name: string; value: string }; context?: Record<string, unknown> }): Promise<Record<string, unknown>> {
-    const client = (await this.connectionForCall())?.client;
+    const connection = await this.connectionForCall();
+    const client = connection?.client;
     if (!client) throw new PunkError('ServerUnavailable', `server ${this.key} is unavailable (${this.stateValue})`);
     try {
       return (await client.complete(params as Parameters<Client['complete']>[0], { timeout: this.callTimeoutMs })) as unknown as Record<string, unknown>;
     } catch (error) {
-      throw new PunkError('UpstreamError', `server ${this.key} answered completion/complete with an error: ${errorMessage(error)}`, error instanceof ProtocolError ? { mcpCode: error.code, data: error.data } : {});
+      throw new PunkError('UpstreamError', `server ${this.key} answered completion/complete with an error: ${this.hide(errorMessage(error), connection)}`, error instanceof ProtocolError ? { mcpCode: error.code, data: error.data } : {});
     }
   }
 
@@ -269,7 +270,7 @@ export class Upstream {
     try {
       await client.setLoggingLevel(level as Parameters<Client['setLoggingLevel']>[0], { timeout: this.callTimeoutMs });
     } catch (error) {
-      throw new PunkError('UpstreamError', `server ${this.key} refused logging/setLevel: ${errorMessage(error)}`, error instanceof ProtocolError ? { mcpCode: error.code, data: error.data } : {});
+      throw new PunkError('UpstreamError', `server ${this.key} refused logging/setLevel: ${this.hide(errorMessage(error))}`, error instanceof ProtocolError ? { mcpCode: error.code, data: error.data } : {});
     }
   }
 
@@ -280,13 +281,14 @@ export class Upstream {
    * @throws PunkError `ServerUnavailable` when the server is not ready, `UpstreamError` when it refuses.
    */
   async subscribe(uri: string): Promise<void> {
-    const client = (await this.connectionForCall())?.client;
+    const connection = await this.connectionForCall();
+    const client = connection?.client;
     if (!client) throw new PunkError('ServerUnavailable', `server ${this.key} is unavailable (${this.stateValue})`);
     if (this.subscribed.has(uri)) return;
     try {
       await subscribeOn(client, uri, this.callTimeoutMs);
     } catch (error) {
-      throw new PunkError('UpstreamError', `server ${this.key} refused a subscription to ${uri}: ${errorMessage(error)}`, error instanceof ProtocolError ? { mcpCode: error.code } : {});
+      throw new PunkError('UpstreamError', `server ${this.key} refused a subscription to ${uri}: ${this.hide(errorMessage(error), connection)}`, error instanceof ProtocolError ? { mcpCode: error.code } : {});
     }
     this.subscribed.add(uri);
     // A connection that carries subscriptions is never idle: closing it would lose the updates.
@@ -303,7 +305,7 @@ export class Upstream {
     try {
       await client.sendRootsListChanged();
     } catch (error) {
-      this.options.log.warn({ server: this.key, err: errorMessage(error) }, 'could not tell the upstream that the client roots changed');
+      this.options.log.warn({ server: this.key, err: this.hide(errorMessage(error)) }, 'could not tell the upstream that the client roots changed');
     }
   }
 
@@ -472,13 +474,13 @@ export class Upstream {
         }
       };
       const result = await Promise.race([rounds().then(value => ({ value })), exited]);
-      if ('exit' in result) return this.exitedDuringCall(proc!, result.exit);
+      if ('exit' in result) return this.exitedDuringCall(connection, result.exit);
       return { ok: true, result: result.value as Record<string, unknown> };
     } catch (error) {
       if (error instanceof PunkError) throw error;
       if (error instanceof ProtocolError) {
         this.succeeded(connection);
-        throw new PunkError('UpstreamError', `server ${this.key} answered with an error: ${error.message}`, { mcpCode: error.code, data: error.data });
+        throw new PunkError('UpstreamError', `server ${this.key} answered with an error: ${connection.redact(error.message)}`, { mcpCode: error.code, data: error.data });
       }
       if (signal?.aborted) return { ok: false, kind: 'cancelled', message: `the client cancelled the call to server ${this.key}` };
       if (error instanceof SdkError && error.code === SdkErrorCode.RequestTimeout) {
@@ -486,9 +488,9 @@ export class Upstream {
       }
       if (proc) {
         const exit = await Promise.race([proc.exited, new Promise<undefined>(resolve => setTimeout(() => resolve(undefined), EXIT_GRACE_MS))]);
-        if (exit) return this.exitedDuringCall(proc, exit);
+        if (exit) return this.exitedDuringCall(connection, exit);
       }
-      return { ok: false, kind: 'unavailable', message: `server ${this.key} failed during the call: ${errorMessage(error)}` };
+      return { ok: false, kind: 'unavailable', message: `server ${this.key} failed during the call: ${connection.redact(errorMessage(error))}` };
     } finally {
       if (link) this.links.delete(link);
       if (token) {
@@ -521,10 +523,15 @@ export class Upstream {
     if (passesLogLevel(params['level'], threshold)) link.notify('notifications/message', params);
   }
 
-  private exitedDuringCall(proc: ServerProcess, exit: ProcessExit): CallOutcome {
+  private exitedDuringCall(connection: Connection, exit: ProcessExit): CallOutcome {
     const how = exit.signal ? `killed by ${exit.signal}` : `exit code ${exit.code}`;
-    const tail = proc.stderrTail(3);
-    return { ok: false, kind: 'exited', message: `server ${this.key} exited during the call (${how})${tail.length ? `; stderr: ${tail.join(' | ')}` : ''}` };
+    const tail = connection.process!.stderrTail(3);
+    return { ok: false, kind: 'exited', message: connection.redact(`server ${this.key} exited during the call (${how})${tail.length ? `; stderr: ${tail.join(' | ')}` : ''}`) };
+  }
+
+  /** `text` with the secret values of `connection` (by default the current one) hidden (`Connection.redact`). */
+  private hide(text: string, connection: Connection | undefined = this.connection): string {
+    return connection ? connection.redact(text) : text;
   }
 
   /**
@@ -580,7 +587,7 @@ export class Upstream {
       if (generation !== this.generation || this.stopping) return;
       this.connection = undefined;
       void client.close().catch(() => undefined);
-      this.fail(`server process ${connection.process!.describeExit(exit)}`, true);
+      this.fail(connection.redact(`server process ${connection.process!.describeExit(exit)}`), true);
     });
     const listings = await this.list(client);
     // The process may have exited (or the server been stopped) while listing.
@@ -591,7 +598,7 @@ export class Upstream {
     this.listed = true;
     for (const uri of this.subscribed) {
       subscribeOn(client, uri, this.options.startTimeoutMs).catch(error =>
-        this.options.log.warn({ server: this.key, uri, err: errorMessage(error) }, 'could not renew a resource subscription after a restart'),
+        this.options.log.warn({ server: this.key, uri, err: connection.redact(errorMessage(error)) }, 'could not renew a resource subscription after a restart'),
       );
     }
     this.readySince = Date.now();
@@ -650,7 +657,7 @@ export class Upstream {
       try {
         return (await run()) as McpItem[];
       } catch (error) {
-        this.options.log.warn({ server: this.key, err: errorMessage(error) }, `listing ${what} failed`);
+        this.options.log.warn({ server: this.key, err: this.hide(errorMessage(error)) }, `listing ${what} failed`);
         return [];
       }
     };

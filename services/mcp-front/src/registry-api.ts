@@ -27,6 +27,7 @@
 import express, { type NextFunction, type Request, type Response, type Router } from 'express';
 import { anonymousPrincipal, deadlines, errorMessage, PunkError, subjects, type Bus, type GatewayAdminRequest, type Logger, type Principal } from '@punk/lib';
 import { adminGuard } from './auth/admin-api.js';
+import { bodyRefusal } from './body-errors.js';
 import type { Authenticator } from './auth/authenticator.js';
 
 /** HTTP status of each PunkError code the registry and credentials APIs answer with. */
@@ -196,6 +197,8 @@ export function registryRouter(options: RegistryApiOptions): Router {
     const type = (error as { type?: unknown })?.type;
     if (type === 'entity.parse.failed') return fail(res, 400, 'InvalidRequest', 'body: not valid JSON');
     if (type === 'entity.too.large') return fail(res, 413, 'PayloadTooLarge', `the body is larger than ${options.maxBodyBytes} bytes`);
+    const refusal = bodyRefusal(error);
+    if (refusal) return fail(res, refusal.status, refusal.code, refusal.message);
     const status = statusOf(error);
     if (status >= 500) options.log.warn({ err: errorMessage(error) }, 'registry API request failed');
     fail(res, status, error instanceof PunkError ? error.code : 'Internal', status === 500 && !(error instanceof PunkError) ? 'the request failed inside Punk; see its logs' : errorMessage(error));

@@ -40,7 +40,7 @@ export function isCredentialId(id: string): boolean {
  * `refresh_token` or a `token_url`, else `static`. An `oauth2` credential holds only the keys of
  * {@link OAUTH2_KEYS}, and needs `access_token`, or `refresh_token` with `token_url` (RFC 6749 §6);
  * `client_secret` needs `client_id`; `token_url` is an http(s) URL without user info; `expires_at` is epoch
- * milliseconds as a number or a decimal string.
+ * milliseconds as a number or a decimal string. No value may contain a NUL.
  *
  * @throws PunkError `InvalidCredential` naming the field (`id`, `type`, `data.<key>`, or an unknown field).
  */
@@ -66,6 +66,8 @@ export function parseCredentialInput(body: unknown): CredentialInput {
     }
     if (typeof value !== 'string' || value === '') throw invalid(`data.${key}`, 'must be a non-empty string');
     if (Buffer.byteLength(value) > MAX_VALUE_BYTES) throw invalid(`data.${key}`, `is longer than ${MAX_VALUE_BYTES} bytes`);
+    // No environment variable or HTTP header can hold a NUL; line breaks stay allowed (PEM keys in env values).
+    if (value.includes('\0')) throw invalid(`data.${key}`, 'must not contain a NUL character (no environment variable or header can hold one)');
     values[key] = value;
   }
   const resolvedType: CredentialType = type ?? (values.refresh_token !== undefined || values.token_url !== undefined ? 'oauth2' : 'static');

@@ -9,7 +9,7 @@ import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import { PunkError, appendLedgerEvent, type Bus, type LedgerEvent, type Logger, type Principal, type Queryable } from '@punk/lib';
 import { credentialEvent } from './events.js';
-import { parseCredentialInput, parseReference, type CredentialType } from './input.js';
+import { isCredentialId, parseCredentialInput, parseReference, type CredentialType } from './input.js';
 import type { Keyring } from './keyring.js';
 import { expiringSoon, LeasedRefresher, notFound, stillRejected } from './refresh.js';
 import { CredentialSealer } from './sealing.js';
@@ -151,7 +151,8 @@ export class CredentialVault {
    */
   async delete(tenant: string, principal: Principal, id: string): Promise<void> {
     this.requireSealer();
-    if (!(await this.store.delete(tenant, id))) throw notFound(tenant, id);
+    // An id that cannot be one (e.g. holding a NUL, which Postgres refuses) is unknown without asking the database.
+    if (!isCredentialId(id) || !(await this.store.delete(tenant, id))) throw notFound(tenant, id);
     this.log.info({ tenant, credential: id, by: principal.subject }, 'credential deleted');
     await this.record(credentialEvent('credential.deleted', tenant, id, {}, principal));
   }
@@ -248,7 +249,7 @@ export class CredentialVault {
 
   private async read(tenant: string, id: string): Promise<CredentialRow> {
     this.requireSealer();
-    const row = await this.store.get(tenant, id);
+    const row = isCredentialId(id) ? await this.store.get(tenant, id) : undefined;
     if (!row) throw notFound(tenant, id);
     return row;
   }

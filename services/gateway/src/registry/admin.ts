@@ -10,6 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import {
   appendLedgerEvent,
+  dnsLabel,
   gatewayAdminRequestSchema,
   parseMessage,
   PunkError,
@@ -109,11 +110,18 @@ type Target = { managed: true; server: McpServer; record: ServerRecord } | { man
 export function createAdminHandler(deps: AdminDeps): RequestHandler {
   const { store, served } = deps;
 
+  /** The ServerNotFound of `id`, thrown at once when `id` cannot be a server name (nothing is queried). */
+  const notFound = (tenant: string, id: string) => new PunkError('ServerNotFound', `tenant ${tenant} has no server named ${id}`, { server: id });
+  const checkName = (tenant: string, id: string) => {
+    if (!dnsLabel.safeParse(id).success) throw notFound(tenant, id);
+  };
+
   const target = async (tenant: string, id: string): Promise<Target> => {
+    checkName(tenant, id);
     const server = served.managedServer(tenant, id);
     if (server) return { managed: true, server, record: served.managedRecord(tenant, id) };
     const stored = await store.get(tenant, id);
-    if (!stored) throw new PunkError('ServerNotFound', `tenant ${tenant} has no server named ${id}`, { server: id });
+    if (!stored) throw notFound(tenant, id);
     return { managed: false, stored, record: stored };
   };
 
@@ -197,7 +205,7 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
         return { server: view(request.tenant, await target(request.tenant, request.id)) };
       case 'servers.create': {
         const { tenant, principal } = request;
-        const registration = validRegistration(tenant, request.body);
+        const registration = validRegistration(tenant, unmaskedBody(request.body, undefined));
         refuseManaged(tenant, registration.name, 'registered again');
         await checkEgress(registration);
         const stored = await store.insert(tenant, registration, principal.subject);
@@ -207,20 +215,22 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
       }
       case 'servers.update': {
         const { tenant, principal, id } = request;
+        checkName(tenant, id);
         refuseManaged(tenant, id, 'changed');
         const previous = await store.get(tenant, id);
-        const registration = validRegistration(tenant, previous ? unmaskedBody(request.body, previous.body) : request.body, id);
+        const registration = validRegistration(tenant, unmaskedBody(request.body, previous?.body), id);
         await checkEgress(registration);
         const stored = await store.replace(tenant, registration, principal.subject);
-        if (!stored) throw new PunkError('ServerNotFound', `tenant ${tenant} has no server named ${id}`, { server: id });
+        if (!stored) throw notFound(tenant, id);
         await served.reload(tenant, id, true);
         await audit('server.updated', tenant, id, principal, auditedRegistration(registration));
         return { server: view(tenant, { managed: false, stored, record: stored }) };
       }
       case 'servers.delete': {
         const { tenant, principal, id } = request;
+        checkName(tenant, id);
         refuseManaged(tenant, id, 'deleted');
-        if (!(await store.delete(tenant, id))) throw new PunkError('ServerNotFound', `tenant ${tenant} has no server named ${id}`, { server: id });
+        if (!(await store.delete(tenant, id))) throw notFound(tenant, id);
         await served.reload(tenant, id, true);
         // A server registered again under this name is a new one: its tools are pinned afresh.
         await deps.pins.forget(tenant, id);
@@ -306,17 +316,29 @@ export function maskedRegistration(body: Registration): Record<string, unknown> 
 }
 
 /**
- * The body of a replacement (PUT) with every {@link MASKED_VALUE} put back to the stored value of the same
- * `env` or `headers` entry, so a registration read from the API can be edited and sent back as a whole.
+ * The body of a registration (POST) or replacement (PUT, `stored` being the registration it replaces) with every
+ * {@link MASKED_VALUE} put back to the stored value of the same `env` or `headers` entry, so a registration read
+ * from the API can be edited and sent back as a whole.
+ * @throws PunkError `InvalidRegistration` naming the entry when it is {@link MASKED_VALUE} but no value is stored for it.
  */
-function unmaskedBody(body: unknown, stored: Registration): unknown {
+function unmaskedBody(body: unknown, stored: Registration | undefined): unknown {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return body;
   const out = { ...(body as Record<string, unknown>) };
   for (const field of ['env', 'headers'] as const) {
     const values = out[field];
-    const previous = stored[field];
-    if (typeof values !== 'object' || values === null || Array.isArray(values) || !previous) continue;
-    out[field] = Object.fromEntries(Object.entries(values as Record<string, unknown>).map(([name, value]) => [name, value === MASKED_VALUE && name in previous ? previous[name] : value]));
+    const previous = stored?.[field] ?? {};
+    if (typeof values !== 'object' || values === null || Array.isArray(values)) continue;
+    out[field] = Object.fromEntries(
+      Object.entries(values as Record<string, unknown>).map(([name, value]) => {
+        if (value !== MASKED_VALUE) return [name, value];
+        if (!Object.hasOwn(previous, name)) {
+          throw new PunkError('InvalidRegistration', `body.${field}.${name}: is ${MASKED_VALUE}, which stands for a stored value, but none is stored for this entry; send the value itself`, {
+            field: `body.${field}.${name}`,
+          });
+        }
+        return [name, previous[name]];
+      }),
+    );
   }
   return out;
 }

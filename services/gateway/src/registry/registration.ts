@@ -5,9 +5,15 @@
  * stands for, so the gateway serves it exactly like a manifest. Pure functions.
  */
 import { z } from 'zod';
-import { API_VERSION, dnsLabel, durationSchema, mcpServerSchema, PunkError, transportOf, type McpServer } from '@punk/lib';
+import { API_VERSION, dnsLabel, durationSchema, isEnvValue, isHttpFieldValue, mcpServerSchema, PunkError, transportOf, type McpServer } from '@punk/lib';
+import { parseReference } from '../credentials/input.js';
 
 const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name (letters, digits and _, not starting with a digit)');
+/** Most `headers` of an http registration. */
+export const MAX_HEADERS = 100;
+/** Most `env` entries of a stdio registration. */
+export const MAX_ENV = 1000;
+
 const headerName = z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'must be an HTTP header name (RFC 9110 token)');
 
 /** One of `values`; the error lists them (`must be a, b or c`), or says `required` when the field is absent. */
@@ -58,6 +64,13 @@ export const registrationSchema = z
     const misplaced = (fields: readonly (keyof typeof body)[], message: string) => {
       for (const field of fields) if (body[field] !== undefined) ctx.addIssue({ code: 'custom', path: [field], message });
     };
+    checkValues(body.env, 'env', MAX_ENV, isEnvValue, 'must not contain a NUL character', ctx);
+    checkValues(body.headers, 'headers', MAX_HEADERS, isHttpFieldValue, 'must be a valid HTTP field value (RFC 9110 §5.5): no CR, LF, NUL or other control character except HTAB', ctx);
+    const seen = new Set<string>();
+    for (const name of Object.keys(body.headers ?? {})) {
+      if (seen.has(name.toLowerCase())) ctx.addIssue({ code: 'custom', path: ['headers', name], message: 'duplicates another header name (header names are case-insensitive)' });
+      seen.add(name.toLowerCase());
+    }
     if (body.type === 'stdio') {
       if (body.command === undefined) ctx.addIssue({ code: 'custom', path: ['command'], message: 'required for a stdio registration' });
       misplaced(['url', 'headers', 'transport'], 'applies only to an http registration');
@@ -66,6 +79,31 @@ export const registrationSchema = z
       misplaced(['command', 'args', 'env'], 'applies only to a stdio registration');
     }
   });
+/**
+ * Checks the `env` or `headers` values of a registration: at most `max` entries, each `cred:` value a
+ * well-formed reference, each literal passing `valid`. Issues name the entry, never its value.
+ */
+function checkValues(
+  values: Record<string, string> | undefined,
+  field: 'env' | 'headers',
+  max: number,
+  valid: (value: string) => boolean,
+  problem: string,
+  ctx: z.RefinementCtx,
+): void {
+  const entries = Object.entries(values ?? {});
+  if (entries.length > max) ctx.addIssue({ code: 'custom', path: [field], message: `holds more than ${max} entries` });
+  for (const [name, value] of entries) {
+    try {
+      if (parseReference(value) !== undefined) continue;
+    } catch (error) {
+      ctx.addIssue({ code: 'custom', path: [field, name], message: error instanceof PunkError ? error.message : String(error) });
+      continue;
+    }
+    if (!valid(value)) ctx.addIssue({ code: 'custom', path: [field, name], message: problem });
+  }
+}
+
 /** A validated registration body. */
 export type Registration = z.infer<typeof registrationSchema>;
 

@@ -56,6 +56,10 @@ test('an admin stores, lists, reads and deletes credentials; answers and events 
   const gone = await failing(() => vault.get(tenant, 'github'), 'CredentialNotFound');
   assert.equal(gone.message, `credential github not found in tenant ${tenant}`);
   await failing(() => vault.delete(tenant, admin, 'github'), 'CredentialNotFound');
+  // An id that cannot be a credential id (a NUL, which Postgres refuses) is unknown, not a database error.
+  const nul = await failing(() => vault.delete(tenant, admin, 'x\0y'), 'CredentialNotFound');
+  assert.equal(nul.message, `credential x\0y not found in tenant ${tenant}`);
+  await failing(() => vault.get(tenant, '\0'), 'CredentialNotFound');
 
   const mine = world.events.filter(e => e.tenant === tenant);
   assert.deepEqual(mine.map(e => e.type), ['credential.created', 'credential.created', 'credential.created', 'credential.deleted']);
@@ -78,6 +82,8 @@ test('validation names the field and never echoes a value', async () => {
     [{ id: 'x', data: {} }, /^data: must hold at least one key/],
     [{ id: 'x', data: { value: 42 } }, /^data\.value: must be a non-empty string/],
     [{ id: 'x', data: { value: '' } }, /^data\.value: must be a non-empty string/],
+    [{ id: 'x', data: { value: 'PLANTED-nul-abc\0def' } }, /^data\.value: must not contain a NUL character/],
+    [{ id: 'x', type: 'oauth2', data: { access_token: 'PLANTED-at-abc\0def' } }, /^data\.access_token: must not contain a NUL character/],
     [{ id: 'x', data: { 'bad key': 'PLANTED-v5-abcdef' } }, /^data: key names must be/],
     [{ id: 'x', data: { refresh_token: 'PLANTED-rt-abcdef' } }, /^data\.token_url: is required with data\.refresh_token/],
     [{ id: 'x', type: 'oauth2', data: { client_id: 'c' } }, /^data\.access_token: is required unless/],

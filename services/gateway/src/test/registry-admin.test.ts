@@ -160,6 +160,13 @@ describe('the registry of http servers', () => {
     await world.request({ op: 'servers.update', id: 'remote', body: got.registration });
     const stored = await world.database.db.query<{ body: { headers: Record<string, string> } }>('SELECT body FROM gateway.registrations WHERE tenant = $1 AND name = $2', [world.tenant, 'remote']);
     assert.deepEqual(stored.rows[0]?.body.headers, { 'X-Punk-Test': 'literal-header-value-7d1' });
+    // The mask of an entry with no stored value is refused, never stored or sent upstream.
+    await rejects(
+      world.request({ op: 'servers.update', id: 'remote', body: { ...got.registration, headers: { 'X-Punk-Test': '<redacted>', 'X-New': '<redacted>' } } }),
+      'InvalidRegistration',
+      /^body\.headers\.X-New: is <redacted>, which stands for a stored value, but none is stored for this entry/,
+    );
+    await rejects(world.request({ op: 'servers.create', body: { ...body, name: 'masked', headers: { 'X-Punk-Test': '<redacted>' } } }), 'InvalidRegistration', /^body\.headers\.X-Punk-Test: is <redacted>/);
 
     const replaced = await world.request({ op: 'servers.update', id: 'remote', body: { type: 'http', url: everything.url, tools: { deny: ['echo', 'get-sum'] } } });
     assert.equal(replaced.server.status, 'unknown', 'a replaced registration forgets the test of the old one');
@@ -239,6 +246,9 @@ describe('the registry of http servers', () => {
     await rejects(world.request({ op: 'servers.update', id: 'twice', body: { name: 'thrice', type: 'http', url: everything.url } }), 'InvalidRegistration', /^body\.name: must be "twice"/);
     await rejects(world.request({ op: 'servers.update', id: 'ghost', body: { type: 'http', url: everything.url } }), 'ServerNotFound', /no server named ghost/);
     await rejects(world.request({ op: 'servers.delete', id: 'ghost' }), 'ServerNotFound', /no server named ghost/);
+    // An id that cannot be a server name (a NUL, which Postgres refuses) is unknown, not a database error.
+    for (const op of ['servers.get', 'servers.delete', 'servers.test', 'servers.tools']) await rejects(world.request({ op, id: 'x\0y' }), 'ServerNotFound', /no server named x\0y$/);
+    await rejects(world.request({ op: 'servers.update', id: '\0', body: { type: 'http', url: everything.url } }), 'ServerNotFound', /no server named \0$/);
     const other = 'other-tenant';
     const asOther = (request: Record<string, unknown>) => world.bus.request(subjects.gatewayAdmin, { tenant: other, principal: { ...world.admin, tenant: other }, ...request } as GatewayAdminRequest, { timeoutMs: 10_000 });
     await rejects(asOther({ op: 'servers.get', id: 'twice' }), 'ServerNotFound', /tenant other-tenant has no server named twice/);

@@ -57,6 +57,30 @@ test('each invalid registration is refused with a message naming the field', () 
   for (const [body, message] of cases) refuses(body, message);
 });
 
+test('env and header values: no control characters in literal headers, no NUL in env, well-formed cred: references, bounded counts; never echoed', () => {
+  const fieldValue = 'must be a valid HTTP field value (RFC 9110 §5.5): no CR, LF, NUL or other control character except HTAB';
+  const reference = 'a value starting with "cred:" must be cred:<id> or cred:<id>/<key>, the id a DNS label and the key a key name';
+  const cases: Array<[unknown, string]> = [
+    [{ ...http, headers: { Authorization: 'Bearer PLANTED-crlf-1\r\nX: y' } }, `body.headers.Authorization: ${fieldValue}`],
+    [{ ...http, headers: { 'X-Key': 'PLANTED-nul-2\0' } }, `body.headers.X-Key: ${fieldValue}`],
+    [{ ...http, headers: { 'X-Key': 'PLANTED-bell-3\x07' } }, `body.headers.X-Key: ${fieldValue}`],
+    [{ ...http, headers: { 'X-Key': 'PLANTED-del-4\x7f' } }, `body.headers.X-Key: ${fieldValue}`],
+    [{ ...http, headers: { 'X-Key': 'PLANTED-wide-5\u2028' } }, `body.headers.X-Key: ${fieldValue}`],
+    [{ ...stdio, env: { TOKEN: 'PLANTED-nul-6\0z' } }, 'body.env.TOKEN: must not contain a NUL character'],
+    [{ ...http, headers: { 'X-Key': 'PLANTED-a', 'x-key': 'PLANTED-b' } }, 'body.headers.x-key: duplicates another header name (header names are case-insensitive)'],
+    [{ ...http, headers: Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`X-H${i}`, 'v'])) }, 'body.headers: holds more than 100 entries'],
+    [{ ...stdio, env: Object.fromEntries(Array.from({ length: 1001 }, (_, i) => [`V${i}`, 'v'])) }, 'body.env: holds more than 1000 entries'],
+  ];
+  for (const bad of ['cred:', 'cred:UPPER', 'cred:a/b/c', 'cred:../x']) {
+    cases.push([{ ...http, headers: { Authorization: bad } }, `body.headers.Authorization: ${reference}`]);
+    cases.push([{ ...stdio, env: { TOKEN: bad } }, `body.env.TOKEN: ${reference}`]);
+  }
+  for (const [body, message] of cases) refuses(body, message);
+  // Accepted: HTAB, obs-text, a line break in an env value (PEM keys), well-formed references.
+  parseRegistration({ ...http, headers: { 'X-A': 'a\tb', 'X-B': 'caf\u00e9', Authorization: 'cred:api/token' } });
+  parseRegistration({ ...stdio, env: { PEM: '-----BEGIN KEY-----\nabc\n-----END KEY-----', TOKEN: 'cred:api' } });
+});
+
 test('an update may omit the name, and may not rename the server', () => {
   assert.equal(parseRegistration({ type: 'stdio', command: 'node' }, 'local').name, 'local');
   refuses({ ...stdio, name: 'other' }, 'body.name: must be "local", the server named in the path (a server cannot be renamed)', 'local');

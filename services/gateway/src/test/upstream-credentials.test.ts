@@ -4,8 +4,11 @@
  * reconnect and one retry after an HTTP 401 — never a loop, never a secret in a log line or an error.
  */
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import { PunkError } from '@punk/lib';
+import { redact } from '../upstream-secrets.js';
 import { fixture, manifest } from './harness.js';
 import { startProtectedMcpServer } from './fixtures/protected-mcp-server.js';
 import { mapSecrets, startUpstream } from './upstream-harness.js';
@@ -177,4 +180,67 @@ test('a renewal the vault cannot make surfaces its error, and a 401 with nothing
     assert.match(error.message, /no header comes from an OAuth2 credential that could be renewed/);
     return true;
   });
+});
+
+test('a credential value that no header or variable can hold fails the start naming the entry and the credential, never the value', async t => {
+  const server = await startProtectedMcpServer();
+  t.after(() => server.close());
+  const secrets = mapSecrets({ 'cred:crlf': { value: 'Bearer TOPSECRET-CRLF-999\r\nX: y' }, 'cred:nul': { value: 'NULSECRET-777\0z' } });
+  const header = await startUpstream(manifest('t-crlf', 'protected', { url: server.url, headers: [{ name: 'Authorization', value: 'cred:crlf' }] }), { secrets, initialBackoffMs: NO_RETRY });
+  t.after(() => header.close());
+  assert.equal(header.upstream.state, 'failed');
+  assert.equal(
+    header.upstream.error,
+    'server t-crlf/protected: header Authorization: the value of credential cred:crlf is not a valid HTTP header value (RFC 9110 §5.5): it holds a line break or another control character; replace the credential',
+  );
+  assert.equal(server.requests.length, 0);
+  const env = await startUpstream(
+    manifest('t-nul', 'counter', { image: 'local/counter', command: [process.execPath, fixture('counter.mjs')], env: [{ name: 'TOKEN', value: 'cred:nul' }] }),
+    { secrets, initialBackoffMs: NO_RETRY },
+  );
+  t.after(() => env.close());
+  assert.equal(env.upstream.state, 'failed');
+  assert.equal(env.upstream.error, 'server t-nul/counter: env TOKEN: the value of credential cred:nul holds a NUL character, which no environment variable can; replace the credential');
+  const logged = [...header.lines, ...env.lines].join('');
+  assert.ok(!/TOPSECRET|NULSECRET/.test(logged), 'no log line holds a value');
+});
+
+test('an upstream that echoes the request headers in its error answer: every secret value of the connection is redacted from the error', async t => {
+  // Every JSON-RPC request is answered with an error whose message quotes the request's headers.
+  const echo = createServer((request, response) => {
+    let body = '';
+    request.on('data', chunk => (body += chunk));
+    request.on('end', () => {
+      const id = (JSON.parse(body || '{}') as { id?: unknown }).id ?? null;
+      const error = { code: -32603, message: `refused: ${JSON.stringify(request.headers)}` };
+      response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id, error }));
+    });
+  });
+  await new Promise<void>(resolve => echo.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise(resolve => echo.close(resolve)));
+  const url = `http://127.0.0.1:${(echo.address() as AddressInfo).port}/mcp`;
+  const secrets = mapSecrets({ 'cred:api': { value: 'Bearer ECHOSECRET-cred-31' } });
+  const under = await startUpstream(
+    manifest('t-echo', 'echo', {
+      url,
+      headers: [
+        { name: 'Authorization', value: 'cred:api' },
+        { name: 'X-Api-Key', value: 'ECHOSECRET-lit-42' },
+      ],
+    }),
+    { secrets, initialBackoffMs: NO_RETRY },
+  );
+  t.after(() => under.close());
+  assert.equal(under.upstream.state, 'failed');
+  assert.match(under.upstream.error!, /refused: .*<redacted>/, under.upstream.error);
+  assert.ok(!under.upstream.error!.includes('ECHOSECRET'), under.upstream.error);
+  assert.ok(!under.lines.some(line => line.includes('ECHOSECRET')), 'no log line holds a value');
+});
+
+test('redact hides each secret of at least 4 characters, also when a message quotes it escaped', () => {
+  const secrets = ['Bearer TOPSECRET-CRLF-999\r\nX: y', 'NULSECRET-777\0z', 'abc'];
+  assert.equal(redact('Headers.append: "Bearer TOPSECRET-CRLF-999\r\nX: y" is invalid', secrets), 'Headers.append: "<redacted>" is invalid');
+  assert.equal(redact(JSON.stringify('Bearer TOPSECRET-CRLF-999\r\nX: y'), secrets), '"<redacted>\\r\\n<redacted>"');
+  assert.equal(redact("Received 'NULSECRET-777\\x00z'", secrets), "Received '<redacted>\\x00z'");
+  assert.equal(redact('abc stays: too short to hide', secrets), 'abc stays: too short to hide');
 });

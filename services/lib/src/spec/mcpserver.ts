@@ -30,10 +30,27 @@ export function durationMs(duration: string): number {
   return Number(match[1]) * unit;
 }
 
+/**
+ * Whether `value` is a valid HTTP field value (RFC 9110 §5.5): visible ASCII, spaces, HTAB and obs-text
+ * (U+0080-U+00FF), so no CR, LF, NUL or other control character.
+ */
+export function isHttpFieldValue(value: string): boolean {
+  return /^[\t\x20-\x7e\x80-\xff]*$/.test(value);
+}
+
+/** Whether `value` can be an environment variable's value: any string without a NUL (which ends a C string). */
+export function isEnvValue(value: string): boolean {
+  return !value.includes('\0');
+}
+
 const envVar = z
   .object({
     name: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name').describe('Name of the variable.'),
-    value: z.string().optional().describe('Literal value. $(VAR) expands a variable defined earlier in the list, as in Kubernetes.'),
+    value: z
+      .string()
+      .refine(isEnvValue, 'must not contain a NUL character')
+      .optional()
+      .describe('Literal value. $(VAR) expands a variable defined earlier in the list, as in Kubernetes.'),
     valueFrom: z
       .object({
         secretKeyRef: z
@@ -57,7 +74,11 @@ const envVar = z
 const header = z
   .object({
     name: z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'must be an HTTP header name (RFC 9110 token)').describe('Header name.'),
-    value: z.string().optional().describe('Literal value; `cred:<id>` is replaced by the value of that credential at connect time.'),
+    value: z
+      .string()
+      .refine(isHttpFieldValue, 'must be a valid HTTP field value (RFC 9110 §5.5): no CR, LF, NUL or other control character except HTAB')
+      .optional()
+      .describe('Literal value; `cred:<id>` is replaced by the value of that credential at connect time.'),
     valueFrom: envVar.shape.valueFrom,
   })
   .strict()

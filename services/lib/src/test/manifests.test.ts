@@ -110,3 +110,32 @@ test('the example manifests are valid', async () => {
   assert.deepEqual(errors, []);
   assert.deepEqual(servers.map(s => s.server.metadata.name).sort(), ['everything', 'everything-http', 'filesystem', 'memory']);
 });
+
+test('literal header values must be HTTP field values and env values hold no NUL; errors never echo the value', () => {
+  const text = `apiVersion: mcp.punk.dev/v1alpha1
+kind: McpServer
+metadata: { name: remote }
+spec:
+  url: https://mcp.example.com/mcp
+  headers:
+    - name: Authorization
+      value: "Bearer LITSECRET-1\\r\\nX: y"
+    - name: X-Tab
+      value: "a\\tb"
+---
+apiVersion: mcp.punk.dev/v1alpha1
+kind: McpServer
+metadata: { name: local }
+spec:
+  command: ["srv"]
+  image: x
+  env:
+    - name: TOKEN
+      value: "NULSECRET-2\\0z"
+`;
+  const { errors } = parseManifests(text, 'm.yaml', 'default');
+  const fields = errors.map(e => e.field);
+  assert.deepEqual(fields.sort(), ['spec.env.0.value', 'spec.headers.0.value'], JSON.stringify(errors));
+  assert.ok(!JSON.stringify(errors).includes('SECRET'), JSON.stringify(errors));
+  assert.match(errors.find(e => e.field === 'spec.headers.0.value')!.message, /HTTP field value/);
+});

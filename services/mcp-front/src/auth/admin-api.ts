@@ -15,6 +15,7 @@
 import express, { type NextFunction, type Request, type RequestHandler, type Response, type Router } from 'express';
 import { z } from 'zod';
 import { errorMessage, PunkError, type Logger, type Principal } from '@punk/lib';
+import { bodyRefusal } from '../body-errors.js';
 import type { Authenticator } from './authenticator.js';
 import { challengeOf, type Refusal } from './challenge.js';
 
@@ -121,8 +122,10 @@ export function adminRouter(options: AdminApiOptions): Router {
 
   router.use('/api-keys', (error: unknown, _req: Request, res: Response, _next: NextFunction) => {
     const type = (error as { type?: unknown })?.type;
+    const refusal = bodyRefusal(error);
     if (type === 'entity.parse.failed') fail(res, 400, 'InvalidRequest', 'the body must be a JSON object');
     else if (type === 'entity.too.large') fail(res, 413, 'PayloadTooLarge', 'the body is larger than 16 KiB');
+    else if (refusal) fail(res, refusal.status, refusal.code, refusal.message);
     else if (error instanceof PunkError && error.code === 'ApiKeyNotFound') fail(res, 404, error.code, error.message);
     else {
       options.log.error({ err: errorMessage(error) }, 'admin API failed');

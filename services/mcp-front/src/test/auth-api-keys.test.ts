@@ -127,6 +127,14 @@ describe('API keys on two replicas', () => {
     const bad = await api(replicas.a.base, BOOTSTRAP, 'POST', '/api-keys', { name: 'x', scopes: ['has space'] });
     assert.equal(bad.status, 400);
     assert.match(((await bad.json()) as { error: { message: string } }).error.message, /scopes\.0/);
+    // A body that is not what its Content-Encoding says is the client's error, not the admin API's.
+    const garbled = await fetch(`${replicas.a.base}/api/v1/api-keys`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${BOOTSTRAP}`, 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      body: JSON.stringify({ name: 'x' }),
+    });
+    assert.equal(garbled.status, 400);
+    assert.deepEqual(((await garbled.json()) as { error: unknown }).error, { code: 'InvalidRequest', message: 'the body does not match its Content-Encoding (incorrect header check)' });
   });
 
   it('an admin key made through the API administers keys; a key without the required scope cannot call MCP (403)', async () => {

@@ -35,13 +35,14 @@ async function listen(front: Front): Promise<{ http: HttpServer; base: string }>
 }
 
 /** A request to `/api/v1<path>`; a `body` that is not a string is sent as JSON. */
-async function api(base: string, method: string, path: string, options: { token?: string; body?: unknown; contentType?: string } = {}): Promise<{ status: number; json: any; headers: Headers }> {
+async function api(base: string, method: string, path: string, options: { token?: string; body?: unknown; contentType?: string; headers?: Record<string, string> } = {}): Promise<{ status: number; json: any; headers: Headers }> {
   const body = options.body === undefined ? undefined : typeof options.body === 'string' ? options.body : JSON.stringify(options.body);
   const response = await fetch(`${base}/api/v1${path}`, {
     method,
     headers: {
       ...(options.token !== undefined && { authorization: `Bearer ${options.token}` }),
       ...(body !== undefined && { 'content-type': options.contentType ?? 'application/json' }),
+      ...options.headers,
     },
     ...(body !== undefined && { body }),
   });
@@ -129,7 +130,7 @@ describe('the registry API over HTTP', () => {
   });
 
   it('answers bad requests with the status of the error and a message naming what is wrong', async () => {
-    const cases: Array<[string, string, { body?: unknown; contentType?: string }, number, string, RegExp]> = [
+    const cases: Array<[string, string, { body?: unknown; contentType?: string; headers?: Record<string, string> }, number, string, RegExp]> = [
       ['POST', '/mcp/servers', { body: { name: 'x', type: 'http' } }, 400, 'InvalidRegistration', /^body\.url: required for an http registration$/],
       ['POST', '/mcp/servers', { body: { ...everything, nickname: 'e' } }, 400, 'InvalidRegistration', /^body\.nickname: unknown field$/],
       ['POST', '/mcp/servers', { body: { name: 'x', type: 'http', url: 'ftp://x.test/' } }, 400, 'InvalidRegistration', /^body\.url: must be an http or https URL$/],
@@ -139,6 +140,12 @@ describe('the registry API over HTTP', () => {
       ['POST', '/mcp/servers', { body: 'name=x', contentType: 'application/x-www-form-urlencoded' }, 415, 'UnsupportedMediaType', /Content-Type: application\/json/],
       ['POST', '/mcp/servers', { body: { ...everything, args: ['x'.repeat(MAX_BODY_BYTES)] } }, 413, 'PayloadTooLarge', new RegExp(`larger than ${MAX_BODY_BYTES} bytes`)],
       ['PUT', '/mcp/servers/ghost', { body: { type: 'http', url: 'http://127.0.0.1:9/mcp' } }, 404, 'ServerNotFound', /no server named ghost/],
+      ['POST', '/mcp/servers', { body: everything, headers: { 'content-encoding': 'gzip' } }, 400, 'InvalidRequest', /^the body does not match its Content-Encoding \(incorrect header check\)$/],
+      ['POST', '/mcp/servers', { body: everything, headers: { 'content-encoding': 'x-punk' } }, 415, 'UnsupportedMediaType', /^the body could not be read: unsupported content encoding "x-punk" \(encoding\.unsupported\)$/],
+      ['POST', '/mcp/servers', { body: everything, contentType: 'application/json; charset=iso-8859-1' }, 415, 'UnsupportedMediaType', /^the body could not be read: unsupported charset "ISO-8859-1" \(charset\.unsupported\)$/],
+      ['GET', '/mcp/servers/%00', {}, 404, 'ServerNotFound', /no server named \0$/],
+      ['DELETE', '/mcp/servers/x%00y', {}, 404, 'ServerNotFound', /no server named x\0y$/],
+      ['PUT', '/mcp/servers/%00', { body: { type: 'http', url: 'http://127.0.0.1:9/mcp' } }, 404, 'ServerNotFound', /no server named \0$/],
       ['PUT', '/mcp/servers/ghost', { body: { name: 'other', type: 'http', url: 'http://127.0.0.1:9/mcp' } }, 400, 'InvalidRegistration', /^body\.name: must be "ghost"/],
       ['DELETE', '/mcp/servers/ghost', {}, 404, 'ServerNotFound', /ghost/],
       ['POST', '/mcp/servers/ghost/test', {}, 404, 'ServerNotFound', /ghost/],
