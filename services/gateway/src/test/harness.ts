@@ -21,7 +21,7 @@ import {
   type RegistryChanged,
 } from '@punk/lib';
 import { destinationPolicyOf, startGateway, type DestinationPolicy, type Gateway, type UpstreamPoolOptions } from '../index.js';
-import { openScratchDb } from '../../../lib/dist/test/pgtest.js';
+import { openScratchDb, type ScratchDb } from '../../../lib/dist/test/pgtest.js';
 
 /** Absolute path of a fixture server script. */
 export function fixture(name: string): string {
@@ -86,6 +86,8 @@ export interface Harness {
   tenant: string;
   bus: MemoryBus;
   gateway: Gateway;
+  /** The gateway's scratch database. */
+  database: ScratchDb;
   /** Every ledger event appended so far. */
   events: LedgerEvent[];
   /** Every registry change broadcast so far. */
@@ -99,7 +101,7 @@ export interface Harness {
 /** Starts bus, ledger stream, governance and gateway for the given servers of a fresh tenant. */
 export async function startHarness(
   makeServers: (tenant: string) => McpServer[],
-  options: { startTimeoutMs?: number; callTimeoutMs?: number; upstream?: UpstreamPoolOptions; egress?: DestinationPolicy } = {},
+  options: { startTimeoutMs?: number; callTimeoutMs?: number; upstream?: UpstreamPoolOptions; egress?: DestinationPolicy; allowStdioRegistrations?: boolean } = {},
 ): Promise<Harness> {
   const tenant = `t-${randomUUID().slice(0, 8)}`;
   const log = createLogger('gateway-test', process.env.TEST_LOG_LEVEL ?? 'silent');
@@ -125,11 +127,13 @@ export async function startHarness(
     callTimeoutMs: options.callTimeoutMs ?? 30_000,
     env: { FIXTURES: fixture('') },
     ...(options.upstream && { upstream: options.upstream }),
+    ...(options.allowStdioRegistrations !== undefined && { allowStdioRegistrations: options.allowStdioRegistrations }),
   });
   return {
     tenant,
     bus,
     gateway,
+    database,
     events,
     changes,
     workDir,

@@ -7,72 +7,33 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { startGovernance } from '@punk/governance';
-import { anonymousPrincipal, createLogger, MemoryBus, PunkError, requestGateway, streams, subjects, type GatewayAdminRequest, type LedgerEvent, type McpServer, type Principal, type RegistryChanged } from '@punk/lib';
-import { destinationPolicyOf, startGateway, type Gateway } from '../index.js';
-import { openScratchDb, type ScratchDb } from '../../../lib/dist/test/pgtest.js';
-import { fixture, freePort, installed, manifest, waitFor } from './harness.js';
+import { anonymousPrincipal, createLogger, MemoryBus, PunkError, requestGateway, subjects, type GatewayAdminRequest, type McpServer, type Principal } from '@punk/lib';
+import { destinationPolicyOf, startGateway } from '../index.js';
+import { fixture, freePort, installed, manifest, startHarness, waitFor, type Harness } from './harness.js';
 
 const log = createLogger('registry-test', process.env.TEST_LOG_LEVEL ?? 'silent');
 const everythingBin = installed('@modelcontextprotocol/server-everything/dist/index.js');
 
-interface World {
-  tenant: string;
+interface World extends Harness {
   admin: Principal;
-  bus: MemoryBus;
-  database: ScratchDb;
-  gateway: Gateway;
-  events: LedgerEvent[];
-  changes: RegistryChanged[];
   /** Sends one admin request (the tenant and admin principal filled in). */
   request(request: Record<string, unknown>): Promise<any>;
-  close(): Promise<void>;
 }
 
 async function startWorld(options: { allowStdioRegistrations?: boolean; managed?: (tenant: string) => McpServer[] } = {}): Promise<World> {
-  const tenant = `t-${randomUUID().slice(0, 8)}`;
-  const admin: Principal = { subject: 'admin-alice', tenant, groups: [], scopes: ['punk:admin'] };
-  const bus = new MemoryBus(log);
-  await bus.ensureStream(streams.ledger);
-  const events: LedgerEvent[] = [];
-  const changes: RegistryChanged[] = [];
-  const consumer = await bus.consume(streams.ledger.name, 'test-reader', async batch => void events.push(...batch.map(m => m.data as LedgerEvent)));
-  await bus.subscribe(subjects.registryChanged, data => void changes.push(data as RegistryChanged));
-  const governance = await startGovernance({ bus, log });
-  const workDir = await mkdtemp(join(tmpdir(), 'punk-registry-'));
-  const database = await openScratchDb(log);
-  const gateway = await startGateway({ egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }),
-    bus,
-    log,
-    db: database.db,
-    servers: options.managed?.(tenant) ?? [],
-    workDir,
+  const h = await startHarness(tenant => options.managed?.(tenant) ?? [], {
     startTimeoutMs: 30_000,
-    callTimeoutMs: 30_000,
     ...(options.allowStdioRegistrations !== undefined && { allowStdioRegistrations: options.allowStdioRegistrations }),
   });
+  const admin: Principal = { subject: 'admin-alice', tenant: h.tenant, groups: [], scopes: ['punk:admin'] };
   return {
-    tenant,
+    ...h,
     admin,
-    bus,
-    database,
-    gateway,
-    events,
-    changes,
-    request: request => bus.request(subjects.gatewayAdmin, { tenant, principal: admin, ...request } as GatewayAdminRequest, { timeoutMs: 45_000 }) as Promise<any>,
-    async close() {
-      await gateway.stop();
-      await governance.stop();
-      await consumer.stop();
-      await bus.close();
-      await database.close();
-      await rm(workDir, { recursive: true, force: true });
-    },
+    request: request => h.bus.request(subjects.gatewayAdmin, { tenant: h.tenant, principal: admin, ...request } as GatewayAdminRequest, { timeoutMs: 45_000 }) as Promise<any>,
   };
 }
 
@@ -323,7 +284,8 @@ describe('managed servers and stdio registrations', () => {
       JSON.stringify({ name: 'counter', type: 'http', url: 'http://127.0.0.1:9/mcp' }),
     ]);
     const workDir = await mkdtemp(join(tmpdir(), 'punk-registry-restart-'));
-    const second = await startGateway({ egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }),
+    const second = await startGateway({
+      egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }),
       bus: new MemoryBus(log),
       log,
       db: world.database.db,

@@ -49,7 +49,8 @@ async function startStack(): Promise<Stack> {
   const workDir = await mkdtemp(join(tmpdir(), 'punk-front-'));
   const governance: GovernanceService = await startGovernance({ bus, log });
   const database = await openScratchDb(log);
-  const gateway: Gateway = await startGateway({ egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }),
+  const gateway: Gateway = await startGateway({
+    egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }),
     bus,
     log,
     db: database.db,

@@ -153,7 +153,8 @@ export async function startReplicaSet(log: Logger, options: ReplicaSetOptions): 
     const workDir = (started.workDir = await mkdtemp(join(tmpdir(), `punk-${options.prefix}-`)));
     started.governance = await startGovernance({ bus: core, log, ...(options.policy && { policy: options.policy }) });
     const database = (started.database = await openScratchDb(log));
-    const gateway = (started.gateway = await startGateway({ egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }),
+    const gateway = (started.gateway = await startGateway({
+      egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }),
       bus: core,
       log,
       db: database.db,
