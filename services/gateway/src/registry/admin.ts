@@ -85,7 +85,10 @@ export interface ServerView {
   status: ServerRecord['status'];
   latencyMs?: number;
   testedAt?: string;
-  circuit?: unknown;
+  /** The circuit breaker of this replica's pooled connection. */
+  circuit?: ServerCatalog['circuit'];
+  /** The transport this replica's pooled connection speaks (`streamable-http`, or `sse` after the fallback; `stdio`). */
+  transport?: ServerCatalog['transport'];
   /** The registration body as stored; for a managed server, a summary of its manifest's spec. */
   registration: Record<string, unknown>;
   createdAt?: string;
@@ -130,7 +133,7 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
     const catalog = deps.catalogOf(tenant, name);
     const { record } = found;
     const lastError = catalog?.lastError ?? (found.managed ? undefined : served.refusal(tenant, name)) ?? record.lastError;
-    const circuit = (catalog as Record<string, unknown> | undefined)?.['circuit'];
+
     return {
       name,
       namespace: tenant,
@@ -142,7 +145,8 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
       status: record.status,
       ...(record.latencyMs !== undefined && { latencyMs: record.latencyMs }),
       ...(record.testedAt !== undefined && { testedAt: record.testedAt }),
-      ...(circuit !== undefined && { circuit }),
+      ...(catalog?.circuit !== undefined && { circuit: catalog.circuit }),
+      ...(catalog?.transport !== undefined && { transport: catalog.transport }),
       registration: found.managed ? managedSummary(found.server) : maskedRegistration(found.stored.body),
       ...(!found.managed && { createdAt: found.stored.createdAt, createdBy: found.stored.createdBy, updatedAt: found.stored.updatedAt, updatedBy: found.stored.updatedBy }),
     };
