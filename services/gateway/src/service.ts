@@ -136,9 +136,10 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
 
   /**
    * The options every upstream of `server` gets, pooled or not: the pool bounds, the guarded fetch, the tenant's
-   * credentials, and (unless `reviewed` is false, as for the registry's test connections) the pinning review.
+   * credentials, and the pinning review (the registry's test connections too: a test that lists a changed tool
+   * records the change and answers what clients would be served).
    */
-  const upstreamBase = (server: McpServer, workDir: string, reviewed = true) => ({
+  const upstreamBase = (server: McpServer, workDir: string) => ({
     ...options.upstream,
     server,
     log,
@@ -148,7 +149,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     callTimeoutMs: options.callTimeoutMs,
     fetch: egressFetch,
     secrets: secretsOf(server.metadata.namespace ?? 'default'),
-    ...(reviewed && { reviewTools: (u: Upstream, tools: McpItem[]) => pinning.review(u.server, tools) }),
+    reviewTools: (u: Upstream, tools: McpItem[]) => pinning.review(u.server, tools),
   });
 
   /** Keeps the pooled connection's tool listing as the registry's cache (`servers.tools`). */
@@ -263,7 +264,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const probe = async (server: McpServer): Promise<ProbeResult> => {
     await mkdir(options.workDir, { recursive: true });
     const workDir = await mkdtemp(join(options.workDir, 'probe-'));
-    const upstream = new Upstream({ ...upstreamBase(server, workDir, false), onState: () => undefined, onListChanged: () => undefined, onResourceUpdated: () => undefined });
+    const upstream = new Upstream({ ...upstreamBase(server, workDir), onState: () => undefined, onListChanged: () => undefined, onResourceUpdated: () => undefined });
     const started = performance.now();
     try {
       upstream.start();

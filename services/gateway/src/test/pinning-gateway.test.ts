@@ -84,3 +84,18 @@ test('serve: the new definition is served at once and recorded on the ledger', a
     await w.close();
   }
 });
+
+test('a test of the server notices a changed tool the server did not announce', async () => {
+  const w = await world('hide');
+  try {
+    w.upstream.setTool(rugPull, { announce: false });
+    const tested = await w.adminRequest({ op: 'servers.test', id: 'files' });
+    assert.equal(tested.ok, true);
+    assert.ok(!tested.tools.some((t: { name: string }) => t.name === 'read_file'), 'the test answers what clients would be served');
+    await waitFor(() => changedEvents(w.h).length === 1, 5_000, 'tool.definition_changed recorded by the test');
+    const pins = (await w.adminRequest({ op: 'servers.tools', id: 'files' })).pins;
+    assert.equal(pins.find((p: { tool: string }) => p.tool === 'read_file').status, 'changed-hidden');
+  } finally {
+    await w.close();
+  }
+});
