@@ -5,7 +5,7 @@
  * stands for, so the gateway serves it exactly like a manifest. Pure functions.
  */
 import { z } from 'zod';
-import { API_VERSION, dnsLabel, durationSchema, isEnvValue, isHttpFieldValue, mcpServerSchema, PunkError, transportOf, type McpServer } from '@punk/lib';
+import { API_VERSION, dnsLabel, durationSchema, HTTP_FIELD_VALUE_RULE, isEnvValue, isHttpFieldValue, mcpServerSchema, PunkError, RESERVED_HEADER_NAMES, RESERVED_HEADER_RULE, transportOf, type McpServer } from '@punk/lib';
 import { parseReference } from '../credentials/input.js';
 
 const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name (letters, digits and _, not starting with a digit)');
@@ -65,9 +65,10 @@ export const registrationSchema = z
       for (const field of fields) if (body[field] !== undefined) ctx.addIssue({ code: 'custom', path: [field], message });
     };
     checkValues(body.env, 'env', MAX_ENV, isEnvValue, 'must not contain a NUL character', ctx);
-    checkValues(body.headers, 'headers', MAX_HEADERS, isHttpFieldValue, 'must be a valid HTTP field value (RFC 9110 §5.5): no CR, LF, NUL or other control character except HTAB', ctx);
+    checkValues(body.headers, 'headers', MAX_HEADERS, isHttpFieldValue, HTTP_FIELD_VALUE_RULE, ctx);
     const seen = new Set<string>();
     for (const name of Object.keys(body.headers ?? {})) {
+      if (RESERVED_HEADER_NAMES.has(name.toLowerCase())) ctx.addIssue({ code: 'custom', path: ['headers', name], message: RESERVED_HEADER_RULE });
       if (seen.has(name.toLowerCase())) ctx.addIssue({ code: 'custom', path: ['headers', name], message: 'duplicates another header name (header names are case-insensitive)' });
       seen.add(name.toLowerCase());
     }

@@ -58,7 +58,8 @@ test('each invalid registration is refused with a message naming the field', () 
 });
 
 test('env and header values: no control characters in literal headers, no NUL in env, well-formed cred: references, bounded counts; never echoed', () => {
-  const fieldValue = 'must be a valid HTTP field value (RFC 9110 §5.5): no CR, LF, NUL or other control character except HTAB';
+  const fieldValue = 'must be a valid HTTP field value (RFC 9110 §5.5): visible ASCII, spaces, tabs and Latin-1 letters; no line break or other control character';
+  const reserved = 'is set by Punk itself (connection, framing, content negotiation or MCP protocol header) and cannot be configured';
   const reference = 'a value starting with "cred:" must be cred:<id> or cred:<id>/<key>, the id a DNS label and the key a key name';
   const cases: Array<[unknown, string]> = [
     [{ ...http, headers: { Authorization: 'Bearer PLANTED-crlf-1\r\nX: y' } }, `body.headers.Authorization: ${fieldValue}`],
@@ -68,16 +69,20 @@ test('env and header values: no control characters in literal headers, no NUL in
     [{ ...http, headers: { 'X-Key': 'PLANTED-wide-5\u2028' } }, `body.headers.X-Key: ${fieldValue}`],
     [{ ...stdio, env: { TOKEN: 'PLANTED-nul-6\0z' } }, 'body.env.TOKEN: must not contain a NUL character'],
     [{ ...http, headers: { 'X-Key': 'PLANTED-a', 'x-key': 'PLANTED-b' } }, 'body.headers.x-key: duplicates another header name (header names are case-insensitive)'],
+    [{ ...http, headers: { 'X-Key': 'euro-\u20ac' } }, `body.headers.X-Key: ${fieldValue}`],
     [{ ...http, headers: Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`X-H${i}`, 'v'])) }, 'body.headers: holds more than 100 entries'],
     [{ ...stdio, env: Object.fromEntries(Array.from({ length: 1001 }, (_, i) => [`V${i}`, 'v'])) }, 'body.env: holds more than 1000 entries'],
   ];
+  for (const name of ['Host', 'content-length', 'Transfer-Encoding', 'Connection', 'Content-Type', 'Accept', 'Mcp-Session-Id', 'MCP-Protocol-Version']) {
+    cases.push([{ ...http, headers: { [name]: 'x' } }, `body.headers.${name}: ${reserved}`]);
+  }
   for (const bad of ['cred:', 'cred:UPPER', 'cred:a/b/c', 'cred:../x']) {
     cases.push([{ ...http, headers: { Authorization: bad } }, `body.headers.Authorization: ${reference}`]);
     cases.push([{ ...stdio, env: { TOKEN: bad } }, `body.env.TOKEN: ${reference}`]);
   }
   for (const [body, message] of cases) refuses(body, message);
   // Accepted: HTAB, obs-text, a line break in an env value (PEM keys), well-formed references.
-  parseRegistration({ ...http, headers: { 'X-A': 'a\tb', 'X-B': 'caf\u00e9', Authorization: 'cred:api/token' } });
+  parseRegistration({ ...http, headers: { 'X-A': 'a\tb', 'X-B': 'caf\u00e9', Authorization: 'cred:api/token', Cookie: 'session=cred:api' } });
   parseRegistration({ ...stdio, env: { PEM: '-----BEGIN KEY-----\nabc\n-----END KEY-----', TOKEN: 'cred:api' } });
 });
 

@@ -38,6 +38,38 @@ export function isHttpFieldValue(value: string): boolean {
   return /^[\t\x20-\x7e\x80-\xff]*$/.test(value);
 }
 
+/** The rule a literal header value must follow, as error messages state it. */
+export const HTTP_FIELD_VALUE_RULE = 'must be a valid HTTP field value (RFC 9110 §5.5): visible ASCII, spaces, tabs and Latin-1 letters; no line break or other control character';
+
+/**
+ * Header names a server's configuration may not set: the HTTP connection and framing headers (RFC 9110 §7.6.1,
+ * RFC 9112), the content negotiation of the MCP transports, and the MCP protocol's own headers, all of which
+ * Punk's client sets itself (a forged `Mcp-Session-Id` or a `Content-Length` would break or hijack the connection).
+ */
+export const RESERVED_HEADER_NAMES: ReadonlySet<string> = new Set([
+  'host',
+  'content-length',
+  'transfer-encoding',
+  'connection',
+  'keep-alive',
+  'upgrade',
+  'te',
+  'trailer',
+  'proxy-connection',
+  'expect',
+  'content-type',
+  'content-encoding',
+  'accept',
+  'last-event-id',
+  'mcp-session-id',
+  'mcp-protocol-version',
+  'mcp-method',
+  'mcp-name',
+]);
+
+/** The rule a header name must follow beyond its syntax, as error messages state it. */
+export const RESERVED_HEADER_RULE = 'is set by Punk itself (connection, framing, content negotiation or MCP protocol header) and cannot be configured';
+
 /** Whether `value` can be an environment variable's value: any string without a NUL (which ends a C string). */
 export function isEnvValue(value: string): boolean {
   return !value.includes('\0');
@@ -73,10 +105,14 @@ const envVar = z
 
 const header = z
   .object({
-    name: z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'must be an HTTP header name (RFC 9110 token)').describe('Header name.'),
+    name: z
+      .string()
+      .regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'must be an HTTP header name (RFC 9110 token)')
+      .refine(name => !RESERVED_HEADER_NAMES.has(name.toLowerCase()), RESERVED_HEADER_RULE)
+      .describe('Header name (not one Punk sets itself: Host, Content-Length, Content-Type, Accept, Mcp-Session-Id, …).'),
     value: z
       .string()
-      .refine(isHttpFieldValue, 'must be a valid HTTP field value (RFC 9110 §5.5): no CR, LF, NUL or other control character except HTAB')
+      .refine(isHttpFieldValue, HTTP_FIELD_VALUE_RULE)
       .optional()
       .describe('Literal value; `cred:<id>` is replaced by the value of that credential at connect time.'),
     valueFrom: envVar.shape.valueFrom,

@@ -139,3 +139,19 @@ spec:
   assert.ok(!JSON.stringify(errors).includes('SECRET'), JSON.stringify(errors));
   assert.match(errors.find(e => e.field === 'spec.headers.0.value')!.message, /HTTP field value/);
 });
+
+test('a manifest may not set the headers Punk sets itself', () => {
+  const text = `apiVersion: mcp.punk.dev/v1alpha1
+kind: McpServer
+metadata: { name: remote }
+spec:
+  url: https://mcp.example.com/mcp
+  headers:
+    - { name: Mcp-Session-Id, value: forged }
+    - { name: content-length, value: "0" }
+    - { name: X-Api-Version, value: "2" }
+`;
+  const { errors } = parseManifests(text, 'm.yaml', 'default');
+  assert.deepEqual(errors.map(e => e.field).sort(), ['spec.headers.0.name', 'spec.headers.1.name']);
+  assert.match(errors[0]!.message, /set by Punk itself/);
+});
