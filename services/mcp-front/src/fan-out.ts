@@ -35,25 +35,46 @@ export interface FanOutDeps {
 }
 
 /**
+ * Changes that arrive within this window (one registration change is several: `added`, then the server's
+ * `starting` and `ready`) reach each session as one set of notifications, in milliseconds.
+ */
+export const LIST_CHANGED_COALESCE_MS = 100;
+
+/**
  * Starts the fan-out; unsubscribe to stop it. Failures for one session are
  * logged and do not stop the others.
  * @throws PunkError from the bus when the subscription cannot be made.
  */
 export async function startListChangedFanOut(deps: FanOutDeps): Promise<BusSubscription> {
-  return deps.bus.subscribe(
+  const changed = new Set<string>();
+  let timer: NodeJS.Timeout | undefined;
+  const flush = async () => {
+    timer = undefined;
+    const servers = [...changed];
+    changed.clear();
+    const live = (await deps.sessions.list()).filter(s => s.state.tenant === deps.tenant && s.state.stream && servers.some(server => scopeIncludes(s.state.scope, server)));
+    await Promise.all(
+      live.map(session =>
+        notify(deps, session).catch(error => deps.log.warn({ sessionId: session.id, err: errorMessage(error) }, 'list_changed not stored for a session')),
+      ),
+    );
+  };
+  const subscription = await deps.bus.subscribe(
     subjects.registryChanged,
     async data => {
       const change = parseMessage(registryChangedSchema, subjects.registryChanged, data);
       if (change.tenant !== deps.tenant) return;
-      const live = (await deps.sessions.list()).filter(s => s.state.tenant === deps.tenant && s.state.stream && scopeIncludes(s.state.scope, change.server));
-      await Promise.all(
-        live.map(session =>
-          notify(deps, session).catch(error => deps.log.warn({ sessionId: session.id, err: errorMessage(error) }, 'list_changed not stored for a session')),
-        ),
-      );
+      changed.add(change.server);
+      timer ??= setTimeout(() => void flush().catch(error => deps.log.warn({ err: errorMessage(error) }, 'list_changed not stored')), LIST_CHANGED_COALESCE_MS);
     },
     { queue: queues.frontSessions(deps.tenant) },
   );
+  return {
+    unsubscribe: async () => {
+      clearTimeout(timer);
+      await subscription.unsubscribe();
+    },
+  };
 }
 
 /** Stores the list_changed notifications one session's endpoint advertises (tools always; resources and prompts when offered). */

@@ -335,6 +335,27 @@ describe('mcp-front in front of the real gateway', { timeout: 180_000 }, () => {
     }
   });
 
+  it('a burst of registry changes (a registration: added, starting, ready) reaches a session as one list_changed', async () => {
+    const client = new Client(clientInfo);
+    let heard = 0;
+    client.setNotificationHandler('notifications/tools/list_changed', () => void heard++);
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${stack.base}/mcp`)));
+    try {
+      await client.listTools();
+      await new Promise(resolve => setTimeout(resolve, 300));
+      for (const change of [{ change: 'added' }, { change: 'state', state: 'starting' }, { change: 'state', state: 'ready' }]) {
+        await stack.bus.publish(subjects.registryChanged, { tenant: stack.tenant, server: 'everything', ...change });
+      }
+      const deadline = Date.now() + 10_000;
+      while (heard === 0 && Date.now() < deadline) await new Promise(resolve => setTimeout(resolve, 25));
+      // Anything more would come within the window: wait several windows.
+      await new Promise(resolve => setTimeout(resolve, 500));
+      assert.equal(heard, 1);
+    } finally {
+      await client.close();
+    }
+  });
+
   describe('HTTP hardening', () => {
     it('a body that is not JSON is 400 with JSON-RPC parse error -32700', async () => {
       const response = await post(`${stack.base}/mcp`, '{"jsonrpc": "2.0", "id": 1, "method":');
