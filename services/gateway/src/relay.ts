@@ -68,6 +68,9 @@ type CallRequest = Exclude<GatewayRequest, { method: 'catalog/list' | 'resources
  * A call with a channel is cancelled upstream when its front says so on `punk.call.<callId>.cancel`.
  * With `pinning`, a tools/call to a tool whose changed definition awaits an admin's acceptance answers a tool error
  * (the shape of an approval_required refusal) after the governance decision, without reaching the upstream.
+ * Both checks (tool served, no approval pending) are made again right before the request goes out, after any
+ * (re)connect inside the call (idle reconnect, 401 renewal) that listed the tools anew; a refusal there ends the
+ * same way, on the ledger, without the request.
  */
 export function createRelay(deps: { bus: Bus; log: Logger; registry: Registry; pending: PendingRequests; pinning?: PinningCheck }): RequestHandler {
   const { bus, log, registry, pending, pinning } = deps;
