@@ -53,8 +53,10 @@ const SUMMARY_TEXT_CHARS = 500;
 /**
  * A short summary of an MCP result for the ledger: the content item types and
  * the beginning of the text (tool results and prompts), or the resource URIs.
+ * `redact` (the answering connection's `Connection.redact`) hides secret values from the text before it is
+ * shortened, so no secret survives in part (an upstream may echo the credentials it was sent).
  */
-export function summarizeResult(result: Record<string, unknown>): Record<string, unknown> {
+export function summarizeResult(result: Record<string, unknown>, redact: (text: string) => string = text => text): Record<string, unknown> {
   const items = (Array.isArray(result.content) ? result.content : Array.isArray(result.contents) ? result.contents : Array.isArray(result.messages) ? result.messages : []) as Record<string, unknown>[];
   const texts: string[] = [];
   const types: string[] = [];
@@ -63,7 +65,7 @@ export function summarizeResult(result: Record<string, unknown>): Record<string,
     types.push(typeof content.type === 'string' ? content.type : typeof content.uri === 'string' ? 'resource' : 'unknown');
     if (typeof content.text === 'string') texts.push(content.text);
   }
-  const text = texts.join('\n');
+  const text = redact(texts.join('\n'));
   return {
     items: items.length,
     types,

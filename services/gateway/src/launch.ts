@@ -20,9 +20,15 @@ export interface LaunchPlan {
   env: Record<string, string>;
   /** The server's own working directory (`<workDir>/<namespace>/<name>`), also its HOME. */
   cwd: string;
-  /** The `env` values resolved from credentials: secrets that error messages must not show (see `redact`). */
+  /**
+   * Values that no log line or message may show (see `redact`): the `env` values resolved from credentials, and the
+   * literal `spec.env` values of at least {@link MIN_LITERAL_SECRET_LENGTH} characters (a literal may be a secret too).
+   */
   secrets: string[];
 }
+
+/** Shortest literal `spec.env` value treated as a secret: shorter ones are flags and names (`1`, `debug`, `json`). */
+export const MIN_LITERAL_SECRET_LENGTH = 8;
 
 /** Options of {@link planLaunch}. */
 export interface LaunchOptions {
@@ -77,8 +83,10 @@ export async function planLaunch(server: McpServer, options: LaunchOptions): Pro
   const secrets: string[] = [];
   for (const entry of spec.env) {
     const literal = entry.value !== undefined && !entry.value.startsWith(CREDENTIAL_PREFIX);
-    if (literal) env[entry.name] = expandVars(entry.value!, vars());
-    else secrets.push((env[entry.name] = await resolveEnv(server, entry, options.secrets)));
+    if (literal) {
+      const value = (env[entry.name] = expandVars(entry.value!, vars()));
+      if (value.length >= MIN_LITERAL_SECRET_LENGTH) secrets.push(value);
+    } else secrets.push((env[entry.name] = await resolveEnv(server, entry, options.secrets)));
   }
   const args = (spec.args ?? []).map(arg => expandVars(arg, vars()));
   let command: string;

@@ -1,14 +1,15 @@
 /**
  * One local server process: spawned with its launch plan in its own process
  * group, stderr (and, for HTTP servers, stdout) forwarded to the log line by
- * line, the last lines kept for error messages, and a stop that leaves nothing
- * running.
+ * line with the plan's secret values redacted, the last lines kept (redacted)
+ * for error messages, and a stop that leaves nothing running.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
 import type { Logger } from '@punk/lib';
 import type { LaunchPlan } from './launch.js';
+import { redact } from './upstream-secrets.js';
 
 /** How a process ended: exit code or signal, or the spawn error (ENOENT…). */
 export interface ProcessExit {
@@ -56,7 +57,9 @@ export class ServerProcess {
     });
     const forward = (stream: Readable | null, name: string) => {
       if (!stream) return;
-      createInterface({ input: stream, crlfDelay: Infinity }).on('line', line => {
+      createInterface({ input: stream, crlfDelay: Infinity }).on('line', output => {
+        // A server may print its environment (credentials included): nothing it writes is kept or logged as is.
+        const line = redact(output, plan.secrets);
         this.tail.push(line);
         if (this.tail.length > TAIL_LINES) this.tail.shift();
         log.info({ server, pid: this.child.pid, stream: name }, line);
@@ -86,7 +89,7 @@ export class ServerProcess {
     return this.exit;
   }
 
-  /** The last lines the process wrote to stderr. */
+  /** The last lines the process wrote to stderr, its plan's secret values redacted. */
   stderrTail(lines = 5): string[] {
     return this.tail.slice(-lines);
   }

@@ -68,6 +68,9 @@ type CallRequest = Exclude<GatewayRequest, { method: 'catalog/list' | 'resources
  * A call with a channel is cancelled upstream when its front says so on `punk.call.<callId>.cancel`.
  * With `pinning`, a tools/call to a tool whose changed definition awaits an admin's acceptance answers a tool error
  * (the shape of an approval_required refusal) after the governance decision, without reaching the upstream.
+ * Both checks (tool served, no approval pending) are made again right before the request goes out, after any
+ * (re)connect inside the call (idle reconnect, 401 renewal) that listed the tools anew; a refusal there ends the
+ * same way, on the ledger, without the request.
  */
 export function createRelay(deps: { bus: Bus; log: Logger; registry: Registry; pending: PendingRequests; pinning?: PinningCheck }): RequestHandler {
   const { bus, log, registry, pending, pinning } = deps;
@@ -131,10 +134,9 @@ async function callTool(
   pinning: PinningCheck | undefined,
 ): Promise<Record<string, unknown>> {
   const name = request.name;
+  const notServed = () => new PunkError('ToolNotFound', `tool ${name} is not served by server ${request.server}`, { tool: name, server: request.server });
   const known = upstream.knownTool(name);
-  if (!isToolVisible(upstream.server, name) || known === undefined) {
-    throw new PunkError('ToolNotFound', `tool ${name} is not served by server ${request.server}`, { tool: name, server: request.server });
-  }
+  if (!isToolVisible(upstream.server, name) || known === undefined) throw notServed();
   const declaredLevel = declaredLevelOf(upstream.server, name);
   const decision = await ask(bus, request, context, 'tool', name, declaredLevel);
   if (decision.decision !== 'allow') return toolError(refusal(`tool ${name}`, request.server, decision));
@@ -152,18 +154,53 @@ async function callTool(
   }
   const started = Date.now();
   const called = callEvent('tool.called', context, { name, arguments: request.arguments ?? {}, decisionId: decision.decisionId, sideEffectLevel: decision.sideEffectLevel });
-  const [appended, outcome] = await Promise.allSettled([appendLedgerEvent(bus, called), upstream.callTool(name, request.arguments, request._meta, link, signal, inputModeOf(request))]);
+  // The checks above again, right before the request goes out: a (re)connect inside the call lists the tools anew and
+  // the pinning review may have hidden the tool or made it wait for an approval. `tool.called` is appended (alongside
+  // the request) once a request is admitted.
+  let refusedAs: 'not-served' | 'pinned' | undefined;
+  let appended: Promise<PromiseSettledResult<void>> | undefined;
+  const admit = (): string | undefined => {
+    const now = upstream.knownTool(name);
+    if (!isToolVisible(upstream.server, name) || now === undefined) refusedAs = 'not-served';
+    else if (pinning?.isApprovalRequired(request.tenant, request.server, name)) refusedAs = 'pinned';
+    if (refusedAs === 'not-served') return notServed().message;
+    if (refusedAs === 'pinned') return pinningRefusal(name, request.server);
+    appended ??= settle(appendLedgerEvent(bus, called));
+    return undefined;
+  };
+  const outcome = await settle(upstream.callTool(name, request.arguments, request._meta, link, signal, inputModeOf(request), admit));
+  if (outcome.status === 'fulfilled' && !outcome.value.ok && outcome.value.kind === 'refused') {
+    const sent = appended !== undefined;
+    const { message } = outcome.value;
+    // Before any request: as the refusals above. After a request was sent (refused with HTTP 401): its completion.
+    const data = sent ? { name, calledEventId: called.id, durationMs: Date.now() - started } : { name, decisionId: decision.decisionId, upstreamCalled: false };
+    const wasAppended = sent ? await appended! : undefined;
+    await appendLedgerEvent(bus, callEvent('tool.completed', context, { ...data, isError: true, error: message }));
+    if (wasAppended?.status === 'rejected') throw wasAppended.reason;
+    if (refusedAs === 'not-served') throw notServed();
+    return toolError(message);
+  }
+  // A call that ended before any request was admitted (unavailable, busy, circuit open) is recorded as called, as before.
+  const calledAppend = await (appended ?? settle(appendLedgerEvent(bus, called)));
   const result = outcomeOf(outcome, failure => toolError(failure.message));
   const completed = callEvent('tool.completed', context, {
     name,
     calledEventId: called.id,
     durationMs: Date.now() - started,
-    ...(result.ok ? { isError: result.value.isError === true, result: summarizeResult(result.value) } : { isError: true, error: result.error }),
+    ...(result.ok ? { isError: result.value.isError === true, result: summarizeResult(result.value, result.redact) } : { isError: true, error: result.error }),
   });
   await appendLedgerEvent(bus, completed);
-  if (appended.status === 'rejected') throw appended.reason;
+  if (calledAppend.status === 'rejected') throw calledAppend.reason;
   if (!result.ok) throw result.thrown;
   return result.value;
+}
+
+/** A promise's settlement, as `Promise.allSettled` gives it (a rejection is handled at once, never unhandled). */
+function settle<T>(promise: Promise<T>): Promise<PromiseSettledResult<T>> {
+  return promise.then(
+    value => ({ status: 'fulfilled', value }),
+    (reason: unknown) => ({ status: 'rejected', reason }),
+  );
 }
 
 async function relayOther(
@@ -204,7 +241,7 @@ async function relayOther(
     ...(kind === 'resource' ? { uri: target } : { name: target }),
     calledEventId: called.id,
     durationMs: Date.now() - started,
-    ...(result.ok ? { isError: false, result: summarizeResult(result.value) } : { isError: true, error: result.error }),
+    ...(result.ok ? { isError: false, result: summarizeResult(result.value, result.redact) } : { isError: true, error: result.error }),
   });
   await appendLedgerEvent(bus, completed);
   if (appended.status === 'rejected') throw appended.reason;
@@ -212,15 +249,18 @@ async function relayOther(
   return result.value;
 }
 
-type Settled = { ok: true; value: Record<string, unknown> } | { ok: false; error: string; thrown: unknown };
+type Settled = { ok: true; value: Record<string, unknown>; redact?: (text: string) => string } | { ok: false; error: string; thrown: unknown };
 
-/** Folds a call outcome into a value (the upstream result, or what `onFailure` returns) or an error to throw after the ledger append. */
+/**
+ * Folds a call outcome into a value (the upstream result with its connection's redaction, or what `onFailure`
+ * returns) or an error to throw after the ledger append.
+ */
 function outcomeOf(
   outcome: PromiseSettledResult<CallOutcome>,
   onFailure: (failure: Extract<CallOutcome, { ok: false }>) => Record<string, unknown>,
 ): Settled {
   if (outcome.status === 'rejected') return { ok: false, error: errorMessage(outcome.reason), thrown: outcome.reason };
-  if (outcome.value.ok) return { ok: true, value: outcome.value.result };
+  if (outcome.value.ok) return { ok: true, value: outcome.value.result, redact: outcome.value.redact };
   try {
     return { ok: true, value: onFailure(outcome.value) };
   } catch (error) {

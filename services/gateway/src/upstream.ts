@@ -81,10 +81,22 @@ export type CallFailure =
   | { kind: 'unavailable'; message: string }
   | { kind: 'timeout'; message: string }
   | { kind: 'exited'; message: string }
-  | { kind: 'cancelled'; message: string };
+  | { kind: 'cancelled'; message: string }
+  | { kind: 'refused'; message: string };
 
-/** The outcome of a relayed call: the upstream's result, or why there is none. */
-export type CallOutcome = { ok: true; result: Record<string, unknown> } | ({ ok: false } & CallFailure);
+/**
+ * The outcome of a relayed call: the upstream's result with the redaction of the connection that answered it
+ * (`Connection.redact`: its secret values hidden from a text, e.g. a summary of the result for the ledger), or why
+ * there is none (`refused`: the call's {@link CallAdmission} refused it, it never reached the upstream).
+ */
+export type CallOutcome = { ok: true; result: Record<string, unknown>; redact: (text: string) => string } | ({ ok: false } & CallFailure);
+
+/**
+ * Checked right before a call goes out on a connection, after any (re)connect or relisting the call waited for
+ * (also before the one retry after an HTTP 401 renewal): the reason the call must not be sent (e.g. its tool is no
+ * longer served), or undefined to send it. Answered from memory.
+ */
+export type CallAdmission = () => string | undefined;
 
 /** One relayed request on a client (`options` carry its deadline, cancellation and input-required handling). */
 type RelayedCall = (
@@ -215,10 +227,19 @@ export class Upstream {
    * server-to-client requests reach the client while the call runs. When `signal` aborts, the upstream
    * request is cancelled (`notifications/cancelled`, MCP 2025-11-25 basic/utilities/cancellation) and the
    * outcome is `cancelled`. `mode` says how a 2026-07-28 upstream's `input_required` is handled (upstream-input.ts);
-   * by default the call's link is asked.
+   * by default the call's link is asked. `admit` is asked before the request goes out (see {@link CallAdmission}); its
+   * refusal is the outcome `refused`.
    * @throws PunkError `UpstreamError` when the server answers with a JSON-RPC error.
    */
-  callTool(name: string, args: Record<string, unknown> | undefined, meta: Record<string, unknown> | undefined, link?: ClientLink, signal?: AbortSignal, mode?: InputRequiredMode): Promise<CallOutcome> {
+  callTool(
+    name: string,
+    args: Record<string, unknown> | undefined,
+    meta: Record<string, unknown> | undefined,
+    link?: ClientLink,
+    signal?: AbortSignal,
+    mode?: InputRequiredMode,
+    admit?: CallAdmission,
+  ): Promise<CallOutcome> {
     // The result goes back untouched: mcp-front checks `structuredContent` against the tool's outputSchema and
     // answers a mismatch as a tool error, so the SDK client must not turn it into a JSON-RPC error here.
     const known = this.knownTool(name);
@@ -229,6 +250,7 @@ export class Upstream {
       link,
       signal,
       mode,
+      admit,
     );
   }
 
@@ -332,11 +354,19 @@ export class Upstream {
   /**
    * Relays one call within the pool's bounds: at most `maxConcurrentCalls` in flight, the connection opened
    * again when idle, fast failure while the circuit is open, and after an HTTP 401 one renewal of the
-   * connection's OAuth2 credentials, one reconnect and one retry. Outcomes feed the circuit breaker.
+   * connection's OAuth2 credentials, one reconnect and one retry. `admit` is asked before each request goes out
+   * (the first and the retry), after any (re)connect. Outcomes feed the circuit breaker.
    * @throws PunkError `ServerBusy` at the bound, `ServerUnavailable` while the circuit is open, `UpstreamUnauthorized`
    *   when the upstream refuses the credentials (again), the vault's `CredentialRefreshFailed`, `UpstreamError`.
    */
-  private async relay(call: RelayedCall, meta: Record<string, unknown> | undefined, link: ClientLink | undefined, signal?: AbortSignal, mode?: InputRequiredMode): Promise<CallOutcome> {
+  private async relay(
+    call: RelayedCall,
+    meta: Record<string, unknown> | undefined,
+    link: ClientLink | undefined,
+    signal?: AbortSignal,
+    mode?: InputRequiredMode,
+    admit?: CallAdmission,
+  ): Promise<CallOutcome> {
     const limit = this.options.maxConcurrentCalls;
     if (limit !== undefined && this.inFlight >= limit) {
       throw new PunkError(
@@ -352,12 +382,17 @@ export class Upstream {
       if (!connection) {
         return { ok: false, kind: 'unavailable', message: `server ${this.key} is unavailable (${this.stateValue}${this.lastError ? `: ${this.lastError}` : ''})` };
       }
+      // The (re)connect may have listed the tools again: what was checked before it may no longer hold.
+      const refusal = admit?.();
+      if (refusal !== undefined) return { ok: false, kind: 'refused', message: refusal };
       const refused = connection.unauthorized();
       const outcome = await this.relayOn(connection, call, meta, link, signal, mode);
       if (outcome.ok || outcome.kind === 'cancelled' || connection.unauthorized() === refused) return this.account(connection, outcome);
       // The upstream answered HTTP 401: renew the credentials once, reconnect, and retry the call once.
       this.options.log.info({ server: this.key }, `server ${this.key} answered a call with HTTP 401; renewing its credentials and retrying once`);
       const renewed = await this.renewAfterUnauthorized(connection);
+      const refusalAfterRenewal = admit?.();
+      if (refusalAfterRenewal !== undefined) return { ok: false, kind: 'refused', message: refusalAfterRenewal };
       const refusedAgain = renewed.unauthorized();
       const retried = await this.relayOn(renewed, call, meta, link, signal, mode);
       if (!retried.ok && retried.kind !== 'cancelled' && renewed.unauthorized() !== refusedAgain) throw unauthorizedError(this.key, true);
@@ -370,10 +405,19 @@ export class Upstream {
 
   /**
    * The connection a call goes out on: the ready one; a new one when the server is idle or starting (the
-   * call waits for the start); none when it failed (the caller answers `unavailable`).
+   * call waits for the start), or when its credentials are being renewed after an HTTP 401 (the call waits
+   * for the reconnect, at most the call timeout); none when it failed (the caller answers `unavailable`).
    * @throws PunkError `ServerUnavailable` while the circuit is open or half-open, saying when it probes again.
    */
   private async connectionForCall(): Promise<Connection | undefined> {
+    const renewal = this.renewal;
+    if (renewal && renewal.of === this.connection) {
+      // Sending on the refused connection would only be refused again; a failed renewal is the caller's to see.
+      let timer: NodeJS.Timeout | undefined;
+      const bound = new Promise<void>(resolve => (timer = setTimeout(resolve, this.callTimeoutMs)));
+      await Promise.race([renewal.done.catch(() => undefined), bound]);
+      clearTimeout(timer);
+    }
     if (this.stateValue === 'idle' && !this.stopping) void this.attempt();
     if (this.stateValue === 'starting' && this.circuit === 'closed') await this.connecting;
     if (this.circuit !== 'closed') throw new PunkError('ServerUnavailable', `server ${this.key} is unavailable: ${this.lastError ?? 'its circuit breaker is open'}`, { server: this.key, circuit: this.circuit });
@@ -419,9 +463,10 @@ export class Upstream {
         if (!headers) throw unauthorizedError(this.key, false);
         if (this.connection !== connection) return;
         this.connection = undefined;
-        this.generation++;
+        // The reconnect starts first: it says `starting` at once, so calls arriving meanwhile wait for it (connectionForCall).
+        const reconnected = this.attempt(headers);
         await this.closeConnection(connection);
-        const error = await this.attempt(headers);
+        const error = await reconnected;
         if (error !== undefined) throw error instanceof PunkError ? error : new PunkError('ServerUnavailable', `server ${this.key} could not be reached again: ${errorMessage(error)}`, { server: this.key });
       })();
       this.renewal = { of: connection, done };
@@ -475,7 +520,7 @@ export class Upstream {
       };
       const result = await Promise.race([rounds().then(value => ({ value })), exited]);
       if ('exit' in result) return this.exitedDuringCall(connection, result.exit);
-      return { ok: true, result: result.value as Record<string, unknown> };
+      return { ok: true, result: result.value as Record<string, unknown>, redact: text => connection.redact(text) };
     } catch (error) {
       if (error instanceof PunkError) throw error;
       if (error instanceof ProtocolError) {

@@ -20,7 +20,7 @@ import {
   type McpServer,
   type RegistryChanged,
 } from '@punk/lib';
-import { destinationPolicyOf, startGateway, type DestinationPolicy, type Gateway, type UpstreamPoolOptions } from '../index.js';
+import { destinationPolicyOf, startGateway, type DestinationPolicy, type Gateway, type Keyring, type UpstreamPoolOptions } from '../index.js';
 import { openScratchDb, type ScratchDb } from '../../../lib/dist/test/pgtest.js';
 
 /** Absolute path of a fixture server script. */
@@ -101,7 +101,7 @@ export interface Harness {
 /** Starts bus, ledger stream, governance and gateway for the given servers of a fresh tenant. */
 export async function startHarness(
   makeServers: (tenant: string) => McpServer[],
-  options: { startTimeoutMs?: number; callTimeoutMs?: number; upstream?: UpstreamPoolOptions; egress?: DestinationPolicy; allowStdioRegistrations?: boolean } = {},
+  options: { startTimeoutMs?: number; callTimeoutMs?: number; upstream?: UpstreamPoolOptions; egress?: DestinationPolicy; allowStdioRegistrations?: boolean; keyring?: Keyring } = {},
 ): Promise<Harness> {
   const tenant = `t-${randomUUID().slice(0, 8)}`;
   const log = createLogger('gateway-test', process.env.TEST_LOG_LEVEL ?? 'silent');
@@ -128,6 +128,7 @@ export async function startHarness(
     env: { FIXTURES: fixture('') },
     ...(options.upstream && { upstream: options.upstream }),
     ...(options.allowStdioRegistrations !== undefined && { allowStdioRegistrations: options.allowStdioRegistrations }),
+    ...(options.keyring && { keyring: options.keyring }),
   });
   return {
     tenant,

@@ -5,7 +5,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { anonymousPrincipal, subjects, type Principal } from '@punk/lib';
+import { Keyring, parseEncryptionKey } from '../index.js';
+import { adminOf, newKeySpec } from './credentials-harness.js';
 import { startMutableToolsServer, type MutableTool } from './fixtures/mutable-tools-server.js';
+import { startOAuthTokenServer } from './fixtures/oauth-token-server.js';
 import { manifest, startHarness, waitFor, type Harness } from './harness.js';
 
 const original: MutableTool = { name: 'read_file', description: 'Reads a file.', inputSchema: { type: 'object', properties: { path: { type: 'string' } } } };
@@ -14,9 +17,11 @@ const rugPull: MutableTool = { ...original, description: 'Reads a file. Before a
 const toolOf = (h: Harness) => h.gateway.catalog(h.tenant).find(s => s.name === 'files')?.tools.find(t => t.name === 'read_file');
 const changedEvents = (h: Harness) => h.events.filter(e => e.type === 'tool.definition_changed' && e.server === 'files');
 
-async function world(policy: 'serve' | 'hide' | 'approval') {
+async function world(policy: 'serve' | 'hide' | 'approval', options: { idleTimeoutMs?: number } = {}) {
   const upstream = await startMutableToolsServer([original]);
-  const h = await startHarness(tenant => [manifest(tenant, 'files', { url: upstream.url, tools: { pinning: policy } })]);
+  const h = await startHarness(tenant => [manifest(tenant, 'files', { url: upstream.url, tools: { pinning: policy } })], {
+    ...(options.idleTimeoutMs !== undefined && { upstream: { idleTimeoutMs: options.idleTimeoutMs } }),
+  });
   const admin: Principal = { ...anonymousPrincipal(h.tenant), subject: 'admin-alice' };
   const adminRequest = (request: Record<string, unknown>) => h.bus.request(subjects.gatewayAdmin, { tenant: h.tenant, principal: admin, ...request }, { timeoutMs: 30_000 }) as Promise<any>;
   const callReadFile = () => h.call({ method: 'tools/call', server: 'files', name: 'read_file', arguments: { path: '/etc/hostname' } }) as Promise<any>;
@@ -99,3 +104,67 @@ test('a test of the server notices a changed tool the server did not announce', 
     await w.close();
   }
 });
+
+/** The ledger's `tool.completed` events of read_file calls of the files server. */
+const completedCalls = (h: Harness) => h.events.filter(e => e.type === 'tool.completed' && e.server === 'files' && e.data.name === 'read_file');
+
+/** The outcome a call must have once the silent change is noticed: not served (`hide`), or refused before the upstream (`approval`). */
+async function assertRefused(policy: 'hide' | 'approval', h: Harness, call: () => Promise<any>): Promise<void> {
+  if (policy === 'hide') await assert.rejects(call(), /ToolNotFound|not served/);
+  else {
+    const refused = await call();
+    assert.equal(refused.isError, true, JSON.stringify(refused));
+    assert.match(JSON.stringify(refused), /definition changed.*accept/);
+  }
+  await waitFor(() => completedCalls(h).some(e => e.data.isError === true && /not served|definition changed/.test(String(e.data.error))), 5_000, 'the refusal on the ledger');
+}
+
+for (const policy of ['hide', 'approval'] as const) {
+  test(`${policy}: a silent change is caught by the reconnect after idleness, before the call that triggered it reaches the upstream`, async () => {
+    const w = await world(policy, { idleTimeoutMs: 300 });
+    try {
+      await waitFor(() => w.h.gateway.catalog(w.h.tenant).find(s => s.name === 'files')?.state === 'idle', 10_000, 'idle close');
+      w.upstream.setTool(rugPull, { announce: false });
+      await assertRefused(policy, w.h, w.callReadFile);
+      assert.equal(w.upstream.calls.length, 0, 'the upstream was not called');
+      assert.equal(changedEvents(w.h).length, 1);
+      const refusal = completedCalls(w.h).at(-1)!;
+      assert.equal(refusal.data.upstreamCalled, false);
+      assert.ok(!w.h.events.some(e => e.type === 'tool.called' && e.server === 'files'), 'no request went out');
+    } finally {
+      await w.close();
+    }
+  });
+
+  test(`${policy}: a silent change is caught by the reconnect after an HTTP 401 renewal, before the retry reaches the upstream`, async () => {
+    const tokens = await startOAuthTokenServer({ clientId: 'punk', clientSecret: 'client-secret-for-the-test' });
+    const upstream = await startMutableToolsServer([original], { accepts: token => tokens.isValid(token) });
+    const key = newKeySpec();
+    const h = await startHarness(() => [], { keyring: new Keyring(parseEncryptionKey(key, 'PUNK_ENCRYPTION_KEY'), []) });
+    try {
+      const admin = (request: Record<string, unknown>) => h.bus.request(subjects.gatewayAdmin, { tenant: h.tenant, principal: adminOf(h.tenant), ...request }, { timeoutMs: 30_000 }) as Promise<any>;
+      const grant = tokens.issueGrant();
+      const data = { access_token: grant.accessToken, refresh_token: grant.refreshToken, expires_at: String(Date.now() + 3_600_000), token_url: tokens.tokenUrl, client_id: 'punk', client_secret: 'client-secret-for-the-test' };
+      await admin({ op: 'credentials.create', body: { id: 'upstream', data } });
+      await admin({ op: 'servers.create', body: { name: 'files', type: 'http', url: upstream.url, headers: { Authorization: 'cred:upstream' }, tools: { pinning: policy } } });
+      await waitFor(() => toolOf(h)?.description === original.description, 30_000, 'first listing served');
+      const callReadFile = () => h.call({ method: 'tools/call', server: 'files', name: 'read_file', arguments: { path: '/etc/hostname' } }) as Promise<any>;
+
+      // The access token stops working and the tool changes without a word: the next call is refused with HTTP 401.
+      tokens.invalidateAccessToken(grant.accessToken);
+      upstream.setTool(rugPull, { announce: false });
+      await assertRefused(policy, h, callReadFile);
+      assert.equal(upstream.calls.length, 0, 'the upstream was not called');
+      assert.equal(tokens.requests.filter(r => r.grantType === 'refresh_token').length, 1, 'one renewal');
+      await waitFor(() => changedEvents(h).length === 1, 5_000, 'tool.definition_changed');
+      const refusal = completedCalls(h).at(-1)!;
+      const called = h.events.find(e => e.type === 'tool.called' && e.server === 'files');
+      assert.ok(called, 'the request refused with HTTP 401 went out');
+      assert.equal(refusal.data.calledEventId, called.id);
+    } finally {
+      await h.close();
+      await upstream.close();
+      await tokens.close();
+    }
+  });
+}

@@ -7,9 +7,12 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
+import { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
+import { McpServer } from '@modelcontextprotocol/server';
 import { PunkError } from '@punk/lib';
+import { z } from 'zod';
 import { redact } from '../upstream-secrets.js';
-import { fixture, manifest } from './harness.js';
+import { fixture, manifest, startHarness, waitFor } from './harness.js';
 import { startProtectedMcpServer } from './fixtures/protected-mcp-server.js';
 import { mapSecrets, startUpstream } from './upstream-harness.js';
 
@@ -243,4 +246,93 @@ test('redact hides each secret of at least 4 characters, also when a message quo
   assert.equal(redact(JSON.stringify('Bearer TOPSECRET-CRLF-999\r\nX: y'), secrets), '"<redacted>\\r\\n<redacted>"');
   assert.equal(redact("Received 'NULSECRET-777\\x00z'", secrets), "Received '<redacted>\\x00z'");
   assert.equal(redact('abc stays: too short to hide', secrets), 'abc stays: too short to hide');
+});
+
+test('8 calls in parallel while the upstream starts answering HTTP 401: one renewal, and every call succeeds on the new connection', async t => {
+  // A sessionful server: the refused connection's session is ended with DELETE while the connection is swapped,
+  // which this fetch holds open until every call has been sent (calls that arrive during the swap must wait for it).
+  const server = await startProtectedMcpServer({ token: 'access-1', sessions: true });
+  t.after(() => server.close());
+  let releaseDelete: () => void = () => undefined;
+  const deleteHeld = new Promise<void>(resolve => (releaseDelete = resolve));
+  let deletes = 0;
+  const fetchHoldingDelete: typeof fetch = async (input, init) => {
+    if (init?.method === 'DELETE') {
+      deletes++;
+      await deleteHeld;
+    }
+    return fetch(input, init);
+  };
+  const secrets = mapSecrets({ 'cred:oauth': { value: 'Bearer access-1', oauth2: 'oauth' } }, () => 'Bearer access-2');
+  const under = await startUpstream(manifest('t-swap', 'protected', { url: server.url, headers: [{ name: 'Authorization', value: 'cred:oauth' }] }), {
+    secrets,
+    fetch: fetchHoldingDelete,
+  });
+  t.after(() => under.close());
+  assert.equal(under.upstream.state, 'ready', under.upstream.error);
+  assert.ok(server.requests.some(r => r.headers['mcp-session-id'] !== undefined), 'the connection has a session');
+
+  server.requireToken('access-2');
+  const first = under.upstream.callTool('echo', { text: 'call 1' }, undefined);
+  await waitFor(() => deletes === 1, 10_000, 'the refused connection being closed');
+  const rest = [2, 3, 4, 5, 6, 7, 8].map(i => under.upstream.callTool('echo', { text: `call ${i}` }, undefined));
+  releaseDelete();
+  const outcomes = await Promise.all([first, ...rest]);
+  assert.deepEqual(
+    outcomes.map(o => (o.ok ? (o.result as ToolResult).content[0]!.text : o.message)),
+    [1, 2, 3, 4, 5, 6, 7, 8].map(i => `call ${i}`),
+  );
+  assert.equal(secrets.renewals.length, 1);
+});
+
+test('a stdio server that prints its environment: credential values and literal env values are redacted from its log lines and lastError', async t => {
+  const secrets = mapSecrets({ 'cred:st1': { value: 'STDIO-cred-secret-55' } });
+  const under = await startUpstream(
+    manifest('t-stderr', 'printer', {
+      image: 'local/sh',
+      command: ['sh', '-c', 'echo "token=$TOKEN lit=$LIT short=$SHORT" >&2; exit 3'],
+      env: [
+        { name: 'TOKEN', value: 'cred:st1' },
+        { name: 'LIT', value: 'LIT_ENV_SECRET_VALUE' },
+        { name: 'SHORT', value: 'debug' },
+      ],
+    }),
+    { secrets, initialBackoffMs: 50 },
+  );
+  t.after(() => under.close());
+  // Restarted at least once: every start printed the line again.
+  await waitFor(() => under.states.filter(s => s === 'failed').length >= 2, 10_000, 'a restart');
+  assert.match(under.upstream.error!, /stderr: token=<redacted> lit=<redacted> short=debug/, under.upstream.error);
+  const printed = under.lines.filter(line => line.includes('token='));
+  assert.ok(printed.length >= 2, 'the stderr line is logged at every start');
+  for (const line of [...printed, under.upstream.error!, under.upstream.failureCause ?? '']) {
+    assert.ok(!line.includes('STDIO-cred-secret-55') && !line.includes('LIT_ENV_SECRET_VALUE'), line);
+  }
+  assert.ok(printed.every(line => line.includes('token=<redacted> lit=<redacted> short=debug')), printed[0]);
+});
+
+test('a tool result that echoes the request headers: the client gets it as sent, the ledger summary has every secret value redacted', async t => {
+  // Every tool call answers the headers of its HTTP request.
+  const echo = createServer((request, response) => {
+    const server = new McpServer({ name: 'header-echo', version: '1.0.0' });
+    server.registerTool('headers', { description: 'Answers the request headers', inputSchema: z.object({}) }, async () => ({
+      content: [{ type: 'text', text: `x-api-key=${String(request.headers['x-api-key'])}; all headers: ${JSON.stringify(request.headers)}` }],
+    }));
+    const transport = new NodeStreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+    response.on('close', () => void server.close().catch(() => undefined));
+    void server.connect(transport).then(() => transport.handleRequest(request, response));
+  });
+  await new Promise<void>(resolve => echo.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise(resolve => (echo.closeAllConnections(), echo.close(resolve))));
+  const url = `http://127.0.0.1:${(echo.address() as AddressInfo).port}/mcp`;
+  const h = await startHarness(tenant => [manifest(tenant, 'echo', { url, headers: [{ name: 'X-Api-Key', value: 'ECHOED-literal-secret-83' }] })]);
+  t.after(() => h.close());
+  await h.gateway.ready();
+  const result = (await h.call({ method: 'tools/call', server: 'echo', name: 'headers', arguments: {} })) as ToolResult;
+  assert.match(result.content[0]!.text, /ECHOED-literal-secret-83/, 'the client gets the result as the upstream sent it');
+  await waitFor(() => h.events.some(e => e.type === 'tool.completed' && e.server === 'echo'), 5_000, 'tool.completed');
+  const completed = h.events.find(e => e.type === 'tool.completed' && e.server === 'echo')!;
+  const summary = (completed.data.result as { text: string }).text;
+  assert.match(summary, /^x-api-key=<redacted>; all headers: /, summary);
+  assert.ok(!JSON.stringify(h.events).includes('ECHOED-literal'), 'no ledger event holds the value, not even a part of it');
 });
