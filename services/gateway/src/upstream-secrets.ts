@@ -97,7 +97,7 @@ export async function resolveHeaders(server: McpServer, secrets: Secrets | undef
   const resolved: ResolvedHeader[] = [];
   for (const header of server.spec.headers ?? []) {
     const { value, oauth2 } = await resolveValue(server, `header ${header.name}`, header, secrets);
-    if (!isHttpFieldValue(value)) throw invalidValue(server, `header ${header.name}`, referenceOf(header), 'is not a valid HTTP header value (RFC 9110 §5.5): it holds a line break or another control character');
+    if (!isHttpFieldValue(value)) throw invalidValue(server, `header ${header.name}`, referenceOf(header), 'is not a valid HTTP header value (RFC 9110 §5.5: visible ASCII, spaces, tabs and Latin-1 letters): it holds a line break, another control character or a character outside Latin-1');
     resolved.push({ name: header.name, value, ...(oauth2 !== undefined && { oauth2 }) });
   }
   return resolved;

@@ -194,7 +194,7 @@ test('a credential value that no header or variable can hold fails the start nam
   assert.equal(header.upstream.state, 'failed');
   assert.equal(
     header.upstream.error,
-    'server t-crlf/protected: header Authorization: the value of credential cred:crlf is not a valid HTTP header value (RFC 9110 §5.5): it holds a line break or another control character; replace the credential',
+    'server t-crlf/protected: header Authorization: the value of credential cred:crlf is not a valid HTTP header value (RFC 9110 §5.5: visible ASCII, spaces, tabs and Latin-1 letters): it holds a line break, another control character or a character outside Latin-1; replace the credential',
   );
   assert.equal(server.requests.length, 0);
   const env = await startUpstream(
