@@ -1,9 +1,10 @@
 /**
  * `punk credentials reencrypt`: after a key rotation (a new `PUNK_ENCRYPTION_KEY`, the old one moved to
  * `PUNK_ENCRYPTION_PREVIOUS_KEYS`), re-encrypts every stored credential under the new key, so the old key can
- * be removed. Runs against `PUNK_DATABASE_URL`, or the embedded database in `--data` / `PUNK_DATA_DIR` (with
- * `punk up` stopped: it holds that directory). There the key file `punk up` keeps (encryption-key.ts) is a
- * previous key too, and once every record moved it holds the new key, so `punk up` needs no variable. Idempotent.
+ * be removed. Runs against `PUNK_DATABASE_URL` (the `punk cluster` database), or the embedded database in
+ * `--data` / `PUNK_DATA_DIR` (with `punk up` stopped: it holds that directory). Either way the key file
+ * `punk up` and `punk cluster` keep in that data directory (encryption-key.ts), when it exists, is a previous key
+ * too, and once every record moved it holds the new key, so they need no variable. Idempotent.
  */
 import { readFile, stat, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
@@ -17,10 +18,11 @@ export const CREDENTIALS_USAGE = `Usage: punk credentials reencrypt [--data DIR]
 
   Re-encrypts every stored credential under PUNK_ENCRYPTION_KEY, decrypting with
   PUNK_ENCRYPTION_PREVIOUS_KEYS; afterwards the previous keys can be removed.
-  Database: PUNK_DATABASE_URL, else the embedded one in --data DIR (default
-  .punk/data, or PUNK_DATA_DIR) while \`punk up\` is stopped; there the key in
-  DIR/encryption.key also decrypts, and is replaced by the new key when every
-  record moved.
+  Database: PUNK_DATABASE_URL (as \`punk cluster\` uses), else the embedded one
+  in --data DIR (default .punk/data, or PUNK_DATA_DIR) while \`punk up\` is
+  stopped. Either way, when DIR/encryption.key exists (the key \`punk up\` and
+  \`punk cluster\` keep), it also decrypts, and it is replaced by the new key
+  once every record moved.
 `;
 
 /**
@@ -47,17 +49,16 @@ export async function credentialsCommand(args: string[]): Promise<void> {
   }
   // Progress lines of the migration and the vault only with an explicit PUNK_LOG_LEVEL: the summary below says it all.
   const log = createLogger('punk', process.env.PUNK_LOG_LEVEL ? config.logLevel : 'warn');
-  let dataDir: string | null = null;
-  let keyFile: { path: string; key: string } | undefined;
-  if (config.databaseUrl === undefined) {
-    dataDir = resolve(config.dataDir);
-    if (!(await stat(dataDir).then(s => s.isDirectory(), () => false))) {
-      throw new PunkError('InvalidConfig', `no embedded database in ${dataDir}: pass --data DIR (the directory \`punk up\` uses) or set PUNK_DATABASE_URL`);
-    }
-    const path = join(dataDir, KEY_FILE);
-    const key = (await readFile(path, 'utf8').catch(() => undefined))?.trim();
-    if (key !== undefined) keyFile = { path, key };
+  const dataPath = resolve(config.dataDir);
+  const dataDir = config.databaseUrl === undefined ? dataPath : null;
+  if (dataDir !== null && !(await stat(dataDir).then(s => s.isDirectory(), () => false))) {
+    throw new PunkError('InvalidConfig', `no embedded database in ${dataDir}: pass --data DIR (the directory \`punk up\` uses) or set PUNK_DATABASE_URL`);
   }
+  // The key file `punk up` and `punk cluster` keep in the data directory, whichever database holds the records
+  // (`punk cluster` uses PUNK_DATABASE_URL with it): a previous key, when it exists.
+  const keyPath = join(dataPath, KEY_FILE);
+  const keyFileKey = (await readFile(keyPath, 'utf8').catch(() => undefined))?.trim();
+  const keyFile = keyFileKey === undefined ? undefined : { path: keyPath, key: keyFileKey };
   const keyring = Keyring.fromConfig({ ...config, encryptionPreviousKeys: [...config.encryptionPreviousKeys, ...(keyFile ? [keyFile.key] : [])] })!;
   const db = await openDatabase({ ...(config.databaseUrl !== undefined && { url: config.databaseUrl }), dataDir, log });
   try {
@@ -70,7 +71,7 @@ export async function credentialsCommand(args: string[]): Promise<void> {
     }
     if (keyFile && parseEncryptionKey(keyFile.key, keyFile.path).id !== result.keyId) {
       await writeFile(keyFile.path, `${config.encryptionKey}\n`, { mode: 0o600 });
-      process.stdout.write(`${keyFile.path} now holds the new key: punk up uses it without PUNK_ENCRYPTION_KEY\n`);
+      process.stdout.write(`${keyFile.path} now holds the new key: punk up and punk cluster use it without PUNK_ENCRYPTION_KEY\n`);
     }
   } finally {
     await db.close();

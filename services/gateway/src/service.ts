@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import {
   appendLedgerEvent,
   buckets,
+  credentialsChangedSchema,
   DEFAULT_UPSTREAM_SESSION_TTL_MS,
   deadlines,
   errorMessage,
@@ -18,6 +19,7 @@ import {
   registryChangedSchema,
   subjects,
   type Bus,
+  type CredentialsChanged,
   type Database,
   type Logger,
   type McpServer,
@@ -37,7 +39,7 @@ import { createRelay, type Registry } from './relay.js';
 import { createSessionRouting } from './routing.js';
 import { busSessionLink } from './session-link.js';
 import { Upstream, type UpstreamPoolOptions } from './upstream.js';
-import { CredentialVault, Keyring } from './credentials/index.js';
+import { CredentialVault, Keyring, referencesCredential } from './credentials/index.js';
 import { guardedFetch, type DestinationPolicy } from './egress/index.js';
 import { ToolPinning, type PinningPolicy } from './pinning/tool-pinning.js';
 import type { McpItem } from './catalog.js';
@@ -260,6 +262,27 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     await Promise.all(stops);
   };
 
+  /**
+   * Stops the server `key` (its pooled connection and this replica's `per-client` sessions of it) and creates it
+   * again from the same manifest, so its next connect resolves its settings anew; announces `updated`.
+   */
+  const restart = async (key: string): Promise<void> => {
+    const upstream = upstreams.get(key);
+    if (!upstream) return;
+    upstreams.delete(key);
+    const stops = [upstream.stop(), sessions.closeServer(key)];
+    create(upstream.server);
+    announce(upstream.server, 'updated');
+    await Promise.all(stops);
+  };
+
+  /** Restarts this replica's servers of `tenant` whose headers or env reference credential `id`. */
+  const restartReferencing = async (tenant: string, id: string): Promise<void> => {
+    const keys = [...upstreams.values()].filter(u => (u.server.metadata.namespace ?? 'default') === tenant && referencesCredential(u.server, id)).map(u => u.key);
+    if (keys.length > 0) log.info({ tenant, credential: id, servers: keys }, 'a credential changed: reconnecting the servers that reference it');
+    await Promise.all(keys.map(restart));
+  };
+
   /** Connects to `server` on a short-lived upstream of its own (independent of the pool), lists its tools, and stops it. */
   const probe = async (server: McpServer): Promise<ProbeResult> => {
     await mkdir(options.workDir, { recursive: true });
@@ -313,6 +336,14 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       const upstream = upstreams.get(`${tenant}/${name}`);
       if (upstream) announce(upstream.server, 'tool_accepted');
     },
+    onCredentialChanged: async (tenant, id) => {
+      // Here first (the admin answers once this replica sends the new value, or none), then everywhere else.
+      await restartReferencing(tenant, id);
+      const change: CredentialsChanged = { tenant, id };
+      await bus
+        .publish(subjects.credentialsChanged, change, { [ORIGIN_HEADER]: instanceId })
+        .catch(error => log.error({ tenant, credential: id, err: errorMessage(error) }, 'could not tell the other gateway replicas that a credential changed; their connections resolve it again when they reconnect'));
+    },
   });
   // Another replica's admin accepted a tool definition: list again here, so the tool is served (or callable) here too.
   const accepted = await bus.subscribe(subjects.registryChanged, async (data, info) => {
@@ -320,8 +351,15 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     const change = registryChangedSchema.safeParse(data);
     if (change.success && change.data.change === 'tool_accepted') await relist(change.data.tenant, change.data.server);
   });
+  // Another replica's admin created or deleted a credential: reconnect the servers here that reference it.
+  const credentialChanges = await bus.subscribe(subjects.credentialsChanged, async (data, info) => {
+    if (info.headers[ORIGIN_HEADER] === instanceId) return;
+    const change = credentialsChangedSchema.safeParse(data);
+    if (change.success) await restartReferencing(change.data.tenant, change.data.id);
+  });
   const subscriptions = [
     accepted,
+    credentialChanges,
     await bus.serve(subjects.gatewayCall, routing.shared, { queue: queues.gateway }),
     await bus.serve(subjects.gatewayInstanceCall(instanceId), routing.owned),
     await bus.serve(subjects.gatewayAdmin, admin, { queue: queues.gateway }),

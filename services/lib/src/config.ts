@@ -18,7 +18,9 @@ const positiveInt = integer(1);
 /** `true` or `false` (also `1`/`0`, `yes`/`no`, `on`/`off`). */
 const boolean = z.stringbool({ error: 'must be true or false' });
 /** A comma-separated list; blanks around entries and empty entries are dropped. */
-const commaSeparated = z.string().transform(value => value.split(',').map(entry => entry.trim()).filter(entry => entry !== ''));
+/** The entries of a comma-separated setting: trimmed, empty ones dropped. */
+const splitList = (value: string): string[] => value.split(',').map(entry => entry.trim()).filter(entry => entry !== '');
+const commaSeparated = z.string().transform(splitList);
 /** An encryption key as `PUNK_ENCRYPTION_KEY` spells it: `[<keyId>:]<32 bytes in base64 or base64url>`. */
 const encryptionKeySpec = z
   .string()
@@ -327,13 +329,22 @@ export function loadConfig(
   }
   const parsed = configSchema.safeParse(raw);
   if (parsed.success) return parsed.data;
-  const problems = parsed.error.issues.map(issue => {
+  const described = parsed.error.issues.map(issue => {
     const key = String(issue.path[0]) as keyof PunkConfig;
-    const name = (fromOverride.has(key) ? overrideNames[key] : undefined) ?? envNames[key] ?? key;
-    const value = raw[key];
+    let name = (fromOverride.has(key) ? overrideNames[key] : undefined) ?? envNames[key] ?? key;
+    let value = raw[key];
+    // A list setting's issue is about one entry (path [key, index]): name that entry (1-based) and show only it.
+    const index = issue.path[1];
+    if (typeof index === 'number') {
+      const entries = typeof value === 'string' ? splitList(value) : Array.isArray(value) ? value : [];
+      name = `${name} entry ${index + 1}`;
+      value = entries[index];
+    }
     const shown = secretKeys.has(key) ? `<redacted, ${String(value).length} characters>` : JSON.stringify(value);
     return `${name}=${shown}: ${issue.message}`;
   });
+  // One bad entry can break several rules that say the same thing; say each problem once.
+  const problems = [...new Set(described)];
   throw new PunkError('InvalidConfig', `invalid configuration: ${problems.join('; ')}`, { problems });
 }
 

@@ -28,6 +28,11 @@ export const subjects = {
   gatewayAdmin: 'punk.gateway.admin',
   /** Broadcast: a server's registration or state changed; catalogs refresh. */
   registryChanged: 'punk.registry.changed',
+  /**
+   * Broadcast: a tenant's credential was created or deleted (`credentialsChangedSchema`); every gateway replica
+   * reconnects that tenant's servers whose headers or env reference it, so they resolve it again.
+   */
+  credentialsChanged: 'punk.credentials.changed',
   /** Broadcast: an upstream sent `notifications/resources/updated` for a URI the gateway subscribed to (`resourceUpdatedSchema`). */
   resourceUpdated: 'punk.resources.updated',
   /** Broadcast to the replica holding a 2025 session's GET stream: a stored SSE event is ready (`sessionOutSchema`). */
@@ -466,6 +471,13 @@ export const registryChangedSchema = z.object({
   state: serverStateSchema.optional(),
 });
 export type RegistryChanged = z.infer<typeof registryChangedSchema>;
+
+/**
+ * Broadcast on `punk.credentials.changed` (with the {@link ORIGIN_HEADER} of the replica that made the change,
+ * which has already acted on it): credential `id` of `tenant` was created or deleted. Names only, never a value.
+ */
+export const credentialsChangedSchema = z.object({ tenant: z.string().min(1), id: z.string().min(1) });
+export type CredentialsChanged = z.infer<typeof credentialsChangedSchema>;
 
 /** Broadcast on `punk.resources.updated`: the resource `uri` of a tenant's server changed. */
 export const resourceUpdatedSchema = z.object({ tenant: z.string().min(1), server: z.string().min(1), uri: z.string().min(1) });

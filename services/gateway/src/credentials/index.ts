@@ -2,3 +2,4 @@ export { CredentialVault, type CredentialVaultOptions, type CredentialInfo, type
 export { Keyring, parseEncryptionKey, type EncryptionKey, type EncryptedRecord } from './keyring.js';
 export { parseCredentialInput, parseReference, OAUTH2_KEYS, REFERENCE_PREFIX, type CredentialInput, type CredentialReference, type CredentialType } from './input.js';
 export { REFRESH_AHEAD_MS } from './refresh.js';
+export { referencesCredential } from './references.js';

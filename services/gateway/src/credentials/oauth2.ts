@@ -13,6 +13,8 @@ export interface RefreshRequest {
   refreshToken: string;
   clientId?: string | undefined;
   clientSecret?: string | undefined;
+  /** The access token the credential holds now: not sent, but scrubbed from errors like every secret of the refresh. */
+  accessToken?: string | undefined;
   /** Space-separated scopes to ask for (RFC 6749 §3.3); absent: the scopes of the grant. */
   scope?: string | undefined;
   /** Bound on the whole exchange, in milliseconds. */
@@ -50,8 +52,40 @@ function formEncode(value: string): string {
   return new URLSearchParams([['', value]]).toString().slice(1);
 }
 
-/** `text` with every occurrence of the given secrets replaced, for an endpoint's description that echoes one. */
-function withoutSecrets(text: string, secrets: Array<string | undefined>): string {
+/**
+ * Every spelling in which a secret of `request` could come back in an endpoint's answer or an error: the client
+ * secret, refresh and access tokens, and the HTTP Basic credential (the `Authorization` value, its base64 and its
+ * decoded `client_id:client_secret` form), each raw, form-encoded and percent-encoded. Longest first, so a longer
+ * spelling is replaced before a secret inside it.
+ */
+export function refreshSecrets(request: Pick<RefreshRequest, 'refreshToken' | 'clientId' | 'clientSecret' | 'accessToken'>): string[] {
+  const spellings = new Set<string>();
+  const add = (value: string | undefined) => {
+    if (!value) return;
+    for (const spelling of [value, formEncode(value), encodeURIComponent(value)]) spellings.add(spelling);
+  };
+  add(request.refreshToken);
+  add(request.accessToken);
+  add(request.clientSecret);
+  if (request.clientSecret !== undefined && request.clientId !== undefined) {
+    const decoded = `${formEncode(request.clientId)}:${formEncode(request.clientSecret)}`;
+    add(decoded);
+    add(`${request.clientId}:${request.clientSecret}`);
+    add(basicCredential(request.clientId, request.clientSecret));
+  }
+  return [...spellings].sort((a, b) => b.length - a.length);
+}
+
+/** The `client_secret_basic` credential (RFC 6749 §2.3.1): base64 of the form-encoded `client_id:client_secret`. */
+function basicCredential(clientId: string, clientSecret: string): string {
+  return Buffer.from(`${formEncode(clientId)}:${formEncode(clientSecret)}`).toString('base64');
+}
+
+/**
+ * `text` with every occurrence of the given secrets replaced by `[redacted]`, for an endpoint's description that
+ * echoes the request, or an error built from one.
+ */
+export function withoutSecrets(text: string, secrets: readonly string[]): string {
   let clean = text;
   for (const secret of secrets) if (secret) clean = clean.split(secret).join('[redacted]');
   return clean;
@@ -69,11 +103,11 @@ export async function refreshAccessToken(request: RefreshRequest): Promise<Token
   if (request.scope !== undefined) form.set('scope', request.scope);
   const headers: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' };
   if (request.clientSecret !== undefined && request.clientId !== undefined) {
-    headers.authorization = `Basic ${Buffer.from(`${formEncode(request.clientId)}:${formEncode(request.clientSecret)}`).toString('base64')}`;
+    headers.authorization = `Basic ${basicCredential(request.clientId, request.clientSecret)}`;
   } else if (request.clientId !== undefined) {
     form.set('client_id', request.clientId);
   }
-  const secrets = [request.refreshToken, request.clientSecret];
+  const secrets = refreshSecrets(request);
   let response: Response;
   let text: string;
   try {
@@ -87,7 +121,7 @@ export async function refreshAccessToken(request: RefreshRequest): Promise<Token
     text = await response.text();
   } catch (error) {
     const reason = error instanceof Error && error.name === 'TimeoutError' ? `did not answer within ${request.timeoutMs} ms` : `could not be reached: ${describeFetchError(error)}`;
-    throw new TokenEndpointError(`the token endpoint ${where} ${reason}`);
+    throw new TokenEndpointError(withoutSecrets(`the token endpoint ${where} ${reason}`, secrets));
   }
   let body: unknown;
   try {
@@ -99,8 +133,10 @@ export async function refreshAccessToken(request: RefreshRequest): Promise<Token
   if (!response.ok) {
     if (typeof fields.error === 'string') {
       const description = typeof fields.error_description === 'string' ? `: ${withoutSecrets(fields.error_description, secrets).slice(0, 300)}` : '';
+      // The error code is the endpoint's text too: it must not carry a secret either.
+      const code = withoutSecrets(fields.error, secrets).slice(0, 100);
       const hint = fields.error === 'invalid_grant' ? ' (the refresh token was revoked, expired or already used: store the credential again with a new grant)' : '';
-      throw new TokenEndpointError(`the token endpoint ${where} answered HTTP ${response.status} ${fields.error}${description}${hint}`, fields.error);
+      throw new TokenEndpointError(`the token endpoint ${where} answered HTTP ${response.status} ${code}${description}${hint}`, code);
     }
     throw new TokenEndpointError(`the token endpoint ${where} answered HTTP ${response.status} without an OAuth error`);
   }

@@ -12,7 +12,7 @@ import type { FetchLike } from '@modelcontextprotocol/client';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { PunkError, appendLedgerEvent, errorMessage, type Bus, type Logger } from '@punk/lib';
 import { credentialEvent } from './events.js';
-import { describeTokenUrl, refreshAccessToken, TokenEndpointError } from './oauth2.js';
+import { describeTokenUrl, refreshAccessToken, refreshSecrets, TokenEndpointError, withoutSecrets, type RefreshRequest } from './oauth2.js';
 import type { CredentialSealer } from './sealing.js';
 import type { CredentialRow, CredentialStore } from './store.js';
 
@@ -148,19 +148,25 @@ export class LeasedRefresher {
       if (!need(data, refreshedMeanwhile)) return data;
       const tokenUrl = data.token_url!;
       const started = Date.now();
+      const request: RefreshRequest = {
+        tokenUrl,
+        refreshToken: data.refresh_token!,
+        clientId: data.client_id,
+        clientSecret: data.client_secret,
+        accessToken: data.access_token,
+        scope: data.scope,
+        timeoutMs: this.options.refreshTimeoutMs,
+        fetch: this.options.fetch,
+      };
       let tokens;
       try {
-        tokens = await refreshAccessToken({
-          tokenUrl,
-          refreshToken: data.refresh_token!,
-          clientId: data.client_id,
-          clientSecret: data.client_secret,
-          scope: data.scope,
-          timeoutMs: this.options.refreshTimeoutMs,
-          fetch: this.options.fetch,
-        });
+        tokens = await refreshAccessToken(request);
       } catch (error) {
-        const reason = error instanceof TokenEndpointError ? error.message : `the token endpoint ${describeTokenUrl(tokenUrl)} failed: ${errorMessage(error)}`;
+        // The message is stored, logged, recorded and answered: no spelling of a secret of the refresh may stay in it.
+        const reason = withoutSecrets(
+          error instanceof TokenEndpointError ? error.message : `the token endpoint ${describeTokenUrl(tokenUrl)} failed: ${errorMessage(error)}`,
+          refreshSecrets(request),
+        );
         const message = `refreshing credential ${id} in tenant ${tenant} failed: ${reason}`;
         await store.storeRefreshFailure(tenant, id, holder, message);
         held = false;

@@ -69,6 +69,11 @@ export interface AdminDeps {
   pins: PinsAdmin;
   /** After an admin accepted a tool definition: re-list the server here and tell the other replicas and the fronts. */
   onToolAccepted(tenant: string, name: string): Promise<void>;
+  /**
+   * After a credential was created or deleted: reconnect the tenant's servers that reference it here, and tell
+   * the other replicas, so no connection keeps sending a value resolved before the change.
+   */
+  onCredentialChanged(tenant: string, id: string): Promise<void>;
 }
 
 /** One server as the registry API shows it. */
@@ -270,14 +275,18 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
         await deps.onToolAccepted(tenant, id);
         return accepted;
       }
-      case 'credentials.create':
-        return { credential: await deps.credentials.create(request.tenant, request.principal, request.body) };
+      case 'credentials.create': {
+        const credential = await deps.credentials.create(request.tenant, request.principal, request.body);
+        await deps.onCredentialChanged(request.tenant, credential.id);
+        return { credential };
+      }
       case 'credentials.list':
         return { credentials: await deps.credentials.list(request.tenant) };
       case 'credentials.get':
         return { credential: await deps.credentials.get(request.tenant, request.id) };
       case 'credentials.delete':
         await deps.credentials.delete(request.tenant, request.principal, request.id);
+        await deps.onCredentialChanged(request.tenant, request.id);
         return {};
     }
   };

@@ -13,10 +13,13 @@ import { adminOf, assertNoSecrets, keyringOf, newKeySpec, newTenant, startVaultW
 const punk = resolve(fileURLToPath(new URL('.', import.meta.url)), '../../../cli/dist/main.js');
 const planted = ['PLANTED-reencrypt-value-1a2b', 'PLANTED-reencrypt-user-3c4d', 'PLANTED-reencrypt-pass-5e6f', 'PLANTED-orphan-7a8b'];
 
+/** Working directory of the runs: an empty one, so the default data directory (.punk/data) holds no key file. */
+let cwd: string;
+
 /** Runs `punk credentials reencrypt …` with only the given PUNK_* settings. */
 function reencrypt(env: Record<string, string>, args: string[] = []): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise(done => {
-    execFile(process.execPath, [punk, 'credentials', 'reencrypt', ...args], { env: { PATH: process.env.PATH ?? '', ...env }, timeout: 60_000 }, (error, stdout, stderr) => {
+    execFile(process.execPath, [punk, 'credentials', 'reencrypt', ...args], { cwd, env: { PATH: process.env.PATH ?? '', ...env }, timeout: 60_000 }, (error, stdout, stderr) => {
       done({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr });
     });
   });
@@ -25,8 +28,12 @@ function reencrypt(env: Record<string, string>, args: string[] = []): Promise<{ 
 let world: VaultWorld;
 before(async () => {
   world = await startVaultWorld();
+  cwd = await mkdtemp(join(tmpdir(), 'punk-reencrypt-cwd-'));
 });
-after(() => world.close());
+after(async () => {
+  await world.close();
+  await rm(cwd, { recursive: true, force: true });
+});
 
 test('punk credentials reencrypt moves a Postgres vault to the new key; the old key can then go', async () => {
   const tenant = newTenant();
@@ -82,7 +89,7 @@ test('punk credentials reencrypt works on the embedded database of punk up (--da
     await writeFile(keyFile, `${a}\n`, { mode: 0o600 });
     const moved = await reencrypt({ PUNK_ENCRYPTION_KEY: b }, ['--data', data]);
     assert.equal(moved.code, 0, moved.stderr);
-    assert.equal(moved.stdout, `re-encrypted 1 credential(s) under key new; 0 already under it; 0 failed\n${keyFile} now holds the new key: punk up uses it without PUNK_ENCRYPTION_KEY\n`);
+    assert.equal(moved.stdout, `re-encrypted 1 credential(s) under key new; 0 already under it; 0 failed\n${keyFile} now holds the new key: punk up and punk cluster use it without PUNK_ENCRYPTION_KEY\n`);
     assert.equal((await readFile(keyFile, 'utf8')).trim(), b);
     const again = await reencrypt({ PUNK_ENCRYPTION_KEY: b }, ['--data', data]);
     assert.equal(again.stdout, 're-encrypted 0 credential(s) under key new; 1 already under it; 0 failed\n');
@@ -95,5 +102,36 @@ test('punk credentials reencrypt works on the embedded database of punk up (--da
     }
   } finally {
     await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('with PUNK_DATABASE_URL (punk cluster), the key file in the data directory decrypts too and then holds the new key', async () => {
+  // Its own database: re-encryption covers every tenant, and the other tests leave records under other keys.
+  const cluster = await startVaultWorld();
+  const dir = await mkdtemp(join(tmpdir(), 'punk-reencrypt-cluster-'));
+  try {
+    // `punk cluster` writes a bare key (no key id) to <data>/encryption.key and passes it as PUNK_ENCRYPTION_KEY.
+    const a = newKeySpec();
+    const b = newKeySpec('rotated');
+    const tenant = newTenant();
+    await cluster.vault(keyringOf(a)).create(tenant, adminOf(tenant), { id: 'clustered', data: { value: planted[0]! } });
+    const keyFile = join(dir, 'encryption.key');
+    await writeFile(keyFile, `${a}\n`, { mode: 0o600 });
+
+    const moved = await reencrypt({ PUNK_DATABASE_URL: cluster.url, PUNK_DATA_DIR: dir, PUNK_ENCRYPTION_KEY: b });
+    assert.equal(moved.code, 0, moved.stderr);
+    assert.equal(moved.stdout, `re-encrypted 1 credential(s) under key rotated; 0 already under it; 0 failed\n${keyFile} now holds the new key: punk up and punk cluster use it without PUNK_ENCRYPTION_KEY\n`);
+    assert.equal((await readFile(keyFile, 'utf8')).trim(), b);
+    assert.equal((await cluster.vault(keyringOf(b)).resolveValue(tenant, 'cred:clustered')).value, planted[0]);
+
+    // No key file in the data directory (--data wins over PUNK_DATA_DIR): none is created.
+    const empty = join(dir, 'empty');
+    const again = await reencrypt({ PUNK_DATABASE_URL: cluster.url, PUNK_DATA_DIR: dir, PUNK_ENCRYPTION_KEY: b }, ['--data', empty]);
+    assert.equal(again.stdout, 're-encrypted 0 credential(s) under key rotated; 1 already under it; 0 failed\n');
+    await assert.rejects(readFile(join(empty, 'encryption.key')), { code: 'ENOENT' });
+    assertNoSecrets([planted[0]!, a, b.slice(8)], [moved, again]);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+    await cluster.close();
   }
 });

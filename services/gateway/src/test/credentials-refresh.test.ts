@@ -157,6 +157,35 @@ test('a revoked grant fails with the token endpoint error, recorded once, withou
   assert.equal((await world.db.query(`SELECT refresh_lease_holder FROM gateway.credentials WHERE tenant = $1`, [tenant])).rows[0]!.refresh_lease_holder, null);
 });
 
+test('an endpoint that echoes the request in its invalid_grant description: the client secret, Basic credential and tokens are scrubbed', async () => {
+  // A secret that form-encoding changes, so its raw, form-encoded and percent-encoded spellings all differ.
+  const secret = 'PLANTED echo+secret/&=9c1d';
+  const echoing = await startOAuthTokenServer({ clientId: 'punk-echo', clientSecret: secret, echoRequest: true });
+  try {
+    const tenant = newTenant();
+    const vault = world.vault(keyring);
+    const grant = echoing.issueGrant({ scope: 'repo' });
+    await vault.create(tenant, adminOf(tenant), {
+      id: 'echoed',
+      data: { access_token: grant.accessToken, refresh_token: grant.refreshToken, token_url: echoing.tokenUrl, client_id: 'punk-echo', client_secret: secret },
+    });
+    echoing.revokeGrant(grant.refreshToken);
+
+    const error = await failing(() => vault.renewAfterUnauthorized(tenant, 'echoed', `Bearer ${grant.accessToken}`), 'CredentialRefreshFailed');
+    const basic = Buffer.from(`punk-echo:${new URLSearchParams([['', secret]]).toString().slice(1)}`).toString('base64');
+    // The endpoint did echo them (the fixture's answer reached the message), and every one was replaced.
+    assert.match(error.message, /answered HTTP 400 invalid_grant: the grant was revoked \(request: authorization=Basic \[redacted\] decoded=\[redacted\] body=grant_type=refresh_token&refresh_token=\[redacted\]\)/);
+    const info = await vault.get(tenant, 'echoed');
+    const failed = world.events.filter(e => e.tenant === tenant && e.type === 'credential.refresh_failed');
+    assert.equal(failed.length, 1);
+    const spellings = [secret, encodeURIComponent(secret), new URLSearchParams([['', secret]]).toString().slice(1), basic, `Basic ${basic}`, Buffer.from(basic, 'base64').toString(), grant.refreshToken, grant.accessToken];
+    assertNoSecrets(spellings, [error, info, ...failed, ...world.logs]);
+    slowTokens.push(...spellings);
+  } finally {
+    await echoing.close();
+  }
+});
+
 test('two gateway replicas on separate pools refresh one credential at once: one token request, one token, no refresh token spent twice', async () => {
   const tenant = newTenant();
   const replicas = [world.vault(keyring, { db: await world.openPool() }), world.vault(keyring, { db: await world.openPool() })];

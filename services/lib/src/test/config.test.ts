@@ -84,7 +84,7 @@ test('a non-loopback listener without authentication gets a warning', () => {
 test('gateway settings: networks must be CIDRs, keys 32 bytes, and a key is never shown', () => {
   assert.deepEqual(loadConfig({ PUNK_UPSTREAM_ALLOWED_NETWORKS: '10.96.0.0/12, fd00::/8' }).upstreamAllowedNetworks, ['10.96.0.0/12', 'fd00::/8']);
   for (const bad of ['10.0.0.0/33', 'fd00::/129', '10.0.0/8', 'example.com/8', '10.0.0.1']) {
-    assert.throws(() => loadConfig({ PUNK_UPSTREAM_ALLOWED_NETWORKS: bad }), /PUNK_UPSTREAM_ALLOWED_NETWORKS=.*each entry must be a CIDR/, bad);
+    assert.throws(() => loadConfig({ PUNK_UPSTREAM_ALLOWED_NETWORKS: bad }), /PUNK_UPSTREAM_ALLOWED_NETWORKS entry 1=.*each entry must be a CIDR/, bad);
   }
   const key = Buffer.alloc(32, 1).toString('base64');
   assert.equal(loadConfig({ PUNK_ENCRYPTION_KEY: `k1:${key}` }).encryptionKey, `k1:${key}`);
@@ -95,4 +95,25 @@ test('gateway settings: networks must be CIDRs, keys 32 bytes, and a key is neve
     return true;
   });
   assert.throws(() => loadConfig({ PUNK_TOOL_PINNING: 'ignore' }), /PUNK_TOOL_PINNING="ignore"/);
+});
+
+test('a bad entry of a list setting is named by its position and length, each problem once', () => {
+  const good = Buffer.alloc(32, 2).toString('base64');
+  assert.throws(() => loadConfig({ PUNK_ENCRYPTION_PREVIOUS_KEYS: `${good}, ab,c` }), (error: Error & { details?: { problems?: string[] } }) => {
+    assert.deepEqual(error.details?.problems, [
+      'PUNK_ENCRYPTION_PREVIOUS_KEYS entry 2=<redacted, 2 characters>: must decode to exactly 32 bytes (AES-256)',
+      'PUNK_ENCRYPTION_PREVIOUS_KEYS entry 3=<redacted, 1 characters>: must decode to exactly 32 bytes (AES-256)',
+    ]);
+    assert.ok(!error.message.includes(good));
+    return true;
+  });
+  // Two entries breaking the same rule in the same way are still two problems: each names its entry.
+  assert.throws(() => loadConfig({ PUNK_ENCRYPTION_PREVIOUS_KEYS: 'a,b' }), (error: Error & { details?: { problems?: string[] } }) => {
+    assert.deepEqual(error.details?.problems, [
+      'PUNK_ENCRYPTION_PREVIOUS_KEYS entry 1=<redacted, 1 characters>: must decode to exactly 32 bytes (AES-256)',
+      'PUNK_ENCRYPTION_PREVIOUS_KEYS entry 2=<redacted, 1 characters>: must decode to exactly 32 bytes (AES-256)',
+    ]);
+    return true;
+  });
+  assert.throws(() => loadConfig({ PUNK_UPSTREAM_ALLOWED_NETWORKS: '10.0.0.0/8,10.0.0.1' }), /^.*PUNK_UPSTREAM_ALLOWED_NETWORKS entry 2="10\.0\.0\.1": each entry must be a CIDR/);
 });
