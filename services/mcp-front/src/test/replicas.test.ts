@@ -12,6 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { anonymousPrincipal, createLogger, subjects } from '@punk/lib';
 import type { FrontOptions } from '../index.js';
+import { LIST_CHANGED_COALESCE_MS } from '../fan-out.js';
 import { everything, startReplicaSet, type ReplicaSet } from './replica-harness.js';
 
 const log = createLogger('mcp-front-replicas-test', 'silent');
@@ -296,7 +297,9 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
     const lastSeen = first.events[first.events.length - 1]!.id!;
     first.abort();
 
+    // Two changes further apart than the fan-out's coalescing window: two notifications.
     await announceChange();
+    await new Promise(resolve => setTimeout(resolve, 3 * LIST_CHANGED_COALESCE_MS));
     await announceChange();
     await new Promise(resolve => setTimeout(resolve, 1000));
     const resumed = await openGet(replicas.a.base, sessionId, lastSeen);
