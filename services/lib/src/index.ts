@@ -7,6 +7,7 @@ export { NatsBus, type NatsBusOptions } from './bus/nats.js';
 export * from './contracts.js';
 export * from './spec/mcpserver.js';
 export * from './spec/loader.js';
+export * from './spec/crd.js';
 export * from './db/database.js';
 export * from './db/migrate.js';
 export * from './service/index.js';

@@ -161,7 +161,13 @@ export const mcpServerSpecSchema = z
     env: z.array(envVar).default([]).describe('Environment of the server process; nothing else of Punk\'s environment reaches it. A literal `cred:<id>` is replaced by that credential\'s value at start.'),
     headers: z.array(header).optional().describe('HTTP headers sent to a url server on every request (e.g. Authorization: cred:<id>).'),
     replicas: z.number().int().min(0).default(1).describe('Pod replicas (cluster).'),
-    resources: z.object({ requests: quantityMap.optional(), limits: quantityMap.optional() }).strict().optional().describe('Compute resources of the server container.'),
+    resources: z
+      .object({
+        requests: quantityMap.optional().describe('Resources the scheduler reserves for the container.'),
+        limits: quantityMap.optional().describe('Most the container may use: CPU is throttled above it, memory above it kills the container.'),
+      })
+      .strict()
+      .optional().describe('Compute resources of the server container.'),
     sandbox: z
       .object({
         egress: z
@@ -244,3 +250,53 @@ export type McpServer = z.infer<typeof mcpServerSchema>;
 export function transportOf(spec: McpServerSpec): 'stdio' | 'streamable-http' | 'sse' {
   return spec.transport ?? (spec.url !== undefined ? 'streamable-http' : 'stdio');
 }
+
+/**
+ * One condition of a status, with the fields and limits of Kubernetes' `metav1.Condition`
+ * (k8s.io/apimachinery/pkg/apis/meta/v1/types.go): `type` CamelCase (Ready, Available, Progressing,
+ * Degraded), `status` True | False | Unknown, `reason` a CamelCase word for machines, `message` for people,
+ * `lastTransitionTime` an RFC 3339 time that changes only when `status` changes.
+ */
+export const conditionSchema = z
+  .object({
+    type: z
+      .string()
+      .max(316)
+      .regex(/^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$/)
+      .describe('Type of the condition, in CamelCase: Ready, Available, Progressing or Degraded.'),
+    status: z.enum(['True', 'False', 'Unknown']).describe('Status of the condition: True, False or Unknown.'),
+    observedGeneration: z.number().int().min(0).optional().describe('metadata.generation of the object the condition was set from.'),
+    lastTransitionTime: z.iso.datetime({ offset: true }).describe('When the condition last changed from one status to another (RFC 3339).'),
+    reason: z
+      .string()
+      .min(1)
+      .max(1024)
+      .regex(/^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$/)
+      .describe('Why the condition is in its status, as a CamelCase word for programs (ImageMissing, SecretMissing, CrashLoopBackOff, …).'),
+    message: z.string().max(32768).describe('Why the condition is in its status, for people; may be empty.'),
+  })
+  .strict();
+export type Condition = z.infer<typeof conditionSchema>;
+
+/** The `status` of an McpServer, written by the operator: what it observed, never what it hopes. */
+export const mcpServerStatusSchema = z
+  .object({
+    observedGeneration: z.number().int().min(0).optional().describe('metadata.generation of the spec this status was computed from.'),
+    conditions: z.array(conditionSchema).optional().describe('Conditions Ready, Available, Progressing and Degraded; at most one of each type.'),
+    endpoint: z.string().optional().describe('URL at which the gateway serves this server\'s tools.'),
+    toolCount: z.number().int().min(0).optional().describe('Number of tools of the last live listing through the gateway.'),
+    tools: z
+      .array(
+        z
+          .object({
+            name: z.string().min(1).describe('Tool name as the server lists it.'),
+            sideEffectLevel: z.number().int().min(0).max(4).optional().describe('Side-effect level the gateway classified the tool at (0 none to 4 destructive or payment).'),
+          })
+          .strict(),
+      )
+      .optional()
+      .describe('Tools of the last live listing through the gateway.'),
+    lastError: z.string().optional().describe('Last error met while starting, connecting to or listing the server; never contains a secret value.'),
+  })
+  .strict();
+export type McpServerStatus = z.infer<typeof mcpServerStatusSchema>;

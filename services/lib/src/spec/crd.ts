@@ -1,0 +1,227 @@
+/**
+ * The CustomResourceDefinitions of Punk (apiextensions.k8s.io/v1), generated from the zod schemas of
+ * `mcpserver.ts` so the cluster validates exactly what `punk up` validates. `npm run crds` writes them
+ * into `crds/`; a test fails when the committed files and this module disagree.
+ *
+ * A CRD's schema must be structural (Kubernetes docs, "Specifying a structural schema"): every node
+ * has a `type` (or `x-kubernetes-preserve-unknown-fields`), and there is no `$ref`, no
+ * `additionalProperties: false` (the API server prunes unknown fields instead). The zod
+ * `superRefine` and `refine` checks have no JSON Schema form, so they are restated here as CEL
+ * rules (`x-kubernetes-validations`, Kubernetes docs "Validation rules").
+ */
+import { z } from 'zod';
+import { stringify } from 'yaml';
+import { PunkError } from '../errors.js';
+import { API_GROUP, mcpServerSpecSchema, mcpServerStatusSchema } from './mcpserver.js';
+
+/** A node of an OpenAPI v3 schema as a CRD holds it (apiextensions.k8s.io/v1 `JSONSchemaProps`). */
+export type JsonSchemaProps = { [keyword: string]: unknown };
+
+/** One CEL validation rule (apiextensions.k8s.io/v1 `ValidationRule`); `self` is the node it sits on. */
+export interface ValidationRule {
+  /** CEL expression that is true for a valid value. */
+  rule: string;
+  /** Message shown when the rule is false; names the field. */
+  message: string;
+  /** Path of the field the error is reported at, relative to the node (`.port`); the node itself when absent. */
+  fieldPath?: string;
+  /** Kind of error: FieldValueInvalid (default), FieldValueForbidden, FieldValueRequired or FieldValueDuplicate. */
+  reason?: 'FieldValueInvalid' | 'FieldValueForbidden' | 'FieldValueRequired' | 'FieldValueDuplicate';
+}
+
+/** Where a rule goes: property names from the schema's root, `[]` for the items of an array. */
+interface PlacedRule {
+  at: readonly string[];
+  rules: readonly ValidationRule[];
+}
+
+/** The file `npm run crds` writes the McpServer CRD to, inside `crds/` (`<group>_<plural>.yaml`, as kubebuilder names them). */
+export const MCPSERVER_CRD_FILE = `${API_GROUP}_mcpservers.yaml`;
+
+// Formats kube-apiserver knows (apiextensions-apiserver validation/formats.go). With one of these,
+// zod's `pattern` for the same format (date-time, email, …) is dropped: the API server would report
+// every bad value twice. zod's other formats (such as `starts_with`) always come with a `pattern` that
+// carries the rule, and are dropped instead.
+const KUBERNETES_FORMATS = new Set([
+  'bsonobjectid', 'uri', 'email', 'hostname', 'ipv4', 'ipv6', 'cidr', 'mac', 'uuid', 'uuid3', 'uuid4', 'uuid5',
+  'isbn', 'isbn10', 'isbn13', 'creditcard', 'ssn', 'hexcolor', 'rgbcolor', 'byte', 'password', 'date', 'duration',
+  'datetime', 'date-time', 'int32', 'int64', 'float', 'double',
+]);
+
+// Keywords copied as they are; anything else zod emits is either rewritten below or refused.
+const COPIED_KEYWORDS = new Set([
+  'description', 'type', 'default', 'enum', 'minimum', 'maximum', 'minLength', 'maxLength', 'pattern', 'minItems', 'maxItems', 'required',
+]);
+
+/**
+ * Converts a zod schema to a Kubernetes structural schema: `z.toJSONSchema` with `io: 'input'` (so
+ * defaults appear), then `$schema` and `additionalProperties: false` dropped, free-form records
+ * (`z.record(z.string(), z.unknown())`) marked `x-kubernetes-preserve-unknown-fields: true`, formats
+ * Kubernetes does not know dropped (and zod's pattern for one it knows), descriptions and defaults kept (they feed `kubectl explain` and
+ * API-server defaulting). Keys come out in a fixed order (description, type, then zod's order).
+ * @throws PunkError `UnsupportedSchema` naming the path of a node with no structural form
+ *   (a union or nullable, a `$ref`, a node without a type).
+ */
+export function structuralSchema(schema: z.ZodType): JsonSchemaProps {
+  const { $schema: _dialect, ...json } = z.toJSONSchema(schema, { io: 'input' }) as JsonSchemaProps;
+  return structural(json, '');
+}
+
+function structural(node: JsonSchemaProps, path: string): JsonSchemaProps {
+  if (Array.isArray(node.type)) {
+    throw new PunkError('UnsupportedSchema', `${path || '<root>'}: a Kubernetes structural schema has one type per node, not ${node.type.join(' or ')}`, { path });
+  }
+  const out: JsonSchemaProps = {};
+  if (node.description !== undefined) out.description = node.description;
+  if (node.type !== undefined) out.type = node.type;
+  let preserveUnknownFields = false;
+  const knownFormat = KUBERNETES_FORMATS.has(node.format as string);
+  for (const [keyword, value] of Object.entries(node)) {
+    if (keyword === 'description' || keyword === 'type' || (keyword === 'pattern' && knownFormat)) continue;
+    if (COPIED_KEYWORDS.has(keyword)) out[keyword] = value;
+    else if (keyword === 'format') {
+      if (knownFormat) out.format = value;
+    } else if (keyword === 'properties') {
+      out.properties = Object.fromEntries(
+        Object.entries(value as Record<string, JsonSchemaProps>).map(([name, child]) => [name, structural(child, `${path}.${name}`)]),
+      );
+    } else if (keyword === 'items') out.items = structural(value as JsonSchemaProps, `${path}[]`);
+    else if (keyword === 'additionalProperties') {
+      if (value === false) continue; // unknown fields are pruned by the API server
+      if (typeof value === 'object' && value !== null && Object.keys(value).length === 0) preserveUnknownFields = true;
+      else out.additionalProperties = structural(value as JsonSchemaProps, `${path}.*`);
+    } else if (keyword === 'propertyNames' && JSON.stringify(value) === '{"type":"string"}') {
+      continue; // map keys are always strings in Kubernetes
+    } else {
+      throw new PunkError('UnsupportedSchema', `${path || '<root>'}: JSON Schema keyword "${keyword}" has no form in a Kubernetes structural schema`, { path, keyword });
+    }
+  }
+  if (preserveUnknownFields) out['x-kubernetes-preserve-unknown-fields'] = true;
+  if (out.type === undefined && !preserveUnknownFields) {
+    throw new PunkError('UnsupportedSchema', `${path || '<root>'}: a Kubernetes structural schema needs a type on every node`, { path });
+  }
+  return out;
+}
+
+/** Adds rules at their places in a structural schema (in place). @throws PunkError `UnsupportedSchema` when a place does not exist. */
+function placeRules(schema: JsonSchemaProps, placed: readonly PlacedRule[]): void {
+  for (const { at, rules } of placed) {
+    let node = schema;
+    for (const step of at) {
+      const next = step === '[]' ? node.items : (node.properties as Record<string, JsonSchemaProps> | undefined)?.[step];
+      if (next === undefined) throw new PunkError('UnsupportedSchema', `no schema node at ${at.join('.')} to put a validation rule on`, { at });
+      node = next as JsonSchemaProps;
+    }
+    node['x-kubernetes-validations'] = [...((node['x-kubernetes-validations'] as ValidationRule[] | undefined) ?? []), ...rules];
+  }
+}
+
+const valueXorValueFrom: ValidationRule = { rule: 'has(self.value) != has(self.valueFrom)', message: 'set exactly one of value and valueFrom' };
+
+/**
+ * The checks of `mcpServerSpecSchema` that zod makes in code (its `superRefine` and `refine`), as CEL
+ * rules on the spec; each message names the field, and `fieldPath` points at it.
+ */
+const MCPSERVER_SPEC_RULES: readonly PlacedRule[] = [
+  {
+    at: [],
+    rules: [
+      {
+        rule: '(has(self.image) ? 1 : 0) + (has(self.package) ? 1 : 0) + (has(self.url) ? 1 : 0) == 1',
+        message: 'set exactly one of image, package and url',
+      },
+      { rule: '!has(self.url) || !has(self.command)', message: 'command applies only to image and package servers, not to url', fieldPath: '.command', reason: 'FieldValueForbidden' },
+      { rule: '!has(self.url) || !has(self.args)', message: 'args apply only to image and package servers, not to url', fieldPath: '.args', reason: 'FieldValueForbidden' },
+      {
+        rule: "!has(self.url) || !has(self.transport) || self.transport != 'stdio'",
+        message: 'a url server speaks streamable-http or sse, not stdio',
+        fieldPath: '.transport',
+      },
+      { rule: 'has(self.url) || !has(self.headers)', message: 'headers apply only to url servers', fieldPath: '.headers', reason: 'FieldValueForbidden' },
+      {
+        rule: "has(self.url) || !has(self.transport) || self.transport == 'stdio' || has(self.port)",
+        message: 'a streamable-http or sse server that Punk starts needs the port it listens on',
+        fieldPath: '.port',
+        reason: 'FieldValueRequired',
+      },
+    ],
+  },
+  { at: ['url'], rules: [{ rule: "isURL(self) && url(self).getScheme() in ['http', 'https']", message: 'must be an http or https URL' }] },
+  { at: ['env', '[]'], rules: [valueXorValueFrom] },
+  { at: ['headers', '[]'], rules: [valueXorValueFrom] },
+  { at: ['sandbox', 'egress', '[]'], rules: [{ rule: 'has(self.host) != has(self.cidr)', message: 'set exactly one of host and cidr' }] },
+];
+
+/** The whole object schema's own rules: names Kubernetes accepts that Punk does not. */
+const MCPSERVER_OBJECT_RULES: readonly ValidationRule[] = [
+  {
+    rule: "self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
+    message: 'metadata.name must be a DNS-1035 label: at most 63 lower-case letters, digits and -, starting with a letter',
+  },
+];
+
+/**
+ * The McpServer CRD as an object: group `mcp.punk.dev`, version `v1alpha1` (served, storage),
+ * namespaced, short name `mcps`, the `status` subresource, printer columns READY, TRANSPORT, TOOLS,
+ * ENDPOINT and AGE, and the spec and status schemas of `mcpserver.ts`.
+ * @throws PunkError `UnsupportedSchema` when a schema has no structural form.
+ */
+export function mcpServerCrd(): JsonSchemaProps {
+  const spec = structuralSchema(
+    mcpServerSpecSchema.describe('Desired state of the server: where it comes from, how it speaks MCP, its environment, sandbox and tools.'),
+  );
+  placeRules(spec, MCPSERVER_SPEC_RULES);
+  const status = structuralSchema(mcpServerStatusSchema.describe('Observed state of the server, written by the operator.'));
+  const conditions = (status.properties as Record<string, JsonSchemaProps>).conditions!;
+  conditions['x-kubernetes-list-type'] = 'map';
+  conditions['x-kubernetes-list-map-keys'] = ['type'];
+  return {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: `mcpservers.${API_GROUP}` },
+    spec: {
+      group: API_GROUP,
+      names: { kind: 'McpServer', listKind: 'McpServerList', plural: 'mcpservers', singular: 'mcpserver', shortNames: ['mcps'] },
+      scope: 'Namespaced',
+      versions: [
+        {
+          name: 'v1alpha1',
+          served: true,
+          storage: true,
+          schema: {
+            openAPIV3Schema: {
+              description: 'An MCP server that Punk runs in a sandboxed pod (image or package) or reaches at a url, and serves through its gateway. The namespace is the tenant.',
+              type: 'object',
+              properties: {
+                apiVersion: { description: 'Versioned schema of this object: mcp.punk.dev/v1alpha1.', type: 'string' },
+                kind: { description: 'Kind of this object: McpServer.', type: 'string' },
+                metadata: { type: 'object' },
+                spec,
+                status,
+              },
+              required: ['spec'],
+              'x-kubernetes-validations': MCPSERVER_OBJECT_RULES,
+            },
+          },
+          subresources: { status: {} },
+          additionalPrinterColumns: [
+            { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
+            { name: 'Transport', type: 'string', jsonPath: '.spec.transport' },
+            { name: 'Tools', type: 'integer', jsonPath: '.status.toolCount' },
+            { name: 'Endpoint', type: 'string', jsonPath: '.status.endpoint' },
+            { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+          ],
+        },
+      ],
+    },
+  };
+}
+
+/**
+ * Every CRD file of `crds/`: file name to YAML text, the same bytes on every run (a fixed key order,
+ * no line folding), each with a header saying where it comes from.
+ */
+export function renderCrds(): Map<string, string> {
+  const header = '# Generated by `npm run crds` from services/lib/src/spec/mcpserver.ts (services/lib/src/spec/crd.ts). Do not edit.\n';
+  return new Map([[MCPSERVER_CRD_FILE, header + stringify(mcpServerCrd(), { lineWidth: 0, aliasDuplicateObjects: false })]]);
+}

@@ -1,0 +1,140 @@
+import assert from 'node:assert/strict';
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { Ajv, type ValidateFunction } from 'ajv';
+import addFormats from 'ajv-formats';
+import { parse } from 'yaml';
+import { mcpServerCrd, mcpServerSpecSchema, renderCrds, structuralSchema, type JsonSchemaProps, MCPSERVER_CRD_FILE } from '../index.js';
+import { z } from 'zod';
+
+const root = join(import.meta.dirname, '../../../..');
+const crd = mcpServerCrd();
+const openAPIV3Schema = (crd.spec as { versions: { schema: { openAPIV3Schema: JsonSchemaProps } }[] }).versions[0]!.schema.openAPIV3Schema;
+
+/** Every schema node with its path (`spec.env[].name`), depth first. */
+function* nodes(node: JsonSchemaProps, path = ''): Generator<[string, JsonSchemaProps]> {
+  yield [path, node];
+  for (const [name, child] of Object.entries((node.properties ?? {}) as Record<string, JsonSchemaProps>)) yield* nodes(child, path ? `${path}.${name}` : name);
+  if (node.items !== undefined) yield* nodes(node.items as JsonSchemaProps, `${path}[]`);
+  if (typeof node.additionalProperties === 'object') yield* nodes(node.additionalProperties as JsonSchemaProps, `${path}.*`);
+}
+
+/** The CRD schema as plain OpenAPI v3 / JSON Schema for Ajv: the `x-kubernetes-*` extensions removed. */
+function withoutKubernetesExtensions(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(withoutKubernetesExtensions);
+  if (typeof node !== 'object' || node === null) return node;
+  return Object.fromEntries(Object.entries(node).filter(([key]) => !key.startsWith('x-kubernetes-')).map(([key, value]) => [key, withoutKubernetesExtensions(value)]));
+}
+
+/** An Ajv validator of whole McpServer objects that fills in defaults, as the API server does. */
+function objectValidator(): ValidateFunction {
+  const ajv = new Ajv({ strict: false, allErrors: true, useDefaults: true });
+  (addFormats as unknown as (ajv: Ajv) => void)(ajv);
+  return ajv.compile(withoutKubernetesExtensions(openAPIV3Schema) as object);
+}
+
+test('the committed crds/ are what the schema in code generates', async () => {
+  const rendered = renderCrds();
+  const committed = (await readdir(join(root, 'crds'))).filter(file => file.endsWith('.yaml')).sort();
+  assert.deepEqual(committed, [...rendered.keys()].sort(), 'crds/ holds other files than `npm run crds` writes: run `npm run crds` and commit crds/');
+  for (const [file, text] of rendered) {
+    const onDisk = await readFile(join(root, 'crds', file), 'utf8');
+    assert.ok(onDisk === text, `crds/${file} differs from services/lib/src/spec/mcpserver.ts: run \`npm run crds\` and commit crds/${file}`);
+  }
+  assert.equal(renderCrds().get(MCPSERVER_CRD_FILE), rendered.get(MCPSERVER_CRD_FILE), 'two renderings differ: the output is not deterministic');
+});
+
+test('the McpServer CRD names, scope, subresource and printer columns', () => {
+  const spec = crd.spec as Record<string, any>;
+  assert.equal((crd.metadata as { name: string }).name, 'mcpservers.mcp.punk.dev');
+  assert.equal(spec.group, 'mcp.punk.dev');
+  assert.deepEqual(spec.names, { kind: 'McpServer', listKind: 'McpServerList', plural: 'mcpservers', singular: 'mcpserver', shortNames: ['mcps'] });
+  assert.equal(spec.scope, 'Namespaced');
+  const [version] = spec.versions;
+  assert.deepEqual([version.name, version.served, version.storage], ['v1alpha1', true, true]);
+  assert.deepEqual(version.subresources, { status: {} });
+  assert.deepEqual(
+    version.additionalPrinterColumns.map((c: { name: string; jsonPath: string }) => [c.name.toUpperCase(), c.jsonPath]),
+    [
+      ['READY', '.status.conditions[?(@.type=="Ready")].status'],
+      ['TRANSPORT', '.spec.transport'],
+      ['TOOLS', '.status.toolCount'],
+      ['ENDPOINT', '.status.endpoint'],
+      ['AGE', '.metadata.creationTimestamp'],
+    ],
+  );
+  const conditions = (openAPIV3Schema.properties as any).status.properties.conditions;
+  assert.equal(conditions['x-kubernetes-list-type'], 'map');
+  assert.deepEqual(conditions['x-kubernetes-list-map-keys'], ['type']);
+  assert.deepEqual(conditions.items.required, ['type', 'status', 'lastTransitionTime', 'reason', 'message']);
+});
+
+test('the schema is structural and every field has kubectl explain text', () => {
+  const forbidden = ['$ref', '$schema', '$defs', 'definitions', 'dependencies', 'patternProperties', 'propertyNames', 'additionalItems', 'anyOf', 'oneOf', 'allOf', 'not', 'const', 'id'];
+  for (const [path, node] of nodes(openAPIV3Schema)) {
+    const where = path || '<root>';
+    assert.ok(node.type !== undefined || node['x-kubernetes-preserve-unknown-fields'] === true, `${where} has neither a type nor x-kubernetes-preserve-unknown-fields`);
+    for (const keyword of forbidden) assert.ok(!(keyword in node), `${where} has ${keyword}, which a structural schema forbids`);
+    assert.ok(node.additionalProperties !== false, `${where} has additionalProperties: false (the API server prunes unknown fields instead)`);
+    assert.ok(!(node.properties !== undefined && node.additionalProperties !== undefined), `${where} has both properties and additionalProperties`);
+    assert.ok(node.uniqueItems !== true, `${where} has uniqueItems: true`);
+    if (path.startsWith('spec.') || path.startsWith('status.')) {
+      const isItem = path.endsWith('[]');
+      assert.ok(isItem || typeof node.description === 'string', `${where} has no description for kubectl explain`);
+    }
+  }
+});
+
+test('every cross-field rule of the zod schema has its CEL rule, with a message', () => {
+  const rules = [...nodes(openAPIV3Schema)].flatMap(([path, node]) =>
+    ((node['x-kubernetes-validations'] ?? []) as { rule: string; message: string; fieldPath?: string }[]).map(r => ({ path, ...r })),
+  );
+  for (const r of rules) assert.ok(r.message.length > 0, `${r.path}: rule ${r.rule} has no message`);
+  const at = (path: string) => rules.filter(r => r.path === path).map(r => r.fieldPath ?? r.message);
+  assert.deepEqual(at('spec'), ['set exactly one of image, package and url', '.command', '.args', '.transport', '.headers', '.port']);
+  assert.deepEqual(at('spec.env[]'), ['set exactly one of value and valueFrom']);
+  assert.deepEqual(at('spec.headers[]'), ['set exactly one of value and valueFrom']);
+  assert.deepEqual(at('spec.sandbox.egress[]'), ['set exactly one of host and cidr']);
+  assert.deepEqual(at('spec.url'), ['must be an http or https URL']);
+  assert.deepEqual(at(''), [rules.find(r => r.path === '')!.message]);
+});
+
+test('the example manifests validate against the CRD schema, with the defaults zod gives them', async () => {
+  const validate = objectValidator();
+  const dir = join(root, 'examples');
+  const files = (await readdir(dir)).filter(file => file.endsWith('.yaml'));
+  assert.ok(files.length >= 4, `only ${files.length} examples`);
+  for (const file of files) {
+    const manifest = parse(await readFile(join(dir, file), 'utf8')) as { spec: unknown };
+    const parsed = mcpServerSpecSchema.parse(manifest.spec);
+    assert.ok(validate(manifest), `examples/${file}: ${JSON.stringify(validate.errors)}`);
+    assert.deepEqual(manifest.spec, parsed, `examples/${file}: the CRD's defaults differ from zod's`);
+  }
+});
+
+test('the CRD schema refuses what the OpenAPI part of the zod schema refuses, naming the field', () => {
+  const validate = objectValidator();
+  const manifest = (spec: unknown, name = 'bad') => ({ apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpServer', metadata: { name }, spec });
+  const cases: [unknown, string][] = [
+    [{ image: 'x', transport: 'websocket' }, '/spec/transport'],
+    [{ image: 'x', port: 70000 }, '/spec/port'],
+    [{ package: { registry: 'cargo', name: 'x' } }, '/spec/package/registry'],
+    [{ image: 'x', env: [{ name: '1BAD', value: 'x' }] }, '/spec/env/0/name'],
+    [{ image: 'x', timeout: 'soon' }, '/spec/timeout'],
+    [{ image: 'x', path: 'mcp' }, '/spec/path'],
+    [{ image: 'x', tools: { overrides: [{ name: 't', sideEffectLevel: 5 }] } }, '/spec/tools/overrides/0/sideEffectLevel'],
+  ];
+  for (const [spec, field] of cases) {
+    assert.equal(mcpServerSpecSchema.safeParse(spec).success, false, `zod accepts ${JSON.stringify(spec)}`);
+    assert.equal(validate(manifest(spec)), false, `the CRD schema accepts ${JSON.stringify(spec)}`);
+    assert.ok(validate.errors!.some(e => e.instancePath === field), `${JSON.stringify(spec)}: ${JSON.stringify(validate.errors)}`);
+  }
+});
+
+test('a schema with no structural form is refused, naming the field', () => {
+  const refused = (schema: z.ZodType, message: RegExp) => assert.throws(() => structuralSchema(schema), { name: 'PunkError', code: 'UnsupportedSchema', message });
+  refused(z.object({ spec: z.object({ either: z.union([z.object({ a: z.string() }), z.object({ b: z.string() })]) }) }), /^\.spec\.either: JSON Schema keyword "anyOf"/);
+  refused(z.object({ spec: z.object({ either: z.union([z.string(), z.number()]) }) }), /^\.spec\.either: a Kubernetes structural schema has one type per node, not string or number/);
+  refused(z.object({ anything: z.unknown() }), /^\.anything: a Kubernetes structural schema needs a type on every node/);
+});
