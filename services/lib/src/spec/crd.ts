@@ -120,7 +120,11 @@ const valueXorValueFrom: ValidationRule = { rule: 'has(self.value) != has(self.v
 
 /**
  * The checks of `mcpServerSpecSchema` that zod makes in code (its `superRefine` and `refine`), as CEL
- * rules on the spec; each message names the field, and `fieldPath` points at it.
+ * rules on the spec; each message names the field, and `fieldPath` points at it. Three per-value checks
+ * stay out: no NUL in an env value, no reserved header name, header value characters. A string rule
+ * on every item of an unbounded list of unbounded strings exceeds the API server's CEL cost budget
+ * ("estimated rule cost exceeds budget by factor of more than 100x"); the operator parses each spec
+ * with `mcpServerSpecSchema` and reports such a value as a Degraded condition naming the field.
  */
 const MCPSERVER_SPEC_RULES: readonly PlacedRule[] = [
   {

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { parse as parseCel } from '@marcbachmann/cel-js';
 import { Ajv, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import { parse } from 'yaml';
@@ -129,6 +130,69 @@ test('the CRD schema refuses what the OpenAPI part of the zod schema refuses, na
     assert.equal(mcpServerSpecSchema.safeParse(spec).success, false, `zod accepts ${JSON.stringify(spec)}`);
     assert.equal(validate(manifest(spec)), false, `the CRD schema accepts ${JSON.stringify(spec)}`);
     assert.ok(validate.errors!.some(e => e.instancePath === field), `${JSON.stringify(spec)}: ${JSON.stringify(validate.errors)}`);
+  }
+});
+
+/**
+ * The CEL rules of the schema that fail for `value` at `node`, as `path: message`, checked the way the
+ * API server does: each rule on the node it sits on, with `self` the (defaulted) value there. Rules that
+ * use the Kubernetes URL library (`isURL`, `url`), which plain CEL lacks, are left to the API server.
+ */
+function celFailures(node: JsonSchemaProps, value: unknown, path: string): string[] {
+  if (value === undefined) return [];
+  const failures: string[] = [];
+  for (const { rule, message, fieldPath } of (node['x-kubernetes-validations'] ?? []) as { rule: string; message: string; fieldPath?: string }[]) {
+    if (/\burl\(|\bisURL\(/.test(rule)) continue;
+    if (parseCel(rule)({ self: value }) !== true) failures.push(`${path}${fieldPath ?? ''}: ${message}`);
+  }
+  if (Array.isArray(value) && node.items !== undefined) value.forEach((item, i) => failures.push(...celFailures(node.items as JsonSchemaProps, item, `${path}[${i}]`)));
+  else if (typeof value === 'object' && value !== null && node.properties !== undefined) {
+    for (const [name, child] of Object.entries(node.properties as Record<string, JsonSchemaProps>)) failures.push(...celFailures(child, (value as Record<string, unknown>)[name], `${path}.${name}`));
+  }
+  return failures;
+}
+
+test('the CEL rules accept and refuse the same specs as the zod superRefine, naming the same field', () => {
+  const specSchema = (openAPIV3Schema.properties as Record<string, JsonSchemaProps>).spec!;
+  const secret = { secretKeyRef: { name: 'tok', key: 'token' } };
+  // [spec, the field zod and the CRD both name, or undefined for a valid spec]
+  const cases: [Record<string, unknown>, string | undefined][] = [
+    [{ image: 'ghcr.io/x/y' }, undefined],
+    [{ package: { name: 'p' }, transport: 'streamable-http', port: 8080 }, undefined],
+    [{ url: 'https://example.com/mcp', transport: 'sse', headers: [{ name: 'Authorization', valueFrom: secret }] }, undefined],
+    [{ image: 'x', env: [{ name: 'A', value: 'a' }, { name: 'B', valueFrom: secret }], sandbox: { egress: [{ host: 'example.com' }, { cidr: '10.0.0.0/8', ports: [443] }] } }, undefined],
+    [{}, 'spec'],
+    [{ transport: 'stdio' }, 'spec'],
+    [{ image: 'x', package: { name: 'p' } }, 'spec'],
+    [{ image: 'x', url: 'https://example.com/mcp' }, 'spec'],
+    [{ url: 'https://example.com/mcp', command: ['srv'] }, 'spec.command'],
+    [{ url: 'https://example.com/mcp', transport: 'stdio' }, 'spec.transport'],
+    [{ image: 'x', headers: [{ name: 'Authorization', value: 'Bearer x' }] }, 'spec.headers'],
+    [{ image: 'x', transport: 'streamable-http' }, 'spec.port'],
+    [{ package: { name: 'p' }, transport: 'sse' }, 'spec.port'],
+    [{ image: 'x', env: [{ name: 'A' }] }, 'spec.env[0]'],
+    [{ image: 'x', env: [{ name: 'A', value: 'a' }, { name: 'B', value: 'b', valueFrom: secret }] }, 'spec.env[1]'],
+    [{ url: 'https://example.com/mcp', headers: [{ name: 'X-Key' }] }, 'spec.headers[0]'],
+    [{ image: 'x', sandbox: { egress: [{ host: 'example.com', cidr: '10.0.0.0/8' }] } }, 'spec.sandbox.egress[0]'],
+    [{ image: 'x', sandbox: { egress: [{ ports: [443] }] } }, 'spec.sandbox.egress[0]'],
+  ];
+  const validate = objectValidator();
+  for (const [spec, field] of cases) {
+    const zod = mcpServerSpecSchema.safeParse(spec);
+    const defaulted = structuredClone(spec);
+    assert.ok(validate({ apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpServer', metadata: { name: 'x' }, spec: defaulted }), `${JSON.stringify(spec)}: ${JSON.stringify(validate.errors)}`);
+    const cel = celFailures(specSchema, defaulted, 'spec');
+    if (field === undefined) {
+      assert.ok(zod.success, `zod refuses ${JSON.stringify(spec)}: ${zod.error?.message}`);
+      assert.deepEqual(cel, [], `the CRD refuses ${JSON.stringify(spec)}`);
+      continue;
+    }
+    assert.ok(!zod.success, `zod accepts ${JSON.stringify(spec)}`);
+    const zodFields = zod.error.issues.map(issue => issue.path.reduce<string>((at, step) => (typeof step === 'number' ? `${at}[${step}]` : `${at}.${String(step)}`), 'spec'));
+    const celFields = cel.map(failure => failure.slice(0, failure.indexOf(':')));
+    assert.ok(celFields.includes(field), `the CRD does not refuse ${JSON.stringify(spec)} at ${field}: ${cel.join('; ') || 'no CEL failure'}`);
+    // zod names the second source where the CRD names the spec, as it has no single field to blame.
+    assert.ok(zodFields.includes(field) || (field === 'spec' && zodFields.every(f => /^spec(\.(image|package|url))?$/.test(f))), `zod names ${zodFields.join(', ')}, not ${field}, for ${JSON.stringify(spec)}`);
   }
 });
 
