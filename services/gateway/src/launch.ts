@@ -10,7 +10,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PunkError, type McpServer } from '@punk/lib';
-import { CREDENTIAL_PREFIX, resolveEnv, type Secrets } from './upstream-secrets.js';
+import { isCredentialReference } from './credentials/input.js';
+import { resolveEnv, type Secrets } from './upstream-secrets.js';
 
 /** How to start one server process. */
 export interface LaunchPlan {
@@ -82,7 +83,7 @@ export async function planLaunch(server: McpServer, options: LaunchOptions): Pro
   const vars = (): Record<string, string> => ({ ...options.extraEnv, ...env });
   const secrets: string[] = [];
   for (const entry of spec.env) {
-    const literal = entry.value !== undefined && !entry.value.startsWith(CREDENTIAL_PREFIX);
+    const literal = entry.value !== undefined && !isCredentialReference(entry.value);
     if (literal) {
       const value = (env[entry.name] = expandVars(entry.value!, vars()));
       if (value.length >= MIN_LITERAL_SECRET_LENGTH) secrets.push(value);

@@ -5,9 +5,7 @@
  * in an error message (errors name the header or variable instead).
  */
 import { isEnvValue, isHttpFieldValue, PunkError, type McpServer } from '@punk/lib';
-
-/** The prefix of a credential reference in a header or env value. */
-export const CREDENTIAL_PREFIX = 'cred:';
+import { isCredentialReference, referenceText } from './credentials/input.js';
 
 /**
  * The credentials vault as the connection code sees it.
@@ -55,11 +53,10 @@ export async function resolveValue(
   const name = keyOf(server);
   let reference: string;
   if (entry.value !== undefined) {
-    if (!entry.value.startsWith(CREDENTIAL_PREFIX)) return { value: entry.value };
+    if (!isCredentialReference(entry.value)) return { value: entry.value };
     reference = entry.value;
   } else if (entry.valueFrom?.credentialRef) {
-    const ref = entry.valueFrom.credentialRef;
-    reference = `${CREDENTIAL_PREFIX}${ref.name}${ref.key !== undefined ? `/${ref.key}` : ''}`;
+    reference = referenceText(entry.valueFrom.credentialRef);
   } else {
     const secret = entry.valueFrom?.secretKeyRef;
     throw new PunkError(
@@ -85,7 +82,7 @@ export async function resolveValue(
 /** `cred:<id>[/<key>]`: the credential an entry references (not secret), for error messages. */
 function referenceOf(entry: { value?: string | undefined; valueFrom?: ValueFrom | undefined }): string {
   const ref = entry.valueFrom?.credentialRef;
-  return ref ? `${CREDENTIAL_PREFIX}${ref.name}${ref.key !== undefined ? `/${ref.key}` : ''}` : (entry.value ?? '');
+  return ref ? referenceText(ref) : (entry.value ?? '');
 }
 
 /**

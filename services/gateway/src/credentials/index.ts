@@ -1,5 +1,5 @@
 export { CredentialVault, type CredentialVaultOptions, type CredentialInfo, type ResolvedValue, type ReencryptResult } from './vault.js';
 export { Keyring, parseEncryptionKey, type EncryptionKey, type EncryptedRecord } from './keyring.js';
-export { parseCredentialInput, parseReference, OAUTH2_KEYS, REFERENCE_PREFIX, type CredentialInput, type CredentialReference, type CredentialType } from './input.js';
+export { parseCredentialInput, parseReference, isCredentialReference, referenceText, OAUTH2_KEYS, REFERENCE_PREFIX, type CredentialInput, type CredentialReference, type CredentialType } from './input.js';
 export { REFRESH_AHEAD_MS } from './refresh.js';
 export { referencesCredential } from './references.js';

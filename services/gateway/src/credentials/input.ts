@@ -108,13 +108,23 @@ export interface CredentialReference {
 /** Prefix of a credential reference in an env or header value. */
 export const REFERENCE_PREFIX = 'cred:';
 
+/** Whether an env or header value is a credential reference (starts with `cred:`), resolved at connect time rather than used as it is. */
+export function isCredentialReference(value: string): boolean {
+  return value.startsWith(REFERENCE_PREFIX);
+}
+
+/** The `cred:<id>` or `cred:<id>/<key>` text of a reference (a `valueFrom.credentialRef` as a value would spell it). */
+export function referenceText(ref: { name: string; key?: string | undefined }): string {
+  return `${REFERENCE_PREFIX}${ref.name}${ref.key !== undefined ? `/${ref.key}` : ''}`;
+}
+
 /**
  * Parses a `cred:<id>` or `cred:<id>/<key>` value; `undefined` for a value that does not start with `cred:`
  * (a literal).
  * @throws PunkError `InvalidCredentialReference` for a `cred:` value of another shape.
  */
 export function parseReference(value: string): CredentialReference | undefined {
-  if (!value.startsWith(REFERENCE_PREFIX)) return undefined;
+  if (!isCredentialReference(value)) return undefined;
   const rest = value.slice(REFERENCE_PREFIX.length);
   const slash = rest.indexOf('/');
   const id = slash < 0 ? rest : rest.slice(0, slash);

@@ -26,7 +26,7 @@ import {
   type ServerCatalog,
 } from '@punk/lib';
 import type { McpItem } from '../catalog.js';
-import type { CredentialVault } from '../credentials/index.js';
+import { isCredentialReference, type CredentialVault } from '../credentials/index.js';
 import { checkDestination, type DestinationPolicy } from '../egress/index.js';
 import type { ToolPinning } from '../pinning/tool-pinning.js';
 import { auditedRegistration, managedSummary, parseRegistration, toMcpServer, typeOf, type Registration } from './registration.js';
@@ -324,7 +324,7 @@ export const MASKED_VALUE = '<redacted>';
  */
 export function maskedRegistration(body: Registration): Record<string, unknown> {
   const mask = (values: Record<string, string> | undefined) =>
-    values && Object.fromEntries(Object.entries(values).map(([name, value]) => [name, value.startsWith('cred:') ? value : MASKED_VALUE]));
+    values && Object.fromEntries(Object.entries(values).map(([name, value]) => [name, isCredentialReference(value) ? value : MASKED_VALUE]));
   return { ...body, ...(body.env && { env: mask(body.env) }), ...(body.headers && { headers: mask(body.headers) }) };
 }
 

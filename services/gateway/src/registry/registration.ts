@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import { API_VERSION, dnsLabel, durationSchema, HTTP_FIELD_VALUE_RULE, isEnvValue, isHttpFieldValue, mcpServerSchema, PunkError, RESERVED_HEADER_NAMES, RESERVED_HEADER_RULE, transportOf, type McpServer } from '@punk/lib';
-import { parseReference } from '../credentials/input.js';
+import { isCredentialReference, parseReference } from '../credentials/input.js';
 
 const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name (letters, digits and _, not starting with a digit)');
 /** Most `headers` of an http registration. */
@@ -172,11 +172,6 @@ export function toMcpServer(tenant: string, registration: Registration): McpServ
     throw new PunkError('InvalidRegistration', `${where}: ${issue.message}`);
   }
   return parsed.data;
-}
-
-/** Whether a value is a credential reference (`cred:<id>`), resolved at connect time. */
-export function isCredentialReference(value: string): boolean {
-  return value.startsWith('cred:');
 }
 
 /** A URL without user info, query or fragment (which may carry secrets): `https://host:port/path`. */
