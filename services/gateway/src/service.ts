@@ -238,17 +238,26 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     await Promise.all([upstreams.get(key), ...sessions.ofServer(key)].map(u => u?.relist().catch(error => log.warn({ server: key, err: errorMessage(error) }, 'could not list a server again'))));
   };
 
+  /**
+   * Stops `upstream` (its pooled connection and this replica's `per-client` sessions of it) and, with `next`,
+   * creates the server again from that manifest; resolves once everything of the old one stopped.
+   */
+  const replace = (upstream: Upstream, next: McpServer | undefined): Promise<unknown> => {
+    upstreams.delete(upstream.key);
+    const stopped = Promise.all([upstream.stop(), sessions.closeServer(upstream.key)]);
+    if (next) create(next);
+    return stopped;
+  };
+
   /** Serves exactly `servers` (the served set's host): restarts changed ones, evicting their pooled connections. */
   const serve = async (servers: McpServer[], announceChanges: boolean): Promise<void> => {
     const wanted = new Map(servers.map(s => [keyOf(s), s]));
-    const stops: Promise<void>[] = [];
+    const stops: Promise<unknown>[] = [];
     for (const [key, upstream] of upstreams) {
       const next = wanted.get(key);
       if (next && JSON.stringify(next) === JSON.stringify(upstream.server)) continue;
-      upstreams.delete(key);
-      stops.push(upstream.stop(), sessions.closeServer(key));
+      stops.push(replace(upstream, next));
       if (next) {
-        create(next);
         if (announceChanges) announce(next, 'updated');
       } else if (announceChanges) {
         announce(upstream.server, 'removed');
@@ -263,24 +272,19 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   };
 
   /**
-   * Stops the server `key` (its pooled connection and this replica's `per-client` sessions of it) and creates it
-   * again from the same manifest, so its next connect resolves its settings anew; announces `updated`.
+   * Restarts this replica's servers of `tenant` whose headers or env reference credential `id` (from the same
+   * manifests, so their next connect resolves the credential anew); announces each as `updated`.
    */
-  const restart = async (key: string): Promise<void> => {
-    const upstream = upstreams.get(key);
-    if (!upstream) return;
-    upstreams.delete(key);
-    const stops = [upstream.stop(), sessions.closeServer(key)];
-    create(upstream.server);
-    announce(upstream.server, 'updated');
-    await Promise.all(stops);
-  };
-
-  /** Restarts this replica's servers of `tenant` whose headers or env reference credential `id`. */
   const restartReferencing = async (tenant: string, id: string): Promise<void> => {
-    const keys = [...upstreams.values()].filter(u => (u.server.metadata.namespace ?? 'default') === tenant && referencesCredential(u.server, id)).map(u => u.key);
-    if (keys.length > 0) log.info({ tenant, credential: id, servers: keys }, 'a credential changed: reconnecting the servers that reference it');
-    await Promise.all(keys.map(restart));
+    const affected = [...upstreams.values()].filter(u => (u.server.metadata.namespace ?? 'default') === tenant && referencesCredential(u.server, id));
+    if (affected.length > 0) log.info({ tenant, credential: id, servers: affected.map(u => u.key) }, 'a credential changed: reconnecting the servers that reference it');
+    await Promise.all(
+      affected.map(upstream => {
+        const stopped = replace(upstream, upstream.server);
+        announce(upstream.server, 'updated');
+        return stopped;
+      }),
+    );
   };
 
   /** Connects to `server` on a short-lived upstream of its own (independent of the pool), lists its tools, and stops it. */
@@ -380,6 +384,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         const all = [...upstreams.values()];
         upstreams.clear();
         await Promise.all(all.map(u => u.stop()));
+        await egressFetch.close();
       })()),
   };
 }

@@ -92,11 +92,6 @@ export class ServedSet {
     return [...this.managed.values()].filter(s => (s.metadata.namespace ?? 'default') === tenant);
   }
 
-  /** The McpServer of a registration as served here, if it is. */
-  registeredServer(tenant: string, name: string): McpServer | undefined {
-    return this.registered.get(serverKey(tenant, name));
-  }
-
   /** Why a stored registration is not served by this replica (stdio not allowed, invalid), if it is not. */
   refusal(tenant: string, name: string): string | undefined {
     return this.refused.get(serverKey(tenant, name));
