@@ -6,10 +6,8 @@
 import { strict as assert } from 'node:assert';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Server as HttpServer } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { Client, ProtocolError, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { destinationPolicyOf, startGateway, type Gateway } from '@punk/gateway';
@@ -17,7 +15,7 @@ import { openScratchDb } from '../../../lib/dist/test/pgtest.js';
 import { startGovernance, type GovernanceService } from '@punk/governance';
 import { createLogger, MemoryBus, streams, subjects } from '@punk/lib';
 import { everything } from './replica-harness.js';
-import express from 'express';
+import { listen } from './listen.js';
 import { createFront, namespacedName, type Front } from '../index.js';
 
 const log = createLogger('mcp-front-test', 'silent');
@@ -31,15 +29,6 @@ interface Stack {
   base: string;
   front: Front;
   close(): Promise<void>;
-}
-
-async function listen(front: Front): Promise<{ http: HttpServer; base: string }> {
-  const app = express();
-  app.use(front.router);
-  const http = await new Promise<HttpServer>(resolve => {
-    const server = app.listen(0, '127.0.0.1', () => resolve(server));
-  });
-  return { http, base: `http://127.0.0.1:${(http.address() as AddressInfo).port}` };
 }
 
 async function startStack(): Promise<Stack> {

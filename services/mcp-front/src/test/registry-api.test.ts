@@ -8,15 +8,14 @@ import { strict as assert } from 'node:assert';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import type { Server as HttpServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
-import express from 'express';
 import { destinationPolicyOf, startGateway, type Gateway } from '@punk/gateway';
 import { startGovernance, type GovernanceService } from '@punk/governance';
 import { createLogger, MemoryBus, streams, type LedgerEvent } from '@punk/lib';
+import { listen } from './listen.js';
 import { createFront, type Front } from '../index.js';
 import { openScratchDb, type ScratchDb } from '../../../lib/dist/test/pgtest.js';
 
@@ -24,15 +23,6 @@ const log = createLogger('registry-api-test', 'silent');
 const MAX_BODY_BYTES = 16 * 1024;
 const BOOTSTRAP = randomBytes(24).toString('base64url');
 const everythingBin = resolve(fileURLToPath(new URL('.', import.meta.url)), '../../../../node_modules/@modelcontextprotocol/server-everything/dist/index.js');
-
-async function listen(front: Front): Promise<{ http: HttpServer; base: string }> {
-  const app = express();
-  app.use(front.router);
-  const http = await new Promise<HttpServer>(done => {
-    const server = app.listen(0, '127.0.0.1', () => done(server));
-  });
-  return { http, base: `http://127.0.0.1:${(http.address() as AddressInfo).port}` };
-}
 
 /** A request to `/api/v1<path>`; a `body` that is not a string is sent as JSON. */
 async function api(base: string, method: string, path: string, options: { token?: string; body?: unknown; contentType?: string; headers?: Record<string, string> } = {}): Promise<{ status: number; json: any; headers: Headers }> {
