@@ -734,10 +734,19 @@ export class Upstream {
   }
 
   private async refresh(generation: number): Promise<void> {
-    const client = this.connection?.client;
-    if (!client || generation !== this.generation) return;
-    const listings = await this.list(client);
+    const connection = this.connection;
+    if (!connection || generation !== this.generation) return;
+    const refused = connection.unauthorized();
+    const listings = await this.list(connection.client);
     if (generation !== this.generation) return;
+    if (connection.unauthorized() !== refused) {
+      // The upstream refused the credentials while listing: renew them once and reconnect, as a call would (the
+      // reconnect lists again); until then the previous listings stay served.
+      await this.renewAfterUnauthorized(connection).catch(error =>
+        this.options.log.warn({ server: this.key, err: this.hide(errorMessage(error)) }, 'the upstream refused its credentials while listing, and renewing them failed'),
+      );
+      return;
+    }
     this.listings = listings;
     this.options.log.info({ server: this.key }, 'server listings changed');
     this.options.onListChanged(this);

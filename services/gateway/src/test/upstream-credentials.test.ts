@@ -13,6 +13,7 @@ import { PunkError } from '@punk/lib';
 import { z } from 'zod';
 import { redact } from '../upstream-secrets.js';
 import { fixture, manifest, startHarness, waitFor } from './harness.js';
+import { startMutableToolsServer } from './fixtures/mutable-tools-server.js';
 import { startProtectedMcpServer } from './fixtures/protected-mcp-server.js';
 import { mapSecrets, startUpstream } from './upstream-harness.js';
 
@@ -110,6 +111,23 @@ test('an HTTP 401 on a call renews the OAuth2 credential once, reconnects with t
   assert.equal(under.upstream.state, 'ready');
   assert.equal(under.upstream.catalog().circuit, 'closed', 'a refused credential is not a server failure');
   assert.ok(!under.lines.some(line => line.includes('access-1') || line.includes('access-2')));
+});
+
+test('an HTTP 401 while listing after list_changed renews the credential once and lists again; the tools stay served', async t => {
+  let accepted = 'access-1';
+  const server = await startMutableToolsServer([{ name: 'add', description: 'Adds.', inputSchema: { type: 'object' } }], { accepts: token => token === accepted });
+  t.after(() => server.close());
+  const secrets = mapSecrets({ 'cred:oauth': { value: 'Bearer access-1', oauth2: 'oauth' } }, () => 'Bearer access-2');
+  const under = await startUpstream(manifest('t-list-401', 'oauth', { url: server.url, headers: [{ name: 'Authorization', value: 'cred:oauth' }] }), { secrets });
+  t.after(() => under.close());
+  assert.equal(under.upstream.state, 'ready', under.upstream.error);
+  // The upstream stops accepting the token, then says its tools changed.
+  accepted = 'access-2';
+  server.setTool({ name: 'sub', description: 'Subtracts.', inputSchema: { type: 'object' } });
+  await waitFor(() => under.upstream.catalog().tools.some(tool => tool.name === 'sub'), 10_000, 'the new listing, with the renewed credential');
+  assert.deepEqual(secrets.renewals, [{ credentialId: 'oauth', rejected: 'Bearer access-1' }]);
+  assert.ok(under.upstream.catalog().tools.some(tool => tool.name === 'add'), 'the tools stayed served');
+  assert.equal(under.upstream.state, 'ready');
 });
 
 test('calls refused together share one renewal', async t => {
