@@ -12,7 +12,8 @@ import { planLaunch } from './launch.js';
 import { ServerProcess } from './process.js';
 import type { SessionLink } from './session-link.js';
 import { ProcessStdioTransport } from './stdio-transport.js';
-import { headerRecord, redact, renewHeaders, resolveHeaders, type ResolvedHeader, type Secrets } from './upstream-secrets.js';
+import { redact } from './redact.js';
+import { headerRecord, renewHeaders, resolveHeaders, type ResolvedHeader, type Secrets } from './upstream-secrets.js';
 
 /** An open connection: the SDK client, the transport it speaks and, for local servers, the process. */
 export interface Connection {

@@ -9,7 +9,7 @@ import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
 import type { Logger } from '@punk/lib';
 import type { LaunchPlan } from './launch.js';
-import { redact } from './upstream-secrets.js';
+import { redact } from './redact.js';
 
 /** How a process ended: exit code or signal, or the spawn error (ENOENT…). */
 export interface ProcessExit {

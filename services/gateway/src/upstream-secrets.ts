@@ -119,27 +119,6 @@ function invalidValue(server: McpServer, what: string, reference: string, proble
   });
 }
 
-/** Shortest secret value {@link redact} hides: shorter ones would blank out ordinary words of messages. */
-const MIN_REDACTED_LENGTH = 4;
-
-/** What {@link redact} puts in place of a secret value. */
-export const REDACTED = '<redacted>';
-
-/**
- * `text` (an error message) with every occurrence of every `secrets` value of at least
- * {@link MIN_REDACTED_LENGTH} characters replaced by {@link REDACTED}. A value is also hidden in pieces split at
- * control characters, since messages quote such values escaped (`\r\n`, `\x00`) rather than as they are.
- */
-export function redact(text: string, secrets: Iterable<string>): string {
-  const hidden = new Set<string>();
-  for (const secret of secrets) {
-    for (const piece of [secret, ...secret.split(/[\x00-\x1f\x7f]+/)]) if (piece.length >= MIN_REDACTED_LENGTH) hidden.add(piece);
-  }
-  let out = text;
-  for (const piece of [...hidden].sort((a, b) => b.length - a.length)) out = out.replaceAll(piece, REDACTED);
-  return out;
-}
-
 /**
  * The headers after the upstream refused them with HTTP 401: every header from an OAuth2 credential renewed
  * once through `secrets.renewAfterUnauthorized`; undefined when no header came from an OAuth2 credential

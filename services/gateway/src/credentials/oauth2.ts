@@ -6,6 +6,7 @@
  */
 import type { FetchLike } from '@modelcontextprotocol/client';
 import { PunkError, errorMessage } from '@punk/lib';
+import { redact } from '../redact.js';
 
 /** What a refresh needs. */
 export interface RefreshRequest {
@@ -82,16 +83,6 @@ function basicCredential(clientId: string, clientSecret: string): string {
 }
 
 /**
- * `text` with every occurrence of the given secrets replaced by `[redacted]`, for an endpoint's description that
- * echoes the request, or an error built from one.
- */
-export function withoutSecrets(text: string, secrets: readonly string[]): string {
-  let clean = text;
-  for (const secret of secrets) if (secret) clean = clean.split(secret).join('[redacted]');
-  return clean;
-}
-
-/**
  * POSTs `grant_type=refresh_token` to the token endpoint and parses its answer.
  * @throws TokenEndpointError (PunkError `CredentialRefreshFailed`) when the endpoint cannot be reached, does not
  *   answer within `timeoutMs`, answers with an error (its code and description in the message; `error` set), or
@@ -121,7 +112,7 @@ export async function refreshAccessToken(request: RefreshRequest): Promise<Token
     text = await response.text();
   } catch (error) {
     const reason = error instanceof Error && error.name === 'TimeoutError' ? `did not answer within ${request.timeoutMs} ms` : `could not be reached: ${describeFetchError(error)}`;
-    throw new TokenEndpointError(withoutSecrets(`the token endpoint ${where} ${reason}`, secrets));
+    throw new TokenEndpointError(redact(`the token endpoint ${where} ${reason}`, secrets));
   }
   let body: unknown;
   try {
@@ -132,9 +123,9 @@ export async function refreshAccessToken(request: RefreshRequest): Promise<Token
   const fields = typeof body === 'object' && body !== null ? (body as Record<string, unknown>) : {};
   if (!response.ok) {
     if (typeof fields.error === 'string') {
-      const description = typeof fields.error_description === 'string' ? `: ${withoutSecrets(fields.error_description, secrets).slice(0, 300)}` : '';
+      const description = typeof fields.error_description === 'string' ? `: ${redact(fields.error_description, secrets).slice(0, 300)}` : '';
       // The error code is the endpoint's text too: it must not carry a secret either.
-      const code = withoutSecrets(fields.error, secrets).slice(0, 100);
+      const code = redact(fields.error, secrets).slice(0, 100);
       const hint = fields.error === 'invalid_grant' ? ' (the refresh token was revoked, expired or already used: store the credential again with a new grant)' : '';
       throw new TokenEndpointError(`the token endpoint ${where} answered HTTP ${response.status} ${code}${description}${hint}`, code);
     }

@@ -12,7 +12,8 @@ import type { FetchLike } from '@modelcontextprotocol/client';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { PunkError, appendLedgerEvent, errorMessage, type Bus, type Logger } from '@punk/lib';
 import { credentialEvent } from './events.js';
-import { describeTokenUrl, refreshAccessToken, refreshSecrets, TokenEndpointError, withoutSecrets, type RefreshRequest } from './oauth2.js';
+import { redact } from '../redact.js';
+import { describeTokenUrl, refreshAccessToken, refreshSecrets, TokenEndpointError, type RefreshRequest } from './oauth2.js';
 import type { CredentialSealer } from './sealing.js';
 import type { CredentialRow, CredentialStore } from './store.js';
 
@@ -163,7 +164,7 @@ export class LeasedRefresher {
         tokens = await refreshAccessToken(request);
       } catch (error) {
         // The message is stored, logged, recorded and answered: no spelling of a secret of the refresh may stay in it.
-        const reason = withoutSecrets(
+        const reason = redact(
           error instanceof TokenEndpointError ? error.message : `the token endpoint ${describeTokenUrl(tokenUrl)} failed: ${errorMessage(error)}`,
           refreshSecrets(request),
         );

@@ -174,13 +174,29 @@ test('an endpoint that echoes the request in its invalid_grant description: the 
     const error = await failing(() => vault.renewAfterUnauthorized(tenant, 'echoed', `Bearer ${grant.accessToken}`), 'CredentialRefreshFailed');
     const basic = Buffer.from(`punk-echo:${new URLSearchParams([['', secret]]).toString().slice(1)}`).toString('base64');
     // The endpoint did echo them (the fixture's answer reached the message), and every one was replaced.
-    assert.match(error.message, /answered HTTP 400 invalid_grant: the grant was revoked \(request: authorization=Basic \[redacted\] decoded=\[redacted\] body=grant_type=refresh_token&refresh_token=\[redacted\]\)/);
+    assert.match(error.message, /answered HTTP 400 invalid_grant: the grant was revoked \(request: authorization=Basic <redacted> decoded=<redacted> body=grant_type=refresh_token&refresh_token=<redacted>\)/);
     const info = await vault.get(tenant, 'echoed');
     const failed = world.events.filter(e => e.tenant === tenant && e.type === 'credential.refresh_failed');
     assert.equal(failed.length, 1);
     const spellings = [secret, encodeURIComponent(secret), new URLSearchParams([['', secret]]).toString().slice(1), basic, `Basic ${basic}`, Buffer.from(basic, 'base64').toString(), grant.refreshToken, grant.accessToken];
     assertNoSecrets(spellings, [error, info, ...failed, ...world.logs]);
     slowTokens.push(...spellings);
+  } finally {
+    await echoing.close();
+  }
+});
+
+test('a client secret too short to hide (under 4 characters) does not garble the message by hiding its letters everywhere', async () => {
+  const echoing = await startOAuthTokenServer({ clientId: 'punk-short', clientSecret: 's', echoRequest: true });
+  try {
+    const tenant = newTenant();
+    const vault = world.vault(keyring);
+    const grant = echoing.issueGrant();
+    await vault.create(tenant, adminOf(tenant), { id: 'short', data: { access_token: grant.accessToken, refresh_token: grant.refreshToken, token_url: echoing.tokenUrl, client_id: 'punk-short', client_secret: 's' } });
+    echoing.revokeGrant(grant.refreshToken);
+    const error = await failing(() => vault.renewAfterUnauthorized(tenant, 'short', `Bearer ${grant.accessToken}`), 'CredentialRefreshFailed');
+    assert.match(error.message, /answered HTTP 400 invalid_grant: the grant was revoked \(request: authorization=Basic <redacted> /);
+    assert.ok(!error.message.includes(grant.refreshToken));
   } finally {
     await echoing.close();
   }

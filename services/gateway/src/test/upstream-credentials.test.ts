@@ -11,7 +11,7 @@ import { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
 import { McpServer } from '@modelcontextprotocol/server';
 import { PunkError } from '@punk/lib';
 import { z } from 'zod';
-import { redact } from '../upstream-secrets.js';
+import { redact } from '../redact.js';
 import { fixture, manifest, startHarness, waitFor } from './harness.js';
 import { startMutableToolsServer } from './fixtures/mutable-tools-server.js';
 import { startProtectedMcpServer } from './fixtures/protected-mcp-server.js';
