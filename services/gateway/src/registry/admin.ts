@@ -344,12 +344,14 @@ function unmaskedBody(body: unknown, stored: Registration | undefined): unknown 
     out[field] = Object.fromEntries(
       Object.entries(values as Record<string, unknown>).map(([name, value]) => {
         if (value !== MASKED_VALUE) return [name, value];
-        if (!Object.hasOwn(previous, name)) {
+        // Header names are case-insensitive (RFC 9110 §5.1); variable names are not.
+        const storedName = field === 'headers' ? Object.keys(previous).find(key => key.toLowerCase() === name.toLowerCase()) : Object.hasOwn(previous, name) ? name : undefined;
+        if (storedName === undefined) {
           throw new PunkError('InvalidRegistration', `body.${field}.${name}: is ${MASKED_VALUE}, which stands for a stored value, but none is stored for this entry; send the value itself`, {
             field: `body.${field}.${name}`,
           });
         }
-        return [name, previous[name]];
+        return [name, previous[storedName]];
       }),
     );
   }

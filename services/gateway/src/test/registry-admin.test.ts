@@ -121,6 +121,10 @@ describe('the registry of http servers', () => {
     await world.request({ op: 'servers.update', id: 'remote', body: got.registration });
     const stored = await world.database.db.query<{ body: { headers: Record<string, string> } }>('SELECT body FROM gateway.registrations WHERE tenant = $1 AND name = $2', [world.tenant, 'remote']);
     assert.deepEqual(stored.rows[0]?.body.headers, { 'X-Punk-Test': 'literal-header-value-7d1' });
+    // Header names are case-insensitive: the mask under another spelling keeps the stored value too.
+    await world.request({ op: 'servers.update', id: 'remote', body: { ...got.registration, headers: { 'x-punk-test': '<redacted>' } } });
+    const respelled = await world.database.db.query<{ body: { headers: Record<string, string> } }>('SELECT body FROM gateway.registrations WHERE tenant = $1 AND name = $2', [world.tenant, 'remote']);
+    assert.deepEqual(respelled.rows[0]?.body.headers, { 'x-punk-test': 'literal-header-value-7d1' });
     // The mask of an entry with no stored value is refused, never stored or sent upstream.
     await rejects(
       world.request({ op: 'servers.update', id: 'remote', body: { ...got.registration, headers: { 'X-Punk-Test': '<redacted>', 'X-New': '<redacted>' } } }),
@@ -139,9 +143,9 @@ describe('the registry of http servers', () => {
     await rejects(world.request({ op: 'servers.get', id: 'remote' }), 'ServerNotFound', /no server named remote/);
     await waitFor(() => ['added', 'updated', 'removed'].every(change => world.changes.some(c => c.server === 'remote' && c.change === change)), 5_000, 'changes broadcast');
 
-    await waitFor(() => world.events.filter(e => e.server === 'remote' && e.runId === `registry.${world.tenant}.remote`).length === 5, 5_000, 'five registry events');
+    await waitFor(() => world.events.filter(e => e.server === 'remote' && e.runId === `registry.${world.tenant}.remote`).length === 6, 5_000, 'six registry events');
     const registryEvents = world.events.filter(e => e.runId === `registry.${world.tenant}.remote`);
-    assert.deepEqual(registryEvents.map(e => e.type), ['server.registered', 'server.tested', 'server.updated', 'server.updated', 'server.deregistered']);
+    assert.deepEqual(registryEvents.map(e => e.type), ['server.registered', 'server.tested', 'server.updated', 'server.updated', 'server.updated', 'server.deregistered']);
     for (const event of registryEvents) assert.equal(event.principal?.subject, 'admin-alice');
     assert.deepEqual(registryEvents[0]!.data.headers, [{ name: 'X-Punk-Test' }]);
     assert.equal(registryEvents[1]!.data.ok, true);
