@@ -108,7 +108,30 @@ export const buckets = {
    * front replica; entries expire two minutes after their last write.
    */
   initializeCounters: { name: 'PUNK_INITIALIZE_COUNTERS', ttlMs: 120_000 } satisfies KvBucketConfig,
+  /**
+   * The servers the operator manages (McpServer custom resources), by `kvKey(tenant, name)`: each value a
+   * {@link managedServerSchema}, the McpServer as the gateway serves it (a pod's server as the `url` of its
+   * Service). Every gateway replica watches the bucket and serves its entries beside the manifests'; entries
+   * never expire (the operator deletes them with the custom resource).
+   */
+  mcpServers: { name: 'PUNK_MCP_SERVERS', ttlMs: 0 } satisfies KvBucketConfig,
+  /**
+   * The tenants' McpPolicy custom resources, by `kvKey(tenant, name)`: each value a whole McpPolicy object
+   * (`mcpPolicySchema`). Every governance replica watches the bucket; entries never expire.
+   */
+  mcpPolicies: { name: 'PUNK_MCP_POLICIES', ttlMs: 0 } satisfies KvBucketConfig,
 } as const;
+
+/**
+ * One entry of bucket `PUNK_MCP_SERVERS`: the McpServer object the gateway serves (validated again with
+ * `mcpServerSchema` by the gateway, which names the bad field in its log and skips the entry), and the
+ * `metadata.generation` of the custom resource it was made from.
+ */
+export const managedServerSchema = z.object({
+  server: z.looseObject({ apiVersion: z.string(), kind: z.literal('McpServer'), metadata: z.looseObject({ name: z.string(), namespace: z.string() }) }),
+  generation: z.number().int().min(0),
+});
+export type ManagedServer = z.infer<typeof managedServerSchema>;
 
 /** Default idle time after which a `per-client` upstream session is closed and its owner entry expires, in milliseconds. */
 export const DEFAULT_UPSTREAM_SESSION_TTL_MS = 30 * 60_000;
@@ -119,8 +142,16 @@ export const DEFAULT_UPSTREAM_SESSION_TTL_MS = 30 * 60_000;
  * (characters other than letters, digits and `-` become `_xx`, their UTF-8 bytes in hex).
  */
 export function upstreamSessionKey(tenant: string, server: string, sessionId: string): string {
+  return kvKey(tenant, server, sessionId);
+}
+
+/**
+ * A NATS KV key made of `parts` joined by `.`, each part escaped (characters other than letters, digits and `-`
+ * become `_xx`, their UTF-8 bytes in hex) so the key stays valid and distinct tuples never share one.
+ */
+export function kvKey(...parts: string[]): string {
   const escape = (part: string) => [...Buffer.from(part, 'utf8')].map(b => (/[A-Za-z0-9-]/.test(String.fromCharCode(b)) && b < 128 ? String.fromCharCode(b) : `_${b.toString(16).padStart(2, '0')}`)).join('');
-  return [tenant, server, sessionId].map(escape).join('.');
+  return parts.map(escape).join('.');
 }
 
 /** Default time to live of an idle 2025-era session, in milliseconds (renewed on activity). */
@@ -456,6 +487,12 @@ export const gatewayAdminRequestSchema = z.discriminatedUnion('op', [
   z.object({ op: z.literal('credentials.list'), tenant: z.string().min(1) }),
   z.object({ op: z.literal('credentials.get'), tenant: z.string().min(1), id: z.string().min(1) }),
   z.object({ op: z.literal('credentials.delete'), tenant: z.string().min(1), principal: principalSchema, id: z.string().min(1) }),
+  /**
+   * Create or replace credential `body.id` from a Secret (the operator, for an McpCredential). `sourceChecksum`
+   * names the Secret content it was made from: when the stored credential was applied from the same checksum the
+   * apply changes nothing (so a resync never overwrites a token the gateway rotated since).
+   */
+  z.object({ op: z.literal('credentials.apply'), tenant: z.string().min(1), principal: principalSchema, body: z.unknown(), sourceChecksum: z.string().min(1) }),
 ]);
 export type GatewayAdminRequest = z.infer<typeof gatewayAdminRequestSchema>;
 

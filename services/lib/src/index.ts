@@ -6,6 +6,8 @@ export { MemoryBus } from './bus/memory.js';
 export { NatsBus, type NatsBusOptions } from './bus/nats.js';
 export * from './contracts.js';
 export * from './spec/mcpserver.js';
+export * from './spec/mcpcredential.js';
+export * from './spec/mcppolicy.js';
 export * from './spec/loader.js';
 export * from './spec/crd.js';
 export * from './db/database.js';
