@@ -228,6 +228,41 @@ export const configSchema = z.object({
   toolPinning: z.enum(['serve', 'hide', 'approval']).default('hide'),
   /** `PUNK_INSTANCE_ID`: name of this replica in logs and NATS connection names (default `<hostname>-<pid>`). */
   instanceId: z.string().regex(/^[A-Za-z0-9._-]+$/, 'must be letters, digits, ".", "_" or "-"').default(() => `${hostname()}-${process.pid}`),
+  // operator: what it watches and what it makes (README "Configuration", operator options).
+  /** `PUNK_OPERATOR_NAMESPACES`: comma-separated namespaces whose McpServer, McpCredential and McpPolicy objects the operator reconciles; empty: every namespace. */
+  operatorNamespaces: commaSeparated.pipe(z.array(z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'each entry must be a namespace name (a DNS label)'))).default([]),
+  /** `PUNK_GATEWAY_NAMESPACE`: namespace of the gateway pods, the only peers a server pod's NetworkPolicy admits. */
+  gatewayNamespace: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a namespace name (a DNS label)').default('punk-system'),
+  /** `PUNK_GATEWAY_POD_LABELS`: labels of the gateway pods, comma-separated `key=value`. */
+  gatewayPodLabels: z
+    .string()
+    .transform((value, ctx) => {
+      const labels: Record<string, string> = {};
+      for (const entry of splitList(value)) {
+        const match = /^([A-Za-z0-9./_-]+)=([A-Za-z0-9._-]*)$/.exec(entry);
+        if (!match) {
+          ctx.addIssue({ code: 'custom', message: `entry ${JSON.stringify(entry)} must be key=value (a Kubernetes label)` });
+          return z.NEVER;
+        }
+        labels[match[1]!] = match[2]!;
+      }
+      return labels;
+    })
+    .default({ 'app.kubernetes.io/name': 'punk-gateway' }),
+  /** `PUNK_BRIDGE_IMAGE`: image of the bridge container that serves a stdio server's pod over Streamable HTTP. */
+  bridgeImage: z.string().min(1).default('ghcr.io/punk-dev/punk-bridge:0.1.0'),
+  /** `PUNK_RUNNER_IMAGE`: image that runs an McpServer's npm or PyPI `package`. */
+  runnerImage: z.string().min(1).default('ghcr.io/punk-dev/punk-runner:0.1.0'),
+  /** `PUNK_OPERATOR_LEASE_NAMESPACE`: namespace of the operator's leader-election Lease. */
+  operatorLeaseNamespace: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a namespace name (a DNS label)').default('punk-system'),
+  /** `PUNK_OPERATOR_LEASE_NAME`: name of that Lease (coordination.k8s.io/v1). */
+  operatorLeaseName: z.string().regex(/^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$/, 'must be a DNS subdomain name').default('punk-operator'),
+  /** `PUNK_OPERATOR_RESYNC_MS`: how often every object is reconciled again and orphaned bucket entries are swept, in milliseconds. */
+  operatorResyncMs: positiveInt.default(5 * 60_000),
+  /** `PUNK_OPERATOR_WORKERS`: most objects reconciled at once. */
+  operatorWorkers: integer(1, 64).default(4),
+  /** `PUNK_OPERATOR_RECONCILE_TIMEOUT_MS`: longest one reconcile may take before it counts as failed and is retried, in milliseconds. */
+  operatorReconcileTimeoutMs: positiveInt.default(60_000),
 });
 
 /** Validated configuration. */
@@ -288,6 +323,16 @@ const envNames: Record<keyof PunkConfig, string> = {
   upstreamMaxConcurrentCalls: 'PUNK_UPSTREAM_MAX_CONCURRENT_CALLS',
   upstreamIdleTimeoutMs: 'PUNK_UPSTREAM_IDLE_TIMEOUT_MS',
   toolPinning: 'PUNK_TOOL_PINNING',
+  operatorNamespaces: 'PUNK_OPERATOR_NAMESPACES',
+  gatewayNamespace: 'PUNK_GATEWAY_NAMESPACE',
+  gatewayPodLabels: 'PUNK_GATEWAY_POD_LABELS',
+  bridgeImage: 'PUNK_BRIDGE_IMAGE',
+  runnerImage: 'PUNK_RUNNER_IMAGE',
+  operatorLeaseNamespace: 'PUNK_OPERATOR_LEASE_NAMESPACE',
+  operatorLeaseName: 'PUNK_OPERATOR_LEASE_NAME',
+  operatorResyncMs: 'PUNK_OPERATOR_RESYNC_MS',
+  operatorWorkers: 'PUNK_OPERATOR_WORKERS',
+  operatorReconcileTimeoutMs: 'PUNK_OPERATOR_RECONCILE_TIMEOUT_MS',
 };
 
 /**

@@ -1,0 +1,77 @@
+/**
+ * The Kubernetes API as the operator uses it: one set of clients made from a KubeConfig, the custom resources'
+ * coordinates, and the reading of API errors.
+ */
+import { ApiException, CoordinationV1Api, CustomObjectsApi, EventsV1Api, KubeConfig, KubernetesObjectApi } from '@kubernetes/client-node';
+import { API_GROUP } from '@punk/lib';
+
+/** Field manager of every write the operator makes (server-side apply and status). */
+export const FIELD_MANAGER = 'punk-operator';
+
+/** Version of the custom resources the operator reconciles. */
+export const API_VERSION_NAME = 'v1alpha1';
+
+/** The custom resource kinds and their plural resource names (group `mcp.punk.dev`). */
+export const resources = {
+  McpServer: 'mcpservers',
+  McpCredential: 'mcpcredentials',
+  McpPolicy: 'mcppolicies',
+} as const;
+export type ResourceKind = keyof typeof resources;
+
+/** The clients of one API server. */
+export interface KubeClients {
+  config: KubeConfig;
+  /** Any object by apiVersion and kind (server-side apply, reads, lists, deletes). */
+  objects: KubernetesObjectApi;
+  /** The custom resources' status subresource. */
+  custom: CustomObjectsApi;
+  /** Leases of leader election. */
+  coordination: CoordinationV1Api;
+  /** events.k8s.io/v1 Events. */
+  events: EventsV1Api;
+}
+
+/** Makes the clients of the API server `config` points at. */
+export function kubeClients(config: KubeConfig): KubeClients {
+  return {
+    config,
+    objects: KubernetesObjectApi.makeApiClient(config),
+    custom: config.makeApiClient(CustomObjectsApi),
+    coordination: config.makeApiClient(CoordinationV1Api),
+    events: config.makeApiClient(EventsV1Api),
+  };
+}
+
+/** The HTTP status of a failed API call (404, 409, …), or undefined when the call never got an answer. */
+export function httpStatusOf(error: unknown): number | undefined {
+  return error instanceof ApiException ? error.code : undefined;
+}
+
+/** Whether an API call failed because the object does not exist. */
+export function isNotFound(error: unknown): boolean {
+  return httpStatusOf(error) === 404;
+}
+
+/** A sentence for an API failure: the server's own `message` when it sent a Status, else the error's. */
+export function apiErrorMessage(error: unknown): string {
+  if (error instanceof ApiException) {
+    const body: unknown = typeof error.body === 'string' ? safeJson(error.body) : error.body;
+    const message = typeof body === 'object' && body !== null && 'message' in body ? String((body as { message: unknown }).message) : undefined;
+    return `HTTP ${error.code}: ${message ?? error.message}`;
+  }
+  return error instanceof Error ? error.message : String(error);
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
+  }
+}
+
+/** `<namespace>/<name>`: how logs and queue keys name an object. */
+export function objectName(namespace: string, name: string): string {
+  return `${namespace}/${name}`;
+}
