@@ -1,5 +1,9 @@
 // Checks, before `npm test`, that what the tests talk to is running, and says
 // how to get whatever is missing. Exit code 1 with a message; nothing else runs.
+// Then builds the control plane of the operator tests (kube-apiserver and etcd,
+// from their Go modules, into a cache outside the repository; a no-op once built)
+// when Go is installed; without Go those tests are skipped, and this says so.
+import { spawnSync } from 'node:child_process';
 import net from 'node:net';
 import pg from 'pg';
 
@@ -48,4 +52,17 @@ try {
 if (problems.length > 0) {
   process.stderr.write(`npm test cannot start: what the tests need is missing.\n\n${problems.map(p => `- ${p}`).join('\n\n')}\n`);
   process.exit(1);
+}
+
+if (spawnSync('go', ['version'], { stdio: 'ignore' }).status === 0) {
+  const build = spawnSync(process.execPath, [new URL('./control-plane.mjs', import.meta.url).pathname, 'build'], { stdio: 'inherit' });
+  if (build.status !== 0) {
+    process.stderr.write('npm test cannot start: building kube-apiserver and etcd for the operator tests failed (see above; docs/control-plane.md).\n');
+    process.exit(1);
+  }
+} else {
+  process.stderr.write(
+    'npm test: Go is not installed, so the operator tests, which need a kube-apiserver and etcd built from their Go modules, are skipped.\n' +
+      '  Install Go 1.26 or later (https://go.dev/dl; Debian 12's golang package is too old), then npm test builds them (docs/control-plane.md).\n',
+  );
 }
