@@ -3,7 +3,6 @@
  * coordinates, and the reading of API errors.
  */
 import { ApiException, CoordinationV1Api, CustomObjectsApi, EventsV1Api, KubeConfig, KubernetesObjectApi } from '@kubernetes/client-node';
-import { API_GROUP } from '@punk/lib';
 
 /** Field manager of every write the operator makes (server-side apply and status). */
 export const FIELD_MANAGER = 'punk-operator';

@@ -251,8 +251,12 @@ export const configSchema = z.object({
     .default({ 'app.kubernetes.io/name': 'punk-gateway' }),
   /** `PUNK_BRIDGE_IMAGE`: image of the bridge container that serves a stdio server's pod over Streamable HTTP. */
   bridgeImage: z.string().min(1).default('ghcr.io/punk-dev/punk-bridge:0.1.0'),
-  /** `PUNK_RUNNER_IMAGE`: image that runs an McpServer's npm or PyPI `package`. */
-  runnerImage: z.string().min(1).default('ghcr.io/punk-dev/punk-runner:0.1.0'),
+  /** `PUNK_RUNNER_NPM_IMAGE`: image that runs an McpServer's npm `package` (node, npx and the bridge). */
+  runnerNpmImage: z.string().min(1).default('ghcr.io/punk-dev/punk-runner-npm:0.1.0'),
+  /** `PUNK_RUNNER_PYPI_IMAGE`: image that runs an McpServer's PyPI `package` (uv, uvx and the bridge). */
+  runnerPypiImage: z.string().min(1).default('ghcr.io/punk-dev/punk-runner-pypi:0.1.0'),
+  /** `PUNK_CLUSTER_DOMAIN`: the cluster's DNS domain, in the Service URLs the gateway connects to. */
+  clusterDomain: z.string().regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/, 'must be a DNS domain such as cluster.local').default('cluster.local'),
   /** `PUNK_OPERATOR_LEASE_NAMESPACE`: namespace of the operator's leader-election Lease. */
   operatorLeaseNamespace: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a namespace name (a DNS label)').default('punk-system'),
   /** `PUNK_OPERATOR_LEASE_NAME`: name of that Lease (coordination.k8s.io/v1). */
@@ -327,7 +331,9 @@ const envNames: Record<keyof PunkConfig, string> = {
   gatewayNamespace: 'PUNK_GATEWAY_NAMESPACE',
   gatewayPodLabels: 'PUNK_GATEWAY_POD_LABELS',
   bridgeImage: 'PUNK_BRIDGE_IMAGE',
-  runnerImage: 'PUNK_RUNNER_IMAGE',
+  runnerNpmImage: 'PUNK_RUNNER_NPM_IMAGE',
+  runnerPypiImage: 'PUNK_RUNNER_PYPI_IMAGE',
+  clusterDomain: 'PUNK_CLUSTER_DOMAIN',
   operatorLeaseNamespace: 'PUNK_OPERATOR_LEASE_NAMESPACE',
   operatorLeaseName: 'PUNK_OPERATOR_LEASE_NAME',
   operatorResyncMs: 'PUNK_OPERATOR_RESYNC_MS',

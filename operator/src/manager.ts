@@ -1,0 +1,281 @@
+/**
+ * The operator's manager, in controller-runtime's shape: informers (list + watch, one cache per kind) feed a
+ * work queue with the keys of the objects to reconcile; only the leader's workers reconcile; every resync period
+ * each object is queued again and the bucket entries no object backs are swept.
+ *
+ * Watches, and what an event queues:
+ * - McpServer, McpCredential, McpPolicy: the object itself;
+ * - Deployments and Pods labelled `mcp.punk.dev/server` (made by the operator): that server;
+ * - Secrets: each McpCredential whose `secretRef` names it, each McpServer whose children read it (directly or
+ *   through an McpCredential);
+ * - McpCredentials also queue the McpServers that reference them.
+ */
+import { makeInformer, type Informer, type KubeConfig, type KubernetesObject, type ObjectCache } from '@kubernetes/client-node';
+import { buckets, errorMessage, kvKey, type Bus, type KvStore, type Logger } from '@punk/lib';
+import type { ReconcileContext, WatchedKind } from './context.js';
+import { EventRecorder } from './events.js';
+import { apiErrorMessage, kubeClients, type KubeClients } from './kube.js';
+import { LeaderElector } from './leader-election.js';
+import { McpCredentialReconciler } from './mcpcredential-reconciler.js';
+import { McpPolicyReconciler } from './mcppolicy-reconciler.js';
+import { McpServerReconciler, serverCredentialNames, serverSecretNames, type ServerReconcilerOptions } from './mcpserver-reconciler.js';
+import { WorkQueue } from './queue.js';
+import { MANAGED_BY, SERVER_LABEL } from './sandbox.js';
+
+/** Options of the operator; durations in milliseconds. */
+export interface ManagerOptions {
+  /** The API server and credentials (in-cluster, KUBECONFIG, or a test's). */
+  kubeConfig: KubeConfig;
+  /** The bus (NATS) carrying the buckets and the gateway's admin requests. */
+  bus: Bus;
+  log: Logger;
+  /** Namespaces to watch; empty: all of them. */
+  namespaces: readonly string[];
+  /** This process's identity in the Lease and in Events (unique per replica). */
+  identity: string;
+  /** Leader election's Lease and timing (defaults: client-go's 15 s / 10 s / 2 s). */
+  lease: { namespace: string; name: string; durationMs?: number; renewDeadlineMs?: number; retryPeriodMs?: number };
+  /** How often every object is queued again and orphaned bucket entries are swept. */
+  resyncMs: number;
+  /** Most reconciles at once. */
+  workers: number;
+  /** Deadline of one reconcile. */
+  reconcileTimeoutMs: number;
+  /** What the McpServer reconciler builds children with. */
+  server: ServerReconcilerOptions;
+  /** Longest delay between retries of a failing object (default 5 minutes). */
+  maxRetryDelayMs?: number;
+}
+
+/** Where each watched kind lives in the API, and which of its objects are watched. */
+const watched: Record<WatchedKind, { apiVersion: string; kind: string; path: string; labelSelector?: string }> = {
+  McpServer: { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpServer', path: 'apis/mcp.punk.dev/v1alpha1/mcpservers' },
+  McpCredential: { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpCredential', path: 'apis/mcp.punk.dev/v1alpha1/mcpcredentials' },
+  McpPolicy: { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpPolicy', path: 'apis/mcp.punk.dev/v1alpha1/mcppolicies' },
+  Secret: { apiVersion: 'v1', kind: 'Secret', path: 'api/v1/secrets' },
+  Deployment: { apiVersion: 'apps/v1', kind: 'Deployment', path: 'apis/apps/v1/deployments', labelSelector: `app.kubernetes.io/managed-by=${MANAGED_BY},${SERVER_LABEL}` },
+  Pod: { apiVersion: 'v1', kind: 'Pod', path: 'api/v1/pods', labelSelector: `app.kubernetes.io/managed-by=${MANAGED_BY},${SERVER_LABEL}` },
+};
+
+/** Delay before an informer whose watch failed lists and watches again. */
+const INFORMER_RESTART_MS = 2_000;
+
+/** One cache over the informers of several namespaces (or the one informer of all of them). */
+class NamespacedCache implements ObjectCache<KubernetesObject> {
+  constructor(private readonly byNamespace: Map<string, ObjectCache<KubernetesObject>>) {}
+  get(name: string, namespace?: string): KubernetesObject | undefined {
+    return (this.byNamespace.get(namespace ?? '') ?? this.byNamespace.get('*'))?.get(name, namespace);
+  }
+  list(namespace?: string): readonly KubernetesObject[] {
+    if (namespace !== undefined) return (this.byNamespace.get(namespace) ?? this.byNamespace.get('*'))?.list(namespace) ?? [];
+    return [...this.byNamespace.values()].flatMap(cache => cache.list());
+  }
+}
+
+/** The operator: informers, work queue, reconcilers and leader election. */
+export class Manager {
+  private readonly clients: KubeClients;
+  private readonly informers: { kind: WatchedKind; informer: Informer<KubernetesObject> & ObjectCache<KubernetesObject> }[] = [];
+  private readonly caches: Record<WatchedKind, ObjectCache<KubernetesObject>>;
+  private readonly queue: WorkQueue;
+  private readonly elector: LeaderElector;
+  private readonly log: Logger;
+  private servers!: McpServerReconciler;
+  private credentials!: McpCredentialReconciler;
+  private policies!: McpPolicyReconciler;
+  private serverBucket!: KvStore;
+  private policyBucket!: KvStore;
+  private resyncTimer: NodeJS.Timeout | undefined;
+  private stopping = false;
+  private leading = false;
+
+  constructor(private readonly options: ManagerOptions) {
+    this.log = options.log;
+    this.clients = kubeClients(options.kubeConfig);
+    const namespaces = options.namespaces.length > 0 ? options.namespaces : ['*'];
+    const caches = {} as Record<WatchedKind, ObjectCache<KubernetesObject>>;
+    for (const kind of Object.keys(watched) as WatchedKind[]) {
+      const byNamespace = new Map<string, ObjectCache<KubernetesObject>>();
+      for (const namespace of namespaces) {
+        const informer = this.makeInformer(kind, namespace === '*' ? undefined : namespace);
+        byNamespace.set(namespace, informer);
+        this.informers.push({ kind, informer });
+      }
+      caches[kind] = new NamespacedCache(byNamespace);
+    }
+    this.caches = caches;
+    this.queue = new WorkQueue(key => this.reconcile(key), {
+      workers: options.workers,
+      timeoutMs: options.reconcileTimeoutMs,
+      ...(options.maxRetryDelayMs !== undefined && { maxDelayMs: options.maxRetryDelayMs }),
+      onError: (key, error, retryInMs) => this.log.warn({ object: key, retryInMs, err: apiErrorMessage(error) }, 'reconcile failed; retrying'),
+    });
+    this.elector = new LeaderElector({
+      clients: this.clients,
+      namespace: options.lease.namespace,
+      name: options.lease.name,
+      identity: options.identity,
+      ...(options.lease.durationMs !== undefined && { leaseDurationMs: options.lease.durationMs }),
+      ...(options.lease.renewDeadlineMs !== undefined && { renewDeadlineMs: options.lease.renewDeadlineMs }),
+      ...(options.lease.retryPeriodMs !== undefined && { retryPeriodMs: options.lease.retryPeriodMs }),
+      onStartedLeading: () => this.startLeading(),
+      onStoppedLeading: () => void this.stopLeading(),
+      log: this.log,
+    });
+  }
+
+  /** Whether this instance holds the Lease (and so reconciles). */
+  isLeader(): boolean {
+    return this.elector.isLeader();
+  }
+
+  /**
+   * Opens the buckets, fills every cache (list, then watch) and starts competing for the Lease; reconciling
+   * starts once this instance leads.
+   * @throws when a bucket cannot be opened or a first list fails (the CRDs are not installed, no permission).
+   */
+  async start(): Promise<void> {
+    this.serverBucket = await this.options.bus.keyValue(buckets.mcpServers);
+    this.policyBucket = await this.options.bus.keyValue(buckets.mcpPolicies);
+    const context: ReconcileContext = {
+      clients: this.clients,
+      caches: this.caches,
+      recorder: new EventRecorder(this.clients, this.options.identity, this.log),
+      bus: this.options.bus,
+      log: this.log,
+      now: () => new Date(),
+    };
+    this.servers = new McpServerReconciler(context, this.serverBucket, this.options.server);
+    this.credentials = new McpCredentialReconciler(context);
+    this.policies = new McpPolicyReconciler(context, this.policyBucket);
+    await Promise.all(this.informers.map(({ informer }) => informer.start()));
+    this.elector.start();
+  }
+
+  /** Stops reconciling (waiting for reconciles in flight), releases the Lease and stops the informers. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await this.elector.stop();
+    await this.stopLeading();
+    this.queue.clear();
+    await Promise.all(this.informers.map(({ informer }) => informer.stop()));
+  }
+
+  private makeInformer(kind: WatchedKind, namespace: string | undefined): Informer<KubernetesObject> & ObjectCache<KubernetesObject> {
+    const { apiVersion, kind: apiKind, path, labelSelector } = watched[kind];
+    const scoped = namespace === undefined ? `/${path}` : `/${path.replace(/\/([a-z]+)$/, `/namespaces/${namespace}/$1`)}`;
+    const informer = makeInformer<KubernetesObject>(
+      this.options.kubeConfig,
+      scoped,
+      () => this.clients.objects.list(apiVersion, apiKind, namespace, undefined, undefined, undefined, undefined, labelSelector),
+      labelSelector,
+    );
+    const onEvent = (object: KubernetesObject) => this.enqueueFor(kind, object);
+    informer.on('add', onEvent);
+    informer.on('update', onEvent);
+    informer.on('delete', onEvent);
+    informer.on('error', (error: unknown) => {
+      if (this.stopping) return;
+      this.log.warn({ kind, namespace: namespace ?? '(all)', err: apiErrorMessage(error) }, 'watch failed; listing and watching again');
+      setTimeout(() => {
+        if (!this.stopping) informer.start().catch(() => undefined);
+      }, INFORMER_RESTART_MS).unref();
+    });
+    return informer;
+  }
+
+  /** Queues what an event about `object` of `kind` affects. */
+  private enqueueFor(kind: WatchedKind, object: KubernetesObject): void {
+    const namespace = object.metadata?.namespace;
+    const name = object.metadata?.name;
+    if (!namespace || !name) return;
+    switch (kind) {
+      case 'McpServer':
+      case 'McpPolicy':
+        this.queue.add(`${kind}/${namespace}/${name}`);
+        return;
+      case 'McpCredential':
+        this.queue.add(`McpCredential/${namespace}/${name}`);
+        for (const server of this.caches.McpServer.list(namespace)) {
+          if (serverCredentialNames(server).includes(name)) this.queue.add(`McpServer/${namespace}/${server.metadata!.name}`);
+        }
+        return;
+      case 'Deployment':
+      case 'Pod': {
+        const server = object.metadata?.labels?.[SERVER_LABEL];
+        if (server) this.queue.add(`McpServer/${namespace}/${server}`);
+        return;
+      }
+      case 'Secret':
+        for (const credential of this.caches.McpCredential.list(namespace)) {
+          if ((credential as { spec?: { secretRef?: { name?: string } } }).spec?.secretRef?.name === name) this.queue.add(`McpCredential/${namespace}/${credential.metadata!.name}`);
+        }
+        for (const server of this.caches.McpServer.list(namespace)) {
+          if (serverSecretNames(server, this.caches.McpCredential).includes(name)) this.queue.add(`McpServer/${namespace}/${server.metadata!.name}`);
+        }
+        return;
+    }
+  }
+
+  private async reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> {
+    const [kind, namespace, name] = key.split('/') as [string, string, string];
+    switch (kind) {
+      case 'McpServer':
+        return this.servers.reconcile(namespace, name);
+      case 'McpCredential':
+        return this.credentials.reconcile(namespace, name);
+      case 'McpPolicy':
+        return this.policies.reconcile(namespace, name);
+    }
+  }
+
+  /** Queues every custom resource of the caches. */
+  private enqueueAll(): void {
+    for (const kind of ['McpServer', 'McpCredential', 'McpPolicy'] as const) {
+      for (const object of this.caches[kind].list()) this.queue.add(`${kind}/${object.metadata!.namespace}/${object.metadata!.name}`);
+    }
+  }
+
+  /**
+   * Removes the bucket entries of servers and policies no object backs any more (a delete event missed while
+   * no operator led, or an object deleted while its reconcile failed). Only keys of watched namespaces are
+   * considered: another operator may own the others.
+   */
+  private async sweepOrphans(): Promise<void> {
+    const watchesAll = this.options.namespaces.length === 0;
+    const namespaces = new Set(this.options.namespaces.map(ns => kvKey(ns)));
+    for (const [bucket, kind] of [[this.serverBucket, 'McpServer'], [this.policyBucket, 'McpPolicy']] as const) {
+      const live = new Set(this.caches[kind].list().map(o => kvKey(o.metadata!.namespace!, o.metadata!.name!)));
+      for (const key of await bucket.keys()) {
+        if (live.has(key)) continue;
+        if (!watchesAll && !namespaces.has(key.split('.')[0]!)) continue;
+        await bucket.delete(key);
+        this.log.info({ kind, key }, 'removed a bucket entry no object backs');
+      }
+    }
+  }
+
+  private resync(): void {
+    this.enqueueAll();
+    this.sweepOrphans().catch(error => this.log.warn({ err: errorMessage(error) }, 'orphan sweep failed; retried at the next resync'));
+  }
+
+  private startLeading(): void {
+    if (this.stopping || this.leading) return;
+    this.leading = true;
+    this.resync();
+    this.queue.start();
+    const tick = () => {
+      this.resync();
+      this.resyncTimer = setTimeout(tick, this.options.resyncMs);
+    };
+    this.resyncTimer = setTimeout(tick, this.options.resyncMs);
+  }
+
+  private async stopLeading(): Promise<void> {
+    if (!this.leading) return;
+    this.leading = false;
+    clearTimeout(this.resyncTimer);
+    await this.queue.stop();
+  }
+}

@@ -1,0 +1,83 @@
+/**
+ * Status of the custom resources as the operator writes it: conditions in the shape of `metav1.Condition`
+ * (`lastTransitionTime` changes only when `status` does), written through the status subresource only when it
+ * differs from what the object holds, with an Event for each condition whose status changed.
+ */
+import { isDeepStrictEqual } from 'node:util';
+import type { Condition } from '@punk/lib';
+import { applyStatus } from './apply.js';
+import type { EventRecorder } from './events.js';
+import type { KubeClients, ResourceKind } from './kube.js';
+import { API_VERSION_NAME } from './kube.js';
+import { API_GROUP } from '@punk/lib';
+
+/** A condition as a reconcile decides it; the time and generation are filled in by {@link setConditions}. */
+export interface ConditionDecision {
+  type: string;
+  status: 'True' | 'False' | 'Unknown';
+  reason: string;
+  message: string;
+}
+
+/**
+ * The conditions `decisions` make of `previous`: each keeps its `lastTransitionTime` when its status is
+ * unchanged, else takes `now`; every one carries `observedGeneration`. Conditions of other types are dropped.
+ */
+export function setConditions(previous: readonly Condition[], decisions: readonly ConditionDecision[], now: Date, observedGeneration: number): Condition[] {
+  return decisions.map(decision => {
+    const before = previous.find(c => c.type === decision.type);
+    const lastTransitionTime = before && before.status === decision.status ? before.lastTransitionTime : now.toISOString().replace(/\.\d{3}Z$/, 'Z');
+    return { ...decision, observedGeneration, lastTransitionTime };
+  });
+}
+
+/** Ready=True with `reason`, Degraded=False: the two conditions of a healthy McpCredential or McpPolicy. */
+export function healthy(reason: string, message: string): ConditionDecision[] {
+  return [
+    { type: 'Ready', status: 'True', reason, message },
+    { type: 'Degraded', status: 'False', reason, message: '' },
+  ];
+}
+
+/** Ready=False and Degraded=True with `reason` and `message` (naming the field or object at fault). */
+export function degraded(reason: string, message: string): ConditionDecision[] {
+  return [
+    { type: 'Ready', status: 'False', reason, message },
+    { type: 'Degraded', status: 'True', reason, message },
+  ];
+}
+
+/** The conditions an object's status holds (none when it has no status yet). */
+export function conditionsOf(object: { status?: unknown }): Condition[] {
+  const status = object.status as { conditions?: Condition[] } | undefined;
+  return Array.isArray(status?.conditions) ? status.conditions : [];
+}
+
+/** The custom resource whose status is written. */
+export interface StatusSubject {
+  kind: ResourceKind;
+  metadata: { name: string; namespace: string; uid?: string | undefined; resourceVersion?: string | undefined };
+  status?: unknown;
+}
+
+/**
+ * Writes `next` as the status of `object` when it differs from the object's current status (compared as JSON,
+ * so a reconcile that observes nothing new writes nothing), and records an Event per condition transition.
+ * @returns whether a write happened.
+ * @throws the API server's error (404 when the object is gone).
+ */
+export async function writeStatus(clients: KubeClients, recorder: EventRecorder, object: StatusSubject, next: Record<string, unknown>): Promise<boolean> {
+  const current = JSON.parse(JSON.stringify(object.status ?? {})) as unknown;
+  const wanted = JSON.parse(JSON.stringify(next)) as unknown;
+  if (isDeepStrictEqual(current, wanted)) return false;
+  const { name, namespace } = object.metadata;
+  await applyStatus(clients, object.kind, namespace, name, next);
+  const subject = { apiVersion: `${API_GROUP}/${API_VERSION_NAME}`, kind: object.kind, metadata: object.metadata };
+  await recorder.recordTransitions(subject, conditionsOf(object), (next.conditions as Condition[] | undefined) ?? []);
+  return true;
+}
+
+/** `spec.rules[0].name`: a zod issue path as a field path of the object. */
+export function fieldPath(path: readonly PropertyKey[]): string {
+  return path.reduce<string>((out, part) => (typeof part === 'number' ? `${out}[${part}]` : out === '' ? String(part) : `${out}.${String(part)}`), '');
+}
