@@ -189,6 +189,19 @@ export const mcpServerSpecSchema = z
       .strict()
       .optional()
       .describe('Sandbox of the server.'),
+    podTemplate: z
+      .record(z.string(), z.unknown())
+      .optional()
+      .describe(
+        'A partial PodTemplateSpec (metadata and spec) merged last into the pod the operator builds (cluster only). ' +
+          'Merge rule: maps are merged key by key, scalars and other lists replace Punk\'s; these lists are merged by key: ' +
+          'containers and initContainers by name (the server container is `server`; a matching container is merged field by field, a new one is added with Punk\'s container securityContext under its own), ' +
+          'volumes, env, imagePullSecrets and resourceClaims by name, volumeMounts by mountPath, ports by containerPort (a matching item is replaced whole). ' +
+          'Refused, because they would break the sandbox: hostNetwork, hostPID, hostIPC, hostPath volumes, hostPort, sysctls, ' +
+          'serviceAccountName and automountServiceAccountToken, runAsUser/runAsGroup/fsGroup 0, runAsNonRoot false, privileged, ' +
+          'allowPrivilegeEscalation true, readOnlyRootFilesystem false, added capabilities or a drop list without ALL, procMount Unmasked, ' +
+          'Unconfined seccomp or AppArmor profiles, and changes to Punk\'s labels and its secret-checksum annotation.',
+      ),
     tools: z
       .object({
         allow: z.array(z.string().min(1)).optional().describe('Only these tools are served (all when absent).'),

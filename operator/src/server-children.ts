@@ -1,0 +1,328 @@
+/**
+ * The Kubernetes children of an McpServer, as pure functions of its spec: a ServiceAccount without a token, a
+ * ClusterIP Service, a Deployment of sandboxed pods and a NetworkPolicy (only the gateway may connect; egress
+ * only to DNS and the declared allow-list), plus an egress proxy when the allow-list names hosts
+ * (egress-proxy-children.ts). A stdio server runs behind Punk's bridge (`punk-bridge serve`), which speaks
+ * Streamable HTTP to the gateway; an HTTP server (streamable-http, sse) is reached on its own port. Also the
+ * McpServer the gateway serves in its place: a url server at the Service's address.
+ */
+import type {
+  KubernetesObject,
+  V1Container,
+  V1Deployment,
+  V1EnvVar,
+  V1NetworkPolicy,
+  V1PodTemplateSpec,
+  V1Probe,
+  V1Service,
+  V1ServiceAccount,
+  V1Volume,
+  V1VolumeMount,
+} from '@kubernetes/client-node';
+import { API_VERSION, mcpServerSpecSchema, transportOf, type McpServer } from '@punk/lib';
+import {
+  BRIDGE_BINARY,
+  cidrEgressRules,
+  dnsEgressRule,
+  EGRESS_PROXY_PORT,
+  egressEntries,
+  egressProxyChildren,
+  egressProxyEnv,
+  egressProxyName,
+  needsEgressProxy,
+  type EgressEntry,
+} from './egress-proxy-children.js';
+import { checkVolume, mergePodTemplate } from './pod-template-merge.js';
+import {
+  childLabels,
+  containerSecurityContext,
+  HOME_VOLUME,
+  helperContainer,
+  ownerReference,
+  podSecurityContext,
+  sandboxEnv,
+  selectorLabels,
+  serverResources,
+  TMP_VOLUME,
+  writableMounts,
+  writableVolumes,
+} from './sandbox.js';
+import { SECRET_CHECKSUM_ANNOTATION } from './secret-checksum.js';
+import { serverEnv, type CredentialSecrets } from './server-env.js';
+import { SpecError } from './spec-error.js';
+
+export { SpecError } from './spec-error.js';
+export { secretChecksum, SECRET_CHECKSUM_ANNOTATION } from './secret-checksum.js';
+export { referencedSecretNames, type CredentialSecrets } from './server-env.js';
+
+/** Port the bridge serves a stdio server on, inside its pod and on its Service. */
+export const BRIDGE_PORT = 8080;
+
+/** Name of the server's container in its pod (the one a podTemplate merges into). */
+export const SERVER_CONTAINER = 'server';
+
+/** The emptyDir the bridge's init container copies the bridge into, in a stdio image server's pod. */
+const BRIDGE_VOLUME = 'punk-bin';
+const BRIDGE_DIR = '/punk-bin';
+
+/** Where each of `spec.sandbox.volumes` is mounted in the server container: `/mnt/<volume name>`. */
+export const SANDBOX_VOLUMES_DIR = '/mnt';
+
+/** What {@link buildServerChildren} needs beside the McpServer. */
+export interface ServerChildrenOptions {
+  /** Image holding the bridge at /opt/punk/bin/punk-bridge (and `cp`): init container of stdio image servers, egress proxy. */
+  bridgeImage: string;
+  /** Runner images of package servers, by registry: npm (node, npx) and pypi (uv, uvx), each with the bridge at /opt/punk/bin/punk-bridge. */
+  runnerImages: { npm: string; pypi: string };
+  /** The gateway's pods, the only ones a server's NetworkPolicy admits: their namespace and labels. */
+  gateway: { namespace: string; podLabels: Record<string, string> };
+  /** {@link secretChecksum} of the Secrets the pod reads ({@link referencedSecretNames}), as the pod template's annotation. */
+  secretChecksum: string;
+  /** Resolves an McpCredential of the server's namespace to its Secret. */
+  credentialSecrets: CredentialSecrets;
+  /** The cluster's DNS domain; `cluster.local` when absent. */
+  clusterDomain?: string;
+}
+
+/** The children of one McpServer and how the gateway reaches it. */
+export interface ServerChildren {
+  /**
+   * Objects to apply, in this order: ServiceAccount, Service, Deployment, NetworkPolicy of the server, then the
+   * egress proxy's Deployment, Service and NetworkPolicy when it has one; none for a url server. They are
+   * @kubernetes/client-node models, not wire JSON: a NetworkPolicy ingress rule's `from` is `_from`. Apply them
+   * through `KubernetesObjectApi` (its serializer writes `from`); raw JSON would lose the rule's sources.
+   */
+  objects: KubernetesObject[];
+  /** URL of the server's MCP endpoint: the Service's cluster address and `spec.path`, or a url server's url. */
+  endpoint: string;
+  /** The McpServer the gateway serves (bucket PUNK_MCP_SERVERS): a url server at {@link endpoint}. */
+  served: McpServer;
+}
+
+/**
+ * The children of `server` (see this module's comment). A server made from an image or a package gets:
+ * - ServiceAccount `<name>`, automountServiceAccountToken false;
+ * - Service `<name>` (ClusterIP) on the bridge's port 8080 (stdio) or `spec.port`;
+ * - Deployment `<name>` of `spec.replicas` sandboxed pods (sandbox.ts): the server container `server` with the
+ *   bridge in front of a stdio server (`punk-bridge serve --port 8080 --path <spec.path> -- <command> <args>`;
+ *   for an image, the bridge is copied in by an init container from the bridge image), `npx -y <name>@<version>`
+ *   or `uvx <name>==<version>` in the runner image for a package, HOME and TMPDIR on emptyDirs, the extra
+ *   `spec.sandbox.volumes` mounted at /mnt/<name>, probes (the bridge's /healthz and /readyz, or TCP on the
+ *   server's port), the annotation `mcp.punk.dev/secret-checksum`, and `spec.podTemplate` merged last
+ *   (pod-template-merge.ts);
+ * - NetworkPolicy `<name>`: ingress only from the gateway's pods on the server's port; egress only to the
+ *   cluster DNS, the `cidr` entries of `spec.sandbox.egress`, and the egress proxy when there are `host` entries.
+ * Every child has the labels and owner reference of sandbox.ts.
+ * @param server an McpServer parsed by `mcpServerSchema`, with metadata.namespace and metadata.uid.
+ * @throws TypeError when `server.metadata` lacks namespace or uid (a programming error).
+ * @throws SpecError naming the field of a spec the API server accepts but Punk cannot run: `spec.transport`
+ *   (a package server speaks stdio), `spec.port` (set on a stdio server, whose pod serves it on the bridge's
+ *   port), `spec.command` (a stdio image server needs it: Kubernetes cannot read an image's entrypoint),
+ *   `spec.sandbox.egress[i]`, `spec.sandbox.volumes[i]`, `spec.resources…`, `spec.env[i]…` (reason
+ *   CredentialMissing for an unknown McpCredential), `metadata.name` (too long for `<name>-egress`), and any
+ *   refused `spec.podTemplate…` field.
+ */
+export function buildServerChildren(server: McpServer, options: ServerChildrenOptions): ServerChildren {
+  const spec = server.spec;
+  if (spec.url !== undefined) return { objects: [], endpoint: spec.url, served: server };
+  const { name, namespace, uid } = server.metadata;
+  if (namespace === undefined || uid === undefined) throw new TypeError(`McpServer ${name}: metadata.namespace and metadata.uid are required to build its children`);
+  const clusterDomain = options.clusterDomain ?? 'cluster.local';
+  const transport = transportOf(spec);
+  const stdio = transport === 'stdio';
+  if (spec.package !== undefined && !stdio) {
+    throw new SpecError('spec.transport', `a package server speaks stdio through Punk's runner, not ${transport}; remove spec.transport or run the server from an image`);
+  }
+  if (stdio && spec.port !== undefined) {
+    throw new SpecError('spec.port', `a stdio server is served by Punk's bridge on port ${BRIDGE_PORT}; spec.port applies only to streamable-http and sse servers: remove it`);
+  }
+  if (spec.image !== undefined && stdio && spec.command === undefined) {
+    throw new SpecError('spec.command', 'a stdio server from an image needs spec.command: Kubernetes cannot read the image\'s entrypoint, and the bridge must start the server itself');
+  }
+  const egress = egressEntries(spec);
+  const proxied = needsEgressProxy(egress);
+  if (proxied && egressProxyName(server).length > 63) {
+    throw new SpecError('metadata.name', `is too long for the egress proxy's Service ${egressProxyName(server)} (at most 63 characters): use a name of at most 56 characters or no host in spec.sandbox.egress`);
+  }
+  const port = stdio ? BRIDGE_PORT : spec.port!;
+  const metadata = (component: 'mcp-server' = 'mcp-server') => ({ name, namespace, labels: childLabels(server, component), ownerReferences: [ownerReference(server)] });
+
+  const serviceAccount: V1ServiceAccount = { apiVersion: 'v1', kind: 'ServiceAccount', metadata: metadata(), automountServiceAccountToken: false };
+  const service: V1Service = {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: metadata(),
+    spec: {
+      type: 'ClusterIP',
+      selector: selectorLabels(server, 'mcp-server'),
+      ports: [{ name: 'mcp', port, targetPort: 'mcp', protocol: 'TCP', appProtocol: 'http' }],
+    },
+  };
+  const deployment: V1Deployment = {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: metadata(),
+    spec: {
+      replicas: spec.replicas,
+      selector: { matchLabels: selectorLabels(server, 'mcp-server') },
+      template: podTemplate(server, options, { port, stdio, egress: proxied ? egressProxyEnv(server, clusterDomain) : [] }),
+    },
+  };
+  const objects: KubernetesObject[] = [serviceAccount, service, deployment, serverNetworkPolicy(server, options.gateway, port, egress, proxied)];
+  if (proxied) objects.push(...egressProxyChildren(server, egress, options.bridgeImage));
+
+  const endpoint = `http://${name}.${namespace}.svc.${clusterDomain}:${port}${spec.path}`;
+  const served: McpServer = {
+    apiVersion: API_VERSION,
+    kind: 'McpServer',
+    metadata: { name, namespace, ...(server.metadata.labels && { labels: server.metadata.labels }) },
+    spec: mcpServerSpecSchema.parse({
+      url: endpoint,
+      transport: stdio ? 'streamable-http' : transport,
+      sessionMode: spec.sessionMode,
+      timeout: spec.timeout,
+      ...(spec.tools && { tools: spec.tools }),
+    }),
+  };
+  return { objects, endpoint, served };
+}
+
+/** The pod template of the server's Deployment, with `spec.podTemplate` merged last. */
+function podTemplate(server: McpServer, options: ServerChildrenOptions, how: { port: number; stdio: boolean; egress: V1EnvVar[] }): V1PodTemplateSpec {
+  const spec = server.spec;
+  const extraVolumes = sandboxVolumes(spec);
+  const initContainers: V1Container[] = [];
+  const volumes: V1Volume[] = [...writableVolumes()];
+  const mounts: V1VolumeMount[] = [...writableMounts()];
+  let image: string;
+  let command: string[] | undefined;
+  let args: string[] | undefined;
+  if (spec.package !== undefined) {
+    image = options.runnerImages[spec.package.registry];
+    const { name, version } = spec.package;
+    const run = spec.command ?? (spec.package.registry === 'npm' ? ['npx', '-y', version ? `${name}@${version}` : name] : ['uvx', version ? `${name}==${version}` : name]);
+    command = bridgeCommand(BRIDGE_BINARY, spec.path);
+    args = [...run, ...(spec.args ?? [])];
+  } else if (how.stdio) {
+    image = spec.image!;
+    initContainers.push(
+      helperContainer({
+        name: 'install-bridge',
+        image: options.bridgeImage,
+        command: ['cp', BRIDGE_BINARY, `${BRIDGE_DIR}/punk-bridge`],
+        volumeMounts: [{ name: BRIDGE_VOLUME, mountPath: BRIDGE_DIR }],
+      }),
+    );
+    volumes.push({ name: BRIDGE_VOLUME, emptyDir: { sizeLimit: '256Mi' } });
+    mounts.push({ name: BRIDGE_VOLUME, mountPath: BRIDGE_DIR, readOnly: true });
+    command = bridgeCommand(`${BRIDGE_DIR}/punk-bridge`, spec.path);
+    args = [...spec.command!, ...(spec.args ?? [])];
+  } else {
+    image = spec.image!;
+    command = spec.command;
+    args = spec.args;
+  }
+  for (const volume of extraVolumes) {
+    volumes.push(volume);
+    mounts.push({ name: volume.name, mountPath: `${SANDBOX_VOLUMES_DIR}/${volume.name}` });
+  }
+  const probes: Pick<V1Container, 'startupProbe' | 'readinessProbe' | 'livenessProbe'> = how.stdio
+    ? {
+        startupProbe: { httpGet: { path: '/healthz', port: 'mcp' }, periodSeconds: 2, failureThreshold: 60 },
+        readinessProbe: { httpGet: { path: '/readyz', port: 'mcp' }, periodSeconds: 5 },
+        livenessProbe: { httpGet: { path: '/healthz', port: 'mcp' }, periodSeconds: 10 },
+      }
+    : tcpProbes();
+  const container: V1Container = {
+    name: SERVER_CONTAINER,
+    image,
+    ...(command && { command }),
+    ...(args && { args }),
+    ports: [{ name: 'mcp', containerPort: how.port, protocol: 'TCP' }],
+    env: withOverrides([...sandboxEnv(), ...how.egress], serverEnv(server, options.credentialSecrets)),
+    resources: serverResources(spec),
+    securityContext: containerSecurityContext(),
+    volumeMounts: mounts,
+    ...probes,
+  };
+  const labels = childLabels(server, 'mcp-server');
+  const annotations = { [SECRET_CHECKSUM_ANNOTATION]: options.secretChecksum, 'kubectl.kubernetes.io/default-container': SERVER_CONTAINER };
+  const template: V1PodTemplateSpec = {
+    metadata: { labels, annotations },
+    spec: {
+      serviceAccountName: server.metadata.name,
+      automountServiceAccountToken: false,
+      // Service links would put every Service of the namespace into the server's environment.
+      enableServiceLinks: false,
+      securityContext: podSecurityContext(),
+      ...(spec.sandbox?.runtimeClassName !== undefined && { runtimeClassName: spec.sandbox.runtimeClassName }),
+      ...(initContainers.length > 0 && { initContainers }),
+      containers: [container],
+      volumes,
+    },
+  };
+  if (spec.podTemplate === undefined) return template;
+  return mergePodTemplate(template, spec.podTemplate, { labels, annotations: { [SECRET_CHECKSUM_ANNOTATION]: options.secretChecksum } }, containerSecurityContext());
+}
+
+function bridgeCommand(binary: string, path: string): string[] {
+  return [binary, 'serve', '--port', String(BRIDGE_PORT), '--path', path, '--'];
+}
+
+function tcpProbes(): Pick<V1Container, 'startupProbe' | 'readinessProbe' | 'livenessProbe'> {
+  const tcp: V1Probe = { tcpSocket: { port: 'mcp' } };
+  return { startupProbe: { ...tcp, periodSeconds: 2, failureThreshold: 60 }, readinessProbe: { ...tcp, periodSeconds: 5 }, livenessProbe: { ...tcp, periodSeconds: 10 } };
+}
+
+/** Punk's variables, each replaced in place by the spec's variable of the same name, then the spec's others in order. */
+function withOverrides(defaults: V1EnvVar[], own: V1EnvVar[]): V1EnvVar[] {
+  const byName = new Map(own.map(entry => [entry.name, entry]));
+  const kept = defaults.map(entry => byName.get(entry.name) ?? entry);
+  const defaultNames = new Set(defaults.map(entry => entry.name));
+  return [...kept, ...own.filter(entry => !defaultNames.has(entry.name))];
+}
+
+/**
+ * `spec.sandbox.volumes`, checked.
+ * @throws SpecError naming `spec.sandbox.volumes[i]` (not a Volume, a refused volume type, a name Punk uses).
+ */
+function sandboxVolumes(spec: McpServer['spec']): V1Volume[] {
+  const reserved = new Set([TMP_VOLUME, HOME_VOLUME, BRIDGE_VOLUME]);
+  const seen = new Set<string>();
+  return (spec.sandbox?.volumes ?? []).map((volume, i) => {
+    const field = `spec.sandbox.volumes[${i}]`;
+    checkVolume(volume, field);
+    const name = volume.name as string;
+    if (reserved.has(name)) throw new SpecError(`${field}.name`, `${name} is a volume of Punk's (${[...reserved].join(', ')}); choose another name`);
+    if (seen.has(name)) throw new SpecError(`${field}.name`, `${name} is listed twice`);
+    seen.add(name);
+    return volume as unknown as V1Volume;
+  });
+}
+
+/**
+ * The server's NetworkPolicy: ingress only from the gateway's pods (their namespace and labels) on `port`;
+ * egress only to the cluster DNS, the `cidr` entries on their ports, and the egress proxy's pods on 3128.
+ */
+function serverNetworkPolicy(server: McpServer, gateway: ServerChildrenOptions['gateway'], port: number, egress: readonly EgressEntry[], proxied: boolean): V1NetworkPolicy {
+  return {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'NetworkPolicy',
+    metadata: { name: server.metadata.name, namespace: server.metadata.namespace!, labels: childLabels(server, 'mcp-server'), ownerReferences: [ownerReference(server)] },
+    spec: {
+      podSelector: { matchLabels: selectorLabels(server, 'mcp-server') },
+      policyTypes: ['Ingress', 'Egress'],
+      ingress: [
+        {
+          _from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': gateway.namespace } }, podSelector: { matchLabels: gateway.podLabels } }],
+          ports: [{ protocol: 'TCP', port }],
+        },
+      ],
+      egress: [
+        dnsEgressRule(),
+        ...cidrEgressRules(egress),
+        ...(proxied ? [{ to: [{ podSelector: { matchLabels: selectorLabels(server, 'egress-proxy') } }], ports: [{ protocol: 'TCP', port: EGRESS_PROXY_PORT }] }] : []),
+      ],
+    },
+  };
+}

@@ -1,0 +1,63 @@
+/**
+ * The environment of a server container from `spec.env`: literal values as they are (`$(VAR)` is expanded by
+ * Kubernetes itself, from the variables listed before), `valueFrom.secretKeyRef` as a Kubernetes secretKeyRef,
+ * `valueFrom.credentialRef` as a secretKeyRef to the Secret behind the McpCredential.
+ */
+import type { V1EnvVar } from '@kubernetes/client-node';
+import type { McpServer } from '@punk/lib';
+import { SpecError } from './spec-error.js';
+
+/**
+ * Resolves an McpCredential of the server's namespace, by name, to its Secret: `secretName` (the credential's
+ * `spec.secretRef.name`) and `keys` (its `spec.secretRef.keys`, when it lists them); undefined when there is no
+ * such McpCredential.
+ */
+export type CredentialSecrets = (name: string) => { secretName: string; keys?: string[] } | undefined;
+
+/** The key of an McpCredential used when `credentialRef.key` is absent and the credential does not list exactly one key. */
+export const DEFAULT_CREDENTIAL_KEY = 'value';
+
+/**
+ * `spec.env` as Kubernetes env vars, in order. A `credentialRef` without a key uses the credential's only listed
+ * key, else `value`.
+ * @throws SpecError naming `spec.env[i].name` for a name listed twice (server-side apply keys env by name);
+ *   SpecError `CredentialMissing` naming `spec.env[i].valueFrom.credentialRef.name` for an unknown McpCredential,
+ *   or `.key` for a key the credential does not list.
+ */
+export function serverEnv(server: McpServer, credentialSecrets: CredentialSecrets): V1EnvVar[] {
+  const seen = new Map<string, number>();
+  return server.spec.env.map((entry, i): V1EnvVar => {
+    const first = seen.get(entry.name);
+    if (first !== undefined) throw new SpecError(`spec.env[${i}].name`, `${entry.name} is already set by spec.env[${first}]; list each variable once`);
+    seen.set(entry.name, i);
+    if (entry.value !== undefined) return { name: entry.name, value: entry.value };
+    const secretKeyRef = entry.valueFrom?.secretKeyRef;
+    if (secretKeyRef) return { name: entry.name, valueFrom: { secretKeyRef: { name: secretKeyRef.name, key: secretKeyRef.key } } };
+    const ref = entry.valueFrom!.credentialRef!;
+    return { name: entry.name, valueFrom: { secretKeyRef: credentialKeyRef(ref, credentialSecrets, `spec.env[${i}].valueFrom.credentialRef`) } };
+  });
+}
+
+function credentialKeyRef(ref: { name: string; key?: string }, credentialSecrets: CredentialSecrets, field: string): { name: string; key: string } {
+  const credential = credentialSecrets(ref.name);
+  if (!credential) throw new SpecError(`${field}.name`, `no McpCredential ${ref.name} in this namespace`, 'CredentialMissing');
+  if (ref.key !== undefined && credential.keys !== undefined && !credential.keys.includes(ref.key)) {
+    throw new SpecError(`${field}.key`, `McpCredential ${ref.name} has no key ${ref.key} (it lists ${credential.keys.join(', ')})`, 'CredentialMissing');
+  }
+  const key = ref.key ?? (credential.keys?.length === 1 ? credential.keys[0]! : DEFAULT_CREDENTIAL_KEY);
+  return { name: credential.secretName, key };
+}
+
+/**
+ * The names of the Secrets the server's pod reads (`secretKeyRef`s, and the Secrets of its `credentialRef`s
+ * that resolve), sorted, each once: the Secrets whose {@link secretChecksum} the pod template carries.
+ */
+export function referencedSecretNames(server: McpServer, credentialSecrets: CredentialSecrets): string[] {
+  const names = new Set<string>();
+  for (const entry of server.spec.env) {
+    if (entry.valueFrom?.secretKeyRef) names.add(entry.valueFrom.secretKeyRef.name);
+    const credential = entry.valueFrom?.credentialRef && credentialSecrets(entry.valueFrom.credentialRef.name);
+    if (credential) names.add(credential.secretName);
+  }
+  return [...names].sort();
+}
