@@ -116,7 +116,7 @@ describe('the operator reconciling McpServers', { skip: availability.available ?
     await setDeploymentAvailable('files', false);
     const degraded = await until('Degraded=True', async () => {
       const live = await crs.get('mcpservers', ns, 'files');
-      return conditionOf(live, 'Degraded')?.status === 'True' ? live : undefined;
+      return conditionOf(live, 'Degraded')?.status === 'True' && conditionOf(live, 'Available')?.status === 'False' ? live : undefined;
     });
     assert.equal(conditionOf(degraded, 'Degraded')?.reason, 'CrashLoopBackOff');
     assert.equal(conditionOf(degraded, 'Ready')?.status, 'False');
@@ -140,7 +140,7 @@ describe('the operator reconciling McpServers', { skip: availability.available ?
     const checksum = first.spec!.template.metadata!.annotations![annotation];
     assert.ok(checksum);
     const env = first.spec!.template.spec!.containers.find(c => c.name === 'server')!.env!.find(e => e.name === 'TOKEN');
-    assert.deepEqual(env?.valueFrom?.secretKeyRef, { name: 'fs-token', key: 'token' });
+    assert.deepEqual({ ...env?.valueFrom?.secretKeyRef }, { name: 'fs-token', key: 'token' });
 
     await core.patchNamespacedSecret({ name: 'fs-token', namespace: ns, body: { stringData: { token: 'two' } } }, merge);
     const rolled = await until('a new checksum', async () => {
