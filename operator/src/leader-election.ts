@@ -141,7 +141,7 @@ export class LeaderElector {
         holderIdentity: identity,
         leaseDurationSeconds: durationSeconds,
         renewTime: now,
-        ...(!heldByMe && { acquireTime: now, leaseTransitions: (spec.leaseTransitions ?? 0) + (holder ? 1 : 0) }),
+        ...(!heldByMe && { acquireTime: now, leaseTransitions: (spec.leaseTransitions ?? 0) + 1 }),
       },
     };
     // resourceVersion is kept from the read: a concurrent writer makes this replace fail with 409.
