@@ -6,7 +6,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { V1MicroTime } from '@kubernetes/client-node';
-import type { Condition, Logger } from '@punk/lib';
+import type { Logger } from '@punk/lib';
+import type { ConditionTransition } from './server-status.js';
 import { apiErrorMessage, type KubeClients } from './kube.js';
 
 /** `reportingController` of every Event (events.k8s.io/v1 wants a `<domain>/<name>`). */
@@ -60,17 +61,15 @@ export class EventRecorder {
   }
 
   /**
-   * Records one Event per condition whose `status` changed from `previous` to `next` (a condition new in
-   * `next` counts as changed): Warning for Degraded=True and for Ready/Available=False, Normal otherwise.
-   * Reason and note are the condition's own, prefixed by its type and status.
+   * Records one Event per condition transition (`transitions` of server-status.ts: a condition new, or whose
+   * status or reason changed): Warning for Degraded=True and for Ready/Available=False, Normal otherwise. The
+   * reason is the condition's own; the note starts with its type and status.
    */
-  async recordTransitions(subject: EventSubject, previous: readonly Condition[], next: readonly Condition[]): Promise<void> {
-    for (const condition of next) {
-      const before = previous.find(c => c.type === condition.type);
-      if (before?.status === condition.status) continue;
-      const bad = condition.type === 'Degraded' ? condition.status === 'True' : condition.status === 'False' && condition.type !== 'Progressing';
-      const note = `${condition.type}=${condition.status}${condition.message ? `: ${condition.message}` : ''}`;
-      await this.record(subject, bad ? 'Warning' : 'Normal', condition.reason, 'Reconcile', note);
+  async recordTransitions(subject: EventSubject, changes: readonly ConditionTransition[]): Promise<void> {
+    for (const { to } of changes) {
+      const bad = to.type === 'Degraded' ? to.status === 'True' : to.status === 'False' && (to.type === 'Ready' || to.type === 'Available');
+      const note = `${to.type}=${to.status}${to.message ? `: ${to.message}` : ''}`;
+      await this.record(subject, bad ? 'Warning' : 'Normal', to.reason, 'Reconcile', note);
     }
   }
 }

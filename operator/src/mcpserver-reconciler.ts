@@ -15,12 +15,12 @@
  * are written to status and thrown, so the queue retries with back-off.
  */
 import type { KubernetesObject, ObjectCache, V1Deployment, V1Pod, V1Secret } from '@kubernetes/client-node';
-import { errorMessage, kvKey, mcpServerSchema, subjects, type Condition, type KvStore, type McpServer } from '@punk/lib';
+import { errorMessage, kvKey, mcpServerSchema, PunkError, subjects, type KvStore, type McpServer } from '@punk/lib';
 import { isDeepStrictEqual } from 'node:util';
 import { applyObject, deleteObject, type ApplyObject } from './apply.js';
 import type { ReconcileContext } from './context.js';
 import { buildServerChildren, referencedSecretNames, secretChecksum, SpecError, type ServerChildrenOptions } from './server-children.js';
-import { serverConditions, transitions, type ServerObservation } from './server-status.js';
+import { serverConditions, type ObservedServer } from './server-status.js';
 import type { CredentialSecrets } from './server-children.js';
 import { SERVER_LABEL } from './sandbox.js';
 import { conditionsOf, fieldPath, writeStatus } from './status.js';
@@ -94,32 +94,31 @@ export class McpServerReconciler {
     const generation = meta.generation ?? 0;
     const previous = conditionsOf(object);
     const published = await this.bucket.get(key);
-    const write = async (observation: ServerObservation, extra: Record<string, unknown>) => {
-      const conditions = serverConditions(observation, previous, this.context.now());
+    const hasPod = (object.spec as { url?: unknown } | undefined)?.url === undefined;
+    // What runs now (the last applied generation, if any): the conditions describe it even when this generation cannot be applied.
+    let deployment = this.context.caches.Deployment.get(name, namespace) as V1Deployment | undefined;
+    const pods = (this.context.caches.Pod.list(namespace) as V1Pod[]).filter(pod => pod.metadata?.labels?.[SERVER_LABEL] === name);
+    const kept = pick(object.status, ['endpoint', 'toolCount', 'tools']);
+    const write = async (observed: Omit<ObservedServer, 'generation' | 'hasPod' | 'pods' | 'deployment'>, extra: Record<string, unknown>) => {
+      const conditions = serverConditions({ generation, hasPod, pods, ...(deployment && { deployment }), ...observed }, previous, this.context.now());
       const status = { ...extra, observedGeneration: generation, conditions };
       await writeStatus(this.context.clients, this.context.recorder, { kind: 'McpServer', metadata: { name, namespace, uid: meta.uid, resourceVersion: meta.resourceVersion }, status: object.status }, status);
     };
-    const kept = pick(object.status, ['endpoint', 'toolCount', 'tools']);
+    const fail = (reason: string, message: string) => write({ problem: { reason, message } }, { ...kept, lastError: message });
 
     // Only the metadata the gateway and the children need (no managedFields, no last-applied annotation).
     const metadata = { name, namespace, uid: meta.uid, generation, ...(meta.labels && { labels: meta.labels }) };
     const parsed = mcpServerSchema.safeParse({ apiVersion: object.apiVersion, kind: object.kind, metadata, spec: object.spec });
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
-      const message = `${fieldPath(issue.path) || '(object)'}: ${issue.message}`;
-      await write({ generation, specError: { reason: 'InvalidSpec', message } }, { ...kept, lastError: message });
-      return;
+      return void (await fail('InvalidSpec', `${fieldPath(issue.path) || '(object)'}: ${issue.message}`));
     }
     const server = parsed.data;
     const credentials = credentialLookup(this.context.caches.McpCredential, namespace);
     const secrets: V1Secret[] = [];
     for (const secretName of referencedSecretNames(server, credentials)) {
       const secret = this.context.caches.Secret.get(secretName, namespace) as V1Secret | undefined;
-      if (!secret) {
-        const message = `${secretField(server, secretName, credentials)}: Secret ${secretName} not found in namespace ${namespace}`;
-        await write({ generation, specError: { reason: 'SecretMissing', message } }, { ...kept, lastError: message });
-        return;
-      }
+      if (!secret) return void (await fail('SecretMissing', `${secretField(server, secretName, credentials)}: Secret ${secretName} not found in namespace ${namespace}`));
       secrets.push(secret);
     }
 
@@ -128,47 +127,47 @@ export class McpServerReconciler {
       built = buildServerChildren(server, { ...this.options, credentialSecrets: credentials, secretChecksum: secretChecksum(secrets) });
     } catch (error) {
       if (!(error instanceof SpecError)) throw error;
-      await write({ generation, specError: { reason: error.reason, message: error.message } }, { ...kept, lastError: error.message });
-      return;
+      return void (await fail(error.reason, error.message));
     }
 
-    const applied: KubernetesObject[] = [];
     try {
-      for (const child of built.objects) applied.push(await applyObject(this.context.clients, child as ApplyObject));
-      // The wanted set shrinks only with a new generation (an egress proxy dropped with its hosts); a server not yet
-      // Ready may also have been left half-pruned by a failed run.
-      const settled = object.status?.observedGeneration === generation && previous.some(c => c.type === 'Ready' && c.status === 'True');
+      for (const child of built.objects) {
+        const applied = await applyObject<V1Deployment>(this.context.clients, child as ApplyObject);
+        if (child.kind === 'Deployment' && child.metadata?.name === name) deployment = applied;
+      }
+      // The wanted set shrinks only with a new generation (an egress proxy dropped with its hosts); a server still
+      // Degraded may also have been left half-pruned by a failed run.
+      const settled = object.status?.observedGeneration === generation && previous.some(c => c.type === 'Degraded' && c.status === 'False');
       if (!settled) await this.prune(server, built.objects);
     } catch (error) {
-      const message = `applying the children failed: ${errorMessage(error)}`;
-      await write({ generation, applyError: message }, { ...kept, lastError: message });
+      await fail('ApplyFailed', `applying the children failed: ${errorMessage(error)}`);
       throw error;
     }
 
-    const deployment = applied.find((o): o is V1Deployment => o.kind === 'Deployment' && o.metadata?.name === name);
-    const pods = (this.context.caches.Pod.list(namespace) as V1Pod[]).filter(pod => pod.metadata?.labels?.[SERVER_LABEL] === name);
-    const runnable = server.spec.url !== undefined || (deployment?.status?.conditions ?? []).some(c => c.type === 'Available' && c.status === 'True');
+    const runnable = !hasPod || (deployment?.status?.availableReplicas ?? 0) > 0;
     const entry = { server: built.served, generation };
     if (runnable && (!published || !isDeepStrictEqual(published.value, JSON.parse(JSON.stringify(entry))))) await this.bucket.put(key, entry);
 
     let tools: { name: string; sideEffectLevel?: number }[] | undefined;
-    let toolsError: string | undefined;
+    let listing: ObservedServer['listing'];
+    let lastError: string | undefined;
     if (runnable) {
       try {
         tools = await this.listTools(namespace, name);
+        listing = { ok: true, toolCount: tools.length };
       } catch (error) {
-        toolsError = `the gateway could not list the tools: ${errorMessage(error)}`;
+        lastError = `the gateway could not list the tools: ${errorMessage(error)}`;
+        // A gateway that does not answer says nothing about the server: the listing stays pending.
+        const gatewayDown = error instanceof PunkError && ['BusTimeout', 'BusNoResponders', 'BusUnavailable'].includes(error.code);
+        if (!gatewayDown) listing = { ok: false, error: errorMessage(error) };
       }
     }
-    await write(
-      { generation, deployment, pods, url: server.spec.url !== undefined, ...(toolsError !== undefined && { toolsError }) },
-      {
-        endpoint: built.endpoint,
-        ...(tools ? { toolCount: tools.length, tools } : pick(kept, ['toolCount', 'tools'])),
-        ...(toolsError !== undefined && { lastError: toolsError }),
-      },
-    );
-    return tools ? undefined : { requeueAfterMs: TOOLS_RETRY_MS };
+    await write(listing ? { listing } : {}, {
+      endpoint: built.endpoint,
+      ...(tools ? { toolCount: tools.length, tools } : pick(kept, ['toolCount', 'tools'])),
+      ...(lastError !== undefined && { lastError }),
+    });
+    return tools || !runnable ? undefined : { requeueAfterMs: TOOLS_RETRY_MS };
   }
 
   /** The tools of the server as the gateway lists them (`servers.tools`), names and side-effect levels. */

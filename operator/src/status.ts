@@ -1,15 +1,14 @@
 /**
  * Status of the custom resources as the operator writes it: conditions in the shape of `metav1.Condition`
  * (`lastTransitionTime` changes only when `status` does), written through the status subresource only when it
- * differs from what the object holds, with an Event for each condition whose status changed.
+ * differs from what the object holds, with an Event for each condition whose status or reason changed.
  */
 import { isDeepStrictEqual } from 'node:util';
-import type { Condition } from '@punk/lib';
+import { API_GROUP, type Condition } from '@punk/lib';
 import { applyStatus } from './apply.js';
 import type { EventRecorder } from './events.js';
-import type { KubeClients, ResourceKind } from './kube.js';
-import { API_VERSION_NAME } from './kube.js';
-import { API_GROUP } from '@punk/lib';
+import { transitions } from './server-status.js';
+import { API_VERSION_NAME, type KubeClients, type ResourceKind } from './kube.js';
 
 /** A condition as a reconcile decides it; the time and generation are filled in by {@link setConditions}. */
 export interface ConditionDecision {
@@ -73,7 +72,7 @@ export async function writeStatus(clients: KubeClients, recorder: EventRecorder,
   const { name, namespace } = object.metadata;
   await applyStatus(clients, object.kind, namespace, name, next);
   const subject = { apiVersion: `${API_GROUP}/${API_VERSION_NAME}`, kind: object.kind, metadata: object.metadata };
-  await recorder.recordTransitions(subject, conditionsOf(object), (next.conditions as Condition[] | undefined) ?? []);
+  await recorder.recordTransitions(subject, transitions(conditionsOf(object), (next.conditions as Condition[] | undefined) ?? []));
   return true;
 }
 
