@@ -57,8 +57,20 @@ const watched: Record<WatchedKind, { apiVersion: string; kind: string; path: str
   Pod: { apiVersion: 'v1', kind: 'Pod', path: 'api/v1/pods', labelSelector: `app.kubernetes.io/managed-by=${MANAGED_BY},${SERVER_LABEL}` },
 };
 
-/** Delay before an informer whose watch failed lists and watches again. */
-const INFORMER_RESTART_MS = 2_000;
+/** Delay before an informer whose list or watch failed lists and watches again. */
+const INFORMER_RESTART_MS = 1_000;
+
+/** Attempts at the first list of a kind before the operator gives up starting (a missing CRD, no RBAC). */
+const FIRST_LIST_ATTEMPTS = 30;
+
+/** One informer and whether its cache holds a complete first list. */
+interface InformerEntry {
+  kind: WatchedKind;
+  namespace: string | undefined;
+  informer: Informer<KubernetesObject> & ObjectCache<KubernetesObject>;
+  synced: boolean;
+  lastError?: unknown;
+}
 
 /** One cache over the informers of several namespaces (or the one informer of all of them). */
 class NamespacedCache implements ObjectCache<KubernetesObject> {
@@ -75,7 +87,7 @@ class NamespacedCache implements ObjectCache<KubernetesObject> {
 /** The operator: informers, work queue, reconcilers and leader election. */
 export class Manager {
   private readonly clients: KubeClients;
-  private readonly informers: { kind: WatchedKind; informer: Informer<KubernetesObject> & ObjectCache<KubernetesObject> }[] = [];
+  private readonly informers: InformerEntry[] = [];
   private readonly caches: Record<WatchedKind, ObjectCache<KubernetesObject>>;
   private readonly queue: WorkQueue;
   private readonly elector: LeaderElector;
@@ -97,9 +109,9 @@ export class Manager {
     for (const kind of Object.keys(watched) as WatchedKind[]) {
       const byNamespace = new Map<string, ObjectCache<KubernetesObject>>();
       for (const namespace of namespaces) {
-        const informer = this.makeInformer(kind, namespace === '*' ? undefined : namespace);
-        byNamespace.set(namespace, informer);
-        this.informers.push({ kind, informer });
+        const entry = this.makeInformer(kind, namespace === '*' ? undefined : namespace);
+        byNamespace.set(namespace, entry.informer);
+        this.informers.push(entry);
       }
       caches[kind] = new NamespacedCache(byNamespace);
     }
@@ -148,7 +160,7 @@ export class Manager {
     this.servers = new McpServerReconciler(context, this.serverBucket, this.options.server);
     this.credentials = new McpCredentialReconciler(context);
     this.policies = new McpPolicyReconciler(context, this.policyBucket);
-    await Promise.all(this.informers.map(({ informer }) => informer.start()));
+    await Promise.all(this.informers.map(entry => this.sync(entry)));
     this.elector.start();
   }
 
@@ -161,7 +173,7 @@ export class Manager {
     await Promise.all(this.informers.map(({ informer }) => informer.stop()));
   }
 
-  private makeInformer(kind: WatchedKind, namespace: string | undefined): Informer<KubernetesObject> & ObjectCache<KubernetesObject> {
+  private makeInformer(kind: WatchedKind, namespace: string | undefined): InformerEntry {
     const { apiVersion, kind: apiKind, path, labelSelector } = watched[kind];
     const scoped = namespace === undefined ? `/${path}` : `/${path.replace(/\/([a-z]+)$/, `/namespaces/${namespace}/$1`)}`;
     const informer = makeInformer<KubernetesObject>(
@@ -170,18 +182,41 @@ export class Manager {
       () => this.clients.objects.list(apiVersion, apiKind, namespace, undefined, undefined, undefined, undefined, labelSelector),
       labelSelector,
     );
+    const entry: InformerEntry = { kind, namespace, informer, synced: false };
     const onEvent = (object: KubernetesObject) => this.enqueueFor(kind, object);
     informer.on('add', onEvent);
     informer.on('update', onEvent);
     informer.on('delete', onEvent);
     informer.on('error', (error: unknown) => {
-      if (this.stopping) return;
+      entry.lastError = error;
+      // Before the first complete list, sync() retries; afterwards the informer lists and watches again here.
+      if (this.stopping || !entry.synced) return;
       this.log.warn({ kind, namespace: namespace ?? '(all)', err: apiErrorMessage(error) }, 'watch failed; listing and watching again');
       setTimeout(() => {
         if (!this.stopping) informer.start().catch(() => undefined);
       }, INFORMER_RESTART_MS).unref();
     });
-    return informer;
+    return entry;
+  }
+
+  /**
+   * Starts an informer and resolves once its cache holds a complete list (the orphan sweep must never compare
+   * the buckets with a cache that failed to fill, e.g. while a new CRD's storage is initializing: 429).
+   * @throws Error naming the kind and the API server's answer after {@link FIRST_LIST_ATTEMPTS} failed lists.
+   */
+  private async sync(entry: InformerEntry): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      entry.lastError = undefined;
+      await entry.informer.start().catch((error: unknown) => (entry.lastError = error));
+      if (entry.lastError === undefined) {
+        entry.synced = true;
+        return;
+      }
+      if (this.stopping) return;
+      if (attempt >= FIRST_LIST_ATTEMPTS) throw new Error(`cannot list ${entry.kind} objects${entry.namespace ? ` in namespace ${entry.namespace}` : ''}: ${apiErrorMessage(entry.lastError)}`);
+      this.log.debug({ kind: entry.kind, attempt, err: apiErrorMessage(entry.lastError) }, 'first list failed; trying again');
+      await new Promise(resolve => setTimeout(resolve, INFORMER_RESTART_MS));
+    }
   }
 
   /** Queues what an event about `object` of `kind` affects. */
