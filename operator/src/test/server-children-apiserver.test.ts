@@ -45,6 +45,7 @@ const SPECS: Record<string, Record<string, unknown>> = {
     },
   },
   'npm-package': { package: { name: '@modelcontextprotocol/server-memory', version: '2026.8.31' }, sandbox: { egress: [{ cidr: '192.0.2.7' }] } },
+  'npm-package-http': { package: { name: '@modelcontextprotocol/server-everything' }, args: ['streamableHttp'], transport: 'streamable-http', port: 4101, env: [{ name: 'PORT', value: '4101' }] },
   'pypi-package': { package: { registry: 'pypi', name: 'mcp-server-fetch' }, sandbox: { egress: [{ host: 'example.com', ports: [80, 443] }] } },
   'http-image': { image: 'ghcr.io/acme/search:1', transport: 'streamable-http', port: 3000, path: '/api/mcp' },
   'sse-image': { image: 'ghcr.io/acme/legacy:1', command: ['legacy-mcp'], transport: 'sse', port: 9000, path: '/sse' },

@@ -197,6 +197,25 @@ describe('package servers', () => {
     assert.deepEqual(container(child<V1Deployment>(npm.objects, 'Deployment', 'everything')).args, ['npx', '-y', '@modelcontextprotocol/server-everything']);
   });
 
+  it('that serve HTTP themselves run in the runner on spec.port without a bridge, as punk up runs them', () => {
+    const server = mcpServer('everything-http', {
+      package: { registry: 'npm', name: '@modelcontextprotocol/server-everything', version: '2026.8.31' },
+      args: ['streamableHttp'],
+      transport: 'streamable-http',
+      port: 4101,
+      env: [{ name: 'PORT', value: '4101' }],
+    });
+    const { objects, endpoint, served } = buildServerChildren(server, childrenOptions());
+    const c = container(child<V1Deployment>(objects, 'Deployment', 'everything-http'));
+    assert.equal(c.image, 'ghcr.io/punk/runner-npm:0.1.0');
+    assert.deepEqual(c.command, ['npx', '-y', '@modelcontextprotocol/server-everything@2026.8.31']);
+    assert.deepEqual(c.args, ['streamableHttp']);
+    assert.deepEqual(c.ports, [{ name: 'mcp', containerPort: 4101, protocol: 'TCP' }]);
+    assert.deepEqual(c.readinessProbe?.tcpSocket, { port: 'mcp' });
+    assert.equal(endpoint, 'http://everything-http.team-a.svc.cluster.local:4101/mcp');
+    assert.equal(served.spec.transport, 'streamable-http');
+  });
+
   it('run spec.command instead of the package command when it is set', () => {
     const { objects } = buildServerChildren(mcpServer('custom', { package: { name: 'some-mcp' }, command: ['node', '/opt/x.js'], args: ['a'] }), childrenOptions());
     assert.deepEqual(container(child<V1Deployment>(objects, 'Deployment', 'custom')).args, ['node', '/opt/x.js', 'a']);
@@ -439,7 +458,6 @@ describe('spec errors name their field', () => {
   const image = { image: 'ghcr.io/acme/x:1', command: ['x'] };
   const withTemplate = (podTemplate: Record<string, unknown>) => build({ ...image, podTemplate });
   const cases: [string, () => unknown, string, RegExp][] = [
-    ['a package over HTTP', build({ package: { name: 'x' }, transport: 'sse', port: 3000 }), 'spec.transport', /package server speaks stdio/],
     ['a port on a stdio server (the bridge\'s)', build({ ...image, port: 8080 }), 'spec.port', /bridge on port 8080/],
     ['a stdio image without command', build({ image: 'ghcr.io/acme/x:1' }), 'spec.command', /entrypoint/],
     ['a name too long for the egress proxy', build({ package: { name: 'x' }, sandbox: { egress: [{ host: 'example.com' }] } }, `s${'a'.repeat(56)}`), 'metadata.name', /at most 56/],
