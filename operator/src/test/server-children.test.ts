@@ -4,7 +4,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { KubernetesObject, V1Container, V1Deployment, V1NetworkPolicy, V1Secret, V1Service, V1ServiceAccount } from '@kubernetes/client-node';
-import { mcpServerSchema } from '@punk/lib';
+import { fileURLToPath } from 'node:url';
+import { loadManifestDirectory, mcpServerSchema } from '@punk/lib';
 import { buildServerChildren, referencedSecretNames, secretChecksum, SpecError } from '../server-children.js';
 import { child, childrenOptions, credentials, mcpServer } from './server-fixtures.js';
 
@@ -247,6 +248,20 @@ describe('HTTP servers from an image', () => {
     assert.equal(endpoint, 'http://legacy.team-a.svc.corp.internal:9000/sse');
     assert.equal(served.spec.transport, 'sse');
     assert.equal(served.spec.url, endpoint);
+  });
+});
+
+describe('the example manifests', () => {
+  it('each build their children as they run with punk up', async () => {
+    const loaded = await loadManifestDirectory(fileURLToPath(new URL('../../../examples/', import.meta.url)), 'default');
+    assert.deepEqual(loaded.errors, []);
+    assert.ok(loaded.servers.length > 0);
+    for (const { server, file } of loaded.servers) {
+      const owned = { ...server, metadata: { ...server.metadata, uid: `uid-${server.metadata.name}` } };
+      const { objects, served } = buildServerChildren(owned, childrenOptions());
+      assert.equal(objects.length >= 4 || server.spec.url !== undefined, true, file);
+      assert.deepEqual(mcpServerSchema.parse(served), served, `${file}: the served McpServer is valid`);
+    }
   });
 });
 
