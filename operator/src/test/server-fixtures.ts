@@ -1,6 +1,7 @@
 // McpServer objects and options shared by the children tests: each server parsed by the real schema, so the
 // defaults (path, env, replicas, sessionMode, timeout) are the ones the operator sees.
-import type { KubernetesObject } from '@kubernetes/client-node';
+import assert from 'node:assert/strict';
+import type { KubernetesObject, V1Container, V1Deployment } from '@kubernetes/client-node';
 import { mcpServerSchema, type McpServer } from '@punk/lib';
 import type { ServerChildrenOptions } from '../server-children.js';
 
@@ -38,4 +39,11 @@ export function child<T extends KubernetesObject>(objects: readonly KubernetesOb
   const found = objects.find(object => object.kind === kind && object.metadata?.name === name);
   if (!found) throw new Error(`no ${kind} ${name} among ${objects.map(o => `${o.kind}/${o.metadata?.name}`).join(', ')}`);
   return found as T;
+}
+
+/** The container `name` of a Deployment's pods. */
+export function container(deployment: V1Deployment, name = 'server'): V1Container {
+  const found = deployment.spec!.template.spec!.containers.find(c => c.name === name);
+  assert.ok(found, `container ${name}`);
+  return found;
 }
