@@ -42,7 +42,7 @@ export function egressEntries(spec: McpServer['spec']): EgressEntry[] {
     const ports = entry.ports && { ports: [...new Set(entry.ports)].sort((a, b) => a - b) };
     if (entry.host !== undefined) {
       const host = entry.host.toLowerCase();
-      if (host.length > 253 || !HOST.test(host)) {
+      if (host.length > 253 || !HOST.test(host) || isIP(host) !== 0) {
         const hint = isIP(host) !== 0 ? '; an address goes in cidr' : '';
         throw new SpecError(`spec.sandbox.egress[${i}].host`, `"${entry.host}" is not a DNS name or a *.wildcard name${hint}`);
       }

@@ -106,7 +106,8 @@ export interface ServerChildren {
  * - Deployment `<name>` of `spec.replicas` sandboxed pods (sandbox.ts): the server container `server` with the
  *   bridge in front of a stdio server (`punk-bridge serve --port 8080 --path <spec.path> -- <command> <args>`;
  *   for an image, the bridge is copied in by an init container from the bridge image), `npx -y <name>@<version>`
- *   or `uvx <name>==<version>` in the runner image for a package, HOME and TMPDIR on emptyDirs, the extra
+ *   or `uvx <name>==<version>` in the runner image for a package (behind the runner's own bridge when stdio, alone
+ *   on `spec.port` when it serves streamable-http or sse, as `punk up` runs it), HOME and TMPDIR on emptyDirs, the extra
  *   `spec.sandbox.volumes` mounted at /mnt/<name>, probes (the bridge's /healthz and /readyz, or TCP on the
  *   server's port), the annotation `mcp.punk.dev/secret-checksum`, and `spec.podTemplate` merged last
  *   (pod-template-merge.ts);
@@ -115,9 +116,8 @@ export interface ServerChildren {
  * Every child has the labels and owner reference of sandbox.ts.
  * @param server an McpServer parsed by `mcpServerSchema`, with metadata.namespace and metadata.uid.
  * @throws TypeError when `server.metadata` lacks namespace or uid (a programming error).
- * @throws SpecError naming the field of a spec the API server accepts but Punk cannot run: `spec.transport`
- *   (a package server speaks stdio), `spec.port` (set on a stdio server, whose pod serves it on the bridge's
- *   port), `spec.command` (a stdio image server needs it: Kubernetes cannot read an image's entrypoint),
+ * @throws SpecError naming the field of a spec the API server accepts but Punk cannot run: `spec.port` (set on
+ *   a stdio server, whose pod serves it on the bridge's port), `spec.command` (a stdio image server needs it: Kubernetes cannot read an image's entrypoint),
  *   `spec.sandbox.egress[i]`, `spec.sandbox.volumes[i]`, `spec.resources…`, `spec.env[i]…` (reason
  *   CredentialMissing for an unknown McpCredential), `metadata.name` (too long for `<name>-egress`), and any
  *   refused `spec.podTemplate…` field.
@@ -130,9 +130,6 @@ export function buildServerChildren(server: McpServer, options: ServerChildrenOp
   const clusterDomain = options.clusterDomain ?? 'cluster.local';
   const transport = transportOf(spec);
   const stdio = transport === 'stdio';
-  if (spec.package !== undefined && !stdio) {
-    throw new SpecError('spec.transport', `a package server speaks stdio through Punk's runner, not ${transport}; remove spec.transport or run the server from an image`);
-  }
   if (stdio && spec.port !== undefined) {
     throw new SpecError('spec.port', `a stdio server is served by Punk's bridge on port ${BRIDGE_PORT}; spec.port applies only to streamable-http and sse servers: remove it`);
   }
@@ -201,8 +198,14 @@ function podTemplate(server: McpServer, options: ServerChildrenOptions, how: { p
     image = options.runnerImages[spec.package.registry];
     const { name, version } = spec.package;
     const run = spec.command ?? (spec.package.registry === 'npm' ? ['npx', '-y', version ? `${name}@${version}` : name] : ['uvx', version ? `${name}==${version}` : name]);
-    command = bridgeCommand(BRIDGE_BINARY, spec.path);
-    args = [...run, ...(spec.args ?? [])];
+    if (how.stdio) {
+      command = bridgeCommand(BRIDGE_BINARY, spec.path);
+      args = [...run, ...(spec.args ?? [])];
+    } else {
+      // A package that serves HTTP itself (as `punk up` runs it): the runner starts it on spec.port, no bridge.
+      command = run;
+      args = spec.args;
+    }
   } else if (how.stdio) {
     image = spec.image!;
     initContainers.push(

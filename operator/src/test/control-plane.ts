@@ -8,7 +8,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { get as httpsGet } from 'node:https';
+import { get as httpsGet, request as httpsRequest } from 'node:https';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -70,6 +70,29 @@ function httpsStatus(url: string, ca: Buffer, token: string): Promise<number> {
     request.setTimeout(5000, () => request.destroy(new Error('no answer within 5 s')));
     request.on('error', reject);
   });
+}
+
+/**
+ * POSTs `body` as JSON to the API server of `kubeConfig` (its cluster CA and user token).
+ * @throws Error with the status and the API server's message when the answer is not 2xx.
+ */
+async function postJson(kubeConfig: KubeConfig, path: string, body: unknown): Promise<void> {
+  const cluster = kubeConfig.getCurrentCluster()!;
+  const user = kubeConfig.getCurrentUser()!;
+  const payload = JSON.stringify(body);
+  const { status, text } = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+    const request = httpsRequest(
+      new URL(path, cluster.server),
+      { method: 'POST', ca: Buffer.from(cluster.caData!, 'base64'), headers: { authorization: `Bearer ${user.token}`, 'content-type': 'application/json' } },
+      response => {
+        let text = '';
+        response.setEncoding('utf8').on('data', chunk => (text += chunk)).on('end', () => resolve({ status: response.statusCode ?? 0, text }));
+      },
+    );
+    request.on('error', reject);
+    request.end(payload);
+  });
+  if (status < 200 || status > 299) throw new Error(`POST ${path} answered HTTP ${status}: ${text.slice(0, 500)}`);
 }
 
 async function stopProcess(child: ChildProcess): Promise<void> {
@@ -184,7 +207,9 @@ export function crdsOfRepository(): V1CustomResourceDefinition[] {
 export async function installCrds(kubeConfig: KubeConfig): Promise<void> {
   const api = kubeConfig.makeApiClient(ApiextensionsV1Api);
   const crds = crdsOfRepository();
-  for (const body of crds) await api.createCustomResourceDefinition({ body });
+  // Not through the typed client: its serializer reads the TypeScript names of JSONSchemaProps (`_default`,
+  // `_enum`, `xKubernetesValidations`) and would silently drop `default`, `enum` and every CEL rule.
+  for (const body of crds) await postJson(kubeConfig, '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', body);
   for (const crd of crds) {
     const name = crd.metadata!.name!;
     const deadline = Date.now() + 30_000;

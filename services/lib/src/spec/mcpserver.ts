@@ -193,14 +193,15 @@ export const mcpServerSpecSchema = z
       .record(z.string(), z.unknown())
       .optional()
       .describe(
-        'A partial PodTemplateSpec (metadata and spec) merged last into the pod the operator builds (cluster only). ' +
-          'Merge rule: maps are merged key by key, scalars and other lists replace Punk\'s; these lists are merged by key: ' +
-          'containers and initContainers by name (the server container is `server`; a matching container is merged field by field, a new one is added with Punk\'s container securityContext under its own), ' +
-          'volumes, env, imagePullSecrets and resourceClaims by name, volumeMounts by mountPath, ports by containerPort (a matching item is replaced whole). ' +
-          'Refused, because they would break the sandbox: hostNetwork, hostPID, hostIPC, hostPath volumes, hostPort, sysctls, ' +
-          'serviceAccountName and automountServiceAccountToken, runAsUser/runAsGroup/fsGroup 0, runAsNonRoot false, privileged, ' +
-          'allowPrivilegeEscalation true, readOnlyRootFilesystem false, added capabilities or a drop list without ALL, procMount Unmasked, ' +
-          'Unconfined seccomp or AppArmor profiles, and changes to Punk\'s labels and its secret-checksum annotation.',
+        'A partial PodTemplateSpec (metadata and spec) merged last into the pods the operator makes for the server (cluster only; `punk up` ignores it). ' +
+          'Merge rule: maps are merged key by key; scalars and lists replace Punk\'s, except these lists, merged item by item on a key: ' +
+          'containers and initContainers by name (the server\'s container is `server`; a container of the same name is merged field by field, a new one starts from Punk\'s container securityContext), ' +
+          'volumes, env, imagePullSecrets and resourceClaims by name, volumeMounts by mountPath, ports by containerPort (an item of the same key replaces Punk\'s whole, a new one is appended). ' +
+          'Refused, because they would break the sandbox (the Pod Security Standards\' restricted profile): null values, hostNetwork, hostPID, hostIPC, hostPort, sysctls, ' +
+          'volume types other than configMap, csi, downwardAPI, emptyDir, ephemeral, persistentVolumeClaim, projected and secret, ' +
+          'serviceAccountName and automountServiceAccountToken true, runAsUser, runAsGroup or fsGroup 0, runAsNonRoot false, privileged, allowPrivilegeEscalation true, ' +
+          'readOnlyRootFilesystem false, added capabilities other than NET_BIND_SERVICE, a capabilities drop list without ALL, procMount other than Default, ' +
+          'Unconfined seccomp or AppArmor profiles, seLinuxOptions with a user, role or non-container type, and other values for Punk\'s labels or its mcp.punk.dev/secret-checksum annotation.',
       ),
     tools: z
       .object({
