@@ -167,8 +167,8 @@ export class Manager {
   /** Stops reconciling (waiting for reconciles in flight), releases the Lease and stops the informers. */
   async stop(): Promise<void> {
     this.stopping = true;
-    await this.elector.stop();
-    await this.stopLeading();
+    await this.elector.stop(); // stops leading (and the workers) when it led
+    await this.queue.stop(); // the reconciles still in flight finish before the watches stop
     this.queue.clear();
     await Promise.all(this.informers.map(({ informer }) => informer.stop()));
   }
