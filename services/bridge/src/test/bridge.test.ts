@@ -122,7 +122,7 @@ describe('punk-bridge serve', () => {
     });
     const ended = await bridge.waitForLog(line => line.msg === 'session ended' && line.pid === pid);
     assert.match(String(ended.reason), /exited with code 3/);
-    assert.ok(bridge.logs.some(line => line.stream === 'stderr' && line.msg === 'about to crash'));
+    await bridge.waitForLog(line => line.stream === 'stderr' && line.msg === 'about to crash');
     // The ended session is gone (404: the client must start a new one), and a new one gets a new child.
     await assert.rejects(client.callTool({ name: 'pid', arguments: {} }), /404|Session not found/);
     const again = await connectClient(bridge);
@@ -196,7 +196,7 @@ describe('punk-bridge serve', () => {
     const { client } = await connectClient(bridge);
     const pid = Number(textOf(await client.callTool({ name: 'pid', arguments: {} })));
     assert.deepEqual(await bridge.stop(), { code: 0, signal: null });
-    assert.ok(bridge.logs.some(line => line.msg === 'session ended' && line.reason === 'the bridge is shutting down'));
+    await bridge.waitForLog(line => line.msg === 'session ended' && line.reason === 'the bridge is shutting down');
     await eventually(() => !isRunning(pid), `the child ${pid} ends with the bridge`);
     await client.close().catch(() => undefined);
   });
