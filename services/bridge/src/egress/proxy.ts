@@ -154,7 +154,11 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Run
     const headers = forwardedHeaders(req.headers);
     headers.host = url.host;
     const upstream = httpRequest({ host: decided.address, port, method: req.method, path: `${url.pathname}${url.search}`, headers, setHost: false, agent });
-    const connectTimer = setTimeout(() => upstream.destroy(new Error(`did not connect within ${options.connectTimeoutMs} ms`)), options.connectTimeoutMs);
+    let timedOut = false;
+    const connectTimer = setTimeout(() => {
+      timedOut = true;
+      upstream.destroy(new Error(`did not connect within ${options.connectTimeoutMs} ms`));
+    }, options.connectTimeoutMs);
     upstream.once('socket', socket => {
       if (!socket.connecting) clearTimeout(connectTimer);
       else socket.once('connect', () => clearTimeout(connectTimer));
@@ -166,7 +170,7 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Run
     upstream.on('error', error => {
       clearTimeout(connectTimer);
       if (res.headersSent) return void res.destroy();
-      res.writeHead(502, { 'content-type': 'text/plain; charset=utf-8' });
+      res.writeHead(timedOut ? 504 : 502, { 'content-type': 'text/plain; charset=utf-8' });
       res.end(`egress to ${url.hostname}:${port} (${decided.address}) failed: ${error.message}\n`);
     });
     res.on('close', () => upstream.destroy());
