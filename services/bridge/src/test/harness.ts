@@ -13,6 +13,10 @@ import { Client, StreamableHTTPClientTransport, type ClientOptions } from '@mode
 
 /** `dist/main.js` of this package. */
 export const MAIN = fileURLToPath(new URL('../main.js', import.meta.url));
+/** How the tests run punk-bridge: the built dist/main.js with this Node. */
+export const NODE_BRIDGE = [process.execPath, MAIN];
+/** The single executable that `npm run build:sea` makes (absent unless it was built). */
+export const SEA_BINARY = fileURLToPath(new URL('../../dist-sea/punk-bridge', import.meta.url));
 const ROOT = fileURLToPath(new URL('../../../../', import.meta.url));
 /** server-everything over stdio, as examples/everything.yaml runs it. */
 export const EVERYTHING = [process.execPath, join(ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js'), 'stdio'];
@@ -41,9 +45,9 @@ export interface BridgeProcess {
   stop(): Promise<Exit>;
 }
 
-/** Runs `node dist/main.js <args>` and resolves once it logged `ready` (its URL), or rejects with what it said. */
-export async function runPunkBridge(args: string[], ready: string, env: NodeJS.ProcessEnv = {}): Promise<BridgeProcess> {
-  const child = spawn(process.execPath, [MAIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+/** Runs `program <args>` (`node dist/main.js` by default) and resolves once it logged `ready` (its URL), or rejects with what it said. */
+export async function runPunkBridge(args: string[], ready: string, env: NodeJS.ProcessEnv = {}, program: string[] = NODE_BRIDGE): Promise<BridgeProcess> {
+  const child = spawn(program[0]!, [...program.slice(1), ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: Record<string, unknown>[] = [];
   const waiters: { match: (line: Record<string, unknown>) => boolean; resolve: (line: Record<string, unknown>) => void }[] = [];
   const exited = new Promise<Exit>(resolve => child.once('exit', (code, signal) => resolve({ code, signal })));
@@ -80,18 +84,18 @@ export async function runPunkBridge(args: string[], ready: string, env: NodeJS.P
 }
 
 /** Runs `punk-bridge serve` on 127.0.0.1 and a free port with `flags`, serving `command`. */
-export function runBridge(command: string[], flags: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<BridgeProcess> {
-  return runPunkBridge(['serve', '--host', '127.0.0.1', '--port', '0', ...flags, '--', ...command], 'bridge listening', env);
+export function runBridge(command: string[], flags: string[] = [], env: NodeJS.ProcessEnv = {}, program: string[] = NODE_BRIDGE): Promise<BridgeProcess> {
+  return runPunkBridge(['serve', '--host', '127.0.0.1', '--port', '0', ...flags, '--', ...command], 'bridge listening', env, program);
 }
 
 /** Runs `punk-bridge egress-proxy` on 127.0.0.1 and a free port with `flags`. */
-export function runEgressProxy(flags: string[]): Promise<BridgeProcess> {
-  return runPunkBridge(['egress-proxy', '--host', '127.0.0.1', '--port', '0', ...flags], 'egress proxy listening');
+export function runEgressProxy(flags: string[], program: string[] = NODE_BRIDGE): Promise<BridgeProcess> {
+  return runPunkBridge(['egress-proxy', '--host', '127.0.0.1', '--port', '0', ...flags], 'egress proxy listening', {}, program);
 }
 
-/** Runs `node dist/main.js <args>` to its end (for commands that fail at once). */
-export async function runToExit(args: string[]): Promise<Exit & { stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [MAIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+/** Runs `program <args>` (`node dist/main.js` by default) to its end (for commands that fail at once). */
+export async function runToExit(args: string[], program: string[] = NODE_BRIDGE): Promise<Exit & { stdout: string; stderr: string }> {
+  const child = spawn(program[0]!, [...program.slice(1), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout!.on('data', chunk => (stdout += chunk));
