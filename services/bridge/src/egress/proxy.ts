@@ -36,7 +36,7 @@ const VIA = '1.1 punk-egress-proxy';
 const HOP_BY_HOP = ['connection', 'proxy-connection', 'keep-alive', 'te', 'transfer-encoding', 'upgrade', 'proxy-authorization', 'proxy-authenticate', 'trailer'];
 
 /** `headers` without hop-by-hop fields, nor those the Connection field names, with this proxy in `Via`. */
-export function forwardedHeaders(headers: IncomingHttpHeaders): Record<string, string | string[]> {
+function forwardedHeaders(headers: IncomingHttpHeaders): Record<string, string | string[]> {
   const connection = [headers.connection ?? []].flat().flatMap(value => value.split(',')).map(token => token.trim().toLowerCase());
   const dropped = new Set([...HOP_BY_HOP, ...connection]);
   const out: Record<string, string | string[]> = {};

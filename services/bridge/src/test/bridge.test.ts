@@ -131,6 +131,13 @@ describe('punk-bridge serve', () => {
     await client.close().catch(() => undefined);
   });
 
+  test('a server that exits before answering initialize: the client\'s initialize fails naming the exit code', async () => {
+    const bridge = await bridgeOf([process.execPath, '-e', 'process.stderr.write("no config\\n"); process.exit(1)']);
+    await assert.rejects(connectClient(bridge), /exited with code 1 before answering/);
+    await bridge.waitForLog(line => line.msg === 'session ended' && /exited with code 1/.test(String(line.reason)));
+    await bridge.waitForLog(line => line.stream === 'stderr' && line.msg === 'no config');
+  });
+
   test('--max-sessions: one session too many is answered 503 naming the limit; ending one makes room', async () => {
     const bridge = await bridgeOf(FIXTURE, ['--max-sessions', '2']);
     const first = await connectClient(bridge);
@@ -150,11 +157,11 @@ describe('punk-bridge serve', () => {
   });
 
   test('--session-idle-timeout: an idle session ends and its child with it; the client then gets 404', async () => {
-    const bridge = await bridgeOf(FIXTURE, ['--session-idle-timeout', '300ms']);
+    const bridge = await bridgeOf(FIXTURE, ['--session-idle-timeout', '1s']);
     const { client } = await connectClient(bridge);
     const pid = Number(textOf(await client.callTool({ name: 'pid', arguments: {} })));
     const ended = await bridge.waitForLog(line => line.msg === 'session ended' && line.pid === pid);
-    assert.match(String(ended.reason), /idle for 300 ms/);
+    assert.match(String(ended.reason), /idle for 1000 ms/);
     await eventually(() => !isRunning(pid), `the idle session's child ${pid} ends`);
     await assert.rejects(client.callTool({ name: 'pid', arguments: {} }), /404|Session not found/);
     await client.close().catch(() => undefined);

@@ -72,7 +72,7 @@ test('the gateway connects to server-everything through the bridge over Streamab
 });
 
 test('after the bridge ends an idle session, the gateway reconnects: a new session and a new child answer', async () => {
-  const bridge = await runBridge(FIXTURE, ['--session-idle-timeout', '500ms']);
+  const bridge = await runBridge(FIXTURE, ['--session-idle-timeout', '1s']);
   running.push(bridge);
   const { upstream, close } = await upstreamThrough(bridge, 'fixture', { initialBackoffMs: 50 });
   try {
