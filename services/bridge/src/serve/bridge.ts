@@ -104,6 +104,8 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
           starting--;
           sessions.set(started.id!, started);
           log.info({ session: started.id, pid: started.pid, sessions: sessions.size }, 'session started');
+          // Started while the bridge was stopping: close() has already ended the sessions it knew of.
+          if (stopping) void started.end('the bridge is shutting down');
         },
         onEnded: (ended, reason) => {
           if (ended.id !== undefined && sessions.get(ended.id) === ended) sessions.delete(ended.id);
