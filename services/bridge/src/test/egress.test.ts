@@ -8,7 +8,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { after, before, describe, test } from 'node:test';
-import { egressAllowRules, egressProxyArgs, matchEgress, parseEgressRule } from '../index.js';
+import { egressAllowRules, egressProxyArgs, egressProxyEnv, matchEgress, parseEgressRule } from '../index.js';
 import { connectClient, eventually, FIXTURE, runBridge, runEgressProxy, selfSignedCertificate, textOf, type BridgeProcess } from './harness.js';
 
 describe('egress rules', () => {
@@ -48,7 +48,7 @@ describe('egress rules', () => {
     assert.throws(() => parseEgressRule('*.*.example.com'), /is not a DNS name/);
   });
 
-  test('egressProxyArgs turns spec.sandbox.egress into the proxy arguments, and names a bad item', () => {
+  test('egressProxyArgs turns spec.sandbox.egress into the proxy arguments, and names a bad item; egressProxyEnv points a pod at the proxy', () => {
     const egress = [{ host: 'api.github.com', ports: [443] }, { host: '*.googleapis.com' }, { cidr: '10.0.0.0/8', ports: [5432, 6432] }, { host: 'fd00::7' }];
     assert.deepEqual(egressAllowRules(egress), ['api.github.com:443', '*.googleapis.com', '10.0.0.0/8:5432,6432', '[fd00::7]']);
     assert.deepEqual(egressProxyArgs(egress), ['egress-proxy', '--port', '3128', '--allow', 'api.github.com:443', '--allow', '*.googleapis.com', '--allow', '10.0.0.0/8:5432,6432', '--allow', '[fd00::7]']);
@@ -56,6 +56,14 @@ describe('egress rules', () => {
     assert.throws(() => egressAllowRules([{ host: 'ok.example' }, { host: 'not ok' }]), /sandbox\.egress\[1\]\.host: .*not a DNS name/);
     assert.throws(() => egressAllowRules([{ cidr: 'example.com' }]), /sandbox\.egress\[0\]\.cidr: "example.com" is not a CIDR/);
     assert.throws(() => egressAllowRules([{ host: 'example.com', ports: [] }]), /sandbox\.egress\[0\]\.ports is empty/);
+    assert.deepEqual(egressProxyEnv('http://fetcher-egress.tools.svc:3128'), [
+      { name: 'HTTP_PROXY', value: 'http://fetcher-egress.tools.svc:3128' },
+      { name: 'HTTPS_PROXY', value: 'http://fetcher-egress.tools.svc:3128' },
+      { name: 'http_proxy', value: 'http://fetcher-egress.tools.svc:3128' },
+      { name: 'https_proxy', value: 'http://fetcher-egress.tools.svc:3128' },
+      { name: 'NODE_USE_ENV_PROXY', value: '1' },
+    ]);
+    assert.throws(() => egressProxyEnv('https://proxy:3128'), /must be an http: URL/);
     // Each rule it makes is one the proxy takes.
     for (const rule of egressAllowRules(egress)) assert.equal(parseEgressRule(rule).text, rule);
   });
@@ -235,7 +243,8 @@ describe('punk-bridge egress-proxy', () => {
 
   test('an MCP server behind the bridge reaches the allowed hosts through the proxy and is refused the others', { skip: !tls && 'openssl is not installed' }, async () => {
     const proxy = await start(runEgressProxy(['--allow', `localhost:${httpPort},${httpsPort}`]));
-    const env = { NODE_USE_ENV_PROXY: '1', HTTP_PROXY: proxy.url, HTTPS_PROXY: proxy.url, NO_PROXY: '', NODE_EXTRA_CA_CERTS: tls!.certPath };
+    // What the operator gives the server container (egressProxyEnv), and the test certificate's authority.
+    const env = { ...Object.fromEntries(egressProxyEnv(proxy.url).map(v => [v.name, v.value])), NODE_EXTRA_CA_CERTS: tls!.certPath };
     const bridge = await start(runBridge(FIXTURE, [], env));
     const { client } = await connectClient(bridge);
     const fetchText = async (url: string) => textOf(await client.callTool({ name: 'fetch', arguments: { url } }));
