@@ -162,6 +162,9 @@ export class BridgeSession {
       return;
     }
     if (isJSONRPCRequest(message)) this.awaitingClient.add(message.id);
+    else if (isJSONRPCNotification(message) && message.method === 'notifications/cancelled') {
+      this.awaitingClient.delete((message.params as { requestId?: RequestId } | undefined)?.requestId as RequestId);
+    }
     this.toClient(message, this.relatedRequest(message));
   }
 
