@@ -6,7 +6,8 @@
  * once and the proxy connects to that address, so a second lookup cannot lead elsewhere. Every decision is
  * logged as one JSON line (host, port, allowed, rule). Hop-by-hop fields are not forwarded (RFC 9110 §7.6.1) and
  * a `Via` field is added (§7.6.3). Limits: idle tunnels and connections close after `idleTimeoutMs`, connecting
- * gives up after `connectTimeoutMs`, and clients beyond `maxConnections` are answered 503.
+ * gives up after `connectTimeoutMs`, and clients beyond `maxConnections` are answered 503. `GET /healthz` and
+ * `GET /readyz` (origin form) answer 200 while it listens, for the Deployment's probes.
  */
 import { Agent, createServer, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import { lookup as dnsLookup } from 'node:dns/promises';
@@ -134,6 +135,12 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Run
   };
 
   const forward = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    // Origin-form requests are for the proxy itself: only its probes.
+    const path = (req.url ?? '').split('?')[0];
+    if (path === '/healthz' || path === '/readyz') {
+      res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+      return void res.end(JSON.stringify({ status: path === '/healthz' ? 'ok' : 'ready' }));
+    }
     let url: URL;
     try {
       url = new URL(req.url ?? '');

@@ -269,8 +269,13 @@ describe('punk-bridge egress-proxy', () => {
     await client.close();
   });
 
-  test('SIGTERM stops the proxy with exit code 0', async () => {
+  test('/healthz and /readyz answer for the probes; SIGTERM stops the proxy with exit code 0', async () => {
     const proxy = await start(runEgressProxy(['--allow', `localhost:${httpPort}`]));
+    assert.deepEqual(await (await fetch(`${proxy.url}/healthz`)).json(), { status: 'ok' });
+    assert.deepEqual(await (await fetch(`${proxy.url}/readyz`)).json(), { status: 'ready' });
+    const other = await fetch(`${proxy.url}/anything`);
+    assert.equal(other.status, 400);
+    assert.match(await other.text(), /this is an HTTP forward proxy/);
     const held = await tunnel(proxy, `localhost:${httpPort}`);
     assert.equal(held.status, 200);
     assert.deepEqual(await proxy.stop(), { code: 0, signal: null });
