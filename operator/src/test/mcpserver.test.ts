@@ -95,6 +95,7 @@ describe('the operator reconciling McpServers', { skip: availability.available ?
     });
     assert.match(String(status.status.endpoint), /^http:\/\/files\./);
     assert.equal(conditionOf(status, 'Ready')?.status, 'False', 'not Ready before its Deployment is Available');
+    assert.equal(conditionOf(status, 'Progressing')?.status, 'True', 'the Deployment controller has not seen the Deployment yet');
     assert.equal(await servers.get(kvKey(ns, 'files')), undefined, 'not published before its Deployment is Available');
   });
 
@@ -108,6 +109,7 @@ describe('the operator reconciling McpServers', { skip: availability.available ?
       const live = await crs.get('mcpservers', ns, 'files');
       return conditionOf(live, 'Available')?.status === 'True' ? live : undefined;
     });
+    assert.equal(conditionOf(available, 'Progressing')?.reason, 'RolloutComplete');
     // No gateway serves this test's bus: Ready waits for a tool listing, and the status says why.
     assert.equal(conditionOf(available, 'Ready')?.status, 'Unknown');
     assert.equal(conditionOf(available, 'Ready')?.reason, 'ListingPending');
