@@ -90,7 +90,9 @@ if (process.argv[2] === '--child') {
     const ask = () => new Promise(resolve => (child.once('message', resolve), child.send('memory')));
     const memory = await ask();
 
-    // 2. Warm: one create at a time, the Deployment seen by a watch.
+    // 2. Warm: one create at a time, the Deployment seen by a watch. First let the reconciles that the cold start's
+    // own Deployment events queued (no-ops, each server's second pass) drain, so each create is measured alone.
+    await new Promise(resolve => setTimeout(resolve, 15_000));
     const hot = await namespace('warm');
     const seen = new Map();
     const informer = makeInformer(plane.kubeConfig, `/apis/apps/v1/namespaces/${hot}/deployments`, () => apps.listNamespacedDeployment({ namespace: hot }));

@@ -98,6 +98,8 @@ export class Manager {
   private serverBucket!: KvStore;
   private policyBucket!: KvStore;
   private resyncTimer: NodeJS.Timeout | undefined;
+  /** What the last event showed of each custom resource beyond its status (see changedBeyondStatus). */
+  private readonly seen = new Map<string, string>();
   private stopping = false;
   private leading = false;
 
@@ -184,9 +186,17 @@ export class Manager {
     );
     const entry: InformerEntry = { kind, namespace, informer, synced: false };
     const onEvent = (object: KubernetesObject) => this.enqueueFor(kind, object);
-    informer.on('add', onEvent);
-    informer.on('update', onEvent);
-    informer.on('delete', onEvent);
+    informer.on('add', object => {
+      this.changedBeyondStatus(kind, object); // remembers what it showed
+      onEvent(object);
+    });
+    informer.on('update', object => {
+      if (this.changedBeyondStatus(kind, object)) onEvent(object);
+    });
+    informer.on('delete', object => {
+      this.seen.delete(`${kind}/${object.metadata?.namespace}/${object.metadata?.name}`);
+      onEvent(object);
+    });
     informer.on('error', (error: unknown) => {
       entry.lastError = error;
       // Before the first complete list, sync() retries; afterwards the informer lists and watches again here.
@@ -217,6 +227,21 @@ export class Manager {
       this.log.debug({ kind: entry.kind, attempt, err: apiErrorMessage(entry.lastError) }, 'first list failed; trying again');
       await new Promise(resolve => setTimeout(resolve, INFORMER_RESTART_MS));
     }
+  }
+
+  /**
+   * Whether an update of a custom resource changed more than its status (its generation, labels, annotations,
+   * finalizers or deletion), as controller-runtime's GenerationChanged and LabelChanged predicates decide: the
+   * operator's own status writes would otherwise queue every object a second time. Other kinds always count.
+   */
+  private changedBeyondStatus(kind: WatchedKind, object: KubernetesObject): boolean {
+    if (kind !== 'McpServer' && kind !== 'McpCredential' && kind !== 'McpPolicy') return true;
+    const meta = object.metadata ?? {};
+    const key = `${kind}/${meta.namespace}/${meta.name}`;
+    const signature = JSON.stringify([meta.generation, meta.labels, meta.annotations, meta.finalizers, meta.deletionTimestamp]);
+    if (this.seen.get(key) === signature) return false;
+    this.seen.set(key, signature);
+    return true;
   }
 
   /** Queues what an event about `object` of `kind` affects. */
