@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { destinationPolicyOf, Keyring, startGateway, type Gateway } from '@punk/gateway';
 import { startGovernance, type GovernanceService } from '@punk/governance';
-import { createLogger, PunkError, subjects, type Bus } from '@punk/lib';
+import { createLogger, PunkError, streams, subjects, type Bus } from '@punk/lib';
 import { openScratchDb, type ScratchDb } from '../../../services/lib/dist/test/pgtest.js';
 import type { RunningOperator } from '../index.js';
 import { controlPlaneAvailability, startControlPlane, type ControlPlane } from './control-plane.js';
@@ -47,6 +47,7 @@ describe('the operator with the real gateway', { skip: availability.available ? 
     bus = await nats.connect('gateway');
     database = await openScratchDb(log);
     workDir = await mkdtemp(join(tmpdir(), 'punk-operator-e2e-'));
+    await bus.ensureStream(streams.ledger); // the gateway's audit events (no ledger consumes them here)
     governance = await startGovernance({ bus, log });
     gateway = await startGateway({
       bus,
