@@ -40,8 +40,11 @@ const CHILD_KINDS: readonly { apiVersion: string; kind: string }[] = [
 /** Deadline of the tool listing through the gateway, in milliseconds. */
 const TOOLS_TIMEOUT_MS = 10_000;
 
-/** How soon a server whose tools could not be listed yet is reconciled again, in milliseconds. */
+/** How soon a server whose tools could not be listed is reconciled again, in milliseconds. */
 const TOOLS_RETRY_MS = 15_000;
+
+/** How soon after publishing a server its tools are listed again when the first listing failed, in milliseconds. */
+const TOOLS_FIRST_RETRY_MS = 1_000;
 
 type ServerObject = KubernetesObject & { spec?: unknown; status?: Record<string, unknown> };
 
@@ -146,7 +149,8 @@ export class McpServerReconciler {
 
     const runnable = !hasPod || (deployment?.status?.availableReplicas ?? 0) > 0;
     const entry = { server: built.served, generation };
-    if (runnable && (!published || !isDeepStrictEqual(published.value, JSON.parse(JSON.stringify(entry))))) await this.bucket.put(key, entry);
+    const publish = runnable && (!published || !isDeepStrictEqual(published.value, JSON.parse(JSON.stringify(entry))));
+    if (publish) await this.bucket.put(key, entry);
 
     let tools: { name: string; sideEffectLevel?: number }[] | undefined;
     let listing: ObservedServer['listing'];
@@ -167,7 +171,8 @@ export class McpServerReconciler {
       ...(tools ? { toolCount: tools.length, tools } : pick(kept, ['toolCount', 'tools'])),
       ...(lastError !== undefined && { lastError }),
     });
-    return tools || !runnable ? undefined : { requeueAfterMs: TOOLS_RETRY_MS };
+    // Just published: the gateway picks the entry up within moments, so the first listing is retried soon.
+    return tools || !runnable ? undefined : { requeueAfterMs: publish ? TOOLS_FIRST_RETRY_MS : TOOLS_RETRY_MS };
   }
 
   /** The tools of the server as the gateway lists them (`servers.tools`), names and side-effect levels. */
