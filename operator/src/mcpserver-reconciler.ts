@@ -6,8 +6,8 @@
  * When the server is published: a url server at once (there is nothing to wait for: the gateway's own
  * connection tells whether it answers); a pod server once its Deployment is Available, so the gateway never
  * connects to a Service without ready endpoints. A published entry is kept while a later generation is not
- * runnable (a missing Secret, an invalid spec): the pods of the last good generation still run, and the gateway
- * keeps serving them. The entry is removed when the McpServer is deleted (this reconcile finds it gone, and the
+ * runnable (a missing Secret, an invalid spec) and while the pods are down (the gateway reconnects): the pods of
+ * the last good generation still run, and the gateway keeps serving them. The entry is removed when the McpServer is deleted (this reconcile finds it gone, and the
  * manager's orphan sweep catches a missed delete); the children go by their owner references.
  *
  * A spec that cannot be run (SpecError: a port clash, an unknown McpCredential, a missing Secret) makes the
@@ -19,9 +19,8 @@ import { errorMessage, kvKey, mcpServerSchema, PunkError, subjects, type KvStore
 import { isDeepStrictEqual } from 'node:util';
 import { applyObject, deleteObject, type ApplyObject } from './apply.js';
 import type { ReconcileContext } from './context.js';
-import { buildServerChildren, referencedSecretNames, secretChecksum, SpecError, type ServerChildrenOptions } from './server-children.js';
+import { buildServerChildren, referencedSecretNames, secretChecksum, SpecError, type CredentialSecrets, type ServerChildrenOptions } from './server-children.js';
 import { serverConditions, type ObservedServer } from './server-status.js';
-import type { CredentialSecrets } from './server-children.js';
 import { SERVER_LABEL } from './sandbox.js';
 import { conditionsOf, fieldPath, writeStatus } from './status.js';
 import type { ReconcileResult } from './queue.js';
