@@ -442,6 +442,8 @@ export const ledgerEventTypeSchema = z.enum([
   'tool.definition_accepted',
   /** Credentials API and OAuth2 refresh (`data`: the credential id and key names, never values). */
   'credential.created',
+  /** `credentials.apply` replaced a credential with the content of its Secret (`data`: id, type, key names, `source`). */
+  'credential.replaced',
   'credential.deleted',
   'credential.refreshed',
   'credential.refresh_failed',

@@ -5,15 +5,10 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer, type AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, describe, test, type TestContext } from 'node:test';
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
+import { startPrivateNats } from './natstest.js';
 import { MemoryBus, NatsBus, PunkError, createLogger, subjectMatches, type Bus, type KvChange, type StreamMessage } from '../index.js';
 
 const natsUrl = process.env.PUNK_TEST_NATS_URL ?? 'nats://127.0.0.1:4222';
@@ -298,25 +293,16 @@ test('stopping an in-process consumer first delivers what the stream still holds
 });
 
 test('a NATS bucket watch survives the server restarting and resumes where it was', async t => {
-  const dir = await mkdtemp(join(tmpdir(), 'punk-nats-'));
-  const port = await freePort();
-  const start = () => spawn('/usr/sbin/nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: 'ignore' });
-  let server = start();
-  t.after(async () => {
-    server.kill();
-    await rm(dir, { recursive: true, force: true });
-  });
-  const url = `nats://127.0.0.1:${port}`;
-  const bus = await connectWhenUp(url);
+  const nats = await startPrivateNats();
+  t.after(() => nats.stop());
+  const bus = await NatsBus.connect({ url: nats.url, name: 'punk-bus-restart-test', log });
   t.after(() => bus.close());
   const kv = await bus.keyValue({ name: 'watched', ttlMs: 0 });
   await kv.put('before', 1);
   const seen: string[] = [];
   await kv.watch(change => void seen.push(`${change.operation}:${change.key}`));
-  await until(() => seen.length === 1);
-  server.kill();
-  await once(server, 'exit');
-  server = start();
+  assert.deepEqual(seen, ['put:before']);
+  await nats.restart();
   await until(() => bus.isConnected(), 15_000);
   // JetStream may need a moment after the restart before it accepts writes.
   await retry(() => kv.put('after', 2));
@@ -324,25 +310,6 @@ test('a NATS bucket watch survives the server restarting and resumes where it wa
   await until(() => seen.length >= 3, 20_000);
   assert.deepEqual(seen, ['put:before', 'put:after', 'delete:before']);
 });
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise(resolve => server.close(resolve));
-  return port;
-}
-
-async function connectWhenUp(url: string): Promise<Bus> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await NatsBus.connect({ url, name: 'punk-bus-restart-test', log });
-    } catch (error) {
-      if (attempt > 50) throw error;
-      await new Promise(r => setTimeout(r, 100));
-    }
-  }
-}
 
 async function retry<T>(work: () => Promise<T>): Promise<T> {
   for (let attempt = 0; ; attempt++) {
