@@ -1,4 +1,4 @@
-// Writes the CustomResourceDefinitions generated from the McpServer schema into crds/
+// Writes the CustomResourceDefinitions generated from the McpServer, McpCredential and McpPolicy schemas into crds/
 // (`npm run crds`, which builds first). The test services/lib/src/test/crd.test.ts fails
 // when the committed files differ from what this writes.
 import { mkdir, writeFile } from 'node:fs/promises';

@@ -1,6 +1,6 @@
 /**
  * The CustomResourceDefinitions of Punk (apiextensions.k8s.io/v1), generated from the zod schemas of
- * `mcpserver.ts` so the cluster validates exactly what `punk up` validates. `npm run crds` writes them
+ * `mcpserver.ts`, `mcpcredential.ts` and `mcppolicy.ts` so the cluster validates exactly what Punk validates. `npm run crds` writes them
  * into `crds/`; a test fails when the committed files and this module disagree.
  *
  * A CRD's schema must be structural (Kubernetes docs, "Specifying a structural schema"): every node
@@ -13,6 +13,8 @@ import { z } from 'zod';
 import { stringify } from 'yaml';
 import { PunkError } from '../errors.js';
 import { API_GROUP, mcpServerSpecSchema, mcpServerStatusSchema } from './mcpserver.js';
+import { mcpCredentialSpecSchema, mcpCredentialStatusSchema } from './mcpcredential.js';
+import { mcpPolicySpecSchema, mcpPolicyStatusSchema } from './mcppolicy.js';
 
 /** A node of an OpenAPI v3 schema as a CRD holds it (apiextensions.k8s.io/v1 `JSONSchemaProps`). */
 export type JsonSchemaProps = { [keyword: string]: unknown };
@@ -37,6 +39,10 @@ interface PlacedRule {
 
 /** The file `npm run crds` writes the McpServer CRD to, inside `crds/` (`<group>_<plural>.yaml`, as kubebuilder names them). */
 export const MCPSERVER_CRD_FILE = `${API_GROUP}_mcpservers.yaml`;
+/** The file `npm run crds` writes the McpCredential CRD to, inside `crds/`. */
+export const MCPCREDENTIAL_CRD_FILE = `${API_GROUP}_mcpcredentials.yaml`;
+/** The file `npm run crds` writes the McpPolicy CRD to, inside `crds/`. */
+export const MCPPOLICY_CRD_FILE = `${API_GROUP}_mcppolicies.yaml`;
 
 // Formats kube-apiserver knows (apiextensions-apiserver validation/formats.go). With one of these,
 // zod's `pattern` for the same format (date-time, email, …) is dropped: the API server would report
@@ -106,12 +112,7 @@ function structural(node: JsonSchemaProps, path: string): JsonSchemaProps {
 /** Adds rules at their places in a structural schema (in place). @throws PunkError `UnsupportedSchema` when a place does not exist. */
 function placeRules(schema: JsonSchemaProps, placed: readonly PlacedRule[]): void {
   for (const { at, rules } of placed) {
-    let node = schema;
-    for (const step of at) {
-      const next = step === '[]' ? node.items : (node.properties as Record<string, JsonSchemaProps> | undefined)?.[step];
-      if (next === undefined) throw new PunkError('UnsupportedSchema', `no schema node at ${at.join('.')} to put a validation rule on`, { at });
-      node = next as JsonSchemaProps;
-    }
+    const node = nodeAt(schema, at);
     node['x-kubernetes-validations'] = [...((node['x-kubernetes-validations'] as ValidationRule[] | undefined) ?? []), ...rules];
   }
 }
@@ -156,36 +157,108 @@ const MCPSERVER_SPEC_RULES: readonly PlacedRule[] = [
   { at: ['sandbox', 'egress', '[]'], rules: [{ rule: 'has(self.host) != has(self.cidr)', message: 'set exactly one of host and cidr' }] },
 ];
 
-/** The whole object schema's own rules: names Kubernetes accepts that Punk does not. */
-const MCPSERVER_OBJECT_RULES: readonly ValidationRule[] = [
+/**
+ * The checks of `mcpCredentialSpecSchema` that zod makes in code, as CEL rules: oauth2 settings only with type
+ * oauth2, and the token URL's scheme (the `uri` format does not restrict it).
+ */
+const MCPCREDENTIAL_SPEC_RULES: readonly PlacedRule[] = [
+  {
+    at: [],
+    rules: [
+      {
+        rule: "!has(self.oauth2) || (has(self.type) && self.type == 'oauth2')",
+        message: 'oauth2 settings apply only to type oauth2',
+        fieldPath: '.oauth2',
+        reason: 'FieldValueForbidden',
+      },
+    ],
+  },
+  { at: ['oauth2', 'tokenUrl'], rules: [{ rule: "isURL(self) && url(self).getScheme() in ['http', 'https']", message: 'must be an http or https URL' }] },
+];
+
+/**
+ * The checks of `mcpPolicySpecSchema` that zod makes in code, as CEL rules: a rule's level range. Unique rule and
+ * limit names are not CEL: the lists are `x-kubernetes-list-type: map` keyed by `name`, which the API server
+ * enforces at no CEL cost (a pairwise comparison over an unbounded list exceeds the cost budget).
+ */
+const MCPPOLICY_SPEC_RULES: readonly PlacedRule[] = [
+  {
+    at: ['rules', '[]', 'sideEffectLevels'],
+    rules: [{ rule: '!has(self.min) || !has(self.max) || self.min <= self.max', message: 'min must not be greater than max' }],
+  },
+];
+
+/** Every object schema's own rules: names Kubernetes accepts that Punk does not. */
+const OBJECT_RULES: readonly ValidationRule[] = [
   {
     rule: "self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
     message: 'metadata.name must be a DNS-1035 label: at most 63 lower-case letters, digits and -, starting with a letter',
   },
 ];
 
+/** One printer column of `kubectl get` (apiextensions.k8s.io/v1 `CustomResourceColumnDefinition`). */
+interface PrinterColumn {
+  name: string;
+  type: 'string' | 'integer' | 'date';
+  jsonPath: string;
+  description?: string;
+}
+
+/** What differs between Punk's kinds; everything else of a CRD is the same for all of them. */
+interface KindDefinition {
+  kind: string;
+  plural: string;
+  shortNames: string[];
+  description: string;
+  spec: z.ZodType;
+  specRules: readonly PlacedRule[];
+  status: z.ZodType;
+  /** Lists of the spec keyed by `name` (`x-kubernetes-list-type: map`): names unique, order kept. */
+  namedLists?: readonly (readonly string[])[];
+  columns: PrinterColumn[];
+}
+
+const ready: PrinterColumn = { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' };
+const age: PrinterColumn = { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' };
+
+/** Node at `at` (property names, `[]` for items) of a structural schema. */
+function nodeAt(schema: JsonSchemaProps, at: readonly string[]): JsonSchemaProps {
+  let node = schema;
+  for (const step of at) {
+    const next = step === '[]' ? node.items : (node.properties as Record<string, JsonSchemaProps> | undefined)?.[step];
+    if (next === undefined) throw new PunkError('UnsupportedSchema', `no schema node at ${at.join('.')}`, { at });
+    node = next as JsonSchemaProps;
+  }
+  return node;
+}
+
+/** Marks a list as a map keyed by `name` (Kubernetes "list-type map"): the API server refuses a repeated name. */
+function keyByName(list: JsonSchemaProps): void {
+  list['x-kubernetes-list-type'] = 'map';
+  list['x-kubernetes-list-map-keys'] = ['name'];
+}
+
 /**
- * The McpServer CRD as an object: group `mcp.punk.dev`, version `v1alpha1` (served, storage),
- * namespaced, short name `mcps`, the `status` subresource, printer columns READY, TRANSPORT, TOOLS,
- * ENDPOINT and AGE, and the spec and status schemas of `mcpserver.ts`.
+ * One CRD of group `mcp.punk.dev`, version `v1alpha1` (served, storage), namespaced, with the `status`
+ * subresource and the kind's schemas, rules and printer columns.
  * @throws PunkError `UnsupportedSchema` when a schema has no structural form.
  */
-export function mcpServerCrd(): JsonSchemaProps {
-  const spec = structuralSchema(
-    mcpServerSpecSchema.describe('Desired state of the server: where it comes from, how it speaks MCP, its environment, sandbox and tools.'),
-  );
-  placeRules(spec, MCPSERVER_SPEC_RULES);
-  const status = structuralSchema(mcpServerStatusSchema.describe('Observed state of the server, written by the operator.'));
+function crdOf(definition: KindDefinition): JsonSchemaProps {
+  const spec = structuralSchema(definition.spec);
+  placeRules(spec, definition.specRules);
+  for (const at of definition.namedLists ?? []) keyByName(nodeAt(spec, at));
+  const status = structuralSchema(definition.status);
   const conditions = (status.properties as Record<string, JsonSchemaProps>).conditions!;
   conditions['x-kubernetes-list-type'] = 'map';
   conditions['x-kubernetes-list-map-keys'] = ['type'];
+  const { kind, plural } = definition;
   return {
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
-    metadata: { name: `mcpservers.${API_GROUP}` },
+    metadata: { name: `${plural}.${API_GROUP}` },
     spec: {
       group: API_GROUP,
-      names: { kind: 'McpServer', listKind: 'McpServerList', plural: 'mcpservers', singular: 'mcpserver', shortNames: ['mcps'] },
+      names: { kind, listKind: `${kind}List`, plural, singular: kind.toLowerCase(), shortNames: definition.shortNames },
       scope: 'Namespaced',
       versions: [
         {
@@ -194,27 +267,21 @@ export function mcpServerCrd(): JsonSchemaProps {
           storage: true,
           schema: {
             openAPIV3Schema: {
-              description: 'An MCP server that Punk runs in a sandboxed pod (image or package) or reaches at a url, and serves through its gateway. The namespace is the tenant.',
+              description: definition.description,
               type: 'object',
               properties: {
                 apiVersion: { description: 'Versioned schema of this object: mcp.punk.dev/v1alpha1.', type: 'string' },
-                kind: { description: 'Kind of this object: McpServer.', type: 'string' },
+                kind: { description: `Kind of this object: ${kind}.`, type: 'string' },
                 metadata: { type: 'object' },
                 spec,
                 status,
               },
               required: ['spec'],
-              'x-kubernetes-validations': MCPSERVER_OBJECT_RULES,
+              'x-kubernetes-validations': OBJECT_RULES,
             },
           },
           subresources: { status: {} },
-          additionalPrinterColumns: [
-            { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
-            { name: 'Transport', type: 'string', jsonPath: '.spec.transport' },
-            { name: 'Tools', type: 'integer', jsonPath: '.status.toolCount' },
-            { name: 'Endpoint', type: 'string', jsonPath: '.status.endpoint' },
-            { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
-          ],
+          additionalPrinterColumns: definition.columns,
         },
       ],
     },
@@ -222,10 +289,88 @@ export function mcpServerCrd(): JsonSchemaProps {
 }
 
 /**
+ * The McpServer CRD as an object: short name `mcps`, printer columns READY, TRANSPORT, TOOLS, ENDPOINT and AGE,
+ * and the spec and status schemas of `mcpserver.ts`.
+ * @throws PunkError `UnsupportedSchema` when a schema has no structural form.
+ */
+export function mcpServerCrd(): JsonSchemaProps {
+  return crdOf({
+    kind: 'McpServer',
+    plural: 'mcpservers',
+    shortNames: ['mcps'],
+    description: 'An MCP server that Punk runs in a sandboxed pod (image or package) or reaches at a url, and serves through its gateway. The namespace is the tenant.',
+    spec: mcpServerSpecSchema.describe('Desired state of the server: where it comes from, how it speaks MCP, its environment, sandbox and tools.'),
+    specRules: MCPSERVER_SPEC_RULES,
+    status: mcpServerStatusSchema.describe('Observed state of the server, written by the operator.'),
+    columns: [
+      ready,
+      { name: 'Transport', type: 'string', jsonPath: '.spec.transport' },
+      { name: 'Tools', type: 'integer', jsonPath: '.status.toolCount' },
+      { name: 'Endpoint', type: 'string', jsonPath: '.status.endpoint' },
+      age,
+    ],
+  });
+}
+
+/**
+ * The McpCredential CRD as an object: short name `mcpcred`, printer columns TYPE, SECRET, READY, EXPIRES and AGE,
+ * and the spec and status schemas of `mcpcredential.ts`.
+ * @throws PunkError `UnsupportedSchema` when a schema has no structural form.
+ */
+export function mcpCredentialCrd(): JsonSchemaProps {
+  return crdOf({
+    kind: 'McpCredential',
+    plural: 'mcpcredentials',
+    shortNames: ['mcpcred'],
+    description: 'A credential of the namespace\'s tenant, held by the gateway\'s vault as credential <metadata.name>: the keys of a Secret of the same namespace, used as they are or as an OAuth 2.0 grant the gateway refreshes. Servers reference it by name; it never holds a value.',
+    spec: mcpCredentialSpecSchema.describe('Desired state of the credential: its type and the Secret holding its values.'),
+    specRules: MCPCREDENTIAL_SPEC_RULES,
+    status: mcpCredentialStatusSchema.describe('Observed state of the credential, written by the operator: names and times, never a value.'),
+    columns: [
+      { name: 'Type', type: 'string', jsonPath: '.spec.type' },
+      { name: 'Secret', type: 'string', jsonPath: '.spec.secretRef.name' },
+      ready,
+      { name: 'Expires', type: 'date', jsonPath: '.status.expiresAt' },
+      age,
+    ],
+  });
+}
+
+/**
+ * The McpPolicy CRD as an object: short name `mcppol`, printer columns PRIORITY, RULES, READY and AGE, the spec
+ * and status schemas of `mcppolicy.ts`, and its rules and rate limits keyed by name.
+ * @throws PunkError `UnsupportedSchema` when a schema has no structural form.
+ */
+export function mcpPolicyCrd(): JsonSchemaProps {
+  return crdOf({
+    kind: 'McpPolicy',
+    plural: 'mcppolicies',
+    shortNames: ['mcppol'],
+    description: 'Governance rules and rate limits of the namespace\'s tenant: every use of a tool, resource or prompt is checked against the tenant\'s policies by ascending priority, then the built-in defaults.',
+    spec: mcpPolicySpecSchema.describe('Desired state of the policy: its priority, ordered rules and rate limits.'),
+    specRules: MCPPOLICY_SPEC_RULES,
+    status: mcpPolicyStatusSchema.describe('Observed state of the policy, written by the operator.'),
+    namedLists: [['rules'], ['rateLimits']],
+    columns: [
+      { name: 'Priority', type: 'integer', jsonPath: '.spec.priority' },
+      { name: 'Rules', type: 'integer', jsonPath: '.status.ruleCount' },
+      ready,
+      age,
+    ],
+  });
+}
+
+/**
  * Every CRD file of `crds/`: file name to YAML text, the same bytes on every run (a fixed key order,
  * no line folding), each with a header saying where it comes from.
  */
 export function renderCrds(): Map<string, string> {
-  const header = '# Generated by `npm run crds` from services/lib/src/spec/mcpserver.ts (services/lib/src/spec/crd.ts). Do not edit.\n';
-  return new Map([[MCPSERVER_CRD_FILE, header + stringify(mcpServerCrd(), { lineWidth: 0, aliasDuplicateObjects: false })]]);
+  const render = (source: string, crd: JsonSchemaProps) =>
+    `# Generated by \`npm run crds\` from services/lib/src/spec/${source} (services/lib/src/spec/crd.ts). Do not edit.\n` +
+    stringify(crd, { lineWidth: 0, aliasDuplicateObjects: false });
+  return new Map([
+    [MCPSERVER_CRD_FILE, render('mcpserver.ts', mcpServerCrd())],
+    [MCPCREDENTIAL_CRD_FILE, render('mcpcredential.ts', mcpCredentialCrd())],
+    [MCPPOLICY_CRD_FILE, render('mcppolicy.ts', mcpPolicyCrd())],
+  ]);
 }

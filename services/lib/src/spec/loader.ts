@@ -33,9 +33,16 @@ export function formatManifestError(error: ManifestError): string {
 }
 
 /**
+ * Kinds of `mcp.punk.dev` that only a cluster serves (through the operator): a manifest directory may hold
+ * them beside its McpServers, and the loader passes over them.
+ */
+const CLUSTER_ONLY_KINDS = new Set(['McpCredential', 'McpPolicy']);
+
+/**
  * Parses the McpServer documents of one YAML text (multi-document).
- * Invalid documents become errors; valid ones are returned. Documents of other
- * kinds in `mcp.punk.dev` that Punk will read later are reported as errors too.
+ * Invalid documents become errors; valid ones are returned. McpCredential and
+ * McpPolicy documents are skipped (the operator serves them in a cluster);
+ * documents of any other kind are reported as errors.
  */
 export function parseManifests(text: string, file: string, defaultNamespace: string): ManifestLoadResult {
   const result: ManifestLoadResult = { servers: [], errors: [] };
@@ -54,6 +61,7 @@ export function parseManifests(text: string, file: string, defaultNamespace: str
       return;
     }
     const object = value as Record<string, unknown>;
+    if (object.apiVersion === API_VERSION && CLUSTER_ONLY_KINDS.has(object.kind as string)) return;
     if (object.kind !== 'McpServer' || object.apiVersion !== API_VERSION) {
       result.errors.push({
         file,

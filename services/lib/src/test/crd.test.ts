@@ -5,13 +5,28 @@ import { test } from 'node:test';
 import { parse as parseCel } from '@marcbachmann/cel-js';
 import { Ajv, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
-import { parse } from 'yaml';
-import { mcpServerCrd, mcpServerSpecSchema, renderCrds, structuralSchema, type JsonSchemaProps, MCPSERVER_CRD_FILE } from '../index.js';
+import { parse, parseAllDocuments } from 'yaml';
+import {
+  mcpCredentialCrd,
+  mcpCredentialSchema,
+  mcpCredentialSpecSchema,
+  mcpPolicyCrd,
+  mcpPolicySchema,
+  mcpPolicySpecSchema,
+  mcpServerCrd,
+  mcpServerSpecSchema,
+  renderCrds,
+  structuralSchema,
+  type JsonSchemaProps,
+  MCPSERVER_CRD_FILE,
+} from '../index.js';
 import { z } from 'zod';
 
 const root = join(import.meta.dirname, '../../../..');
 const crd = mcpServerCrd();
-const openAPIV3Schema = (crd.spec as { versions: { schema: { openAPIV3Schema: JsonSchemaProps } }[] }).versions[0]!.schema.openAPIV3Schema;
+const schemaOf = (definition: JsonSchemaProps) => (definition.spec as { versions: { schema: { openAPIV3Schema: JsonSchemaProps } }[] }).versions[0]!.schema.openAPIV3Schema;
+const openAPIV3Schema = schemaOf(crd);
+const crds = { McpServer: crd, McpCredential: mcpCredentialCrd(), McpPolicy: mcpPolicyCrd() };
 
 /** Every schema node with its path (`spec.env[].name`), depth first. */
 function* nodes(node: JsonSchemaProps, path = ''): Generator<[string, JsonSchemaProps]> {
@@ -28,11 +43,11 @@ function withoutKubernetesExtensions(node: unknown): unknown {
   return Object.fromEntries(Object.entries(node).filter(([key]) => !key.startsWith('x-kubernetes-')).map(([key, value]) => [key, withoutKubernetesExtensions(value)]));
 }
 
-/** An Ajv validator of whole McpServer objects that fills in defaults, as the API server does. */
-function objectValidator(): ValidateFunction {
+/** An Ajv validator of whole objects of a CRD (McpServer by default) that fills in defaults, as the API server does. */
+function objectValidator(schema: JsonSchemaProps = openAPIV3Schema): ValidateFunction {
   const ajv = new Ajv({ strict: false, allErrors: true, useDefaults: true });
   (addFormats as unknown as (ajv: Ajv) => void)(ajv);
-  return ajv.compile(withoutKubernetesExtensions(openAPIV3Schema) as object);
+  return ajv.compile(withoutKubernetesExtensions(schema) as object);
 }
 
 test('the committed crds/ are what the schema in code generates', async () => {
@@ -71,10 +86,14 @@ test('the McpServer CRD names, scope, subresource and printer columns', () => {
   assert.deepEqual(conditions.items.required, ['type', 'status', 'lastTransitionTime', 'reason', 'message']);
 });
 
-test('the schema is structural and every field has kubectl explain text', () => {
+test('every schema is structural and every field has kubectl explain text', () => {
+  for (const [kind, definition] of Object.entries(crds)) assertStructural(kind, schemaOf(definition));
+});
+
+function assertStructural(kind: string, openAPIV3Schema: JsonSchemaProps): void {
   const forbidden = ['$ref', '$schema', '$defs', 'definitions', 'dependencies', 'patternProperties', 'propertyNames', 'additionalItems', 'anyOf', 'oneOf', 'allOf', 'not', 'const', 'id'];
   for (const [path, node] of nodes(openAPIV3Schema)) {
-    const where = path || '<root>';
+    const where = `${kind} ${path || '<root>'}`;
     assert.ok(node.type !== undefined || node['x-kubernetes-preserve-unknown-fields'] === true, `${where} has neither a type nor x-kubernetes-preserve-unknown-fields`);
     for (const keyword of forbidden) assert.ok(!(keyword in node), `${where} has ${keyword}, which a structural schema forbids`);
     assert.ok(node.additionalProperties !== false, `${where} has additionalProperties: false (the API server prunes unknown fields instead)`);
@@ -85,7 +104,7 @@ test('the schema is structural and every field has kubectl explain text', () => 
       assert.ok(isItem || typeof node.description === 'string', `${where} has no description for kubectl explain`);
     }
   }
-});
+}
 
 test('every cross-field rule of the zod schema has its CEL rule, with a message', () => {
   const rules = [...nodes(openAPIV3Schema)].flatMap(([path, node]) =>
@@ -201,4 +220,115 @@ test('a schema with no structural form is refused, naming the field', () => {
   refused(z.object({ spec: z.object({ either: z.union([z.object({ a: z.string() }), z.object({ b: z.string() })]) }) }), /^\.spec\.either: JSON Schema keyword "anyOf"/);
   refused(z.object({ spec: z.object({ either: z.union([z.string(), z.number()]) }) }), /^\.spec\.either: a Kubernetes structural schema has one type per node, not string or number/);
   refused(z.object({ anything: z.unknown() }), /^\.anything: a Kubernetes structural schema needs a type on every node/);
+});
+
+test('the McpCredential and McpPolicy CRDs: names, subresource, printer columns, conditions and named lists', () => {
+  const columns = (definition: JsonSchemaProps) =>
+    ((definition.spec as any).versions[0].additionalPrinterColumns as { name: string; type: string; jsonPath: string }[]).map(c => [c.name.toUpperCase(), c.type, c.jsonPath]);
+  const credential = crds.McpCredential.spec as Record<string, any>;
+  assert.equal((crds.McpCredential.metadata as { name: string }).name, 'mcpcredentials.mcp.punk.dev');
+  assert.deepEqual(credential.names, { kind: 'McpCredential', listKind: 'McpCredentialList', plural: 'mcpcredentials', singular: 'mcpcredential', shortNames: ['mcpcred'] });
+  assert.deepEqual(columns(crds.McpCredential), [
+    ['TYPE', 'string', '.spec.type'],
+    ['SECRET', 'string', '.spec.secretRef.name'],
+    ['READY', 'string', '.status.conditions[?(@.type=="Ready")].status'],
+    ['EXPIRES', 'date', '.status.expiresAt'],
+    ['AGE', 'date', '.metadata.creationTimestamp'],
+  ]);
+  const policy = crds.McpPolicy.spec as Record<string, any>;
+  assert.equal((crds.McpPolicy.metadata as { name: string }).name, 'mcppolicies.mcp.punk.dev');
+  assert.deepEqual(policy.names, { kind: 'McpPolicy', listKind: 'McpPolicyList', plural: 'mcppolicies', singular: 'mcppolicy', shortNames: ['mcppol'] });
+  assert.deepEqual(columns(crds.McpPolicy), [
+    ['PRIORITY', 'integer', '.spec.priority'],
+    ['RULES', 'integer', '.status.ruleCount'],
+    ['READY', 'string', '.status.conditions[?(@.type=="Ready")].status'],
+    ['AGE', 'date', '.metadata.creationTimestamp'],
+  ]);
+  for (const definition of [credential, policy]) {
+    assert.equal(definition.scope, 'Namespaced');
+    assert.deepEqual(definition.versions[0].subresources, { status: {} });
+    const conditions = definition.versions[0].schema.openAPIV3Schema.properties.status.properties.conditions;
+    assert.deepEqual([conditions['x-kubernetes-list-type'], conditions['x-kubernetes-list-map-keys']], ['map', ['type']]);
+  }
+  // Unique names are the API server's list-map check: the key must be required in every item.
+  const spec = policy.versions[0].schema.openAPIV3Schema.properties.spec.properties;
+  for (const list of ['rules', 'rateLimits']) {
+    assert.deepEqual([spec[list]['x-kubernetes-list-type'], spec[list]['x-kubernetes-list-map-keys']], ['map', ['name']], list);
+    assert.ok(spec[list].items.required.includes('name'), `${list}[].name is required`);
+  }
+  assert.equal(spec.priority.default, 100);
+});
+
+/** The documents of every YAML file of examples/cluster, with the file they come from. */
+async function clusterExamples(): Promise<{ file: string; object: { kind: string; spec: unknown } }[]> {
+  const dir = join(root, 'examples', 'cluster');
+  const out: { file: string; object: { kind: string; spec: unknown } }[] = [];
+  for (const file of (await readdir(dir)).filter(name => name.endsWith('.yaml')).sort()) {
+    for (const doc of parseAllDocuments(await readFile(join(dir, file), 'utf8'))) out.push({ file, object: doc.toJS() });
+  }
+  return out;
+}
+
+test('the examples of examples/cluster validate against their CRD and zod, with the same defaults', async () => {
+  const examples = await clusterExamples();
+  assert.deepEqual([...new Set(examples.map(e => e.object.kind))].sort(), ['McpCredential', 'McpPolicy']);
+  const validators = { McpCredential: objectValidator(schemaOf(crds.McpCredential)), McpPolicy: objectValidator(schemaOf(crds.McpPolicy)) };
+  const schemas = { McpCredential: mcpCredentialSchema, McpPolicy: mcpPolicySchema };
+  for (const { file, object } of examples) {
+    const kind = object.kind as keyof typeof validators;
+    const parsed = schemas[kind].parse(object);
+    const validate = validators[kind];
+    assert.ok(validate(object), `examples/cluster/${file}: ${JSON.stringify(validate.errors)}`);
+    assert.deepEqual(object.spec, parsed.spec, `examples/cluster/${file}: the CRD's defaults differ from zod's`);
+    assert.deepEqual(celFailures(schemaOf(crds[kind]), object, ''), [], `examples/cluster/${file}`);
+  }
+});
+
+/** Checks that the CRD of `kind` (OpenAPI part and CEL rules) refuses `spec` where zod does, at `field`; or accepts it as zod does. */
+function agree(kind: 'McpCredential' | 'McpPolicy', spec: Record<string, unknown>, field: string | undefined): void {
+  const zodSchema = kind === 'McpCredential' ? mcpCredentialSpecSchema : mcpPolicySpecSchema;
+  const schema = schemaOf(crds[kind]);
+  const validate = objectValidator(schema);
+  const zod = zodSchema.safeParse(spec);
+  const object = { apiVersion: 'mcp.punk.dev/v1alpha1', kind, metadata: { name: 'x' }, spec: structuredClone(spec) };
+  const openApi = validate(object);
+  const cel = openApi ? celFailures((schema.properties as Record<string, JsonSchemaProps>).spec!, object.spec, 'spec') : [];
+  const what = `${kind} ${JSON.stringify(spec)}`;
+  if (field === undefined) {
+    assert.ok(zod.success, `zod refuses ${what}: ${zod.error?.message}`);
+    assert.ok(openApi, `the CRD schema refuses ${what}: ${JSON.stringify(validate.errors)}`);
+    assert.deepEqual(cel, [], `the CRD's rules refuse ${what}`);
+    return;
+  }
+  assert.ok(!zod.success, `zod accepts ${what}`);
+  const zodFields = zod.error.issues.map(issue => issue.path.reduce<string>((at, step) => (typeof step === 'number' ? `${at}[${step}]` : `${at}.${String(step)}`), 'spec'));
+  assert.ok(zodFields.includes(field), `zod names ${zodFields.join(', ')}, not ${field}, for ${what}`);
+  const crdFields = openApi
+    ? cel.map(failure => failure.slice(0, failure.indexOf(':')))
+    : validate.errors!.map(e => e.instancePath.replace(/^\//, '').replace(/\/(\d+)/g, '[$1]').replaceAll('/', '.'));
+  assert.ok(crdFields.includes(field), `the CRD does not refuse ${what} at ${field}: ${crdFields.join('; ') || 'no failure'}`);
+}
+
+test('the McpCredential CRD accepts and refuses the same specs as zod, naming the same field', () => {
+  agree('McpCredential', { secretRef: { name: 'tok' } }, undefined);
+  agree('McpCredential', { type: 'oauth2', secretRef: { name: 'tok', keys: ['access_token', 'refresh_token'] }, oauth2: { tokenUrl: 'https://auth.example.com/token', scopes: ['a'] } }, undefined);
+  agree('McpCredential', { type: 'static', secretRef: { name: 'tok' }, oauth2: { clientId: 'c' } }, 'spec.oauth2');
+  agree('McpCredential', { secretRef: { name: 'tok' }, oauth2: {} }, 'spec.oauth2');
+  agree('McpCredential', { type: 'oauth2', secretRef: { name: 'Bad_Name' } }, 'spec.secretRef.name');
+  agree('McpCredential', { type: 'kerberos', secretRef: { name: 'tok' } }, 'spec.type');
+  agree('McpCredential', { secretRef: { name: 'tok', keys: [] } }, 'spec.secretRef.keys');
+});
+
+test('the McpPolicy CRD accepts and refuses the same specs as zod, naming the same field', () => {
+  agree('McpPolicy', {}, undefined);
+  agree('McpPolicy', { priority: 5, rules: [{ name: 'a', sideEffectLevels: { min: 2, max: 2 }, decision: 'deny' }, { name: 'b', decision: 'allow' }], rateLimits: [{ name: 'a', requests: 5, per: '1m' }] }, undefined);
+  agree('McpPolicy', { rules: [{ name: 'a', decision: 'allow' }, { name: 'b', sideEffectLevels: { min: 3, max: 1 }, decision: 'deny' }] }, 'spec.rules[1].sideEffectLevels');
+  agree('McpPolicy', { rules: [{ name: 'a', sideEffectLevels: { min: 5 }, decision: 'deny' }] }, 'spec.rules[0].sideEffectLevels.min');
+  agree('McpPolicy', { rules: [{ name: 'a', decision: 'maybe' }] }, 'spec.rules[0].decision');
+  agree('McpPolicy', { priority: 1001 }, 'spec.priority');
+  agree('McpPolicy', { rateLimits: [{ name: 'r', requests: 0, per: '1m' }] }, 'spec.rateLimits[0].requests');
+  agree('McpPolicy', { rateLimits: [{ name: 'r', requests: 1, per: 'a minute' }] }, 'spec.rateLimits[0].per');
+  // A repeated name: zod names the second item; the API server's list-map check refuses it (see the named-lists test).
+  const duplicate = mcpPolicySpecSchema.safeParse({ rules: [{ name: 'a', decision: 'allow' }, { name: 'a', decision: 'deny' }] });
+  assert.deepEqual(duplicate.error?.issues.map(i => [i.path.join('.'), i.message]), [['rules.1.name', 'duplicate name a']]);
 });

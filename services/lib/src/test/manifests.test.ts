@@ -105,7 +105,29 @@ test('a directory load reads every yaml file, reports YAML errors and duplicate 
   }
 });
 
-test('the example manifests are valid', async () => {
+test('McpCredential and McpPolicy documents are passed over; an unknown kind of the group is still an error', () => {
+  const text = `${good}---
+apiVersion: mcp.punk.dev/v1alpha1
+kind: McpCredential
+metadata: { name: github }
+spec: { secretRef: { name: github-token } }
+---
+apiVersion: mcp.punk.dev/v1alpha1
+kind: McpPolicy
+metadata: { name: baseline }
+spec: {}
+---
+apiVersion: mcp.punk.dev/v1alpha1
+kind: McpGadget
+metadata: { name: g }
+spec: {}
+`;
+  const { servers, errors } = parseManifests(text, 'mixed.yaml', 'default');
+  assert.deepEqual(servers.map(s => s.server.metadata.name), ['everything']);
+  assert.deepEqual(errors.map(e => [e.document, e.field]), [[4, 'kind']]);
+});
+
+test('the example manifests are valid, and the cluster-only ones of examples/cluster are not served', async () => {
   const { servers, errors } = await loadManifestDirectory(join(import.meta.dirname, '../../../../examples'), 'default');
   assert.deepEqual(errors, []);
   assert.deepEqual(servers.map(s => s.server.metadata.name).sort(), ['everything', 'everything-http', 'filesystem', 'memory']);
