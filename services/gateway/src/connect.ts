@@ -25,6 +25,8 @@ export interface Connection {
   headers: ResolvedHeader[];
   /** HTTP 401 answers the connection got so far (always 0 for stdio). */
   unauthorized(): number;
+  /** HTTP 404 answers to the connection's session so far: the server ended it (always 0 for stdio). */
+  sessionLost(): number;
   /** `text` with this connection's secret values (resolved headers and env values) hidden: apply to every error message of its calls. */
   redact(text: string): string;
 }
@@ -153,7 +155,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
       for (const header of headers) secrets.add(header.value);
       let connected: HttpConnection | undefined;
       for (let renewed = options.renewedHeaders !== undefined; !connected; renewed = true) {
-        const seen = { unauthorized: 0 };
+        const seen = { unauthorized: 0, sessionLost: 0 };
         try {
           connected = await Promise.race([http(headers, seen), timeout]);
           break;
@@ -167,7 +169,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
         for (const header of headers) secrets.add(header.value);
       }
       options.log.info({ server: name, transport: connected.transport }, `connected to server ${name} over ${connected.transport}`);
-      return { client: connected.client, transport: connected.transport, headers, unauthorized: connected.unauthorized, redact: hide };
+      return { client: connected.client, transport: connected.transport, headers, unauthorized: connected.unauthorized, sessionLost: connected.sessionLost, redact: hide };
     }
     const plan = await planLaunch(server, {
       workDir: options.workDir,
@@ -186,7 +188,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
     if (transport === 'stdio') {
       client = newClient(options, false);
       await Promise.race([client.connect(new ProcessStdioTransport(proc), { timeout: options.timeoutMs }), exited, timeout]);
-      return { client, transport: 'stdio', process: proc, headers: [], unauthorized: () => 0, redact: hide };
+      return { client, transport: 'stdio', process: proc, headers: [], unauthorized: () => 0, sessionLost: () => 0, redact: hide };
     }
     const url = new URL(`http://127.0.0.1:${spec.port}${spec.path}`);
     const attempt = async (): Promise<HttpConnection> => {
@@ -207,7 +209,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
       }
     };
     const connected = await Promise.race([attempt(), exited, timeout]);
-    return { client: connected.client, transport: connected.transport, process: proc, headers: [], unauthorized: () => 0, redact: hide };
+    return { client: connected.client, transport: connected.transport, process: proc, headers: [], unauthorized: () => 0, sessionLost: () => 0, redact: hide };
   } catch (error) {
     abandoned = true;
     await client?.close().catch(() => undefined);

@@ -28,7 +28,7 @@ export interface HttpConnectOptions {
   newClient: (transport: HttpTransportKind) => Client;
   /** Called when the Streamable HTTP handshake was refused and HTTP+SSE is tried, with the status that said so. */
   onFallback?: (status: number) => void;
-  /** Counts the HTTP 401 answers of the connection, its failed attempts included (a new counter when absent). */
+  /** Counts the HTTP 401 and session-ending 404 answers of the connection, its failed attempts included (a new counter when absent). */
   seen?: HttpAnswers;
 }
 
@@ -36,6 +36,11 @@ export interface HttpConnectOptions {
 export interface HttpAnswers {
   /** How many HTTP 401 (unauthorized) answers came back. */
   unauthorized: number;
+  /**
+   * How many HTTP 404 answers came back to a request carrying an `Mcp-Session-Id`: the server ended the session
+   * (MCP 2025-11-25 basic/transports, session management: the client must start a new one).
+   */
+  sessionLost: number;
 }
 
 /** A connected HTTP client. */
@@ -45,6 +50,8 @@ export interface HttpConnection {
   transport: HttpTransportKind;
   /** How many HTTP 401 answers this connection got so far (its attempts included). */
   unauthorized(): number;
+  /** How many times the server answered HTTP 404 to this connection's session (see {@link HttpAnswers.sessionLost}). */
+  sessionLost(): number;
 }
 
 /**
@@ -53,11 +60,12 @@ export interface HttpConnection {
  *   Error naming the refused handshake and the fallback's failure.
  */
 export async function connectHttp(url: URL, options: HttpConnectOptions): Promise<HttpConnection> {
-  const seen = options.seen ?? { unauthorized: 0 };
+  const seen = options.seen ?? { unauthorized: 0, sessionLost: 0 };
   const base = options.fetch ?? fetch;
   const observed: FetchLike = async (input, init) => {
     const response = await base(input, init);
     if (response.status === 401) seen.unauthorized++;
+    if (response.status === 404 && new Headers(init?.headers).has('mcp-session-id')) seen.sessionLost++;
     return response;
   };
   const requestInit = { headers: options.headers };
@@ -73,15 +81,16 @@ export async function connectHttp(url: URL, options: HttpConnectOptions): Promis
     }
   };
   const unauthorized = () => seen.unauthorized;
-  if (options.transport === 'sse') return { client: await attempt('sse'), transport: 'sse', unauthorized };
+  const sessionLost = () => seen.sessionLost;
+  if (options.transport === 'sse') return { client: await attempt('sse'), transport: 'sse', unauthorized, sessionLost };
   try {
-    return { client: await attempt('streamable-http'), transport: 'streamable-http', unauthorized };
+    return { client: await attempt('streamable-http'), transport: 'streamable-http', unauthorized, sessionLost };
   } catch (error) {
     const status = httpStatusOf(error);
     if (status === undefined || !SSE_FALLBACK_STATUSES.includes(status)) throw error;
     options.onFallback?.(status);
     try {
-      return { client: await attempt('sse'), transport: 'sse', unauthorized };
+      return { client: await attempt('sse'), transport: 'sse', unauthorized, sessionLost };
     } catch (fallbackError) {
       // Neither transport: say both, so a Streamable HTTP server's own 400 is not hidden behind the SSE error.
       throw new Error(`the Streamable HTTP handshake was answered HTTP ${status} (${errorMessage(error)}), and the HTTP+SSE fallback failed: ${errorMessage(fallbackError)}`, {

@@ -33,6 +33,7 @@ import { migrateGateway } from './migrations.js';
 import { DEFAULT_PENDING_LIMITS, PendingRequests, type PendingLimits } from './client-channel.js';
 import { ClientSessions } from './client-sessions.js';
 import { createAdminHandler, type CredentialsAdmin, type PinsAdmin, type ProbeResult } from './registry/admin.js';
+import { watchManagedServers } from './registry/managed-servers.js';
 import { ServedSet } from './registry/served-set.js';
 import { RegistrationStore } from './registry/store.js';
 import { createRelay, type Registry } from './relay.js';
@@ -52,7 +53,10 @@ export interface GatewayOptions {
   log: Logger;
   /** The gateway's database (schema `gateway`, migrated at start): the registry's registrations. */
   db: Database;
-  /** The managed McpServers to serve (valid manifests, e.g. from `loadManifestDirectory`); the registry's are added to them. */
+  /**
+   * The McpServers of manifests to serve (valid ones, e.g. from `loadManifestDirectory`). The operator's, from
+   * bucket `PUNK_MCP_SERVERS`, are added to them (a manifest wins a name clash), and the registry's to both.
+   */
   servers: McpServer[];
   /**
    * Whether the registry API accepts stdio registrations, which run a child process on the gateway host
@@ -96,8 +100,8 @@ export interface Gateway {
   /** Resolves when every current server has either connected or failed its first start. */
   ready(): Promise<void>;
   /**
-   * Replaces the managed servers (manifests, custom resources); with the registry's registrations they make
-   * the served set: added servers start, removed ones stop, changed ones restart.
+   * Replaces the manifests' servers; with the operator's (bucket `PUNK_MCP_SERVERS`) and the registry's
+   * registrations they make the served set: added servers start, removed ones stop, changed ones restart.
    */
   setServers(servers: McpServer[]): Promise<void>;
   /** Catalog entries of every server of a tenant (namespace). */
@@ -309,6 +313,25 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const store = new RegistrationStore(options.db);
   const served = new ServedSet({ store, bus, log, instanceId, allowStdioRegistrations, host: { serve } });
   await served.start(options.servers);
+  // Managed servers: the manifests' and the operator's (a manifest wins a clash: it was given to this replica).
+  let manifests = options.servers;
+  let operated: McpServer[] = [];
+  const setManaged = () => {
+    const merged = new Map(operated.map(s => [keyOf(s), s]));
+    for (const server of manifests) {
+      if (merged.has(keyOf(server))) log.warn({ server: keyOf(server) }, `server ${keyOf(server)} is both in a manifest and an McpServer custom resource: the manifest's is served`);
+      merged.set(keyOf(server), server);
+    }
+    return served.setManaged([...merged.values()]);
+  };
+  const operatorServers = await watchManagedServers({
+    bus,
+    log,
+    onChange: async servers => {
+      operated = servers;
+      await setManaged();
+    },
+  });
   const owners = await bus.keyValue(buckets.upstreamSessions(sessionTtlMs));
   const routing = createSessionRouting(
     {
@@ -374,10 +397,14 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     ready: async () => {
       await Promise.all([...upstreams.values()].map(u => u.firstStart));
     },
-    setServers: servers => served.setManaged(servers),
+    setServers: servers => {
+      manifests = servers;
+      return setManaged();
+    },
     catalog: tenant => registry.catalog(tenant),
     stop: () =>
       (stopped ??= (async () => {
+        await operatorServers.unsubscribe();
         await served.stop();
         await Promise.all(subscriptions.map(s => s.unsubscribe()));
         await sessions.stop();

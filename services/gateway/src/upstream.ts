@@ -125,7 +125,7 @@ export class Upstream {
   private idleTimer: NodeJS.Timeout | undefined;
   /** The start attempt under way, if any. */
   private connecting: Promise<unknown> | undefined;
-  /** The renewal of the credentials a connection's upstream refused (HTTP 401), shared by the calls that saw it. */
+  /** The reconnect after a connection's upstream refused its credentials (HTTP 401) or ended its session (HTTP 404), shared by the calls that saw it. */
   private renewal: { of: Connection; done: Promise<void> } | undefined;
   private inFlight = 0;
   private transport: Connection['transport'] | undefined;
@@ -386,11 +386,22 @@ export class Upstream {
       const refusal = admit?.();
       if (refusal !== undefined) return { ok: false, kind: 'refused', message: refusal };
       const refused = connection.unauthorized();
+      const lost = connection.sessionLost();
       const outcome = await this.relayOn(connection, call, meta, link, signal, mode);
-      if (outcome.ok || outcome.kind === 'cancelled' || connection.unauthorized() === refused) return this.account(connection, outcome);
+      if (outcome.ok || outcome.kind === 'cancelled') return this.account(connection, outcome);
+      if (connection.sessionLost() !== lost && connection.unauthorized() === refused) {
+        // HTTP 404 to the session: the server ended it (a restarted pod, an idle timeout) without seeing the call,
+        // so a new session is started at once and the call sent again once (MCP 2025-11-25 basic/transports).
+        this.options.log.info({ server: this.key }, `server ${this.key} ended its session (HTTP 404); starting a new session and retrying once`);
+        const fresh = await this.reconnectAfter(connection, false);
+        const refusalAfterReconnect = admit?.();
+        if (refusalAfterReconnect !== undefined) return { ok: false, kind: 'refused', message: refusalAfterReconnect };
+        return this.account(fresh, await this.relayOn(fresh, call, meta, link, signal, mode));
+      }
+      if (connection.unauthorized() === refused) return this.account(connection, outcome);
       // The upstream answered HTTP 401: renew the credentials once, reconnect, and retry the call once.
       this.options.log.info({ server: this.key }, `server ${this.key} answered a call with HTTP 401; renewing its credentials and retrying once`);
-      const renewed = await this.renewAfterUnauthorized(connection);
+      const renewed = await this.reconnectAfter(connection, true);
       const refusalAfterRenewal = admit?.();
       if (refusalAfterRenewal !== undefined) return { ok: false, kind: 'refused', message: refusalAfterRenewal };
       const refusedAgain = renewed.unauthorized();
@@ -451,15 +462,16 @@ export class Upstream {
   }
 
   /**
-   * Renews the OAuth2 credentials of `connection`'s headers after an HTTP 401 and connects again with them; calls
-   * that saw the same refusal share one renewal. Resolves with the new connection.
+   * Connects again in place of `connection`: after an HTTP 401 (`renew`) with its OAuth2 credentials renewed, after
+   * the server ended its session (HTTP 404) with the same headers. Calls that saw the same answer share one
+   * reconnect. Resolves with the new connection.
    * @throws PunkError `UpstreamUnauthorized` when no header can be renewed or the upstream refuses the renewed ones,
    *   the vault's `CredentialRefreshFailed`, or the reconnect's error.
    */
-  private async renewAfterUnauthorized(connection: Connection): Promise<Connection> {
+  private async reconnectAfter(connection: Connection, renew: boolean): Promise<Connection> {
     if (this.renewal?.of !== connection) {
       const done = (async () => {
-        const headers = await renewHeaders(connection.headers, this.options.secrets);
+        const headers = renew ? await renewHeaders(connection.headers, this.options.secrets) : connection.headers;
         if (!headers) throw unauthorizedError(this.key, false);
         if (this.connection !== connection) return;
         this.connection = undefined;
@@ -737,13 +749,15 @@ export class Upstream {
     const connection = this.connection;
     if (!connection || generation !== this.generation) return;
     const refused = connection.unauthorized();
+    const lost = connection.sessionLost();
     const listings = await this.list(connection.client);
     if (generation !== this.generation) return;
-    if (connection.unauthorized() !== refused) {
-      // The upstream refused the credentials while listing: renew them once and reconnect, as a call would (the
-      // reconnect lists again); until then the previous listings stay served.
-      await this.renewAfterUnauthorized(connection).catch(error =>
-        this.options.log.warn({ server: this.key, err: this.hide(errorMessage(error)) }, 'the upstream refused its credentials while listing, and renewing them failed'),
+    const renew = connection.unauthorized() !== refused;
+    if (renew || connection.sessionLost() !== lost) {
+      // The upstream refused the credentials (renewed once) or ended the session while listing: reconnect, as a
+      // call would (the reconnect lists again); until then the previous listings stay served.
+      await this.reconnectAfter(connection, renew).catch(error =>
+        this.options.log.warn({ server: this.key, err: this.hide(errorMessage(error)) }, `reconnecting after the upstream ${renew ? 'refused its credentials' : 'ended its session'} while listing failed`),
       );
       return;
     }

@@ -50,7 +50,7 @@ export interface PolicyOutcome {
   reason: string;
 }
 
-/** The default policy of every tenant until McpPolicy resources say otherwise. */
+/** The built-in rules of every tenant: they follow the tenant's McpPolicy rules (all of its rules when it has none). */
 export const defaultPolicy: readonly PolicyRule[] = [
   {
     name: 'default/allow-up-to-level-3',
@@ -69,7 +69,8 @@ export const defaultPolicy: readonly PolicyRule[] = [
 /** Name of the implicit last rule: nothing matched, so the use is denied (fail closed). */
 export const NO_MATCH_RULE = 'default/deny-unmatched';
 
-function matches(match: PolicyMatch, input: PolicyInput): boolean {
+/** Whether a rule's or rate limit's match covers a use. */
+export function matches(match: PolicyMatch, input: PolicyInput): boolean {
   if (match.kinds && !match.kinds.includes(input.kind)) return false;
   if (match.servers && !match.servers.includes(input.server)) return false;
   if (match.targets && !match.targets.includes(input.target)) return false;

@@ -2,6 +2,8 @@
  * The governance service: answers `punk.governance.check` requests with a
  * decision, and records every decision on the ledger before replying; answers
  * `punk.governance.filter` (what a principal's lists may show) without recording.
+ * Each tenant's McpPolicy objects (bucket `PUNK_MCP_POLICIES`, policy-watch.ts)
+ * come before the built-in rules; their rate limits count checks, not filters.
  */
 import { randomUUID } from 'node:crypto';
 import {
@@ -21,13 +23,15 @@ import {
   type Principal,
 } from '@punk/lib';
 import { classify, type Classification } from './classify.js';
-import { defaultPolicy, evaluatePolicy, type PolicyOutcome, type PolicyRule } from './policy.js';
+import { defaultPolicy, evaluatePolicy, type PolicyInput, type PolicyOutcome, type PolicyRule } from './policy.js';
+import { watchPolicies } from './policy-watch.js';
+import { RateLimiter } from './rate-limits.js';
 
 /** Options of {@link startGovernance}. */
 export interface GovernanceOptions {
   bus: Bus;
   log: Logger;
-  /** Ordered policy rules; {@link defaultPolicy} when absent. */
+  /** The built-in rules, which follow every tenant's McpPolicy rules; {@link defaultPolicy} when absent. */
   policy?: readonly PolicyRule[];
 }
 
@@ -49,7 +53,7 @@ export function decide(check: GovernanceCheck, policy: readonly PolicyRule[] = d
 /** Classifies one use and evaluates the policy for `principal` on it. */
 function evaluate(use: GovernanceFilter['items'][number], principal: Principal, policy: readonly PolicyRule[]): Classification & { outcome: PolicyOutcome } {
   const classification = classify(use);
-  const input = { kind: use.kind, server: use.server, target: use.target, subject: principal.subject, groups: principal.groups, level: classification.level };
+  const input: PolicyInput = { kind: use.kind, server: use.server, target: use.target, subject: principal.subject, groups: principal.groups, level: classification.level };
   return { ...classification, outcome: evaluatePolicy(policy, input) };
 }
 
@@ -69,7 +73,8 @@ export function filterDecisions(filter: GovernanceFilter, policy: readonly Polic
  */
 export async function startGovernance(options: GovernanceOptions): Promise<GovernanceService> {
   const { bus, log } = options;
-  const policy = options.policy ?? defaultPolicy;
+  const policies = await watchPolicies(bus, log, options.policy ?? defaultPolicy);
+  const limiter = await RateLimiter.open(bus);
   const subscription = await bus.serve(
     subjects.governanceCheck,
     async data => {
@@ -80,7 +85,13 @@ export async function startGovernance(options: GovernanceOptions): Promise<Gover
         log.error({ err: errorMessage(error) }, 'rejected a malformed governance check');
         throw error;
       }
-      const decision = decide(check, policy);
+      const { rules, rateLimits } = policies.of(check.tenant);
+      let decision = decide(check, rules);
+      if (decision.decision !== 'deny' && rateLimits.length > 0) {
+        const input: PolicyInput = { kind: check.kind, server: check.server, target: check.target, subject: check.principal.subject, groups: check.principal.groups, level: decision.sideEffectLevel };
+        const over = await limiter.exceeded(check.tenant, input, rateLimits);
+        if (over) decision = { ...decision, decision: 'deny', rule: over.name, reason: `rate limit ${over.limit}: ${over.requests} requests per ${over.per} exceeded` };
+      }
       await appendLedgerEvent(bus, {
         id: decision.decisionId,
         type: 'governance.decision',
@@ -109,8 +120,11 @@ export async function startGovernance(options: GovernanceOptions): Promise<Gover
   );
   const filtering = await bus.serve(
     subjects.governanceFilter,
-    async data => ({ decisions: filterDecisions(parseMessage(governanceFilterSchema, subjects.governanceFilter, data), policy) }),
+    async data => {
+      const filter = parseMessage(governanceFilterSchema, subjects.governanceFilter, data);
+      return { decisions: filterDecisions(filter, policies.of(filter.tenant).rules) };
+    },
     { queue: queues.governance },
   );
-  return { stop: async () => void (await Promise.all([subscription.unsubscribe(), filtering.unsubscribe()])) };
+  return { stop: async () => void (await Promise.all([subscription.unsubscribe(), filtering.unsubscribe(), policies.stop()])) };
 }

@@ -120,7 +120,18 @@ export const buckets = {
    * (`mcpPolicySchema`). Every governance replica watches the bucket; entries never expire.
    */
   mcpPolicies: { name: 'PUNK_MCP_POLICIES', ttlMs: 0 } satisfies KvBucketConfig,
+  /**
+   * Governance's rate-limit counters (`rateLimitCounterSchema`), one per tenant, McpPolicy, limit and principal, by
+   * `kvKey(tenant, policy, limit, subject)`, shared by every governance replica and written only with
+   * create/compare-and-set. A counter whose window has passed counts from 0 again; entries expire 31 days after
+   * their last write, so a window of up to 31 days is counted exactly.
+   */
+  rateLimitCounters: { name: 'PUNK_RATE_LIMITS', ttlMs: 31 * 24 * 60 * 60_000 } satisfies KvBucketConfig,
 } as const;
+
+/** One counter of bucket `PUNK_RATE_LIMITS`: uses counted in the fixed window that started at `windowStart` (epoch milliseconds). */
+export const rateLimitCounterSchema = z.object({ windowStart: z.number().int().min(0), count: z.number().int().min(0) });
+export type RateLimitCounter = z.infer<typeof rateLimitCounterSchema>;
 
 /**
  * One entry of bucket `PUNK_MCP_SERVERS`: the McpServer object the gateway serves (validated again with
@@ -442,6 +453,8 @@ export const ledgerEventTypeSchema = z.enum([
   'tool.definition_accepted',
   /** Credentials API and OAuth2 refresh (`data`: the credential id and key names, never values). */
   'credential.created',
+  /** `credentials.apply` replaced a credential with the content of its Secret (`data`: id, type, key names, `source`). */
+  'credential.replaced',
   'credential.deleted',
   'credential.refreshed',
   'credential.refresh_failed',

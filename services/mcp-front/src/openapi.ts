@@ -182,7 +182,7 @@ const schemas: Record<string, Schema> = {
   },
   Credential: {
     type: 'object',
-    required: ['id', 'tenant', 'type', 'keys', 'keyId', 'createdAt'],
+    required: ['id', 'tenant', 'type', 'keys', 'keyId', 'createdAt', 'source'],
     description: 'What is known of a credential: never a value.',
     properties: {
       id: string('Credential id.'),
@@ -195,7 +195,13 @@ const schemas: Record<string, Schema> = {
       createdBy: string('Subject of the admin who created it.'),
       expiresAt: string('OAuth2: expiry of the current access token (RFC 3339).', { format: 'date-time' }),
       lastRefreshAt: string('OAuth2: time of the last successful refresh (RFC 3339).', { format: 'date-time' }),
-      refreshError: string('OAuth2: why the last refresh failed, when it did.'),
+      refreshError: string('OAuth2: why the last refresh failed, when it did (redacted: never a value); cleared by the next successful refresh.'),
+      source: {
+        type: 'string',
+        enum: ['api', 'secret'],
+        description: '`api`: created through this API. `secret`: applied by the operator from the Kubernetes Secret of an McpCredential (replaced when the Secret changes).',
+      },
+      sourceChecksum: string('`secret`: checksum of the Secret content the credential was applied from.'),
     },
   },
   ApiKeyInput: {

@@ -17,12 +17,19 @@ export interface CredentialRow {
   expiresAt: Date | null;
   lastRefreshAt: Date | null;
   refreshError: string | null;
+  /** `api`: made through the credentials API; `secret`: applied from a Kubernetes Secret (`credentials.apply`). */
+  source: CredentialSource;
+  /** `secret`: checksum of the Secret content it was applied from. */
+  sourceChecksum: string | null;
   /** Decimal string of the `bigint` version. */
   version: string;
   createdAt: Date;
   updatedAt: Date;
   createdBy: string;
 }
+
+/** Where a credential came from (migrations/0004_credential_source.sql). */
+export type CredentialSource = 'api' | 'secret';
 
 interface SqlRow {
   tenant: string;
@@ -36,13 +43,16 @@ interface SqlRow {
   expires_at: Date | null;
   last_refresh_at: Date | null;
   refresh_error: string | null;
+  source: CredentialSource;
+  source_checksum: string | null;
   version: string;
   created_at: Date;
   updated_at: Date;
   created_by: string;
 }
 
-const COLUMNS = 'tenant, id, type, key_names, key_id, iv, ciphertext, tag, expires_at, last_refresh_at, refresh_error, version, created_at, updated_at, created_by';
+const COLUMNS =
+  'tenant, id, type, key_names, key_id, iv, ciphertext, tag, expires_at, last_refresh_at, refresh_error, source, source_checksum, version, created_at, updated_at, created_by';
 
 function rowOf(row: SqlRow): CredentialRow {
   return {
@@ -54,6 +64,8 @@ function rowOf(row: SqlRow): CredentialRow {
     expiresAt: row.expires_at,
     lastRefreshAt: row.last_refresh_at,
     refreshError: row.refresh_error,
+    source: row.source,
+    sourceChecksum: row.source_checksum,
     version: String(row.version),
     createdAt: row.created_at,
     updatedAt: row.updated_at,
@@ -86,6 +98,30 @@ export class CredentialStore {
     );
     const inserted = result.rows[0];
     return inserted && rowOf(inserted);
+  }
+
+  /**
+   * Creates or replaces credential `(tenant, id)` as applied from a Secret whose content has checksum
+   * `sourceChecksum`, in one statement: a replace resets the refresh state (expiry from the new keys, no refresh
+   * time or error, lease dropped so a refresh in flight cannot store over it) and keeps `created_by`. Nothing is
+   * written when the stored credential was applied from the same checksum.
+   * @returns the row written and whether it was `created` or `replaced`, or `unchanged` with no row.
+   */
+  async apply(row: NewCredentialRow, sourceChecksum: string): Promise<{ outcome: 'created' | 'replaced'; row: CredentialRow } | { outcome: 'unchanged' }> {
+    const result = await this.db.query<SqlRow & { inserted: boolean }>(
+      `INSERT INTO gateway.credentials AS c (tenant, id, type, key_names, key_id, iv, ciphertext, tag, expires_at, created_by, source, source_checksum)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'secret', $11)
+       ON CONFLICT (tenant, id) DO UPDATE SET type = EXCLUDED.type, key_names = EXCLUDED.key_names, key_id = EXCLUDED.key_id,
+         iv = EXCLUDED.iv, ciphertext = EXCLUDED.ciphertext, tag = EXCLUDED.tag, expires_at = EXCLUDED.expires_at,
+         last_refresh_at = NULL, refresh_error = NULL, refresh_lease_holder = NULL, refresh_lease_until = NULL,
+         source = 'secret', source_checksum = EXCLUDED.source_checksum, version = c.version + 1, updated_at = now()
+       WHERE c.source <> 'secret' OR c.source_checksum IS DISTINCT FROM EXCLUDED.source_checksum
+       RETURNING ${COLUMNS.split(', ').map(column => `c.${column}`).join(', ')}, (xmax = 0) AS inserted`,
+      [row.tenant, row.id, row.type, row.keyNames, row.sealed.keyId, row.sealed.iv, row.sealed.ciphertext, row.sealed.tag, row.expiresAt, row.createdBy, sourceChecksum],
+    );
+    const written = result.rows[0];
+    if (!written) return { outcome: 'unchanged' };
+    return { outcome: written.inserted ? 'created' : 'replaced', row: rowOf(written) };
   }
 
   /** The tenant's credentials, by id. */

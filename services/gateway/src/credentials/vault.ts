@@ -9,11 +9,11 @@ import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import { PunkError, appendLedgerEvent, type Bus, type LedgerEvent, type Logger, type Principal, type Queryable } from '@punk/lib';
 import { credentialEvent } from './events.js';
-import { isCredentialId, parseCredentialInput, parseReference, type CredentialType } from './input.js';
+import { isCredentialId, parseCredentialInput, parseReference, type CredentialInput, type CredentialType } from './input.js';
 import type { Keyring } from './keyring.js';
 import { expiringSoon, LeasedRefresher, notFound, stillRejected } from './refresh.js';
 import { CredentialSealer } from './sealing.js';
-import { CredentialStore, type CredentialRow } from './store.js';
+import { CredentialStore, type CredentialRow, type CredentialSource } from './store.js';
 
 /** What the API shows of a credential: names and health, never a value. Times are RFC 3339. */
 export interface CredentialInfo {
@@ -32,8 +32,18 @@ export interface CredentialInfo {
   expiresAt?: string;
   /** oauth2: when it was last refreshed. */
   lastRefreshAt?: string;
-  /** oauth2: why the last refresh failed (cleared by the next successful one). */
+  /** oauth2: why the last refresh failed (cleared by the next successful one); redacted, never a value. */
   refreshError?: string;
+  /** `api`: made through the credentials API; `secret`: applied from a Kubernetes Secret by the operator (`credentials.apply`). */
+  source: CredentialSource;
+  /** `secret`: checksum of the Secret content it was applied from. */
+  sourceChecksum?: string;
+}
+
+/** What `credentials.apply` did: `unchanged` when the credential was already applied from the same checksum. */
+export interface ApplyResult {
+  credential: CredentialInfo;
+  outcome: 'created' | 'replaced' | 'unchanged';
 }
 
 /** A resolved env or header value. */
@@ -117,7 +127,7 @@ export class CredentialVault {
   async create(tenant: string, principal: Principal, body: unknown): Promise<CredentialInfo> {
     const sealer = this.requireSealer();
     const input = parseCredentialInput(body);
-    const expiresAt = input.type === 'oauth2' && input.data.expires_at !== undefined ? new Date(Number(input.data.expires_at)) : null;
+    const expiresAt = expiryOf(input);
     const row = await this.store.insert({
       tenant,
       id: input.id,
@@ -131,6 +141,37 @@ export class CredentialVault {
     this.log.info({ tenant, credential: input.id, type: input.type, by: principal.subject }, 'credential created');
     await this.record(credentialEvent('credential.created', tenant, input.id, { type: input.type, keys: row.keyNames }, principal));
     return infoOf(row);
+  }
+
+  /**
+   * Creates or replaces credential `body.id` of `tenant` from the content of a Kubernetes Secret (the operator, for
+   * an McpCredential), `sourceChecksum` naming that content. When the stored credential was applied from the same
+   * checksum nothing changes (outcome `unchanged`), so a resync never overwrites a token the gateway refreshed since;
+   * otherwise the keys are replaced and the refresh state reset, recorded as `credential.created` or
+   * `credential.replaced` (id, type, key names, source) under `principal`.
+   * @throws PunkError `CredentialsUnavailable` without a key, `InvalidCredential` naming the bad field; the bus's
+   *   error when the event cannot be appended (the credential is stored).
+   */
+  async apply(tenant: string, principal: Principal, body: unknown, sourceChecksum: string): Promise<ApplyResult> {
+    const sealer = this.requireSealer();
+    const input = parseCredentialInput(body);
+    const written = await this.store.apply(
+      {
+        tenant,
+        id: input.id,
+        type: input.type,
+        keyNames: Object.keys(input.data).sort(),
+        sealed: sealer.seal(tenant, input.id, input.data),
+        expiresAt: expiryOf(input),
+        createdBy: principal.subject,
+      },
+      sourceChecksum,
+    );
+    if (written.outcome === 'unchanged') return { credential: await this.get(tenant, input.id), outcome: 'unchanged' };
+    const { outcome, row } = written;
+    this.log.info({ tenant, credential: input.id, type: input.type, by: principal.subject, outcome }, `credential ${outcome} from a Secret`);
+    await this.record(credentialEvent(outcome === 'created' ? 'credential.created' : 'credential.replaced', tenant, input.id, { type: input.type, keys: row.keyNames, source: 'secret' }, principal));
+    return { credential: infoOf(row), outcome };
   }
 
   /** The tenant's credentials, by id. @throws PunkError `CredentialsUnavailable` without a key. */
@@ -288,5 +329,12 @@ function infoOf(row: CredentialRow): CredentialInfo {
     ...(row.expiresAt && { expiresAt: row.expiresAt.toISOString() }),
     ...(row.lastRefreshAt && { lastRefreshAt: row.lastRefreshAt.toISOString() }),
     ...(row.refreshError !== null && { refreshError: row.refreshError }),
+    source: row.source,
+    ...(row.sourceChecksum !== null && { sourceChecksum: row.sourceChecksum }),
   };
+}
+
+/** The stored expiry of an oauth2 credential's access token (its `expires_at` key), else null. */
+function expiryOf(input: CredentialInput): Date | null {
+  return input.type === 'oauth2' && input.data.expires_at !== undefined ? new Date(Number(input.data.expires_at)) : null;
 }

@@ -37,7 +37,7 @@ import type { RegistrationStore, ServerRecord, StoredRegistration, TestOutcome }
 export const TOOLS_CACHE_MAX_AGE_MS = 10 * 60_000;
 
 /** The credentials vault as the admin API uses it (`credentials.*`). */
-export type CredentialsAdmin = Pick<CredentialVault, 'create' | 'list' | 'get' | 'delete'>;
+export type CredentialsAdmin = Pick<CredentialVault, 'create' | 'apply' | 'list' | 'get' | 'delete'>;
 
 /** The tool-definition pins as the admin API uses them (`servers.tools`, `servers.acceptTool`, `servers.delete`). */
 export type PinsAdmin = Pick<ToolPinning, 'accept' | 'pins' | 'forget'>;
@@ -70,7 +70,7 @@ export interface AdminDeps {
   /** After an admin accepted a tool definition: re-list the server here and tell the other replicas and the fronts. */
   onToolAccepted(tenant: string, name: string): Promise<void>;
   /**
-   * After a credential was created or deleted: reconnect the tenant's servers that reference it here, and tell
+   * After a credential was created, replaced or deleted: reconnect the tenant's servers that reference it here, and tell
    * the other replicas, so no connection keeps sending a value resolved before the change.
    */
   onCredentialChanged(tenant: string, id: string): Promise<void>;
@@ -108,7 +108,8 @@ type Target = { managed: true; server: McpServer; record: ServerRecord } | { man
  * Builds the `punk.gateway.admin` handler. Replies: `servers.list` `{ servers }`; `servers.get`, `servers.create`,
  * `servers.update` `{ server }`; `servers.delete` `{}`; `servers.test` `{ ok, toolCount, tools, latencyMs, error? }`;
  * `servers.tools` `{ tools, listedAt, cached, pins }`; `servers.acceptTool` `{ tool, fingerprint }`; `credentials.create`
- * and `credentials.get` `{ credential }`, `credentials.list` `{ credentials }`, `credentials.delete` `{}`. Literal
+ * and `credentials.get` `{ credential }`, `credentials.apply` `{ credential, outcome }` (`created`, `replaced` or
+ * `unchanged`), `credentials.list` `{ credentials }`, `credentials.delete` `{}`. Literal
  * `env` and `headers` values of a registration are never answered (see {@link maskedRegistration}).
  * @throws (to the requester) PunkError `InvalidMessage` (malformed request), `InvalidRegistration` (the message
  *   names the field), `StdioRegistrationsDisabled`, `ServerNotFound` (also for another tenant's server),
@@ -279,6 +280,11 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
         const credential = await deps.credentials.create(request.tenant, request.principal, request.body);
         await deps.onCredentialChanged(request.tenant, credential.id);
         return { credential };
+      }
+      case 'credentials.apply': {
+        const applied = await deps.credentials.apply(request.tenant, request.principal, request.body, request.sourceChecksum);
+        if (applied.outcome !== 'unchanged') await deps.onCredentialChanged(request.tenant, applied.credential.id);
+        return applied;
       }
       case 'credentials.list':
         return { credentials: await deps.credentials.list(request.tenant) };

@@ -114,6 +114,19 @@ export interface KvEntry {
   revision: number;
 }
 
+/** One change of a watched bucket. */
+export type KvChange =
+  /** The key holds `value` at `revision` (a live entry at the start of the watch, or a write). */
+  | { operation: 'put'; key: string; value: unknown; revision: number }
+  /** The key no longer holds a value: it was deleted, or it expired (bucket time to live). */
+  | { operation: 'delete'; key: string };
+
+/**
+ * Receives the changes of a watched bucket, one call at a time, in the order they happened. Errors it throws are
+ * logged, never propagated: the next change is still delivered.
+ */
+export type KvWatchHandler = (change: KvChange) => void | Promise<void>;
+
 /** A key-value bucket shared by every replica (NATS KV; a map in-process). */
 export interface KvStore {
   /** The live value, or undefined when absent, deleted or expired. */
@@ -139,6 +152,13 @@ export interface KvStore {
    * live values plus, on NATS, deleted keys whose delete marker has not aged out yet (an upper bound).
    */
   size(): Promise<number>;
+  /**
+   * Watches the bucket: hands `handler` every live entry first (as `put`, oldest write first; the returned promise
+   * resolves once they are all handled), then each later `put` and `delete` in order, including the `delete` of an
+   * entry that expires. Over NATS the watch follows reconnects and resumes where it was; expiry is reported from
+   * each entry's last write plus the bucket's time to live, as the server discards it. `unsubscribe` stops it.
+   */
+  watch(handler: KvWatchHandler): Promise<BusSubscription>;
 }
 
 /** Options of a stream read. */

@@ -10,8 +10,10 @@ import {
   type BusSubscription,
   type ConsumeOptions,
   type KvBucketConfig,
+  type KvChange,
   type KvEntry,
   type KvStore,
+  type KvWatchHandler,
   type ReadStreamOptions,
   type MessageHandler,
   type RequestHandler,
@@ -269,7 +271,7 @@ export class MemoryBus implements Bus {
     this.assertOpen();
     let bucket = this.buckets.get(config.name);
     if (!bucket) {
-      bucket = new MemoryKv(config.ttlMs);
+      bucket = new MemoryKv(config.ttlMs, this.log);
       this.buckets.set(config.name, bucket);
     }
     return bucket;
@@ -341,9 +343,15 @@ function remove<T>(list: T[], item: T): void {
 /** An in-process key-value bucket with per-entry expiry. */
 class MemoryKv implements KvStore {
   private readonly entries = new Map<string, { payload: string; revision: number; expiresAt: number }>();
+  private readonly watchers = new Set<MemoryKvWatcher>();
+  /** One timer per key while watched: reports the entry's expiry as a delete. */
+  private readonly expiryTimers = new Map<string, NodeJS.Timeout>();
   private revision = 0;
 
-  constructor(private readonly ttlMs: number) {}
+  constructor(
+    private readonly ttlMs: number,
+    private readonly log?: Logger,
+  ) {}
 
   async get(key: string): Promise<KvEntry | undefined> {
     const entry = this.live(key);
@@ -352,7 +360,9 @@ class MemoryKv implements KvStore {
 
   async put(key: string, value: unknown): Promise<number> {
     const revision = ++this.revision;
-    this.entries.set(key, { payload: encode(value), revision, expiresAt: this.ttlMs > 0 ? Date.now() + this.ttlMs : Infinity });
+    const payload = encode(value);
+    this.entries.set(key, { payload, revision, expiresAt: this.ttlMs > 0 ? Date.now() + this.ttlMs : Infinity });
+    this.notify({ operation: 'put', key, value: JSON.parse(payload), revision });
     return revision;
   }
 
@@ -368,7 +378,7 @@ class MemoryKv implements KvStore {
   }
 
   async delete(key: string): Promise<void> {
-    this.entries.delete(key);
+    if (this.entries.delete(key)) this.notify({ operation: 'delete', key });
   }
 
   async keys(): Promise<string[]> {
@@ -379,12 +389,89 @@ class MemoryKv implements KvStore {
     return (await this.keys()).length;
   }
 
+  async watch(handler: KvWatchHandler): Promise<BusSubscription> {
+    const live = [...this.entries.keys()].flatMap(key => {
+      const entry = this.live(key);
+      return entry ? [{ key, entry }] : [];
+    });
+    const watcher = new MemoryKvWatcher(handler, this.log);
+    // Registered before the snapshot is delivered: a write made meanwhile queues behind it, in order.
+    this.watchers.add(watcher);
+    for (const { key, entry } of live.sort((a, b) => a.entry.revision - b.entry.revision)) {
+      watcher.push({ operation: 'put', key, value: JSON.parse(entry.payload), revision: entry.revision });
+      this.scheduleExpiry(key);
+    }
+    await watcher.idle();
+    return {
+      unsubscribe: async () => {
+        watcher.stopped = true;
+        this.watchers.delete(watcher);
+        if (this.watchers.size === 0) {
+          for (const timer of this.expiryTimers.values()) clearTimeout(timer);
+          this.expiryTimers.clear();
+        }
+      },
+    };
+  }
+
+  private notify(change: KvChange): void {
+    if (this.watchers.size === 0) return;
+    for (const watcher of this.watchers) watcher.push(change);
+    if (change.operation === 'put') this.scheduleExpiry(change.key);
+    else {
+      clearTimeout(this.expiryTimers.get(change.key));
+      this.expiryTimers.delete(change.key);
+    }
+  }
+
+  /** While watched, an entry that reaches its expiry without a newer write is reported deleted. */
+  private scheduleExpiry(key: string): void {
+    const entry = this.entries.get(key);
+    if (!entry || entry.expiresAt === Infinity) return;
+    clearTimeout(this.expiryTimers.get(key));
+    const timer = setTimeout(() => {
+      this.expiryTimers.delete(key);
+      if (this.entries.get(key) === entry && this.live(key) === undefined) this.notify({ operation: 'delete', key });
+    }, Math.max(0, entry.expiresAt - Date.now()));
+    timer.unref();
+    this.expiryTimers.set(key, timer);
+  }
+
   private live(key: string) {
     const entry = this.entries.get(key);
     if (entry && entry.expiresAt <= Date.now()) {
       this.entries.delete(key);
+      this.notify({ operation: 'delete', key });
       return undefined;
     }
     return entry;
+  }
+}
+
+/** One watcher of an in-process bucket: hands changes to its handler one at a time, in order. */
+class MemoryKvWatcher {
+  private chain: Promise<void> = Promise.resolve();
+  /** Set on unsubscribe: changes still queued are dropped. */
+  stopped = false;
+
+  constructor(
+    private readonly handler: KvWatchHandler,
+    private readonly log?: Logger,
+  ) {}
+
+  push(change: KvChange): void {
+    this.chain = this.chain.then(async () => {
+      if (this.stopped) return;
+      try {
+        await this.handler(change);
+      } catch (error) {
+        this.log?.error({ err: error, key: change.key }, 'bucket watcher failed');
+      }
+    });
+  }
+
+  /** Resolves once every change pushed so far has been handled. */
+  idle(): Promise<void> {
+    return this.chain;
   }
 }

@@ -15,7 +15,7 @@ import {
   type Subscription,
 } from '@nats-io/transport-node';
 import { AckPolicy, jetstream, jetstreamManager, JetStreamApiError, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
-import { Kvm, type KV } from '@nats-io/kv';
+import { Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
 import { PunkError, errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
 import type {
@@ -27,8 +27,10 @@ import type {
   BusSubscription,
   ConsumeOptions,
   KvBucketConfig,
+  KvChange,
   KvEntry,
   KvStore,
+  KvWatchHandler,
   MessageHandler,
   ReadStreamOptions,
   RequestHandler,
@@ -312,7 +314,7 @@ export class NatsBus implements Bus {
     this.assertOpen();
     try {
       const kv = await new Kvm(this.nc).create(config.name, { ttl: config.ttlMs, history: 1 });
-      return new NatsKv(kv, config.name, this.jsm);
+      return new NatsKv(kv, config.name, config.ttlMs, this.jsm, this.log);
     } catch (error) {
       throw this.unavailable(`bucket ${config.name}`, error);
     }
@@ -390,7 +392,9 @@ class NatsKv implements KvStore {
   constructor(
     private readonly kv: KV,
     private readonly bucket: string,
+    private readonly ttlMs: number,
     private readonly jsm: JetStreamManager,
+    private readonly log: Logger,
   ) {}
 
   async get(key: string): Promise<KvEntry | undefined> {
@@ -436,6 +440,82 @@ class NatsKv implements KvStore {
   // One message per key (history 1), delete markers included, until they age out.
   async size(): Promise<number> {
     return (await this.jsm.streams.info(`KV_${this.bucket}`)).state.messages;
+  }
+
+  // nats.js's watcher is an ordered push consumer: after a reconnect or a missed heartbeat it is recreated from the
+  // last stream sequence it delivered, so no change is lost or repeated.
+  async watch(handler: KvWatchHandler): Promise<BusSubscription> {
+    let entries: Awaited<ReturnType<KV['watch']>>;
+    try {
+      entries = await this.kv.watch();
+    } catch (error) {
+      throw new PunkError('BusUnavailable', `watch of bucket ${this.bucket}: ${errorMessage(error)}`, undefined, { cause: error });
+    }
+    // How many last values the watcher delivers first: the pending count of its consumer when it was created.
+    const consumer = (entries as unknown as { _data?: { info(cached: boolean): Promise<{ num_pending: number }> } })._data;
+    const initial = consumer ? (await consumer.info(true)).num_pending : 0;
+    const expiries = new Map<string, NodeJS.Timeout>();
+    let stopped = false;
+    let caughtUp!: () => void;
+    const ready = new Promise<void>(resolve => (caughtUp = resolve));
+    if (initial === 0) caughtUp();
+    const deliver = async (change: KvChange) => {
+      if (stopped) return;
+      try {
+        await handler(change);
+      } catch (error) {
+        this.log.error({ err: errorMessage(error), bucket: this.bucket, key: change.key }, 'bucket watcher failed');
+      }
+    };
+    // The server drops an aged-out entry without telling watchers (delete markers need nats-server 2.11):
+    // report it from its last write plus the bucket's time to live, as the server does.
+    const expireLater = (entry: KvWatchEntry) => {
+      clearTimeout(expiries.get(entry.key));
+      if (this.ttlMs <= 0) return;
+      const timer = setTimeout(() => {
+        expiries.delete(entry.key);
+        queue = queue.then(() => deliver({ operation: 'delete', key: entry.key }));
+      }, Math.max(0, entry.created.getTime() + this.ttlMs - Date.now()));
+      timer.unref();
+      expiries.set(entry.key, timer);
+    };
+    let queue = Promise.resolve();
+    let seen = 0;
+    const loop = (async () => {
+      for await (const entry of entries) {
+        seen++;
+        if (entry.operation === 'PUT') {
+          let value: unknown;
+          try {
+            value = JSON.parse(decoder.decode(entry.value));
+          } catch (error) {
+            this.log.error({ err: errorMessage(error), bucket: this.bucket, key: entry.key }, 'dropped a bucket entry that is not JSON');
+          }
+          if (value !== undefined) {
+            expireLater(entry);
+            const change: KvChange = { operation: 'put', key: entry.key, value, revision: entry.revision };
+            queue = queue.then(() => deliver(change));
+          }
+        } else {
+          clearTimeout(expiries.get(entry.key));
+          expiries.delete(entry.key);
+          // The last value of a deleted key, met while catching up, is no change to report.
+          if (seen > initial) queue = queue.then(() => deliver({ operation: 'delete', key: entry.key }));
+        }
+        await queue;
+        if (seen === initial) caughtUp();
+      }
+    })().catch(error => this.log.error({ err: errorMessage(error), bucket: this.bucket }, 'bucket watch ended'));
+    await Promise.race([ready, loop]);
+    return {
+      unsubscribe: async () => {
+        stopped = true;
+        for (const timer of expiries.values()) clearTimeout(timer);
+        expiries.clear();
+        entries.stop();
+        caughtUp();
+      },
+    };
   }
 }
 

@@ -8,7 +8,8 @@ import { randomBytes } from 'node:crypto';
 import { after, describe, test, type TestContext } from 'node:test';
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { MemoryBus, NatsBus, PunkError, createLogger, subjectMatches, type Bus, type StreamMessage } from '../index.js';
+import { startPrivateNats } from './natstest.js';
+import { MemoryBus, NatsBus, PunkError, createLogger, subjectMatches, type Bus, type KvChange, type StreamMessage } from '../index.js';
 
 const natsUrl = process.env.PUNK_TEST_NATS_URL ?? 'nats://127.0.0.1:4222';
 const log = createLogger('bus-test', 'silent');
@@ -205,6 +206,59 @@ for (const [kind, open] of implementations) {
       await bus.close();
     });
 
+    test('a bucket watch hands over the live entries first, then every put and delete in order, until unsubscribed', async t => {
+      const bus = await opened(t, open);
+      const n = names();
+      const kv = await bus.keyValue({ name: n.bucket, ttlMs: 0 });
+      await kv.put('a', { v: 1 });
+      await kv.put('b', { v: 1 });
+      await kv.put('gone', { v: 1 });
+      await kv.delete('gone');
+      const seen: KvChange[] = [];
+      const watch = await kv.watch(change => void seen.push(change));
+      assert.deepEqual(
+        seen.map(c => [c.operation, c.key, c.operation === 'put' && c.value]),
+        [['put', 'a', { v: 1 }], ['put', 'b', { v: 1 }]],
+        'live entries are delivered before watch() resolves; a deleted key is not',
+      );
+      await kv.put('a', { v: 2 });
+      await kv.delete('b');
+      await kv.put('c', { v: 1 });
+      await until(() => seen.length >= 5);
+      assert.deepEqual(
+        seen.slice(2).map(c => [c.operation, c.key, c.operation === 'put' && c.value]),
+        [['put', 'a', { v: 2 }], ['delete', 'b', false], ['put', 'c', { v: 1 }]],
+      );
+      const revisions = seen.flatMap(c => (c.operation === 'put' ? [c.revision] : []));
+      assert.deepEqual(revisions, [...revisions].sort((x, y) => x - y), 'revisions grow');
+      await watch.unsubscribe();
+      await kv.put('d', {});
+      const other = await bus.keyValue({ name: n.bucket, ttlMs: 0 });
+      const after: KvChange[] = [];
+      await (await other.watch(change => void after.push(change))).unsubscribe();
+      assert.deepEqual(after.map(c => c.key).sort(), ['a', 'c', 'd'], 'a second watch sees the bucket as it is');
+      assert.equal(seen.length, 5, 'nothing after unsubscribe');
+      await bus.close();
+    });
+
+    test('a bucket watch keeps going when its handler throws, and reports expiry as a delete', async t => {
+      const bus = await opened(t, open);
+      const n = names();
+      const kv = await bus.keyValue({ name: n.bucket, ttlMs: 1000 });
+      const seen: string[] = [];
+      await kv.watch(change => {
+        seen.push(`${change.operation}:${change.key}`);
+        if (change.key === 'bad') throw new Error('handler failed');
+      });
+      await kv.put('bad', 1);
+      await kv.put('short', 1);
+      await until(() => seen.includes('delete:short'), 5000);
+      assert.deepEqual(seen.slice(0, 2), ['put:bad', 'put:short']);
+      assert.ok(seen.includes('delete:bad') && seen.includes('delete:short'), 'both entries expired and were reported');
+      assert.equal(await kv.get('short'), undefined);
+      await bus.close();
+    });
+
     test('payloads are copied and a closed bus refuses work', async t => {
       const bus = await opened(t, open);
       const n = names();
@@ -237,3 +291,33 @@ test('stopping an in-process consumer first delivers what the stream still holds
   assert.deepEqual(got, ['a', 'b', 'c']);
   await bus.close();
 });
+
+test('a NATS bucket watch survives the server restarting and resumes where it was', async t => {
+  const nats = await startPrivateNats();
+  t.after(() => nats.stop());
+  const bus = await NatsBus.connect({ url: nats.url, name: 'punk-bus-restart-test', log });
+  t.after(() => bus.close());
+  const kv = await bus.keyValue({ name: 'watched', ttlMs: 0 });
+  await kv.put('before', 1);
+  const seen: string[] = [];
+  await kv.watch(change => void seen.push(`${change.operation}:${change.key}`));
+  assert.deepEqual(seen, ['put:before']);
+  await nats.restart();
+  await until(() => bus.isConnected(), 15_000);
+  // JetStream may need a moment after the restart before it accepts writes.
+  await retry(() => kv.put('after', 2));
+  await retry(() => kv.delete('before'));
+  await until(() => seen.length >= 3, 20_000);
+  assert.deepEqual(seen, ['put:before', 'put:after', 'delete:before']);
+});
+
+async function retry<T>(work: () => Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await work();
+    } catch (error) {
+      if (attempt > 50) throw error;
+      await new Promise(r => setTimeout(r, 200));
+    }
+  }
+}

@@ -1,0 +1,63 @@
+/**
+ * The servers the operator manages (McpServer custom resources), as it publishes them in bucket
+ * `PUNK_MCP_SERVERS` (`managedServerSchema` by `kvKey(tenant, name)`). Every gateway replica watches the bucket
+ * and serves its entries beside the manifests' (read-only in the registry API, like them). An entry that is not a
+ * valid McpServer is logged with its key and the bad field and not served; the others still are.
+ */
+import { buckets, kvKey, managedServerSchema, mcpServerSchema, type Bus, type BusSubscription, type Logger, type McpServer } from '@punk/lib';
+import type { z } from 'zod';
+
+/** Options of {@link watchManagedServers}. */
+export interface ManagedServersOptions {
+  bus: Bus;
+  log: Logger;
+  /**
+   * Called with every valid server of the bucket: once when the watch has read the bucket, then after each change
+   * (a put, an update, a delete), one call at a time.
+   */
+  onChange(servers: McpServer[]): Promise<void>;
+}
+
+/**
+ * Watches bucket `PUNK_MCP_SERVERS` (see the module comment); resolves once the servers it held at the start were
+ * handed to `onChange`. `unsubscribe` stops the watch.
+ * @throws PunkError `BusUnavailable` when the bucket cannot be opened or watched.
+ */
+export async function watchManagedServers(options: ManagedServersOptions): Promise<BusSubscription> {
+  const { bus, log, onChange } = options;
+  const kv = await bus.keyValue(buckets.mcpServers);
+  const servers = new Map<string, McpServer>();
+  let caughtUp = false;
+  const subscription = await kv.watch(async change => {
+    const server = change.operation === 'put' ? validServer(change.key, change.value, log) : undefined;
+    if (server) servers.set(change.key, server);
+    else if (!servers.delete(change.key)) return;
+    if (caughtUp) await onChange([...servers.values()]);
+  });
+  caughtUp = true;
+  await onChange([...servers.values()]);
+  return subscription;
+}
+
+/** The McpServer of a bucket entry, or `undefined` (logged with the key and the field) when it is not a valid one. */
+function validServer(key: string, value: unknown, log: Logger): McpServer | undefined {
+  const refuse = (field: string, message: string) => {
+    log.error({ bucket: buckets.mcpServers.name, key, field }, `managed server ${key} is not served: ${field}: ${message}`);
+    return undefined;
+  };
+  const entry = managedServerSchema.safeParse(value);
+  if (!entry.success) return refuse(...firstIssue(entry.error));
+  const parsed = mcpServerSchema.safeParse(entry.data.server);
+  if (!parsed.success) return refuse(...firstIssue(parsed.error, 'server'));
+  const server = parsed.data;
+  const { namespace = 'default', name } = server.metadata;
+  if (kvKey(namespace, name) !== key) return refuse('server.metadata', `names ${namespace}/${name}, whose key is ${kvKey(namespace, name)}, not ${key}`);
+  return server;
+}
+
+/** The path (`server.spec.port`) and message of the first issue of a failed parse. */
+function firstIssue(error: z.ZodError, prefix?: string): [string, string] {
+  const issue = error.issues[0]!;
+  const path = [...(prefix ? [prefix] : []), ...issue.path.map(String)].join('.') || '(entry)';
+  return [path, issue.message];
+}
