@@ -2,8 +2,6 @@
 // database: an McpServer whose url is a real MCP server (server-everything over Streamable HTTP) is served by the
 // gateway from PUNK_MCP_SERVERS and becomes Ready with the tools the gateway lists; an McpCredential reaches the
 // gateway's vault (credentials.apply) and leaves it when deleted; a deleted McpServer is no longer served.
-// Needs a gateway that implements credentials.apply and serves PUNK_MCP_SERVERS (branch wt-services): with an
-// older gateway the test says so and skips.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -39,7 +37,6 @@ describe('the operator with the real gateway', { skip: availability.available ? 
   let workDir: string;
   let crs: CustomResources;
   let ns: string;
-  let supported = true;
 
   before(async () => {
     plane = await startControlPlane();
@@ -68,9 +65,6 @@ describe('the operator with the real gateway', { skip: availability.available ? 
       socket.once('error', () => resolve(false));
     }));
     ns = await createNamespace(plane.kubeConfig, 'e2e');
-    // Does this gateway implement credentials.apply? An older one answers without an outcome.
-    const probe = (await bus.request(subjects.gatewayAdmin, { op: 'credentials.apply', tenant: `${ns}-probe`, principal: { subject: 'test', tenant: `${ns}-probe`, groups: [] }, body: { id: 'probe', type: 'static', data: { value: 'x' } }, sourceChecksum: 'probe' }, { timeoutMs: 10_000 })) as { outcome?: string } | undefined;
-    supported = typeof probe?.outcome === 'string';
     operator = await startLeadingOperator(testOperatorOptions(plane.kubeConfig, await nats.connect('operator')));
     crs = new CustomResources(plane.kubeConfig);
   });
@@ -85,8 +79,7 @@ describe('the operator with the real gateway', { skip: availability.available ? 
     if (workDir) await rm(workDir, { recursive: true, force: true });
   });
 
-  it('serves a url McpServer through the gateway and reports Ready with the tools it lists', async t => {
-    if (!supported) return t.skip('this gateway does not serve PUNK_MCP_SERVERS nor implement credentials.apply (branch wt-services)');
+  it('serves a url McpServer through the gateway and reports Ready with the tools it lists', async () => {
     await crs.create('mcpservers', ns, { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpServer', metadata: { name: 'everything' }, spec: { url: `http://127.0.0.1:${everythingPort}/mcp` } });
     const ready = await until('Ready=True', async () => {
       const o = await crs.get('mcpservers', ns, 'everything');
@@ -107,8 +100,7 @@ describe('the operator with the real gateway', { skip: availability.available ? 
     );
   });
 
-  it('puts an McpCredential into the vault and removes it when the object is deleted', async t => {
-    if (!supported) return t.skip('this gateway does not implement credentials.apply (branch wt-services)');
+  it('puts an McpCredential into the vault and removes it when the object is deleted', async () => {
     const core = plane.kubeConfig.makeApiClient(CoreV1Api);
     await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'github-token' }, stringData: { token: 'ghp-e2e' } } });
     await crs.create('mcpcredentials', ns, { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpCredential', metadata: { name: 'github' }, spec: { secretRef: { name: 'github-token', keys: ['token'] } } });

@@ -1,7 +1,7 @@
-// McpCredentials on a real kube-apiserver: what the operator sends on `punk.gateway.admin` (real NATS, a
-// nats-server of the test's own) and the status it writes. The gateway's `credentials.apply` is not merged yet
-// (branch wt-services), so this test's own responder on the admin subject records each request and answers as the
-// contract in contracts.ts says; the end-to-end test with the real gateway's vault is left to the integrator.
+// McpCredentials on a real kube-apiserver: exactly what the operator sends on `punk.gateway.admin` (real NATS, a
+// nats-server of the test's own) and the status it writes. This test's own responder on the admin subject records
+// each request and answers as the contract in contracts.ts says, so the requests can be asserted one by one and the
+// gateway can be made to vanish; gateway-e2e.test.ts runs the same path against the real gateway's vault.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { CoreV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
