@@ -91,6 +91,9 @@ describe('the operator with the real gateway', { skip: availability.available ? 
     assert.ok((ready.status.tools as { name: string }[]).some(tool => tool.name === 'echo'), 'server-everything lists echo');
     assert.equal(ready.status.lastError, undefined);
 
+    const served = (await bus.request(subjects.gatewayAdmin, { op: 'servers.get', tenant: ns, id: 'everything' }, { timeoutMs: 10_000 })) as Record<string, unknown>;
+    assert.match(JSON.stringify(served), new RegExp(`127\\.0\\.0\\.1:${everythingPort}`), 'the gateway serves the url the operator published');
+
     await crs.delete('mcpservers', ns, 'everything');
     await until('no longer served', () =>
       bus.request(subjects.gatewayAdmin, { op: 'servers.get', tenant: ns, id: 'everything' }, { timeoutMs: 10_000 }).then(
