@@ -26,7 +26,16 @@ import { conditionsOf, fieldPath, writeStatus } from './status.js';
 import type { ReconcileResult } from './queue.js';
 
 /** What children are built with: the operator's cluster-wide settings (images, gateway pods, DNS domain). */
-export type ServerReconcilerOptions = Omit<ServerChildrenOptions, 'secretChecksum' | 'credentialSecrets'>;
+export type ServerReconcilerOptions = Omit<ServerChildrenOptions, 'secretChecksum' | 'credentialSecrets'> & {
+  /** `PUNK_PUBLIC_URL`: the URL clients reach Punk at, the base of each server's `status.endpoint`. */
+  publicUrl?: string;
+};
+
+/** Where clients reach server `namespace/name` through Punk's front (`status.endpoint`). */
+export function publicEndpoint(publicUrl: string | undefined, namespace: string, name: string): string {
+  const path = `/servers/${namespace}/${name}/mcp`;
+  return publicUrl === undefined ? path : `${publicUrl.replace(/\/+$/, '')}${path}`;
+}
 
 /** Kinds a server's children can be of, pruned when no longer wanted. */
 const CHILD_KINDS: readonly { apiVersion: string; kind: string }[] = [
@@ -100,7 +109,7 @@ export class McpServerReconciler {
     // What runs now (the last applied generation, if any): the conditions describe it even when this generation cannot be applied.
     let deployment = this.context.caches.Deployment.get(name, namespace) as V1Deployment | undefined;
     const pods = (this.context.caches.Pod.list(namespace) as V1Pod[]).filter(pod => pod.metadata?.labels?.[SERVER_LABEL] === name);
-    const kept = pick(object.status, ['endpoint', 'toolCount', 'tools']);
+    const kept = pick(object.status, ['endpoint', 'upstreamUrl', 'toolCount', 'tools']);
     const write = async (observed: Omit<ObservedServer, 'generation' | 'hasPod' | 'pods' | 'deployment'>, extra: Record<string, unknown>) => {
       const conditions = serverConditions({ generation, hasPod, pods, ...(deployment && { deployment }), ...observed }, previous, this.context.now());
       const status = { ...extra, observedGeneration: generation, conditions };
@@ -166,7 +175,8 @@ export class McpServerReconciler {
       }
     }
     await write(listing ? { listing } : {}, {
-      endpoint: built.endpoint,
+      endpoint: publicEndpoint(this.options.publicUrl, namespace, name),
+      upstreamUrl: built.endpoint,
       ...(tools ? { toolCount: tools.length, tools } : pick(kept, ['toolCount', 'tools'])),
       ...(lastError !== undefined && { lastError }),
     });

@@ -23,6 +23,7 @@ export function operatorOptionsFromConfig(config: PunkConfig, kubeConfig: KubeCo
       runnerImages: { npm: config.runnerNpmImage, pypi: config.runnerPypiImage },
       gateway: { namespace: config.gatewayNamespace, podLabels: config.gatewayPodLabels },
       clusterDomain: config.clusterDomain,
+      ...(config.publicUrl !== undefined && { publicUrl: config.publicUrl }),
     },
   };
 }

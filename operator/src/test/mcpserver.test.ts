@@ -93,7 +93,8 @@ describe('the operator reconciling McpServers', { skip: availability.available ?
       const live = await crs.get('mcpservers', ns, 'files');
       return live.status?.observedGeneration === live.metadata.generation ? live : undefined;
     });
-    assert.match(String(status.status.endpoint), /^http:\/\/files\./);
+    assert.match(String(status.status.upstreamUrl), /^http:\/\/files\./);
+    assert.equal(status.status.endpoint, `/servers/${ns}/files/mcp`, 'no PUNK_PUBLIC_URL: the path on Punk\'s endpoint');
     assert.equal(conditionOf(status, 'Ready')?.status, 'False', 'not Ready before its Deployment is Available');
     assert.equal(conditionOf(status, 'Progressing')?.status, 'True', 'the Deployment controller has not seen the Deployment yet');
     assert.equal(await servers.get(kvKey(ns, 'files')), undefined, 'not published before its Deployment is Available');
@@ -229,9 +230,9 @@ describe('the operator reconciling McpServers', { skip: availability.available ?
     assert.equal((entry.value as { server: { spec: { url: string } } }).server.spec.url, 'https://mcp.example.com/mcp');
     const live = await until('its status', async () => {
       const o = await crs.get('mcpservers', ns, 'remote');
-      return o.status?.endpoint ? o : undefined;
+      return o.status?.upstreamUrl ? o : undefined;
     });
-    assert.equal(live.status.endpoint, 'https://mcp.example.com/mcp');
+    assert.equal(live.status.upstreamUrl, 'https://mcp.example.com/mcp');
     assert.match(String(live.status.lastError), /gateway could not list the tools/, 'no gateway serves this test: the tool listing failure is reported');
     assert.equal(conditionOf(live, 'Available')?.status, 'True', 'a url server is available at once');
 

@@ -297,7 +297,11 @@ export const mcpServerStatusSchema = z
   .object({
     observedGeneration: z.number().int().min(0).optional().describe('metadata.generation of the spec this status was computed from.'),
     conditions: z.array(conditionSchema).optional().describe('Conditions Ready, Available, Progressing and Degraded; at most one of each type.'),
-    endpoint: z.string().optional().describe('URL at which the gateway serves this server\'s tools.'),
+    endpoint: z
+      .string()
+      .optional()
+      .describe('Where MCP clients reach this server through Punk: <PUNK_PUBLIC_URL>/servers/<namespace>/<name>/mcp, or that path alone when the operator has no PUNK_PUBLIC_URL.'),
+    upstreamUrl: z.string().optional().describe('URL the gateway connects to: the server pod\'s Service, or the url of a remote server.'),
     toolCount: z.number().int().min(0).optional().describe('Number of tools of the last live listing through the gateway.'),
     tools: z
       .array(
