@@ -4,10 +4,12 @@
  * `*.example.com`) need an egress proxy that checks the name of each CONNECT or request: a Deployment
  * `<name>-egress` running `punk-bridge egress-proxy` from the bridge image, its Service, and its
  * NetworkPolicy (only the server's pods may reach it; it may reach DNS and the declared ports). The server
- * container then gets HTTP(S)_PROXY pointing at it, and NO_PROXY for the cluster's own names.
+ * container then gets HTTP(S)_PROXY pointing at it, and NO_PROXY for the cluster's own names. The proxy's
+ * arguments, rule format and environment are the bridge's (`@punk/bridge/contract`).
  */
 import { isIP } from 'node:net';
 import type { KubernetesObject, V1Deployment, V1EnvVar, V1NetworkPolicy, V1NetworkPolicyEgressRule, V1NetworkPolicyPort, V1Service } from '@kubernetes/client-node';
+import { checkEgressItem, EgressItemError, egressProxyArgs, egressProxyEnv, EGRESS_PROXY_PORT, type EgressEntry } from '@punk/bridge/contract';
 import type { McpServer } from '@punk/lib';
 import {
   childLabels,
@@ -20,59 +22,33 @@ import {
 } from './sandbox.js';
 import { SpecError } from './spec-error.js';
 
-/** Port the egress proxy listens on. */
-export const EGRESS_PROXY_PORT = 3128;
-
 /** Path of the bridge executable inside the bridge and runner images. */
 export const BRIDGE_BINARY = '/opt/punk/bin/punk-bridge';
 
-/** One checked entry of `spec.sandbox.egress`: a lower-case DNS name (or `*.` wildcard), or a CIDR with its prefix. */
-export type EgressEntry = { host: string; ports?: number[] } | { cidr: string; ports?: number[] };
-
-// A DNS name of letters, digits and -, optionally behind one leading `*.` wildcard label (RFC 1123 §2.1).
-const HOST = /^(\*\.)?([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)*[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-
 /**
- * Checks `spec.sandbox.egress`: each `host` a DNS name or `*.` wildcard (lower-cased), each `cidr` an IPv4 or
- * IPv6 range (a bare address becomes a /32 or /128 range).
- * @throws SpecError naming `spec.sandbox.egress[i].host` or `.cidr`.
+ * Checks `spec.sandbox.egress` with the bridge's own checker (the proxy's rule parser), so the operator never
+ * writes a rule the proxy refuses: each `host` a DNS name or `*.` wildcard (lower-cased), each `cidr` an IPv4
+ * or IPv6 range (a bare address becomes a /32 or /128 range), ports unique and ascending. An address as `host`
+ * is refused too: addresses are for the server's NetworkPolicy, which only `cidr` reaches.
+ * @throws SpecError naming `spec.sandbox.egress[i].host`, `.cidr` or `.ports`.
  */
 export function egressEntries(spec: McpServer['spec']): EgressEntry[] {
-  return (spec.sandbox?.egress ?? []).map((entry, i) => {
-    const ports = entry.ports && { ports: [...new Set(entry.ports)].sort((a, b) => a - b) };
-    if (entry.host !== undefined) {
-      const host = entry.host.toLowerCase();
-      if (host.length > 253 || !HOST.test(host) || isIP(host) !== 0) {
-        const hint = isIP(host) !== 0 ? '; an address goes in cidr' : '';
-        throw new SpecError(`spec.sandbox.egress[${i}].host`, `"${entry.host}" is not a DNS name or a *.wildcard name${hint}`);
-      }
-      return { host, ...ports };
+  return (spec.sandbox?.egress ?? []).map((item, i) => {
+    let entry: EgressEntry;
+    try {
+      entry = checkEgressItem(item, `spec.sandbox.egress[${i}]`);
+    } catch (error) {
+      if (error instanceof EgressItemError) throw new SpecError(error.field, error.reason);
+      throw error;
     }
-    return { cidr: checkedCidr(entry.cidr!, `spec.sandbox.egress[${i}].cidr`), ...ports };
+    if ('host' in entry && isIP(entry.host) !== 0) throw new SpecError(`spec.sandbox.egress[${i}].host`, `"${item.host}" is an address; an address goes in cidr`);
+    return entry;
   });
-}
-
-function checkedCidr(cidr: string, field: string): string {
-  const [address = '', prefix, ...rest] = cidr.split('/');
-  const family = isIP(address);
-  const bits = family === 4 ? 32 : 128;
-  if (family === 0 || rest.length > 0 || (prefix !== undefined && !(/^\d{1,3}$/.test(prefix) && Number(prefix) <= bits))) {
-    throw new SpecError(field, `"${cidr}" is not an IPv4 or IPv6 range such as 10.0.0.0/8 or 2001:db8::/32`);
-  }
-  return prefix === undefined ? `${address}/${bits}` : cidr;
 }
 
 /** Whether the allow-list names a host, so the server needs an egress proxy. */
 export function needsEgressProxy(entries: readonly EgressEntry[]): boolean {
   return entries.some(entry => 'host' in entry);
-}
-
-/**
- * The egress proxy's rules, one per entry, in the format of `punk-bridge egress-proxy --allow`:
- * `host[:port[,port…]]`, `*.example.com[:ports]`, `cidr[:ports]` (no ports: all ports).
- */
-export function egressProxyRules(entries: readonly EgressEntry[]): string[] {
-  return entries.map(entry => ('host' in entry ? entry.host : entry.cidr) + (entry.ports ? `:${entry.ports.join(',')}` : ''));
 }
 
 /** The name of a server's egress proxy Deployment and Service. */
@@ -81,20 +57,13 @@ export function egressProxyName(server: McpServer): string {
 }
 
 /**
- * The proxy environment of the server container: HTTP_PROXY, HTTPS_PROXY and their lower-case forms at the
- * proxy's Service, NO_PROXY/no_proxy for loopback and the cluster's own names.
+ * The proxy environment of the server container (the bridge's `egressProxyEnv`): HTTP_PROXY, HTTPS_PROXY and
+ * their lower-case forms at the proxy's Service, NODE_USE_ENV_PROXY, and NO_PROXY/no_proxy for loopback and the
+ * cluster's own names.
  */
-export function egressProxyEnv(server: McpServer, clusterDomain: string): V1EnvVar[] {
+export function serverProxyEnv(server: McpServer, clusterDomain: string): V1EnvVar[] {
   const url = `http://${egressProxyName(server)}.${server.metadata.namespace}.svc.${clusterDomain}:${EGRESS_PROXY_PORT}`;
-  const noProxy = ['localhost', '127.0.0.1', '::1', '.svc', `.${clusterDomain}`].join(',');
-  return [
-    { name: 'HTTP_PROXY', value: url },
-    { name: 'HTTPS_PROXY', value: url },
-    { name: 'http_proxy', value: url },
-    { name: 'https_proxy', value: url },
-    { name: 'NO_PROXY', value: noProxy },
-    { name: 'no_proxy', value: noProxy },
-  ];
+  return egressProxyEnv(url, ['localhost', '127.0.0.1', '::1', '.svc', `.${clusterDomain}`]);
 }
 
 /** Egress to the cluster DNS: kube-dns pods of kube-system on port 53, UDP and TCP. */
@@ -134,7 +103,6 @@ export function egressProxyChildren(server: McpServer, entries: readonly EgressE
   const namespace = server.metadata.namespace!;
   const metadata = () => ({ name, namespace, labels: childLabels(server, 'egress-proxy'), ownerReferences: [ownerReference(server)] });
   const selector = selectorLabels(server, 'egress-proxy');
-  const args = ['egress-proxy', '--port', String(EGRESS_PROXY_PORT), ...egressProxyRules(entries).flatMap(rule => ['--allow', rule])];
   const probe = { tcpSocket: { port: 'proxy' } };
   const deployment: V1Deployment = {
     apiVersion: 'apps/v1',
@@ -155,7 +123,7 @@ export function egressProxyChildren(server: McpServer, entries: readonly EgressE
               name: 'egress-proxy',
               image: bridgeImage,
               command: [BRIDGE_BINARY],
-              args,
+              args: egressProxyArgs(entries),
               ports: [{ name: 'proxy', containerPort: EGRESS_PROXY_PORT, protocol: 'TCP' }],
               readinessProbe: { ...probe, periodSeconds: 5 },
               livenessProbe: { ...probe, periodSeconds: 10 },

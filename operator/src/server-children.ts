@@ -19,18 +19,17 @@ import type {
   V1Volume,
   V1VolumeMount,
 } from '@kubernetes/client-node';
+import { BRIDGE_PORT, EGRESS_PROXY_PORT, serveFlags, type EgressEntry } from '@punk/bridge/contract';
 import { API_VERSION, mcpServerSpecSchema, transportOf, type McpServer } from '@punk/lib';
 import {
   BRIDGE_BINARY,
   cidrEgressRules,
   dnsEgressRule,
-  EGRESS_PROXY_PORT,
   egressEntries,
   egressProxyChildren,
-  egressProxyEnv,
   egressProxyName,
   needsEgressProxy,
-  type EgressEntry,
+  serverProxyEnv,
 } from './egress-proxy-children.js';
 import { checkVolume, mergePodTemplate } from './pod-template-merge.js';
 import {
@@ -54,9 +53,6 @@ import { SpecError } from './spec-error.js';
 export { SpecError } from './spec-error.js';
 export { secretChecksum, SECRET_CHECKSUM_ANNOTATION } from './secret-checksum.js';
 export { referencedSecretNames, type CredentialSecrets } from './server-env.js';
-
-/** Port the bridge serves a stdio server on, inside its pod and on its Service. */
-export const BRIDGE_PORT = 8080;
 
 /** Name of the server's container in its pod (the one a podTemplate merges into). */
 export const SERVER_CONTAINER = 'server';
@@ -162,7 +158,7 @@ export function buildServerChildren(server: McpServer, options: ServerChildrenOp
     spec: {
       replicas: spec.replicas,
       selector: { matchLabels: selectorLabels(server, 'mcp-server') },
-      template: podTemplate(server, options, { port, stdio, egress: proxied ? egressProxyEnv(server, clusterDomain) : [] }),
+      template: podTemplate(server, options, { port, stdio, egress: proxied ? serverProxyEnv(server, clusterDomain) : [] }),
     },
   };
   const objects: KubernetesObject[] = [serviceAccount, service, deployment, serverNetworkPolicy(server, options.gateway, port, egress, proxied)];
@@ -199,7 +195,7 @@ function podTemplate(server: McpServer, options: ServerChildrenOptions, how: { p
     const { name, version } = spec.package;
     const run = spec.command ?? (spec.package.registry === 'npm' ? ['npx', '-y', version ? `${name}@${version}` : name] : ['uvx', version ? `${name}==${version}` : name]);
     if (how.stdio) {
-      command = bridgeCommand(BRIDGE_BINARY, spec.path);
+      command = [BRIDGE_BINARY, ...serveFlags({ path: spec.path })];
       args = [...run, ...(spec.args ?? [])];
     } else {
       // A package that serves HTTP itself (as `punk up` runs it): the runner starts it on spec.port, no bridge.
@@ -218,7 +214,7 @@ function podTemplate(server: McpServer, options: ServerChildrenOptions, how: { p
     );
     volumes.push({ name: BRIDGE_VOLUME, emptyDir: { sizeLimit: '256Mi' } });
     mounts.push({ name: BRIDGE_VOLUME, mountPath: BRIDGE_DIR, readOnly: true });
-    command = bridgeCommand(`${BRIDGE_DIR}/punk-bridge`, spec.path);
+    command = [`${BRIDGE_DIR}/punk-bridge`, ...serveFlags({ path: spec.path })];
     args = [...spec.command!, ...(spec.args ?? [])];
   } else {
     image = spec.image!;
@@ -266,10 +262,6 @@ function podTemplate(server: McpServer, options: ServerChildrenOptions, how: { p
   };
   if (spec.podTemplate === undefined) return template;
   return mergePodTemplate(template, spec.podTemplate, { labels, annotations: { [SECRET_CHECKSUM_ANNOTATION]: options.secretChecksum } }, containerSecurityContext());
-}
-
-function bridgeCommand(binary: string, path: string): string[] {
-  return [binary, 'serve', '--port', String(BRIDGE_PORT), '--path', path, '--'];
 }
 
 function tcpProbes(): Pick<V1Container, 'startupProbe' | 'readinessProbe' | 'livenessProbe'> {

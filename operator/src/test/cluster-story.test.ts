@@ -5,24 +5,17 @@
 // test's own and a scratch Postgres database.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
 import type { Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import express from 'express';
-import { destinationPolicyOf, Keyring, startGateway, type Gateway } from '@punk/gateway';
-import { startGovernance, type GovernanceService } from '@punk/governance';
-import { createLogger, streams, type Bus } from '@punk/lib';
+import { createLogger } from '@punk/lib';
 import { createFront, type Front } from '@punk/mcp-front';
 import { startProtectedMcpServer, type ProtectedMcpServer } from '../../../services/gateway/dist/test/fixtures/protected-mcp-server.js';
-import { openScratchDb, type ScratchDb } from '../../../services/lib/dist/test/pgtest.js';
-import type { RunningOperator } from '../index.js';
-import { controlPlaneAvailability, startControlPlane, type ControlPlane } from './control-plane.js';
-import { conditionOf, createNamespace, CustomResources, startLeadingOperator, startNats, testOperatorOptions, until, type TestNats } from './harness.js';
+import { controlPlaneAvailability, type ControlPlane } from './control-plane.js';
+import { conditionOf, CustomResources, startOperatorFixture, until, type OperatorFixture } from './harness.js';
 
 const availability = controlPlaneAvailability();
 const log = createLogger('cluster-story', 'silent');
@@ -55,41 +48,19 @@ async function toolNames(endpoint: string): Promise<string[]> {
 }
 
 describe('a platform team declares a credential, a server and a policy; an MCP client uses them', { skip: availability.available ? false : availability.reason }, () => {
+  let fixture: OperatorFixture;
   let plane: ControlPlane;
-  let nats: TestNats;
-  let database: ScratchDb;
-  let governance: GovernanceService;
-  let gateway: Gateway;
+  let crs: CustomResources;
+  let ns: string;
   let front: Front;
   let http: HttpServer;
   let base: string;
-  let operator: RunningOperator;
   let upstream: ProtectedMcpServer;
-  let workDir: string;
-  let crs: CustomResources;
-  let ns: string;
 
   before(async () => {
-    plane = await startControlPlane();
-    nats = await startNats();
-    database = await openScratchDb(log);
-    workDir = await mkdtemp(join(tmpdir(), 'punk-cluster-story-'));
-    ns = await createNamespace(plane.kubeConfig, 'story');
-    const bus: Bus = await nats.connect('services');
-    await bus.ensureStream(streams.ledger);
-    governance = await startGovernance({ bus, log });
-    gateway = await startGateway({
-      bus,
-      log,
-      db: database.db,
-      servers: [],
-      // Authentication off: the gateway may reach private addresses, here the upstream on loopback.
-      egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }),
-      keyring: Keyring.fromConfig({ encryptionKey: randomBytes(32).toString('base64'), encryptionPreviousKeys: [] }),
-      workDir,
-      startTimeoutMs: 20_000,
-      callTimeoutMs: 20_000,
-    });
+    fixture = await startOperatorFixture('story', { operator: false });
+    ({ plane, crs, ns } = fixture);
+    const { bus } = await fixture.startServices();
     front = await createFront({ bus, log, tenant: ns, maxBodyBytes: 1024 * 1024, callTimeoutMs: 20_000 });
     const app = express();
     app.use(front.router);
@@ -98,22 +69,14 @@ describe('a platform team declares a credential, a server and a policy; an MCP c
     });
     base = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
     upstream = await startProtectedMcpServer({ token: TOKEN });
-    const options = testOperatorOptions(plane.kubeConfig, await nats.connect('operator'));
-    operator = await startLeadingOperator({ ...options, server: { ...options.server, publicUrl: base } });
-    crs = new CustomResources(plane.kubeConfig);
+    await fixture.startOperator({ server: { publicUrl: base } });
   });
   after(async () => {
-    await operator?.stop();
     await front?.close();
     http?.closeAllConnections();
     if (http) await new Promise(resolve => http.close(resolve));
-    await gateway?.stop();
-    await governance?.stop();
     await upstream?.close();
-    await nats?.stop();
-    await database?.close();
-    await plane?.stop();
-    if (workDir) await rm(workDir, { recursive: true, force: true });
+    await fixture?.stop();
   });
 
   it('serves the server at its status.endpoint with the credential as its Authorization header', async () => {

@@ -4,79 +4,41 @@
 // gateway's vault (credentials.apply) and leaves it when deleted; a deleted McpServer is no longer served.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
 import { connect } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { destinationPolicyOf, Keyring, startGateway, type Gateway } from '@punk/gateway';
-import { startGovernance, type GovernanceService } from '@punk/governance';
-import { createLogger, PunkError, streams, subjects, type Bus } from '@punk/lib';
-import { openScratchDb, type ScratchDb } from '../../../services/lib/dist/test/pgtest.js';
-import type { RunningOperator } from '../index.js';
-import { controlPlaneAvailability, startControlPlane, type ControlPlane } from './control-plane.js';
-import { conditionOf, createNamespace, CustomResources, freePort, startLeadingOperator, startNats, testOperatorOptions, until, type TestNats } from './harness.js';
+import { PunkError, subjects, type Bus } from '@punk/lib';
+import { controlPlaneAvailability, type ControlPlane } from './control-plane.js';
+import { conditionOf, CustomResources, freePort, startOperatorFixture, until, type OperatorFixture } from './harness.js';
 
 const availability = controlPlaneAvailability();
 const everythingBin = fileURLToPath(new URL('../../../node_modules/@modelcontextprotocol/server-everything/dist/index.js', import.meta.url));
-const log = createLogger('gateway-e2e', 'silent');
 
 describe('the operator with the real gateway', { skip: availability.available ? false : availability.reason }, () => {
-  let plane: ControlPlane;
-  let nats: TestNats;
+  let fixture: OperatorFixture;
   let bus: Bus;
-  let database: ScratchDb;
-  let governance: GovernanceService;
-  let gateway: Gateway;
-  let operator: RunningOperator;
   let everything: ChildProcess;
   let everythingPort: number;
-  let workDir: string;
+  let plane: ControlPlane;
   let crs: CustomResources;
   let ns: string;
 
   before(async () => {
-    plane = await startControlPlane();
-    nats = await startNats();
-    bus = await nats.connect('gateway');
-    database = await openScratchDb(log);
-    workDir = await mkdtemp(join(tmpdir(), 'punk-operator-e2e-'));
-    await bus.ensureStream(streams.ledger); // the gateway's audit events (no ledger consumes them here)
-    governance = await startGovernance({ bus, log });
-    gateway = await startGateway({
-      bus,
-      log,
-      db: database.db,
-      servers: [],
-      // Authentication off: the gateway may reach private addresses, here server-everything on loopback.
-      egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }),
-      keyring: Keyring.fromConfig({ encryptionKey: randomBytes(32).toString('base64'), encryptionPreviousKeys: [] }),
-      workDir,
-      startTimeoutMs: 20_000,
-      callTimeoutMs: 20_000,
-    });
+    fixture = await startOperatorFixture('e2e', { operator: false });
+    ({ plane, crs, ns } = fixture);
+    ({ bus } = await fixture.startServices());
     everythingPort = await freePort();
     everything = spawn(process.execPath, [everythingBin, 'streamableHttp'], { env: { ...process.env, PORT: String(everythingPort) }, stdio: 'ignore' });
     await until('server-everything listening', () => new Promise<boolean>(resolve => {
       const socket = connect(everythingPort, '127.0.0.1', () => (socket.destroy(), resolve(true)));
       socket.once('error', () => resolve(false));
     }));
-    ns = await createNamespace(plane.kubeConfig, 'e2e');
-    operator = await startLeadingOperator(testOperatorOptions(plane.kubeConfig, await nats.connect('operator')));
-    crs = new CustomResources(plane.kubeConfig);
+    await fixture.startOperator();
   });
   after(async () => {
-    await operator?.stop();
-    await gateway?.stop();
-    await governance?.stop();
+    await fixture?.stop();
     everything?.kill();
-    await nats?.stop();
-    await database?.close();
-    await plane?.stop();
-    if (workDir) await rm(workDir, { recursive: true, force: true });
   });
 
   it('serves a url McpServer through the gateway and reports Ready with the tools it lists', async () => {

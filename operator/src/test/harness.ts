@@ -1,7 +1,9 @@
 /**
  * What the operator tests share: a nats-server of the test's own (so bucket names never collide with other
- * tests), an operator started against a control plane of `control-plane.ts`, namespaces, and a poll that waits
- * for what the operator does (a deadline for waiting, never an assertion about speed).
+ * tests), an operator started against a control plane of `control-plane.ts`, namespaces, the fixture that starts
+ * them together ({@link startOperatorFixture}), Punk's real gateway and governance for the end-to-end tests
+ * ({@link startTestServices}), and a poll that waits for what the operator does (a deadline for waiting, never an
+ * assertion about speed).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -10,8 +12,12 @@ import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
-import { createLogger, NatsBus, type Bus } from '@punk/lib';
+import { destinationPolicyOf, Keyring, startGateway, type Gateway } from '@punk/gateway';
+import { startGovernance, type GovernanceService } from '@punk/governance';
+import { createLogger, NatsBus, streams, type Bus } from '@punk/lib';
+import { openScratchDb, type ScratchDb } from '../../../services/lib/dist/test/pgtest.js';
 import { startOperator, type OperatorOptions, type RunningOperator } from '../index.js';
+import { startControlPlane, type ControlPlane } from './control-plane.js';
 
 /** A free TCP port on 127.0.0.1. */
 export function freePort(): Promise<number> {
@@ -65,9 +71,12 @@ export async function startNats(): Promise<TestNats> {
   };
 }
 
+/** Changes to a test operator's options; `server` is merged into the default one. */
+export type OperatorOverrides = Omit<Partial<OperatorOptions>, 'server'> & { server?: Partial<OperatorOptions['server']> };
+
 /** Options of a test's operator: the defaults below, with short lease timings so a hand-over is quick. */
-export function testOperatorOptions(kubeConfig: KubeConfig, bus: Bus, overrides: Partial<OperatorOptions> = {}): OperatorOptions {
-  return {
+export function testOperatorOptions(kubeConfig: KubeConfig, bus: Bus, overrides: OperatorOverrides = {}): OperatorOptions {
+  const defaults: OperatorOptions = {
     kubeConfig,
     bus,
     log: createLogger('operator', (process.env.PUNK_TEST_LOG_LEVEL as 'info' | undefined) ?? 'silent'),
@@ -83,8 +92,8 @@ export function testOperatorOptions(kubeConfig: KubeConfig, bus: Bus, overrides:
       runnerImages: { npm: 'ghcr.io/punk-dev/punk-runner-npm:test', pypi: 'ghcr.io/punk-dev/punk-runner-pypi:test' },
       gateway: { namespace: 'punk-system', podLabels: { 'app.kubernetes.io/name': 'punk-gateway' } },
     },
-    ...overrides,
   };
+  return { ...defaults, ...overrides, server: { ...defaults.server, ...overrides.server } };
 }
 
 /** Starts an operator and waits until it leads. */
@@ -92,6 +101,120 @@ export async function startLeadingOperator(options: OperatorOptions): Promise<Ru
   const operator = await startOperator(options);
   await until('the operator leads', () => operator.isLeader() || undefined);
   return operator;
+}
+
+/** A test's own control plane and nats-server, a namespace on it, and an operator once started. */
+export interface OperatorFixture {
+  plane: ControlPlane;
+  nats: TestNats;
+  crs: CustomResources;
+  /** The test's namespace, `<prefix>-<random>`. */
+  ns: string;
+  /** The running operator; a test that stops it and starts another puts the new one here, so `stop` stops it. */
+  operator: RunningOperator | undefined;
+  /** Starts a leading operator on a bus connection of its own, as {@link operator}. */
+  startOperator(overrides?: OperatorOverrides): Promise<RunningOperator>;
+  /** Punk's gateway and governance, once started. */
+  services: TestServices | undefined;
+  /** Starts the gateway and governance on the fixture's nats-server ({@link startTestServices}), as {@link services}. */
+  startServices(): Promise<TestServices>;
+  /** Stops the operator, the services, the nats-server and the control plane, in that order. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts a control plane, a nats-server and a namespace `<namespacePrefix>-<random>`, and a leading operator with
+ * `options.operator` overrides (none when it is false: the test starts it later with `startOperator`). Stops what
+ * it started when a step fails.
+ */
+export async function startOperatorFixture(namespacePrefix: string, options: { operator?: OperatorOverrides | false } = {}): Promise<OperatorFixture> {
+  const operator = options.operator ?? {};
+  const plane = await startControlPlane();
+  let nats: TestNats | undefined;
+  try {
+    nats = await startNats();
+    const fixture: OperatorFixture = {
+      plane,
+      nats,
+      crs: new CustomResources(plane.kubeConfig),
+      ns: await createNamespace(plane.kubeConfig, namespacePrefix),
+      operator: undefined,
+      async startOperator(overrides = {}) {
+        fixture.operator = await startLeadingOperator(testOperatorOptions(plane.kubeConfig, await nats!.connect('operator'), overrides));
+        return fixture.operator;
+      },
+      services: undefined,
+      async startServices() {
+        fixture.services = await startTestServices(nats!);
+        return fixture.services;
+      },
+      async stop() {
+        await fixture.operator?.stop();
+        await fixture.services?.stop();
+        await nats!.stop();
+        await plane.stop();
+      },
+    };
+    if (operator !== false) await fixture.startOperator(operator);
+    return fixture;
+  } catch (error) {
+    await nats?.stop();
+    await plane.stop();
+    throw error;
+  }
+}
+
+/** Punk's real gateway and governance on a bus of their own, with a scratch Postgres database and a work directory. */
+export interface TestServices {
+  /** Their bus connection (the gateway's admin subject answers on it). */
+  bus: Bus;
+  gateway: Gateway;
+  governance: GovernanceService;
+  /** Stops the gateway and governance, drops the database, removes the work directory. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts governance and the gateway on `nats` (the ledger stream made, for the gateway's audit events), the gateway
+ * with authentication off so it may reach upstreams on loopback, and 20 s start and call timeouts.
+ */
+export async function startTestServices(nats: TestNats): Promise<TestServices> {
+  const log = createLogger('test-services', (process.env.PUNK_TEST_LOG_LEVEL as 'info' | undefined) ?? 'silent');
+  const bus = await nats.connect('services');
+  const database: ScratchDb = await openScratchDb(log);
+  const workDir = await mkdtemp(join(tmpdir(), 'punk-operator-services-'));
+  let governance: GovernanceService | undefined;
+  let gateway: Gateway | undefined;
+  const stop = async () => {
+    await gateway?.stop();
+    await governance?.stop();
+    await database.close();
+    await rm(workDir, { recursive: true, force: true });
+  };
+  try {
+    await bus.ensureStream(streams.ledger);
+    governance = await startGovernance({ bus, log });
+    gateway = await startTestGateway(bus, database, workDir, log);
+    return { bus, gateway, governance, stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/** The real gateway on `bus` and `db`: no servers of its own, authentication off (upstreams on loopback are allowed), a fresh keyring. */
+export function startTestGateway(bus: Bus, db: ScratchDb, workDir: string, log = createLogger('test-gateway', 'silent')): Promise<Gateway> {
+  return startGateway({
+    bus,
+    log,
+    db: db.db,
+    servers: [],
+    egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }),
+    keyring: Keyring.fromConfig({ encryptionKey: randomBytes(32).toString('base64'), encryptionPreviousKeys: [] }),
+    workDir,
+    startTimeoutMs: 20_000,
+    callTimeoutMs: 20_000,
+  });
 }
 
 /**

@@ -3,32 +3,22 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
-import type { RunningOperator } from '../index.js';
-import { controlPlaneAvailability, startControlPlane, type ControlPlane } from './control-plane.js';
-import { createNamespace, CustomResources, startLeadingOperator, startNats, testOperatorOptions, until, type TestNats } from './harness.js';
+import { controlPlaneAvailability } from './control-plane.js';
+import { startOperatorFixture, until, type OperatorFixture } from './harness.js';
 
 const availability = controlPlaneAvailability();
 const COUNT = 200;
 
 describe('200 McpServers', { skip: availability.available ? false : availability.reason }, () => {
-  let plane: ControlPlane;
-  let nats: TestNats;
-  let operator: RunningOperator;
+  let fixture: OperatorFixture;
 
   before(async () => {
-    plane = await startControlPlane();
-    nats = await startNats();
-    operator = await startLeadingOperator(testOperatorOptions(plane.kubeConfig, await nats.connect('operator'), { reconcileTimeoutMs: 60_000 }));
+    fixture = await startOperatorFixture('many', { operator: { reconcileTimeoutMs: 60_000 } });
   });
-  after(async () => {
-    await operator?.stop();
-    await nats?.stop();
-    await plane?.stop();
-  });
+  after(() => fixture?.stop());
 
   it('all get their Deployment, Service, ServiceAccount and a status of their generation', { timeout: 300_000 }, async () => {
-    const ns = await createNamespace(plane.kubeConfig, 'many');
-    const crs = new CustomResources(plane.kubeConfig);
+    const { plane, crs, ns } = fixture;
     const names = Array.from({ length: COUNT }, (_, i) => `server-${String(i).padStart(3, '0')}`);
     for (let i = 0; i < names.length; i += 20) {
       await Promise.all(names.slice(i, i + 20).map(name => crs.create('mcpservers', ns, { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpServer', metadata: { name }, spec: { image: 'ghcr.io/example/s:1', command: ['s'] } })));

@@ -6,18 +6,17 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { CoreV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { PunkError, subjects, type Bus, type BusSubscription } from '@punk/lib';
-import { VAULT_FINALIZER, type RunningOperator } from '../index.js';
-import { controlPlaneAvailability, startControlPlane, type ControlPlane } from './control-plane.js';
-import { conditionOf, createNamespace, CustomResources, startLeadingOperator, startNats, testOperatorOptions, until, type TestNats } from './harness.js';
+import { VAULT_FINALIZER } from '../index.js';
+import { controlPlaneAvailability, type ControlPlane } from './control-plane.js';
+import { conditionOf, CustomResources, startOperatorFixture, until, type OperatorFixture } from './harness.js';
 
 const availability = controlPlaneAvailability();
 
 type AdminRequest = { op: string; tenant: string; id?: string; body?: { id: string; type: string; data: Record<string, string> }; sourceChecksum?: string; principal?: { subject: string } };
 
 describe('the operator syncing McpCredentials to the gateway', { skip: availability.available ? false : availability.reason }, () => {
+  let fixture: OperatorFixture;
   let plane: ControlPlane;
-  let nats: TestNats;
-  let operator: RunningOperator;
   let crs: CustomResources;
   let core: CoreV1Api;
   let gatewaySide: Bus;
@@ -48,20 +47,13 @@ describe('the operator syncing McpCredentials to the gateway', { skip: availabil
   }
 
   before(async () => {
-    plane = await startControlPlane();
-    nats = await startNats();
-    operator = await startLeadingOperator(testOperatorOptions(plane.kubeConfig, await nats.connect('operator')));
-    gatewaySide = await nats.connect('gateway-side');
+    fixture = await startOperatorFixture('creds');
+    ({ plane, crs, ns } = fixture);
+    gatewaySide = await fixture.nats.connect('gateway-side');
     await serveAdmin();
-    crs = new CustomResources(plane.kubeConfig);
     core = plane.kubeConfig.makeApiClient(CoreV1Api);
-    ns = await createNamespace(plane.kubeConfig, 'creds');
   });
-  after(async () => {
-    await operator?.stop();
-    await nats?.stop();
-    await plane?.stop();
-  });
+  after(() => fixture?.stop());
 
   it('applies an oauth2 credential from its Secret and the spec, with a finalizer, and re-applies when the Secret changes', async () => {
     await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'crm-oauth' }, stringData: { refresh_token: 'r-1', client_secret: 's-1', token_url: 'https://old.example.com/token' } } });

@@ -4,10 +4,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ApiextensionsV1Api } from '@kubernetes/client-node';
-import { buckets, kvKey, type Bus, type KvStore } from '@punk/lib';
-import type { RunningOperator } from '../index.js';
-import { controlPlaneAvailability, startControlPlane, type ControlPlane } from './control-plane.js';
-import { conditionOf, createNamespace, CustomResources, startLeadingOperator, startNats, testOperatorOptions, until, type TestNats } from './harness.js';
+import { buckets, kvKey, type KvStore } from '@punk/lib';
+import { controlPlaneAvailability } from './control-plane.js';
+import { conditionOf, CustomResources, startOperatorFixture, until, type OperatorFixture } from './harness.js';
 
 const availability = controlPlaneAvailability();
 
@@ -26,28 +25,17 @@ const baseline = {
 };
 
 describe('the operator publishing McpPolicies', { skip: availability.available ? false : availability.reason }, () => {
-  let plane: ControlPlane;
-  let nats: TestNats;
-  let bus: Bus;
-  let operator: RunningOperator | undefined;
+  let fixture: OperatorFixture;
   let crs: CustomResources;
   let policies: KvStore;
   let ns: string;
 
   before(async () => {
-    plane = await startControlPlane();
-    nats = await startNats();
-    bus = await nats.connect('operator');
-    operator = await startLeadingOperator(testOperatorOptions(plane.kubeConfig, bus));
-    policies = await (await nats.connect('test')).keyValue(buckets.mcpPolicies);
-    crs = new CustomResources(plane.kubeConfig);
-    ns = await createNamespace(plane.kubeConfig, 'policies');
+    fixture = await startOperatorFixture('policies');
+    ({ crs, ns } = fixture);
+    policies = await (await fixture.nats.connect('test')).keyValue(buckets.mcpPolicies);
   });
-  after(async () => {
-    await operator?.stop();
-    await nats?.stop();
-    await plane?.stop();
-  });
+  after(() => fixture?.stop());
 
   it('publishes a policy with its defaults, follows an edit, and removes it on delete', async () => {
     await crs.create('mcppolicies', ns, baseline);
@@ -76,7 +64,7 @@ describe('the operator publishing McpPolicies', { skip: availability.available ?
     await crs.create('mcppolicies', ns, { ...baseline, metadata: { name: 'loosened' } });
     await until('published', () => policies.get(kvKey(ns, 'loosened')));
     // An older CRD that validated less: the spec is stored as sent, and only the operator's schema catches it.
-    const extensions = plane.kubeConfig.makeApiClient(ApiextensionsV1Api);
+    const extensions = fixture.plane.kubeConfig.makeApiClient(ApiextensionsV1Api);
     const crd = await extensions.readCustomResourceDefinition({ name: 'mcppolicies.mcp.punk.dev' });
     const version = crd.spec.versions[0]!;
     version.schema!.openAPIV3Schema!.properties!.spec = { type: 'object', x_kubernetes_preserve_unknown_fields: true };
@@ -98,13 +86,13 @@ describe('the operator publishing McpPolicies', { skip: availability.available ?
   });
 
   it('sweeps bucket entries no object backs when an operator starts leading, in the namespaces it watches only', async () => {
-    await operator!.stop();
-    operator = undefined;
-    const servers = await (await nats.connect('sweep')).keyValue(buckets.mcpServers);
+    await fixture.operator!.stop();
+    fixture.operator = undefined;
+    const servers = await (await fixture.nats.connect('sweep')).keyValue(buckets.mcpServers);
     await policies.put(kvKey(ns, 'ghost'), { left: 'behind' });
     await servers.put(kvKey(ns, 'ghost-server'), { left: 'behind' });
     await policies.put(kvKey('elsewhere', 'other'), { owned: 'by another operator' });
-    operator = await startLeadingOperator(testOperatorOptions(plane.kubeConfig, await nats.connect('operator-2'), { namespaces: [ns] }));
+    await fixture.startOperator({ namespaces: [ns] });
     await until('the orphans removed', async () => (await policies.get(kvKey(ns, 'ghost'))) === undefined && (await servers.get(kvKey(ns, 'ghost-server'))) === undefined);
     assert.ok(await policies.get(kvKey(ns, 'loosened')), 'a backed entry stays');
     assert.ok(await policies.get(kvKey('elsewhere', 'other')), 'an entry of an unwatched namespace stays');

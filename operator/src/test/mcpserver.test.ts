@@ -6,9 +6,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { AppsV1Api, CoreV1Api, NetworkingV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { buckets, kvKey, type KvStore } from '@punk/lib';
-import type { RunningOperator } from '../index.js';
-import { controlPlaneAvailability, startControlPlane, type ControlPlane } from './control-plane.js';
-import { conditionOf, createNamespace, CustomResources, startLeadingOperator, startNats, testOperatorOptions, until, type TestNats } from './harness.js';
+import { controlPlaneAvailability, type ControlPlane } from './control-plane.js';
+import { conditionOf, CustomResources, startOperatorFixture, until, type OperatorFixture } from './harness.js';
 
 const availability = controlPlaneAvailability();
 const merge = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
@@ -19,9 +18,8 @@ function stdioServer(name: string, extra: Record<string, unknown> = {}) {
 }
 
 describe('the operator reconciling McpServers', { skip: availability.available ? false : availability.reason }, () => {
+  let fixture: OperatorFixture;
   let plane: ControlPlane;
-  let nats: TestNats;
-  let operator: RunningOperator;
   let crs: CustomResources;
   let apps: AppsV1Api;
   let core: CoreV1Api;
@@ -30,21 +28,14 @@ describe('the operator reconciling McpServers', { skip: availability.available ?
   let ns: string;
 
   before(async () => {
-    plane = await startControlPlane();
-    nats = await startNats();
-    operator = await startLeadingOperator(testOperatorOptions(plane.kubeConfig, await nats.connect('operator')));
-    servers = await (await nats.connect('test')).keyValue(buckets.mcpServers);
-    crs = new CustomResources(plane.kubeConfig);
+    fixture = await startOperatorFixture('servers');
+    ({ plane, crs, ns } = fixture);
+    servers = await (await fixture.nats.connect('test')).keyValue(buckets.mcpServers);
     apps = plane.kubeConfig.makeApiClient(AppsV1Api);
     core = plane.kubeConfig.makeApiClient(CoreV1Api);
     net = plane.kubeConfig.makeApiClient(NetworkingV1Api);
-    ns = await createNamespace(plane.kubeConfig, 'servers');
   });
-  after(async () => {
-    await operator?.stop();
-    await nats?.stop();
-    await plane?.stop();
-  });
+  after(() => fixture?.stop());
 
   /** Writes what the Deployment controller would: the Deployment's status, Available or not. */
   async function setDeploymentAvailable(name: string, available: boolean) {

@@ -4,7 +4,8 @@
  * the wrong shape is a {@link UsageError}, which `main` prints with the usage text and exits 2 on.
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { parseEgressRule, type EgressRule } from './egress/rules.js';
+import { EGRESS_PROXY_PORT, parseEgressRule, type EgressRule } from './egress/rules.js';
+import { BRIDGE_PATH, BRIDGE_PORT } from './serve/args.js';
 
 /** A bad command line: `message` names the flag (or argument) and what was wrong with it. */
 export class UsageError extends Error {
@@ -105,8 +106,8 @@ function parseServe(argv: string[]): Command {
     strict: true,
     options: {
       host: { type: 'string', default: '0.0.0.0' },
-      port: { type: 'string', default: '8080' },
-      path: { type: 'string', default: '/mcp' },
+      port: { type: 'string', default: String(BRIDGE_PORT) },
+      path: { type: 'string', default: BRIDGE_PATH },
       'max-sessions': { type: 'string', default: '16' },
       'session-idle-timeout': { type: 'string', default: '10m' },
       help: { type: 'boolean', short: 'h', default: false },
@@ -139,7 +140,7 @@ function parseEgressProxy(argv: string[]): Command {
     strict: true,
     options: {
       host: { type: 'string', default: '0.0.0.0' },
-      port: { type: 'string', default: '3128' },
+      port: { type: 'string', default: String(EGRESS_PROXY_PORT) },
       allow: { type: 'string', multiple: true, default: [] },
       'idle-timeout': { type: 'string', default: '5m' },
       'connect-timeout': { type: 'string', default: '10s' },

@@ -10,10 +10,12 @@ export interface EnvVar {
  * The variables a server container needs so proxy-aware clients use the egress proxy at `proxyUrl`
  * (`http://<service>:3128`): `HTTP_PROXY` and `HTTPS_PROXY` in both spellings (curl reads only the lower-case
  * `http_proxy`, Go and Python either), and `NODE_USE_ENV_PROXY=1`, without which Node (24) ignores them.
- * `NO_PROXY` is left unset: every destination goes through the proxy, which also allows the CIDR rules.
+ * `NO_PROXY` (and `no_proxy`) only when `noProxy` names destinations to reach directly (`localhost`, `.svc`);
+ * otherwise every destination goes through the proxy, which also allows the CIDR rules.
+ * @param noProxy hosts, `.domain` suffixes and addresses that bypass the proxy, joined with commas.
  * @throws Error when `proxyUrl` is not an http URL.
  */
-export function egressProxyEnv(proxyUrl: string): EnvVar[] {
+export function egressProxyEnv(proxyUrl: string, noProxy: readonly string[] = []): EnvVar[] {
   let url: URL;
   try {
     url = new URL(proxyUrl);
@@ -28,5 +30,6 @@ export function egressProxyEnv(proxyUrl: string): EnvVar[] {
     { name: 'http_proxy', value },
     { name: 'https_proxy', value },
     { name: 'NODE_USE_ENV_PROXY', value: '1' },
+    ...(noProxy.length > 0 ? [{ name: 'NO_PROXY', value: noProxy.join(',') }, { name: 'no_proxy', value: noProxy.join(',') }] : []),
   ];
 }

@@ -41,6 +41,11 @@ export interface EgressDestination {
 const LABEL = '[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?';
 const NAME = new RegExp(`^${LABEL}(\\.${LABEL})*$`);
 
+/** Whether `host` (normalized) is a DNS name: labels of letters, digits, - and _, each at most 63 long, 253 in all (RFC 1035 §2.3.4). */
+function isName(host: string): boolean {
+  return host.length <= 253 && NAME.test(host) && host.split('.').every(label => label.length <= 63);
+}
+
 /** Lower-cased, without a trailing dot or IPv6 brackets. */
 export function normalizeHost(host: string): string {
   const lower = host.toLowerCase();
@@ -85,8 +90,8 @@ export function parseEgressRule(text: string): EgressRule {
   const host = normalizeHost(hostPort[1]!);
   const ports = parsePorts(text, hostPort[2]);
   if (isIP(host) === 4) return { text, kind: 'network', network: addressList(host, 32), ports };
-  if (host.startsWith('*.') && NAME.test(host.slice(2))) return { text, kind: 'wildcard', suffix: host.slice(1), ports };
-  if (NAME.test(host)) return { text, kind: 'name', name: host, ports };
+  if (host.startsWith('*.') && isName(host.slice(2))) return { text, kind: 'wildcard', suffix: host.slice(1), ports };
+  if (isName(host)) return { text, kind: 'name', name: host, ports };
   throw new Error(`${JSON.stringify(text)}: ${JSON.stringify(hostPort[1])} is not a DNS name, *.wildcard name, IP address or CIDR`);
 }
 
@@ -121,30 +126,78 @@ export function hasNetworkRuleFor(rules: readonly EgressRule[], port: number): b
   return rules.some(rule => rule.kind === 'network' && (rule.ports === undefined || rule.ports.includes(port)));
 }
 
+/** One `sandbox.egress` item, checked and normalized: a lower-case host, or a cidr with its prefix; ports unique and ascending. */
+export type EgressEntry = { host: string; ports?: number[] } | { cidr: string; ports?: number[] };
+
+/** Why one `sandbox.egress` item is not a rule: the field that is wrong, and a sentence for people without it. */
+export class EgressItemError extends Error {
+  /**
+   * @param field path of the offending field: `<item>.host`, `.cidr`, `.ports`, or the item itself.
+   * @param reason what is wrong and what to write instead; the message is `<field>: <reason>`.
+   */
+  constructor(
+    readonly field: string,
+    readonly reason: string,
+  ) {
+    super(`${field}: ${reason}`);
+    this.name = 'EgressItemError';
+  }
+}
+
+const CIDR_EXAMPLE = 'an IPv4 or IPv6 range such as 10.0.0.0/8 or 2001:db8::/32 (a bare address is one host)';
+
 /**
- * The proxy's `--allow` rules for an McpServer's `spec.sandbox.egress`: `host[:ports]` for a host item (an IPv6
- * address in brackets), `cidr[:ports]` for a cidr item; all ports when `ports` is absent. CIDR items are listed
- * too: a proxy-aware client sends every request through the proxy, also those to addresses the NetworkPolicy
- * would let it reach directly.
- * @throws Error naming the item (`sandbox.egress[i].host` or `.cidr` or `.ports`) and what is wrong with it.
+ * Checks one `sandbox.egress` item with {@link parseEgressRule}, the proxy's own parser, so what passes here is
+ * a rule the proxy takes: `host` a DNS name, `*.` wildcard name or IP address (lower-cased), `cidr` an IPv4 or
+ * IPv6 range (a bare address becomes its /32 or /128), `ports` at least one port when present.
+ * @param at path of the item in its object (`sandbox.egress[2]`, `spec.sandbox.egress[2]`), for errors.
+ * @throws EgressItemError naming `<at>.host`, `<at>.cidr`, `<at>.ports`, or `<at>` when not exactly one of host and cidr is set.
+ */
+export function checkEgressItem(item: EgressItem, at: string): EgressEntry {
+  if ((item.host === undefined) === (item.cidr === undefined)) throw new EgressItemError(at, 'set exactly one of host and cidr');
+  if (item.ports !== undefined && item.ports.length === 0) throw new EgressItemError(`${at}.ports`, 'lists no port: list at least one, or leave ports out for every port');
+  if (item.ports?.some(port => !(Number.isInteger(port) && port >= 1 && port <= 65535))) throw new EgressItemError(`${at}.ports`, `${JSON.stringify(item.ports)}: ports must be numbers from 1 to 65535`);
+  const ports = item.ports && { ports: [...new Set(item.ports)].sort((a, b) => a - b) };
+  const suffix = ports ? `:${ports.ports.join(',')}` : '';
+  if (item.host !== undefined) {
+    const host = item.host;
+    // Ports have their own field; a colon here is an IPv6 address or a mistake such as a URL.
+    if (host.includes('/') || (host.includes(':') && isIP(host) !== 6)) {
+      throw new EgressItemError(`${at}.host`, `${JSON.stringify(host)} is not a DNS name, *.wildcard name or IP address${host.includes('/') && isIP(host.split('/')[0]!) !== 0 ? ': put a range in cidr' : ''}`);
+    }
+    try {
+      parseEgressRule((isIP(host) === 6 ? `[${host}]` : host) + suffix);
+    } catch (error) {
+      throw new EgressItemError(`${at}.host`, (error as Error).message);
+    }
+    return { host: normalizeHost(host), ...ports };
+  }
+  const [address = '', prefix, ...rest] = item.cidr!.split('/');
+  const family = isIP(address);
+  if (family === 0 || rest.length > 0 || (prefix !== undefined && !/^\d{1,3}$/.test(prefix))) throw new EgressItemError(`${at}.cidr`, `${JSON.stringify(item.cidr)} is not a CIDR: ${CIDR_EXAMPLE}`);
+  const cidr = prefix === undefined ? `${address}/${family === 4 ? 32 : 128}` : item.cidr!;
+  try {
+    parseEgressRule(cidr + suffix);
+  } catch {
+    throw new EgressItemError(`${at}.cidr`, `${JSON.stringify(item.cidr)} is not a CIDR: ${CIDR_EXAMPLE}`);
+  }
+  return { cidr, ...ports };
+}
+
+/** The `--allow` rule of a checked item: `host[:ports]` (an IPv6 address in brackets) or `cidr[:ports]`. */
+export function egressRuleOf(entry: EgressEntry): string {
+  const target = 'host' in entry ? (isIP(entry.host) === 6 ? `[${entry.host}]` : entry.host) : entry.cidr;
+  return entry.ports === undefined ? target : `${target}:${entry.ports.join(',')}`;
+}
+
+/**
+ * The proxy's `--allow` rules for an McpServer's `spec.sandbox.egress` ({@link checkEgressItem},
+ * {@link egressRuleOf}); all ports when `ports` is absent. CIDR items are listed too: a proxy-aware client sends
+ * every request through the proxy, also those to addresses the NetworkPolicy would let it reach directly.
+ * @throws EgressItemError naming the item (`sandbox.egress[i].host` or `.cidr` or `.ports`) and what is wrong with it.
  */
 export function egressAllowRules(egress: readonly EgressItem[]): string[] {
-  return egress.map((item, index) => {
-    const field = item.host !== undefined ? 'host' : 'cidr';
-    const target = item.host ?? item.cidr;
-    if (target === undefined || (item.host !== undefined && item.cidr !== undefined)) throw new Error(`sandbox.egress[${index}] must set exactly one of host and cidr`);
-    if (item.ports !== undefined && item.ports.length === 0) throw new Error(`sandbox.egress[${index}].ports is empty: list at least one port, or leave it out for every port`);
-    const written = field === 'host' && isIP(target) === 6 ? `[${target}]` : target;
-    const text = item.ports === undefined ? written : `${written}:${item.ports.join(',')}`;
-    try {
-      const rule = parseEgressRule(text);
-      if (field === 'cidr' && !text.includes('/')) throw new Error(`${JSON.stringify(target)} is not a CIDR such as 10.0.0.0/8`);
-      if (field === 'host' && rule.kind === 'network' && text.includes('/')) throw new Error(`${JSON.stringify(target)} is a CIDR: put it in cidr`);
-    } catch (error) {
-      throw new Error(`sandbox.egress[${index}].${field}: ${(error as Error).message}`);
-    }
-    return text;
-  });
+  return egress.map((item, index) => egressRuleOf(checkEgressItem(item, `sandbox.egress[${index}]`)));
 }
 
 /** The port the egress proxy listens on unless told otherwise. */

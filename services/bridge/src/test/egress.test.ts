@@ -55,7 +55,7 @@ describe('egress rules', () => {
     assert.deepEqual(egressProxyArgs([], { port: 4000 }), ['egress-proxy', '--port', '4000']);
     assert.throws(() => egressAllowRules([{ host: 'ok.example' }, { host: 'not ok' }]), /sandbox\.egress\[1\]\.host: .*not a DNS name/);
     assert.throws(() => egressAllowRules([{ cidr: 'example.com' }]), /sandbox\.egress\[0\]\.cidr: "example.com" is not a CIDR/);
-    assert.throws(() => egressAllowRules([{ host: 'example.com', ports: [] }]), /sandbox\.egress\[0\]\.ports is empty/);
+    assert.throws(() => egressAllowRules([{ host: 'example.com', ports: [] }]), /sandbox\.egress\[0\]\.ports: lists no port/);
     assert.deepEqual(egressProxyEnv('http://fetcher-egress.tools.svc:3128'), [
       { name: 'HTTP_PROXY', value: 'http://fetcher-egress.tools.svc:3128' },
       { name: 'HTTPS_PROXY', value: 'http://fetcher-egress.tools.svc:3128' },
