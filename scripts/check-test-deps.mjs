@@ -63,6 +63,6 @@ if (spawnSync('go', ['version'], { stdio: 'ignore' }).status === 0) {
 } else {
   process.stderr.write(
     'npm test: Go is not installed, so the operator tests, which need a kube-apiserver and etcd built from their Go modules, are skipped.\n' +
-      '  Install Go 1.26 or later (https://go.dev/dl; Debian 12's golang package is too old), then npm test builds them (docs/control-plane.md).\n',
+      '  Install Go 1.26 or later (https://go.dev/dl; the golang package of Debian 12 is too old), then npm test builds them (docs/control-plane.md).\n',
   );
 }
