@@ -4,7 +4,7 @@
  * namespace's tenant. The resource never holds a value; its status shows expiry and refresh health only.
  */
 import { z } from 'zod';
-import { API_VERSION, conditionSchema, dnsLabel, objectMetaSchema } from './mcpserver.js';
+import { conditionSchema, customResourceSchema, dnsLabel } from './mcpserver.js';
 
 /** The `spec` of an McpCredential. */
 export const mcpCredentialSpecSchema = z
@@ -57,11 +57,5 @@ export const mcpCredentialStatusSchema = z
 export type McpCredentialStatus = z.infer<typeof mcpCredentialStatusSchema>;
 
 /** A whole McpCredential object. */
-export const mcpCredentialSchema = z.object({
-  apiVersion: z.literal(API_VERSION),
-  kind: z.literal('McpCredential'),
-  metadata: objectMetaSchema,
-  spec: mcpCredentialSpecSchema,
-  status: z.record(z.string(), z.unknown()).optional(),
-});
+export const mcpCredentialSchema = customResourceSchema('McpCredential', mcpCredentialSpecSchema);
 export type McpCredential = z.infer<typeof mcpCredentialSchema>;

@@ -5,7 +5,7 @@
  * built-in default rules (levels 0-3 allowed, level 4 approval_required).
  */
 import { z } from 'zod';
-import { API_VERSION, conditionSchema, dnsLabel, durationSchema, objectMetaSchema } from './mcpserver.js';
+import { conditionSchema, customResourceSchema, dnsLabel, durationSchema } from './mcpserver.js';
 
 const level = z.number().int().min(0).max(4);
 
@@ -74,11 +74,5 @@ export const mcpPolicyStatusSchema = z
 export type McpPolicyStatus = z.infer<typeof mcpPolicyStatusSchema>;
 
 /** A whole McpPolicy object. */
-export const mcpPolicySchema = z.object({
-  apiVersion: z.literal(API_VERSION),
-  kind: z.literal('McpPolicy'),
-  metadata: objectMetaSchema,
-  spec: mcpPolicySpecSchema,
-  status: z.record(z.string(), z.unknown()).optional(),
-});
+export const mcpPolicySchema = customResourceSchema('McpPolicy', mcpPolicySpecSchema);
 export type McpPolicy = z.infer<typeof mcpPolicySchema>;

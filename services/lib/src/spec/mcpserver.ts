@@ -250,14 +250,19 @@ export const objectMetaSchema = z.looseObject({
   uid: z.string().optional(),
 });
 
+/** A whole custom resource object of `kind` (group `mcp.punk.dev`, v1alpha1) with `spec`; its status is read as it is. */
+export function customResourceSchema<K extends string, S extends z.ZodType>(kind: K, spec: S) {
+  return z.object({
+    apiVersion: z.literal(API_VERSION),
+    kind: z.literal(kind),
+    metadata: objectMetaSchema,
+    spec,
+    status: z.record(z.string(), z.unknown()).optional(),
+  });
+}
+
 /** A whole McpServer object. */
-export const mcpServerSchema = z.object({
-  apiVersion: z.literal(API_VERSION),
-  kind: z.literal('McpServer'),
-  metadata: objectMetaSchema,
-  spec: mcpServerSpecSchema,
-  status: z.record(z.string(), z.unknown()).optional(),
-});
+export const mcpServerSchema = customResourceSchema('McpServer', mcpServerSpecSchema);
 export type McpServer = z.infer<typeof mcpServerSchema>;
 
 /** The effective transport of a server (`transport`, else its default). */
