@@ -2,7 +2,9 @@
  * The egress allow-list of a server pod, as the egress proxy enforces it: rules of the form
  * `host[:port[,port...]]` (an exact DNS name, `*.example.com` for every name below example.com, an IP address,
  * `[v6]`) or `cidr[:port[,port...]]` (`10.0.0.0/8:443`), all ports when none are given. The rules come from the
- * McpServer's `spec.sandbox.egress` ({@link egressAllowRules}); matching is a pure function ({@link matchEgress}).
+ * McpServer's `spec.sandbox.egress` ({@link egressAllowRules}); matching is a pure function ({@link matchEgress})
+ * of a request host checked and normalized once ({@link parseRequestHost}). Which address a name may lead to is
+ * resolution.ts's part: a name rule only public ones, a cidr or address rule its own.
  */
 import { BlockList, isIP } from 'node:net';
 import type { McpServerSpec } from '@punk/lib';
