@@ -2,18 +2,21 @@
  * `punk-bridge egress-proxy`: an HTTP forward proxy that lets a server pod reach only the destinations of its
  * egress allow-list. It takes `CONNECT host:port` (RFC 9110 §9.3.6: a TCP tunnel, used for TLS) and plain HTTP
  * requests in absolute form (`GET http://host/path`, RFC 9112 §3.2.2). Each destination is decided by
- * {@link matchEgress}; a refused one is answered 403 with a body naming the host and port. A name is resolved
- * once and the proxy connects to that address, so a second lookup cannot lead elsewhere. Every decision is
- * logged as one JSON line (host, port, allowed, rule). Hop-by-hop fields are not forwarded (RFC 9110 §7.6.1) and
+ * {@link matchEgress}; a refused one is answered 403 with a body naming the host and port. The host is checked
+ * and normalized once ({@link parseRequestHost}; a bad one is answered 400) and that one string is matched and
+ * resolved. A name is resolved once, fully qualified, and the proxy connects to that address, so a second lookup
+ * cannot lead elsewhere; a name rule never leads to a special-purpose address (loopback, private, metadata, …)
+ * that no cidr rule declares ({@link chooseAddress}). Every decision is logged as one JSON line (host, port,
+ * allowed, rule, and the reason of a refusal). Hop-by-hop fields are not forwarded (RFC 9110 §7.6.1) and
  * a `Via` field is added (§7.6.3). Limits: idle tunnels and connections close after `idleTimeoutMs`, connecting
  * gives up after `connectTimeoutMs`, and clients beyond `maxConnections` are answered 503. `GET /healthz` and
  * `GET /readyz` (origin form) answer 200 while it listens, for the Deployment's probes.
  */
 import { Agent, createServer, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
-import { lookup as dnsLookup } from 'node:dns/promises';
-import { connect, isIP, type AddressInfo, type Socket } from 'node:net';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { hasNetworkRuleFor, matchEgress, normalizeHost, type EgressDecision } from './rules.js';
+import { chooseAddress, lookupAddresses } from './resolution.js';
+import { hasNetworkRuleFor, matchEgress, parseRequestHost, RequestHostError, type EgressDecision, type RequestHost } from './rules.js';
 import type { EgressProxyFlags } from '../flags.js';
 import type { Logger } from '../log.js';
 
@@ -61,8 +64,10 @@ class Refusal {
   ) {}
 }
 
-function refusedBody(host: string, port: number): string {
-  return `egress to ${host}:${port} is refused: no rule of this pod's egress allow-list (spec.sandbox.egress) matches it\n`;
+function refusedBody(host: string, port: number, reason: string | undefined): string {
+  return reason === undefined
+    ? `egress to ${host}:${port} is refused: no rule of this pod's egress allow-list (spec.sandbox.egress) matches it\n`
+    : `egress to ${host}:${port} is refused: ${host} ${reason}, which no cidr rule of this pod's egress allow-list (spec.sandbox.egress) allows on port ${port}\n`;
 }
 
 /**
@@ -77,27 +82,36 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Run
   const refusedSockets = new WeakSet<Socket>();
   const agent = new Agent({ keepAlive: true, timeout: options.idleTimeoutMs });
 
-  /** Decides on a destination and resolves it: the address to connect to, or the refusal to answer. */
-  const decide = async (method: string, rawHost: string, port: number): Promise<{ address: string; decision: EgressDecision } | Refusal> => {
-    const host = normalizeHost(rawHost);
+  /** Checks the host, decides on the destination and resolves it: the address to connect to, or the refusal to answer. */
+  const decide = async (method: string, rawHost: string, port: number): Promise<{ host: string; address: string; decision: EgressDecision } | Refusal> => {
+    let parsed: RequestHost;
+    try {
+      parsed = parseRequestHost(rawHost);
+    } catch (error) {
+      if (!(error instanceof RequestHostError)) throw error;
+      log.info({ method, host: rawHost, port, allowed: false, rule: null, reason: error.message }, 'egress refused');
+      return new Refusal(400, 'Bad Request', `${error.message}\n`);
+    }
+    const { host } = parsed;
     let decision = matchEgress(rules, { host, port });
-    let address = isIP(host) !== 0 ? host : undefined;
+    let address = parsed.family !== 0 ? host : undefined;
+    let reason: string | undefined;
     let failure: string | undefined;
+    // A name no name rule allows is resolved only when an address rule could still allow it.
     if (address === undefined && (decision.allowed || hasNetworkRuleFor(rules, port))) {
       try {
-        const addresses = await dnsLookup(host, { all: true });
-        // A name allowed by name: its first address; otherwise the first address a CIDR rule allows.
-        const chosen = decision.allowed ? addresses[0] : addresses.find(candidate => matchEgress(rules, { host, port, address: candidate.address }).allowed);
-        address = chosen?.address;
-        if (!decision.allowed && address !== undefined) decision = matchEgress(rules, { host, port, address });
+        const choice = chooseAddress(rules, port, decision, await lookupAddresses(host));
+        address = choice.address;
+        decision = choice.allowed ? { allowed: true, rule: choice.rule } : { allowed: false, rule: undefined };
+        if (!choice.allowed) reason = choice.reason;
       } catch (error) {
         failure = (error as Error).message;
       }
     }
-    log.info({ method, host, port, allowed: decision.allowed, rule: decision.rule ?? null, ...(address && { address }) }, decision.allowed ? 'egress allowed' : 'egress refused');
-    if (!decision.allowed) return new Refusal(403, 'Forbidden', refusedBody(host, port));
+    log.info({ method, host, port, allowed: decision.allowed, rule: decision.rule ?? null, ...(address && { address }), ...(reason && { reason }) }, decision.allowed ? 'egress allowed' : 'egress refused');
+    if (!decision.allowed) return new Refusal(403, 'Forbidden', refusedBody(host, port, reason));
     if (address === undefined) return new Refusal(502, 'Bad Gateway', `egress to ${host}:${port} is allowed, but ${host} could not be resolved: ${failure ?? 'no address'}\n`);
-    return { address, decision };
+    return { host, address, decision };
   };
 
   const tunnel = async (req: IncomingMessage, client: Duplex, head: Buffer): Promise<void> => {
@@ -112,7 +126,7 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Run
     upstreams.add(upstream);
     const connectTimer = setTimeout(() => {
       upstream.destroy();
-      rawResponse(client, 504, 'Gateway Timeout', `egress to ${target[1]}:${port} (${decided.address}) did not connect within ${options.connectTimeoutMs} ms\n`);
+      rawResponse(client, 504, 'Gateway Timeout', `egress to ${decided.host}:${port} (${decided.address}) did not connect within ${options.connectTimeoutMs} ms\n`);
     }, options.connectTimeoutMs);
     upstream.once('connect', () => {
       clearTimeout(connectTimer);
@@ -123,7 +137,7 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Run
     });
     upstream.on('error', error => {
       clearTimeout(connectTimer);
-      if (upstream.connecting || !upstream.remoteAddress) rawResponse(client, 502, 'Bad Gateway', `egress to ${target[1]}:${port} (${decided.address}) failed: ${error.message}\n`);
+      if (upstream.connecting || !upstream.remoteAddress) rawResponse(client, 502, 'Bad Gateway', `egress to ${decided.host}:${port} (${decided.address}) failed: ${error.message}\n`);
       else client.destroy();
     });
     upstream.on('close', () => {
@@ -178,7 +192,7 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Run
       clearTimeout(connectTimer);
       if (res.headersSent) return void res.destroy();
       res.writeHead(timedOut ? 504 : 502, { 'content-type': 'text/plain; charset=utf-8' });
-      res.end(`egress to ${url.hostname}:${port} (${decided.address}) failed: ${error.message}\n`);
+      res.end(`egress to ${decided.host}:${port} (${decided.address}) failed: ${error.message}\n`);
     });
     res.on('close', () => upstream.destroy());
     req.pipe(upstream);

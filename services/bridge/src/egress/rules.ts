@@ -2,7 +2,9 @@
  * The egress allow-list of a server pod, as the egress proxy enforces it: rules of the form
  * `host[:port[,port...]]` (an exact DNS name, `*.example.com` for every name below example.com, an IP address,
  * `[v6]`) or `cidr[:port[,port...]]` (`10.0.0.0/8:443`), all ports when none are given. The rules come from the
- * McpServer's `spec.sandbox.egress` ({@link egressAllowRules}); matching is a pure function ({@link matchEgress}).
+ * McpServer's `spec.sandbox.egress` ({@link egressAllowRules}); matching is a pure function ({@link matchEgress})
+ * of a request host checked and normalized once ({@link parseRequestHost}). Which address a name may lead to is
+ * resolution.ts's part: a name rule only public ones, a cidr or address rule its own.
  */
 import { BlockList, isIP } from 'node:net';
 import type { McpServerSpec } from '@punk/lib';
@@ -31,26 +33,71 @@ export interface EgressDecision {
 
 /** The destination of one proxied request. */
 export interface EgressDestination {
-  /** Host as the client asked for it: a DNS name or an IP literal (brackets allowed). */
+  /** The request's host as {@link parseRequestHost} normalized it: a DNS name or an IP address (IPv6 without brackets). */
   host: string;
   port: number;
   /** The address the proxy resolved `host` to and would connect to, when known; CIDR and IP rules match it too. */
   address?: string;
 }
 
-const LABEL = '[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?';
+/** A label of letters, digits and hyphens, neither first nor last a hyphen (RFC 1123 §2.1, RFC 952). */
+const LABEL = '[a-z0-9]([a-z0-9-]*[a-z0-9])?';
 const NAME = new RegExp(`^${LABEL}(\\.${LABEL})*$`);
+/** A last label that resolvers (inet_aton) and URL parsers read as a number: `127.1`, `0x7f000001`, `010.0.0.1`. */
+const NUMERIC_LAST_LABEL = /(^|\.)(0x[0-9a-f]*|[0-9]+)$/;
 
-/** Whether `host` (normalized) is a DNS name: labels of letters, digits, - and _, each at most 63 long, 253 in all (RFC 1035 §2.3.4). */
+/**
+ * Whether `host` (lower case, no trailing dot) is a DNS name of LDH labels, each at most 63 long, 253 in all
+ * (RFC 1035 §2.3.4), whose last label is not a number (RFC 3696 §2), which `getaddrinfo` would take for an IPv4 address.
+ */
 function isName(host: string): boolean {
-  return host.length <= 253 && NAME.test(host) && host.split('.').every(label => label.length <= 63);
+  return host.length <= 253 && NAME.test(host) && !NUMERIC_LAST_LABEL.test(host) && host.split('.').every(label => label.length <= 63);
 }
 
-/** Lower-cased, without a trailing dot or IPv6 brackets. */
+/** Lower-cased, without a trailing dot or IPv6 brackets: how a rule's host is kept. */
 export function normalizeHost(host: string): string {
   const lower = host.toLowerCase();
   const unbracketed = lower.startsWith('[') && lower.endsWith(']') ? lower.slice(1, -1) : lower;
   return unbracketed.endsWith('.') ? unbracketed.slice(0, -1) : unbracketed;
+}
+
+/** The host of one proxied request, checked and normalized once: what is matched and what is resolved. */
+export interface RequestHost {
+  /** A DNS name (lower case, no trailing dot, ASCII) or an IP address (IPv6 without brackets, compressed). */
+  host: string;
+  /** 4 or 6 for an IP address, 0 for a DNS name. */
+  family: 0 | 4 | 6;
+}
+
+/** Why a request's host is not one the proxy takes (answered 400); the message names the host. */
+export class RequestHostError extends Error {
+  constructor(readonly host: string, reason: string) {
+    super(`${JSON.stringify(host)} is not a host the egress proxy takes: ${reason}`);
+    this.name = 'RequestHostError';
+  }
+}
+
+/**
+ * Checks and normalizes the host of a request (the `host` of `CONNECT host:port`, or a URL's hostname): a DNS name
+ * of LDH labels, an IPv4 address in dotted-decimal, or an IPv6 address in brackets (no zone). It is lower-cased and
+ * one trailing dot is removed. Names must be ASCII: a client sends an internationalized name in its A-label form
+ * (`xn--…`, IDNA 2008, RFC 5891), as request targets are ASCII (RFC 9112 §3.2); the proxy does not convert, so a
+ * rule matches one spelling only.
+ * @throws RequestHostError naming the host and what is wrong with it.
+ */
+export function parseRequestHost(raw: string): RequestHost {
+  if (!/^[\x21-\x7e]+$/.test(raw)) throw new RequestHostError(raw, /[^\x00-\x7f]/.test(raw) ? 'not ASCII: send an internationalized name in its A-label (xn--) form' : 'empty, or has spaces or control characters');
+  const lower = raw.toLowerCase();
+  if (lower.startsWith('[')) {
+    const inner = lower.endsWith(']') ? lower.slice(1, -1) : '';
+    if (isIP(inner) !== 6 || inner.includes('%')) throw new RequestHostError(raw, 'brackets hold an IPv6 address without a zone');
+    return { host: new URL(`http://[${inner}]/`).hostname.slice(1, -1), family: 6 };
+  }
+  const host = lower.endsWith('.') ? lower.slice(0, -1) : lower;
+  if (isIP(host) === 4) return { host, family: 4 };
+  if (isIP(host) === 6) throw new RequestHostError(raw, 'write an IPv6 address in brackets');
+  if (!isName(host)) throw new RequestHostError(raw, 'not a DNS name of letters, digits and hyphens in dot-separated labels (at most one trailing dot), nor an IP address in dotted-decimal or [IPv6] form');
+  return { host, family: 0 };
 }
 
 function parsePorts(text: string, list: string | undefined): number[] | undefined {
@@ -104,10 +151,10 @@ function inNetwork(network: BlockList, address: string | undefined): boolean {
 /**
  * Decides whether the proxy may connect to `destination`: the first rule whose ports include its port and
  * that names its host (exactly, or below a wildcard) or whose address range holds its host (an IP literal) or
- * the address it resolved to. A pure function of its arguments.
+ * the address it resolved to. A pure function of its arguments; it does not normalize `destination.host` again.
  */
 export function matchEgress(rules: readonly EgressRule[], destination: EgressDestination): EgressDecision {
-  const host = normalizeHost(destination.host);
+  const { host } = destination;
   for (const rule of rules) {
     if (rule.ports !== undefined && !rule.ports.includes(destination.port)) continue;
     const matches =
@@ -124,6 +171,11 @@ export function matchEgress(rules: readonly EgressRule[], destination: EgressDes
 /** Whether some rule could allow `port` by address (so resolving a name that no name rule allows is worth it). */
 export function hasNetworkRuleFor(rules: readonly EgressRule[], port: number): boolean {
   return rules.some(rule => rule.kind === 'network' && (rule.ports === undefined || rule.ports.includes(port)));
+}
+
+/** The first address or CIDR rule that allows `address` on `port` (declared), or undefined. Pure. */
+export function networkRuleFor(rules: readonly EgressRule[], address: string, port: number): EgressRule | undefined {
+  return rules.find(rule => rule.kind === 'network' && (rule.ports === undefined || rule.ports.includes(port)) && inNetwork(rule.network, address));
 }
 
 /** One `sandbox.egress` item, checked and normalized: a lower-case host, or a cidr with its prefix; ports unique and ascending. */

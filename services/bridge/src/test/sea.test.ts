@@ -25,7 +25,7 @@ test('the single executable runs the egress proxy and refuses what it does not a
   const server = createServer((req, res) => res.end(`hello ${req.url}`));
   await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
-  const proxy = await runEgressProxy(['--allow', `localhost:${port}`], [SEA_BINARY]);
+  const proxy = await runEgressProxy(['--allow', `localhost:${port}`, '--allow', `127.0.0.1/32:${port}`, '--allow', 'localhost:1'], [SEA_BINARY]);
   try {
     const { hostname, port: proxyPort } = new URL(proxy.url);
     const through = (url: string) =>
@@ -39,7 +39,9 @@ test('the single executable runs the egress proxy and refuses what it does not a
         req.end();
       });
     assert.deepEqual(await through(`http://localhost:${port}/ok`), { status: 200, body: 'hello /ok' });
-    assert.equal((await through(`http://127.0.0.1:${port}/`)).status, 403);
+    assert.equal((await through(`http://127.0.0.2:${port}/`)).status, 403);
+    // A name rule alone never leads to loopback (the address classes bundled in the executable).
+    assert.match((await through('http://localhost:1/')).body, /^egress to localhost:1 is refused: localhost resolves to a loopback address 127\.0\.0\.1/);
   } finally {
     await proxy.stop();
     server.close();
