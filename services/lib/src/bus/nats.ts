@@ -75,6 +75,9 @@ function fromNatsHeaders(source: MsgHdrs | undefined): BusHeaders {
   return out;
 }
 
+/** Longest a subscription's drain may take when it is stopped, in milliseconds; then it is simply unsubscribed. */
+const DRAIN_TIMEOUT_MS = 2000;
+
 /** Options of {@link NatsBus.connect}. */
 export interface NatsBusOptions {
   /** NATS server URL(s), comma-separated (`nats://127.0.0.1:4222`). */
@@ -361,7 +364,17 @@ export class NatsBus implements Bus {
     return {
       unsubscribe: async () => {
         this.subscriptions.delete(sub);
-        sub.unsubscribe();
+        // Drain, not unsubscribe: the messages NATS already routed here (a queue group's requests among them) are
+        // still handled, instead of being dropped and left to time out at their requester.
+        // Bounded: with NATS unreachable a drain would wait for the reconnect.
+        if (sub.isClosed()) return;
+        let timer: NodeJS.Timeout | undefined;
+        const drained = await Promise.race([
+          sub.drain().then(() => true, () => false),
+          new Promise<boolean>(resolve => (timer = setTimeout(resolve, DRAIN_TIMEOUT_MS, false))),
+        ]);
+        clearTimeout(timer);
+        if (!drained && !sub.isClosed()) sub.unsubscribe();
       },
     };
   }
