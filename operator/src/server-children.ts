@@ -261,7 +261,8 @@ function podTemplate(server: McpServer, options: ServerChildrenOptions, how: { p
     },
   };
   if (spec.podTemplate === undefined) return template;
-  return mergePodTemplate(template, spec.podTemplate, { labels, annotations: { [SECRET_CHECKSUM_ANNOTATION]: options.secretChecksum } }, containerSecurityContext());
+  const protect = { labels, annotations: { [SECRET_CHECKSUM_ANNOTATION]: options.secretChecksum }, runtimeClassName: spec.sandbox?.runtimeClassName };
+  return mergePodTemplate(template, spec.podTemplate, protect, containerSecurityContext());
 }
 
 function tcpProbes(): Pick<V1Container, 'startupProbe' | 'readinessProbe' | 'livenessProbe'> {

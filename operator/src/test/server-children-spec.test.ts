@@ -127,6 +127,12 @@ describe('spec errors name their field', () => {
     ['a mounted token', withTemplate({ spec: { automountServiceAccountToken: true } }), 'spec.podTemplate.spec.automountServiceAccountToken', /no ServiceAccount token/],
     ['a changed Punk label', withTemplate({ metadata: { labels: { 'mcp.punk.dev/server': 'other' } } }), 'spec.podTemplate.metadata.labels["mcp.punk.dev/server"]', /set by Punk to "bad"/],
     ['a changed secret checksum', withTemplate({ metadata: { annotations: { 'mcp.punk.dev/secret-checksum': 'x' } } }), 'spec.podTemplate.metadata.annotations["mcp.punk.dev/secret-checksum"]', /cannot be changed/],
+    ['a projected ServiceAccount token in a podTemplate volume', withTemplate({ spec: { volumes: [{ name: 'kube', projected: { sources: [{ configMap: { name: 'c' } }, { serviceAccountToken: { path: 'token' } }] } }] } }), 'spec.podTemplate.spec.volumes[0].projected.sources[1].serviceAccountToken', /Kubernetes token/],
+    ['a projected ServiceAccount token in a sandbox volume', build({ ...image, sandbox: { volumes: [{ name: 'kube', projected: { sources: [{ serviceAccountToken: { path: 'token', audience: 'x' } }] } }] } }), 'spec.sandbox.volumes[0].projected.sources[0].serviceAccountToken', /Kubernetes token/],
+    ['a runtime class other than the sandbox\'s', build({ ...image, sandbox: { runtimeClassName: 'gvisor' }, podTemplate: { spec: { runtimeClassName: 'runc' } } }), 'spec.podTemplate.spec.runtimeClassName', /sandbox's runtime class gvisor/],
+    ['an unconfined AppArmor annotation', withTemplate({ metadata: { annotations: { 'container.apparmor.security.beta.kubernetes.io/server': 'unconfined' } } }), 'spec.podTemplate.metadata.annotations["container.apparmor.security.beta.kubernetes.io/server"]', /loosen the sandbox's profile/],
+    ['an unconfined seccomp annotation for the pod', withTemplate({ metadata: { annotations: { 'seccomp.security.alpha.kubernetes.io/pod': 'unconfined' } } }), 'spec.podTemplate.metadata.annotations["seccomp.security.alpha.kubernetes.io/pod"]', /runtime\/default or docker\/default or localhost/],
+    ['an unconfined seccomp annotation for a container', withTemplate({ metadata: { annotations: { 'container.seccomp.security.alpha.kubernetes.io/server': 'unconfined' } } }), 'spec.podTemplate.metadata.annotations["container.seccomp.security.alpha.kubernetes.io/server"]', /loosen/],
     ['a null value', withTemplate({ spec: { containers: [{ name: 'server', securityContext: null }] } }), 'spec.podTemplate.spec.containers[0].securityContext', /must not be null/],
     ['a key beside metadata and spec', withTemplate({ kind: 'Pod' }), 'spec.podTemplate.kind', /only metadata and spec/],
     ['a container without name', withTemplate({ spec: { containers: [{ image: 'y' }] } }), 'spec.podTemplate.spec.containers[0].name', /merged by name/],
@@ -150,6 +156,24 @@ describe('spec errors name their field', () => {
     })() as { objects: KubernetesObject[] };
     const c = container(child<V1Deployment>(result.objects, 'Deployment', 'bad'));
     assert.deepEqual(c.securityContext!.capabilities, { add: ['NET_BIND_SERVICE'], drop: ['ALL', 'NET_RAW'] });
+  });
+
+  it('accepts a podTemplate runtime class when the sandbox sets none or the same, and profile annotations the restricted standard allows', () => {
+    const runtimeOf = (sandbox: Record<string, unknown> | undefined) => {
+      const result = build({ ...image, ...(sandbox && { sandbox }), podTemplate: { spec: { runtimeClassName: 'gvisor' } } })() as { objects: KubernetesObject[] };
+      return child<V1Deployment>(result.objects, 'Deployment', 'bad').spec!.template.spec!.runtimeClassName;
+    };
+    assert.equal(runtimeOf(undefined), 'gvisor');
+    assert.equal(runtimeOf({ runtimeClassName: 'gvisor' }), 'gvisor');
+    const annotations = {
+      'seccomp.security.alpha.kubernetes.io/pod': 'runtime/default',
+      'container.seccomp.security.alpha.kubernetes.io/server': 'localhost/mcp.json',
+      'container.apparmor.security.beta.kubernetes.io/server': 'runtime/default',
+    };
+    const result = withTemplate({ metadata: { annotations }, spec: { volumes: [{ name: 'ca', projected: { sources: [{ configMap: { name: 'ca' } }] } }] } })() as { objects: KubernetesObject[] };
+    const template = child<V1Deployment>(result.objects, 'Deployment', 'bad').spec!.template;
+    assert.equal(template.metadata!.annotations!['container.seccomp.security.alpha.kubernetes.io/server'], 'localhost/mcp.json');
+    assert.ok(template.spec!.volumes!.some(v => v.name === 'ca'));
   });
 
   it('throws a TypeError, not a SpecError, for an McpServer without uid (a caller\'s mistake)', () => {
