@@ -292,6 +292,38 @@ describe('environment', () => {
     assert.deepEqual(referencedSecretNames(server, name => credentials[name]), ['api-keys', 'github-secret', 'plain-secret', 'slack-secret']);
     assert.deepEqual(referencedSecretNames(server, () => undefined), ['api-keys'], 'an unknown credential has no Secret yet');
   });
+
+  it('lists the Secrets of sandbox volumes and of the podTemplate too, except optional ones', () => {
+    const withVolumes = mcpServer('vols', {
+      image: 'ghcr.io/acme/x:1',
+      command: ['x'],
+      env: [{ name: 'API_KEY', valueFrom: { secretKeyRef: { name: 'api-keys', key: 'acme' } } }],
+      sandbox: { volumes: [{ name: 'certs', secret: { secretName: 'sandbox-certs' } }] },
+      podTemplate: {
+        spec: {
+          volumes: [
+            { name: 'tls', secret: { secretName: 'tls-secret' } },
+            { name: 'maybe', secret: { secretName: 'optional-secret', optional: true } },
+            { name: 'bundle', projected: { sources: [{ configMap: { name: 'c' } }, { secret: { name: 'projected-secret' } }] } },
+          ],
+          containers: [
+            { name: 'server', env: [{ name: 'DB', valueFrom: { secretKeyRef: { name: 'db-secret', key: 'url' } } }], envFrom: [{ secretRef: { name: 'env-secret' } }, { configMapRef: { name: 'c' } }] },
+            { name: 'side', image: 'y', envFrom: [{ secretRef: { name: 'api-keys' } }, { secretRef: { name: 'maybe-env', optional: true } }] },
+          ],
+          initContainers: [{ name: 'init', image: 'y', env: [{ name: 'T', valueFrom: { secretKeyRef: { name: 'init-secret', key: 't' } } }] }],
+        },
+      },
+    });
+    assert.deepEqual(referencedSecretNames(withVolumes, () => undefined), [
+      'api-keys',
+      'db-secret',
+      'env-secret',
+      'init-secret',
+      'projected-secret',
+      'sandbox-certs',
+      'tls-secret',
+    ]);
+  });
 });
 
 describe('egress', () => {
@@ -385,28 +417,38 @@ describe('resources', () => {
 });
 
 describe('secretChecksum', () => {
-  const secret = (name: string, data: Record<string, string>): V1Secret => ({ apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: 'team-a' }, data });
-  const a = secret('a', { token: 'dG9rZW4=', user: 'dXNlcg==' });
-  const b = secret('b', { key: 'a2V5' });
+  const secret = (name: string, uid: string, resourceVersion: string, data: Record<string, string> = { token: 'dG9rZW4=' }): V1Secret => ({
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name, namespace: 'team-a', uid, resourceVersion },
+    data,
+  });
+  const a = secret('a', 'uid-a', '100');
+  const b = secret('b', 'uid-b', '200');
 
-  it('is a SHA-256 in hex, the same for the same Secrets in any order of Secrets and keys', () => {
+  it('is a SHA-256 in hex, the same for the same Secrets in any order', () => {
     const sum = secretChecksum([a, b]);
     assert.match(sum, /^[0-9a-f]{64}$/);
     assert.equal(secretChecksum([b, a]), sum);
-    assert.equal(secretChecksum([secret('a', { user: 'dXNlcg==', token: 'dG9rZW4=' }), b]), sum);
   });
 
-  it('changes with a value, a key, a Secret\'s name, or a Secret more or less', () => {
+  it('changes with an edit (resourceVersion), a recreated Secret (uid), a Secret\'s name, or a Secret more or less', () => {
     const sum = secretChecksum([a, b]);
     const others = [
-      secretChecksum([secret('a', { token: 'bmV3', user: 'dXNlcg==' }), b]),
-      secretChecksum([secret('a', { token2: 'dG9rZW4=', user: 'dXNlcg==' }), b]),
-      secretChecksum([secret('c', { token: 'dG9rZW4=', user: 'dXNlcg==' }), b]),
+      secretChecksum([secret('a', 'uid-a', '101'), b]),
+      secretChecksum([secret('a', 'uid-a2', '100'), b]),
+      secretChecksum([secret('c', 'uid-a', '100'), b]),
       secretChecksum([a]),
       secretChecksum([]),
-      // the same bytes split differently between key and value
-      secretChecksum([secret('a', { tokendG9r: 'ZW4=', user: 'dXNlcg==' }), b]),
+      // the same characters split differently between uid and resourceVersion
+      secretChecksum([secret('a', 'uid-a1', '00'), b]),
     ];
     assert.equal(new Set([sum, ...others]).size, others.length + 1);
+  });
+
+  it('does not depend on the Secrets\' values, so it tells nothing about them', () => {
+    const sum = secretChecksum([a, b]);
+    assert.equal(secretChecksum([secret('a', 'uid-a', '100', { token: 'b3RoZXI=' }), b]), sum);
+    assert.equal(secretChecksum([secret('a', 'uid-a', '100', {}), b]), sum);
   });
 });
