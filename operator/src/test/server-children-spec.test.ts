@@ -91,7 +91,11 @@ describe('spec errors name their field', () => {
   const cases: [string, () => unknown, string, RegExp][] = [
     ['a port on a stdio server (the bridge\'s)', build({ ...image, port: 8080 }), 'spec.port', /bridge on port 8080/],
     ['a stdio image without command', build({ image: 'ghcr.io/acme/x:1' }), 'spec.command', /entrypoint/],
-    ['a name too long for the egress proxy', build({ package: { name: 'x' }, sandbox: { egress: [{ host: 'example.com' }] } }, `s${'a'.repeat(56)}`), 'metadata.name', /at most 56/],
+    ['a name too long for the egress proxy', build({ ...image, sandbox: { egress: [{ host: 'example.com' }] } }, `s${'a'.repeat(56)}`), 'metadata.name', /has 57 characters, too many for the egress proxy this server needs for a host in spec\.sandbox\.egress: its children are named s?a+-egress, which must fit 63 characters, so use a name of at most 56/],
+    ['a package server\'s name too long for its registry\'s egress proxy', build({ package: { name: 'x' } }, `s${'a'.repeat(60)}`), 'metadata.name', /has 61 characters, too many for the egress proxy this server needs for its package registry \(npm\)/],
+    ['a name ending in -egress (the proxy\'s suffix)', build(image, 'files-egress'), 'metadata.name', /ends in -egress, which Punk keeps for the egress proxy of McpServer files/],
+    ['a Secret header on a url server (the gateway reads McpCredentials only)', build({ url: 'https://mcp.example.com/mcp', headers: [{ name: 'X-A', value: 'a' }, { name: 'Authorization', valueFrom: { secretKeyRef: { name: 's', key: 'k' } } }] }), 'spec.headers[1].valueFrom.secretKeyRef', /McpCredential .*credentialRef/],
+    ['a podTemplate memory limit that is not a quantity', withTemplate({ spec: { containers: [{ name: 'server', resources: { limits: { memory: 'lots' } } }] } }), 'spec.podTemplate.spec.containers[0].resources.limits.memory', /not a Kubernetes quantity/],
     ['an egress host that is not a name', build({ ...image, sandbox: { egress: [{ host: 'https://example.com/' }] } }), 'spec.sandbox.egress[0].host', /not a DNS name/],
     ['an address as egress host', build({ ...image, sandbox: { egress: [{ host: '10.1.2.3' }] } }), 'spec.sandbox.egress[0].host', /address goes in cidr/],
     ['an egress cidr that is not a range', build({ ...image, sandbox: { egress: [{ host: 'a.example' }, { cidr: '10.0.0.0/33' }] } }), 'spec.sandbox.egress[1].cidr', /not a CIDR: an IPv4 or IPv6 range/],
