@@ -12,7 +12,7 @@
 import { isIP } from 'node:net';
 import type { KubernetesObject, V1Deployment, V1EnvVar, V1NetworkPolicy, V1NetworkPolicyEgressRule, V1NetworkPolicyPort, V1Service } from '@kubernetes/client-node';
 import { checkEgressItem, EgressItemError, egressProxyArgs, egressProxyEnv, EGRESS_PROXY_PORT, type EgressEntry } from '@punk/bridge/contract';
-import type { McpServer } from '@punk/lib';
+import { EGRESS_PROXY_SUFFIX, type McpServer } from '@punk/lib';
 import {
   childLabels,
   helperContainer,
@@ -87,11 +87,9 @@ export function needsEgressProxy(entries: readonly EgressEntry[]): boolean {
   return entries.some(entry => 'host' in entry);
 }
 
-/**
- * The suffix of the egress proxy's children's names. McpServer names may not end in it (the schema, the CRD and
- * {@link buildServerChildren} refuse them), so `<name>-egress` is never the name of another McpServer's children.
- */
-export const EGRESS_PROXY_SUFFIX = '-egress';
+// McpServer names may not end in EGRESS_PROXY_SUFFIX (`-egress`; the schema, the CRD and buildServerChildren
+// refuse them), so `<name>-egress` is never the name of another McpServer's children.
+export { EGRESS_PROXY_SUFFIX };
 
 /** The name of a server's egress proxy Deployment, Service and NetworkPolicy: `<name>-egress`. */
 export function egressProxyName(server: McpServer): string {

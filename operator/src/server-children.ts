@@ -119,15 +119,19 @@ export interface ServerChildren {
  *   server's port), the annotation `mcp.punk.dev/secret-checksum`, and `spec.podTemplate` merged last
  *   (pod-template-merge.ts);
  * - NetworkPolicy `<name>`: ingress only from the gateway's pods on the server's port; egress only to the
- *   cluster DNS, the `cidr` entries of `spec.sandbox.egress`, and the egress proxy when there are `host` entries.
+ *   cluster DNS, the `cidr` entries of `spec.sandbox.egress`, and the egress proxy when there are `host` entries
+ *   (a package server always has some: its registry's hosts, {@link ServerChildrenOptions.packageRegistries}).
+ * A stdio server's bridge gets `--max-sessions` from the container's memory limit (one child process per session).
  * Every child has the labels and owner reference of sandbox.ts.
  * @param server an McpServer parsed by `mcpServerSchema`, with metadata.namespace and metadata.uid.
  * @throws TypeError when `server.metadata` lacks namespace or uid (a programming error).
  * @throws SpecError naming the field of a spec the API server accepts but Punk cannot run: `spec.port` (set on
  *   a stdio server, whose pod serves it on the bridge's port), `spec.command` (a stdio image server needs it: Kubernetes cannot read an image's entrypoint),
  *   `spec.sandbox.egress[i]`, `spec.sandbox.volumes[i]`, `spec.resources…`, `spec.env[i]…` (reason
- *   CredentialMissing for an unknown McpCredential), `metadata.name` (too long for `<name>-egress`), and any
- *   refused `spec.podTemplate…` field.
+ *   CredentialMissing for an unknown McpCredential), `metadata.name` (ending in `-egress`, a suffix kept for egress
+ *   proxies, or too long for `<name>-egress` when the server needs a proxy), `spec.headers[i].valueFrom.secretKeyRef`
+ *   of a url server (the gateway resolves only McpCredentials), and any refused `spec.podTemplate…` field.
+ * @throws Error naming `packageRegistries.<registry>[i]` for a configured registry that is not `host[:port]`.
  */
 export function buildServerChildren(server: McpServer, options: ServerChildrenOptions): ServerChildren {
   const spec = server.spec;

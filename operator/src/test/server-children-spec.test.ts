@@ -85,13 +85,18 @@ describe('spec.podTemplate', () => {
 });
 
 describe('spec errors name their field', () => {
-  const build = (spec: Record<string, unknown>, name = 'bad') => () => buildServerChildren(mcpServer(name, spec), childrenOptions());
+  // The name is set after parsing: mcpServerSchema refuses the names the builder refuses too (a second line of defence).
+  const build = (spec: Record<string, unknown>, name = 'bad') => () => {
+    const server = mcpServer('bad', spec);
+    server.metadata.name = name;
+    return buildServerChildren(server, childrenOptions());
+  };
   const image = { image: 'ghcr.io/acme/x:1', command: ['x'] };
   const withTemplate = (podTemplate: Record<string, unknown>) => build({ ...image, podTemplate });
   const cases: [string, () => unknown, string, RegExp][] = [
     ['a port on a stdio server (the bridge\'s)', build({ ...image, port: 8080 }), 'spec.port', /bridge on port 8080/],
     ['a stdio image without command', build({ image: 'ghcr.io/acme/x:1' }), 'spec.command', /entrypoint/],
-    ['a name too long for the egress proxy', build({ ...image, sandbox: { egress: [{ host: 'example.com' }] } }, `s${'a'.repeat(56)}`), 'metadata.name', /has 57 characters, too many for the egress proxy this server needs for a host in spec\.sandbox\.egress: its children are named s?a+-egress, which must fit 63 characters, so use a name of at most 56/],
+    ['a name too long for the egress proxy', build({ ...image, sandbox: { egress: [{ host: 'example.com' }] } }, `s${'a'.repeat(56)}`), 'metadata.name', /has 57 characters, too many for the egress proxy this server needs for a host in spec\.sandbox\.egress: its children are named sa+-egress, which must fit 63 characters, so use a name of at most 56/],
     ['a package server\'s name too long for its registry\'s egress proxy', build({ package: { name: 'x' } }, `s${'a'.repeat(60)}`), 'metadata.name', /has 61 characters, too many for the egress proxy this server needs for its package registry \(npm\)/],
     ['a name ending in -egress (the proxy\'s suffix)', build(image, 'files-egress'), 'metadata.name', /ends in -egress, which Punk keeps for the egress proxy of McpServer files/],
     ['a Secret header on a url server (the gateway reads McpCredentials only)', build({ url: 'https://mcp.example.com/mcp', headers: [{ name: 'X-A', value: 'a' }, { name: 'Authorization', valueFrom: { secretKeyRef: { name: 's', key: 'k' } } }] }), 'spec.headers[1].valueFrom.secretKeyRef', /McpCredential .*credentialRef/],

@@ -261,8 +261,31 @@ export function customResourceSchema<K extends string, S extends z.ZodType>(kind
   });
 }
 
-/** A whole McpServer object. */
-export const mcpServerSchema = customResourceSchema('McpServer', mcpServerSpecSchema);
+/**
+ * The suffix of the names of a server's egress proxy children (`<name>-egress`): an McpServer's own name may not
+ * end in it, so those children never share a name with another McpServer's.
+ */
+export const EGRESS_PROXY_SUFFIX = '-egress';
+
+/**
+ * A whole McpServer object. Its name may not end in {@link EGRESS_PROXY_SUFFIX}, and has at most 56 characters
+ * when the server needs an egress proxy (a package server, or a `host` in `sandbox.egress`), so that
+ * `<name>-egress` is a DNS-1035 label too.
+ */
+export const mcpServerSchema = customResourceSchema('McpServer', mcpServerSpecSchema).superRefine((server, ctx) => {
+  const name = server.metadata.name;
+  if (name.endsWith(EGRESS_PROXY_SUFFIX)) {
+    ctx.addIssue({ code: 'custom', path: ['metadata', 'name'], message: `must not end in ${EGRESS_PROXY_SUFFIX}: Punk names the egress proxy of McpServer <name> <name>${EGRESS_PROXY_SUFFIX}` });
+  }
+  const proxied = server.spec.package !== undefined || (server.spec.sandbox?.egress ?? []).some(entry => entry.host !== undefined);
+  if (proxied && name.length + EGRESS_PROXY_SUFFIX.length > 63) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['metadata', 'name'],
+      message: `must have at most ${63 - EGRESS_PROXY_SUFFIX.length} characters when the server needs an egress proxy (a package, or a host in spec.sandbox.egress): its children are named <name>${EGRESS_PROXY_SUFFIX}, at most 63 characters`,
+    });
+  }
+});
 export type McpServer = z.infer<typeof mcpServerSchema>;
 
 /** The effective transport of a server (`transport`, else its default). */
