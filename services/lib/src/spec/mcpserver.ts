@@ -183,8 +183,8 @@ export const mcpServerSpecSchema = z
           )
           .default([])
           .describe('Destinations the server may reach; everything else is denied.'),
-        runtimeClassName: z.string().optional().describe('RuntimeClass of the pod (gVisor, Kata).'),
-        volumes: z.array(z.record(z.string(), z.unknown())).optional().describe('Extra pod volumes.'),
+        runtimeClassName: z.string().optional().describe('RuntimeClass of the pod (gVisor, Kata); podTemplate cannot replace it.'),
+        volumes: z.array(z.record(z.string(), z.unknown())).optional().describe('Extra pod volumes, mounted at /mnt/<name> (the restricted Pod Security Standard\'s volume types; no projected serviceAccountToken).'),
       })
       .strict()
       .optional()
@@ -201,7 +201,9 @@ export const mcpServerSpecSchema = z
           'volume types other than configMap, csi, downwardAPI, emptyDir, ephemeral, persistentVolumeClaim, projected and secret, ' +
           'serviceAccountName and automountServiceAccountToken true, runAsUser, runAsGroup or fsGroup 0, runAsNonRoot false, privileged, allowPrivilegeEscalation true, ' +
           'readOnlyRootFilesystem false, added capabilities other than NET_BIND_SERVICE, a capabilities drop list without ALL, procMount other than Default, ' +
-          'Unconfined seccomp or AppArmor profiles, seLinuxOptions with a user, role or non-container type, and other values for Punk\'s labels or its mcp.punk.dev/secret-checksum annotation.',
+          'Unconfined seccomp or AppArmor profiles (and the legacy seccomp/AppArmor annotations with a value other than runtime/default, docker/default or localhost/<profile>), ' +
+          'projected serviceAccountToken sources, a runtimeClassName other than sandbox.runtimeClassName when that is set, ' +
+          'seLinuxOptions with a user, role or non-container type, and other values for Punk\'s labels or its mcp.punk.dev/secret-checksum annotation.',
       ),
     tools: z
       .object({
