@@ -4,13 +4,15 @@
  * `*.example.com`) need an egress proxy that checks the name of each CONNECT or request: a Deployment
  * `<name>-egress` running `punk-bridge egress-proxy` from the bridge image, its Service, and its
  * NetworkPolicy (only the server's pods may reach it; it may reach DNS and the declared ports). The server
- * container then gets HTTP(S)_PROXY pointing at it, and NO_PROXY for the cluster's own names. The proxy's
- * arguments, rule format and environment are the bridge's (`@punk/bridge/contract`).
+ * container then gets HTTP(S)_PROXY pointing at it, and NO_PROXY for loopback only: in-cluster names go
+ * through the proxy too, which checks them like any other (the server's own policy would block them
+ * anyway). A package server's registry hosts are added to the allow-list, so `npx`/`uvx` can download it. The
+ * proxy's arguments, rule format and environment are the bridge's (`@punk/bridge/contract`).
  */
 import { isIP } from 'node:net';
 import type { KubernetesObject, V1Deployment, V1EnvVar, V1NetworkPolicy, V1NetworkPolicyEgressRule, V1NetworkPolicyPort, V1Service } from '@kubernetes/client-node';
 import { checkEgressItem, EgressItemError, egressProxyArgs, egressProxyEnv, EGRESS_PROXY_PORT, type EgressEntry } from '@punk/bridge/contract';
-import type { McpServer } from '@punk/lib';
+import { EGRESS_PROXY_SUFFIX, type McpServer } from '@punk/lib';
 import {
   childLabels,
   helperContainer,
@@ -46,24 +48,64 @@ export function egressEntries(spec: McpServer['spec']): EgressEntry[] {
   });
 }
 
+/** Where package servers download from, by registry: each `host` or `host:port` (port 443 when absent). */
+export interface PackageRegistries {
+  npm: string[];
+  pypi: string[];
+}
+
+/** The public registries: registry.npmjs.org for npm; pypi.org and files.pythonhosted.org (the files) for PyPI. */
+export const DEFAULT_PACKAGE_REGISTRIES: PackageRegistries = {
+  npm: ['registry.npmjs.org:443'],
+  pypi: ['pypi.org:443', 'files.pythonhosted.org:443'],
+};
+
+/**
+ * The egress entries that let a package server of `registry` download its package: one host entry per item of
+ * `registries[registry]`, checked by the bridge's rule checker.
+ * @throws Error naming `packageRegistries.<registry>[i]` for an item that is not a DNS name with an optional
+ *   `:port` (a configuration mistake of the operator, not of the McpServer).
+ */
+export function packageRegistryEntries(registries: PackageRegistries, registry: keyof PackageRegistries): EgressEntry[] {
+  return registries[registry].map((item, i) => {
+    const at = `packageRegistries.${registry}[${i}]`;
+    const match = /^([^:]+)(?::([0-9]+))?$/.exec(item);
+    if (!match) throw new Error(`${at}: ${JSON.stringify(item)} is not host or host:port`);
+    try {
+      const entry = checkEgressItem({ host: match[1]!, ports: [match[2] === undefined ? 443 : Number(match[2])] }, at);
+      if (isIP(match[1]!) !== 0) throw new EgressItemError(`${at}.host`, 'is an address; name the registry by its DNS name');
+      return entry;
+    } catch (error) {
+      if (error instanceof EgressItemError) throw new Error(error.message);
+      throw error;
+    }
+  });
+}
+
 /** Whether the allow-list names a host, so the server needs an egress proxy. */
 export function needsEgressProxy(entries: readonly EgressEntry[]): boolean {
   return entries.some(entry => 'host' in entry);
 }
 
-/** The name of a server's egress proxy Deployment and Service. */
+// McpServer names may not end in EGRESS_PROXY_SUFFIX (`-egress`; the schema, the CRD and buildServerChildren
+// refuse them), so `<name>-egress` is never the name of another McpServer's children.
+export { EGRESS_PROXY_SUFFIX };
+
+/** The name of a server's egress proxy Deployment, Service and NetworkPolicy: `<name>-egress`. */
 export function egressProxyName(server: McpServer): string {
-  return `${server.metadata.name}-egress`;
+  return `${server.metadata.name}${EGRESS_PROXY_SUFFIX}`;
 }
 
 /**
  * The proxy environment of the server container (the bridge's `egressProxyEnv`): HTTP_PROXY, HTTPS_PROXY and
- * their lower-case forms at the proxy's Service, NODE_USE_ENV_PROXY, and NO_PROXY/no_proxy for loopback and the
- * cluster's own names.
+ * their lower-case forms at the proxy's Service, NODE_USE_ENV_PROXY, and NO_PROXY/no_proxy for loopback only.
+ * The cluster's own names (`.svc`, `.<clusterDomain>`) are not exempt: the server's NetworkPolicy lets it reach
+ * only DNS, its `cidr` entries and the proxy, so an allowed in-cluster `host` works only through the proxy, and
+ * one not allowed is refused there with a clear answer instead of a timeout.
  */
 export function serverProxyEnv(server: McpServer, clusterDomain: string): V1EnvVar[] {
   const url = `http://${egressProxyName(server)}.${server.metadata.namespace}.svc.${clusterDomain}:${EGRESS_PROXY_PORT}`;
-  return egressProxyEnv(url, ['localhost', '127.0.0.1', '::1', '.svc', `.${clusterDomain}`]);
+  return egressProxyEnv(url, ['localhost', '127.0.0.1', '::1']);
 }
 
 /** Egress to the cluster DNS: kube-dns pods of kube-system on port 53, UDP and TCP. */

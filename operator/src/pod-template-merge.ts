@@ -17,8 +17,12 @@
  * runAsUser, runAsGroup or fsGroup 0 and supplementalGroups with 0, runAsNonRoot false, privileged true,
  * allowPrivilegeEscalation true, readOnlyRootFilesystem false, added capabilities other than NET_BIND_SERVICE,
  * a capabilities drop list without ALL, procMount other than Default, seccomp and AppArmor profiles
- * Unconfined, seLinuxOptions with a user, a role or a type outside the container types, Windows hostProcess,
- * and another value for one of Punk's labels or for its secret-checksum annotation.
+ * Unconfined (and the legacy seccomp and AppArmor annotations with any value but `runtime/default`,
+ * `docker/default` for seccomp, or a `localhost/` profile), seLinuxOptions with a user, a role or a type outside
+ * the container types, Windows hostProcess, projected volumes with a `serviceAccountToken` source (a Kubernetes
+ * token in the pod), a runtimeClassName other than `spec.sandbox.runtimeClassName` when that is set (podTemplate
+ * may add a runtime class, not swap the sandbox's), and another value for one of Punk's labels or for its
+ * secret-checksum annotation.
  */
 import type { V1PodTemplateSpec, V1SecurityContext } from '@kubernetes/client-node';
 import { SpecError } from './spec-error.js';
@@ -54,10 +58,33 @@ function isObject(value: unknown): value is Json {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-/** What Punk protects in the merged pod: its labels and annotations (keys to their values). */
+/** What Punk protects in the merged pod: its labels and annotations (keys to their values), its runtime class. */
 export interface ProtectedMetadata {
   labels: Record<string, string>;
   annotations: Record<string, string>;
+  /** `spec.sandbox.runtimeClassName`: a podTemplate may repeat it, not replace it. */
+  runtimeClassName?: string;
+}
+
+// The legacy annotations for seccomp and AppArmor profiles (before the securityContext fields), and the values
+// the restricted Pod Security Standard allows in them: the runtime's default profile or a profile on the node.
+const SECCOMP_POD_ANNOTATION = 'seccomp.security.alpha.kubernetes.io/pod';
+const SECCOMP_CONTAINER_ANNOTATION = 'container.seccomp.security.alpha.kubernetes.io/';
+const APPARMOR_CONTAINER_ANNOTATION = 'container.apparmor.security.beta.kubernetes.io/';
+const SECCOMP_ANNOTATION_VALUES = ['runtime/default', 'docker/default'];
+const APPARMOR_ANNOTATION_VALUES = ['runtime/default'];
+
+/**
+ * Checks one podTemplate annotation that sets a seccomp or AppArmor profile the old way.
+ * @throws SpecError naming `spec.podTemplate.metadata.annotations["<key>"]` for a value other than the allowed
+ *   defaults or `localhost/<profile>` (`unconfined` above all).
+ */
+function checkProfileAnnotation(key: string, value: unknown): void {
+  const allowed = key === SECCOMP_POD_ANNOTATION || key.startsWith(SECCOMP_CONTAINER_ANNOTATION) ? SECCOMP_ANNOTATION_VALUES : key.startsWith(APPARMOR_CONTAINER_ANNOTATION) ? APPARMOR_ANNOTATION_VALUES : undefined;
+  if (allowed === undefined) return;
+  const text = String(value);
+  if (allowed.includes(text) || /^localhost\/[^/].*$/.test(text)) return;
+  throw new SpecError(`${ROOT}.metadata.annotations["${key}"]`, `"${text}" would loosen the sandbox's profile; use ${allowed.join(' or ')} or localhost/<profile> (Pod Security Standards, restricted)`);
 }
 
 /**
@@ -119,6 +146,7 @@ export function checkPodTemplate(podTemplate: Json, protect: ProtectedMetadata):
       if (key in protect[kind] && value !== protect[kind][key]) {
         throw new SpecError(`${ROOT}.metadata.${kind}["${key}"]`, `is set by Punk to "${protect[kind][key]}" and cannot be changed`);
       }
+      if (kind === 'annotations') checkProfileAnnotation(key, value);
     }
   }
   const spec = objectAt(podTemplate, 'spec', ROOT);
@@ -128,6 +156,9 @@ export function checkPodTemplate(podTemplate: Json, protect: ProtectedMetadata):
   }
   for (const field of ['serviceAccountName', 'serviceAccount'] as const) {
     if (spec[field] !== undefined) throw new SpecError(at(field), 'the pod runs as the ServiceAccount Punk makes for the server, without a token; it cannot be changed');
+  }
+  if (spec.runtimeClassName !== undefined && protect.runtimeClassName !== undefined && spec.runtimeClassName !== protect.runtimeClassName) {
+    throw new SpecError(at('runtimeClassName'), `would replace the sandbox's runtime class ${protect.runtimeClassName} (spec.sandbox.runtimeClassName); change it there, or remove this one`);
   }
   if (spec.automountServiceAccountToken === true) throw new SpecError(at('automountServiceAccountToken'), 'a server pod gets no ServiceAccount token; it must not be true');
   checkPodSecurityContext(objectAt(spec, 'securityContext', `${ROOT}.spec`), at('securityContext'));
@@ -149,8 +180,9 @@ export function checkPodTemplate(podTemplate: Json, protect: ProtectedMetadata):
 
 /**
  * Checks one pod volume (of `spec.sandbox.volumes` or of the podTemplate): an object with a name and a volume
- * source the restricted Pod Security Standard allows.
- * @throws SpecError naming `<field>.name` or `<field>.<source>`.
+ * source the restricted Pod Security Standard allows, and no projected `serviceAccountToken` (the pod gets no
+ * Kubernetes token; a clusterTrustBundle holds only public certificates and is allowed).
+ * @throws SpecError naming `<field>.name`, `<field>.<source>` or `<field>.projected.sources[j].serviceAccountToken`.
  */
 export function checkVolume(volume: unknown, field: string): void {
   if (!isObject(volume)) throw new SpecError(field, 'must be a Volume object (name and one volume source)');
@@ -160,6 +192,12 @@ export function checkVolume(volume: unknown, field: string): void {
       throw new SpecError(`${field}.${source}`, `is not a volume type the sandbox allows (${[...ALLOWED_VOLUME_SOURCES].join(', ')})`);
     }
   }
+  if (!isObject(volume.projected)) return;
+  listAt(volume.projected, 'sources', `${field}.projected`).forEach((source, j) => {
+    if (isObject(source) && source.serviceAccountToken !== undefined) {
+      throw new SpecError(`${field}.projected.sources[${j}].serviceAccountToken`, 'would put a Kubernetes token in the server\'s pod, which runs without one; the sandbox refuses it');
+    }
+  });
 }
 
 function checkNoNull(value: unknown, path: string): void {

@@ -24,12 +24,16 @@ import { API_VERSION, mcpServerSpecSchema, transportOf, type McpServer } from '@
 import {
   BRIDGE_BINARY,
   cidrEgressRules,
+  DEFAULT_PACKAGE_REGISTRIES,
   dnsEgressRule,
+  EGRESS_PROXY_SUFFIX,
   egressEntries,
   egressProxyChildren,
   egressProxyName,
   needsEgressProxy,
+  packageRegistryEntries,
   serverProxyEnv,
+  type PackageRegistries,
 } from './egress-proxy-children.js';
 import { checkVolume, mergePodTemplate } from './pod-template-merge.js';
 import {
@@ -41,6 +45,7 @@ import {
   podSecurityContext,
   sandboxEnv,
   selectorLabels,
+  quantityValue,
   serverResources,
   TMP_VOLUME,
   writableMounts,
@@ -53,6 +58,7 @@ import { SpecError } from './spec-error.js';
 export { SpecError } from './spec-error.js';
 export { secretChecksum, SECRET_CHECKSUM_ANNOTATION } from './secret-checksum.js';
 export { referencedSecretNames, type CredentialSecrets } from './server-env.js';
+export { DEFAULT_PACKAGE_REGISTRIES, packageRegistryEntries, type PackageRegistries } from './egress-proxy-children.js';
 
 /** Name of the server's container in its pod (the one a podTemplate merges into). */
 export const SERVER_CONTAINER = 'server';
@@ -78,6 +84,11 @@ export interface ServerChildrenOptions {
   credentialSecrets: CredentialSecrets;
   /** The cluster's DNS domain; `cluster.local` when absent. */
   clusterDomain?: string;
+  /**
+   * The hosts a package server downloads from (`host` or `host:port`, 443 when absent), added to its egress
+   * allow-list; {@link DEFAULT_PACKAGE_REGISTRIES} (the public npm and PyPI registries) when absent.
+   */
+  packageRegistries?: PackageRegistries;
 }
 
 /** The children of one McpServer and how the gateway reaches it. */
@@ -108,19 +119,30 @@ export interface ServerChildren {
  *   server's port), the annotation `mcp.punk.dev/secret-checksum`, and `spec.podTemplate` merged last
  *   (pod-template-merge.ts);
  * - NetworkPolicy `<name>`: ingress only from the gateway's pods on the server's port; egress only to the
- *   cluster DNS, the `cidr` entries of `spec.sandbox.egress`, and the egress proxy when there are `host` entries.
+ *   cluster DNS, the `cidr` entries of `spec.sandbox.egress`, and the egress proxy when there are `host` entries
+ *   (a package server always has some: its registry's hosts, {@link ServerChildrenOptions.packageRegistries}).
+ * A stdio server's bridge gets `--max-sessions` from the container's memory limit (one child process per session).
  * Every child has the labels and owner reference of sandbox.ts.
  * @param server an McpServer parsed by `mcpServerSchema`, with metadata.namespace and metadata.uid.
  * @throws TypeError when `server.metadata` lacks namespace or uid (a programming error).
  * @throws SpecError naming the field of a spec the API server accepts but Punk cannot run: `spec.port` (set on
  *   a stdio server, whose pod serves it on the bridge's port), `spec.command` (a stdio image server needs it: Kubernetes cannot read an image's entrypoint),
  *   `spec.sandbox.egress[i]`, `spec.sandbox.volumes[i]`, `spec.resources…`, `spec.env[i]…` (reason
- *   CredentialMissing for an unknown McpCredential), `metadata.name` (too long for `<name>-egress`), and any
- *   refused `spec.podTemplate…` field.
+ *   CredentialMissing for an unknown McpCredential), `metadata.name` (ending in `-egress`, a suffix kept for egress
+ *   proxies, or too long for `<name>-egress` when the server needs a proxy), `spec.headers[i].valueFrom.secretKeyRef`
+ *   of a url server (the gateway resolves only McpCredentials), and any refused `spec.podTemplate…` field.
+ * @throws Error naming `packageRegistries.<registry>[i]` for a configured registry that is not `host[:port]`.
  */
 export function buildServerChildren(server: McpServer, options: ServerChildrenOptions): ServerChildren {
   const spec = server.spec;
-  if (spec.url !== undefined) return { objects: [], endpoint: spec.url, served: server };
+  if (spec.url !== undefined) {
+    (spec.headers ?? []).forEach((header, i) => {
+      if (header.valueFrom?.secretKeyRef) {
+        throw new SpecError(`spec.headers[${i}].valueFrom.secretKeyRef`, 'the gateway cannot read Secrets: make an McpCredential for the Secret and use valueFrom.credentialRef');
+      }
+    });
+    return { objects: [], endpoint: spec.url, served: server };
+  }
   const { name, namespace, uid } = server.metadata;
   if (namespace === undefined || uid === undefined) throw new TypeError(`McpServer ${name}: metadata.namespace and metadata.uid are required to build its children`);
   const clusterDomain = options.clusterDomain ?? 'cluster.local';
@@ -132,10 +154,17 @@ export function buildServerChildren(server: McpServer, options: ServerChildrenOp
   if (spec.image !== undefined && stdio && spec.command === undefined) {
     throw new SpecError('spec.command', 'a stdio server from an image needs spec.command: Kubernetes cannot read the image\'s entrypoint, and the bridge must start the server itself');
   }
-  const egress = egressEntries(spec);
+  if (name.endsWith(EGRESS_PROXY_SUFFIX)) {
+    throw new SpecError('metadata.name', `"${name}" ends in ${EGRESS_PROXY_SUFFIX}, which Punk keeps for the egress proxy of McpServer ${name.slice(0, -EGRESS_PROXY_SUFFIX.length)}: choose another name`);
+  }
+  const egress = withRegistries(egressEntries(spec), spec, options.packageRegistries ?? DEFAULT_PACKAGE_REGISTRIES);
   const proxied = needsEgressProxy(egress);
   if (proxied && egressProxyName(server).length > 63) {
-    throw new SpecError('metadata.name', `is too long for the egress proxy's Service ${egressProxyName(server)} (at most 63 characters): use a name of at most 56 characters or no host in spec.sandbox.egress`);
+    const why = spec.package !== undefined ? `its package registry (${spec.package.registry})` : 'a host in spec.sandbox.egress';
+    throw new SpecError(
+      'metadata.name',
+      `"${name}" has ${name.length} characters, too many for the egress proxy this server needs for ${why}: its children are named ${egressProxyName(server)}, which must fit 63 characters, so use a name of at most ${63 - EGRESS_PROXY_SUFFIX.length} characters`,
+    );
   }
   const port = stdio ? BRIDGE_PORT : spec.port!;
   const metadata = (component: 'mcp-server' = 'mcp-server') => ({ name, namespace, labels: childLabels(server, component), ownerReferences: [ownerReference(server)] });
@@ -195,7 +224,7 @@ function podTemplate(server: McpServer, options: ServerChildrenOptions, how: { p
     const { name, version } = spec.package;
     const run = spec.command ?? (spec.package.registry === 'npm' ? ['npx', '-y', version ? `${name}@${version}` : name] : ['uvx', version ? `${name}==${version}` : name]);
     if (how.stdio) {
-      command = [BRIDGE_BINARY, ...serveFlags({ path: spec.path })];
+      command = [BRIDGE_BINARY, ...serveFlags({ path: spec.path, maxSessions: bridgeMaxSessions(spec) })];
       args = [...run, ...(spec.args ?? [])];
     } else {
       // A package that serves HTTP itself (as `punk up` runs it): the runner starts it on spec.port, no bridge.
@@ -214,7 +243,7 @@ function podTemplate(server: McpServer, options: ServerChildrenOptions, how: { p
     );
     volumes.push({ name: BRIDGE_VOLUME, emptyDir: { sizeLimit: '256Mi' } });
     mounts.push({ name: BRIDGE_VOLUME, mountPath: BRIDGE_DIR, readOnly: true });
-    command = [`${BRIDGE_DIR}/punk-bridge`, ...serveFlags({ path: spec.path })];
+    command = [`${BRIDGE_DIR}/punk-bridge`, ...serveFlags({ path: spec.path, maxSessions: bridgeMaxSessions(spec) })];
     args = [...spec.command!, ...(spec.args ?? [])];
   } else {
     image = spec.image!;
@@ -261,7 +290,43 @@ function podTemplate(server: McpServer, options: ServerChildrenOptions, how: { p
     },
   };
   if (spec.podTemplate === undefined) return template;
-  return mergePodTemplate(template, spec.podTemplate, { labels, annotations: { [SECRET_CHECKSUM_ANNOTATION]: options.secretChecksum } }, containerSecurityContext());
+  const protect = { labels, annotations: { [SECRET_CHECKSUM_ANNOTATION]: options.secretChecksum }, runtimeClassName: spec.sandbox?.runtimeClassName };
+  return mergePodTemplate(template, spec.podTemplate, protect, containerSecurityContext());
+}
+
+/**
+ * The allow-list of a server: `spec.sandbox.egress`, and for a package server the hosts of its registry (so
+ * `npx`/`uvx` can download the package at pod start), each unless the spec already lists the same entry.
+ */
+function withRegistries(entries: EgressEntry[], spec: McpServer['spec'], registries: PackageRegistries): EgressEntry[] {
+  if (spec.package === undefined) return entries;
+  const listed = new Set(entries.map(entry => JSON.stringify(entry)));
+  return [...entries, ...packageRegistryEntries(registries, spec.package.registry).filter(entry => !listed.has(JSON.stringify(entry)))];
+}
+
+/** Memory the bridge (about 85 MiB) and each session's child (about 76 MiB for a Node server) take, rounded up. */
+const SESSION_MEMORY = 96 * 2 ** 20;
+
+/**
+ * The bridge's `--max-sessions`: it runs one child process per session, so as many sessions as fit the server
+ * container's memory limit (the podTemplate's for the server container, else `spec.resources` over the default)
+ * after the bridge itself: floor((limit − 96Mi) / 96Mi), at least 1. The default 512Mi gives 4, 1Gi gives 9.
+ * @throws SpecError naming `spec.podTemplate.spec.containers[i].resources.limits.memory` when it is not a quantity.
+ */
+function bridgeMaxSessions(spec: McpServer['spec']): number {
+  let limit = serverResources(spec).limits!.memory as string;
+  const containers = (spec.podTemplate as { spec?: { containers?: unknown } } | undefined)?.spec?.containers;
+  if (Array.isArray(containers)) {
+    const i = containers.findIndex(c => (c as { name?: unknown } | null)?.name === SERVER_CONTAINER);
+    const memory = (containers[i] as { resources?: { limits?: { memory?: unknown } } } | undefined)?.resources?.limits?.memory;
+    if (memory !== undefined) {
+      if (typeof memory !== 'string' || quantityValue(memory) === undefined) {
+        throw new SpecError(`spec.podTemplate.spec.containers[${i}].resources.limits.memory`, `${JSON.stringify(memory)} is not a Kubernetes quantity (such as 512Mi or 1Gi)`);
+      }
+      limit = memory;
+    }
+  }
+  return Math.max(1, Math.floor((quantityValue(limit)! - SESSION_MEMORY) / SESSION_MEMORY));
 }
 
 function tcpProbes(): Pick<V1Container, 'startupProbe' | 'readinessProbe' | 'livenessProbe'> {

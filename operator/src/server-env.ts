@@ -49,8 +49,11 @@ function credentialKeyRef(ref: { name: string; key?: string }, credentialSecrets
 }
 
 /**
- * The names of the Secrets the server's pod reads (`secretKeyRef`s, and the Secrets of its `credentialRef`s
- * that resolve), sorted, each once: the Secrets whose {@link secretChecksum} the pod template carries.
+ * The names of the Secrets the server's pod reads, sorted, each once: the Secrets whose existence the reconciler
+ * checks and whose {@link secretChecksum} the pod template carries. They are those of `spec.env` (`secretKeyRef`s,
+ * and the Secrets of its `credentialRef`s that resolve), of `spec.sandbox.volumes`, and of `spec.podTemplate`
+ * (secret volumes, projected secret sources, and in any container `env[].valueFrom.secretKeyRef` and
+ * `envFrom[].secretRef`). A reference marked `optional: true` is left out: the pod starts without that Secret.
  */
 export function referencedSecretNames(server: McpServer, credentialSecrets: CredentialSecrets): string[] {
   const names = new Set<string>();
@@ -59,5 +62,38 @@ export function referencedSecretNames(server: McpServer, credentialSecrets: Cred
     const credential = entry.valueFrom?.credentialRef && credentialSecrets(entry.valueFrom.credentialRef.name);
     if (credential) names.add(credential.secretName);
   }
+  for (const volume of server.spec.sandbox?.volumes ?? []) volumeSecretNames(volume, names);
+  const podSpec = asObject(asObject(server.spec.podTemplate)?.spec);
+  if (podSpec) {
+    for (const volume of asList(podSpec.volumes)) volumeSecretNames(volume, names);
+    for (const list of ['containers', 'initContainers', 'ephemeralContainers']) {
+      for (const container of asList(podSpec[list]).map(asObject)) {
+        for (const env of asList(container?.env)) addRequired(asObject(asObject(asObject(env)?.valueFrom)?.secretKeyRef), 'name', names);
+        for (const from of asList(container?.envFrom)) addRequired(asObject(asObject(from)?.secretRef), 'name', names);
+      }
+    }
+  }
   return [...names].sort();
+}
+
+type Json = Record<string, unknown>;
+
+function asObject(value: unknown): Json | undefined {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Json) : undefined;
+}
+
+function asList(value: unknown): unknown[] {
+  return Array.isArray(value) ? value : [];
+}
+
+/** Adds `ref[key]` when it is a name and the reference is not optional. */
+function addRequired(ref: Json | undefined, key: string, names: Set<string>): void {
+  if (ref && typeof ref[key] === 'string' && ref[key] !== '' && ref.optional !== true) names.add(ref[key]);
+}
+
+/** The Secrets of a pod volume: a `secret` volume's secretName, a `projected` volume's secret sources. */
+function volumeSecretNames(volume: unknown, names: Set<string>): void {
+  const object = asObject(volume);
+  addRequired(asObject(object?.secret), 'secretName', names);
+  for (const source of asList(asObject(object?.projected)?.sources)) addRequired(asObject(asObject(source)?.secret), 'name', names);
 }

@@ -132,6 +132,28 @@ describe('McpServer children on a real kube-apiserver', { skip: availability.ava
     });
   });
 
+  it('refuses McpServer names that would clash with or not fit an egress proxy, at metadata.name (not <nil>)', async () => {
+    const cases: [string, Record<string, unknown>, RegExp][] = [
+      ['files-egress', { image: 'ghcr.io/acme/x:1', command: ['x'] }, /must not end in -egress/],
+      [`s${'a'.repeat(56)}`, { package: { name: 'p' } }, /at most 56 characters when the server needs an egress proxy/],
+      [`s${'a'.repeat(56)}`, { image: 'ghcr.io/acme/x:1', command: ['x'], sandbox: { egress: [{ host: 'api.example.com' }] } }, /at most 56 characters/],
+      [`s${'a'.repeat(70)}`, { image: 'ghcr.io/acme/x:1', command: ['x'] }, /DNS-1035 label/],
+    ];
+    for (const [name, spec, message] of cases) {
+      const body = { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpServer', metadata: { name }, spec };
+      await assert.rejects(custom.createNamespacedCustomObject({ ...group, namespace, body, dryRun: 'All' }), (error: Error & { code?: number; body?: string }) => {
+        assert.equal(error.code, 422, name);
+        const status = JSON.parse(String(error.body)) as { message: string; details: { causes: { field: string }[] } };
+        assert.match(status.message, message);
+        assert.doesNotMatch(status.message, /<nil>/);
+        assert.deepEqual(status.details.causes.map(cause => cause.field), ['metadata.name'], name);
+        return true;
+      });
+    }
+    const fits = { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpServer', metadata: { name: `s${'a'.repeat(55)}` }, spec: { package: { name: 'p' } } };
+    await custom.createNamespacedCustomObject({ ...group, namespace, body: fits, dryRun: 'All' });
+  });
+
   it('accepts the served McpServer of each kind of server as an McpServer', async () => {
     const servedNamespace = `${namespace}-served`;
     await plane.kubeConfig.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: servedNamespace } } });

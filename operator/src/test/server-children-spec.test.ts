@@ -85,13 +85,22 @@ describe('spec.podTemplate', () => {
 });
 
 describe('spec errors name their field', () => {
-  const build = (spec: Record<string, unknown>, name = 'bad') => () => buildServerChildren(mcpServer(name, spec), childrenOptions());
+  // The name is set after parsing: mcpServerSchema refuses the names the builder refuses too (a second line of defence).
+  const build = (spec: Record<string, unknown>, name = 'bad') => () => {
+    const server = mcpServer('bad', spec);
+    server.metadata.name = name;
+    return buildServerChildren(server, childrenOptions());
+  };
   const image = { image: 'ghcr.io/acme/x:1', command: ['x'] };
   const withTemplate = (podTemplate: Record<string, unknown>) => build({ ...image, podTemplate });
   const cases: [string, () => unknown, string, RegExp][] = [
     ['a port on a stdio server (the bridge\'s)', build({ ...image, port: 8080 }), 'spec.port', /bridge on port 8080/],
     ['a stdio image without command', build({ image: 'ghcr.io/acme/x:1' }), 'spec.command', /entrypoint/],
-    ['a name too long for the egress proxy', build({ package: { name: 'x' }, sandbox: { egress: [{ host: 'example.com' }] } }, `s${'a'.repeat(56)}`), 'metadata.name', /at most 56/],
+    ['a name too long for the egress proxy', build({ ...image, sandbox: { egress: [{ host: 'example.com' }] } }, `s${'a'.repeat(56)}`), 'metadata.name', /has 57 characters, too many for the egress proxy this server needs for a host in spec\.sandbox\.egress: its children are named sa+-egress, which must fit 63 characters, so use a name of at most 56/],
+    ['a package server\'s name too long for its registry\'s egress proxy', build({ package: { name: 'x' } }, `s${'a'.repeat(60)}`), 'metadata.name', /has 61 characters, too many for the egress proxy this server needs for its package registry \(npm\)/],
+    ['a name ending in -egress (the proxy\'s suffix)', build(image, 'files-egress'), 'metadata.name', /ends in -egress, which Punk keeps for the egress proxy of McpServer files/],
+    ['a Secret header on a url server (the gateway reads McpCredentials only)', build({ url: 'https://mcp.example.com/mcp', headers: [{ name: 'X-A', value: 'a' }, { name: 'Authorization', valueFrom: { secretKeyRef: { name: 's', key: 'k' } } }] }), 'spec.headers[1].valueFrom.secretKeyRef', /McpCredential .*credentialRef/],
+    ['a podTemplate memory limit that is not a quantity', withTemplate({ spec: { containers: [{ name: 'server', resources: { limits: { memory: 'lots' } } }] } }), 'spec.podTemplate.spec.containers[0].resources.limits.memory', /not a Kubernetes quantity/],
     ['an egress host that is not a name', build({ ...image, sandbox: { egress: [{ host: 'https://example.com/' }] } }), 'spec.sandbox.egress[0].host', /not a DNS name/],
     ['an address as egress host', build({ ...image, sandbox: { egress: [{ host: '10.1.2.3' }] } }), 'spec.sandbox.egress[0].host', /address goes in cidr/],
     ['an egress cidr that is not a range', build({ ...image, sandbox: { egress: [{ host: 'a.example' }, { cidr: '10.0.0.0/33' }] } }), 'spec.sandbox.egress[1].cidr', /not a CIDR: an IPv4 or IPv6 range/],
@@ -127,6 +136,12 @@ describe('spec errors name their field', () => {
     ['a mounted token', withTemplate({ spec: { automountServiceAccountToken: true } }), 'spec.podTemplate.spec.automountServiceAccountToken', /no ServiceAccount token/],
     ['a changed Punk label', withTemplate({ metadata: { labels: { 'mcp.punk.dev/server': 'other' } } }), 'spec.podTemplate.metadata.labels["mcp.punk.dev/server"]', /set by Punk to "bad"/],
     ['a changed secret checksum', withTemplate({ metadata: { annotations: { 'mcp.punk.dev/secret-checksum': 'x' } } }), 'spec.podTemplate.metadata.annotations["mcp.punk.dev/secret-checksum"]', /cannot be changed/],
+    ['a projected ServiceAccount token in a podTemplate volume', withTemplate({ spec: { volumes: [{ name: 'kube', projected: { sources: [{ configMap: { name: 'c' } }, { serviceAccountToken: { path: 'token' } }] } }] } }), 'spec.podTemplate.spec.volumes[0].projected.sources[1].serviceAccountToken', /Kubernetes token/],
+    ['a projected ServiceAccount token in a sandbox volume', build({ ...image, sandbox: { volumes: [{ name: 'kube', projected: { sources: [{ serviceAccountToken: { path: 'token', audience: 'x' } }] } }] } }), 'spec.sandbox.volumes[0].projected.sources[0].serviceAccountToken', /Kubernetes token/],
+    ['a runtime class other than the sandbox\'s', build({ ...image, sandbox: { runtimeClassName: 'gvisor' }, podTemplate: { spec: { runtimeClassName: 'runc' } } }), 'spec.podTemplate.spec.runtimeClassName', /sandbox's runtime class gvisor/],
+    ['an unconfined AppArmor annotation', withTemplate({ metadata: { annotations: { 'container.apparmor.security.beta.kubernetes.io/server': 'unconfined' } } }), 'spec.podTemplate.metadata.annotations["container.apparmor.security.beta.kubernetes.io/server"]', /loosen the sandbox's profile/],
+    ['an unconfined seccomp annotation for the pod', withTemplate({ metadata: { annotations: { 'seccomp.security.alpha.kubernetes.io/pod': 'unconfined' } } }), 'spec.podTemplate.metadata.annotations["seccomp.security.alpha.kubernetes.io/pod"]', /runtime\/default or docker\/default or localhost/],
+    ['an unconfined seccomp annotation for a container', withTemplate({ metadata: { annotations: { 'container.seccomp.security.alpha.kubernetes.io/server': 'unconfined' } } }), 'spec.podTemplate.metadata.annotations["container.seccomp.security.alpha.kubernetes.io/server"]', /loosen/],
     ['a null value', withTemplate({ spec: { containers: [{ name: 'server', securityContext: null }] } }), 'spec.podTemplate.spec.containers[0].securityContext', /must not be null/],
     ['a key beside metadata and spec', withTemplate({ kind: 'Pod' }), 'spec.podTemplate.kind', /only metadata and spec/],
     ['a container without name', withTemplate({ spec: { containers: [{ image: 'y' }] } }), 'spec.podTemplate.spec.containers[0].name', /merged by name/],
@@ -150,6 +165,24 @@ describe('spec errors name their field', () => {
     })() as { objects: KubernetesObject[] };
     const c = container(child<V1Deployment>(result.objects, 'Deployment', 'bad'));
     assert.deepEqual(c.securityContext!.capabilities, { add: ['NET_BIND_SERVICE'], drop: ['ALL', 'NET_RAW'] });
+  });
+
+  it('accepts a podTemplate runtime class when the sandbox sets none or the same, and profile annotations the restricted standard allows', () => {
+    const runtimeOf = (sandbox: Record<string, unknown> | undefined) => {
+      const result = build({ ...image, ...(sandbox && { sandbox }), podTemplate: { spec: { runtimeClassName: 'gvisor' } } })() as { objects: KubernetesObject[] };
+      return child<V1Deployment>(result.objects, 'Deployment', 'bad').spec!.template.spec!.runtimeClassName;
+    };
+    assert.equal(runtimeOf(undefined), 'gvisor');
+    assert.equal(runtimeOf({ runtimeClassName: 'gvisor' }), 'gvisor');
+    const annotations = {
+      'seccomp.security.alpha.kubernetes.io/pod': 'runtime/default',
+      'container.seccomp.security.alpha.kubernetes.io/server': 'localhost/mcp.json',
+      'container.apparmor.security.beta.kubernetes.io/server': 'runtime/default',
+    };
+    const result = withTemplate({ metadata: { annotations }, spec: { volumes: [{ name: 'ca', projected: { sources: [{ configMap: { name: 'ca' } }] } }] } })() as { objects: KubernetesObject[] };
+    const template = child<V1Deployment>(result.objects, 'Deployment', 'bad').spec!.template;
+    assert.equal(template.metadata!.annotations!['container.seccomp.security.alpha.kubernetes.io/server'], 'localhost/mcp.json');
+    assert.ok(template.spec!.volumes!.some(v => v.name === 'ca'));
   });
 
   it('throws a TypeError, not a SpecError, for an McpServer without uid (a caller\'s mistake)', () => {

@@ -84,7 +84,7 @@ describe('a stdio server from an image', () => {
     ]);
     const server = container(deployment);
     assert.equal(server.image, 'ghcr.io/acme/files-mcp:2.1.0');
-    assert.deepEqual(server.command, ['/punk-bin/punk-bridge', 'serve', '--port', '8080', '--path', '/mcp', '--']);
+    assert.deepEqual(server.command, ['/punk-bin/punk-bridge', 'serve', '--port', '8080', '--path', '/mcp', '--max-sessions', '4', '--']);
     assert.deepEqual(server.args, ['node', '/app/server.js', '--root', '$(DATA_DIR)']);
     assert.deepEqual(server.ports, [{ name: 'mcp', containerPort: 8080, protocol: 'TCP' }]);
   });
@@ -164,7 +164,7 @@ describe('package servers', () => {
     assert.equal(deployment.spec!.template.spec!.initContainers, undefined, 'no init container: the runner holds the bridge');
     const c = container(deployment);
     assert.equal(c.image, 'ghcr.io/punk/runner-npm:0.1.0');
-    assert.deepEqual(c.command, ['/opt/punk/bin/punk-bridge', 'serve', '--port', '8080', '--path', '/rpc', '--']);
+    assert.deepEqual(c.command, ['/opt/punk/bin/punk-bridge', 'serve', '--port', '8080', '--path', '/rpc', '--max-sessions', '4', '--']);
     assert.deepEqual(c.args, ['npx', '-y', '@modelcontextprotocol/server-memory@2026.8.31', '--verbose']);
     assert.equal(endpoint, 'http://memory.team-a.svc.cluster.local:8080/rpc');
   });
@@ -292,6 +292,38 @@ describe('environment', () => {
     assert.deepEqual(referencedSecretNames(server, name => credentials[name]), ['api-keys', 'github-secret', 'plain-secret', 'slack-secret']);
     assert.deepEqual(referencedSecretNames(server, () => undefined), ['api-keys'], 'an unknown credential has no Secret yet');
   });
+
+  it('lists the Secrets of sandbox volumes and of the podTemplate too, except optional ones', () => {
+    const withVolumes = mcpServer('vols', {
+      image: 'ghcr.io/acme/x:1',
+      command: ['x'],
+      env: [{ name: 'API_KEY', valueFrom: { secretKeyRef: { name: 'api-keys', key: 'acme' } } }],
+      sandbox: { volumes: [{ name: 'certs', secret: { secretName: 'sandbox-certs' } }] },
+      podTemplate: {
+        spec: {
+          volumes: [
+            { name: 'tls', secret: { secretName: 'tls-secret' } },
+            { name: 'maybe', secret: { secretName: 'optional-secret', optional: true } },
+            { name: 'bundle', projected: { sources: [{ configMap: { name: 'c' } }, { secret: { name: 'projected-secret' } }] } },
+          ],
+          containers: [
+            { name: 'server', env: [{ name: 'DB', valueFrom: { secretKeyRef: { name: 'db-secret', key: 'url' } } }], envFrom: [{ secretRef: { name: 'env-secret' } }, { configMapRef: { name: 'c' } }] },
+            { name: 'side', image: 'y', envFrom: [{ secretRef: { name: 'api-keys' } }, { secretRef: { name: 'maybe-env', optional: true } }] },
+          ],
+          initContainers: [{ name: 'init', image: 'y', env: [{ name: 'T', valueFrom: { secretKeyRef: { name: 'init-secret', key: 't' } } }] }],
+        },
+      },
+    });
+    assert.deepEqual(referencedSecretNames(withVolumes, () => undefined), [
+      'api-keys',
+      'db-secret',
+      'env-secret',
+      'init-secret',
+      'projected-secret',
+      'sandbox-certs',
+      'tls-secret',
+    ]);
+  });
 });
 
 describe('egress', () => {
@@ -309,7 +341,8 @@ describe('egress', () => {
 
   describe('with hosts, through an egress proxy', () => {
     const server = mcpServer('web', {
-      package: { name: 'web-mcp' },
+      image: 'ghcr.io/acme/web-mcp:1',
+      command: ['web-mcp'],
       sandbox: { egress: [{ host: 'API.GitHub.com', ports: [443] }, { host: '*.googleapis.com', ports: [443, 8443, 443] }, { cidr: '10.0.0.0/8', ports: [5432] }] },
     });
     const { objects } = buildServerChildren(server, childrenOptions());
@@ -340,10 +373,10 @@ describe('egress', () => {
       assert.deepEqual(child<V1Service>(objects, 'Service', 'web-egress').spec!.ports, [{ name: 'proxy', port: 3128, targetPort: 'proxy', protocol: 'TCP' }]);
     });
 
-    it('points the server at the proxy, except for the cluster\'s own names', () => {
+    it('points the server at the proxy for every name but loopback, in-cluster names too (the proxy checks them)', () => {
       const env = envOf(container(child<V1Deployment>(objects, 'Deployment', 'web')));
       for (const name of ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy']) assert.equal(env[name], 'http://web-egress.team-a.svc.cluster.local:3128');
-      assert.equal(env.NO_PROXY, 'localhost,127.0.0.1,::1,.svc,.cluster.local');
+      assert.equal(env.NO_PROXY, 'localhost,127.0.0.1,::1');
       assert.equal(env.no_proxy, env.NO_PROXY);
     });
 
@@ -362,11 +395,77 @@ describe('egress', () => {
     });
 
     it('lets the proxy reach any port when a host names none', () => {
-      const open = buildServerChildren(mcpServer('open', { package: { name: 'x' }, sandbox: { egress: [{ host: 'example.com' }, { host: 'example.org', ports: [443] }] } }), childrenOptions());
+      const open = buildServerChildren(mcpServer('open', { image: 'ghcr.io/acme/x:1', command: ['x'], sandbox: { egress: [{ host: 'example.com' }, { host: 'example.org', ports: [443] }] } }), childrenOptions());
       const policy = child<V1NetworkPolicy>(open.objects, 'NetworkPolicy', 'open-egress').spec!;
       assert.equal(policy.egress![1]!.ports, undefined);
       assert.deepEqual(container(child<V1Deployment>(open.objects, 'Deployment', 'open-egress'), 'egress-proxy').args!.slice(3), ['--allow', 'example.com', '--allow', 'example.org:443']);
     });
+  });
+});
+
+describe('package servers reach their registry', () => {
+  const allowOf = (objects: readonly { kind?: string; metadata?: { name?: string } }[], name: string) =>
+    container(child<V1Deployment>(objects as never, 'Deployment', `${name}-egress`), 'egress-proxy').args!.slice(3).filter((_, i) => i % 2 === 1);
+
+  it('through an egress proxy allowing registry.npmjs.org:443 for npm, with the proxy environment set', () => {
+    const { objects } = buildServerChildren(mcpServer('memory', { package: { name: '@modelcontextprotocol/server-memory' } }), childrenOptions());
+    assert.deepEqual(allowOf(objects, 'memory'), ['registry.npmjs.org:443']);
+    assert.equal(envOf(container(child<V1Deployment>(objects, 'Deployment', 'memory'))).HTTPS_PROXY, 'http://memory-egress.team-a.svc.cluster.local:3128');
+    const policy = child<V1NetworkPolicy>(objects, 'NetworkPolicy', 'memory-egress').spec!;
+    assert.deepEqual(policy.egress![1]!.ports, [{ protocol: 'TCP', port: 443 }]);
+  });
+
+  it('allowing pypi.org and files.pythonhosted.org for PyPI, after the spec\'s own entries, each once', () => {
+    const { objects } = buildServerChildren(
+      mcpServer('fetch', { package: { registry: 'pypi', name: 'mcp-server-fetch' }, sandbox: { egress: [{ host: 'example.com', ports: [443] }, { host: 'pypi.org', ports: [443] }] } }),
+      childrenOptions(),
+    );
+    assert.deepEqual(allowOf(objects, 'fetch'), ['example.com:443', 'pypi.org:443', 'files.pythonhosted.org:443']);
+  });
+
+  it('at the registries the operator is configured with (host or host:port)', () => {
+    const packageRegistries = { npm: ['npm.mirror.internal', 'npm2.mirror.internal:8443'], pypi: ['pypi.mirror.internal:8080'] };
+    const npm = buildServerChildren(mcpServer('memory', { package: { name: 'm' } }), childrenOptions({ packageRegistries }));
+    assert.deepEqual(allowOf(npm.objects, 'memory'), ['npm.mirror.internal:443', 'npm2.mirror.internal:8443']);
+    const pypi = buildServerChildren(mcpServer('fetch', { package: { registry: 'pypi', name: 'f' } }), childrenOptions({ packageRegistries }));
+    assert.deepEqual(allowOf(pypi.objects, 'fetch'), ['pypi.mirror.internal:8080']);
+  });
+
+  it('refuse a configured registry that is not a host name, naming the option', () => {
+    const build = (npm: string[]) => () => buildServerChildren(mcpServer('memory', { package: { name: 'm' } }), childrenOptions({ packageRegistries: { npm, pypi: [] } }));
+    assert.throws(build(['https://registry.example/']), /^Error: packageRegistries\.npm\[0\]: "https:\/\/registry\.example\/" is not host or host:port/);
+    assert.throws(build(['ok.example', '10.0.0.1:443']), /packageRegistries\.npm\[1\]\.host: is an address/);
+    assert.throws(build(['registry.example:0']), /packageRegistries\.npm\[0\]\.ports/);
+  });
+
+  it('while image servers get no registry and no proxy of their own', () => {
+    const { objects } = buildServerChildren(stdioImage(), childrenOptions());
+    assert.equal(objects.length, 4);
+  });
+});
+
+describe('the bridge\'s --max-sessions', () => {
+  const maxSessions = (spec: Record<string, unknown>) => {
+    const c = container(child<V1Deployment>(buildServerChildren(mcpServer('s', spec), childrenOptions()).objects, 'Deployment', 's'));
+    const i = (c.command ?? []).indexOf('--max-sessions');
+    return i === -1 ? undefined : Number(c.command![i + 1]);
+  };
+  const image = { image: 'ghcr.io/acme/x:1', command: ['x'] };
+
+  it('fits the sessions (96Mi each) in the memory limit after the bridge: 4 at the default 512Mi', () => {
+    assert.equal(maxSessions(image), 4);
+    assert.equal(maxSessions({ ...image, resources: { limits: { memory: '1Gi' } } }), 9);
+    assert.equal(maxSessions({ ...image, resources: { limits: { memory: '1G' } } }), 8);
+    assert.equal(maxSessions({ package: { name: 'm' }, resources: { requests: { memory: '2Gi' } } }), 20, 'a request above the default limit raises it');
+  });
+
+  it('is at least 1, and follows a memory limit the podTemplate sets on the server container', () => {
+    assert.equal(maxSessions({ ...image, resources: { limits: { memory: '100Mi' } } }), 1);
+    assert.equal(maxSessions({ ...image, podTemplate: { spec: { containers: [{ name: 'side', image: 'y' }, { name: 'server', resources: { limits: { memory: '4Gi' } } }] } } }), 41);
+  });
+
+  it('is not passed to a server that serves HTTP itself (no bridge)', () => {
+    assert.equal(maxSessions({ image: 'ghcr.io/acme/x:1', transport: 'streamable-http', port: 3000 }), undefined);
   });
 });
 
@@ -385,28 +484,38 @@ describe('resources', () => {
 });
 
 describe('secretChecksum', () => {
-  const secret = (name: string, data: Record<string, string>): V1Secret => ({ apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: 'team-a' }, data });
-  const a = secret('a', { token: 'dG9rZW4=', user: 'dXNlcg==' });
-  const b = secret('b', { key: 'a2V5' });
+  const secret = (name: string, uid: string, resourceVersion: string, data: Record<string, string> = { token: 'dG9rZW4=' }): V1Secret => ({
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name, namespace: 'team-a', uid, resourceVersion },
+    data,
+  });
+  const a = secret('a', 'uid-a', '100');
+  const b = secret('b', 'uid-b', '200');
 
-  it('is a SHA-256 in hex, the same for the same Secrets in any order of Secrets and keys', () => {
+  it('is a SHA-256 in hex, the same for the same Secrets in any order', () => {
     const sum = secretChecksum([a, b]);
     assert.match(sum, /^[0-9a-f]{64}$/);
     assert.equal(secretChecksum([b, a]), sum);
-    assert.equal(secretChecksum([secret('a', { user: 'dXNlcg==', token: 'dG9rZW4=' }), b]), sum);
   });
 
-  it('changes with a value, a key, a Secret\'s name, or a Secret more or less', () => {
+  it('changes with an edit (resourceVersion), a recreated Secret (uid), a Secret\'s name, or a Secret more or less', () => {
     const sum = secretChecksum([a, b]);
     const others = [
-      secretChecksum([secret('a', { token: 'bmV3', user: 'dXNlcg==' }), b]),
-      secretChecksum([secret('a', { token2: 'dG9rZW4=', user: 'dXNlcg==' }), b]),
-      secretChecksum([secret('c', { token: 'dG9rZW4=', user: 'dXNlcg==' }), b]),
+      secretChecksum([secret('a', 'uid-a', '101'), b]),
+      secretChecksum([secret('a', 'uid-a2', '100'), b]),
+      secretChecksum([secret('c', 'uid-a', '100'), b]),
       secretChecksum([a]),
       secretChecksum([]),
-      // the same bytes split differently between key and value
-      secretChecksum([secret('a', { tokendG9r: 'ZW4=', user: 'dXNlcg==' }), b]),
+      // the same characters split differently between uid and resourceVersion
+      secretChecksum([secret('a', 'uid-a1', '00'), b]),
     ];
     assert.equal(new Set([sum, ...others]).size, others.length + 1);
+  });
+
+  it('does not depend on the Secrets\' values, so it tells nothing about them', () => {
+    const sum = secretChecksum([a, b]);
+    assert.equal(secretChecksum([secret('a', 'uid-a', '100', { token: 'b3RoZXI=' }), b]), sum);
+    assert.equal(secretChecksum([secret('a', 'uid-a', '100', {}), b]), sum);
   });
 });

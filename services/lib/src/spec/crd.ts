@@ -188,11 +188,34 @@ const MCPPOLICY_SPEC_RULES: readonly PlacedRule[] = [
   },
 ];
 
-/** Every object schema's own rules: names Kubernetes accepts that Punk does not. */
+/**
+ * Every object schema's own rules: names Kubernetes accepts that Punk does not. Each is reported at
+ * `metadata.name` (without a fieldPath, a rule at the root is reported at `<nil>`).
+ */
 const OBJECT_RULES: readonly ValidationRule[] = [
   {
     rule: "self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
     message: 'metadata.name must be a DNS-1035 label: at most 63 lower-case letters, digits and -, starting with a letter',
+    fieldPath: '.metadata.name',
+  },
+];
+
+/**
+ * The McpServer's own object rules, the names of `mcpServerSchema`: no name ending in `-egress` (the suffix of
+ * a server's egress proxy children, so they never share a name with another server's), and a name of at most
+ * 56 characters when the server needs an egress proxy (a package server, or a `host` in `sandbox.egress`), so
+ * `<name>-egress` is a DNS-1035 label too.
+ */
+const MCPSERVER_OBJECT_RULES: readonly ValidationRule[] = [
+  {
+    rule: "!self.metadata.name.endsWith('-egress')",
+    message: 'metadata.name must not end in -egress: Punk names the egress proxy of McpServer <name> <name>-egress',
+    fieldPath: '.metadata.name',
+  },
+  {
+    rule: 'self.metadata.name.size() <= 56 || (!has(self.spec.package) && !(has(self.spec.sandbox) && has(self.spec.sandbox.egress) && self.spec.sandbox.egress.exists(e, has(e.host))))',
+    message: 'metadata.name must have at most 56 characters when the server needs an egress proxy (a package, or a host in spec.sandbox.egress): its children are named <name>-egress, at most 63 characters',
+    fieldPath: '.metadata.name',
   },
 ];
 
@@ -212,6 +235,8 @@ interface KindDefinition {
   description: string;
   spec: z.ZodType;
   specRules: readonly PlacedRule[];
+  /** Rules on the whole object beside {@link OBJECT_RULES} (`self` is the object). */
+  objectRules?: readonly ValidationRule[];
   status: z.ZodType;
   /** Lists of the spec keyed by `name` (`x-kubernetes-list-type: map`): names unique, order kept. */
   namedLists?: readonly (readonly string[])[];
@@ -272,12 +297,13 @@ function crdOf(definition: KindDefinition): JsonSchemaProps {
               properties: {
                 apiVersion: { description: 'Versioned schema of this object: mcp.punk.dev/v1alpha1.', type: 'string' },
                 kind: { description: `Kind of this object: ${kind}.`, type: 'string' },
-                metadata: { type: 'object' },
+                // name declared so the rules below can report at metadata.name (a fieldPath must exist in the schema).
+                metadata: { type: 'object', properties: { name: { type: 'string' } } },
                 spec,
                 status,
               },
               required: ['spec'],
-              'x-kubernetes-validations': OBJECT_RULES,
+              'x-kubernetes-validations': [...OBJECT_RULES, ...(definition.objectRules ?? [])],
             },
           },
           subresources: { status: {} },
@@ -301,6 +327,7 @@ export function mcpServerCrd(): JsonSchemaProps {
     description: 'An MCP server that Punk runs in a sandboxed pod (image or package) or reaches at a url, and serves through its gateway. The namespace is the tenant.',
     spec: mcpServerSpecSchema.describe('Desired state of the server: where it comes from, how it speaks MCP, its environment, sandbox and tools.'),
     specRules: MCPSERVER_SPEC_RULES,
+    objectRules: MCPSERVER_OBJECT_RULES,
     status: mcpServerStatusSchema.describe('Observed state of the server, written by the operator.'),
     columns: [
       ready,

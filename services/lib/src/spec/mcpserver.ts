@@ -183,8 +183,8 @@ export const mcpServerSpecSchema = z
           )
           .default([])
           .describe('Destinations the server may reach; everything else is denied.'),
-        runtimeClassName: z.string().optional().describe('RuntimeClass of the pod (gVisor, Kata).'),
-        volumes: z.array(z.record(z.string(), z.unknown())).optional().describe('Extra pod volumes.'),
+        runtimeClassName: z.string().optional().describe('RuntimeClass of the pod (gVisor, Kata); podTemplate cannot replace it.'),
+        volumes: z.array(z.record(z.string(), z.unknown())).optional().describe('Extra pod volumes, mounted at /mnt/<name> (the restricted Pod Security Standard\'s volume types; no projected serviceAccountToken).'),
       })
       .strict()
       .optional()
@@ -201,7 +201,9 @@ export const mcpServerSpecSchema = z
           'volume types other than configMap, csi, downwardAPI, emptyDir, ephemeral, persistentVolumeClaim, projected and secret, ' +
           'serviceAccountName and automountServiceAccountToken true, runAsUser, runAsGroup or fsGroup 0, runAsNonRoot false, privileged, allowPrivilegeEscalation true, ' +
           'readOnlyRootFilesystem false, added capabilities other than NET_BIND_SERVICE, a capabilities drop list without ALL, procMount other than Default, ' +
-          'Unconfined seccomp or AppArmor profiles, seLinuxOptions with a user, role or non-container type, and other values for Punk\'s labels or its mcp.punk.dev/secret-checksum annotation.',
+          'Unconfined seccomp or AppArmor profiles (and the legacy seccomp/AppArmor annotations with a value other than runtime/default, docker/default or localhost/<profile>), ' +
+          'projected serviceAccountToken sources, a runtimeClassName other than sandbox.runtimeClassName when that is set, ' +
+          'seLinuxOptions with a user, role or non-container type, and other values for Punk\'s labels or its mcp.punk.dev/secret-checksum annotation.',
       ),
     tools: z
       .object({
@@ -261,8 +263,31 @@ export function customResourceSchema<K extends string, S extends z.ZodType>(kind
   });
 }
 
-/** A whole McpServer object. */
-export const mcpServerSchema = customResourceSchema('McpServer', mcpServerSpecSchema);
+/**
+ * The suffix of the names of a server's egress proxy children (`<name>-egress`): an McpServer's own name may not
+ * end in it, so those children never share a name with another McpServer's.
+ */
+export const EGRESS_PROXY_SUFFIX = '-egress';
+
+/**
+ * A whole McpServer object. Its name may not end in {@link EGRESS_PROXY_SUFFIX}, and has at most 56 characters
+ * when the server needs an egress proxy (a package server, or a `host` in `sandbox.egress`), so that
+ * `<name>-egress` is a DNS-1035 label too.
+ */
+export const mcpServerSchema = customResourceSchema('McpServer', mcpServerSpecSchema).superRefine((server, ctx) => {
+  const name = server.metadata.name;
+  if (name.endsWith(EGRESS_PROXY_SUFFIX)) {
+    ctx.addIssue({ code: 'custom', path: ['metadata', 'name'], message: `must not end in ${EGRESS_PROXY_SUFFIX}: Punk names the egress proxy of McpServer <name> <name>${EGRESS_PROXY_SUFFIX}` });
+  }
+  const proxied = server.spec.package !== undefined || (server.spec.sandbox?.egress ?? []).some(entry => entry.host !== undefined);
+  if (proxied && name.length + EGRESS_PROXY_SUFFIX.length > 63) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['metadata', 'name'],
+      message: `must have at most ${63 - EGRESS_PROXY_SUFFIX.length} characters when the server needs an egress proxy (a package, or a host in spec.sandbox.egress): its children are named <name>${EGRESS_PROXY_SUFFIX}, at most 63 characters`,
+    });
+  }
+});
 export type McpServer = z.infer<typeof mcpServerSchema>;
 
 /** The effective transport of a server (`transport`, else its default). */

@@ -14,6 +14,7 @@ import {
   mcpPolicySchema,
   mcpPolicySpecSchema,
   mcpServerCrd,
+  mcpServerSchema,
   mcpServerSpecSchema,
   renderCrds,
   structuralSchema,
@@ -117,7 +118,32 @@ test('every cross-field rule of the zod schema has its CEL rule, with a message'
   assert.deepEqual(at('spec.headers[]'), ['set exactly one of value and valueFrom']);
   assert.deepEqual(at('spec.sandbox.egress[]'), ['set exactly one of host and cidr']);
   assert.deepEqual(at('spec.url'), ['must be an http or https URL']);
-  assert.deepEqual(at(''), [rules.find(r => r.path === '')!.message]);
+  assert.deepEqual(at(''), ['.metadata.name', '.metadata.name', '.metadata.name']);
+});
+
+test('the McpServer name rules of the CRD and of mcpServerSchema refuse the same names, at metadata.name', () => {
+  const objectRules = openAPIV3Schema['x-kubernetes-validations'] as { rule: string; fieldPath?: string }[];
+  const long = (n: number) => `s${'a'.repeat(n - 1)}`;
+  // [name, spec, refused]
+  const cases: [string, Record<string, unknown>, boolean][] = [
+    ['files', { image: 'x' }, false],
+    [long(63), { image: 'x' }, false],
+    ['files-egress', { image: 'x' }, true],
+    ['files-egress-a', { image: 'x' }, false],
+    [long(56), { package: { name: 'p' } }, false],
+    [long(57), { package: { name: 'p' } }, true],
+    [long(57), { image: 'x', sandbox: { egress: [{ cidr: '10.0.0.0/8' }, { host: 'a.example' }] } }, true],
+    [long(57), { image: 'x', sandbox: { egress: [{ cidr: '10.0.0.0/8' }] } }, false],
+  ];
+  for (const [name, spec, refused] of cases) {
+    const manifest = { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpServer', metadata: { name }, spec };
+    const zod = mcpServerSchema.safeParse(manifest);
+    assert.equal(!zod.success && zod.error.issues.some(issue => issue.path.join('.') === 'metadata.name'), refused, `zod, ${name}: ${JSON.stringify(spec)}`);
+    if (!zod.success) assert.deepEqual(zod.error.issues.map(issue => issue.path.join('.')), ['metadata.name']);
+    const failing = objectRules.filter(r => parseCel(r.rule)({ self: manifest }) !== true);
+    assert.equal(failing.length > 0, refused, `CEL, ${name}: ${JSON.stringify(spec)}`);
+    for (const r of failing) assert.equal(r.fieldPath, '.metadata.name');
+  }
 });
 
 test('the example manifests validate against the CRD schema, with the defaults zod gives them', async () => {
