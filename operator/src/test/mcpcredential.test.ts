@@ -97,7 +97,7 @@ describe('the operator syncing McpCredentials to the gateway', { skip: availabil
     assert.notEqual(second.sourceChecksum, apply.sourceChecksum);
   });
 
-  it('marks a credential whose Secret is missing Degraded, naming spec.secretRef.name, and sends nothing for it', async () => {
+  it('marks a credential whose Secret is missing Degraded, naming spec.secretRef.name, and applies nothing for it', async () => {
     await crs.create('mcpcredentials', ns, { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpCredential', metadata: { name: 'github' }, spec: { secretRef: { name: 'github-token', keys: ['token'] } } });
     const live = await until('Degraded', async () => {
       const o = await crs.get('mcpcredentials', ns, 'github');
