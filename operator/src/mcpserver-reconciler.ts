@@ -154,13 +154,13 @@ export class McpServerReconciler {
       return void (await fail(error.reason, error.message));
     }
 
-    const conflict = await this.foreignChild(built.objects, meta.uid);
-    if (conflict) {
-      await fail('ChildConflict', conflict);
-      return { requeueAfterMs: BLOCKED_RETRY_MS };
-    }
-
     try {
+      // Nothing is applied while one child belongs to someone else: a partial apply would still take objects over.
+      const conflict = await this.foreignChild(built.objects, meta.uid);
+      if (conflict) {
+        await fail('ChildConflict', conflict);
+        return { requeueAfterMs: BLOCKED_RETRY_MS };
+      }
       for (const child of built.objects) {
         const applied = await applyObject<V1Deployment>(this.context.clients, child as ApplyObject);
         if (child.kind === 'Deployment' && child.metadata?.name === name) deployment = applied;

@@ -4,10 +4,32 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
+import type { Logger } from '@punk/lib';
 import { controlPlaneAvailability, type ControlPlane } from './control-plane.js';
 import { conditionOf, CustomResources, startOperatorFixture, until, type OperatorFixture } from './harness.js';
 
 const availability = controlPlaneAvailability();
+
+/** One line the operator logged: its level, fields and message. */
+interface LogLine {
+  level: string;
+  fields: Record<string, unknown>;
+  message: string | undefined;
+}
+
+/** A logger that keeps what the operator logs (every level, children included), so a test can read it. */
+function recordingLogger(lines: LogLine[]): Logger {
+  const logger: Logger = new Proxy({} as Logger, {
+    get: (_, level) => {
+      if (level === 'child') return () => logger;
+      if (level === 'isLevelEnabled') return () => true;
+      if (level === 'level') return 'trace';
+      return (fields: unknown, message?: string) =>
+        lines.push(typeof fields === 'string' ? { level: String(level), fields: {}, message: fields } : { level: String(level), fields: (fields ?? {}) as Record<string, unknown>, message });
+    },
+  });
+  return logger;
+}
 
 /** A stdio McpServer from an image. */
 function stdioServer(name: string, extra: Record<string, unknown> = {}) {
@@ -21,9 +43,10 @@ describe('the operator with children it does not own and children the API server
   let apps: AppsV1Api;
   let core: CoreV1Api;
   let ns: string;
+  const lines: LogLine[] = [];
 
   before(async () => {
-    fixture = await startOperatorFixture('conflicts');
+    fixture = await startOperatorFixture('conflicts', { operator: { log: recordingLogger(lines) } });
     ({ plane, crs, ns } = fixture);
     apps = plane.kubeConfig.makeApiClient(AppsV1Api);
     core = plane.kubeConfig.makeApiClient(CoreV1Api);
@@ -106,6 +129,10 @@ describe('the operator with children it does not own and children the API server
       return list.items.find(e => e.reason === 'ApplyFailed');
     });
     assert.doesNotMatch(event.message ?? '', /HTTP-Code|Headers/);
+    // Not retried hot: the reconcile ends with a slow requeue instead of failing into the queue's back-off.
+    const slow = await until('the slow retry logged', () => lines.find(l => l.message === 'the children cannot be applied; retrying slowly' && l.fields.server === `${ns}/refused`));
+    assert.match(String(slow.fields.err), /^HTTP 422: /);
+    assert.deepEqual(lines.filter(l => l.message === 'reconcile failed; retrying' && l.fields.object === `McpServer/${ns}/refused`), [], 'never handed to the queue\'s exponential retries');
 
     // An edit that fixes the spec is applied at once (the slow retry does not delay it).
     await crs.patchSpec('mcpservers', ns, 'refused', { podTemplate: null });
