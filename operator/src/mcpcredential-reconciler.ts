@@ -179,13 +179,14 @@ export class McpCredentialReconciler {
     if (!secret) {
       // A deleted Secret is a revoked credential: the vault must stop serving it, and the status stops listing keys.
       const message = `spec.secretRef.name: Secret ${spec.secretRef.name} not found in namespace ${namespace}; the credential was removed from the gateway's vault (the Secret's return applies it again)`;
-      const removed = object.status?.keys === undefined && conditionsOf(object).some(c => c.type === 'Degraded' && c.reason === 'SecretMissing');
+      // Written only once credentials.delete succeeded: a later reconcile (a resync) need not ask again.
+      const removed = object.status?.keys === undefined && conditionsOf(object).some(c => c.type === 'Degraded' && c.reason === 'SecretMissing' && c.message === message);
       if (!removed) {
         try {
           await this.deleteFromVault(namespace, name);
         } catch (error) {
           const waiting = `spec.secretRef.name: Secret ${spec.secretRef.name} not found in namespace ${namespace}; the credential is removed from the gateway's vault once the gateway answers (${errorMessage(error)})`;
-          await write(degraded('SecretMissing', waiting), { lastError: waiting });
+          await write(degraded('SecretMissing', waiting), { ...kept, lastError: waiting }); // the vault still holds the keys
           throw error;
         }
       }

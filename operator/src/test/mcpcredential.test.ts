@@ -172,6 +172,23 @@ describe('the operator syncing McpCredentials to the gateway', { skip: availabil
     assert.deepEqual(back.status.keys, ['token']);
   });
 
+  it('takes a credential whose Secret went while the gateway was away out of the vault once the gateway answers', async () => {
+    await responder!.unsubscribe();
+    await core.deleteNamespacedSecret({ name: 'revoked-token', namespace: ns });
+    const waiting = await until('SecretMissing, waiting for the gateway', async () => {
+      const o = await crs.get('mcpcredentials', ns, 'revoked');
+      return /removed from the gateway's vault once the gateway answers/.test(conditionOf(o, 'Degraded')?.message ?? '') ? o : undefined;
+    });
+    assert.equal(conditionOf(waiting, 'Degraded')?.reason, 'SecretMissing');
+    assert.deepEqual(waiting.status.keys, ['token'], 'the vault still holds them');
+    assert.ok(stored.has('revoked'));
+
+    await serveAdmin();
+    await until('removed once the gateway answers', async () => /the credential was removed from the gateway's vault/.test(conditionOf(await crs.get('mcpcredentials', ns, 'revoked'), 'Degraded')?.message ?? ''));
+    assert.equal(stored.has('revoked'), false);
+    assert.equal((await crs.get('mcpcredentials', ns, 'revoked')).status.keys, undefined);
+  });
+
   it('says so, with an Event, while a deleted credential waits for the gateway to remove it from the vault', async () => {
     await responder!.unsubscribe();
     await crs.delete('mcpcredentials', ns, 'github');
