@@ -75,6 +75,18 @@ export function isNotFound(error: unknown): boolean {
   return httpStatusOf(error) === 404;
 }
 
+/**
+ * Whether an API call failed in a way that fails again the same way until someone changes the object or the
+ * cluster: 400 (bad request), 403 (forbidden: RBAC), 404 (a kind the API server does not serve, e.g. a CRD not
+ * installed), 409 other than an optimistic-concurrency conflict (an immutable field), 422 (invalid). Retrying
+ * such a failure at once only loads the API server; it waits for a slow retry (or the object's next change).
+ */
+export function isPermanentApiError(error: unknown): boolean {
+  const code = httpStatusOf(error);
+  if (code === 409) return !apiErrorMessage(error).includes('the object has been modified');
+  return code === 400 || code === 403 || code === 404 || code === 422;
+}
+
 /** A sentence for an API failure: the server's own `message` when it sent a Status, else the error's. */
 export function apiErrorMessage(error: unknown): string {
   if (error instanceof ApiException) {

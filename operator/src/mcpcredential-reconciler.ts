@@ -60,13 +60,59 @@ export function credentialBody(name: string, spec: McpCredentialSpec, secretData
 }
 
 /**
- * `sourceChecksum` of an apply: SHA-256 (hex) of the body, keys sorted. The body is made of the Secret's data and
- * the spec's oauth2 settings, so a change of either re-applies, and an unchanged one lets the gateway keep a token
- * it refreshed since.
+ * `sourceChecksum` of an apply: SHA-256 (hex) of what the body was made from, named without its values: the
+ * McpCredential's uid and generation (its spec holds no secret) and the Secret's uid and resourceVersion. A
+ * change of either re-applies, an unchanged one lets the gateway keep a token it refreshed since; the gateway's
+ * database stores this checksum, so it must not be a hash of the secret values (a low-entropy value could be
+ * found by trying candidates against it).
  */
-export function credentialChecksum(body: CredentialBody): string {
-  const sorted = Object.fromEntries(Object.entries(body.data).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
-  return createHash('sha256').update(JSON.stringify({ id: body.id, type: body.type, data: sorted })).digest('hex');
+export function credentialChecksum(credential: { uid?: string | undefined; generation?: number | undefined }, secret: V1Secret): string {
+  const source = { credential: [credential.uid ?? '', credential.generation ?? 0], secret: [secret.metadata?.uid ?? '', secret.metadata?.resourceVersion ?? ''] };
+  return createHash('sha256').update(JSON.stringify(source)).digest('hex');
+}
+
+/**
+ * Checks an oauth2 credential `body` as the gateway will (it needs `access_token`, or `refresh_token` with
+ * `token_url`; `client_secret` needs `client_id`; RFC 6749 §6 and §2.3.1), so the error names the McpCredential's
+ * own field or Secret key rather than the gateway's `data.<key>`.
+ * @throws PunkError `InvalidSpec` naming `spec.oauth2.tokenUrl`, `spec.oauth2.clientId` or the Secret's keys.
+ */
+export function checkOAuth2Body(spec: McpCredentialSpec, body: CredentialBody): void {
+  if (body.type !== 'oauth2') return;
+  const secret = spec.secretRef.name;
+  const data = body.data;
+  if (data.refresh_token !== undefined && data.token_url === undefined)
+    throw new PunkError('InvalidSpec', `spec.oauth2.tokenUrl: is required with a refresh_token (the endpoint that refreshes it); set it, or key token_url in Secret ${secret}`, { field: 'spec.oauth2.tokenUrl' });
+  if (data.access_token === undefined && data.refresh_token === undefined)
+    throw new PunkError('InvalidSpec', `spec.secretRef.name: Secret ${secret} needs key access_token or refresh_token for an oauth2 credential`, { field: 'spec.secretRef.name' });
+  if (data.client_secret !== undefined && data.client_id === undefined)
+    throw new PunkError('InvalidSpec', `spec.oauth2.clientId: is required with key client_secret of Secret ${secret} (RFC 6749 §2.3.1); set it, or key client_id in the Secret`, { field: 'spec.oauth2.clientId' });
+}
+
+/** Where each body key the spec may set comes from (the others are keys of the Secret). */
+const SPEC_KEYS: Record<string, string> = { token_url: 'spec.oauth2.tokenUrl', client_id: 'spec.oauth2.clientId', scope: 'spec.oauth2.scopes' };
+
+/**
+ * A gateway validation message (`data.<key>: problem`) in the McpCredential's terms: `spec.oauth2.tokenUrl: …` for
+ * a key the spec set, else `Secret <name> key <key>: …`. Other messages are returned as they are.
+ */
+export function credentialFieldMessage(spec: McpCredentialSpec, message: string): string {
+  const match = /^data\.([^:]+): ([\s\S]*)$/.exec(message);
+  if (!match) return message;
+  const [, key, problem] = match as unknown as [string, string, string];
+  const fromSpec = spec.type === 'oauth2' && SPEC_KEYS[key] !== undefined && specSets(spec, key);
+  const named = fromSpec ? SPEC_KEYS[key]! : `Secret ${spec.secretRef.name} key ${key}`;
+  return `${named}: ${problem.replace(/\bdata\.([A-Za-z0-9._-]+)/g, (_, k: string) => (spec.type === 'oauth2' && specSets(spec, k) ? SPEC_KEYS[k]! : `key ${k}`))}`;
+}
+
+function specSets(spec: McpCredentialSpec, key: string): boolean {
+  const o = spec.oauth2;
+  return (key === 'token_url' && o?.tokenUrl !== undefined) || (key === 'client_id' && o?.clientId !== undefined) || (key === 'scope' && o?.scopes !== undefined);
+}
+
+/** Codes of a bus request that got no answer: the gateway is down or unreachable, nothing is known of the vault. */
+function gatewayUnavailable(error: unknown): boolean {
+  return error instanceof PunkError && ['BusTimeout', 'BusNoResponders', 'BusUnavailable'].includes(error.code);
 }
 
 /** A Secret's `data`, decoded from base64 (as UTF-8 text). */
@@ -91,17 +137,6 @@ export class McpCredentialReconciler {
     if (!object) return;
     const meta = object.metadata!;
     const finalizers = meta.finalizers ?? [];
-    if (meta.deletionTimestamp) {
-      if (!finalizers.includes(VAULT_FINALIZER)) return;
-      await this.deleteFromVault(namespace, name);
-      await setFinalizers(this.context.clients, 'McpCredential', namespace, name, meta.resourceVersion!, finalizers.filter(f => f !== VAULT_FINALIZER));
-      return;
-    }
-    if (!finalizers.includes(VAULT_FINALIZER)) {
-      // Added before anything reaches the vault, so no credential exists there without it.
-      await setFinalizers(this.context.clients, 'McpCredential', namespace, name, meta.resourceVersion!, [...finalizers, VAULT_FINALIZER]);
-      return; // the update event brings the object back with its new resourceVersion
-    }
     const generation = meta.generation ?? 0;
     const subject = { kind: 'McpCredential' as const, metadata: { name, namespace, uid: meta.uid, resourceVersion: meta.resourceVersion }, status: object.status };
     const write = (decisions: ConditionDecision[], extra: Record<string, unknown>) =>
@@ -112,6 +147,26 @@ export class McpCredentialReconciler {
       });
     const kept = pick(object.status, ['keys', 'expiresAt', 'lastRefreshTime', 'refreshHealth']);
 
+    if (meta.deletionTimestamp) {
+      if (!finalizers.includes(VAULT_FINALIZER)) return;
+      try {
+        await this.deleteFromVault(namespace, name);
+      } catch (error) {
+        // The object stays (finalizer) until the vault forgot it; say so rather than look Stored meanwhile.
+        const message = gatewayUnavailable(error)
+          ? `the McpCredential is being deleted; its copy in the gateway's vault is removed once the gateway answers (${errorMessage(error)})`
+          : `the McpCredential is being deleted; the gateway did not remove its copy from the vault: ${errorMessage(error)}`;
+        await write(degraded(gatewayUnavailable(error) ? 'GatewayUnavailable' : 'DeleteFailed', message), { ...kept, lastError: message });
+        throw error;
+      }
+      await setFinalizers(this.context.clients, 'McpCredential', namespace, name, meta.resourceVersion!, finalizers.filter(f => f !== VAULT_FINALIZER));
+      return;
+    }
+    if (!finalizers.includes(VAULT_FINALIZER)) {
+      // Added before anything reaches the vault, so no credential exists there without it.
+      await setFinalizers(this.context.clients, 'McpCredential', namespace, name, meta.resourceVersion!, [...finalizers, VAULT_FINALIZER]);
+      return; // the update event brings the object back with its new resourceVersion
+    }
     const parsed = mcpCredentialSpecSchema.safeParse(object.spec);
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
@@ -122,13 +177,26 @@ export class McpCredentialReconciler {
     const spec = parsed.data;
     const secret = this.context.caches.Secret.get(spec.secretRef.name, namespace) as V1Secret | undefined;
     if (!secret) {
-      const message = `spec.secretRef.name: Secret ${spec.secretRef.name} not found in namespace ${namespace}`;
-      await write(degraded('SecretMissing', message), { ...kept, lastError: message });
+      // A deleted Secret is a revoked credential: the vault must stop serving it, and the status stops listing keys.
+      const message = `spec.secretRef.name: Secret ${spec.secretRef.name} not found in namespace ${namespace}; the credential was removed from the gateway's vault (the Secret's return applies it again)`;
+      // Written only once credentials.delete succeeded: a later reconcile (a resync) need not ask again.
+      const removed = object.status?.keys === undefined && conditionsOf(object).some(c => c.type === 'Degraded' && c.reason === 'SecretMissing' && c.message === message);
+      if (!removed) {
+        try {
+          await this.deleteFromVault(namespace, name);
+        } catch (error) {
+          const waiting = `spec.secretRef.name: Secret ${spec.secretRef.name} not found in namespace ${namespace}; the credential is removed from the gateway's vault once the gateway answers (${errorMessage(error)})`;
+          await write(degraded('SecretMissing', waiting), { ...kept, lastError: waiting }); // the vault still holds the keys
+          throw error;
+        }
+      }
+      await write(degraded('SecretMissing', message), { lastError: message });
       return;
     }
     let body: CredentialBody;
     try {
       body = credentialBody(name, spec, secretValues(secret));
+      checkOAuth2Body(spec, body);
     } catch (error) {
       if (!(error instanceof PunkError)) throw error;
       await write(degraded(error.code, error.message), { ...kept, lastError: error.message });
@@ -136,13 +204,18 @@ export class McpCredentialReconciler {
     }
     let info: CredentialInfo;
     try {
-      await this.context.bus.request(subjects.gatewayAdmin, { op: 'credentials.apply', tenant: namespace, principal: operatorPrincipal(namespace), body, sourceChecksum: credentialChecksum(body) }, { timeoutMs: GATEWAY_TIMEOUT_MS });
+      await this.context.bus.request(subjects.gatewayAdmin, { op: 'credentials.apply', tenant: namespace, principal: operatorPrincipal(namespace), body, sourceChecksum: credentialChecksum(meta, secret) }, { timeoutMs: GATEWAY_TIMEOUT_MS });
       const reply = (await this.context.bus.request(subjects.gatewayAdmin, { op: 'credentials.get', tenant: namespace, id: name }, { timeoutMs: GATEWAY_TIMEOUT_MS })) as { credential?: CredentialInfo };
       info = reply.credential ?? {};
     } catch (error) {
+      if (error instanceof PunkError && error.code === 'InvalidCredential') {
+        // The gateway refused the content: retrying sends the same; an edit of the Secret or the spec reconciles.
+        const message = `the gateway refused the credential: ${credentialFieldMessage(spec, error.message)}`;
+        await write(degraded('InvalidSpec', message), { ...kept, lastError: message });
+        return;
+      }
       const message = `the gateway did not store the credential: ${errorMessage(error)}`;
-      const reason = error instanceof PunkError && ['BusTimeout', 'BusNoResponders', 'BusUnavailable'].includes(error.code) ? 'GatewayUnavailable' : 'ApplyFailed';
-      await write(degraded(reason, message), { ...kept, lastError: message });
+      await write(degraded(gatewayUnavailable(error) ? 'GatewayUnavailable' : 'ApplyFailed', message), { ...kept, lastError: message });
       throw error;
     }
     const refreshHealth = spec.type !== 'oauth2' ? 'NotApplicable' : info.refreshError ? 'Failing' : 'Healthy';

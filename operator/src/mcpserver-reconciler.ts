@@ -11,8 +11,11 @@
  * manager's orphan sweep catches a missed delete); the children go by their owner references.
  *
  * A spec that cannot be run (SpecError: a port clash, an unknown McpCredential, a missing Secret) makes the
- * server Degraded with the field named; for a new server nothing is applied. Other failures (API server, gateway)
- * are written to status and thrown, so the queue retries with back-off.
+ * server Degraded with the field named; for a new server nothing is applied. A child that exists without this
+ * McpServer as its controller (a user's ServiceAccount of the same name, another McpServer's egress proxy) is never
+ * taken over: nothing of the server is applied and it is Degraded with reason ChildConflict. An API failure a retry
+ * cannot fix (403, 422, …) is Degraded with the API server's message and retried slowly; other failures (API
+ * server, gateway) are written to status and thrown, so the queue retries with back-off.
  */
 import type { KubernetesObject, ObjectCache, V1Deployment, V1Pod, V1Secret } from '@kubernetes/client-node';
 import { errorMessage, kvKey, mcpServerSchema, PunkError, subjects, type KvStore, type McpServer } from '@punk/lib';
@@ -23,6 +26,7 @@ import { buildServerChildren, referencedSecretNames, secretChecksum, SpecError, 
 import { serverConditions, type ObservedServer } from './server-status.js';
 import { SERVER_LABEL } from './sandbox.js';
 import { conditionsOf, fieldPath, writeStatus } from './status.js';
+import { apiErrorMessage, isNotFound, isPermanentApiError } from './kube.js';
 import type { ReconcileResult } from './queue.js';
 
 /** What children are built with: the operator's cluster-wide settings (images, gateway pods, DNS domain). */
@@ -44,6 +48,13 @@ const CHILD_KINDS: readonly { apiVersion: string; kind: string }[] = [
   { apiVersion: 'v1', kind: 'ServiceAccount' },
   { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy' },
 ];
+
+/**
+ * How soon a server whose children cannot be applied for a reason a retry does not change (a child owned by
+ * someone else, a 403 or 422 of the API server) is reconciled again, in milliseconds; an edit of the McpServer
+ * reconciles it at once.
+ */
+const BLOCKED_RETRY_MS = 5 * 60_000;
 
 /** Deadline of the tool listing through the gateway, in milliseconds. */
 const TOOLS_TIMEOUT_MS = 10_000;
@@ -107,7 +118,9 @@ export class McpServerReconciler {
     const published = await this.bucket.get(key);
     const hasPod = (object.spec as { url?: unknown } | undefined)?.url === undefined;
     // What runs now (the last applied generation, if any): the conditions describe it even when this generation cannot be applied.
+    // Only a Deployment this McpServer controls (`<name>` may be another server's egress proxy, see foreignChild).
     let deployment = this.context.caches.Deployment.get(name, namespace) as V1Deployment | undefined;
+    if (!deployment?.metadata?.ownerReferences?.some(ref => ref.controller === true && ref.uid === meta.uid)) deployment = undefined;
     const pods = (this.context.caches.Pod.list(namespace) as V1Pod[]).filter(pod => pod.metadata?.labels?.[SERVER_LABEL] === name);
     const kept = pick(object.status, ['endpoint', 'upstreamUrl', 'toolCount', 'tools']);
     const write = async (observed: Omit<ObservedServer, 'generation' | 'hasPod' | 'pods' | 'deployment'>, extra: Record<string, unknown>) => {
@@ -142,6 +155,12 @@ export class McpServerReconciler {
     }
 
     try {
+      // Nothing is applied while one child belongs to someone else: a partial apply would still take objects over.
+      const conflict = await this.foreignChild(built.objects, meta.uid);
+      if (conflict) {
+        await fail('ChildConflict', conflict);
+        return { requeueAfterMs: BLOCKED_RETRY_MS };
+      }
       for (const child of built.objects) {
         const applied = await applyObject<V1Deployment>(this.context.clients, child as ApplyObject);
         if (child.kind === 'Deployment' && child.metadata?.name === name) deployment = applied;
@@ -151,8 +170,10 @@ export class McpServerReconciler {
       const settled = object.status?.observedGeneration === generation && previous.some(c => c.type === 'Degraded' && c.status === 'False');
       if (!settled) await this.prune(server, built.objects);
     } catch (error) {
-      await fail('ApplyFailed', `applying the children failed: ${errorMessage(error)}`);
-      throw error;
+      await fail('ApplyFailed', `applying the children failed: ${apiErrorMessage(error)}`);
+      if (!isPermanentApiError(error)) throw error;
+      this.context.log.warn({ server: `${namespace}/${name}`, err: apiErrorMessage(error) }, 'the children cannot be applied; retrying slowly');
+      return { requeueAfterMs: BLOCKED_RETRY_MS };
     }
 
     const runnable = !hasPod || (deployment?.status?.availableReplicas ?? 0) > 0;
@@ -182,6 +203,29 @@ export class McpServerReconciler {
     });
     // Just published: the gateway picks the entry up within moments, so the first listing is retried soon.
     return tools || !runnable ? undefined : { requeueAfterMs: publish ? TOOLS_FIRST_RETRY_MS : TOOLS_RETRY_MS };
+  }
+
+  /**
+   * The first of `children` that exists without McpServer `uid` as its controller (an ownerReference with
+   * `controller: true` and that uid), as a message naming its kind and name; undefined when each is absent or
+   * controlled by the McpServer. Server-side apply with force would otherwise take such an object over.
+   * @throws the API server's error other than 404.
+   */
+  private async foreignChild(children: readonly KubernetesObject[], uid: string | undefined): Promise<string | undefined> {
+    for (const child of children) {
+      const { apiVersion, kind } = child;
+      const { name, namespace } = child.metadata as { name: string; namespace: string };
+      let existing: KubernetesObject;
+      try {
+        existing = await this.context.clients.objects.read({ apiVersion: apiVersion!, kind: kind!, metadata: { name, namespace } });
+      } catch (error) {
+        if (isNotFound(error)) continue;
+        throw error;
+      }
+      if (existing.metadata?.ownerReferences?.some(ref => ref.controller === true && ref.uid === uid)) continue;
+      return `${kind} ${namespace}/${name} exists and is not owned by this McpServer; rename the McpServer or delete the ${kind}`;
+    }
+    return undefined;
   }
 
   /** The tools of the server as the gateway lists them (`servers.tools`), names and side-effect levels. */

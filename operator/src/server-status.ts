@@ -136,7 +136,7 @@ function degradedCondition(observed: ObservedServer): Draft {
   if (pods) return { status: 'True', ...pods };
   const failure = conditions.find(c => c.type === 'ReplicaFailure' && c.status === 'True');
   if (failure) return { status: 'True', reason: 'ReplicaFailure', message: failure.message ?? 'the Deployment could not create a pod' };
-  return { status: 'False', reason: 'AsExpected', message: '' };
+  return { status: 'False', reason: 'AsExpected', message: observed.hasPod ? 'the children are applied and no pod reports a problem' : 'the server is applied and published to the gateway' };
 }
 
 function readyCondition(observed: ObservedServer, available: Draft): Draft {

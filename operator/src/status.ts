@@ -30,11 +30,14 @@ export function setConditions(previous: readonly Condition[], decisions: readonl
   });
 }
 
-/** Ready=True with `reason`, Degraded=False: the two conditions of a healthy McpCredential or McpPolicy. */
+/**
+ * Ready=True with `reason`, Degraded=False: the two conditions of a healthy McpCredential or McpPolicy. Both
+ * carry `message` (what is working), so `kubectl describe` never shows an empty Degraded message.
+ */
 export function healthy(reason: string, message: string): ConditionDecision[] {
   return [
     { type: 'Ready', status: 'True', reason, message },
-    { type: 'Degraded', status: 'False', reason, message: '' },
+    { type: 'Degraded', status: 'False', reason, message: `no problem: ${message}` },
   ];
 }
 

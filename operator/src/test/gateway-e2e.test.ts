@@ -88,4 +88,28 @@ describe('the operator with the real gateway', { skip: availability.available ? 
     );
     await until('the object gone', () => crs.get('mcpcredentials', ns, 'github').then(() => undefined, (e: { code?: number }) => e.code === 404));
   });
+
+  it('names the Secret key the vault refuses, and takes a credential out of the vault when its Secret is deleted', async () => {
+    const core = plane.kubeConfig.makeApiClient(CoreV1Api);
+    const getCredential = () => bus.request(subjects.gatewayAdmin, { op: 'credentials.get', tenant: ns, id: 'crm' }, { timeoutMs: 10_000 });
+    await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'crm-oauth' }, stringData: { access_token: 'at-e2e', region: 'eu' } } });
+    await crs.create('mcpcredentials', ns, { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpCredential', metadata: { name: 'crm' }, spec: { type: 'oauth2', secretRef: { name: 'crm-oauth' } } });
+    const refused = await until('InvalidSpec', async () => {
+      const o = await crs.get('mcpcredentials', ns, 'crm');
+      return conditionOf(o, 'Degraded')?.reason === 'InvalidSpec' ? o : undefined;
+    });
+    assert.match(conditionOf(refused, 'Degraded')!.message, /^the gateway refused the credential: Secret crm-oauth key region: is not a key of an oauth2 credential/);
+
+    await core.replaceNamespacedSecret({ name: 'crm-oauth', namespace: ns, body: { metadata: { name: 'crm-oauth' }, stringData: { access_token: 'at-e2e' } } });
+    await until('Ready once the key is gone', async () => conditionOf(await crs.get('mcpcredentials', ns, 'crm'), 'Ready')?.status === 'True');
+    await getCredential();
+
+    await core.deleteNamespacedSecret({ name: 'crm-oauth', namespace: ns });
+    await until('gone from the vault', () => getCredential().then(() => undefined, (error: unknown) => (error instanceof PunkError && error.code === 'CredentialNotFound') || undefined));
+    const missing = await until('SecretMissing', async () => {
+      const o = await crs.get('mcpcredentials', ns, 'crm');
+      return conditionOf(o, 'Degraded')?.reason === 'SecretMissing' ? o : undefined;
+    });
+    assert.equal(missing.status.keys, undefined);
+  });
 });

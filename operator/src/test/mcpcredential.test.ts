@@ -6,7 +6,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { CoreV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { PunkError, subjects, type Bus, type BusSubscription } from '@punk/lib';
+import { createHash } from 'node:crypto';
 import { VAULT_FINALIZER } from '../index.js';
+import { credentialChecksum } from '../mcpcredential-reconciler.js';
 import { controlPlaneAvailability, type ControlPlane } from './control-plane.js';
 import { conditionOf, CustomResources, startOperatorFixture, until, type OperatorFixture } from './harness.js';
 
@@ -70,6 +72,12 @@ describe('the operator syncing McpCredentials to the gateway', { skip: availabil
       data: { refresh_token: 'r-1', client_secret: 's-1', token_url: 'https://auth.example.com/oauth/token', client_id: 'punk-gateway', scope: 'crm.read crm.write' },
     });
     assert.match(apply.sourceChecksum!, /^[0-9a-f]{64}$/);
+    // Named by the objects' uids and versions, never a hash of the values (the gateway's database stores it).
+    const secret = await core.readNamespacedSecret({ name: 'crm-oauth', namespace: ns });
+    const credential = await crs.get('mcpcredentials', ns, 'crm');
+    assert.equal(apply.sourceChecksum, credentialChecksum(credential.metadata, secret));
+    const sorted = Object.fromEntries(Object.entries(apply.body!.data).sort(([a], [b]) => (a < b ? -1 : 1)));
+    assert.notEqual(apply.sourceChecksum, createHash('sha256').update(JSON.stringify({ id: 'crm', type: 'oauth2', data: sorted })).digest('hex'));
     assert.equal(apply.principal?.subject, 'system:punk-operator');
 
     const live = await until('Ready', async () => {
@@ -80,6 +88,8 @@ describe('the operator syncing McpCredentials to the gateway', { skip: availabil
     assert.deepEqual(live.status.keys, ['client_id', 'client_secret', 'refresh_token', 'scope', 'token_url']);
     assert.equal(live.status.expiresAt, '2026-12-01T00:00:00.000Z');
     assert.equal(live.status.refreshHealth, 'Healthy');
+    assert.equal(conditionOf(live, 'Degraded')?.status, 'False');
+    assert.ok(conditionOf(live, 'Degraded')!.message.length > 0, 'Degraded=False says why');
     assert.ok(!JSON.stringify(live.status).includes('r-1') && !JSON.stringify(live.status).includes('s-1'), 'the status never holds a value');
 
     await core.patchNamespacedSecret({ name: 'crm-oauth', namespace: ns, body: { stringData: { refresh_token: 'r-2' } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
@@ -87,7 +97,7 @@ describe('the operator syncing McpCredentials to the gateway', { skip: availabil
     assert.notEqual(second.sourceChecksum, apply.sourceChecksum);
   });
 
-  it('marks a credential whose Secret is missing Degraded, naming spec.secretRef.name, and sends nothing for it', async () => {
+  it('marks a credential whose Secret is missing Degraded, naming spec.secretRef.name, and applies nothing for it', async () => {
     await crs.create('mcpcredentials', ns, { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpCredential', metadata: { name: 'github' }, spec: { secretRef: { name: 'github-token', keys: ['token'] } } });
     const live = await until('Degraded', async () => {
       const o = await crs.get('mcpcredentials', ns, 'github');
@@ -119,6 +129,86 @@ describe('the operator syncing McpCredentials to the gateway', { skip: availabil
     assert.equal(conditionOf(live, 'Degraded')?.status, 'True');
     await serveAdmin();
     await until('Ready once the gateway answers', async () => conditionOf(await crs.get('mcpcredentials', ns, 'later'), 'Ready')?.status === 'True');
+  });
+
+  it('refuses an oauth2 credential with a refresh_token and no token URL, naming spec.oauth2.tokenUrl, and sends nothing', async () => {
+    await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'notoken-oauth' }, stringData: { refresh_token: 'r' } } });
+    await crs.create('mcpcredentials', ns, { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpCredential', metadata: { name: 'notoken' }, spec: { type: 'oauth2', secretRef: { name: 'notoken-oauth' }, oauth2: { clientId: 'punk' } } });
+    const live = await until('InvalidSpec', async () => {
+      const o = await crs.get('mcpcredentials', ns, 'notoken');
+      return conditionOf(o, 'Degraded')?.reason === 'InvalidSpec' ? o : undefined;
+    });
+    assert.match(conditionOf(live, 'Degraded')!.message, /^spec\.oauth2\.tokenUrl: is required with a refresh_token .*key token_url in Secret notoken-oauth$/);
+    assert.doesNotMatch(conditionOf(live, 'Degraded')!.message, /data\./);
+    assert.equal(requests.filter(r => r.body?.id === 'notoken').length, 0);
+
+    // The Secret's own token_url is enough.
+    await core.patchNamespacedSecret({ name: 'notoken-oauth', namespace: ns, body: { stringData: { token_url: 'https://auth.example.com/token' } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+    await until('Ready with the Secret\'s token_url', async () => conditionOf(await crs.get('mcpcredentials', ns, 'notoken'), 'Ready')?.status === 'True');
+  });
+
+  it('removes the credential from the vault when its Secret is deleted, and applies it again when the Secret returns', async () => {
+    await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'revoked-token' }, stringData: { token: 't-1' } } });
+    await crs.create('mcpcredentials', ns, { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpCredential', metadata: { name: 'revoked' }, spec: { secretRef: { name: 'revoked-token' } } });
+    await until('stored', async () => (await crs.get('mcpcredentials', ns, 'revoked')).status?.keys?.length === 1 && stored.has('revoked'));
+
+    await core.deleteNamespacedSecret({ name: 'revoked-token', namespace: ns });
+    await until('credentials.delete', () => requests.find(r => r.op === 'credentials.delete' && r.id === 'revoked' && r.tenant === ns));
+    assert.equal(stored.has('revoked'), false, 'the vault no longer holds it');
+    const live = await until('SecretMissing', async () => {
+      const o = await crs.get('mcpcredentials', ns, 'revoked');
+      return conditionOf(o, 'Degraded')?.reason === 'SecretMissing' ? o : undefined;
+    });
+    assert.match(conditionOf(live, 'Degraded')!.message, /^spec\.secretRef\.name: Secret revoked-token not found .*; the credential was removed from the gateway's vault/);
+    assert.equal(live.status.keys, undefined, 'status.keys no longer lists the keys');
+    assert.equal(conditionOf(live, 'Ready')?.status, 'False');
+
+    await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'revoked-token' }, stringData: { token: 't-2' } } });
+    await until('applied again', () => requests.find(r => r.op === 'credentials.apply' && r.body?.id === 'revoked' && r.body.data.token === 't-2'));
+    const back = await until('Ready again', async () => {
+      const o = await crs.get('mcpcredentials', ns, 'revoked');
+      return conditionOf(o, 'Ready')?.status === 'True' ? o : undefined;
+    });
+    assert.deepEqual(back.status.keys, ['token']);
+  });
+
+  it('takes a credential whose Secret went while the gateway was away out of the vault once the gateway answers', async () => {
+    await responder!.unsubscribe();
+    await core.deleteNamespacedSecret({ name: 'revoked-token', namespace: ns });
+    const waiting = await until('SecretMissing, waiting for the gateway', async () => {
+      const o = await crs.get('mcpcredentials', ns, 'revoked');
+      return /removed from the gateway's vault once the gateway answers/.test(conditionOf(o, 'Degraded')?.message ?? '') ? o : undefined;
+    });
+    assert.equal(conditionOf(waiting, 'Degraded')?.reason, 'SecretMissing');
+    assert.deepEqual(waiting.status.keys, ['token'], 'the vault still holds them');
+    assert.ok(stored.has('revoked'));
+
+    await serveAdmin();
+    await until('removed once the gateway answers', async () => /the credential was removed from the gateway's vault/.test(conditionOf(await crs.get('mcpcredentials', ns, 'revoked'), 'Degraded')?.message ?? ''));
+    assert.equal(stored.has('revoked'), false);
+    assert.equal((await crs.get('mcpcredentials', ns, 'revoked')).status.keys, undefined);
+  });
+
+  it('says so, with an Event, while a deleted credential waits for the gateway to remove it from the vault', async () => {
+    await responder!.unsubscribe();
+    await crs.delete('mcpcredentials', ns, 'github');
+    const live = await until('GatewayUnavailable while deleting', async () => {
+      const o = await crs.get('mcpcredentials', ns, 'github');
+      return conditionOf(o, 'Degraded')?.reason === 'GatewayUnavailable' ? o : undefined;
+    });
+    assert.equal(conditionOf(live, 'Degraded')?.status, 'True');
+    assert.equal(conditionOf(live, 'Ready')?.status, 'False');
+    assert.match(conditionOf(live, 'Degraded')!.message, /^the McpCredential is being deleted; its copy in the gateway's vault is removed once the gateway answers/);
+    const event = await until('a Warning Event', async () => {
+      const list = await core.listNamespacedEvent({ namespace: ns, fieldSelector: 'involvedObject.name=github' });
+      return list.items.find(e => e.reason === 'GatewayUnavailable');
+    });
+    assert.equal(event.type, 'Warning');
+    assert.ok(stored.has('github'), 'still in the vault while the gateway is away');
+
+    await serveAdmin();
+    await until('the object gone once the gateway answers', () => crs.get('mcpcredentials', ns, 'github').then(() => undefined, (e: { code?: number }) => e.code === 404));
+    assert.equal(stored.has('github'), false);
   });
 
   it('removes the credential from the vault before the McpCredential goes (finalizer)', async () => {

@@ -51,6 +51,7 @@ describe('the operator publishing McpPolicies', { skip: availability.available ?
     assert.equal(live.status.ruleCount, 2);
     assert.equal(live.status.observedGeneration, live.metadata.generation);
     assert.equal(conditionOf(live, 'Degraded')?.status, 'False');
+    assert.match(conditionOf(live, 'Degraded')!.message, /^no problem: governance serves generation \d+ \(2 rules/, 'Degraded=False says why');
 
     await crs.patchSpec('mcppolicies', ns, 'baseline', { rules: [...baseline.spec.rules, { name: 'reads', sideEffectLevels: { max: 1 }, decision: 'allow' }] });
     await until('the edit published', async () => ((await policies.get(kvKey(ns, 'baseline')))?.value as typeof value | undefined)?.spec.rules.length === 3);
