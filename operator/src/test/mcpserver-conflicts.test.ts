@@ -89,32 +89,29 @@ describe('the operator with children it does not own and children the API server
     assert.equal((await core.readNamespacedServiceAccount({ name: 'builder', namespace: ns })).metadata!.resourceVersion, account.metadata!.resourceVersion);
   });
 
-  it('keeps the first of McpServer w (an egress proxy w-egress) and McpServer w-egress; the second is Degraded', async () => {
-    const w = await crs.create('mcpservers', ns, stdioServer('w', { sandbox: { egress: [{ host: 'api.example.com', ports: [443] }] } }));
-    const proxy = await until('w\'s egress proxy', () => apps.readNamespacedDeployment({ name: 'w-egress', namespace: ns }));
-    assert.equal(proxy.metadata!.ownerReferences?.find(r => r.controller)?.uid, w.metadata.uid);
-
-    await crs.create('mcpservers', ns, stdioServer('w-egress'));
-    const live = await degradedWith('w-egress', 'ChildConflict');
-    assert.match(conditionOf(live, 'Degraded')!.message, new RegExp(`^(Service|Deployment|NetworkPolicy|ServiceAccount) ${ns}/w-egress exists and is not owned by this McpServer; rename the McpServer or delete the `));
-
+  it('refuses an McpServer named like another\'s egress proxy, and leaves a user\'s own w-egress Deployment alone', async () => {
+    // The API server refuses the name itself (the suffix is the egress proxy's), naming metadata.name.
+    await assert.rejects(crs.create('mcpservers', ns, stdioServer('w-egress')), (e: { code?: number; body?: string }) => {
+      assert.equal(e.code, 422);
+      assert.match(String(e.body), /metadata\.name/);
+      assert.match(String(e.body), /-egress/);
+      return true;
+    });
+    // A Deployment w-egress of the user's own: McpServer w, which needs an egress proxy of that name, is Degraded.
+    const own = await apps.createNamespacedDeployment({
+      namespace: ns,
+      body: {
+        metadata: { name: 'w-egress', labels: { app: 'mine' } },
+        spec: { selector: { matchLabels: { app: 'mine' } }, template: { metadata: { labels: { app: 'mine' } }, spec: { containers: [{ name: 'mine', image: 'example.com/mine:1' }] } } },
+      },
+    });
+    await crs.create('mcpservers', ns, stdioServer('w', { sandbox: { egress: [{ host: 'api.example.com', ports: [443] }] } }));
+    const live = await degradedWith('w', 'ChildConflict');
+    assert.match(conditionOf(live, 'Degraded')!.message, new RegExp(`^Deployment ${ns}/w-egress exists and is not owned by this McpServer; rename the McpServer or delete the Deployment`));
     const kept = await apps.readNamespacedDeployment({ name: 'w-egress', namespace: ns });
-    assert.equal(kept.metadata!.resourceVersion, proxy.metadata!.resourceVersion, 'w\'s egress proxy is not rewritten');
-    assert.deepEqual(kept.metadata!.ownerReferences?.map(r => r.uid), [w.metadata.uid], 'and keeps w as its only owner');
-    const service = await core.readNamespacedService({ name: 'w-egress', namespace: ns });
-    assert.deepEqual(service.metadata!.ownerReferences?.map(r => r.uid), [w.metadata.uid]);
-    const wLive = await crs.get('mcpservers', ns, 'w');
-    assert.notEqual(conditionOf(wLive, 'Degraded')?.reason, 'ChildConflict', 'the first server is not in conflict');
-
-    // The other order: McpServer x-egress first, then x asks for an egress proxy of that name.
-    const first = await crs.create('mcpservers', ns, stdioServer('x-egress'));
-    await until('x-egress\'s Deployment', () => apps.readNamespacedDeployment({ name: 'x-egress', namespace: ns }));
-    await crs.create('mcpservers', ns, stdioServer('x', { sandbox: { egress: [{ host: 'api.example.com', ports: [443] }] } }));
-    assert.match(conditionOf(await degradedWith('x', 'ChildConflict'), 'Degraded')!.message, new RegExp(`${ns}/x-egress exists and is not owned by this McpServer`));
-    const stillFirst = await apps.readNamespacedDeployment({ name: 'x-egress', namespace: ns });
-    assert.deepEqual(stillFirst.metadata!.ownerReferences?.map(r => r.uid), [first.metadata.uid]);
-    assert.equal(stillFirst.spec!.template.spec!.containers.find(c => c.name === 'server')?.image, 'ghcr.io/example/fs-server:1.0', 'still McpServer x-egress\'s pods');
-    await assert.rejects(apps.readNamespacedDeployment({ name: 'x', namespace: ns }), (e: { code?: number }) => e.code === 404, 'nothing of x is applied');
+    assert.equal(kept.metadata!.resourceVersion, own.metadata!.resourceVersion, 'the user\'s Deployment is not rewritten');
+    assert.equal(kept.metadata!.ownerReferences, undefined, 'and gets no owner');
+    await assert.rejects(apps.readNamespacedDeployment({ name: 'w', namespace: ns }), (e: { code?: number }) => e.code === 404, 'nothing of w is applied');
   });
 
   it('reports a child the API server refuses (422) with its message, not the client\'s dump', async () => {
