@@ -3,11 +3,24 @@
  * README "Configuration").
  */
 import type { KubeConfig } from '@kubernetes/client-node';
-import type { Bus, Logger, PunkConfig } from '@punk/lib';
+import { errorMessage, PunkError, type Bus, type Logger, type PunkConfig } from '@punk/lib';
+import { packageRegistryEntries } from './server-children.js';
 import type { ManagerOptions } from './manager.js';
 
-/** What `startOperator` needs, from `config` and the connections `main.ts` opened. */
+/**
+ * What `startOperator` needs, from `config` and the connections `main.ts` opened.
+ * @throws PunkError `InvalidConfig` naming `PUNK_RUNNER_NPM_REGISTRIES` or `PUNK_RUNNER_PYPI_REGISTRIES` when an item
+ *   is not a DNS name with an optional `:port`.
+ */
 export function operatorOptionsFromConfig(config: PunkConfig, kubeConfig: KubeConfig, bus: Bus, log: Logger): ManagerOptions {
+  const packageRegistries = { npm: config.runnerNpmRegistries, pypi: config.runnerPypiRegistries };
+  for (const [registry, variable] of [['npm', 'PUNK_RUNNER_NPM_REGISTRIES'], ['pypi', 'PUNK_RUNNER_PYPI_REGISTRIES']] as const) {
+    try {
+      packageRegistryEntries(packageRegistries, registry);
+    } catch (error) {
+      throw new PunkError('InvalidConfig', `${variable}: ${errorMessage(error)}`, { variable });
+    }
+  }
   return {
     kubeConfig,
     bus,
@@ -21,6 +34,7 @@ export function operatorOptionsFromConfig(config: PunkConfig, kubeConfig: KubeCo
     server: {
       bridgeImage: config.bridgeImage,
       runnerImages: { npm: config.runnerNpmImage, pypi: config.runnerPypiImage },
+      packageRegistries,
       gateway: { namespace: config.gatewayNamespace, podLabels: config.gatewayPodLabels },
       clusterDomain: config.clusterDomain,
       ...(config.publicUrl !== undefined && { publicUrl: config.publicUrl }),

@@ -22,12 +22,14 @@ describe('operator options from PUNK_* variables', () => {
       PUNK_OPERATOR_WORKERS: '8',
       PUNK_OPERATOR_RECONCILE_TIMEOUT_MS: '30000',
       PUNK_INSTANCE_ID: 'operator-0',
+      PUNK_RUNNER_NPM_REGISTRIES: 'npm.mirror.local:8443',
     });
     const options = operatorOptionsFromConfig(config, new KubeConfig(), new MemoryBus(), createLogger('test', 'silent'));
     assert.deepEqual(options.namespaces, ['team-a', 'team-b']);
     assert.deepEqual(options.server, {
       bridgeImage: 'registry.local/bridge:1',
       runnerImages: { npm: 'registry.local/npm:1', pypi: 'registry.local/pypi:1' },
+      packageRegistries: { npm: ['npm.mirror.local:8443'], pypi: ['pypi.org:443', 'files.pythonhosted.org:443'] },
       gateway: { namespace: 'punk', podLabels: { 'app.kubernetes.io/name': 'gateway', tier: 'edge' } },
       clusterDomain: 'corp.internal',
     });
@@ -48,5 +50,14 @@ describe('operator options from PUNK_* variables', () => {
     assert.throws(() => loadConfig({ PUNK_GATEWAY_POD_LABELS: 'app' }), /PUNK_GATEWAY_POD_LABELS="app": entry "app" must be key=value/);
     assert.throws(() => loadConfig({ PUNK_OPERATOR_NAMESPACES: 'ok,Not_A_Namespace' }), /PUNK_OPERATOR_NAMESPACES entry 2="Not_A_Namespace"/);
     assert.throws(() => loadConfig({ PUNK_OPERATOR_WORKERS: '0' }), /PUNK_OPERATOR_WORKERS="0": must be an integer from 1 to 64/);
+  });
+
+  it('refuses a package registry that is not host[:port], naming its variable', () => {
+    const config = loadConfig({ PUNK_RUNNER_PYPI_REGISTRIES: 'pypi.org:443,https://files.example.com/simple' });
+    assert.throws(() => operatorOptionsFromConfig(config, new KubeConfig(), new MemoryBus(), createLogger('test', 'silent')), (error: Error & { code?: string }) => {
+      assert.equal(error.code, 'InvalidConfig');
+      assert.match(error.message, /^PUNK_RUNNER_PYPI_REGISTRIES: packageRegistries\.pypi\[1\]/);
+      return true;
+    });
   });
 });

@@ -255,6 +255,10 @@ export const configSchema = z.object({
   runnerNpmImage: z.string().min(1).default('ghcr.io/punk-dev/punk-runner-npm:0.1.0'),
   /** `PUNK_RUNNER_PYPI_IMAGE`: image that runs an McpServer's PyPI `package` (uv, uvx and the bridge). */
   runnerPypiImage: z.string().min(1).default('ghcr.io/punk-dev/punk-runner-pypi:0.1.0'),
+  /** `PUNK_RUNNER_NPM_REGISTRIES`: comma-separated `host[:port]` an npm `package` server may reach to download its package (a mirror instead of the public registry). */
+  runnerNpmRegistries: commaSeparated.pipe(z.array(z.string().min(1)).min(1, 'must name at least one host')).default(['registry.npmjs.org:443']),
+  /** `PUNK_RUNNER_PYPI_REGISTRIES`: comma-separated `host[:port]` a PyPI `package` server may reach to download its package. */
+  runnerPypiRegistries: commaSeparated.pipe(z.array(z.string().min(1)).min(1, 'must name at least one host')).default(['pypi.org:443', 'files.pythonhosted.org:443']),
   /** `PUNK_CLUSTER_DOMAIN`: the cluster's DNS domain, in the Service URLs the gateway connects to. */
   clusterDomain: z.string().regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/, 'must be a DNS domain such as cluster.local').default('cluster.local'),
   /** `PUNK_OPERATOR_LEASE_NAMESPACE`: namespace of the operator's leader-election Lease. */
@@ -333,6 +337,8 @@ const envNames: Record<keyof PunkConfig, string> = {
   bridgeImage: 'PUNK_BRIDGE_IMAGE',
   runnerNpmImage: 'PUNK_RUNNER_NPM_IMAGE',
   runnerPypiImage: 'PUNK_RUNNER_PYPI_IMAGE',
+  runnerNpmRegistries: 'PUNK_RUNNER_NPM_REGISTRIES',
+  runnerPypiRegistries: 'PUNK_RUNNER_PYPI_REGISTRIES',
   clusterDomain: 'PUNK_CLUSTER_DOMAIN',
   operatorLeaseNamespace: 'PUNK_OPERATOR_LEASE_NAMESPACE',
   operatorLeaseName: 'PUNK_OPERATOR_LEASE_NAME',
