@@ -49,15 +49,21 @@ export interface ControlPlane {
   stop(): Promise<void>;
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+/**
+ * A free TCP port on 127.0.0.1 below the kernel's ephemeral range (32768 and up), so the port cannot be taken
+ * between this probe and its use by an outgoing connection's local port or another `listen(0)`; a random pick in
+ * 20000-32767, probed by binding it.
+ */
+export async function freePort(): Promise<number> {
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 12_768);
+    const free = await new Promise<boolean>(resolve => {
+      const server = createServer();
+      server.once('error', () => resolve(false));
+      server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
     });
-  });
+    if (free) return port;
+  }
 }
 
 /** The status code of one GET over HTTPS, verified against `ca`, with a bearer token. */

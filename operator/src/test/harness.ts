@@ -5,29 +5,21 @@
  * ({@link startTestServices}), and a poll that waits for what the operator does (a deadline for waiting, never an
  * assertion about speed).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { destinationPolicyOf, Keyring, startGateway, type Gateway } from '@punk/gateway';
 import { startGovernance, type GovernanceService } from '@punk/governance';
 import { createLogger, NatsBus, streams, type Bus } from '@punk/lib';
+import { startPrivateNats } from '../../../services/lib/dist/test/natstest.js';
 import { openScratchDb, type ScratchDb } from '../../../services/lib/dist/test/pgtest.js';
 import { startOperator, type OperatorOptions, type RunningOperator } from '../index.js';
 import { startControlPlane, type ControlPlane } from './control-plane.js';
 
-/** A free TCP port on 127.0.0.1. */
-export function freePort(): Promise<number> {
-  return new Promise(resolve => {
-    const probe = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from './control-plane.js';
+
 
 /** A running nats-server of the test's own. */
 export interface TestNats {
@@ -37,36 +29,21 @@ export interface TestNats {
   stop(): Promise<void>;
 }
 
-/** Starts a nats-server with JetStream on a free port and a temporary store; resolves once it accepts connections. */
+/** Starts a nats-server of the test's own (services/lib's startPrivateNats: its own port and store) and its bus connections. */
 export async function startNats(): Promise<TestNats> {
-  const port = await freePort();
-  const dir = await mkdtemp(join(tmpdir(), 'punk-operator-nats-'));
-  const child: ChildProcess = spawn('/usr/sbin/nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: 'ignore' });
-  const url = `nats://127.0.0.1:${port}`;
+  const nats = await startPrivateNats();
   const log = createLogger('test-bus', 'silent');
   const buses: Bus[] = [];
-  const connect = async (name: string) => {
-    const bus = await NatsBus.connect({ url, name, log });
-    buses.push(bus);
-    return bus;
-  };
-  for (let i = 0; ; i++) {
-    try {
-      await (await NatsBus.connect({ url, name: 'probe', log })).close();
-      break;
-    } catch (error) {
-      if (i > 100) throw error;
-      await new Promise(resolve => setTimeout(resolve, 100));
-    }
-  }
   return {
-    url,
-    connect,
+    url: nats.url,
+    async connect(name: string) {
+      const bus = await NatsBus.connect({ url: nats.url, name, log });
+      buses.push(bus);
+      return bus;
+    },
     async stop() {
       for (const bus of buses) await bus.close().catch(() => undefined);
-      child.kill('SIGTERM');
-      await new Promise(resolve => child.once('exit', resolve));
-      await rm(dir, { recursive: true, force: true });
+      await nats.stop();
     },
   };
 }

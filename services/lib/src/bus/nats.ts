@@ -78,6 +78,9 @@ function fromNatsHeaders(source: MsgHdrs | undefined): BusHeaders {
 /** Longest a subscription's drain may take when it is stopped, in milliseconds; then it is simply unsubscribed. */
 const DRAIN_TIMEOUT_MS = 2000;
 
+/** Longest `close` waits for the connection to drain, in milliseconds; then it closes at once. */
+const CLOSE_DRAIN_TIMEOUT_MS = 5000;
+
 /** Options of {@link NatsBus.connect}. */
 export interface NatsBusOptions {
   /** NATS server URL(s), comma-separated (`nats://127.0.0.1:4222`). */
@@ -331,11 +334,14 @@ export class NatsBus implements Bus {
     if (this.closed) return;
     await Promise.allSettled([...this.consumers].map(c => c.stop()));
     this.closed = true;
-    try {
-      await this.nc.drain();
-    } catch {
-      await this.nc.close().catch(() => undefined);
-    }
+    // A drain waits for the server; with NATS unreachable (reconnecting forever) it would never end, so it is bounded.
+    let timer: NodeJS.Timeout | undefined;
+    const drained = await Promise.race([
+      this.nc.drain().then(() => true, () => false),
+      new Promise<boolean>(resolve => (timer = setTimeout(resolve, CLOSE_DRAIN_TIMEOUT_MS, false))),
+    ]);
+    clearTimeout(timer);
+    if (!drained && !this.nc.isClosed()) await this.nc.close().catch(() => undefined);
   }
 
   private async answer(subject: string, handler: RequestHandler, msg: Msg): Promise<void> {

@@ -4,8 +4,8 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { connect, createServer, type AddressInfo } from 'node:net';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -25,10 +25,13 @@ export interface PrivateNats {
 /** Starts nats-server with JetStream on a free port of 127.0.0.1; resolves once it accepts connections. */
 export async function startPrivateNats(): Promise<PrivateNats> {
   const dir = await mkdtemp(join(tmpdir(), 'punk-nats-'));
-  const port = await freePort();
+  let port = -1;
   let server: ChildProcess;
+  // The first start lets nats-server pick a free port (-p -1) and reads it from its ports file: a port probed free
+  // and bound later could be taken by another test file's server in between, and both would share one server.
   const start = async () => {
-    server = spawn(binary, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: 'ignore' });
+    server = spawn(binary, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir, '--ports_file_dir', dir], { stdio: 'ignore' });
+    if (port === -1) port = await portOf(server, dir);
     await listening(port);
   };
   const halt = async () => {
@@ -50,12 +53,16 @@ export async function startPrivateNats(): Promise<PrivateNats> {
   };
 }
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise(resolve => server.close(resolve));
-  return port;
+/** The client port nats-server `server` wrote into its ports file in `dir` (`nats-server_<pid>.ports`). */
+async function portOf(server: ChildProcess, dir: string): Promise<number> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    if (server.exitCode !== null) throw new Error(`nats-server exited with code ${server.exitCode} before it listened`);
+    const text = await readFile(join(dir, `nats-server_${server.pid}.ports`), 'utf8').catch(() => undefined);
+    const url = text && (JSON.parse(text) as { nats?: string[] }).nats?.[0];
+    if (url) return Number(new URL(url).port);
+    await new Promise(r => setTimeout(r, 25));
+  }
+  throw new Error('nats-server wrote no ports file within 5 s');
 }
 
 async function listening(port: number): Promise<void> {
