@@ -10,7 +10,7 @@ export interface EnvVar {
  * The variables a server container needs so proxy-aware clients use the egress proxy at `proxyUrl`
  * (`http://<service>:3128`): `HTTP_PROXY` and `HTTPS_PROXY` in both spellings (curl reads only the lower-case
  * `http_proxy`, Go and Python either), and `NODE_USE_ENV_PROXY=1`, without which Node (24) ignores them.
- * `NO_PROXY` (and `no_proxy`) only when `noProxy` names destinations to reach directly (`localhost`, `.svc`);
+ * `NO_PROXY` (and `no_proxy`) only when `noProxy` names destinations to reach directly (the operator: loopback);
  * otherwise every destination goes through the proxy, which also allows the CIDR rules.
  * @param noProxy hosts, `.domain` suffixes and addresses that bypass the proxy, joined with commas.
  * @throws Error when `proxyUrl` is not an http URL.
