@@ -174,21 +174,18 @@ export async function startControlPlane(): Promise<ControlPlane> {
       '--allow-privileged=true',
     ]);
     const caFile = join(certDir, 'apiserver.crt');
-    const kubeConfig = new KubeConfig();
-    let ready = false;
     await waitFor('kube-apiserver', apiserver.child, apiserver.logFile, async () => {
       if (!existsSync(caFile)) return false;
-      if (!ready) {
-        kubeConfig.loadFromOptions({
-          clusters: [{ name: 'punk-test', server, caData: readFileSync(caFile).toString('base64') }],
-          users: [{ name: 'punk-admin', token }],
-          contexts: [{ name: 'punk-test', cluster: 'punk-test', user: 'punk-admin' }],
-          currentContext: 'punk-test',
-        });
-        ready = true;
-      }
       return (await httpsStatus(`${server}/readyz`, readFileSync(caFile), token)) === 200;
     }, 120_000);
+    // Read once ready: the file may have been caught half-written before (the chain without its CA).
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromOptions({
+      clusters: [{ name: 'punk-test', server, caData: readFileSync(caFile).toString('base64') }],
+      users: [{ name: 'punk-admin', token }],
+      contexts: [{ name: 'punk-test', cluster: 'punk-test', user: 'punk-admin' }],
+      currentContext: 'punk-test',
+    });
     await installCrds(kubeConfig);
     return { kubeConfig, server, token, stop };
   } catch (error) {
