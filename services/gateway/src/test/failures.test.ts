@@ -19,7 +19,8 @@ test('servers that cannot start fail with a clear lastError, and the others stil
       manifest(tenant, 'secret', { image: 'x:1', command: ['true'], env: [{ name: 'API_TOKEN', valueFrom: { secretKeyRef: { name: 'tokens', key: 'api' } } }] }),
       counter(tenant),
     ],
-    { startTimeoutMs: 1500 },
+    // Servers that failed retry after the backoff; a long one keeps them `failed` while the test reads them.
+    { startTimeoutMs: 1500, upstream: { initialBackoffMs: 60_000 } },
   );
   t.after(() => h.close());
   const started = Date.now();
