@@ -20,12 +20,12 @@ test('servers that cannot start fail with a clear lastError, and the others stil
       counter(tenant),
     ],
     // Servers that failed retry after the backoff; a long one keeps them `failed` while the test reads them.
-    { startTimeoutMs: 1500, upstream: { initialBackoffMs: 60_000 } },
+    { startTimeoutMs: 4000, upstream: { initialBackoffMs: 60_000 } },
   );
   t.after(() => h.close());
   const started = Date.now();
   await h.gateway.ready();
-  assert.ok(Date.now() - started < 5000, 'ready() does not wait past the start timeout');
+  assert.ok(Date.now() - started < 15_000, 'ready() does not wait for servers that keep failing');
   const byName = Object.fromEntries(h.gateway.catalog(h.tenant).map(s => [s.name, s]));
   assert.equal(byName.missing!.state, 'failed');
   assert.match(byName.missing!.lastError!, /punk-no-such-command-xyz.*ENOENT/);
@@ -33,7 +33,7 @@ test('servers that cannot start fail with a clear lastError, and the others stil
   assert.match(byName.exits!.lastError!, /exited with code 2/);
   assert.match(byName.exits!.lastError!, /DATABASE_URL is not set/);
   assert.equal(byName.silent!.state, 'failed');
-  assert.match(byName.silent!.lastError!, /did not complete its MCP handshake within 1500 ms/);
+  assert.match(byName.silent!.lastError!, /did not complete its MCP handshake within 4000 ms/);
   assert.equal(byName['image-only']!.state, 'failed');
   assert.match(byName['image-only']!.lastError!, /set spec.command/);
   assert.equal(byName['not-installed']!.state, 'failed');
