@@ -54,10 +54,13 @@ function responseMessages(body: string, contentType: string): unknown[] {
   return parse(body);
 }
 
-/** Sets `error.type` (and status) from the response to request `id`, when the response says the request failed. */
+/**
+ * Sets `error.type` (and status) when the response says the request failed: the answer to request `id` (none
+ * for a notification) is a JSON-RPC error or a tool error, or there is no answer and the HTTP status is 4xx/5xx.
+ */
 function recordOutcome(span: Span, res: ServerResponse, body: string | undefined, id: unknown): void {
   const contentType = String(res.getHeader('content-type') ?? '');
-  const answer = body === undefined ? undefined : responseMessages(body, contentType).find(m => typeof m === 'object' && m !== null && ((m as { id?: unknown }).id === id || id === undefined));
+  const answer = body === undefined || id === undefined ? undefined : responseMessages(body, contentType).find(m => typeof m === 'object' && m !== null && (m as { id?: unknown }).id === id);
   const error = (answer as { error?: { code?: unknown; message?: unknown } } | undefined)?.error;
   if (error && (typeof error.code === 'number' || typeof error.code === 'string')) {
     span.setAttribute(ATTR_ERROR_TYPE, String(error.code));
