@@ -20,6 +20,7 @@ import {
   type PunkConfig,
   type ServerCatalog,
 } from '@punk/lib';
+import { startTracing } from '@punk/lib';
 import { destinationPolicyOf, startGateway } from '@punk/gateway';
 import { embeddedKeyring } from './encryption-key.js';
 import { startGovernance } from '@punk/governance';
@@ -65,6 +66,8 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
   const logFor = (component: string) => createLogger(component, config.logLevel);
   const log = logFor('punk');
   const stops: Array<() => Promise<void>> = [];
+  const tracing = startTracing('up');
+  stops.push(() => tracing.shutdown());
   const stopAll = async () => {
     for (const stop of stops.reverse()) {
       try {

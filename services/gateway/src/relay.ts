@@ -19,6 +19,7 @@ import {
   type RequestHandler,
   type ServerCatalog,
 } from '@punk/lib';
+import { traceUpstreamCall } from '@punk/lib';
 import { declaredLevelOf, isToolVisible } from './catalog.js';
 import { busClientLink, onCallCancelled, type ClientLink, type PendingRequests } from './client-channel.js';
 import { callEvent, summarizeResult, type CallContext } from './events.js';
@@ -168,7 +169,7 @@ async function callTool(
     appended ??= settle(appendLedgerEvent(bus, called));
     return undefined;
   };
-  const outcome = await settle(upstream.callTool(name, request.arguments, request._meta, link, signal, inputModeOf(request), admit));
+  const outcome = await settle(traceUpstreamCall('tools/call', { name }, upstream.key, request._meta, meta => upstream.callTool(name, request.arguments, meta, link, signal, inputModeOf(request), admit)));
   if (outcome.status === 'fulfilled' && !outcome.value.ok && outcome.value.kind === 'refused') {
     const sent = appended !== undefined;
     const { message } = outcome.value;
@@ -230,8 +231,8 @@ async function relayOther(
   });
   const call =
     kind === 'resource'
-      ? upstream.readResource(target, request._meta, link, signal, inputModeOf(request))
-      : upstream.getPrompt(target, (request as { arguments?: Record<string, string> }).arguments, request._meta, link, signal, inputModeOf(request));
+      ? traceUpstreamCall('resources/read', { uri: target }, upstream.key, request._meta, meta => upstream.readResource(target, meta, link, signal, inputModeOf(request)))
+      : traceUpstreamCall('prompts/get', { name: target }, upstream.key, request._meta, meta => upstream.getPrompt(target, (request as { arguments?: Record<string, string> }).arguments, meta, link, signal, inputModeOf(request)));
   const [appended, outcome] = await Promise.allSettled([appendLedgerEvent(bus, called), call]);
   const result = outcomeOf(outcome, failure => {
     const code = failure.kind === 'timeout' ? 'UpstreamTimeout' : failure.kind === 'cancelled' ? 'Cancelled' : 'ServerUnavailable';

@@ -28,6 +28,7 @@ import {
   type ServerCatalog,
   type ServerState,
 } from '@punk/lib';
+import { traceGatewayCalls } from '@punk/lib';
 import { stateChangedEvent } from './events.js';
 import { migrateGateway } from './migrations.js';
 import { DEFAULT_PENDING_LIMITS, PendingRequests, type PendingLimits } from './client-channel.js';
@@ -387,8 +388,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const subscriptions = [
     accepted,
     credentialChanges,
-    await bus.serve(subjects.gatewayCall, routing.shared, { queue: queues.gateway }),
-    await bus.serve(subjects.gatewayInstanceCall(instanceId), routing.owned),
+    await bus.serve(subjects.gatewayCall, traceGatewayCalls(routing.shared), { queue: queues.gateway }),
+    await bus.serve(subjects.gatewayInstanceCall(instanceId), traceGatewayCalls(routing.owned)),
     await bus.serve(subjects.gatewayAdmin, admin, { queue: queues.gateway }),
   ];
   let stopped: Promise<void> | undefined;

@@ -22,6 +22,7 @@ import {
   type Logger,
   type Principal,
 } from '@punk/lib';
+import { traceGovernanceChecks } from '@punk/lib';
 import { classify, type Classification } from './classify.js';
 import { defaultPolicy, evaluatePolicy, type PolicyInput, type PolicyOutcome, type PolicyRule } from './policy.js';
 import { watchPolicies } from './policy-watch.js';
@@ -77,7 +78,7 @@ export async function startGovernance(options: GovernanceOptions): Promise<Gover
   const limiter = await RateLimiter.open(bus);
   const subscription = await bus.serve(
     subjects.governanceCheck,
-    async data => {
+    traceGovernanceChecks(async data => {
       let check: GovernanceCheck;
       try {
         check = parseMessage(governanceCheckSchema, subjects.governanceCheck, data);
@@ -115,7 +116,7 @@ export async function startGovernance(options: GovernanceOptions): Promise<Gover
       });
       log.debug({ action: decision.action, decision: decision.decision, rule: decision.rule }, 'governance decision');
       return decision;
-    },
+    }),
     { queue: queues.governance },
   );
   const filtering = await bus.serve(

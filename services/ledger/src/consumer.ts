@@ -4,6 +4,7 @@ import {
   ledgerEventSchema,
   parseMessage,
   streams,
+  traceLedgerBatch,
   type Bus,
   type BusConsumer,
   type LedgerEvent,
@@ -32,7 +33,7 @@ function isDataError(error: unknown): boolean {
  * stored are skipped then, so nothing is written twice.
  */
 export async function startLedgerConsumer(bus: Bus, store: LedgerStore, log: Logger): Promise<BusConsumer> {
-  return bus.consume(streams.ledger.name, consumers.ledgerWriter, messages => writeBatch(store, log, messages), {
+  return bus.consume(streams.ledger.name, consumers.ledgerWriter, messages => traceLedgerBatch(messages, () => writeBatch(store, log, messages)), {
     maxBatch: LEDGER_BATCH_SIZE,
   });
 }

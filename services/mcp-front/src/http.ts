@@ -38,6 +38,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { DEFAULT_NEGOTIATED_PROTOCOL_VERSION, isJsonContentType, PROTOCOL_VERSION_META_KEY, ProtocolErrorCode } from '@modelcontextprotocol/server';
 import express, { type NextFunction, type Request, type Response, type Router } from 'express';
 import { errorMessage, type Logger, type Principal } from '@punk/lib';
+import { traceMcpRequest } from '@punk/lib';
 import type { Scope } from './aggregate.js';
 import type { OriginPolicy } from './cors.js';
 import type { McpEndpoints } from './endpoint.js';
@@ -149,7 +150,8 @@ export function createRouter(deps: HttpDeps): Router {
         sendJsonRpcError(res, check.status, -32000, check.message);
         return;
       }
-      await deps.endpoints.handle(scope, req, res, req.method === 'POST' ? req.body : undefined, principal);
+      const message = req.method === 'POST' ? req.body : undefined;
+      await traceMcpRequest(req, res, message, principal.tenant, () => deps.endpoints.handle(scope, req, res, message, principal));
     } catch (error) {
       next(error);
     }

@@ -10,7 +10,11 @@
  * `contracts.ts`.
  */
 
-/** Optional message headers (for example a W3C `traceparent`). */
+/**
+ * Optional message headers. Both implementations write the active trace context into every request, publish
+ * and append (W3C `traceparent`, `tracestate`, `baggage`; nothing with tracing off), and run responders and
+ * subscribers in the context their message carries; durable consumers get it in `StreamMessage.headers`.
+ */
 export type BusHeaders = Record<string, string>;
 
 /** A live subscription or responder; `unsubscribe` stops delivery. */

@@ -1,5 +1,6 @@
 import { PunkError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { runInHeaderContext, withTraceContext } from '../tracing/propagation.js';
 import {
   subjectMatches,
   type AppendAck,
@@ -98,7 +99,7 @@ export class MemoryBus implements Bus {
       throw new PunkError('BusNoResponders', `no service answers requests on ${subject}`);
     }
     const responder = this.pickResponder(subject, candidates);
-    const info = { subject, headers: { ...options.headers } };
+    const info = { subject, headers: { ...withTraceContext(options.headers) } };
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<never>((_, reject) => {
       timer = setTimeout(
@@ -108,7 +109,7 @@ export class MemoryBus implements Bus {
     });
     const reply = (async () => {
       try {
-        const result = await responder.handler(JSON.parse(payload), info);
+        const result = await runInHeaderContext(info.headers, () => responder.handler(JSON.parse(payload), info));
         return { ok: true as const, body: result === undefined ? null : JSON.parse(encode(result)) };
       } catch (error) {
         if (error instanceof PunkError) {
@@ -134,15 +135,16 @@ export class MemoryBus implements Bus {
     return { unsubscribe: async () => remove(this.responders, responder) };
   }
 
-  async publish(subject: string, data: unknown, headers: BusHeaders = {}): Promise<void> {
+  async publish(subject: string, data: unknown, published?: BusHeaders): Promise<void> {
     this.assertOpen();
     const payload = encode(data);
+    const headers = withTraceContext(published) ?? {};
     const matching = this.subscribers.filter(s => subjectMatches(s.pattern, subject));
     for (const subscriber of this.oneOfEachQueue(subject, matching)) {
       // Delivery is asynchronous, as over the network: the publisher never waits for subscribers.
       queueMicrotask(() => {
         Promise.resolve()
-          .then(() => subscriber.handler(JSON.parse(payload), { subject, headers: { ...headers } }))
+          .then(() => runInHeaderContext(headers, () => subscriber.handler(JSON.parse(payload), { subject, headers: { ...headers } })))
           .catch(error => this.log?.error({ err: error, subject }, 'bus subscriber failed'));
       });
     }
@@ -180,7 +182,7 @@ export class MemoryBus implements Bus {
       stream.messages.splice(0, keep === -1 ? stream.messages.length : keep);
     }
     const seq = ++stream.lastSeq;
-    stream.messages.push({ seq, subject, msgId: options.msgId, payload, headers: { ...options.headers }, storedAt: now });
+    stream.messages.push({ seq, subject, msgId: options.msgId, payload, headers: { ...withTraceContext(options.headers) }, storedAt: now });
     stream.recentIds.set(options.msgId, { seq, storedAt: now });
     for (const consumer of stream.consumers.values()) consumer.wake?.();
     return { seq, duplicate: false };

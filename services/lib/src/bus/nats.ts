@@ -16,6 +16,7 @@ import {
 } from '@nats-io/transport-node';
 import { AckPolicy, jetstream, jetstreamManager, JetStreamApiError, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
 import { Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
+import { runInHeaderContext, withTraceContext } from '../tracing/propagation.js';
 import { PunkError, errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
 import type {
@@ -130,7 +131,7 @@ export class NatsBus implements Bus {
     this.assertOpen();
     let msg: Msg;
     try {
-      const hdrs = toNatsHeaders(options.headers);
+      const hdrs = toNatsHeaders(withTraceContext(options.headers));
       msg = await this.nc.request(subject, encode(data), { timeout: options.timeoutMs, ...(hdrs && { headers: hdrs }) });
     } catch (error) {
       if (error instanceof NoRespondersError || (error as Error)?.cause instanceof NoRespondersError) {
@@ -153,7 +154,7 @@ export class NatsBus implements Bus {
 
   async publish(subject: string, data: unknown, headers?: BusHeaders): Promise<void> {
     this.assertOpen();
-    const hdrs = toNatsHeaders(headers);
+    const hdrs = toNatsHeaders(withTraceContext(headers));
     this.nc.publish(subject, encode(data), hdrs ? { headers: hdrs } : undefined);
   }
 
@@ -161,7 +162,8 @@ export class NatsBus implements Bus {
     return this.listen(subject, options, msg => {
       try {
         const data = decode(msg.data, msg.subject);
-        Promise.resolve(handler(data, { subject: msg.subject, headers: fromNatsHeaders(msg.headers) })).catch(failure =>
+        const headers = fromNatsHeaders(msg.headers);
+        Promise.resolve(runInHeaderContext(headers, () => handler(data, { subject: msg.subject, headers }))).catch(failure =>
           this.log.error({ err: errorMessage(failure), subject: msg.subject }, 'bus subscriber failed'),
         );
       } catch (failure) {
@@ -213,7 +215,7 @@ export class NatsBus implements Bus {
   async append(subject: string, data: unknown, options: { msgId: string; headers?: BusHeaders; timeoutMs?: number }): Promise<AppendAck> {
     this.assertOpen();
     try {
-      const hdrs = toNatsHeaders(options.headers);
+      const hdrs = toNatsHeaders(withTraceContext(options.headers));
       const ack = await this.js.publish(subject, encode(data), { msgID: options.msgId, timeout: options.timeoutMs ?? 5000, ...(hdrs && { headers: hdrs }) });
       return { seq: ack.seq, duplicate: ack.duplicate };
     } catch (error) {
@@ -348,7 +350,8 @@ export class NatsBus implements Bus {
     let reply: Reply;
     try {
       const data = decode(msg.data, subject);
-      const body = await handler(data, { subject: msg.subject, headers: fromNatsHeaders(msg.headers) });
+      const headers = fromNatsHeaders(msg.headers);
+      const body = await runInHeaderContext(headers, () => handler(data, { subject: msg.subject, headers }));
       reply = { ok: true, body: body === undefined ? null : body };
     } catch (error) {
       if (error instanceof PunkError) {

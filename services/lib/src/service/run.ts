@@ -9,6 +9,7 @@ import type { Bus, StreamConfig } from '../bus/bus.js';
 import { openDatabase, type Database } from '../db/database.js';
 import { PunkError, errorMessage } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
+import { startTracing } from '../tracing/setup.js';
 import { listenHealth, type HealthServer, type HttpHandler } from './health.js';
 import { allowedHostsOf } from './hosts.js';
 import { TrackedBus } from './tracked-bus.js';
@@ -80,10 +81,11 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
  * On the first signal: readiness goes false, the service's responders are
  * unsubscribed (no new work), requests in flight get up to
  * `PUNK_SHUTDOWN_TIMEOUT_MS` to finish, then the service's `stop()` runs (the same
- * deadline), the bus is drained and closed, the database closed, and the process exits 0
+ * deadline), the bus is drained and closed, the database closed, buffered spans exported (tracing is on when
+ * `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set: tracing/settings.ts), and the process exits 0
  * (1 when a step failed). A second signal exits 1 at once.
  *
- * @throws PunkError `InvalidConfig` (bad or missing variable, named), `BusUnavailable`
+ * @throws PunkError `InvalidConfig` (bad or missing variable, named, `OTEL_*` ones included), `BusUnavailable`
  *   (NATS unreachable, naming the URL), `DatabaseUnavailable`, or what `start` throws;
  *   everything already opened is closed first.
  */
@@ -108,6 +110,7 @@ export async function runService(definition: ServiceDefinition, options: RunOpti
     if (!bus?.isConnected()) throw new Error(`NATS at ${config.natsUrl} is not connected`);
     if (db) await withTimeout(db.ping(), PING_TIMEOUT_MS, 'the database');
   };
+  const tracing = startTracing(definition.name, env);
   const allowedHosts = allowedHostsOf(config);
   const http: HealthServer = await listenHealth(config.host, config.port, ready, undefined, allowedHosts ? { allowedHosts } : {});
 
@@ -135,6 +138,7 @@ export async function runService(definition: ServiceDefinition, options: RunOpti
       if (bus) await step('bus close', () => bus!.close());
       if (db) await step('database close', () => db!.close());
       await step('http close', () => http.close());
+      await step('trace export', () => tracing.shutdown());
       log.info(`${definition.name} stopped`);
       if (failed) throw new Error(`${definition.name} did not shut down cleanly`);
     })());
