@@ -54,22 +54,15 @@ RUN --mount=type=cache,target=/root/.npm node scripts/assemble-image.mjs ledger 
 FROM build AS layout-bridge
 RUN node scripts/assemble-image.mjs bridge /layout
 
-# ---- runtime bases: tini as PID 1, the user 65532 (named nonroot, as in distroless images), HOME on /tmp.
+# ---- runtime bases: tini as PID 1 and the user 65532 (scripts/image-base.sh), HOME on /tmp.
 FROM node:${NODE_VERSION}-${DEBIAN_RELEASE}-slim AS node-base
-RUN apt-get update \
-  && apt-get install -y --no-install-recommends tini \
-  && rm -rf /var/lib/apt/lists/* \
-  && groupadd --gid 65532 nonroot \
-  && useradd --uid 65532 --gid 65532 --home-dir /tmp --no-create-home --shell /usr/sbin/nologin nonroot
+RUN --mount=type=bind,source=scripts/image-base.sh,target=/usr/local/lib/image-base.sh sh /usr/local/lib/image-base.sh
 ENV HOME=/tmp TMPDIR=/tmp NODE_ENV=production
 ARG VERSION
 ARG REVISION
 ARG SOURCE
-LABEL org.opencontainers.image.vendor="Punk" \
-      org.opencontainers.image.source="${SOURCE}" \
-      org.opencontainers.image.documentation="${SOURCE}/blob/main/docs/images.md" \
-      org.opencontainers.image.version="${VERSION}" \
-      org.opencontainers.image.revision="${REVISION}"
+LABEL org.opencontainers.image.vendor="Punk" org.opencontainers.image.version="${VERSION}" org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.source="${SOURCE}" org.opencontainers.image.documentation="${SOURCE}/blob/main/docs/images.md"
 WORKDIR /opt/punk
 ENTRYPOINT ["/usr/bin/tini", "--"]
 
@@ -120,20 +113,13 @@ CMD ["node", "/opt/punk/services/ledger/dist/main.js"]
 
 # ---- the bridge: the single executable and cp (the init container copies it into a stdio server's pod).
 FROM debian:${DEBIAN_RELEASE}-slim AS bridge
-RUN apt-get update \
-  && apt-get install -y --no-install-recommends tini \
-  && rm -rf /var/lib/apt/lists/* \
-  && groupadd --gid 65532 nonroot \
-  && useradd --uid 65532 --gid 65532 --home-dir /tmp --no-create-home --shell /usr/sbin/nologin nonroot
+RUN --mount=type=bind,source=scripts/image-base.sh,target=/usr/local/lib/image-base.sh sh /usr/local/lib/image-base.sh
 ENV HOME=/tmp TMPDIR=/tmp PATH=/opt/punk/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 ARG VERSION
 ARG REVISION
 ARG SOURCE
-LABEL org.opencontainers.image.vendor="Punk" \
-      org.opencontainers.image.source="${SOURCE}" \
-      org.opencontainers.image.documentation="${SOURCE}/blob/main/docs/images.md" \
-      org.opencontainers.image.version="${VERSION}" \
-      org.opencontainers.image.revision="${REVISION}" \
+LABEL org.opencontainers.image.vendor="Punk" org.opencontainers.image.version="${VERSION}" org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.source="${SOURCE}" org.opencontainers.image.documentation="${SOURCE}/blob/main/docs/images.md" \
       org.opencontainers.image.title="punk-bridge" \
       org.opencontainers.image.description="Punk bridge: stdio MCP servers over Streamable HTTP, and the egress proxy"
 COPY --from=layout-bridge /layout /opt/punk
@@ -161,11 +147,7 @@ EXPOSE 8080
 CMD ["punk-bridge", "--help"]
 
 FROM python:${PYTHON_VERSION}-slim-${DEBIAN_RELEASE} AS runner-pypi
-RUN apt-get update \
-  && apt-get install -y --no-install-recommends tini \
-  && rm -rf /var/lib/apt/lists/* \
-  && groupadd --gid 65532 nonroot \
-  && useradd --uid 65532 --gid 65532 --home-dir /tmp --no-create-home --shell /usr/sbin/nologin nonroot
+RUN --mount=type=bind,source=scripts/image-base.sh,target=/usr/local/lib/image-base.sh sh /usr/local/lib/image-base.sh
 COPY --from=uv /uv /uvx /usr/local/bin/
 COPY --from=layout-bridge /layout /opt/punk
 # uv runs packages on the image's Python: the sandbox's egress reaches the package index only, not Python downloads.
@@ -182,11 +164,8 @@ ENV HOME=/tmp TMPDIR=/tmp \
 ARG VERSION
 ARG REVISION
 ARG SOURCE
-LABEL org.opencontainers.image.vendor="Punk" \
-      org.opencontainers.image.source="${SOURCE}" \
-      org.opencontainers.image.documentation="${SOURCE}/blob/main/docs/images.md" \
-      org.opencontainers.image.version="${VERSION}" \
-      org.opencontainers.image.revision="${REVISION}" \
+LABEL org.opencontainers.image.vendor="Punk" org.opencontainers.image.version="${VERSION}" org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.source="${SOURCE}" org.opencontainers.image.documentation="${SOURCE}/blob/main/docs/images.md" \
       org.opencontainers.image.title="punk-runner-pypi" \
       org.opencontainers.image.description="Punk runner of PyPI package MCP servers: Python, uv, uvx and the bridge"
 WORKDIR /tmp
