@@ -71,6 +71,7 @@ FROM node-base AS service-base
 RUN rm -rf /usr/local/lib/node_modules /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack /usr/local/bin/yarn /usr/local/bin/yarnpkg /opt/yarn-*
 # The listener of /healthz, /readyz, /metrics and the service's routes: every address, port 8080 (as the chart sets).
 ENV PUNK_HOST=0.0.0.0 PUNK_PORT=8080
+EXPOSE 8080
 USER 65532:65532
 
 # ---- the operator and the services: node /opt/punk/<workspace>/dist/main.js, HTTP on PUNK_PORT (8080).
@@ -78,14 +79,12 @@ FROM service-base AS operator
 LABEL org.opencontainers.image.title="punk-operator" \
       org.opencontainers.image.description="Punk operator: reconciles McpServer, McpCredential and McpPolicy objects"
 COPY --from=layout-operator /layout /opt/punk
-EXPOSE 8080
 CMD ["node", "/opt/punk/operator/dist/main.js"]
 
 FROM service-base AS mcp-front
 LABEL org.opencontainers.image.title="punk-mcp-front" \
       org.opencontainers.image.description="Punk MCP front: the Streamable HTTP endpoint clients connect to"
 COPY --from=layout-mcp-front /layout /opt/punk
-EXPOSE 8080
 CMD ["node", "/opt/punk/services/mcp-front/dist/main.js"]
 
 FROM service-base AS gateway
@@ -94,34 +93,31 @@ LABEL org.opencontainers.image.title="punk-gateway" \
 COPY --from=layout-gateway /layout /opt/punk
 # In a cluster the gateway serves the operator's McpServers; this directory of manifests is empty (mount more here).
 ENV PUNK_MANIFESTS=/opt/punk/manifests
-EXPOSE 8080
 CMD ["node", "/opt/punk/services/gateway/dist/main.js"]
 
 FROM service-base AS governance
 LABEL org.opencontainers.image.title="punk-governance" \
       org.opencontainers.image.description="Punk governance: policy decisions on MCP calls"
 COPY --from=layout-governance /layout /opt/punk
-EXPOSE 8080
 CMD ["node", "/opt/punk/services/governance/dist/main.js"]
 
 FROM service-base AS ledger
 LABEL org.opencontainers.image.title="punk-ledger" \
       org.opencontainers.image.description="Punk ledger: the tamper-evident record of MCP calls"
 COPY --from=layout-ledger /layout /opt/punk
-EXPOSE 8080
 CMD ["node", "/opt/punk/services/ledger/dist/main.js"]
 
 # ---- the bridge: the single executable and cp (the init container copies it into a stdio server's pod).
 FROM debian:${DEBIAN_RELEASE}-slim AS bridge
+LABEL org.opencontainers.image.title="punk-bridge" \
+      org.opencontainers.image.description="Punk bridge: stdio MCP servers over Streamable HTTP, and the egress proxy"
 RUN --mount=type=bind,source=scripts/image-base.sh,target=/usr/local/lib/image-base.sh sh /usr/local/lib/image-base.sh
 ENV HOME=/tmp TMPDIR=/tmp PATH=/opt/punk/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 ARG VERSION
 ARG REVISION
 ARG SOURCE
 LABEL org.opencontainers.image.vendor="Punk" org.opencontainers.image.version="${VERSION}" org.opencontainers.image.revision="${REVISION}" \
-      org.opencontainers.image.source="${SOURCE}" org.opencontainers.image.documentation="${SOURCE}/blob/main/docs/images.md" \
-      org.opencontainers.image.title="punk-bridge" \
-      org.opencontainers.image.description="Punk bridge: stdio MCP servers over Streamable HTTP, and the egress proxy"
+      org.opencontainers.image.source="${SOURCE}" org.opencontainers.image.documentation="${SOURCE}/blob/main/docs/images.md"
 COPY --from=layout-bridge /layout /opt/punk
 WORKDIR /tmp
 USER 65532:65532
@@ -147,6 +143,8 @@ EXPOSE 8080
 CMD ["punk-bridge", "--help"]
 
 FROM python:${PYTHON_VERSION}-slim-${DEBIAN_RELEASE} AS runner-pypi
+LABEL org.opencontainers.image.title="punk-runner-pypi" \
+      org.opencontainers.image.description="Punk runner of PyPI package MCP servers: Python, uv, uvx and the bridge"
 RUN --mount=type=bind,source=scripts/image-base.sh,target=/usr/local/lib/image-base.sh sh /usr/local/lib/image-base.sh
 COPY --from=uv /uv /uvx /usr/local/bin/
 COPY --from=layout-bridge /layout /opt/punk
@@ -165,9 +163,7 @@ ARG VERSION
 ARG REVISION
 ARG SOURCE
 LABEL org.opencontainers.image.vendor="Punk" org.opencontainers.image.version="${VERSION}" org.opencontainers.image.revision="${REVISION}" \
-      org.opencontainers.image.source="${SOURCE}" org.opencontainers.image.documentation="${SOURCE}/blob/main/docs/images.md" \
-      org.opencontainers.image.title="punk-runner-pypi" \
-      org.opencontainers.image.description="Punk runner of PyPI package MCP servers: Python, uv, uvx and the bridge"
+      org.opencontainers.image.source="${SOURCE}" org.opencontainers.image.documentation="${SOURCE}/blob/main/docs/images.md"
 WORKDIR /tmp
 USER 65532:65532
 EXPOSE 8080
