@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { accessSync, constants, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, relative } from 'node:path';
+import { basename, dirname, join, relative } from 'node:path';
 import { after, before, test } from 'node:test';
 import { createScratchDatabase, type ScratchDatabase } from '../../services/lib/dist/test/pgtest.js';
 import { controlPlaneAvailability, startControlPlane, type ControlPlane } from '../../operator/dist/test/control-plane.js';
@@ -42,10 +42,10 @@ function layoutEnv(target: string, layout: string): Record<string, string> {
  * @kubernetes/client-node does @types/node): the only ones allowed in it. Read from the layout's package-lock.json.
  */
 function typesRequiredByLibraries(layout: string): Set<string> {
-  const lock = JSON.parse(readFileSync(join(layout, 'package-lock.json'), 'utf8')) as { packages: Record<string, { link?: boolean; dependencies?: Record<string, string> }> };
+  const lock = JSON.parse(readFileSync(join(layout, 'package-lock.json'), 'utf8')) as { packages: Record<string, { link?: boolean; dev?: boolean; dependencies?: Record<string, string> }> };
   const required = new Set<string>();
   for (const [path, entry] of Object.entries(lock.packages)) {
-    if (!path.includes('node_modules/') || entry.link) continue;
+    if (!path.includes('node_modules/') || entry.link || entry.dev) continue;
     for (const name of Object.keys(entry.dependencies ?? {})) if (name.startsWith('@types/')) required.add(name);
   }
   return required;
@@ -126,9 +126,12 @@ function checkServiceLayout(target: string, layout: string, main: string): void 
   assert.ok(existsSync(join(layout, main)), `${target}: ${main} is in the layout`);
   // Nothing above the layout may hold a node_modules: what the process loads comes from the layout alone.
   for (let dir = dirname(layout); dir !== dirname(dir); dir = dirname(dir)) assert.ok(!existsSync(join(dir, 'node_modules')), `${dir}/node_modules exists`);
-  const modules = join(layout, 'node_modules');
-  for (const name of BUILD_ONLY) assert.ok(!existsSync(join(modules, name)), `${target}: node_modules/${name} is a build-only package`);
-  const types = existsSync(join(modules, '@types')) ? readdirSync(join(modules, '@types')).map(name => `@types/${name}`) : [];
+  // Every installed package, at the top level or nested in a package's own node_modules.
+  const packages = readdirSync(layout, { recursive: true, withFileTypes: true })
+    .filter(entry => entry.isDirectory() && /(^|\/)node_modules(\/@[^/]+)?$/.test(entry.parentPath))
+    .map(entry => (basename(entry.parentPath).startsWith('@') ? `${basename(entry.parentPath)}/${entry.name}` : entry.name));
+  for (const name of BUILD_ONLY) assert.ok(!packages.includes(name), `${target}: ${name} is a build-only package`);
+  const types = packages.filter(name => name.startsWith('@types/'));
   const required = typesRequiredByLibraries(layout);
   assert.deepEqual(types.filter(name => !required.has(name)), [], `${target}: @types packages no library of the layout depends on`);
   const own = filesUnder(layout, ['node_modules']);
