@@ -10,6 +10,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { Ajv, type ValidateFunction } from 'ajv';
+import jsonPatch, { type Operation } from 'fast-json-patch';
 import { parse } from 'yaml';
 import { repoRoot } from './harness.js';
 
@@ -22,7 +23,7 @@ interface SkaffoldConfig {
   apiVersion: string;
   build: { artifacts: { image: string; docker: { dockerfile: string; target: string } }[] };
   deploy: { helm: { releases: { chartPath: string; setValueTemplates: Record<string, string>; setValues: Record<string, unknown> }[] } };
-  profiles: { name: string; patches: { op: string; path: string; value: unknown }[]; portForward?: unknown[] }[];
+  profiles: { name: string; patches: (Operation & { path: string })[]; portForward?: unknown[] }[];
 }
 
 /** Runs scripts/skaffold.mjs; `skip` is its message when Go is absent, so the schema checks cannot run. */
@@ -49,6 +50,21 @@ test('skaffold.yaml uses the newest config apiVersion of skaffold and is valid b
   assert.ok(schema.ok, schema.ok ? '' : schema.error);
   const validate = schemaValidator(schema.out);
   assert.equal(validate(config), true, JSON.stringify(validate.errors, null, 2));
+});
+
+test('each profile applies to skaffold.yaml (its JSON patches resolve) and gives a config valid by the schema', t => {
+  const schema = skaffoldScript('schema');
+  if (!schema.ok && schema.skip) return t.skip(schema.skip);
+  assert.ok(schema.ok, schema.ok ? '' : schema.error);
+  const validate = schemaValidator(schema.out);
+  assert.deepEqual(config.profiles.map(p => p.name), ['dev', 'cluster']);
+  for (const profile of config.profiles) {
+    const { profiles: _, ...base } = structuredClone(config);
+    // As skaffold applies a profile: its patches (RFC 6902, each path must resolve), then its own sections.
+    const effective = jsonPatch.applyPatch(base, profile.patches, true, false).newDocument as Record<string, unknown>;
+    if (profile.portForward) effective.portForward = profile.portForward;
+    assert.equal(validate(effective), true, `profile ${profile.name}: ${JSON.stringify(validate.errors, null, 2)}`);
+  }
 });
 
 test('the schema check is live: a misspelt field and a wrong type are rejected, naming where', t => {
