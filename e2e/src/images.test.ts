@@ -3,7 +3,8 @@
  * step the Dockerfile runs) builds the image's /opt/punk layout into a fresh directory outside the repository; the
  * layout holds production dependencies only and no tests or sources, and what it holds runs on its own: each
  * service becomes ready against the real NATS and Postgres, the operator against a real kube-apiserver (or, when
- * none is built, stays alive and says which cluster it cannot list), the bridge serves a stdio server.
+ * none is built, answers /healthz, is not ready, and gives up naming what it could not list), the bridge serves a
+ * stdio server.
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
