@@ -23,6 +23,7 @@ import {
   type Principal,
 } from '@punk/lib';
 import { classify, type Classification } from './classify.js';
+import { countRateLimited, observeChecks } from './metrics.js';
 import { defaultPolicy, evaluatePolicy, type PolicyInput, type PolicyOutcome, type PolicyRule } from './policy.js';
 import { watchPolicies } from './policy-watch.js';
 import { RateLimiter } from './rate-limits.js';
@@ -77,7 +78,7 @@ export async function startGovernance(options: GovernanceOptions): Promise<Gover
   const limiter = await RateLimiter.open(bus);
   const subscription = await bus.serve(
     subjects.governanceCheck,
-    async data => {
+    observeChecks(async data => {
       let check: GovernanceCheck;
       try {
         check = parseMessage(governanceCheckSchema, subjects.governanceCheck, data);
@@ -90,6 +91,7 @@ export async function startGovernance(options: GovernanceOptions): Promise<Gover
       if (decision.decision !== 'deny' && rateLimits.length > 0) {
         const input: PolicyInput = { kind: check.kind, server: check.server, target: check.target, subject: check.principal.subject, groups: check.principal.groups, level: decision.sideEffectLevel };
         const over = await limiter.exceeded(check.tenant, input, rateLimits);
+        if (over) countRateLimited(check);
         if (over) decision = { ...decision, decision: 'deny', rule: over.name, reason: `rate limit ${over.limit}: ${over.requests} requests per ${over.per} exceeded` };
       }
       await appendLedgerEvent(bus, {
@@ -115,7 +117,7 @@ export async function startGovernance(options: GovernanceOptions): Promise<Gover
       });
       log.debug({ action: decision.action, decision: decision.decision, rule: decision.rule }, 'governance decision');
       return decision;
-    },
+    }),
     { queue: queues.governance },
   );
   const filtering = await bus.serve(

@@ -13,3 +13,4 @@ export * from './spec/crd.js';
 export * from './db/database.js';
 export * from './db/migrate.js';
 export * from './service/index.js';
+export * from './metrics/index.js';
