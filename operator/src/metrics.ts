@@ -4,7 +4,7 @@
  * with a `punk_operator_` prefix: reconciles by kind and result, their duration, the work queue's depth and
  * whether this instance leads.
  */
-import { errorTypeOf, NO_ERROR, secondsSince } from '@punk/lib';
+import { errorTypeOf, NO_ERROR, OTHER, secondsSince } from '@punk/lib';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import type { ReconcileHandler } from './queue.js';
 
@@ -69,7 +69,7 @@ export function watchManager(view: ManagerView): () => void {
 /** The `kind` label of a work-queue key (`<Kind>/<namespace>/<name>`). */
 function kindOf(key: string): string {
   const kind = key.split('/')[0] ?? '';
-  return KINDS.has(kind) ? kind : '_OTHER';
+  return KINDS.has(kind) ? kind : OTHER;
 }
 
 /**
