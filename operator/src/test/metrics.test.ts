@@ -6,23 +6,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { listenHealth, type HealthServer } from '@punk/lib';
-import { register, type MetricValueWithName } from 'prom-client';
 import { controlPlaneAvailability } from './control-plane.js';
 import { conditionOf, CustomResources, startOperatorFixture, until, type OperatorFixture } from './harness.js';
+import { registryValue } from '../../../services/lib/dist/test/metricstest.js';
 
 const availability = controlPlaneAvailability();
-
-/**
- * The sum of the samples `sample` (a histogram's `<family>_count`, or the family's own name) of family `family` of
- * the default registry whose labels include `labels` (0 when not observed yet).
- */
-async function valueOf(family: string, labels: Record<string, string>, sample = family): Promise<number> {
-  const metric = register.getSingleMetric(family);
-  assert.ok(metric, `${family} is registered`);
-  const values = (await metric.get()).values as MetricValueWithName<string>[];
-  const matching = values.filter(v => (v.metricName ?? family) === sample && Object.entries(labels).every(([k, value]) => String(v.labels[k]) === value));
-  return matching.reduce((sum, v) => sum + v.value, 0);
-}
 
 describe('operator metrics', { skip: availability.available ? false : availability.reason }, () => {
   let fixture: OperatorFixture;
@@ -41,8 +29,8 @@ describe('operator metrics', { skip: availability.available ? false : availabili
   });
 
   it('counts and times the reconciles of an McpPolicy, and says this instance leads', async () => {
-    const successes = () => valueOf('punk_operator_reconcile_total', { kind: 'McpPolicy', result: 'success' });
-    const timed = () => valueOf('punk_operator_reconcile_duration_seconds', { kind: 'McpPolicy', error_type: '' }, 'punk_operator_reconcile_duration_seconds_count');
+    const successes = () => registryValue('punk_operator_reconcile_total', { kind: 'McpPolicy', result: 'success' });
+    const timed = () => registryValue('punk_operator_reconcile_duration_seconds', { kind: 'McpPolicy', error_type: '' }, 'punk_operator_reconcile_duration_seconds_count');
     const before = { successes: await successes(), timed: await timed() };
     await crs.create('mcppolicies', ns, {
       apiVersion: 'mcp.punk.dev/v1alpha1',
@@ -54,8 +42,8 @@ describe('operator metrics', { skip: availability.available ? false : availabili
     const counted = (await successes()) - before.successes;
     assert.ok(counted >= 1, 'the reconcile that made it Ready is counted');
     assert.ok((await timed()) - before.timed >= counted, 'each successful reconcile is timed');
-    assert.equal(await valueOf('punk_operator_leader', {}), 1, 'the fixture operator leads');
-    assert.ok((await valueOf('punk_operator_workqueue_depth', {})) >= 0);
+    assert.equal(await registryValue('punk_operator_leader', {}), 1, 'the fixture operator leads');
+    assert.ok((await registryValue('punk_operator_workqueue_depth', {})) >= 0);
   });
 
   it('serves the families on /metrics of the process listener, in the text exposition format', async () => {

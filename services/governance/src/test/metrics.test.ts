@@ -7,15 +7,9 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { API_VERSION, buckets, createLogger, kvKey, NatsBus, requestDecision, streams, subjects, type GovernanceCheck, type Principal } from '@punk/lib';
-import { register, type MetricValueWithName } from 'prom-client';
 import { startGovernance, type GovernanceService } from '../index.js';
 import { startPrivateNats, type PrivateNats } from '../../../lib/dist/test/natstest.js';
-
-/** The sum of the samples `sample` of family `family` whose labels include `labels` (0 when not observed yet). */
-async function valueOf(family: string, labels: Record<string, string>, sample = family): Promise<number> {
-  const values = ((await register.getSingleMetric(family)?.get())?.values ?? []) as MetricValueWithName<string>[];
-  return values.filter(v => (v.metricName ?? family) === sample && Object.entries(labels).every(([k, value]) => String(v.labels[k]) === value)).reduce((sum, v) => sum + v.value, 0);
-}
+import { registryValue } from '../../../lib/dist/test/metricstest.js';
 
 describe('governance metrics', () => {
   const tenant = `t-${randomUUID().slice(0, 8)}`;
@@ -57,12 +51,12 @@ describe('governance metrics', () => {
     while ((await check('blocked')).rule !== 'quota/blocked' && Date.now() < deadline) await new Promise(r => setTimeout(r, 50));
 
     const counters = async () => ({
-      allow: await valueOf('punk_governance_decisions_total', { decision: 'allow', kind: 'tool' }),
-      deny: await valueOf('punk_governance_decisions_total', { decision: 'deny', kind: 'tool' }),
-      resourceAllow: await valueOf('punk_governance_decisions_total', { decision: 'allow', kind: 'resource' }),
-      limited: await valueOf('punk_governance_rate_limited_total', { kind: 'tool' }),
-      timedDeny: await valueOf('punk_governance_check_duration_seconds', { decision: 'deny', error_type: '' }, 'punk_governance_check_duration_seconds_count'),
-      malformed: await valueOf('punk_governance_check_duration_seconds', { decision: '', error_type: 'InvalidMessage' }, 'punk_governance_check_duration_seconds_count'),
+      allow: await registryValue('punk_governance_decisions_total', { decision: 'allow', kind: 'tool' }),
+      deny: await registryValue('punk_governance_decisions_total', { decision: 'deny', kind: 'tool' }),
+      resourceAllow: await registryValue('punk_governance_decisions_total', { decision: 'allow', kind: 'resource' }),
+      limited: await registryValue('punk_governance_rate_limited_total', { kind: 'tool' }),
+      timedDeny: await registryValue('punk_governance_check_duration_seconds', { decision: 'deny', error_type: '' }, 'punk_governance_check_duration_seconds_count'),
+      malformed: await registryValue('punk_governance_check_duration_seconds', { decision: '', error_type: 'InvalidMessage' }, 'punk_governance_check_duration_seconds_count'),
     });
     const before = await counters();
     assert.equal((await check('limited')).decision, 'allow');

@@ -7,9 +7,9 @@
 import { strict as assert } from 'node:assert';
 import { request } from 'node:http';
 import { after, before, describe, it } from 'node:test';
-import { register, type MetricValueWithName } from 'prom-client';
 import { createLogger, listenHealth, NatsBus, PunkError, subjectFamily, subjects, TrackedBus, type HealthServer } from '../index.js';
 import { startPrivateNats, type PrivateNats } from './natstest.js';
+import { registryValue } from './metricstest.js';
 
 /** One request with an explicit Host header: status, headers and body. */
 function send(url: string, method: string, host: string): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
@@ -22,12 +22,6 @@ function send(url: string, method: string, host: string): Promise<{ status: numb
       .on('error', reject)
       .end();
   });
-}
-
-/** The value of the sample `sample` of family `family` whose labels include `labels` (0 when not observed yet). */
-async function valueOf(family: string, sample: string, labels: Record<string, string>): Promise<number> {
-  const values = ((await register.getSingleMetric(family)?.get())?.values ?? []) as MetricValueWithName<string>[];
-  return values.filter(v => (v.metricName ?? family) === sample && Object.entries(labels).every(([k, value]) => String(v.labels[k]) === value)).reduce((sum, v) => sum + v.value, 0);
 }
 
 describe('/metrics on the process listener', () => {
@@ -87,7 +81,7 @@ describe('TrackedBus metrics over NATS', () => {
 
   it('times requests by subject family and error type, and appends', async () => {
     const family = 'punk.client-request.*.answer';
-    const count = (errorType: string) => valueOf('punk_bus_request_duration_seconds', 'punk_bus_request_duration_seconds_count', { subject: family, error_type: errorType });
+    const count = (errorType: string) => registryValue('punk_bus_request_duration_seconds', { subject: family, error_type: errorType }, 'punk_bus_request_duration_seconds_count');
     const before = { ok: await count(''), refused: await count('CallerMismatch'), none: await count('BusNoResponders') };
     const served = await bus.serve(subjects.clientAnswer('r1'), async data => {
       if ((data as { refuse?: boolean }).refuse) throw new PunkError('CallerMismatch', 'not yours');
@@ -100,11 +94,11 @@ describe('TrackedBus metrics over NATS', () => {
     assert.equal((await count('')) - before.ok, 1, 'the answered request, under its family, not its id');
     assert.equal((await count('CallerMismatch')) - before.refused, 1, "the responder's error code");
     assert.equal((await count('BusNoResponders')) - before.none, 1);
-    assert.equal(await valueOf('punk_bus_request_duration_seconds', 'punk_bus_request_duration_seconds_count', { subject: subjects.clientAnswer('r1') }), 0, 'no series per id');
+    assert.equal(await registryValue('punk_bus_request_duration_seconds', { subject: subjects.clientAnswer('r1') }, 'punk_bus_request_duration_seconds_count'), 0, 'no series per id');
 
     const stream = { name: 'METRICS_TEST', subjects: ['punk.sse.>'], duplicateWindowMs: 60_000 };
     await bus.ensureStream(stream);
-    const appends = () => valueOf('punk_bus_append_duration_seconds', 'punk_bus_append_duration_seconds_count', { subject: 'punk.sse.*.*', error_type: '' });
+    const appends = () => registryValue('punk_bus_append_duration_seconds', { subject: 'punk.sse.*.*', error_type: '' }, 'punk_bus_append_duration_seconds_count');
     const appended = await appends();
     await bus.append(subjects.sseEvent('s1', 'st1'), { n: 1 }, { msgId: 'm1' });
     assert.equal((await appends()) - appended, 1);
