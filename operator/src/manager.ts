@@ -19,6 +19,7 @@ import { LeaderElector } from './leader-election.js';
 import { McpCredentialReconciler } from './mcpcredential-reconciler.js';
 import { McpPolicyReconciler } from './mcppolicy-reconciler.js';
 import { McpServerReconciler, serverCredentialNames, serverSecretNames, type ServerReconcilerOptions } from './mcpserver-reconciler.js';
+import { observeReconciles, watchManager } from './metrics.js';
 import { WorkQueue } from './queue.js';
 import { MANAGED_BY, SERVER_LABEL } from './sandbox.js';
 
@@ -102,6 +103,8 @@ export class Manager {
   private readonly seen = new Map<string, string>();
   private stopping = false;
   private leading = false;
+  /** Stops showing this manager in the metrics (metrics.ts). */
+  private readonly unwatch: () => void;
 
   constructor(private readonly options: ManagerOptions) {
     this.log = options.log;
@@ -118,7 +121,7 @@ export class Manager {
       caches[kind] = new NamespacedCache(byNamespace);
     }
     this.caches = caches;
-    this.queue = new WorkQueue(key => this.reconcile(key), {
+    this.queue = new WorkQueue(observeReconciles(key => this.reconcile(key)), {
       workers: options.workers,
       timeoutMs: options.reconcileTimeoutMs,
       ...(options.maxRetryDelayMs !== undefined && { maxDelayMs: options.maxRetryDelayMs }),
@@ -136,6 +139,7 @@ export class Manager {
       onStoppedLeading: () => void this.stopLeading(),
       log: this.log,
     });
+    this.unwatch = watchManager({ depth: () => this.queue.depth, leading: () => this.isLeader() });
   }
 
   /** Whether this instance holds the Lease (and so reconciles). */
@@ -173,6 +177,7 @@ export class Manager {
     await this.queue.stop(); // the reconciles still in flight finish before the watches stop
     this.queue.clear();
     await Promise.all(this.informers.map(({ informer }) => informer.stop()));
+    this.unwatch();
   }
 
   private makeInformer(kind: WatchedKind, namespace: string | undefined): InformerEntry {

@@ -68,6 +68,11 @@ export class WorkQueue {
     return this.queued.size + this.processing.size;
   }
 
+  /** Keys waiting to be reconciled (not those being reconciled now): client-go's queue depth. */
+  get depth(): number {
+    return this.queued.size;
+  }
+
   /** Queues `key` now (once, however often it is added). */
   add(key: string): void {
     const timer = this.timers.get(key);

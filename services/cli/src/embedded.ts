@@ -6,6 +6,7 @@ import express from 'express';
 import {
   MemoryBus,
   PunkError,
+  TrackedBus,
   createLogger,
   errorMessage,
   allowedHostsOf,
@@ -101,7 +102,8 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
     for (const error of loaded.errors) log.error({ manifestError: error }, `manifest error: ${formatManifestError(error)}`);
     const servers = loaded.servers.map(entry => entry.server);
 
-    const bus = new MemoryBus(logFor('bus'));
+    // Tracked as in a service process: bus metrics (lib metrics/bus.ts) are recorded here too.
+    const bus = new TrackedBus(new MemoryBus(logFor('bus')));
     await bus.ensureStream(streams.ledger);
     stops.push(() => bus.close());
     const dataDir = config.databaseUrl ? null : options.dataDir === null ? null : resolve(options.dataDir);

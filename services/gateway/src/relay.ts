@@ -24,6 +24,7 @@ import { declaredLevelOf, isToolVisible } from './catalog.js';
 import { busClientLink, onCallCancelled, type ClientLink, type PendingRequests } from './client-channel.js';
 import { callEvent, summarizeResult, type CallContext } from './events.js';
 import { runWithInputRequired } from './input-required.js';
+import { observeUpstreamCall } from './metrics.js';
 import { inputModeOf } from './upstream-input.js';
 import type { CallOutcome, Upstream } from './upstream.js';
 
@@ -169,7 +170,7 @@ async function callTool(
     appended ??= settle(appendLedgerEvent(bus, called));
     return undefined;
   };
-  const outcome = await settle(traceUpstreamCall('tools/call', { name }, upstream.key, request._meta, meta => upstream.callTool(name, request.arguments, meta, link, signal, inputModeOf(request), admit)));
+  const outcome = await settle(observeUpstreamCall(upstream, 'tools/call', name, traceUpstreamCall('tools/call', { name }, upstream.key, request._meta, meta => upstream.callTool(name, request.arguments, meta, link, signal, inputModeOf(request), admit))));
   if (outcome.status === 'fulfilled' && !outcome.value.ok && outcome.value.kind === 'refused') {
     const sent = appended !== undefined;
     const { message } = outcome.value;
@@ -233,7 +234,7 @@ async function relayOther(
     kind === 'resource'
       ? traceUpstreamCall('resources/read', { uri: target }, upstream.key, request._meta, meta => upstream.readResource(target, meta, link, signal, inputModeOf(request)))
       : traceUpstreamCall('prompts/get', { name: target }, upstream.key, request._meta, meta => upstream.getPrompt(target, (request as { arguments?: Record<string, string> }).arguments, meta, link, signal, inputModeOf(request)));
-  const [appended, outcome] = await Promise.allSettled([appendLedgerEvent(bus, called), call]);
+  const [appended, outcome] = await Promise.allSettled([appendLedgerEvent(bus, called), observeUpstreamCall(upstream, request.method, undefined, call)]);
   const result = outcomeOf(outcome, failure => {
     const code = failure.kind === 'timeout' ? 'UpstreamTimeout' : failure.kind === 'cancelled' ? 'Cancelled' : 'ServerUnavailable';
     throw new PunkError(code, failure.message, { server: request.server });

@@ -30,6 +30,7 @@ import {
 } from '@punk/lib';
 import { traceGatewayCalls } from '@punk/lib';
 import { stateChangedEvent } from './events.js';
+import { watchUpstreams } from './metrics.js';
 import { migrateGateway } from './migrations.js';
 import { DEFAULT_PENDING_LIMITS, PendingRequests, type PendingLimits } from './client-channel.js';
 import { ClientSessions } from './client-sessions.js';
@@ -394,6 +395,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   ];
   let stopped: Promise<void> | undefined;
 
+  const unwatchUpstreams = watchUpstreams(() => upstreams.values(), () => [...upstreams.keys()].flatMap(key => sessions.ofServer(key)));
   return {
     ready: async () => {
       await Promise.all([...upstreams.values()].map(u => u.firstStart));
@@ -405,6 +407,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     catalog: tenant => registry.catalog(tenant),
     stop: () =>
       (stopped ??= (async () => {
+        unwatchUpstreams();
         await operatorServers.unsubscribe();
         await served.stop();
         await Promise.all(subscriptions.map(s => s.unsubscribe()));

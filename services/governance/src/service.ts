@@ -24,6 +24,7 @@ import {
 } from '@punk/lib';
 import { traceGovernanceChecks } from '@punk/lib';
 import { classify, type Classification } from './classify.js';
+import { countRateLimited, observeChecks } from './metrics.js';
 import { defaultPolicy, evaluatePolicy, type PolicyInput, type PolicyOutcome, type PolicyRule } from './policy.js';
 import { watchPolicies } from './policy-watch.js';
 import { RateLimiter } from './rate-limits.js';
@@ -78,7 +79,7 @@ export async function startGovernance(options: GovernanceOptions): Promise<Gover
   const limiter = await RateLimiter.open(bus);
   const subscription = await bus.serve(
     subjects.governanceCheck,
-    traceGovernanceChecks(async data => {
+    traceGovernanceChecks(observeChecks(async data => {
       let check: GovernanceCheck;
       try {
         check = parseMessage(governanceCheckSchema, subjects.governanceCheck, data);
@@ -91,6 +92,7 @@ export async function startGovernance(options: GovernanceOptions): Promise<Gover
       if (decision.decision !== 'deny' && rateLimits.length > 0) {
         const input: PolicyInput = { kind: check.kind, server: check.server, target: check.target, subject: check.principal.subject, groups: check.principal.groups, level: decision.sideEffectLevel };
         const over = await limiter.exceeded(check.tenant, input, rateLimits);
+        if (over) countRateLimited(check);
         if (over) decision = { ...decision, decision: 'deny', rule: over.name, reason: `rate limit ${over.limit}: ${over.requests} requests per ${over.per} exceeded` };
       }
       await appendLedgerEvent(bus, {
@@ -116,7 +118,7 @@ export async function startGovernance(options: GovernanceOptions): Promise<Gover
       });
       log.debug({ action: decision.action, decision: decision.decision, rule: decision.rule }, 'governance decision');
       return decision;
-    }),
+    })),
     { queue: queues.governance },
   );
   const filtering = await bus.serve(

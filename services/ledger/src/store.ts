@@ -1,5 +1,6 @@
 import type { Database, LedgerEvent, Queryable } from '@punk/lib';
 import { GENESIS_HASH, chainEvent } from './chain.js';
+import { recordAppend } from './metrics.js';
 import { EVENT_COLUMNS, eventOfRow, runOfRow, type EventRow, type RunRow, type StoredEvent } from './rows.js';
 import { runDeltas, type RunSummary } from './runs.js';
 import { verifyChain, type VerifyResult } from './verify.js';
@@ -59,7 +60,8 @@ export class LedgerStore {
    * @throws the database error; nothing of the batch is then stored.
    */
   async append(events: LedgerEvent[], rejected: RejectedMessage[] = []): Promise<AppendResult> {
-    return this.db.transaction(async tx => {
+    let written: LedgerEvent[] = [];
+    const result = await this.db.transaction(async tx => {
       const unique = new Map<string, LedgerEvent>();
       for (const event of events) if (!unique.has(event.id)) unique.set(event.id, event);
       const tenants = [...new Set([...unique.values()].map(e => e.tenant))].sort();
@@ -70,7 +72,7 @@ export class LedgerStore {
         const stored = await tx.query<{ id: string }>('SELECT id FROM ledger.events WHERE id = ANY($1::uuid[])', [[...unique.keys()]]);
         for (const { id } of stored.rows) unique.delete(id);
       }
-      const fresh = [...unique.values()];
+      const fresh = (written = [...unique.values()]);
       for (const tenant of tenants) {
         const ofTenant = fresh.filter(e => e.tenant === tenant);
         if (ofTenant.length > 0) await insertChained(tx, tenant, ofTenant);
@@ -80,6 +82,8 @@ export class LedgerStore {
       for (const message of rejected) recorded += await insertRejected(tx, message);
       return { appended: fresh.length, duplicates: events.length - fresh.length, rejected: recorded };
     });
+    recordAppend(written, result.rejected);
+    return result;
   }
 
   /** Runs of a tenant, most recently active first (by last event time, then run id). */

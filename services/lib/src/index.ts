@@ -14,3 +14,4 @@ export * from './db/database.js';
 export * from './db/migrate.js';
 export * from './service/index.js';
 export * from './tracing/index.js';
+export * from './metrics/index.js';

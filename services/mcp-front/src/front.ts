@@ -26,6 +26,7 @@ import { startSessionMessages } from './session-messages.js';
 import { openApiDocument } from './openapi.js';
 import { registryRouter } from './registry-api.js';
 import { SessionStore } from './sessions.js';
+import { trackHttpResponses, watchSessions } from './metrics.js';
 import { ToolSchemaValidator } from './validate.js';
 
 /** Options of `createFront`. */
@@ -255,6 +256,7 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     checkScope,
   });
   const router = express.Router();
+  router.use(trackHttpResponses);
   if (authenticator) router.use(authenticator.metadata);
   router.use('/api/v1', adminRouter({ auth: authenticator, tenant, defaultScopes: options.auth?.requiredScopes ?? [], log }));
   const adminOnly = adminGuard(authenticator, 'open');
@@ -262,6 +264,7 @@ export async function createFront(options: FrontOptions): Promise<Front> {
   router.get('/api/v1/openapi.json', (_req, res) => void res.set('Cache-Control', 'no-cache').json(openApiDocument));
   router.use('/api/v1', registryRouter({ bus, log, auth: authenticator, tenant, maxBodyBytes: options.maxBodyBytes }));
   router.use(endpointRouter);
+  const unwatchSessions = watchSessions(tenant, sessions);
   let closing: Promise<void> | undefined;
   return {
     router,
@@ -269,6 +272,7 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     close: () =>
       (closing ??= (async () => {
         stopListening();
+        unwatchSessions();
         await fanOut.unsubscribe();
         await updatesFanOut.unsubscribe();
         await listenUpdates.unsubscribe();

@@ -53,6 +53,7 @@ import { openCallChannel, type CallSink, type OpenCallChannel } from './call-cha
 import { cancelOnAbort, sessionCallId } from './cancellation.js';
 import { paginate } from './cursor.js';
 import { toProtocolError } from './errors.js';
+import { observeOperations } from './metrics.js';
 import { SUPPORTED_VERSIONS } from './http.js';
 import { namespacedName } from './naming.js';
 import type { RequestStateCodec, RequestStatePayload } from './request-state.js';
@@ -342,6 +343,7 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
       }
     });
   }
+  observeOperations(server, deps.catalog, scope);
   return server;
 }
 

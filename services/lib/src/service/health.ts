@@ -1,9 +1,10 @@
 /**
- * The HTTP listener of a service process: `/healthz`, `/readyz`, and the
- * service's own handler (an express app) for every other path.
+ * The HTTP listener of a service process: `/healthz`, `/readyz`, `/metrics`
+ * (Prometheus), and the service's own handler (an express app) for every other path.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { collectProcessMetrics, serveMetrics } from '../metrics/exposition.js';
 import { isAllowedHost } from './hosts.js';
 
 /** Answers one HTTP request (an express app fits). */
@@ -13,7 +14,7 @@ export type HttpHandler = (req: IncomingMessage, res: ServerResponse) => void;
 export interface HealthServer {
   /** `http://host:port` actually bound (port 0 resolved). */
   url: string;
-  /** Sets the handler of every path other than `/healthz` and `/readyz`. */
+  /** Sets the handler of every path other than `/healthz`, `/readyz` and `/metrics`. */
   setHandler(handler: HttpHandler): void;
   /** Closes every connection and the listener. */
   close(): Promise<void>;
@@ -37,13 +38,16 @@ function json(res: ServerResponse, status: number, body: unknown): void {
 /**
  * Binds `host:port` and serves `/healthz` (200 while the process runs) and
  * `/readyz` (200 `{status:"ready"}` when `ready()` resolves, else 503
- * `{status:"not-ready", reason}` with the reason it threw). Other paths go to
+ * `{status:"not-ready", reason}` with the reason it threw), and `/metrics`: the
+ * process's Prometheus metrics (metrics/exposition.ts; other methods than GET and HEAD
+ * get 405), whose process metrics it starts collecting. Other paths go to
  * the handler set later, or answer 404 (503 while none is set).
  *
  * `portHint` says how to choose another port when this one is taken.
  * Request heads larger than node's `maxHeaderSize` (16 KiB) answer 431;
  * slow requests are cut per `options` (checked every second), and with
- * `options.allowedHosts` a request for another `Host` is 403 (hosts.ts).
+ * `options.allowedHosts` a request for another `Host` is 403 (hosts.ts), except on
+ * the probes and `/metrics`, which kubelets and scrapers reach by pod IP.
  *
  * @throws Error naming `host:port` when the port cannot be bound.
  */
@@ -52,6 +56,7 @@ export async function listenHealth(host: string, port: number, ready: () => Prom
   const requestTimeout = options.requestTimeoutMs ?? 30_000;
   const headersTimeout = Math.min(options.headersTimeoutMs ?? 10_000, requestTimeout);
   const { allowedHosts } = options;
+  collectProcessMetrics();
   const server: Server = createServer({ requestTimeout, headersTimeout, connectionsCheckingInterval: 1000 }, (req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (path === '/healthz') return json(res, 200, { status: 'ok' });
@@ -62,6 +67,7 @@ export async function listenHealth(host: string, port: number, ready: () => Prom
       );
       return;
     }
+    if (path === '/metrics') return serveMetrics(req, res);
     if (allowedHosts && !isAllowedHost(req.headers.host, allowedHosts)) {
       return json(res, 403, { error: { code: 'ForbiddenHost', message: `Host ${JSON.stringify(req.headers.host ?? '')} is not a name of this listener (PUNK_ALLOWED_HOSTS)` } });
     }

@@ -21,8 +21,9 @@ import type {
   StreamConfig,
   StreamMessage,
 } from '../bus/bus.js';
+import { busAppendDuration, busRequestDuration, busServedInFlight, observeBusCall } from '../metrics/bus.js';
 
-/** Delegates everything to `inner`; counts the request handlers running through `serve`. */
+/** Delegates everything to `inner`; counts the request handlers running through `serve`; times requests and appends (metrics/bus.ts). */
 export class TrackedBus implements Bus {
   private readonly served = new Set<BusSubscription>();
   private inFlight = 0;
@@ -60,9 +61,11 @@ export class TrackedBus implements Bus {
   async serve(subject: string, handler: RequestHandler, options?: ServeOptions): Promise<BusSubscription> {
     const counted: RequestHandler = async (data, info) => {
       this.inFlight++;
+      busServedInFlight.inc();
       try {
         return await handler(data, info);
       } finally {
+        busServedInFlight.dec();
         if (--this.inFlight === 0) for (const wake of this.idleWaiters.splice(0)) wake();
       }
     };
@@ -78,7 +81,7 @@ export class TrackedBus implements Bus {
   }
 
   request(subject: string, data: unknown, options: RequestOptions): Promise<unknown> {
-    return this.inner.request(subject, data, options);
+    return observeBusCall(busRequestDuration, subject, this.inner.request(subject, data, options));
   }
   publish(subject: string, data: unknown, headers?: BusHeaders): Promise<void> {
     return this.inner.publish(subject, data, headers);
@@ -90,7 +93,7 @@ export class TrackedBus implements Bus {
     return this.inner.ensureStream(config);
   }
   append(subject: string, data: unknown, options: { msgId: string; headers?: BusHeaders; timeoutMs?: number }): Promise<AppendAck> {
-    return this.inner.append(subject, data, options);
+    return observeBusCall(busAppendDuration, subject, this.inner.append(subject, data, options));
   }
   consume(stream: string, durable: string, handler: BatchHandler, options?: ConsumeOptions): Promise<BusConsumer> {
     return this.inner.consume(stream, durable, handler, options);

@@ -1,0 +1,103 @@
+/**
+ * The gateway's Prometheus metrics (docs/observability.md "Metrics"): every relayed call to an upstream MCP
+ * server, timed as the OpenTelemetry MCP semantic conventions time a client's request (gen-ai/mcp.md, metric
+ * `mcp.client.operation.duration`) and labelled with the server; the upstream connections of this replica by
+ * state; and the calls in flight per server.
+ */
+import { errorTypeOf, MCP_DURATION_BUCKETS, NO_ERROR, OTHER, PunkError, secondsSince, type ServerState } from '@punk/lib';
+import { Gauge, Histogram } from 'prom-client';
+import type { CallOutcome, Upstream } from './upstream.js';
+
+/**
+ * `mcp_client_operation_duration_seconds` (histogram, seconds; semconv `mcp.client.operation.duration`, its bucket
+ * boundaries): one relayed `tools/call`, `resources/read` or `prompts/get`, from the pool taking it (waiting for a
+ * (re)connect included) until the upstream's answer. Labels: `mcp_method_name`; `server` (`<namespace>/<name>`);
+ * `gen_ai_tool_name` (on `tools/call`: the upstream's tool name when the server lists it, else `_OTHER`; empty for
+ * other methods); `error_type` (empty on success; `tool_error` for a result with `isError: true`; the upstream's
+ * JSON-RPC error code such as `-32602`; `timeout`, `unavailable`, `exited`, `cancelled` or `refused` for a call that
+ * got no answer; else the PunkError code, e.g. `ServerBusy`). Errors per server are its series with an `error_type`.
+ */
+export const clientOperationDuration = new Histogram({
+  name: 'mcp_client_operation_duration_seconds',
+  help: 'Duration of MCP calls the gateway relayed to an upstream server, by method, server, tool and error type (OpenTelemetry mcp.client.operation.duration).',
+  labelNames: ['mcp_method_name', 'server', 'gen_ai_tool_name', 'error_type'] as const,
+  buckets: [...MCP_DURATION_BUCKETS],
+});
+
+/** Where the gateways of this process keep their upstreams: the pooled ones, and the `per-client` sessions' own. */
+interface UpstreamSource {
+  shared: () => Iterable<Upstream>;
+  perClient: () => Iterable<Upstream>;
+}
+const sources = new Set<UpstreamSource>();
+
+/**
+ * `punk_gateway_upstreams` (gauge; labels `pool`: `shared` for a server's pooled connection, `per_client` for a
+ * `per-client` server's connection of one client session; `state`: `starting`, `ready`, `idle`, `failed`, `stopped`):
+ * upstream connections this replica keeps, read at scrape time.
+ */
+export const upstreamsGauge = new Gauge({
+  name: 'punk_gateway_upstreams',
+  help: 'Upstream MCP server connections this gateway replica keeps, by pool (shared or per_client) and state.',
+  labelNames: ['pool', 'state'] as const,
+  collect() {
+    this.reset();
+    const states: ServerState[] = ['starting', 'ready', 'idle', 'failed', 'stopped'];
+    for (const pool of ['shared', 'per_client'] as const) for (const state of states) this.set({ pool, state }, 0);
+    for (const source of sources) {
+      for (const upstream of source.shared()) this.inc({ pool: 'shared', state: upstream.state });
+      for (const upstream of source.perClient()) this.inc({ pool: 'per_client', state: upstream.state });
+    }
+  },
+});
+
+/** `punk_gateway_upstream_calls_in_flight` (gauge; label `server`): calls this replica has relayed to the server and not yet seen answered. */
+export const callsInFlight = new Gauge({
+  name: 'punk_gateway_upstream_calls_in_flight',
+  help: 'Calls in flight from this gateway replica to each upstream server (pooled and per-client connections together).',
+  labelNames: ['server'] as const,
+  collect() {
+    this.reset();
+    for (const source of sources) {
+      for (const upstream of [...source.shared(), ...source.perClient()]) this.inc({ server: upstream.key }, upstream.callsInFlight);
+    }
+  },
+});
+
+/** Makes a gateway's upstreams visible to {@link upstreamsGauge} and {@link callsInFlight}; returns what stops it (the gateway's stop). */
+export function watchUpstreams(shared: () => Iterable<Upstream>, perClient: () => Iterable<Upstream>): () => void {
+  const source = { shared, perClient };
+  sources.add(source);
+  return () => void sources.delete(source);
+}
+
+/** The `error_type` of a settled relayed call (see {@link clientOperationDuration}). */
+function errorTypeOfOutcome(outcome: PromiseSettledResult<CallOutcome>): string {
+  if (outcome.status === 'rejected') {
+    const mcpCode = outcome.reason instanceof PunkError && outcome.reason.code === 'UpstreamError' ? outcome.reason.details?.['mcpCode'] : undefined;
+    return typeof mcpCode === 'number' ? String(mcpCode) : errorTypeOf(outcome.reason);
+  }
+  if (!outcome.value.ok) return outcome.value.kind;
+  return outcome.value.result['isError'] === true ? 'tool_error' : NO_ERROR;
+}
+
+/**
+ * Times one relayed call into {@link clientOperationDuration} and returns the same promise. `tool` is the
+ * upstream's tool name of a `tools/call` (kept as a label only when the server lists it).
+ */
+export function observeUpstreamCall(upstream: Upstream, method: string, tool: string | undefined, call: Promise<CallOutcome>): Promise<CallOutcome> {
+  const startedAt = performance.now();
+  const toolLabel = tool === undefined ? '' : typeof upstream.knownTool(tool) === 'object' ? tool : OTHER;
+  const record = (outcome: PromiseSettledResult<CallOutcome>) =>
+    clientOperationDuration.observe({ mcp_method_name: method, server: upstream.key, gen_ai_tool_name: toolLabel, error_type: errorTypeOfOutcome(outcome) }, secondsSince(startedAt));
+  return call.then(
+    value => {
+      record({ status: 'fulfilled', value });
+      return value;
+    },
+    (reason: unknown) => {
+      record({ status: 'rejected', reason });
+      throw reason;
+    },
+  );
+}

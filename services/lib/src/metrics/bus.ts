@@ -1,0 +1,76 @@
+/**
+ * Metrics of the bus as its users see it: request/reply latency and failures per subject family, durable
+ * appends, and requests being answered. Recorded by {@link TrackedBus} (service/tracked-bus.ts), which every
+ * service process and `punk up` talk through.
+ */
+import { Gauge, Histogram } from 'prom-client';
+import { subjectMatches } from '../bus/bus.js';
+import { subjects } from '../contracts.js';
+import { errorTypeOf, FAST_BUCKETS, NO_ERROR, OTHER, secondsSince } from './labels.js';
+
+/** Stands for one id token while the subject patterns are derived from `subjects` (letters only: survives `subjectToken`). */
+const ID_TOKEN = 'punkmetricsid';
+
+/**
+ * Every subject of contracts.ts as a NATS pattern, an id token replaced by `*`
+ * (`punk.client-request.*.answer`, `punk.gateway.instance.*.call`, …): the bounded `subject` label values.
+ */
+const SUBJECT_FAMILIES: readonly string[] = Object.values(subjects).map(subject =>
+  typeof subject === 'string' ? subject : (subject as (...ids: string[]) => string)(ID_TOKEN, ID_TOKEN).replaceAll(ID_TOKEN, '*'),
+);
+
+/**
+ * The subject family of a subject: the pattern of contracts.ts it matches with its ids as `*`
+ * (`punk.client-request.7f…/answer` → `punk.client-request.*.answer`), or `_OTHER` for a subject Punk does not define.
+ */
+export function subjectFamily(subject: string): string {
+  return SUBJECT_FAMILIES.find(pattern => subjectMatches(pattern, subject)) ?? OTHER;
+}
+
+/**
+ * `punk_bus_request_duration_seconds` (histogram, seconds; labels `subject`: the subject family, `error_type`:
+ * empty on success, else the PunkError code such as `BusTimeout`, `BusNoResponders` or the responder's own code):
+ * one bus request from send to reply, as the requester saw it. Errors and timeouts are its series with an `error_type`.
+ */
+export const busRequestDuration = new Histogram({
+  name: 'punk_bus_request_duration_seconds',
+  help: 'Duration of bus request/reply calls as the requester saw them, by subject family and error type (empty on success).',
+  labelNames: ['subject', 'error_type'] as const,
+  buckets: [...FAST_BUCKETS],
+});
+
+/**
+ * `punk_bus_append_duration_seconds` (histogram, seconds; labels `subject`, `error_type`): one durable append to a
+ * stream (the ledger's events, 2025 sessions' SSE events) until the stream acknowledged it.
+ */
+export const busAppendDuration = new Histogram({
+  name: 'punk_bus_append_duration_seconds',
+  help: 'Duration of durable stream appends until acknowledged, by subject family and error type (empty on success).',
+  labelNames: ['subject', 'error_type'] as const,
+  buckets: [...FAST_BUCKETS],
+});
+
+/** `punk_bus_served_requests_in_flight` (gauge): bus requests this process received and has not answered yet. */
+export const busServedInFlight = new Gauge({
+  name: 'punk_bus_served_requests_in_flight',
+  help: 'Bus requests this process is answering now (received, not yet replied to).',
+});
+
+/**
+ * Times one bus operation (a request or an append) into `histogram`, labelled with the subject family and, when
+ * it rejects, its error type. Returns the same promise.
+ */
+export function observeBusCall<T>(histogram: typeof busRequestDuration, subject: string, call: Promise<T>): Promise<T> {
+  const startedAt = performance.now();
+  const family = subjectFamily(subject);
+  return call.then(
+    value => {
+      histogram.observe({ subject: family, error_type: NO_ERROR }, secondsSince(startedAt));
+      return value;
+    },
+    (error: unknown) => {
+      histogram.observe({ subject: family, error_type: errorTypeOf(error) }, secondsSince(startedAt));
+      throw error;
+    },
+  );
+}
