@@ -22,6 +22,8 @@ const exampleValues = readdirSync(join(chart, 'examples')).filter(file => file.e
 /** The values files the chart is rendered with: undefined is the default values. */
 const valueSets: (string | undefined)[] = [undefined, ...exampleValues];
 const NAMESPACE = 'punk-system';
+/** The namespace of the real release: the dry runs leave ServiceAccounts in NAMESPACE, which no release owns. */
+const RELEASE_NAMESPACE = 'punk-release';
 
 /** A Kubernetes object as helm renders it. */
 interface KubeObject {
@@ -205,7 +207,7 @@ describe('the Helm chart charts/punk', { skip: availability.available ? false : 
       plane = await startControlPlane();
       kubeconfigFile = join(helmHome, 'kubeconfig');
       writeFileSync(kubeconfigFile, plane.kubeConfig.exportConfig(), { mode: 0o600 });
-      for (const namespace of [NAMESPACE, 'team-a', 'team-b']) {
+      for (const namespace of [NAMESPACE, RELEASE_NAMESPACE, 'team-a', 'team-b']) {
         const { status, text } = await requestApi(plane.kubeConfig, 'POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } });
         assert.equal(status, 201, text);
       }
@@ -246,34 +248,47 @@ describe('the Helm chart charts/punk', { skip: availability.available ? false : 
       return byKind;
     }
 
+    /**
+     * Server-side apply of one object (field manager punk-chart-test, strict field validation), as a dry run unless
+     * `dryRun` is false.
+     * @throws AssertionError with the API server's message when it refuses the object.
+     */
+    async function apply(byKind: Map<string, { plural: string; namespaced: boolean }>, object: KubeObject, dryRun: boolean): Promise<void> {
+      const resource = byKind.get(`${object.apiVersion}/${object.kind}`);
+      assert.ok(resource, `the API server does not serve ${object.apiVersion} ${object.kind} (${object.metadata.name})`);
+      const base = object.apiVersion.includes('/') ? `/apis/${object.apiVersion}` : `/api/${object.apiVersion}`;
+      const scope = resource.namespaced ? `/namespaces/${object.metadata.namespace ?? NAMESPACE}` : '';
+      const query = `${dryRun ? 'dryRun=All&' : ''}fieldManager=punk-chart-test&fieldValidation=Strict&force=true`;
+      const { status, text } = await requestApi(plane.kubeConfig, 'PATCH', `${base}${scope}/${resource.plural}/${object.metadata.name}?${query}`, object, 'application/apply-patch+yaml');
+      assert.ok(status === 200 || status === 201, `${object.kind} ${object.metadata.name}: HTTP ${status}: ${text.slice(0, 800)}`);
+    }
+
     for (const file of valueSets) {
       it(`accepts every object rendered with ${file ?? 'the default values'} in a server-side dry-run apply`, async () => {
         const byKind = await resourcesByKind();
         const objects = template(file);
         assert.ok(objects.length > 20, `only ${objects.length} objects`);
-        for (const object of objects) {
-          const resource = byKind.get(`${object.apiVersion}/${object.kind}`);
-          assert.ok(resource, `the API server does not serve ${object.apiVersion} ${object.kind} (${object.metadata.name})`);
-          const base = object.apiVersion.includes('/') ? `/apis/${object.apiVersion}` : `/api/${object.apiVersion}`;
-          const scope = resource.namespaced ? `/namespaces/${object.metadata.namespace ?? NAMESPACE}` : '';
-          const path = `${base}${scope}/${resource.plural}/${object.metadata.name}?dryRun=All&fieldManager=punk-chart-test&fieldValidation=Strict&force=true`;
-          const { status, text } = await requestApi(plane.kubeConfig, 'PATCH', path, object, 'application/apply-patch+yaml');
-          assert.ok(status === 200 || status === 201, `${object.kind} ${object.metadata.name}: HTTP ${status}: ${text.slice(0, 800)}`);
-        }
+        // A Pod is admitted only when its ServiceAccount exists, which a dry run does not make: those first, for real.
+        for (const object of objects.filter(o => o.kind === 'ServiceAccount')) await apply(byKind, object, false);
+        for (const object of objects) await apply(byKind, object, true);
       });
     }
 
     it('keeps the generated keys across helm upgrade and uninstall, and rolls pods when their settings change', async () => {
       const kube = { KUBECONFIG: kubeconfigFile };
-      const install = runHelm(['install', 'punk', chart, '-n', NAMESPACE, '-f', join(chart, 'examples', 'dev-bundled.yaml'), '--wait=false', '--timeout', '60s'], kube);
+      const install = runHelm(['install', 'punk', chart, '-n', RELEASE_NAMESPACE, '-f', join(chart, 'examples', 'dev-bundled.yaml'), '--wait=false', '--timeout', '60s'], kube);
       assert.equal(install.status, 0, install.stderr);
+      // NOTES.txt: the bundled services' warning, the port-forward, and how to connect Claude Code.
+      assert.match(install.stdout, /WARNING: the bundled NATS and PostgreSQL are NOT FOR PRODUCTION/);
+      assert.match(install.stdout, /kubectl -n punk-release port-forward service\/punk-mcp-front 4100:80/);
+      assert.match(install.stdout, /claude mcp add --transport http punk http:\/\/127\.0\.0\.1:4100\/mcp/);
       const readSecret = async (name: string) => {
-        const { status, text } = await requestApi(plane.kubeConfig, 'GET', `/api/v1/namespaces/${NAMESPACE}/secrets/${name}`);
+        const { status, text } = await requestApi(plane.kubeConfig, 'GET', `/api/v1/namespaces/${RELEASE_NAMESPACE}/secrets/${name}`);
         assert.equal(status, 200, text);
         return (JSON.parse(text) as { data: Record<string, string> }).data;
       };
       const readChecksum = async (component: string) => {
-        const { text } = await requestApi(plane.kubeConfig, 'GET', `/apis/apps/v1/namespaces/${NAMESPACE}/deployments/punk-${component}`);
+        const { text } = await requestApi(plane.kubeConfig, 'GET', `/apis/apps/v1/namespaces/${RELEASE_NAMESPACE}/deployments/punk-${component}`);
         return (JSON.parse(text) as { spec: { template: { metadata: { annotations: Record<string, string> } } } }).spec.template.metadata.annotations['checksum/config'];
       };
       const keys = await readSecret('punk-keys');
@@ -284,17 +299,17 @@ describe('the Helm chart charts/punk', { skip: availability.available ? false : 
       const frontChecksum = await readChecksum('mcp-front');
       const ledgerChecksum = await readChecksum('ledger');
 
-      const upgrade = runHelm(['upgrade', 'punk', chart, '-n', NAMESPACE, '-f', join(chart, 'examples', 'dev-bundled.yaml'), '--set', 'mcpFront.env.PUNK_MAX_SESSIONS=500', '--wait=false', '--timeout', '60s'], kube);
+      const upgrade = runHelm(['upgrade', 'punk', chart, '-n', RELEASE_NAMESPACE, '-f', join(chart, 'examples', 'dev-bundled.yaml'), '--set', 'mcpFront.env.PUNK_MAX_SESSIONS=500', '--wait=false', '--timeout', '60s'], kube);
       assert.equal(upgrade.status, 0, upgrade.stderr);
       assert.deepEqual(await readSecret('punk-keys'), keys, 'an upgrade keeps the keys');
       assert.deepEqual(await readSecret('punk-postgres'), password, 'an upgrade keeps the bundled database password');
       assert.notEqual(await readChecksum('mcp-front'), frontChecksum, 'a changed setting rolls the front');
       assert.equal(await readChecksum('ledger'), ledgerChecksum, 'an unchanged component keeps its pods');
 
-      const uninstall = runHelm(['uninstall', 'punk', '-n', NAMESPACE, '--wait=false'], kube);
+      const uninstall = runHelm(['uninstall', 'punk', '-n', RELEASE_NAMESPACE, '--wait=false'], kube);
       assert.equal(uninstall.status, 0, uninstall.stderr);
       assert.deepEqual(await readSecret('punk-keys'), keys, 'uninstall leaves the keys behind (helm.sh/resource-policy: keep)');
-      const deployment = await requestApi(plane.kubeConfig, 'GET', `/apis/apps/v1/namespaces/${NAMESPACE}/deployments/punk-mcp-front`);
+      const deployment = await requestApi(plane.kubeConfig, 'GET', `/apis/apps/v1/namespaces/${RELEASE_NAMESPACE}/deployments/punk-mcp-front`);
       assert.equal(deployment.status, 404, 'uninstall removed the Deployments');
     });
   });
