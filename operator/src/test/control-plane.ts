@@ -20,7 +20,7 @@ const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
 const script = join(repoRoot, 'scripts', 'control-plane.mjs');
 
 /** Where the control plane binaries are, or why the tests that need them cannot run. */
-export type ControlPlaneAvailability = { available: true; binDir: string } | { available: false; reason: string };
+export type ControlPlaneAvailability = { available: true; binDir: string } | { available: false; reason: string; goInstalled: boolean };
 
 /**
  * Whether kube-apiserver, etcd and helm are built. When they are not and Go is absent, the operator tests skip
@@ -33,6 +33,7 @@ export function controlPlaneAvailability(): ControlPlaneAvailability {
   const why = path.stderr.trim().replace(/^control-plane: /, '');
   return {
     available: false,
+    goInstalled: go.status === 0,
     reason: go.status === 0 ? `${why} (Go is installed: \`node scripts/control-plane.mjs build\` builds them)` : `Go is not installed, so kube-apiserver, etcd and helm cannot be built: ${why}`,
   };
 }
