@@ -1,9 +1,11 @@
 // Builds a real Kubernetes control plane (kube-apiserver and etcd) from their Go
 // modules into a cache outside the repository, the way envtest supplies them to
-// Go operators, so that the operator tests can start one (issue 6).
+// Go operators, so that the operator tests can start one (issue 6), and helm, which
+// the chart tests run against it (issue 7).
 //
-//   node scripts/control-plane.mjs build   build both binaries (skipped when they answer --version)
-//   node scripts/control-plane.mjs path    print the bin directory (exit 1 when not built)
+//   node scripts/control-plane.mjs build [name…]   build kube-apiserver, etcd and helm, or only the
+//                                                  named ones (each skipped when it answers its version)
+//   node scripts/control-plane.mjs path    print the bin directory holding all three (exit 1 when one is not built)
 //   node scripts/control-plane.mjs check   start etcd and kube-apiserver, wait for /readyz,
 //                                          list namespaces over HTTPS, stop both
 //
@@ -31,15 +33,21 @@ const ETCD_VERSION = 'v3.7.3';
 // In etcd 3.6 and 3.7 the root package of the server module is `package main`.
 const ETCD_MAIN_PACKAGE = 'go.etcd.io/etcd/server/v3';
 const KUBE_APISERVER_PACKAGE = 'k8s.io/kubernetes/cmd/kube-apiserver';
+// Helm v3.22.0: built with Go 1.26 against the Kubernetes 0.37 client libraries,
+// so it knows the API versions of the apiserver above.
+const HELM_VERSION = 'v3.22.0';
+const HELM_MODULE = 'helm.sh/helm/v3';
 
 const cacheRoot = process.env.PUNK_CONTROL_PLANE_DIR
   ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'punk', 'control-plane');
 const versionDir = process.env.PUNK_CONTROL_PLANE_DIR ?? join(cacheRoot, KUBERNETES_VERSION);
 const binDir = join(versionDir, 'bin');
 const goStateDir = join(cacheRoot, 'go');
+/** Each binary with the arguments that print its version and the text that output must contain. */
 const binaries = {
-  'kube-apiserver': { path: join(binDir, 'kube-apiserver'), versionText: `Kubernetes ${KUBERNETES_VERSION}` },
-  etcd: { path: join(binDir, 'etcd'), versionText: `etcd Version: ${ETCD_VERSION.slice(1)}` },
+  'kube-apiserver': { path: join(binDir, 'kube-apiserver'), versionArgs: ['--version'], versionText: `Kubernetes ${KUBERNETES_VERSION}` },
+  etcd: { path: join(binDir, 'etcd'), versionArgs: ['--version'], versionText: `etcd Version: ${ETCD_VERSION.slice(1)}` },
+  helm: { path: join(binDir, 'helm'), versionArgs: ['version', '--short'], versionText: HELM_VERSION },
 };
 
 /** A failure the script reports as one message and exit code 1, without a stack. */
@@ -63,13 +71,15 @@ function secondsSince(start) {
 }
 
 /**
- * Whether a binary exists and its `--version` output contains the pinned version.
- * @param {{ path: string, versionText: string }} binary
+ * Whether a binary exists and its version output contains the pinned version.
+ * @param {{ path: string, versionArgs: string[], versionText: string }} binary
  * @returns {boolean}
  */
 function answersVersion(binary) {
   if (!existsSync(binary.path)) return false;
-  const result = spawnSync(binary.path, ['--version'], { encoding: 'utf8', timeout: 10_000 });
+  // helm keeps its state under HOME; a throwaway one leaves the user's untouched.
+  const env = { ...process.env, HELM_CONFIG_HOME: tmpdir(), HELM_CACHE_HOME: tmpdir(), HELM_DATA_HOME: tmpdir() };
+  const result = spawnSync(binary.path, binary.versionArgs, { encoding: 'utf8', timeout: 10_000, env });
   return result.status === 0 && `${result.stdout}${result.stderr}`.includes(binary.versionText);
 }
 
@@ -86,7 +96,7 @@ function findGo() {
       return candidate;
     }
   }
-  throw new ControlPlaneError('Go is not installed: no `go` on PATH nor at /usr/local/go/bin/go. Install Go 1.26 or later to build kube-apiserver and etcd.');
+  throw new ControlPlaneError('Go is not installed: no `go` on PATH nor at /usr/local/go/bin/go. Install Go 1.26 or later to build kube-apiserver, etcd and helm.');
 }
 
 /**
@@ -167,7 +177,7 @@ function locallyReplacedRequirements(goMod) {
 }
 
 /**
- * Builds one main package from a module whose go.mod has local replace
+ * Builds one main package from a module whose go.mod may have local replace
  * directives: downloads the module, writes a throwaway module under the version
  * directory that requires it and points each locally replaced requirement at its
  * published version, then runs `go build -trimpath -ldflags '-s -w …'`. The
@@ -214,60 +224,87 @@ async function buildFromModule(go, target) {
 }
 
 /**
- * `build`: builds whichever of kube-apiserver and etcd is missing or does not
- * answer --version with the pinned version.
- * @throws {ControlPlaneError} when Go is missing or a download or build fails
+ * How to build each binary from its Go module (see buildFromModule).
+ * @type {Record<keyof typeof binaries, { module: string, version: string, mainPackage: string,
+ *   publishedVersion: (module: string) => string, ldflags: string[] }>}
  */
-async function build() {
-  if (Object.values(binaries).every(answersVersion)) {
-    say(`kube-apiserver ${KUBERNETES_VERSION} and etcd ${ETCD_VERSION} are already built in ${binDir}`);
-    return;
-  }
-  const go = findGo();
-  mkdirSync(binDir, { recursive: true });
-  say(`building into ${binDir} (Go state in ${goStateDir})`);
+const buildTargets = (() => {
   const [, minor, patch] = KUBERNETES_VERSION.slice(1).split('.');
-  const stagingVersion = `v0.${minor}.${patch}`;
-  if (!answersVersion(binaries['kube-apiserver'])) {
-    // The variables hack/lib/version.sh sets in a release build, so that
-    // --version and /version report the release rather than v0.0.0-master.
-    const versionFlags = ['k8s.io/component-base/version', 'k8s.io/client-go/pkg/version'].flatMap(pkg => [
-      `-X ${pkg}.gitVersion=${KUBERNETES_VERSION}`,
-      `-X ${pkg}.gitMajor=1`,
-      `-X ${pkg}.gitMinor=${minor}`,
-      `-X ${pkg}.gitTreeState=clean`,
-    ]);
-    await buildFromModule(go, {
-      name: 'kube-apiserver',
+  return {
+    'kube-apiserver': {
       module: 'k8s.io/kubernetes',
       version: KUBERNETES_VERSION,
       mainPackage: KUBE_APISERVER_PACKAGE,
       // The staging modules are published as k8s.io/<name> v0.<minor>.<patch>.
-      publishedVersion: () => stagingVersion,
-      ldflags: versionFlags,
-    });
-  }
-  if (!answersVersion(binaries.etcd)) {
-    await buildFromModule(go, {
-      name: 'etcd',
+      publishedVersion: () => `v0.${minor}.${patch}`,
+      // The variables hack/lib/version.sh sets in a release build, so that
+      // --version and /version report the release rather than v0.0.0-master.
+      ldflags: ['k8s.io/component-base/version', 'k8s.io/client-go/pkg/version'].flatMap(pkg => [
+        `-X ${pkg}.gitVersion=${KUBERNETES_VERSION}`,
+        `-X ${pkg}.gitMajor=1`,
+        `-X ${pkg}.gitMinor=${minor}`,
+        `-X ${pkg}.gitTreeState=clean`,
+      ]),
+    },
+    etcd: {
       module: 'go.etcd.io/etcd/server/v3',
       version: ETCD_VERSION,
       mainPackage: ETCD_MAIN_PACKAGE,
       // etcd's sibling modules (api, client, pkg) are released with the same version.
       publishedVersion: () => ETCD_VERSION,
       ldflags: [],
-    });
+    },
+    helm: {
+      module: HELM_MODULE,
+      version: HELM_VERSION,
+      mainPackage: `${HELM_MODULE}/cmd/helm`,
+      // Helm's go.mod replaces nothing with a directory; kept for the common path.
+      publishedVersion: () => HELM_VERSION,
+      // What helm's Makefile sets: the release version, and the Kubernetes version
+      // that `helm template` and `helm lint` assume (its client-go is v0.37: Kubernetes 1.37).
+      ldflags: [
+        `-X ${HELM_MODULE}/internal/version.version=${HELM_VERSION}`,
+        `-X ${HELM_MODULE}/internal/version.gitTreeState=clean`,
+        ...['pkg/lint/rules', 'pkg/chartutil'].flatMap(pkg => [
+          `-X ${HELM_MODULE}/${pkg}.k8sVersionMajor=1`,
+          `-X ${HELM_MODULE}/${pkg}.k8sVersionMinor=${minor}`,
+        ]),
+      ],
+    },
+  };
+})();
+
+/**
+ * `build [name…]`: builds whichever of the named binaries (default: all of
+ * kube-apiserver, etcd and helm) is missing or does not answer its version
+ * command with the pinned version; the others are left alone.
+ * @param {string[]} names binary names; empty for all
+ * @throws {ControlPlaneError} on an unknown name, when Go is missing, or a download or build fails
+ */
+async function build(names) {
+  const unknown = names.filter(name => !(name in binaries));
+  if (unknown.length > 0) throw new ControlPlaneError(`unknown binary ${unknown.join(', ')}: build knows ${Object.keys(binaries).join(', ')}`);
+  const wanted = names.length > 0 ? names : Object.keys(binaries);
+  const missing = wanted.filter(name => !answersVersion(binaries[name]));
+  if (missing.length === 0) {
+    say(`${wanted.join(', ')} already built in ${binDir}`);
+    return;
   }
-  for (const [name, binary] of Object.entries(binaries)) {
-    if (!answersVersion(binary)) throw new ControlPlaneError(`${name} was built at ${binary.path} but its --version does not say "${binary.versionText}"`);
+  const go = findGo();
+  mkdirSync(binDir, { recursive: true });
+  say(`building ${missing.join(', ')} into ${binDir} (Go state in ${goStateDir})`);
+  for (const name of missing) await buildFromModule(go, { name, ...buildTargets[name] });
+  for (const name of missing) {
+    const binary = binaries[name];
+    if (!answersVersion(binary)) throw new ControlPlaneError(`${name} was built at ${binary.path} but \`${name} ${binary.versionArgs.join(' ')}\` does not say "${binary.versionText}"`);
   }
   say(`done: ${binDir}`);
 }
 
 /**
- * The bin directory, when both binaries are there and executable.
+ * The bin directory, when kube-apiserver, etcd and helm are there and executable.
  * @returns {string}
- * @throws {ControlPlaneError} when either is missing
+ * @throws {ControlPlaneError} naming the first one missing
  */
 function builtBinDir() {
   for (const [name, binary] of Object.entries(binaries)) {
@@ -466,13 +503,13 @@ async function check() {
 }
 
 const commands = { build, path: () => process.stdout.write(`${builtBinDir()}\n`), check };
-const command = process.argv[2];
-if (!(command in commands)) {
-  process.stderr.write('usage: node scripts/control-plane.mjs build|path|check\n');
+const [command, ...names] = process.argv.slice(2);
+if (!(command in commands) || (command !== 'build' && names.length > 0)) {
+  process.stderr.write('usage: node scripts/control-plane.mjs build [kube-apiserver|etcd|helm…] | path | check\n');
   process.exit(2);
 }
 try {
-  await commands[command]();
+  await commands[command](names);
 } catch (error) {
   if (!(error instanceof ControlPlaneError)) throw error;
   say(error.message);

@@ -20,11 +20,11 @@ const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
 const script = join(repoRoot, 'scripts', 'control-plane.mjs');
 
 /** Where the control plane binaries are, or why the tests that need them cannot run. */
-export type ControlPlaneAvailability = { available: true; binDir: string } | { available: false; reason: string };
+export type ControlPlaneAvailability = { available: true; binDir: string } | { available: false; reason: string; goInstalled: boolean };
 
 /**
- * Whether kube-apiserver and etcd are built. When they are not and Go is absent, the operator tests skip with
- * `reason`; when Go is present they must be built (`npm test` builds them first), so `reason` says how.
+ * Whether kube-apiserver, etcd and helm are built. When they are not and Go is absent, the operator tests skip
+ * with `reason`; when Go is present they must be built (`npm test` builds them first), so `reason` says how.
  */
 export function controlPlaneAvailability(): ControlPlaneAvailability {
   const path = spawnSync(process.execPath, [script, 'path'], { encoding: 'utf8' });
@@ -33,7 +33,8 @@ export function controlPlaneAvailability(): ControlPlaneAvailability {
   const why = path.stderr.trim().replace(/^control-plane: /, '');
   return {
     available: false,
-    reason: go.status === 0 ? `${why} (Go is installed: \`node scripts/control-plane.mjs build\` builds them)` : `Go is not installed, so kube-apiserver and etcd cannot be built: ${why}`,
+    goInstalled: go.status === 0,
+    reason: go.status === 0 ? `${why} (Go is installed: \`node scripts/control-plane.mjs build\` builds them)` : `Go is not installed, so kube-apiserver, etcd and helm cannot be built: ${why}`,
   };
 }
 
@@ -79,26 +80,42 @@ function httpsStatus(url: string, ca: Buffer, token: string): Promise<number> {
 }
 
 /**
- * POSTs `body` as JSON to the API server of `kubeConfig` (its cluster CA and user token).
- * @throws Error with the status and the API server's message when the answer is not 2xx.
+ * One request to the API server of `kubeConfig` (its cluster CA and user token), `body` sent as JSON text under
+ * `contentType` (JSON is also YAML, so `application/apply-patch+yaml` takes it too).
+ * @returns the status code and the body text, whatever the status.
  */
-async function postJson(kubeConfig: KubeConfig, path: string, body: unknown): Promise<void> {
+export function requestApi(kubeConfig: KubeConfig, method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<{ status: number; text: string }> {
   const cluster = kubeConfig.getCurrentCluster()!;
   const user = kubeConfig.getCurrentUser()!;
-  const payload = JSON.stringify(body);
-  const { status, text } = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+  return new Promise((resolve, reject) => {
     const request = httpsRequest(
       new URL(path, cluster.server),
-      { method: 'POST', ca: Buffer.from(cluster.caData!, 'base64'), headers: { authorization: `Bearer ${user.token}`, 'content-type': 'application/json' } },
+      { method, ca: Buffer.from(cluster.caData!, 'base64'), headers: { authorization: `Bearer ${user.token}`, 'content-type': contentType } },
       response => {
         let text = '';
         response.setEncoding('utf8').on('data', chunk => (text += chunk)).on('end', () => resolve({ status: response.statusCode ?? 0, text }));
       },
     );
     request.on('error', reject);
-    request.end(payload);
+    request.end(body === undefined ? undefined : JSON.stringify(body));
   });
+}
+
+/**
+ * POSTs `body` as JSON to the API server of `kubeConfig`.
+ * @throws Error with the status and the API server's message when the answer is not 2xx.
+ */
+async function postJson(kubeConfig: KubeConfig, path: string, body: unknown): Promise<void> {
+  const { status, text } = await requestApi(kubeConfig, 'POST', path, body);
   if (status < 200 || status > 299) throw new Error(`POST ${path} answered HTTP ${status}: ${text.slice(0, 500)}`);
+}
+
+/**
+ * The helm binary that `scripts/control-plane.mjs build` puts beside kube-apiserver and etcd (the chart tests),
+ * when they are built.
+ */
+export function helmBinary(availability: ControlPlaneAvailability): string | undefined {
+  return availability.available ? join(availability.binDir, 'helm') : undefined;
 }
 
 async function stopProcess(child: ChildProcess): Promise<void> {

@@ -1,0 +1,85 @@
+{{/*
+The non-secret environment of one component (the data of its ConfigMap), as YAML. Call with
+(dict "root" $ "component" "gateway" "values" .Values.gateway). Secrets (keys, URLs) are env entries of the
+Deployment instead (punk.secretEnv).
+*/}}
+{{- define "punk.componentConfig" -}}
+{{- $root := .root -}}
+{{- $v := $root.Values -}}
+{{- $publicUrl := include "punk.publicUrl" $root -}}
+PUNK_HOST: "0.0.0.0"
+PUNK_PORT: "8080"
+PUNK_LOG_LEVEL: {{ $v.logLevel | quote }}
+OTEL_SERVICE_NAME: {{ printf "punk-%s" .component | quote }}
+{{- if eq .component "mcp-front" }}
+PUNK_TENANT: {{ $v.tenant | quote }}
+PUNK_AUTH_MODE: {{ $v.auth.mode | quote }}
+{{- if $publicUrl }}
+PUNK_PUBLIC_URL: {{ $publicUrl | quote }}
+{{- end }}
+{{- if $v.ingress.enabled }}
+{{- /* One reverse proxy (the ingress controller) appends X-Forwarded-For/-Proto. */}}
+PUNK_TRUST_PROXY: "1"
+{{- end }}
+{{- with $v.auth.issuer }}
+PUNK_AUTH_ISSUER: {{ . | quote }}
+{{- end }}
+{{- with $v.auth.jwksUrl }}
+PUNK_AUTH_JWKS_URL: {{ . | quote }}
+{{- end }}
+{{- with $v.auth.requiredScopes }}
+PUNK_AUTH_REQUIRED_SCOPES: {{ join "," . | quote }}
+{{- end }}
+{{- with $v.auth.audiences }}
+PUNK_AUTH_AUDIENCES: {{ join "," . | quote }}
+{{- end }}
+{{- else if eq .component "gateway" }}
+PUNK_TENANT: {{ $v.tenant | quote }}
+{{- /* The SSRF guard refuses private addresses with auth on, unless they lie in the Service network. */}}
+PUNK_AUTH_MODE: {{ $v.auth.mode | quote }}
+PUNK_UPSTREAM_ALLOWED_NETWORKS: {{ join "," $v.cluster.serviceCidrs | quote }}
+{{- /* Servers come from the operator (bucket PUNK_MCP_SERVERS), not from manifests: an empty directory. */}}
+PUNK_MANIFESTS: /var/run/punk/manifests
+{{- else if eq .component "operator" }}
+PUNK_OPERATOR_NAMESPACES: {{ join "," $v.operator.watchNamespaces | quote }}
+PUNK_OPERATOR_LEASE_NAMESPACE: {{ $root.Release.Namespace | quote }}
+PUNK_OPERATOR_LEASE_NAME: {{ printf "%s-operator" (include "punk.fullname" $root) | quote }}
+PUNK_GATEWAY_NAMESPACE: {{ $root.Release.Namespace | quote }}
+PUNK_GATEWAY_POD_LABELS: {{ printf "app.kubernetes.io/name=punk-gateway,app.kubernetes.io/instance=%s" $root.Release.Name | quote }}
+PUNK_BRIDGE_IMAGE: {{ include "punk.image" (dict "root" $root "image" $v.bridge.image) | quote }}
+PUNK_RUNNER_NPM_IMAGE: {{ include "punk.image" (dict "root" $root "image" $v.runner.npm.image) | quote }}
+PUNK_RUNNER_PYPI_IMAGE: {{ include "punk.image" (dict "root" $root "image" $v.runner.pypi.image) | quote }}
+PUNK_CLUSTER_DOMAIN: {{ $v.cluster.domain | quote }}
+{{- if $publicUrl }}
+PUNK_PUBLIC_URL: {{ $publicUrl | quote }}
+{{- end }}
+{{- end }}
+{{- range $name, $value := .values.env }}
+{{ $name }}: {{ $value | toString | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* The secret environment of one component: env entries from Secrets. Same arguments as punk.componentConfig. */}}
+{{- define "punk.secretEnv" -}}
+{{- $root := .root -}}
+{{- $v := $root.Values -}}
+{{ include "punk.natsEnv" $root | trim }}
+{{- if or (eq .component "gateway") (eq .component "ledger") }}
+{{ include "punk.databaseEnv" $root | trim }}
+{{- end }}
+{{- if eq .component "gateway" }}
+- name: PUNK_ENCRYPTION_KEY
+  valueFrom:
+    secretKeyRef: { name: {{ include "punk.keysSecret" $root | quote }}, key: {{ $v.secrets.encryptionKeyKey | quote }} }
+{{- end }}
+{{- if eq .component "mcp-front" }}
+- name: PUNK_SESSION_SIGNING_KEY
+  valueFrom:
+    secretKeyRef: { name: {{ include "punk.keysSecret" $root | quote }}, key: {{ $v.secrets.sessionSigningKeyKey | quote }} }
+{{- with $v.auth.bootstrapAdminKey.existingSecret }}
+- name: PUNK_AUTH_BOOTSTRAP_ADMIN_KEY
+  valueFrom:
+    secretKeyRef: { name: {{ . | quote }}, key: {{ $v.auth.bootstrapAdminKey.key | quote }} }
+{{- end }}
+{{- end }}
+{{- end -}}
