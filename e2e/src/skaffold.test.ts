@@ -22,7 +22,7 @@ const targets = JSON.parse(spawnSync(process.execPath, [join(repoRoot, 'scripts'
 interface SkaffoldConfig {
   apiVersion: string;
   build: { artifacts: { image: string; docker: { dockerfile: string; target: string } }[] };
-  deploy: { helm: { releases: { chartPath: string; setValueTemplates: Record<string, string>; setValues: Record<string, unknown> }[] } };
+  deploy: { helm: { releases: { chartPath: string; setValueTemplates: Record<string, string>; setValues: Record<string, unknown>; valuesFiles?: string[] }[] } };
   profiles: { name: string; patches: (Operation & { path: string })[]; portForward?: unknown[] }[];
 }
 
@@ -103,6 +103,12 @@ test('every value skaffold sets, in any profile, is a key of the chart (when the
   const defaults = parse(readFileSync(values, 'utf8')) as Record<string, unknown>;
   const keys = [...Object.keys(release.setValueTemplates), ...Object.keys(release.setValues)];
   for (const profile of config.profiles) for (const patch of profile.patches) if (patch.path.startsWith('/deploy/helm/releases/0/setValues/')) keys.push(patch.path.split('/').at(-1)!);
+  for (const profile of config.profiles) {
+    for (const patch of profile.patches) {
+      if (!patch.path.endsWith('/valuesFiles')) continue;
+      for (const file of (patch as { value: string[] }).value) if (!file.includes('{{')) assert.ok(existsSync(join(repoRoot, file)), `profile ${profile.name}: values file ${file} exists`);
+    }
+  }
   for (const key of keys) {
     const found = key.split('.').reduce<unknown>((node, part) => (node !== null && typeof node === 'object' ? (node as Record<string, unknown>)[part] : undefined), defaults);
     assert.notEqual(found, undefined, `${key} is a value of ${release.chartPath}`);
@@ -121,6 +127,6 @@ test('skaffold itself reads skaffold.yaml with each profile applied (when built 
     assert.equal(run.status, 0, `skaffold diagnose ${profile ? `-p ${profile}` : ''}:\n${run.stdout}${run.stderr}`);
     const effective = parse(run.stdout) as SkaffoldConfig;
     assert.equal(effective.build.artifacts.length, Object.keys(targets).length);
-    if (profile === 'dev') assert.equal(effective.deploy.helm.releases[0]!.setValues['nats.bundled.enabled'], true);
+    if (profile === 'dev') assert.deepEqual(effective.deploy.helm.releases[0]!.valuesFiles, ['charts/punk/examples/dev-bundled.yaml']);
   }
 });

@@ -11,6 +11,12 @@ PUNK_HOST: "0.0.0.0"
 PUNK_PORT: "8080"
 PUNK_LOG_LEVEL: {{ $v.logLevel | quote }}
 OTEL_SERVICE_NAME: {{ printf "punk-%s" .component | quote }}
+{{- if and $v.tracing.otlpEndpoint (ne .component "operator") }}
+OTEL_EXPORTER_OTLP_ENDPOINT: {{ $v.tracing.otlpEndpoint | quote }}
+OTEL_EXPORTER_OTLP_PROTOCOL: {{ $v.tracing.protocol | quote }}
+OTEL_TRACES_SAMPLER: parentbased_traceidratio
+OTEL_TRACES_SAMPLER_ARG: {{ $v.tracing.samplerRatio | toString | quote }}
+{{- end }}
 {{- if eq .component "mcp-front" }}
 PUNK_TENANT: {{ $v.tenant | quote }}
 PUNK_AUTH_MODE: {{ $v.auth.mode | quote }}

@@ -163,6 +163,14 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
     assert.equal(ingress.metadata.annotations['nginx.ingress.kubernetes.io/proxy-read-timeout'], '3600');
     const paths = ingress.spec.rules[0]!.http.paths.map(path => path.path);
     assert.deepEqual(paths, ['/mcp', '/servers', '/.well-known/oauth-protected-resource']);
+    for (const component of ['mcp-front', 'gateway', 'governance', 'ledger']) {
+      assert.equal(config(component)['OTEL_EXPORTER_OTLP_ENDPOINT'], 'http://otel-collector.observability:4318');
+      assert.equal(config(component)['OTEL_TRACES_SAMPLER_ARG'], '0.1');
+      const egress = (find(objects, 'NetworkPolicy', `punk-${component}`) as unknown as { spec: { egress: { ports?: { port: number | string }[] }[] } }).spec.egress;
+      assert.ok(egress.some(rule => rule.ports?.some(port => port.port === 4318)), `${component} may reach the OTLP receiver`);
+    }
+    assert.equal(config('operator')['OTEL_EXPORTER_OTLP_ENDPOINT'], undefined, 'the operator exports no spans');
+    assert.equal(template(undefined).some(object => object.kind === 'ConfigMap' && (object as unknown as { data?: Record<string, string> }).data?.['OTEL_EXPORTER_OTLP_ENDPOINT']), false, 'tracing is off by default');
     find(objects, 'HorizontalPodAutoscaler', 'punk-mcp-front');
     find(objects, 'ServiceMonitor', 'punk');
     const dashboard = find(objects, 'ConfigMap', 'punk-dashboard') as unknown as { data: Record<string, string> };
@@ -186,6 +194,7 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
     { set: 'gateway.replica=2', field: /at '\/gateway': additional properties 'replica' not allowed/ },
     { set: 'image.pullPolicy=Sometimes', field: /at '\/image\/pullPolicy': value must be one of 'Always', 'IfNotPresent', 'Never'/ },
     { set: 'tenant=Not_A_Label', field: /at '\/tenant': 'Not_A_Label' does not match pattern/ },
+    { set: 'tracing.protocol=grpc', field: /at '\/tracing\/protocol': value must be one of 'http\/protobuf', 'http\/json'/ },
   ];
   for (const { set, field } of refusals) {
     it(`refuses --set ${set} naming the field`, () => {
