@@ -360,6 +360,11 @@ describe('tracing settings', () => {
   test('a bad OTEL_ variable is refused naming it', () => {
     const endpoint = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' };
     assert.throws(() => tracingSettings('ledger', { OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' }), /OTEL_EXPORTER_OTLP_ENDPOINT must be an http\(s\) URL/);
+    // Credentials in a bad endpoint never reach the message.
+    assert.throws(
+      () => tracingSettings('ledger', { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://user:S3cretPw@collector:99999' }),
+      (error: Error) => /OTEL_EXPORTER_OTLP_TRACES_ENDPOINT must be an http\(s\) URL \(got "http:\/\/<redacted>@collector:99999"\)/.test(error.message) && !error.message.includes('S3cretPw'),
+    );
     assert.throws(() => tracingSettings('ledger', { ...endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }), /OTEL_EXPORTER_OTLP_PROTOCOL must be http\/protobuf or http\/json \(got "grpc"\)/);
     assert.throws(() => tracingSettings('ledger', { ...endpoint, OTEL_TRACES_SAMPLER: 'sometimes' }), /OTEL_TRACES_SAMPLER must be one of/);
     assert.throws(() => tracingSettings('ledger', { ...endpoint, OTEL_TRACES_SAMPLER_ARG: '2' }), /OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1/);

@@ -5,7 +5,7 @@
  */
 import { jetstreamManager, JetStreamApiError } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import { buckets, describeDatabaseUrl, errorMessage, openDatabase, PunkError, streams, type Logger } from '@punk/lib';
+import { buckets, describeDatabaseUrl, errorMessage, openDatabase, parseNatsUrl, PunkError, redactNatsUrl, streams, type Logger } from '@punk/lib';
 
 /** What {@link cleanCluster} removed; names it did not find are left out. */
 export interface CleanedCluster {
@@ -45,8 +45,9 @@ export async function cleanCluster(natsUrl: string, databaseUrl: string, log: Lo
     await db.close();
   }
 
-  const nc = await connect({ servers: natsUrl.split(','), name: 'punk-cluster-clean', timeout: 5000 }).catch((error: unknown) => {
-    throw new PunkError('BusUnavailable', `cannot connect to NATS at ${natsUrl}: ${errorMessage(error)}`);
+  const { servers, credentials } = parseNatsUrl(natsUrl);
+  const nc = await connect({ servers, ...credentials, name: 'punk-cluster-clean', timeout: 5000 }).catch((error: unknown) => {
+    throw new PunkError('BusUnavailable', `cannot connect to NATS at ${redactNatsUrl(natsUrl)}: ${errorMessage(error)}`);
   });
   try {
     const jsm = await jetstreamManager(nc, { timeout: 5000 });
@@ -61,7 +62,7 @@ export async function cleanCluster(natsUrl: string, databaseUrl: string, log: Lo
         log.info({ stream: name }, 'deleted');
       } catch (error) {
         if (error instanceof JetStreamApiError && /not found/i.test(error.message)) continue;
-        throw new PunkError('ClusterCleanFailed', `cannot delete stream ${name} on NATS at ${natsUrl}: ${errorMessage(error)}`);
+        throw new PunkError('ClusterCleanFailed', `cannot delete stream ${name} on NATS at ${redactNatsUrl(natsUrl)}: ${errorMessage(error)}`);
       }
     }
   } finally {

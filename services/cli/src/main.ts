@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
-import { PunkError, createLogger, loadConfig, runServiceMain, unauthenticatedExposureWarning, type Logger, type PunkConfig } from '@punk/lib';
+import { PunkError, createLogger, redactNatsUrl, loadConfig, runServiceMain, unauthenticatedExposureWarning, type Logger, type PunkConfig } from '@punk/lib';
 import { gatewayService } from '@punk/gateway';
 import { governanceService } from '@punk/governance';
 import { ledgerService } from '@punk/ledger';
@@ -96,7 +96,7 @@ async function cluster(args: string[]): Promise<void> {
   if (clean) {
     const cleaned = await cleanCluster(natsUrl, databaseUrl, createLogger('cluster', config.logLevel));
     process.stdout.write(
-      `removed streams and KV buckets: ${cleaned.streams.join(', ') || 'none found'} (NATS ${natsUrl}); database: ${cleaned.database ?? 'none found'}\n`,
+      `removed streams and KV buckets: ${cleaned.streams.join(', ') || 'none found'} (NATS ${redactNatsUrl(natsUrl)}); database: ${cleaned.database ?? 'none found'}\n`,
     );
     return;
   }
@@ -109,7 +109,7 @@ async function cluster(args: string[]): Promise<void> {
   const running = await startCluster(config, natsUrl, databaseUrl);
   const endpoint = `${running.url}${config.mcpPath}`;
   process.stdout.write(
-    `\nPunk cluster is ready in ${Date.now() - started} ms: ${endpoint} (NATS ${natsUrl})\n` +
+    `\nPunk cluster is ready in ${Date.now() - started} ms: ${endpoint} (NATS ${redactNatsUrl(natsUrl)})\n` +
       `  ledger: ${running.url}/api/v1/runs, ${running.url}/api/v1/ledger/verify\n` +
       running.gaps.map(gap => `  missing: ${gap}\n`).join('') +
       connectHint(config, running.url) +

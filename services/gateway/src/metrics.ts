@@ -4,7 +4,7 @@
  * `mcp.client.operation.duration`) and labelled with the server; the upstream connections of this replica by
  * state; and the calls in flight per server.
  */
-import { errorTypeOf, MCP_DURATION_BUCKETS, NO_ERROR, OTHER, PunkError, secondsSince, type ServerState } from '@punk/lib';
+import { errorTypeOf, jsonRpcErrorTypeOf, MCP_DURATION_BUCKETS, NO_ERROR, OTHER, PunkError, secondsSince, type ServerState } from '@punk/lib';
 import { Gauge, Histogram } from 'prom-client';
 import type { CallOutcome, Upstream } from './upstream.js';
 
@@ -75,7 +75,7 @@ export function watchUpstreams(shared: () => Iterable<Upstream>, perClient: () =
 function errorTypeOfOutcome(outcome: PromiseSettledResult<CallOutcome>): string {
   if (outcome.status === 'rejected') {
     const mcpCode = outcome.reason instanceof PunkError && outcome.reason.code === 'UpstreamError' ? outcome.reason.details?.['mcpCode'] : undefined;
-    return typeof mcpCode === 'number' ? String(mcpCode) : errorTypeOf(outcome.reason);
+    return mcpCode !== undefined ? jsonRpcErrorTypeOf(mcpCode) : errorTypeOf(outcome.reason);
   }
   if (!outcome.value.ok) return outcome.value.kind;
   return outcome.value.result['isError'] === true ? 'tool_error' : NO_ERROR;

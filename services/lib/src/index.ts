@@ -4,6 +4,7 @@ export * from './config.js';
 export * from './bus/bus.js';
 export { MemoryBus } from './bus/memory.js';
 export { NatsBus, type NatsBusOptions } from './bus/nats.js';
+export { parseNatsUrl, redactNatsUrl, type NatsCredentials, type NatsServers } from './bus/nats-url.js';
 export * from './contracts.js';
 export * from './spec/mcpserver.js';
 export * from './spec/mcpcredential.js';

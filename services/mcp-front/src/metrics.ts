@@ -14,7 +14,7 @@ import {
   type RequestId,
   type Server,
 } from '@modelcontextprotocol/server';
-import { MCP_DURATION_BUCKETS, NO_ERROR, OTHER, secondsSince } from '@punk/lib';
+import { jsonRpcErrorTypeOf, MCP_DURATION_BUCKETS, NO_ERROR, OTHER, secondsSince } from '@punk/lib';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import type { Scope } from './aggregate.js';
 import type { TenantCatalog } from './catalog.js';
@@ -193,7 +193,7 @@ export function observeOperations(server: Server, catalog: TenantCatalog, scope:
 /** Observes one answered request (after resolving its tool name against the catalog, without delaying the answer). */
 async function record(request: Pending, response: JSONRPCMessage, negotiated: string | undefined, seconds: number, catalog: TenantCatalog, scope: Scope): Promise<void> {
   const result = isJSONRPCResultResponse(response) ? (response.result as { isError?: unknown; protocolVersion?: unknown }) : undefined;
-  const errorType = isJSONRPCErrorResponse(response) ? String(response.error.code) : request.tool !== undefined && result?.isError === true ? 'tool_error' : NO_ERROR;
+  const errorType = isJSONRPCErrorResponse(response) ? jsonRpcErrorTypeOf(response.error.code) : request.tool !== undefined && result?.isError === true ? 'tool_error' : NO_ERROR;
   let tool = '';
   if (request.tool !== undefined) {
     const known = await catalog.view(scope).then(view => view.tools.resolve(request.tool!) !== undefined, () => false);

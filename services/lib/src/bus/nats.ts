@@ -18,6 +18,7 @@ import { AckPolicy, jetstream, jetstreamManager, JetStreamApiError, type JetStre
 import { Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
 import { runInHeaderContext, withTraceContext } from '../tracing/propagation.js';
 import { PunkError, errorMessage } from '../errors.js';
+import { parseNatsUrl } from './nats-url.js';
 import type { Logger } from '../log.js';
 import type {
   AppendAck,
@@ -84,7 +85,10 @@ const CLOSE_DRAIN_TIMEOUT_MS = 5000;
 
 /** Options of {@link NatsBus.connect}. */
 export interface NatsBusOptions {
-  /** NATS server URL(s), comma-separated (`nats://127.0.0.1:4222`). */
+  /**
+   * NATS server URL(s), comma-separated (`nats://127.0.0.1:4222`); credentials in the userinfo
+   * (`nats://user:password@host:4222`, `nats://token@host:4222`) are used to authenticate and never shown.
+   */
   url: string;
   /** Connection name shown by the server (`punk-gateway-<pid>`). */
   name: string;
@@ -112,18 +116,19 @@ export class NatsBus implements Bus {
    * @throws PunkError `BusUnavailable` naming the URL when NATS cannot be reached or JetStream is not enabled.
    */
   static async connect(options: NatsBusOptions): Promise<NatsBus> {
+    const { servers, credentials, shown } = parseNatsUrl(options.url);
     let nc: NatsConnection;
     try {
-      nc = await connect({ servers: options.url.split(','), name: options.name, maxReconnectAttempts: -1, reconnectTimeWait: 500, timeout: 5000 });
+      nc = await connect({ servers, ...credentials, name: options.name, maxReconnectAttempts: -1, reconnectTimeWait: 500, timeout: 5000 });
     } catch (error) {
-      throw new PunkError('BusUnavailable', `cannot connect to NATS at ${options.url}: ${errorMessage(error)}`, undefined, { cause: error });
+      throw new PunkError('BusUnavailable', `cannot connect to NATS at ${shown}: ${errorMessage(error)}`, undefined, { cause: error });
     }
     try {
       const jsm = await jetstreamManager(nc, { timeout: 5000 });
       return new NatsBus(nc, jsm, jetstream(nc, { timeout: 5000 }), options.log);
     } catch (error) {
       await nc.close();
-      throw new PunkError('BusUnavailable', `NATS at ${options.url} has no JetStream (start nats-server with -js): ${errorMessage(error)}`, undefined, { cause: error });
+      throw new PunkError('BusUnavailable', `NATS at ${shown} has no JetStream (start nats-server with -js): ${errorMessage(error)}`, undefined, { cause: error });
     }
   }
 

@@ -30,6 +30,18 @@ export function errorTypeOf(error: unknown): string {
   return error instanceof PunkError ? error.code : OTHER;
 }
 
+/**
+ * The `error_type` of a JSON-RPC error code an upstream or the SDK answered: the code itself when JSON-RPC 2.0
+ * defines or reserves it (section 5.1: -32700, -32600 to -32603, and the implementation-defined server errors
+ * -32099 to -32000, where MCP's own codes lie), else `_OTHER`, so a server answering arbitrary codes cannot
+ * create unbounded series.
+ */
+export function jsonRpcErrorTypeOf(code: unknown): string {
+  if (typeof code !== 'number' || !Number.isInteger(code)) return OTHER;
+  const defined = code === -32700 || (code >= -32603 && code <= -32600) || (code >= -32099 && code <= -32000);
+  return defined ? String(code) : OTHER;
+}
+
 /** Seconds elapsed since `startedAt`, a `performance.now()` reading. */
 export function secondsSince(startedAt: number): number {
   return (performance.now() - startedAt) / 1000;

@@ -5,6 +5,7 @@
  */
 import { loadConfig, type PunkConfig } from '../config.js';
 import { NatsBus } from '../bus/nats.js';
+import { redactNatsUrl } from '../bus/nats-url.js';
 import type { Bus, StreamConfig } from '../bus/bus.js';
 import { openDatabase, type Database } from '../db/database.js';
 import { PunkError, errorMessage } from '../errors.js';
@@ -107,7 +108,7 @@ export async function runService(definition: ServiceDefinition, options: RunOpti
   const ready = async () => {
     if (stopping) throw new Error('shutting down');
     if (!started) throw new Error('starting');
-    if (!bus?.isConnected()) throw new Error(`NATS at ${config.natsUrl} is not connected`);
+    if (!bus?.isConnected()) throw new Error(`NATS at ${redactNatsUrl(config.natsUrl ?? '')} is not connected`);
     if (db) await withTimeout(db.ping(), PING_TIMEOUT_MS, 'the database');
   };
   const tracing = startTracing(definition.name, env);

@@ -7,7 +7,7 @@
 import { strict as assert } from 'node:assert';
 import { request } from 'node:http';
 import { after, before, describe, it } from 'node:test';
-import { createLogger, listenHealth, NatsBus, PunkError, subjectFamily, subjects, TrackedBus, type HealthServer } from '../index.js';
+import { createLogger, jsonRpcErrorTypeOf, listenHealth, NatsBus, PunkError, subjectFamily, subjects, TrackedBus, type HealthServer } from '../index.js';
 import { startPrivateNats, type PrivateNats } from './natstest.js';
 import { registryValue } from './metricstest.js';
 
@@ -64,6 +64,13 @@ describe('bus subject families', () => {
     assert.equal(subjectFamily(subjects.sessionMessage('acme')), 'punk.tenant.*.session-message');
     assert.equal(subjectFamily(subjects.sseEvent('s1', 'st1')), 'punk.sse.*.*');
     assert.equal(subjectFamily('not.a.punk.subject'), '_OTHER');
+  });
+});
+
+describe('JSON-RPC error codes as error_type', () => {
+  it('keep the codes JSON-RPC defines or reserves and fold every other value into _OTHER', () => {
+    for (const code of [-32700, -32600, -32601, -32602, -32603, -32000, -32002, -32042, -32099]) assert.equal(jsonRpcErrorTypeOf(code), String(code));
+    for (const code of [-32604, -32100, -31999, 0, 1, 42, 123456, -1.5, Number.NaN, '-32602', null]) assert.equal(jsonRpcErrorTypeOf(code), '_OTHER', `code ${String(code)}`);
   });
 });
 

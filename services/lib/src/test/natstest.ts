@@ -22,15 +22,18 @@ export interface PrivateNats {
   stop(): Promise<void>;
 }
 
-/** Starts nats-server with JetStream on a free port of 127.0.0.1; resolves once it accepts connections. */
-export async function startPrivateNats(): Promise<PrivateNats> {
+/**
+ * Starts nats-server with JetStream on a free port of 127.0.0.1; resolves once it accepts connections.
+ * `serverArgs` are more nats-server flags (e.g. `--user u --pass p` to require authentication).
+ */
+export async function startPrivateNats(serverArgs: readonly string[] = []): Promise<PrivateNats> {
   const dir = await mkdtemp(join(tmpdir(), 'punk-nats-'));
   let port = -1;
   let server: ChildProcess;
   // The first start lets nats-server pick a free port (-p -1) and reads it from its ports file: a port probed free
   // and bound later could be taken by another test file's server in between, and both would share one server.
   const start = async () => {
-    server = spawn(binary, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir, '--ports_file_dir', dir], { stdio: 'ignore' });
+    server = spawn(binary, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir, '--ports_file_dir', dir, ...serverArgs], { stdio: 'ignore' });
     if (port === -1) port = await portOf(server, dir);
     await listening(port);
   };

@@ -45,7 +45,9 @@ function url(variable: string, value: string): string {
   } catch {
     // reported below
   }
-  throw invalid(variable, `must be an http(s) URL (got ${JSON.stringify(value)})`);
+  // An endpoint may carry credentials (user:password@): they never reach an error message or a log.
+  const shown = value.replace(/\/\/[^/?#]*@/, '//<redacted>@');
+  throw invalid(variable, `must be an http(s) URL (got ${JSON.stringify(shown)})`);
 }
 
 function wholeNumber(env: NodeJS.ProcessEnv, variable: string): number | undefined {
