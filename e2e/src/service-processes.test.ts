@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { readyStatus, startService, waitForReady, type ServiceProcess } from './processes.js';
+import { freePort } from './harness.js';
 import { callTally, tallyWorld, testBus, type TallyWorld } from './distributed.js';
 
 let world: TallyWorld;
@@ -65,4 +66,17 @@ test('every service is ready, is not ready while NATS is down, is ready again wh
 
   for (const s of services) assert.equal(await s.stop('SIGTERM'), 0, `${s.name} exit code\n${s.output()}`);
   assert.equal((await world.setup.lines()).filter(l => l.startsWith('count done')).length >= 2, true);
+});
+
+test('with PUNK_METRICS_PORT a service serves /metrics on that port alone, and not on PUNK_PORT', async () => {
+  const metricsPort = await freePort();
+  const governance = await startService('governance', { ...world.env, PUNK_METRICS_PORT: String(metricsPort) });
+  running.push(governance);
+  const metrics = await fetch(`http://127.0.0.1:${metricsPort}/metrics`);
+  assert.equal(metrics.status, 200);
+  assert.match(await metrics.text(), /^# HELP punk_governance_decisions_total /m);
+  assert.equal((await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).status, 404, 'the metrics port serves nothing else');
+  assert.equal((await fetch(`${governance.url}/metrics`)).status, 404, 'PUNK_PORT no longer serves /metrics');
+  assert.equal(await readyStatus(governance.url), 200);
+  assert.equal(await governance.stop('SIGTERM'), 0, governance.output());
 });

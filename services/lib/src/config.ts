@@ -83,6 +83,11 @@ export const configSchema = z.object({
   host: z.string().min(1).default('127.0.0.1'),
   /** `PUNK_PORT`: port of the HTTP listener (0 picks a free one). */
   port: port.default(4100),
+  /**
+   * `PUNK_METRICS_PORT`: service processes serve `/metrics` on a listener of their own on this port (same host)
+   * instead of `PUNK_PORT`'s, so scrapers can be admitted to the metrics alone. Unset: on `PUNK_PORT`.
+   */
+  metricsPort: port.optional(),
   /** `PUNK_DATA_DIR`: PGlite directory for the embedded database. */
   dataDir: z.string().min(1).default('.punk/data'),
   /** `PUNK_DATABASE_URL`: a Postgres URL; when set, replaces the embedded PGlite database. */
@@ -280,6 +285,7 @@ const envNames: Record<keyof PunkConfig, string> = {
   logLevel: 'PUNK_LOG_LEVEL',
   host: 'PUNK_HOST',
   port: 'PUNK_PORT',
+  metricsPort: 'PUNK_METRICS_PORT',
   dataDir: 'PUNK_DATA_DIR',
   databaseUrl: 'PUNK_DATABASE_URL',
   manifests: 'PUNK_MANIFESTS',

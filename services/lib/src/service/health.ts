@@ -28,6 +28,8 @@ export interface ListenOptions {
   requestTimeoutMs?: number;
   /** Host names the `Host` header must carry on every path but the probes (hosts.ts); others get 403. Default any. */
   allowedHosts?: readonly string[];
+  /** Whether `/metrics` is served here (default true); false when a listener of its own serves it ({@link listenMetrics}). */
+  serveMetrics?: boolean;
 }
 
 function json(res: ServerResponse, status: number, body: unknown): void {
@@ -56,6 +58,7 @@ export async function listenHealth(host: string, port: number, ready: () => Prom
   const requestTimeout = options.requestTimeoutMs ?? 30_000;
   const headersTimeout = Math.min(options.headersTimeoutMs ?? 10_000, requestTimeout);
   const { allowedHosts } = options;
+  const metricsHere = options.serveMetrics ?? true;
   collectProcessMetrics();
   const server: Server = createServer({ requestTimeout, headersTimeout, connectionsCheckingInterval: 1000 }, (req, res) => {
     const path = (req.url ?? '/').split('?')[0];
@@ -67,13 +70,46 @@ export async function listenHealth(host: string, port: number, ready: () => Prom
       );
       return;
     }
-    if (path === '/metrics') return serveMetrics(req, res);
+    if (path === '/metrics' && metricsHere) return serveMetrics(req, res);
     if (allowedHosts && !isAllowedHost(req.headers.host, allowedHosts)) {
       return json(res, 403, { error: { code: 'ForbiddenHost', message: `Host ${JSON.stringify(req.headers.host ?? '')} is not a name of this listener (PUNK_ALLOWED_HOSTS)` } });
     }
     if (handler) return handler(req, res);
     json(res, 503, { error: { code: 'Starting', message: 'the service is starting' } });
   });
+  const url = await bind(server, host, port, portHint);
+  return {
+    url,
+    setHandler: h => (handler = h),
+    close: () => closeServer(server),
+  };
+}
+
+/** A listener that serves only `/metrics`. */
+export interface MetricsServer {
+  /** `http://host:port` actually bound. */
+  url: string;
+  /** Closes every connection and the listener. */
+  close(): Promise<void>;
+}
+
+/**
+ * Binds `host:port` and serves only `GET /metrics` (any `Host`; other methods 405, other paths 404): a port of
+ * its own for Prometheus, so a NetworkPolicy can admit scrapers to the metrics and nothing else of the process.
+ * @throws Error naming `host:port` when the port cannot be bound.
+ */
+export async function listenMetrics(host: string, port: number, portHint = 'set PUNK_METRICS_PORT'): Promise<MetricsServer> {
+  collectProcessMetrics();
+  const server = createServer({ requestTimeout: 30_000, headersTimeout: 10_000, connectionsCheckingInterval: 1000 }, (req, res) => {
+    if ((req.url ?? '/').split('?')[0] === '/metrics') return serveMetrics(req, res);
+    json(res, 404, { error: { code: 'NotFound', message: 'this listener serves only /metrics' } });
+  });
+  const url = await bind(server, host, port, portHint);
+  return { url, close: () => closeServer(server) };
+}
+
+/** Listens on `host:port`; resolves with the bound URL. @throws Error naming `host:port` and `portHint` when taken. */
+async function bind(server: Server, host: string, port: number, portHint: string): Promise<string> {
   await new Promise<void>((resolve, reject) => {
     server.once('listening', resolve);
     server.once('error', (error: NodeJS.ErrnoException) => {
@@ -84,12 +120,10 @@ export async function listenHealth(host: string, port: number, ready: () => Prom
   });
   const address = server.address() as AddressInfo;
   const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-  return {
-    url: `http://${shown}:${address.port}`,
-    setHandler: h => (handler = h),
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise<void>(done => server.close(() => done()));
-    },
-  };
+  return `http://${shown}:${address.port}`;
+}
+
+async function closeServer(server: Server): Promise<void> {
+  server.closeAllConnections();
+  await new Promise<void>(done => server.close(() => done()));
 }

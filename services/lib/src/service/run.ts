@@ -11,7 +11,7 @@ import { openDatabase, type Database } from '../db/database.js';
 import { PunkError, errorMessage } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
 import { startTracing } from '../tracing/setup.js';
-import { listenHealth, type HealthServer, type HttpHandler } from './health.js';
+import { listenHealth, listenMetrics, type HealthServer, type HttpHandler, type MetricsServer } from './health.js';
 import { allowedHostsOf } from './hosts.js';
 import { TrackedBus } from './tracked-bus.js';
 
@@ -65,6 +65,12 @@ export interface RunningService {
 
 const PING_TIMEOUT_MS = 2_000;
 
+/** The handler of a service without routes of its own: every path but the listener's own is 404. */
+const notFound: HttpHandler = (req, res) => {
+  res.writeHead(404, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+  res.end(JSON.stringify({ error: { code: 'NotFound', message: `no route ${(req.url ?? '/').split('?')[0]} on this service` } }));
+};
+
 function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms)));
@@ -74,7 +80,8 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
 /**
  * Runs one service until SIGTERM or SIGINT:
  * 1. reads configuration; `PUNK_NATS_URL` is required, and `PUNK_DATABASE_URL` when `needsDatabase`;
- * 2. binds `PUNK_HOST:PUNK_PORT` first (`/healthz` answers from then on, `/readyz` says 503 until ready);
+ * 2. binds `PUNK_HOST:PUNK_PORT` first (`/healthz` answers from then on, `/readyz` says 503 until ready), and
+ *    `PUNK_HOST:PUNK_METRICS_PORT` for `/metrics` when that is set (else `/metrics` is on `PUNK_PORT`);
  * 3. connects NATS, opens Postgres, ensures `streams`, runs `start`;
  * 4. `/readyz` is 200 only while NATS is connected, the database answers `SELECT 1`
  *    (within 2 s) and the service is started and not stopping.
@@ -113,7 +120,15 @@ export async function runService(definition: ServiceDefinition, options: RunOpti
   };
   const tracing = startTracing(definition.name, env);
   const allowedHosts = allowedHostsOf(config);
-  const http: HealthServer = await listenHealth(config.host, config.port, ready, undefined, allowedHosts ? { allowedHosts } : {});
+  const separateMetrics = config.metricsPort !== undefined;
+  const http: HealthServer = await listenHealth(config.host, config.port, ready, undefined, { serveMetrics: !separateMetrics, ...(allowedHosts && { allowedHosts }) });
+  let metricsServer: MetricsServer | undefined;
+  try {
+    if (separateMetrics) metricsServer = await listenMetrics(config.host, config.metricsPort!);
+  } catch (error) {
+    await http.close();
+    throw error;
+  }
 
   let shutdownPromise: Promise<void> | undefined;
   const shutdown = (reason: string): Promise<void> =>
@@ -139,6 +154,7 @@ export async function runService(definition: ServiceDefinition, options: RunOpti
       if (bus) await step('bus close', () => bus!.close());
       if (db) await step('database close', () => db!.close());
       await step('http close', () => http.close());
+      if (metricsServer) await step('metrics listener close', () => metricsServer!.close());
       await step('trace export', () => tracing.shutdown());
       log.info(`${definition.name} stopped`);
       if (failed) throw new Error(`${definition.name} did not shut down cleanly`);
@@ -149,12 +165,13 @@ export async function runService(definition: ServiceDefinition, options: RunOpti
     if (definition.needsDatabase) db = await openDatabase({ url: config.databaseUrl!, log: createLogger('db', config.logLevel) });
     for (const stream of definition.streams ?? []) await bus.ensureStream(stream);
     started = await definition.start({ config, bus, db, log });
-    if (started.http) http.setHandler(started.http);
+    // A service without routes of its own answers other paths 404 once started (503 "starting" before).
+    http.setHandler(started.http ?? notFound);
   } catch (error) {
     await shutdown('start failed').catch(() => undefined);
     throw error;
   }
-  log.info({ url: http.url, instanceId: config.instanceId }, `${definition.name} is ready`);
+  log.info({ url: http.url, ...(metricsServer && { metricsUrl: metricsServer.url }), instanceId: config.instanceId }, `${definition.name} is ready`);
 
   if (options.handleSignals ?? true) {
     const onSignal = (signal: NodeJS.Signals) => {
