@@ -127,6 +127,6 @@ test('skaffold itself reads skaffold.yaml with each profile applied (when built 
     assert.equal(run.status, 0, `skaffold diagnose ${profile ? `-p ${profile}` : ''}:\n${run.stdout}${run.stderr}`);
     const effective = parse(run.stdout) as SkaffoldConfig;
     assert.equal(effective.build.artifacts.length, Object.keys(targets).length);
-    if (profile === 'dev') assert.deepEqual(effective.deploy.helm.releases[0]!.valuesFiles, ['charts/punk/examples/dev-bundled.yaml']);
+    if (profile === 'dev') assert.deepEqual(effective.deploy.helm.releases[0]!.valuesFiles, [join(repoRoot, 'charts/punk/examples/dev-bundled.yaml')]);
   }
 });
