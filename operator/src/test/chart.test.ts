@@ -442,17 +442,22 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
       const frontChecksum = await readChecksum('mcp-front');
       const ledgerChecksum = await readChecksum('ledger');
 
+      // A data key an older release wrote (a renamed secrets.encryptionKeyKey) stays: no upgrade drops a key.
+      const legacy = await requestApi(plane.kubeConfig, 'PATCH', `/api/v1/namespaces/${RELEASE_NAMESPACE}/secrets/punk-keys`, { data: { 'legacy-key': keys['encryption-key'] } }, 'application/merge-patch+json');
+      assert.equal(legacy.status, 200, legacy.text);
+      const keysBefore = await readSecret('punk-keys');
+      assert.ok(keysBefore['legacy-key']);
       // Renaming the *Key values must not touch the generated Secret (they name keys of secrets.existingSecret).
       const upgrade = runHelm(['upgrade', 'punk', chart, '-n', RELEASE_NAMESPACE, '-f', join(chart, 'examples', 'dev-bundled.yaml'), '--set', 'mcpFront.env.PUNK_MAX_SESSIONS=500', '--set', 'secrets.encryptionKeyKey=renamed', '--wait=false', '--timeout', '60s'], kube);
       assert.equal(upgrade.status, 0, upgrade.stderr);
-      assert.deepEqual(await readSecret('punk-keys'), keys, 'an upgrade keeps the keys');
+      assert.deepEqual(await readSecret('punk-keys'), keysBefore, 'an upgrade keeps the keys, every data key');
       assert.deepEqual(await readSecret('punk-postgres'), password, 'an upgrade keeps the bundled database password');
       assert.notEqual(await readChecksum('mcp-front'), frontChecksum, 'a changed setting rolls the front');
       assert.equal(await readChecksum('ledger'), ledgerChecksum, 'an unchanged component keeps its pods');
 
       const uninstall = runHelm(['uninstall', 'punk', '-n', RELEASE_NAMESPACE, '--wait=false'], kube);
       assert.equal(uninstall.status, 0, uninstall.stderr);
-      assert.deepEqual(await readSecret('punk-keys'), keys, 'uninstall leaves the keys behind (helm.sh/resource-policy: keep)');
+      assert.deepEqual(await readSecret('punk-keys'), keysBefore, 'uninstall leaves the keys behind (helm.sh/resource-policy: keep)');
       const deployment = await requestApi(plane.kubeConfig, 'GET', `/apis/apps/v1/namespaces/${RELEASE_NAMESPACE}/deployments/punk-mcp-front`);
       assert.equal(deployment.status, 404, 'uninstall removed the Deployments');
     });
