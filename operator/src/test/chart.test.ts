@@ -300,6 +300,9 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
     assert.equal(ingress.metadata.annotations['nginx.ingress.kubernetes.io/proxy-read-timeout'], '10000000');
     assert.equal(ingress.metadata.annotations['nginx.ingress.kubernetes.io/proxy-send-timeout'], '10000000');
     assert.equal((find(objects, 'ConfigMap', 'punk-gateway') as unknown as { data: Record<string, string> }).data['PUNK_CALL_TIMEOUT_MS'], '10000000');
+    const storage = valuesFile('storage.yaml', 'postgres:\n  bundled:\n    storage: 10000000000\n');
+    const database = find(template('dev-bundled.yaml', ['-f', storage]), 'StatefulSet', 'punk-postgres') as unknown as { spec: { volumeClaimTemplates: { spec: { resources: { requests: { storage: string } } } }[] } };
+    assert.equal(database.spec.volumeClaimTemplates[0]!.spec.resources.requests.storage, '10000000000');
   });
 
   it('adds <component>.extraEnv (EnvVar objects, valueFrom) after the chart\'s entries; each needs a name', () => {
