@@ -51,9 +51,10 @@ extraEnv repeats a key of env. Call with (dict "root" $ "key" "mcpFront" "values
 {{- range (.secretEnv | fromYamlArray) }}{{ $chartKeys = append $chartKeys .name }}{{ end }}
 {{- $chartKeys = append $chartKeys "PUNK_INSTANCE_ID" }}
 {{- $userKeys := list }}
-{{- range $name, $_ := .values.env }}{{ $userKeys = append $userKeys (list (printf "%s.env.%s" $.key $name) $name) }}{{ end }}
+{{- $env := .values.env | default dict }}
+{{- range $name, $_ := $env }}{{ $userKeys = append $userKeys (list (printf "%s.env.%s" $.key $name) $name) }}{{ end }}
 {{- range (.values.extraEnv | default list) }}
-{{- if hasKey $.values.env .name }}
+{{- if hasKey $env .name }}
 {{- fail (printf "%s.extraEnv names %s, which %s.env sets too: keep one" $.key .name $.key) }}
 {{- end }}
 {{- $userKeys = append $userKeys (list (printf "%s.extraEnv %s" $.key .name) .name) }}
