@@ -1,9 +1,17 @@
 {{/*
-The non-secret environment of one component (the data of its ConfigMap), as YAML. Call with
-(dict "root" $ "component" "gateway" "values" .Values.gateway). Secrets (keys, URLs) are env entries of the
-Deployment instead (punk.secretEnv).
+The non-secret environment of one component (the data of its ConfigMap), as YAML: the chart's settings
+(punk.chartConfig), then <component>.env. Call with (dict "root" $ "component" "gateway" "values"
+.Values.gateway). Secrets (keys, URLs) are env entries of the Deployment instead (punk.secretEnv).
 */}}
 {{- define "punk.componentConfig" -}}
+{{ include "punk.chartConfig" . }}
+{{- range $name, $value := .values.env }}
+{{ $name }}: {{ include "punk.string" $value | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* The settings the chart itself puts into one component's ConfigMap. Same arguments as punk.componentConfig. */}}
+{{- define "punk.chartConfig" -}}
 {{- $root := .root -}}
 {{- $v := $root.Values -}}
 {{- $publicUrl := include "punk.publicUrl" $root -}}
@@ -15,7 +23,7 @@ OTEL_SERVICE_NAME: {{ printf "punk-%s" .component | quote }}
 OTEL_EXPORTER_OTLP_ENDPOINT: {{ $v.tracing.otlpEndpoint | quote }}
 OTEL_EXPORTER_OTLP_PROTOCOL: {{ $v.tracing.protocol | quote }}
 OTEL_TRACES_SAMPLER: parentbased_traceidratio
-OTEL_TRACES_SAMPLER_ARG: {{ $v.tracing.samplerRatio | toString | quote }}
+OTEL_TRACES_SAMPLER_ARG: {{ include "punk.string" $v.tracing.samplerRatio | quote }}
 {{- end }}
 {{- if eq .component "mcp-front" }}
 PUNK_TENANT: {{ $v.tenant | quote }}
@@ -60,9 +68,6 @@ PUNK_CLUSTER_DOMAIN: {{ $v.cluster.domain | quote }}
 PUNK_PUBLIC_URL: {{ $publicUrl | quote }}
 {{- end }}
 {{- end }}
-{{- range $name, $value := .values.env }}
-{{ $name }}: {{ $value | toString | quote }}
-{{- end }}
 {{- end -}}
 
 {{/* The secret environment of one component: env entries from Secrets. Same arguments as punk.componentConfig. */}}
@@ -76,12 +81,12 @@ PUNK_PUBLIC_URL: {{ $publicUrl | quote }}
 {{- if eq .component "gateway" }}
 - name: PUNK_ENCRYPTION_KEY
   valueFrom:
-    secretKeyRef: { name: {{ include "punk.keysSecret" $root | quote }}, key: {{ $v.secrets.encryptionKeyKey | quote }} }
+    secretKeyRef: { name: {{ include "punk.keysSecret" $root | quote }}, key: {{ ternary $v.secrets.encryptionKeyKey "encryption-key" (ne $v.secrets.existingSecret "") | quote }} }
 {{- end }}
 {{- if eq .component "mcp-front" }}
 - name: PUNK_SESSION_SIGNING_KEY
   valueFrom:
-    secretKeyRef: { name: {{ include "punk.keysSecret" $root | quote }}, key: {{ $v.secrets.sessionSigningKeyKey | quote }} }
+    secretKeyRef: { name: {{ include "punk.keysSecret" $root | quote }}, key: {{ ternary $v.secrets.sessionSigningKeyKey "session-signing-key" (ne $v.secrets.existingSecret "") | quote }} }
 {{- with $v.auth.bootstrapAdminKey.existingSecret }}
 - name: PUNK_AUTH_BOOTSTRAP_ADMIN_KEY
   valueFrom:

@@ -70,7 +70,10 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s-postgres" (include "punk.fullname" .) -}}
 {{- end -}}
 
-{{/* The env entry of PUNK_NATS_URL: the bundled NATS when enabled, else existingSecret, else the chart's Secret of nats.url. */}}
+{{/*
+The env entry of PUNK_NATS_URL: the bundled NATS when enabled, else nats.existingSecret, else nats.url (the chart's
+Secret of it). existingSecret wins over url because url has a default (the official NATS chart's Service).
+*/}}
 {{- define "punk.natsEnv" -}}
 - name: PUNK_NATS_URL
 {{- if .Values.nats.bundled.enabled }}
@@ -88,7 +91,7 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/*
 The env entries of PUNK_DATABASE_URL: the bundled PostgreSQL when enabled (its password first, which the URL
-expands), else existingSecret, else the chart's Secret of postgres.url.
+expands), else postgres.url when set (the chart's Secret of it), else postgres.existingSecret.
 */}}
 {{- define "punk.databaseEnv" -}}
 {{- if .Values.postgres.bundled.enabled }}
@@ -97,25 +100,28 @@ expands), else existingSecret, else the chart's Secret of postgres.url.
     secretKeyRef: { name: {{ include "punk.postgresSecret" . | quote }}, key: password }
 - name: PUNK_DATABASE_URL
   value: {{ printf "postgres://punk:$(PUNK_POSTGRES_PASSWORD)@%s-postgres.%s.svc:5432/punk" (include "punk.fullname" .) .Release.Namespace | quote }}
-{{- else if .Values.postgres.existingSecret.name }}
-- name: PUNK_DATABASE_URL
-  valueFrom:
-    secretKeyRef: { name: {{ .Values.postgres.existingSecret.name | quote }}, key: {{ .Values.postgres.existingSecret.key | quote }} }
 {{- else if .Values.postgres.url }}
 - name: PUNK_DATABASE_URL
   valueFrom:
     secretKeyRef: { name: {{ include "punk.connectionsSecret" . | quote }}, key: database-url }
+{{- else if .Values.postgres.existingSecret.name }}
+- name: PUNK_DATABASE_URL
+  valueFrom:
+    secretKeyRef: { name: {{ .Values.postgres.existingSecret.name | quote }}, key: {{ .Values.postgres.existingSecret.key | quote }} }
 {{- else }}
-{{- fail "PostgreSQL is not configured: set postgres.existingSecret.name, postgres.url, or postgres.bundled.enabled=true (development only)" }}
+{{- fail "PostgreSQL is not configured: set postgres.url, postgres.existingSecret.name, or postgres.bundled.enabled=true (development only)" }}
 {{- end }}
 {{- end -}}
 
-{{/* Whether the chart's Secret of connection URLs holds nats.url / postgres.url ("true" or ""). */}}
+{{/*
+Whether the chart's Secret of connection URLs holds nats.url / postgres.url ("true" or ""): the same precedence as
+punk.natsEnv (bundled, existingSecret, url) and punk.databaseEnv (bundled, url, existingSecret).
+*/}}
 {{- define "punk.natsUrlInSecret" -}}
 {{- if and .Values.nats.url (not .Values.nats.bundled.enabled) (not .Values.nats.existingSecret.name) }}true{{ end -}}
 {{- end -}}
 {{- define "punk.postgresUrlInSecret" -}}
-{{- if and .Values.postgres.url (not .Values.postgres.bundled.enabled) (not .Values.postgres.existingSecret.name) }}true{{ end -}}
+{{- if and .Values.postgres.url (not .Values.postgres.bundled.enabled) }}true{{ end -}}
 {{- end -}}
 
 {{/* Security context of every Punk container: non-root 65532, read-only root filesystem, no capabilities. */}}

@@ -51,12 +51,15 @@ function valuesArgs(file: string | undefined): string[] {
   return file === undefined ? [] : ['-f', join(chart, 'examples', file)];
 }
 
+/** What a cluster with the Prometheus Operator serves beyond the defaults (examples/production.yaml needs it). */
+const PROMETHEUS_OPERATOR_API = ['--api-versions', 'monitoring.coreos.com/v1/ServiceMonitor'];
+
 /**
- * `helm template` of the chart (with its test hooks) into objects.
+ * `helm template` of the chart (with its test hooks) into objects, for a cluster serving the ServiceMonitor API.
  * @throws AssertionError with helm's message when it fails.
  */
 function template(file: string | undefined, extra: string[] = []): KubeObject[] {
-  const result = runHelm(['template', 'punk', chart, '-n', NAMESPACE, ...valuesArgs(file), ...extra]);
+  const result = runHelm(['template', 'punk', chart, '-n', NAMESPACE, ...PROMETHEUS_OPERATOR_API, ...valuesArgs(file), ...extra]);
   assert.equal(result.status, 0, `helm template ${file ?? '(default values)'} failed:\n${result.stderr}`);
   return parseAllDocuments(result.stdout)
     .map(doc => doc.toJS() as KubeObject | null)
@@ -205,6 +208,129 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
     });
   }
 
+  /** A values file in the helm home holding `yaml` (to pass numbers as YAML reads them, not as --set does). */
+  function valuesFile(name: string, yaml: string): string {
+    const file = join(helmHome, name);
+    writeFileSync(file, yaml);
+    return file;
+  }
+
+  /** Asserts that `helm template` with `args` fails with a message matching `message`. */
+  function assertRefused(args: string[], message: RegExp): void {
+    const result = runHelm(['template', 'punk', chart, '-n', NAMESPACE, ...PROMETHEUS_OPERATOR_API, ...args]);
+    assert.notEqual(result.status, 0, `helm template ${args.join(' ')} succeeded`);
+    assert.match(result.stderr, message);
+  }
+
+  const secretEnvOf = (objects: KubeObject[], component: string) => Object.fromEntries((containerOf(find(objects, 'Deployment', `punk-${component}`)).env ?? []).map(entry => [entry.name, entry.valueFrom?.secretKeyRef]));
+
+  it('takes the database URL from the bundled PostgreSQL, else postgres.url, else postgres.existingSecret', () => {
+    const byUrl = template('namespaced-operator.yaml');
+    for (const component of ['gateway', 'ledger']) {
+      assert.deepEqual(secretEnvOf(byUrl, component)['PUNK_DATABASE_URL'], { name: 'punk-connections', key: 'database-url' }, `${component}: postgres.url wins over the default existingSecret`);
+    }
+    const connections = find(byUrl, 'Secret', 'punk-connections') as unknown as { stringData: Record<string, string> };
+    assert.equal(connections.stringData['database-url'], 'postgres://punk:change-me@postgres.databases.svc.cluster.local:5432/punk');
+    assert.deepEqual(secretEnvOf(template(undefined), 'gateway')['PUNK_DATABASE_URL'], { name: 'punk-database-url', key: 'database-url' }, 'without url: existingSecret');
+    const bundled = template('dev-bundled.yaml', ['--set', 'postgres.url=postgres://u:p@db:5432/punk']);
+    assert.equal(secretEnvOf(bundled, 'gateway')['PUNK_DATABASE_URL'], undefined, 'bundled wins: a plain value, no Secret');
+    assert.equal(bundled.some(object => object.kind === 'Secret' && object.metadata.name === 'punk-connections'), false, 'no unused URL Secret');
+    const natsSecret = template(undefined, ['--set', 'nats.existingSecret.name=my-nats']);
+    assert.deepEqual(secretEnvOf(natsSecret, 'governance')['PUNK_NATS_URL'], { name: 'my-nats', key: 'nats-url' }, 'nats.existingSecret wins over the default nats.url');
+  });
+
+  it('refuses to publish an anonymous endpoint or admin API through the ingress, saying what to set', () => {
+    const ingress = ['--set', 'ingress.enabled=true', '--set', 'ingress.host=punk.example.com'];
+    assertRefused(ingress, /ingress\.enabled=true with auth\.mode=off would publish an anonymous MCP endpoint: set auth\.mode=on, or auth\.allowAnonymous=true/);
+    assertRefused([...ingress, '--set', 'auth.allowAnonymous=true', '--set', 'ingress.adminApi=true'], /ingress\.adminApi=true with auth\.mode=off would publish the anonymous admin API.*set auth\.mode=on, or ingress\.adminApi=false/);
+    find(template(undefined, [...ingress, '--set', 'auth.allowAnonymous=true']), 'Ingress', 'punk');
+  });
+
+  it('keeps the gateway and the external services away from link-local addresses (cloud metadata) by default', () => {
+    const policy = find(template(undefined), 'NetworkPolicy', 'punk-gateway') as unknown as { spec: { egress: { to?: { ipBlock?: { cidr: string; except?: string[] } }[] }[] } };
+    const blocks = policy.spec.egress.flatMap(rule => rule.to ?? []).flatMap(peer => (peer.ipBlock ? [peer.ipBlock] : []));
+    assert.ok(blocks.length > 0, 'ipBlock rules by default');
+    for (const block of blocks) assert.deepEqual(block, { cidr: '0.0.0.0/0', except: ['169.254.0.0/16'] });
+  });
+
+  it('leaves out an egress rule whose peer list is empty (no access) instead of admitting every destination', () => {
+    const objects = template(undefined, ['--set', 'networkPolicy.nats=null', '--set-json', 'networkPolicy.postgres=[]', '--set-json', 'networkPolicy.apiServer=[]', '--set-json', 'networkPolicy.gatewayEgress=[]']);
+    for (const component of ['mcp-front', 'gateway', 'governance', 'ledger', 'operator']) {
+      const egress = (find(objects, 'NetworkPolicy', `punk-${component}`) as unknown as { spec: { egress: { to?: unknown[]; ports?: { port: number | string }[] }[] } }).spec.egress;
+      for (const rule of egress) {
+        const dns = rule.ports?.some(port => port.port === 53);
+        assert.ok(dns || (rule.to?.length ?? 0) > 0, `${component}: a rule without peers: ${JSON.stringify(rule)}`);
+      }
+      assert.equal(egress.some(rule => rule.ports?.some(port => [4222, 5432, 443].includes(port.port as number))), false, `${component}: no NATS, PostgreSQL or API server rule`);
+    }
+    assertRefused(['--set-json', 'networkPolicy.nats=[{}]'], /at '\/networkPolicy\/nats\/0': minProperties: got 0, want 1/);
+    assertRefused(['--set-json', 'networkPolicy.gatewayEgress=[{"ipBlock":{"cidr":"everywhere"}}]'], /at '\/networkPolicy\/gatewayEgress\/0\/ipBlock\/cidr': 'everywhere' does not match pattern/);
+  });
+
+  it('keeps the helm test Pod for helm test --logs, its script in an ordinary ConfigMap of another name', () => {
+    const objects = template(undefined);
+    const pod = find(objects, 'Pod', 'punk-test-list-tools') as unknown as { metadata: { annotations: Record<string, string> }; spec: { volumes: { configMap?: { name: string } }[] } };
+    assert.equal(pod.metadata.annotations['helm.sh/hook'], 'test');
+    assert.equal(pod.metadata.annotations['helm.sh/hook-delete-policy'], 'before-hook-creation', 'no hook-succeeded: helm deletes those before reading logs');
+    const scripts = pod.spec.volumes.find(volume => volume.configMap)!.configMap!.name;
+    assert.notEqual(scripts, 'punk-test-list-tools');
+    assert.equal(find(objects, 'ConfigMap', scripts).metadata.annotations?.['helm.sh/hook'], undefined, 'the script is no hook');
+  });
+
+  it('refuses a ServiceMonitor on a cluster without the Prometheus Operator, saying what is needed', () => {
+    const result = runHelm(['template', 'punk', chart, '-n', NAMESPACE, ...valuesArgs('production.yaml')]);
+    assert.notEqual(result.status, 0);
+    assert.match(result.stderr, /metrics\.serviceMonitor\.enabled needs the Prometheus Operator's CRDs \(monitoring\.coreos\.com\/v1 ServiceMonitor\).*or set metrics\.serviceMonitor\.enabled=false/);
+  });
+
+  it('refuses env keys and ingress annotations the chart sets, naming the value to use', () => {
+    assertRefused(['--set', 'mcpFront.env.PUNK_AUTH_MODE=on'], /mcpFront\.env\.PUNK_AUTH_MODE: PUNK_AUTH_MODE is set by the chart; set auth\.mode instead/);
+    assertRefused(['--set', 'gateway.env.PUNK_PORT=9000'], /gateway\.env\.PUNK_PORT: PUNK_PORT is set by the chart; the chart fixes it/);
+    assertRefused(['--set', 'ledger.env.PUNK_DATABASE_URL=postgres://x'], /ledger\.env\.PUNK_DATABASE_URL: PUNK_DATABASE_URL is set by the chart; set postgres\.url or postgres\.existingSecret instead/);
+    assertRefused(['--set-json', 'operator.extraEnv=[{"name":"PUNK_CLUSTER_DOMAIN","value":"x"}]'], /operator\.extraEnv PUNK_CLUSTER_DOMAIN: PUNK_CLUSTER_DOMAIN is set by the chart; set cluster\.domain instead/);
+    assertRefused(['-f', join(chart, 'examples', 'production.yaml'), '--set-string', 'ingress.annotations.nginx\\.ingress\\.kubernetes\\.io/proxy-read-timeout=60'], /ingress\.annotations\.nginx\.ingress\.kubernetes\.io\/proxy-read-timeout is set by the chart: set ingress\.streamTimeoutSeconds instead/);
+    // A variable of another component is fine: PUNK_MANIFESTS is the gateway's only.
+    assert.equal((find(template(undefined, ['--set', 'ledger.env.PUNK_MANIFESTS=/m']), 'ConfigMap', 'punk-ledger') as unknown as { data: Record<string, string> }).data['PUNK_MANIFESTS'], '/m');
+  });
+
+  it('renders whole numbers without an exponent', () => {
+    const numbers = valuesFile('numbers.yaml', 'ingress:\n  streamTimeoutSeconds: 10000000\ngateway:\n  env:\n    PUNK_CALL_TIMEOUT_MS: 10000000\n');
+    const objects = template('production.yaml', ['-f', numbers]);
+    const ingress = find(objects, 'Ingress', 'punk') as unknown as { metadata: { annotations: Record<string, string> } };
+    assert.equal(ingress.metadata.annotations['nginx.ingress.kubernetes.io/proxy-read-timeout'], '10000000');
+    assert.equal(ingress.metadata.annotations['nginx.ingress.kubernetes.io/proxy-send-timeout'], '10000000');
+    assert.equal((find(objects, 'ConfigMap', 'punk-gateway') as unknown as { data: Record<string, string> }).data['PUNK_CALL_TIMEOUT_MS'], '10000000');
+    const storage = valuesFile('storage.yaml', 'postgres:\n  bundled:\n    storage: 10000000000\n');
+    const database = find(template('dev-bundled.yaml', ['-f', storage]), 'StatefulSet', 'punk-postgres') as unknown as { spec: { volumeClaimTemplates: { spec: { resources: { requests: { storage: string } } } }[] } };
+    assert.equal(database.spec.volumeClaimTemplates[0]!.spec.resources.requests.storage, '10000000000');
+  });
+
+  it('adds <component>.extraEnv (EnvVar objects, valueFrom) after the chart\'s entries; each needs a name', () => {
+    const objects = template(undefined, ['--set-json', 'gateway.extraEnv=[{"name":"PUNK_ENCRYPTION_PREVIOUS_KEYS","valueFrom":{"secretKeyRef":{"name":"old-keys","key":"keys"}}}]']);
+    const env = containerOf(find(objects, 'Deployment', 'punk-gateway')).env!;
+    assert.deepEqual(env.at(-1), { name: 'PUNK_ENCRYPTION_PREVIOUS_KEYS', valueFrom: { secretKeyRef: { name: 'old-keys', key: 'keys' } } });
+    assert.ok(env.findIndex(entry => entry.name === 'PUNK_ENCRYPTION_KEY') < env.length - 1);
+    assertRefused(['--set-json', 'gateway.extraEnv=[{"value":"x"}]'], /at '\/gateway\/extraEnv\/0': missing property 'name'/);
+  });
+
+  it('generates the keys under fixed data keys; secrets.*Key name keys of secrets.existingSecret only', () => {
+    const generated = template(undefined, ['--set', 'secrets.encryptionKeyKey=renamed', '--set', 'secrets.sessionSigningKeyKey=renamed-too']);
+    assert.deepEqual(Object.keys((find(generated, 'Secret', 'punk-keys') as unknown as { data: Record<string, string> }).data).sort(), ['encryption-key', 'session-signing-key']);
+    assert.deepEqual(secretEnvOf(generated, 'gateway')['PUNK_ENCRYPTION_KEY'], { name: 'punk-keys', key: 'encryption-key' });
+    assert.deepEqual(secretEnvOf(generated, 'mcp-front')['PUNK_SESSION_SIGNING_KEY'], { name: 'punk-keys', key: 'session-signing-key' });
+    const own = template(undefined, ['--set', 'secrets.existingSecret=my-keys', '--set', 'secrets.encryptionKeyKey=enc']);
+    assert.deepEqual(secretEnvOf(own, 'gateway')['PUNK_ENCRYPTION_KEY'], { name: 'my-keys', key: 'enc' });
+  });
+
+  it('spreads each component over nodes softly by default, overridable', () => {
+    const objects = template(undefined, ['--set-json', 'ledger.topologySpreadConstraints=[{"maxSkew":1,"topologyKey":"topology.kubernetes.io/zone","whenUnsatisfiable":"DoNotSchedule"}]']);
+    const spreadOf = (component: string) => (find(objects, 'Deployment', `punk-${component}`) as unknown as { spec: { template: { spec: { topologySpreadConstraints: Record<string, unknown>[] } } } }).spec.template.spec.topologySpreadConstraints;
+    for (const component of ['operator', 'mcp-front', 'gateway', 'governance']) {
+      assert.deepEqual(spreadOf(component), [{ maxSkew: 1, topologyKey: 'kubernetes.io/hostname', whenUnsatisfiable: 'ScheduleAnyway', labelSelector: { matchLabels: { 'app.kubernetes.io/name': `punk-${component}`, 'app.kubernetes.io/instance': 'punk' } } }]);
+    }
+    assert.deepEqual(spreadOf('ledger'), [{ maxSkew: 1, topologyKey: 'topology.kubernetes.io/zone', whenUnsatisfiable: 'DoNotSchedule' }]);
+  });
+
   it('refuses auth.mode=on without a public URL, saying what to set', () => {
     const result = runHelm(['template', 'punk', chart, '-n', NAMESPACE, '--set', 'auth.mode=on']);
     assert.notEqual(result.status, 0);
@@ -274,6 +400,15 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
       assert.ok(status === 200 || status === 201, `${object.kind} ${object.metadata.name}: HTTP ${status}: ${text.slice(0, 800)}`);
     }
 
+    it('prints NOTES for the values: a cleartext warning without TLS, the port-forward URL of the admin API', () => {
+      const install = runHelm(['install', 'punk-notes', chart, '-n', RELEASE_NAMESPACE, '--dry-run=server', '-f', join(chart, 'examples', 'production.yaml'), '--set', 'ingress.tls.enabled=false'], { KUBECONFIG: kubeconfigFile });
+      assert.equal(install.status, 0, install.stderr);
+      assert.match(install.stdout, /WARNING: the public URL http:\/\/punk\.example\.com is plain HTTP: bearer tokens \(API keys\) travel in cleartext/);
+      assert.match(install.stdout, /POST http:\/\/127\.0\.0\.1:4100\/api\/v1\/api-keys through a port-forward \(ingress\.adminApi is off\)/);
+      assert.doesNotMatch(install.stdout, /POST http:\/\/punk\.example\.com/);
+      assert.match(install.stdout, /kind: McpServer/, 'an McpServer to apply, inline');
+    });
+
     for (const file of valueSets) {
       it(`accepts every object rendered with ${file ?? 'the default values'} in a server-side dry-run apply`, async () => {
         const byKind = await resourcesByKind();
@@ -310,16 +445,22 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
       const frontChecksum = await readChecksum('mcp-front');
       const ledgerChecksum = await readChecksum('ledger');
 
-      const upgrade = runHelm(['upgrade', 'punk', chart, '-n', RELEASE_NAMESPACE, '-f', join(chart, 'examples', 'dev-bundled.yaml'), '--set', 'mcpFront.env.PUNK_MAX_SESSIONS=500', '--wait=false', '--timeout', '60s'], kube);
+      // A data key an older release wrote (a renamed secrets.encryptionKeyKey) stays: no upgrade drops a key.
+      const legacy = await requestApi(plane.kubeConfig, 'PATCH', `/api/v1/namespaces/${RELEASE_NAMESPACE}/secrets/punk-keys`, { data: { 'legacy-key': keys['encryption-key'] } }, 'application/merge-patch+json');
+      assert.equal(legacy.status, 200, legacy.text);
+      const keysBefore = await readSecret('punk-keys');
+      assert.ok(keysBefore['legacy-key']);
+      // Renaming the *Key values must not touch the generated Secret (they name keys of secrets.existingSecret).
+      const upgrade = runHelm(['upgrade', 'punk', chart, '-n', RELEASE_NAMESPACE, '-f', join(chart, 'examples', 'dev-bundled.yaml'), '--set', 'mcpFront.env.PUNK_MAX_SESSIONS=500', '--set', 'secrets.encryptionKeyKey=renamed', '--wait=false', '--timeout', '60s'], kube);
       assert.equal(upgrade.status, 0, upgrade.stderr);
-      assert.deepEqual(await readSecret('punk-keys'), keys, 'an upgrade keeps the keys');
+      assert.deepEqual(await readSecret('punk-keys'), keysBefore, 'an upgrade keeps the keys, every data key');
       assert.deepEqual(await readSecret('punk-postgres'), password, 'an upgrade keeps the bundled database password');
       assert.notEqual(await readChecksum('mcp-front'), frontChecksum, 'a changed setting rolls the front');
       assert.equal(await readChecksum('ledger'), ledgerChecksum, 'an unchanged component keeps its pods');
 
       const uninstall = runHelm(['uninstall', 'punk', '-n', RELEASE_NAMESPACE, '--wait=false'], kube);
       assert.equal(uninstall.status, 0, uninstall.stderr);
-      assert.deepEqual(await readSecret('punk-keys'), keys, 'uninstall leaves the keys behind (helm.sh/resource-policy: keep)');
+      assert.deepEqual(await readSecret('punk-keys'), keysBefore, 'uninstall leaves the keys behind (helm.sh/resource-policy: keep)');
       const deployment = await requestApi(plane.kubeConfig, 'GET', `/apis/apps/v1/namespaces/${RELEASE_NAMESPACE}/deployments/punk-mcp-front`);
       assert.equal(deployment.status, 404, 'uninstall removed the Deployments');
     });
