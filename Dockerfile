@@ -69,9 +69,9 @@ ENTRYPOINT ["/usr/bin/tini", "--"]
 # Punk's own processes need node only: npm, npx, corepack and yarn are removed.
 FROM node-base AS service-base
 RUN rm -rf /usr/local/lib/node_modules /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack /usr/local/bin/yarn /usr/local/bin/yarnpkg /opt/yarn-*
-# The listener of /healthz, /readyz, /metrics and the service's routes: every address, port 8080 (as the chart sets).
-ENV PUNK_HOST=0.0.0.0 PUNK_PORT=8080
-EXPOSE 8080
+# The listener of /healthz, /readyz and the service's routes on every address, port 8080, and /metrics on 9090 (as the chart sets).
+ENV PUNK_HOST=0.0.0.0 PUNK_PORT=8080 PUNK_METRICS_PORT=9090
+EXPOSE 8080 9090
 USER 65532:65532
 
 # ---- the operator and the services: node /opt/punk/<workspace>/dist/main.js, HTTP on PUNK_PORT (8080).

@@ -163,15 +163,20 @@ for (const [target, main] of serviceTargets) {
     const layout = assemble(target);
     checkServiceLayout(target, layout, main);
     const port = await freePort();
+    const metricsPort = await freePort();
     const service = await startFromLayout(process.execPath, [join(layout, main)], {
       ...layoutEnv(target, layout),
       PUNK_HOST: '127.0.0.1',
       PUNK_PORT: String(port),
+      PUNK_METRICS_PORT: String(metricsPort),
       PUNK_NATS_URL: natsUrl,
       PUNK_DATABASE_URL: database.url,
     }, port);
     try {
       await waitForStatus(service, '/readyz', 200, 60_000);
+      const metrics = await fetch(`http://127.0.0.1:${metricsPort}/metrics`);
+      assert.equal(metrics.status, 200, `${target} serves /metrics on PUNK_METRICS_PORT`);
+      assert.match(await metrics.text(), /^# TYPE process_resident_memory_bytes gauge$/m);
     } finally {
       assert.equal(await service.stop('SIGTERM'), 0, `${target} exits 0 on SIGTERM:\n${service.output()}`);
     }
@@ -185,7 +190,7 @@ test('operator: the image layout holds production dependencies only, and the ope
   checkServiceLayout('operator', layout, runs.main);
   const port = await freePort();
   const kubeconfig = join(work, 'kubeconfig');
-  const env = { ...layoutEnv('operator', layout), PUNK_HOST: '127.0.0.1', PUNK_PORT: String(port), PUNK_NATS_URL: natsUrl, KUBECONFIG: kubeconfig, PUNK_OPERATOR_LEASE_NAMESPACE: 'default' };
+  const env = { ...layoutEnv('operator', layout), PUNK_HOST: '127.0.0.1', PUNK_PORT: String(port), PUNK_METRICS_PORT: String(await freePort()), PUNK_NATS_URL: natsUrl, KUBECONFIG: kubeconfig, PUNK_OPERATOR_LEASE_NAMESPACE: 'default' };
   const availability = controlPlaneAvailability();
   if (availability.available) {
     const cluster: ControlPlane = await startControlPlane();

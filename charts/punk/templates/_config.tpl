@@ -17,6 +17,8 @@ The non-secret environment of one component (the data of its ConfigMap), as YAML
 {{- $publicUrl := include "punk.publicUrl" $root -}}
 PUNK_HOST: "0.0.0.0"
 PUNK_PORT: "8080"
+{{- /* /metrics on a port of its own: scrapers are admitted to it, not to the APIs (the ledger's holds tool arguments). */}}
+PUNK_METRICS_PORT: "9090"
 PUNK_LOG_LEVEL: {{ $v.logLevel | quote }}
 OTEL_SERVICE_NAME: {{ printf "punk-%s" .component | quote }}
 {{- if and $v.tracing.otlpEndpoint (ne .component "operator") }}

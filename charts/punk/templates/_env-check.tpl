@@ -5,6 +5,7 @@ as YAML; "" marks a variable the chart fixes.
 {{- define "punk.chartEnvSources" -}}
 PUNK_HOST: ""
 PUNK_PORT: ""
+PUNK_METRICS_PORT: ""
 PUNK_INSTANCE_ID: ""
 PUNK_LOG_LEVEL: logLevel
 OTEL_SERVICE_NAME: ""

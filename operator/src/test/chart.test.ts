@@ -119,7 +119,10 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
       assert.equal(deployment.spec.replicas, 2);
       assert.deepEqual(container.livenessProbe.httpGet, { path: '/healthz', port: 'http' });
       assert.deepEqual(container.readinessProbe.httpGet, { path: '/readyz', port: 'http' });
-      assert.deepEqual(container.ports, [{ name: 'http', containerPort: 8080, protocol: 'TCP' }]);
+      assert.deepEqual(container.ports, [
+        { name: 'http', containerPort: 8080, protocol: 'TCP' },
+        { name: 'metrics', containerPort: 9090, protocol: 'TCP' },
+      ]);
       assert.equal(container.securityContext.runAsUser, 65532);
       assert.equal(container.securityContext.readOnlyRootFilesystem, true);
       assert.deepEqual(container.securityContext.capabilities, { drop: ['ALL'] });
@@ -175,7 +178,15 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
     assert.equal(config('operator')['OTEL_EXPORTER_OTLP_ENDPOINT'], undefined, 'the operator exports no spans');
     assert.equal(template(undefined).some(object => object.kind === 'ConfigMap' && (object as unknown as { data?: Record<string, string> }).data?.['OTEL_EXPORTER_OTLP_ENDPOINT']), false, 'tracing is off by default');
     find(objects, 'HorizontalPodAutoscaler', 'punk-mcp-front');
-    find(objects, 'ServiceMonitor', 'punk');
+    const monitor = find(objects, 'ServiceMonitor', 'punk') as unknown as { spec: { endpoints: { port: string; path: string }[] } };
+    assert.deepEqual(monitor.spec.endpoints.map(endpoint => [endpoint.port, endpoint.path]), [['metrics', '/metrics']]);
+    for (const component of ['operator', 'mcp-front', 'gateway', 'governance', 'ledger']) {
+      assert.equal(config(component)['PUNK_METRICS_PORT'], '9090');
+      // Scrapers reach the metrics port only: the ledger's and the front's APIs stay closed to them.
+      const ingress = (find(objects, 'NetworkPolicy', `punk-${component}`) as unknown as { spec: { ingress: { from: unknown[]; ports: { port: string | number }[] }[] } }).spec.ingress;
+      const scrape = ingress.filter(rule => JSON.stringify(rule.from).includes('monitoring'));
+      assert.deepEqual(scrape.map(rule => rule.ports.map(port => port.port)), [['metrics']], `${component}: scrapers admitted to port metrics alone`);
+    }
     const dashboard = find(objects, 'ConfigMap', 'punk-dashboard') as unknown as { data: Record<string, string> };
     assert.match(JSON.parse(dashboard.data['punk.json']!).panels.map((panel: { targets: { expr: string }[] }) => panel.targets[0]!.expr).join('\n'), /mcp_server_operation_duration_seconds/);
   });
