@@ -22,13 +22,16 @@ after(async () => {
   await world.stop();
 });
 
-test('a service without PUNK_NATS_URL, or the ledger without PUNK_DATABASE_URL, stops at once naming the variable', async () => {
+test('a service without PUNK_NATS_URL, the ledger without PUNK_DATABASE_URL, or one whose metrics port is its port, stops at once naming the variable', async () => {
   const noNats = await startService('governance', { PUNK_NATS_URL: '' }, { waitReady: false });
   assert.equal(await noNats.exited, 2);
   assert.match(noNats.output(), /PUNK_NATS_URL is required/);
   const noDb = await startService('ledger', { PUNK_NATS_URL: world.nats.url, PUNK_DATABASE_URL: '' }, { waitReady: false });
   assert.equal(await noDb.exited, 2);
   assert.match(noDb.output(), /PUNK_DATABASE_URL is required/);
+  const samePorts = await startService('governance', { PUNK_NATS_URL: world.nats.url, PUNK_PORT: '24999', PUNK_METRICS_PORT: '24999' }, { waitReady: false });
+  assert.equal(await samePorts.exited, 2);
+  assert.match(samePorts.output(), /PUNK_METRICS_PORT=24999: must differ from PUNK_PORT/);
 });
 
 test('every service is ready, is not ready while NATS is down, is ready again when it returns, and exits 0 on SIGTERM', async () => {

@@ -1,3 +1,5 @@
+import { PunkError } from '../errors.js';
+
 /**
  * `PUNK_NATS_URL` as nats.js takes it: the server list, and the credentials a URL's userinfo carries
  * (`nats://user:password@host:4222`, or `nats://token@host:4222`), which nats.js does not read from the URL itself.
@@ -20,6 +22,7 @@ export interface NatsServers {
  * Splits a comma-separated NATS URL list into servers and credentials (NATS server docs, "Authentication":
  * user/password and token). Percent-encoded characters in the userinfo are decoded. Entries that are not URLs
  * (`127.0.0.1:4222`) pass through unchanged, for nats.js to judge.
+ * @throws PunkError `InvalidConfig` when a userinfo is not valid percent-encoding.
  */
 export function parseNatsUrl(url: string): NatsServers {
   let credentials: NatsCredentials = {};
@@ -36,8 +39,8 @@ export function parseNatsUrl(url: string): NatsServers {
       }
       if (!parsed.username && !parsed.password) return entry;
       if (Object.keys(credentials).length === 0) {
-        const user = decodeURIComponent(parsed.username);
-        credentials = parsed.password ? { user, pass: decodeURIComponent(parsed.password) } : { token: user };
+        const user = decodeUserinfo(parsed.username);
+        credentials = parsed.password ? { user, pass: decodeUserinfo(parsed.password) } : { token: user };
       }
       parsed.username = '';
       parsed.password = '';
@@ -46,7 +49,23 @@ export function parseNatsUrl(url: string): NatsServers {
   return { servers, credentials, shown: redactNatsUrl(url) };
 }
 
-/** `url` with every userinfo (`user:password@`, `token@`) replaced by `<redacted>@`, for messages and logs. */
+/**
+ * `url` with every userinfo (`user:password@`, `token@`) replaced by `<redacted>@`, for messages and logs. Each
+ * comma-separated entry loses everything between `//` and its last `@` (a host never holds one), so a password
+ * with an unencoded `@`, `/`, `?` or `#` is hidden too.
+ */
 export function redactNatsUrl(url: string): string {
-  return url.replace(/\/\/[^/?#,@]*@/g, '//<redacted>@');
+  return url
+    .split(',')
+    .map(entry => entry.replace(/\/\/.*@/, '//<redacted>@'))
+    .join(',');
+}
+
+/** A percent-decoded user, password or token. @throws PunkError `InvalidConfig` naming PUNK_NATS_URL when malformed. */
+function decodeUserinfo(part: string): string {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    throw new PunkError('InvalidConfig', 'PUNK_NATS_URL: the user, password or token is not valid percent-encoding (write % as %25)', { variable: 'PUNK_NATS_URL' });
+  }
 }

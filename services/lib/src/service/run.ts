@@ -107,6 +107,9 @@ export async function runService(definition: ServiceDefinition, options: RunOpti
   if (definition.needsDatabase && !config.databaseUrl) {
     throw new PunkError('InvalidConfig', `PUNK_DATABASE_URL is required to run ${definition.name} (e.g. PUNK_DATABASE_URL=postgres://postgres@127.0.0.1:5432/punk)`, { variable: 'PUNK_DATABASE_URL' });
   }
+  if (config.metricsPort !== undefined && config.metricsPort !== 0 && config.metricsPort === config.port) {
+    throw new PunkError('InvalidConfig', `PUNK_METRICS_PORT=${config.metricsPort}: must differ from PUNK_PORT (it is a second listener, for /metrics alone; unset it to serve /metrics on PUNK_PORT)`, { variable: 'PUNK_METRICS_PORT' });
+  }
 
   let bus: TrackedBus | undefined;
   let db: Database | undefined;
