@@ -8,6 +8,7 @@ PUNK_PORT: ""
 PUNK_METRICS_PORT: ""
 PUNK_INSTANCE_ID: ""
 PUNK_LOG_LEVEL: logLevel
+PUNK_MCP_PATH: ""
 OTEL_SERVICE_NAME: ""
 OTEL_EXPORTER_OTLP_ENDPOINT: tracing.otlpEndpoint
 OTEL_EXPORTER_OTLP_PROTOCOL: tracing.protocol
@@ -51,6 +52,8 @@ extraEnv repeats a key of env. Call with (dict "root" $ "key" "mcpFront" "values
 {{- $chartKeys := keys (.config | fromYaml) }}
 {{- range (.secretEnv | fromYamlArray) }}{{ $chartKeys = append $chartKeys .name }}{{ end }}
 {{- $chartKeys = append $chartKeys "PUNK_INSTANCE_ID" }}
+{{- /* The Ingress, NOTES and the helm test reach the endpoint at /mcp. */}}
+{{- $chartKeys = append $chartKeys "PUNK_MCP_PATH" }}
 {{- $userKeys := list }}
 {{- $env := .values.env | default dict }}
 {{- range $name, $_ := $env }}{{ $userKeys = append $userKeys (list (printf "%s.env.%s" $.key $name) $name) }}{{ end }}

@@ -65,6 +65,19 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s-connections" (include "punk.fullname" .) -}}
 {{- end -}}
 
+{{/*
+The salt of the pods' checksum/connections annotation (base64), kept in the connections Secret: generated once
+(lookup), the same in every template of one render (memoized in .Values), so the annotation of URLs that may hold
+passwords cannot be brute-forced by whoever can read pods.
+*/}}
+{{- define "punk.connectionsSalt" -}}
+{{- if not (hasKey .Values "_connectionsSalt") -}}
+{{- $existing := (lookup "v1" "Secret" .Release.Namespace (include "punk.connectionsSecret" .)).data | default dict -}}
+{{- $_ := set .Values "_connectionsSalt" (get $existing "checksum-salt" | default (randAlphaNum 32 | b64enc)) -}}
+{{- end -}}
+{{- .Values._connectionsSalt -}}
+{{- end -}}
+
 {{/* Name of the Secret of the bundled PostgreSQL's password. */}}
 {{- define "punk.postgresSecret" -}}
 {{- printf "%s-postgres" (include "punk.fullname" .) -}}

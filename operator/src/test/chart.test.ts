@@ -4,6 +4,7 @@
 // crds/, the generated keys kept across an upgrade of a real release, and files/list-tools.mjs listing the tools
 // of a real `punk up`.
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { spawn, spawnSync } from 'node:child_process';
 import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -242,7 +243,15 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
     }
     const connections = find(byUrl, 'Secret', 'punk-connections') as unknown as { stringData: Record<string, string> };
     assert.equal(connections.stringData['database-url'], 'postgres://punk:change-me@postgres.databases.svc.cluster.local:5432/punk');
-    assert.deepEqual(secretEnvOf(template(undefined), 'gateway')['PUNK_DATABASE_URL'], { name: 'punk-database-url', key: 'database-url' }, 'without url: existingSecret');
+    // The pods' checksum of those URLs is salted with a value of that Secret: reading pods does not give a hash of the password.
+    const salt = Buffer.from((connections as unknown as { data: Record<string, string> }).data['checksum-salt']!, 'base64').toString();
+    assert.match(salt, /^[A-Za-z0-9]{32}$/);
+    const checksums = new Set(['operator', 'mcp-front', 'gateway', 'governance', 'ledger'].map(component => (find(byUrl, 'Deployment', `punk-${component}`) as unknown as { spec: { template: { metadata: { annotations: Record<string, string> } } } }).spec.template.metadata.annotations['checksum/connections']));
+    assert.equal(checksums.size, 1, 'one salt in one render');
+    const unsalted = createHash('sha256').update(`nats://nats.nats.svc.cluster.local:4222|postgres://punk:change-me@postgres.databases.svc.cluster.local:5432/punk`).digest('hex');
+    assert.notEqual([...checksums][0], unsalted);
+    assert.equal([...checksums][0], createHash('sha256').update(`${(connections as unknown as { data: Record<string, string> }).data['checksum-salt']}|nats://nats.nats.svc.cluster.local:4222|postgres://punk:change-me@postgres.databases.svc.cluster.local:5432/punk`).digest('hex'));
+    assert.deepEqual(secretEnvOf(template(undefined), 'gateway')['PUNK_DATABASE_URL'], { name: 'punk-database', key: 'database-url' }, 'without url: existingSecret');
     const bundled = template('dev-bundled.yaml', ['--set', 'postgres.url=postgres://u:p@db:5432/punk']);
     assert.equal(secretEnvOf(bundled, 'gateway')['PUNK_DATABASE_URL'], undefined, 'bundled wins: a plain value, no Secret');
     assert.equal(bundled.some(object => object.kind === 'Secret' && object.metadata.name === 'punk-connections'), false, 'no unused URL Secret');
@@ -297,6 +306,7 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
   it('refuses env keys and ingress annotations the chart sets, naming the value to use', () => {
     assertRefused(['--set', 'mcpFront.env.PUNK_AUTH_MODE=on'], /mcpFront\.env\.PUNK_AUTH_MODE: PUNK_AUTH_MODE is set by the chart; set auth\.mode instead/);
     assertRefused(['--set', 'gateway.env.PUNK_PORT=9000'], /gateway\.env\.PUNK_PORT: PUNK_PORT is set by the chart; the chart fixes it/);
+    assertRefused(['--set', 'mcpFront.env.PUNK_MCP_PATH=/rpc'], /mcpFront\.env\.PUNK_MCP_PATH: PUNK_MCP_PATH is set by the chart; the chart fixes it/);
     assertRefused(['--set', 'ledger.env.PUNK_DATABASE_URL=postgres://x'], /ledger\.env\.PUNK_DATABASE_URL: PUNK_DATABASE_URL is set by the chart; set postgres\.url or postgres\.existingSecret instead/);
     assertRefused(['--set-json', 'operator.extraEnv=[{"name":"PUNK_CLUSTER_DOMAIN","value":"x"}]'], /operator\.extraEnv PUNK_CLUSTER_DOMAIN: PUNK_CLUSTER_DOMAIN is set by the chart; set cluster\.domain instead/);
     assertRefused(['-f', join(chart, 'examples', 'production.yaml'), '--set-string', 'ingress.annotations.nginx\\.ingress\\.kubernetes\\.io/proxy-read-timeout=60'], /ingress\.annotations\.nginx\.ingress\.kubernetes\.io\/proxy-read-timeout is set by the chart: set ingress\.streamTimeoutSeconds instead/);
@@ -418,6 +428,11 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
       assert.match(install.stdout, /POST http:\/\/127\.0\.0\.1:4100\/api\/v1\/api-keys through a port-forward \(ingress\.adminApi is off\)/);
       assert.doesNotMatch(install.stdout, /POST http:\/\/punk\.example\.com/);
       assert.match(install.stdout, /kind: McpServer/, 'an McpServer to apply, inline');
+      assert.doesNotMatch(install.stdout, /no way to authenticate is configured/, 'production.yaml names a bootstrap admin key');
+      const locked = runHelm(['install', 'punk-notes', chart, '-n', RELEASE_NAMESPACE, '--dry-run=server', '-f', join(chart, 'examples', 'dev-bundled.yaml'), '--set', 'auth.mode=on', '--set', 'publicUrl=http://127.0.0.1:4100'], { KUBECONFIG: kubeconfigFile });
+      assert.equal(locked.status, 0, locked.stderr);
+      assert.match(locked.stdout, /WARNING: authentication is on, but no way to authenticate is configured: set auth\.bootstrapAdminKey\.existingSecret/);
+      assert.match(locked.stdout, /and NATS without authentication/);
     });
 
     for (const file of valueSets) {
