@@ -433,7 +433,10 @@ class MemoryKv implements KvStore {
     clearTimeout(this.expiryTimers.get(key));
     const timer = setTimeout(() => {
       this.expiryTimers.delete(key);
-      if (this.entries.get(key) === entry && this.live(key) === undefined) this.notify({ operation: 'delete', key });
+      if (this.entries.get(key) !== entry) return;
+      // Timers run on a monotonic clock and may fire a moment before Date.now() reaches the expiry: try again then.
+      if (entry.expiresAt > Date.now()) return this.scheduleExpiry(key);
+      this.live(key); // removes the expired entry and reports its delete
     }, Math.max(0, entry.expiresAt - Date.now()));
     timer.unref();
     this.expiryTimers.set(key, timer);
