@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
-import { streams, subjects, type LedgerEvent } from '@punk/lib';
+import { PunkError, streams, subjects, type LedgerEvent } from '@punk/lib';
 import { startService, type ServiceProcess } from './processes.js';
 import { callTally, tallyWorld, testBus, type TallyWorld } from './distributed.js';
 
@@ -59,6 +59,17 @@ test('two client sessions get two upstream processes; each session\'s calls reac
     assert.ok(owner, 'the upstream process of session 1 is a child of a gateway');
     const survivor = gateways.find(g => g !== owner)!;
     await owner.stop('SIGKILL');
+    // NATS drops the killed process's subscriptions once it sees the connection closed; until then a call forwarded
+    // to the owner waits for its deadline instead of getting "no responders" (and the session being re-established).
+    const ownerId = owner === gateways[0] ? 'gateway-1' : 'gateway-2';
+    for (const deadline = Date.now() + 15_000; ; await new Promise(r => setTimeout(r, 100))) {
+      const gone = await bus.request(subjects.gatewayInstanceCall(ownerId), {}, { timeoutMs: 500 }).then(
+        () => false,
+        (error: PunkError) => error.code === 'BusNoResponders',
+      );
+      if (gone) break;
+      assert.ok(Date.now() < deadline, `NATS still routes to the killed gateway ${ownerId}`);
+    }
 
     await callTally(bus, world.setup.tenant, 'count', { n: 999 }, 20_000, s1);
     const again = await ranIn(999);
