@@ -14,7 +14,7 @@ import {
   type RequestId,
   type Server,
 } from '@modelcontextprotocol/server';
-import { jsonRpcErrorTypeOf, MCP_DURATION_BUCKETS, NO_ERROR, OTHER, secondsSince } from '@punk/lib';
+import { jsonRpcErrorTypeOf, MCP_DURATION_BUCKETS, NO_ERROR, OTHER, recordMcpResponse, secondsSince } from '@punk/lib';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import type { Scope } from './aggregate.js';
 import type { TenantCatalog } from './catalog.js';
@@ -158,7 +158,8 @@ function versionLabel(version: unknown): string {
 }
 
 /**
- * Records every request the SDK `server` answers into {@link serverOperationDuration}: once the server is
+ * Records every request the SDK `server` answers into {@link serverOperationDuration}, and its outcome on the
+ * request's MCP server span (`recordMcpResponse`, when tracing is on): once the server is
  * connected to its transport (both protocol eras connect one per request, legacy.ts and the SDK's
  * `createMcpHandler`), incoming requests are noted by id and timed when their response is sent. A `tools/call`
  * tool name is kept only when the scope's catalog resolves it (a bounded label set). Notifications are not timed.
@@ -183,6 +184,7 @@ export function observeOperations(server: Server, catalog: TenantCatalog, scope:
       const request = 'id' in message && message.id !== undefined ? pending.get(message.id) : undefined;
       if (request && (isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message))) {
         pending.delete(message.id!);
+        recordMcpResponse(message);
         void record(request, message, server.getNegotiatedProtocolVersion(), secondsSince(request.startedAt), catalog, scope);
       }
       return send(message, options);

@@ -4,7 +4,7 @@ export { withTraceContext, runInHeaderContext, extractTraceContext } from './pro
 export { activeLogFields, withRequestLogFields, type RequestLogFields } from './log-fields.js';
 export { inSpan, recordFailure, punkTracer, TRACER_NAME, type SpanStart } from './spans.js';
 export { mcpTargetAttributes, PUNK_SERVER, PUNK_TENANT } from './mcp-attributes.js';
-export { traceMcpRequest } from './mcp-server-span.js';
+export { recordMcpResponse, traceMcpRequest } from './mcp-server-span.js';
 export { traceGatewayCalls, traceUpstreamCall, type UpstreamOutcome } from './gateway-spans.js';
 export { traceGovernanceChecks, PUNK_POLICY_DECISION, PUNK_POLICY_KIND, PUNK_POLICY_RULE, PUNK_POLICY_TARGET } from './governance-span.js';
 export { traceLedgerBatch, PUNK_LEDGER_EVENT_TYPE } from './ledger-spans.js';

@@ -3,8 +3,8 @@
  * MCP semantic conventions say (docs/gen-ai/mcp.md, "Server"): name `{mcp.method.name} {target}`, kind SERVER,
  * parent taken from `params._meta` (`traceparent`, `tracestate`), else from the HTTP request's `traceparent`
  * header; when both are present and differ, the HTTP one is a link ("Context propagation").
- * The outcome is read from the JSON-RPC response the client receives (JSON body or SSE `data:` lines):
- * `error.type` is the JSON-RPC error code, or `tool_error` for a `CallToolResult` with `isError: true`.
+ * The outcome comes from the JSON-RPC response sent to the request ({@link recordMcpResponse}): `error.type` is the
+ * JSON-RPC error code, or `tool_error` for a `CallToolResult` with `isError: true`; without one, a 4xx/5xx status.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { context, SpanKind, SpanStatusCode, trace, type Attributes, type Link, type Span } from '@opentelemetry/api';
@@ -15,8 +15,10 @@ import { mcpTargetAttributes, PUNK_TENANT } from './mcp-attributes.js';
 import { extractTraceContext } from './propagation.js';
 import { punkTracer } from './spans.js';
 
-/** Most response bytes read for the outcome; past it the outcome is left unknown rather than buffering a huge result. */
-const MAX_CAPTURED_BYTES = 1 << 20;
+/** The JSON-RPC id each MCP server span answers, so only the answer to its own request sets its outcome. */
+const answersTo = new WeakMap<Span, unknown>();
+/** Spans whose answer was seen by {@link recordMcpResponse}. */
+const answered = new WeakSet<Span>();
 
 /** `_meta` key of the protocol revision a 2026-07-28 request states (MCP 2026-07-28 basic, "Request metadata"). */
 const PROTOCOL_VERSION_META_KEY = 'io.modelcontextprotocol/protocolVersion';
@@ -38,68 +40,27 @@ function protocolVersionOf(req: IncomingMessage, message: JsonRpcMessage): strin
   return typeof stated === 'string' ? stated : undefined;
 }
 
-/** The JSON-RPC messages of a response body: one JSON value (or a batch), or the `data:` lines of an SSE stream. */
-function responseMessages(body: string, contentType: string): unknown[] {
-  const parse = (text: string): unknown[] => {
-    try {
-      const value: unknown = JSON.parse(text);
-      return Array.isArray(value) ? value : [value];
-    } catch {
-      return [];
-    }
-  };
-  if (contentType.startsWith('text/event-stream')) {
-    return body.split('\n').flatMap(line => (line.startsWith('data:') ? parse(line.slice(5).trim()) : []));
-  }
-  return parse(body);
-}
-
 /**
- * Sets `error.type` (and status) when the response says the request failed: the answer to request `id` (none
- * for a notification) is a JSON-RPC error or a tool error, or there is no answer and the HTTP status is 4xx/5xx.
+ * Sets the outcome of the active MCP server span ({@link traceMcpRequest}) from the JSON-RPC response being sent to
+ * its request: `error.type` and `rpc.response.status_code` are the error's code, or `error.type` is `tool_error` for
+ * a result with `isError: true`. The front's transport calls it for every response it sends (mcp-front metrics.ts);
+ * a response to another request, or with no span active, changes nothing.
  */
-function recordOutcome(span: Span, res: ServerResponse, body: string | undefined, id: unknown): void {
-  const contentType = String(res.getHeader('content-type') ?? '');
-  const answer = body === undefined || id === undefined ? undefined : responseMessages(body, contentType).find(m => typeof m === 'object' && m !== null && (m as { id?: unknown }).id === id);
-  const error = (answer as { error?: { code?: unknown; message?: unknown } } | undefined)?.error;
+export function recordMcpResponse(response: { id?: unknown; result?: unknown; error?: unknown }): void {
+  const span = trace.getActiveSpan();
+  if (!span || !span.isRecording() || !answersTo.has(span) || answersTo.get(span) !== response.id) return;
+  answered.add(span);
+  const error = response.error as { code?: unknown; message?: unknown } | undefined;
   if (error && (typeof error.code === 'number' || typeof error.code === 'string')) {
     span.setAttribute(ATTR_ERROR_TYPE, String(error.code));
     span.setAttribute(ATTR_RPC_RESPONSE_STATUS_CODE, String(error.code));
     span.setStatus({ code: SpanStatusCode.ERROR, ...(typeof error.message === 'string' && { message: error.message }) });
     return;
   }
-  if ((answer as { result?: { isError?: unknown } } | undefined)?.result?.isError === true) {
+  if ((response.result as { isError?: unknown } | undefined)?.isError === true) {
     span.setAttribute(ATTR_ERROR_TYPE, 'tool_error');
     span.setStatus({ code: SpanStatusCode.ERROR, message: 'the tool returned isError: true' });
-    return;
   }
-  if (answer === undefined && res.statusCode >= 400) {
-    span.setAttribute(ATTR_ERROR_TYPE, String(res.statusCode));
-    span.setStatus({ code: SpanStatusCode.ERROR });
-  }
-}
-
-/** Keeps a copy of what is written to `res` (up to {@link MAX_CAPTURED_BYTES}); undefined once that is passed. */
-function captureBody(res: ServerResponse): () => string | undefined {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  const keep = (chunk: unknown, encoding: unknown) => {
-    if (size > MAX_CAPTURED_BYTES || chunk === undefined || chunk === null || typeof chunk === 'function') return;
-    const buffer = Buffer.isBuffer(chunk) ? chunk : typeof chunk === 'string' ? Buffer.from(chunk, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8') : Buffer.from(chunk as Uint8Array);
-    size += buffer.length;
-    if (size <= MAX_CAPTURED_BYTES) chunks.push(buffer);
-  };
-  const write = res.write;
-  const end = res.end;
-  res.write = function (this: ServerResponse, chunk: unknown, ...rest: unknown[]) {
-    keep(chunk, rest[0]);
-    return (write as (...args: unknown[]) => boolean).call(this, chunk, ...rest);
-  } as typeof res.write;
-  res.end = function (this: ServerResponse, chunk?: unknown, ...rest: unknown[]) {
-    keep(chunk, rest[0]);
-    return (end as (...args: unknown[]) => ServerResponse).call(this, chunk, ...rest);
-  } as typeof res.end;
-  return () => (size > MAX_CAPTURED_BYTES ? undefined : Buffer.concat(chunks).toString('utf8'));
 }
 
 /**
@@ -143,9 +104,13 @@ export async function traceMcpRequest(req: IncomingMessage, res: ServerResponse,
   };
   const parent = metaSpan ? fromMeta : fromHttp;
   const span = punkTracer().startSpan(target.spanName, { kind: SpanKind.SERVER, attributes, links }, parent);
-  const captured = span.isRecording() ? captureBody(res) : () => undefined;
+  if (isRequest) answersTo.set(span, message.id);
   res.once('close', () => {
-    if (span.isRecording()) recordOutcome(span, res, captured(), isRequest ? message.id : undefined);
+    // No JSON-RPC answer (refused before the SDK saw it, or a notification): the HTTP status tells.
+    if (span.isRecording() && !answered.has(span) && res.statusCode >= 400) {
+      span.setAttribute(ATTR_ERROR_TYPE, String(res.statusCode));
+      span.setStatus({ code: SpanStatusCode.ERROR });
+    }
     span.end();
   });
   return context.with(trace.setSpan(withRequestLogFields({ ...(requestId !== undefined && { requestId }), tenant }, parent), span), handle);
