@@ -23,6 +23,7 @@ import https from 'node:https';
 import net from 'node:net';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { findGo } from './go.mjs';
 
 // Kubernetes v1.37.2: the newest release the Go module proxy serves here; its go.mod
 // asks for Go 1.26.0, which this machine has.
@@ -88,13 +89,11 @@ function answersVersion(binary) {
  * @returns {string}
  * @throws {ControlPlaneError} when neither answers `go version`
  */
-function findGo() {
-  for (const candidate of ['go', '/usr/local/go/bin/go']) {
-    const result = spawnSync(candidate, ['version'], { encoding: 'utf8' });
-    if (result.status === 0) {
-      say(`using ${result.stdout.trim()}`);
-      return candidate;
-    }
+function goCommand() {
+  const go = findGo();
+  if (go) {
+    say(`using ${go.version}`);
+    return go.command;
   }
   throw new ControlPlaneError('Go is not installed: no `go` on PATH nor at /usr/local/go/bin/go. Install Go 1.26 or later to build kube-apiserver, etcd and helm.');
 }
@@ -290,7 +289,7 @@ async function build(names) {
     say(`${wanted.join(', ')} already built in ${binDir}`);
     return;
   }
-  const go = findGo();
+  const go = goCommand();
   mkdirSync(binDir, { recursive: true });
   say(`building ${missing.join(', ')} into ${binDir} (Go state in ${goStateDir})`);
   for (const name of missing) await buildFromModule(go, { name, ...buildTargets[name] });

@@ -13,6 +13,7 @@ import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync } from '
 import { homedir, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { findGo } from './go.mjs';
 
 // v2.16.1: the newest skaffold release the Go module proxy serves here; its newest config schema is v4beta13.
 const SKAFFOLD_MODULE = 'github.com/GoogleContainerTools/skaffold/v2';
@@ -32,9 +33,8 @@ class SkaffoldError extends Error {}
  * @throws {SkaffoldError} when neither answers `go version`
  */
 function goCommand() {
-  for (const go of ['go', '/usr/local/go/bin/go']) {
-    if (spawnSync(go, ['version'], { stdio: 'ignore' }).status === 0) return go;
-  }
+  const go = findGo();
+  if (go) return go.command;
   throw new SkaffoldError('Go is not installed: skaffold and its schemas come from its Go module (install Go 1.24 or later, https://go.dev/dl)');
 }
 
