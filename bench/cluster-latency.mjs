@@ -18,7 +18,6 @@ const CALLS = Number(process.env.CALLS ?? 500);
 const WARMUP = 50;
 const frontAvailable = existsSync(join(root, 'services/mcp-front/dist/main.js'));
 
-
 const dir = await everythingManifestDir('bench');
 const port = await freePort();
 const cluster = spawn(process.execPath, [join(root, 'services/cli/dist/main.js'), 'cluster'], {
@@ -26,14 +25,14 @@ const cluster = spawn(process.execPath, [join(root, 'services/cli/dist/main.js')
   stdio: ['ignore', 'pipe', 'pipe'],
 });
 let output = '';
-cluster.stdout.on('data', c => (output += c));
-cluster.stderr.on('data', c => (output += c));
-const exited = new Promise(done => cluster.once('exit', done));
+cluster.stdout.on('data', (c) => (output += c));
+cluster.stderr.on('data', (c) => (output += c));
+const exited = new Promise((done) => cluster.once('exit', done));
 try {
   await new Promise((ready, fail) => {
     const timer = setTimeout(() => fail(new Error(`cluster not ready in 120 s:\n${output}`)), 120_000);
     cluster.stdout.on('data', () => output.includes('cluster is ready') && (clearTimeout(timer), ready()));
-    exited.then(code => fail(new Error(`cluster exited ${code}:\n${output}`)));
+    exited.then((code) => fail(new Error(`cluster exited ${code}:\n${output}`)));
   });
 
   const direct = new Client({ name: 'bench-direct', version: '1' });
@@ -44,22 +43,47 @@ try {
     clusterPath = 'proxy -> mcp-front -> gateway -> upstream (SDK Client, Streamable HTTP, /servers/everything/mcp)';
     const client = new Client({ name: 'bench-cluster', version: '1' });
     await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/servers/everything/mcp`)));
-    viaCluster = args => client.callTool({ name: 'echo', arguments: args });
+    viaCluster = (args) => client.callTool({ name: 'echo', arguments: args });
     viaCluster.close = () => client.close();
   } else {
     clusterPath = 'gateway over the bus (requestGateway from a NatsBus): services/mcp-front/dist/main.js is not available';
     const { NatsBus, createLogger, requestGateway } = await import('@punk/lib');
-    const bus = await NatsBus.connect({ url: process.env.PUNK_NATS_URL ?? 'nats://127.0.0.1:4222', name: 'bench', log: createLogger('bench', 'silent') });
+    const bus = await NatsBus.connect({
+      url: process.env.PUNK_NATS_URL ?? 'nats://127.0.0.1:4222',
+      name: 'bench',
+      log: createLogger('bench', 'silent'),
+    });
     const principal = { subject: 'bench', tenant: 'default', groups: [] };
     let run = 0;
-    viaCluster = args => requestGateway(bus, { method: 'tools/call', tenant: 'default', server: 'everything', principal, runId: `bench-${run++}`, name: 'echo', arguments: args }, 10_000);
+    viaCluster = (args) =>
+      requestGateway(
+        bus,
+        {
+          method: 'tools/call',
+          tenant: 'default',
+          server: 'everything',
+          principal,
+          runId: `bench-${run++}`,
+          name: 'echo',
+          arguments: args,
+        },
+        10_000,
+      );
     viaCluster.close = () => bus.close();
   }
-  const viaDirect = args => direct.callTool({ name: 'echo', arguments: args });
+  const viaDirect = (args) => direct.callTool({ name: 'echo', arguments: args });
 
   const samples = { cluster: [], direct: [] };
   for (let i = 0; i < WARMUP + CALLS; i++) {
-    for (const [name, call] of i % 2 === 0 ? [['cluster', viaCluster], ['direct', viaDirect]] : [['direct', viaDirect], ['cluster', viaCluster]]) {
+    for (const [name, call] of i % 2 === 0
+      ? [
+          ['cluster', viaCluster],
+          ['direct', viaDirect],
+        ]
+      : [
+          ['direct', viaDirect],
+          ['cluster', viaCluster],
+        ]) {
       const t0 = process.hrtime.bigint();
       const result = await call({ message: `m${i}` });
       const ms = Number(process.hrtime.bigint() - t0) / 1e6;
@@ -70,13 +94,18 @@ try {
   await viaCluster.close();
   await direct.close();
 
-  console.log(`tools/call everything.echo, ${CALLS} calls per path after ${WARMUP} warm-up, interleaved, sequential (Node ${process.versions.node})`);
+  console.log(
+    `tools/call everything.echo, ${CALLS} calls per path after ${WARMUP} warm-up, interleaved, sequential (Node ${process.versions.node})`,
+  );
   console.log(`cluster path: ${clusterPath}`);
   for (const name of ['direct', 'cluster']) {
     const sorted = samples[name].sort((a, b) => a - b);
-    console.log(`${name.padEnd(8)} p50 ${fmt(pct(sorted, 50)).padStart(10)}   p99 ${fmt(pct(sorted, 99)).padStart(10)}   max ${fmt(sorted.at(-1)).padStart(10)}`);
+    console.log(
+      `${name.padEnd(8)} p50 ${fmt(pct(sorted, 50)).padStart(10)}   p99 ${fmt(pct(sorted, 99)).padStart(10)}   max ${fmt(sorted.at(-1)).padStart(10)}`,
+    );
   }
-  const d = samples.direct, c = samples.cluster;
+  const d = samples.direct,
+    c = samples.cluster;
   console.log(`overhead p50 ${fmt(pct(c, 50) - pct(d, 50))}, p99 ${fmt(pct(c, 99) - pct(d, 99))}`);
 } finally {
   if (cluster.exitCode === null) cluster.kill('SIGINT');

@@ -14,7 +14,7 @@ export const everything = join(root, 'node_modules/@modelcontextprotocol/server-
 
 /** A free TCP port on 127.0.0.1. */
 export const freePort = () =>
-  new Promise(done => {
+  new Promise((done) => {
     const probe = createServer();
     probe.listen(0, '127.0.0.1', () => {
       const { port } = probe.address();
@@ -25,12 +25,12 @@ export const freePort = () =>
 /** Resolves once something accepts TCP connections on 127.0.0.1:`port` (a server started as a child process). */
 export async function untilListening(port) {
   for (;;) {
-    const up = await new Promise(done => {
+    const up = await new Promise((done) => {
       const socket = connect(port, '127.0.0.1', () => (socket.destroy(), done(true)));
       socket.once('error', () => done(false));
     });
     if (up) return;
-    await new Promise(resolve => setTimeout(resolve, 50));
+    await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
 
@@ -38,7 +38,7 @@ export async function untilListening(port) {
 export const pct = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
 
 /** Milliseconds, two decimals. */
-export const fmt = ms => `${ms.toFixed(2)} ms`;
+export const fmt = (ms) => `${ms.toFixed(2)} ms`;
 
 /** A fresh temporary directory (`punk-<prefix>-…`) holding one McpServer manifest: `everything`, server-everything over stdio. */
 export async function everythingManifestDir(prefix) {

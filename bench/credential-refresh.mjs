@@ -49,7 +49,14 @@ async function run(name, open, replicas) {
       const fresh = confidential.issueGrant();
       await vault.create('bench', admin, {
         id: 'oauth',
-        data: { access_token: fresh.accessToken, refresh_token: fresh.refreshToken, expires_at: String(fresh.expiresAt), token_url: confidential.tokenUrl, client_id: 'bench', client_secret: secret },
+        data: {
+          access_token: fresh.accessToken,
+          refresh_token: fresh.refreshToken,
+          expires_at: String(fresh.expiresAt),
+          token_url: confidential.tokenUrl,
+          client_id: 'bench',
+          client_secret: secret,
+        },
       });
       await measure('resolveValue, oauth2 credential, token fresh', () => vault.resolveValue('bench', 'cred:oauth'), N * 5);
       let current = (await vault.resolveValue('bench', 'cred:oauth')).value;
@@ -59,19 +66,34 @@ async function run(name, open, replicas) {
       const bare = confidential.issueGrant();
       let refreshToken = bare.refreshToken;
       await measure('  of which the token endpoint exchange alone', async () => {
-        const tokens = await refreshAccessToken({ tokenUrl: confidential.tokenUrl, refreshToken, clientId: 'bench', clientSecret: secret, timeoutMs: 10_000 });
+        const tokens = await refreshAccessToken({
+          tokenUrl: confidential.tokenUrl,
+          refreshToken,
+          clientId: 'bench',
+          clientSecret: secret,
+          timeoutMs: 10_000,
+        });
         refreshToken = tokens.refreshToken;
       });
       if (replicas) {
         const other = new CredentialVault({ db: await replicas(), log, keyring });
         const before = confidential.requests.length;
-        await measure('two replicas refresh one credential at once (both done)', async () => {
-          const rejected = current;
-          const [a, b] = await Promise.all([vault.renewAfterUnauthorized('bench', 'oauth', rejected), other.renewAfterUnauthorized('bench', 'oauth', rejected)]);
-          if (a !== b) throw new Error('replicas got different tokens');
-          current = a;
-        }, Math.min(N, 100));
-        console.log(`    token endpoint requests for ${Math.min(N, 100) + 20} concurrent pairs: ${confidential.requests.length - before}; refresh tokens presented twice: ${confidential.reusedRefreshTokens}`);
+        await measure(
+          'two replicas refresh one credential at once (both done)',
+          async () => {
+            const rejected = current;
+            const [a, b] = await Promise.all([
+              vault.renewAfterUnauthorized('bench', 'oauth', rejected),
+              other.renewAfterUnauthorized('bench', 'oauth', rejected),
+            ]);
+            if (a !== b) throw new Error('replicas got different tokens');
+            current = a;
+          },
+          Math.min(N, 100),
+        );
+        console.log(
+          `    token endpoint requests for ${Math.min(N, 100) + 20} concurrent pairs: ${confidential.requests.length - before}; refresh tokens presented twice: ${confidential.reusedRefreshTokens}`,
+        );
       }
     } finally {
       await confidential.close();

@@ -26,7 +26,7 @@ function summary(samples) {
 
 /** Runs each of `paths` (name -> async function) `rounds` times, interleaved; returns samples per name. */
 async function interleaved(paths, rounds) {
-  const samples = Object.fromEntries(Object.keys(paths).map(name => [name, []]));
+  const samples = Object.fromEntries(Object.keys(paths).map((name) => [name, []]));
   for (let round = 0; round < WARMUP + rounds; round++) {
     for (const [name, run] of Object.entries(paths)) {
       const start = performance.now();
@@ -49,7 +49,7 @@ function report(title, samples, baseline) {
 
 // 1. Plain HTTP GET on loopback.
 const server = createServer((_request, response) => response.end('ok'));
-await new Promise(resolve => server.listen(0, '127.0.0.1', resolve));
+await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
 const { port } = server.address();
 const guarded = guardedFetch(policy);
 const get = async (fetchFn, url) => {
@@ -81,17 +81,22 @@ server.close();
 // 2. MCP tools/call against server-everything over Streamable HTTP.
 const mcpPort = await freePort();
 const child = spawn(process.execPath, [everything, 'streamableHttp'], { env: { ...process.env, PORT: String(mcpPort) }, stdio: 'ignore' });
-const exited = new Promise(resolve => child.once('exit', resolve));
+const exited = new Promise((resolve) => child.once('exit', resolve));
 await untilListening(mcpPort);
 const mcpGuarded = guardedFetch(policy);
 const clients = {};
-for (const [name, fetchFn] of [['SDK client, plain fetch', fetch], ['SDK client, guardedFetch', mcpGuarded]]) {
+for (const [name, fetchFn] of [
+  ['SDK client, plain fetch', fetch],
+  ['SDK client, guardedFetch', mcpGuarded],
+]) {
   const client = new Client({ name: 'bench-egress', version: '1' });
   await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${mcpPort}/mcp`), { fetch: fetchFn }));
   clients[name] = client;
 }
 const mcp = await interleaved(
-  Object.fromEntries(Object.entries(clients).map(([name, client]) => [name, () => client.callTool({ name: 'echo', arguments: { message: 'bench' } })])),
+  Object.fromEntries(
+    Object.entries(clients).map(([name, client]) => [name, () => client.callTool({ name: 'echo', arguments: { message: 'bench' } })]),
+  ),
   CALLS,
 );
 report(`MCP tools/call (echo) to server-everything, ${CALLS} calls per path`, mcp, 'SDK client, plain fetch');

@@ -13,8 +13,8 @@ import { freePort, root } from './common.mjs';
 const SESSIONS = Number(process.argv[2] ?? 1000);
 const natsBin = process.env.PUNK_TEST_NATS_SERVER ?? '/usr/sbin/nats-server';
 
-const sleep = ms => new Promise(r => setTimeout(r, ms));
-const rssMiB = async pid => Number(/VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const rssMiB = async (pid) => Number(/VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
 
 const store = await mkdtemp(join(tmpdir(), 'punk-bench-nats-'));
 const natsPort = await freePort();
@@ -28,7 +28,13 @@ const front = spawn(process.execPath, [join(root, 'services/mcp-front/dist/main.
 const base = `http://127.0.0.1:${port}`;
 try {
   for (let i = 0; i < 100; i++) {
-    if ((await fetch(`${base}/readyz`).then(r => r.status, () => 0)) === 200) break;
+    if (
+      (await fetch(`${base}/readyz`).then(
+        (r) => r.status,
+        () => 0,
+      )) === 200
+    )
+      break;
     await sleep(100);
   }
   await sleep(2000);
@@ -39,7 +45,12 @@ try {
     const response = await fetch(`${base}/mcp`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: `bench-${i}`, version: '1' } } }),
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: `bench-${i}`, version: '1' } },
+      }),
     });
     await response.text();
     const id = response.headers.get('mcp-session-id');
@@ -50,11 +61,13 @@ try {
   await sleep(5000);
   const after = await rssMiB(front.pid);
   console.log(`${SESSIONS} idle 2025-era sessions on one mcp-front replica (state in NATS KV):`);
-  console.log(`  RSS before ${before.toFixed(1)} MiB, after ${after.toFixed(1)} MiB (+${(after - before).toFixed(1)} MiB, ${(((after - before) * 1024) / SESSIONS).toFixed(1)} KiB per session)`);
+  console.log(
+    `  RSS before ${before.toFixed(1)} MiB, after ${after.toFixed(1)} MiB (+${(after - before).toFixed(1)} MiB, ${(((after - before) * 1024) / SESSIONS).toFixed(1)} KiB per session)`,
+  );
   console.log(`  ${SESSIONS} initialize handshakes in ${elapsed.toFixed(0)} ms (${(elapsed / SESSIONS).toFixed(2)} ms each, sequential)`);
 } finally {
   front.kill('SIGTERM');
-  await new Promise(r => front.once('exit', r));
+  await new Promise((r) => front.once('exit', r));
   nats.kill('SIGKILL');
   await rm(store, { recursive: true, force: true });
 }

@@ -44,20 +44,20 @@ async function measure(modeArgs) {
   });
   let out = '';
   await new Promise((resolve, reject) => {
-    child.stdout.on('data', chunk => {
+    child.stdout.on('data', (chunk) => {
       out += chunk;
       if (/Punk is ready/.test(out)) resolve();
     });
-    child.once('exit', code => reject(new Error(`punk up exited with ${code}`)));
+    child.once('exit', (code) => reject(new Error(`punk up exited with ${code}`)));
   });
   const readyMs = performance.now() - started;
-  await new Promise(resolve => setTimeout(resolve, 5000));
+  await new Promise((resolve) => setTimeout(resolve, 5000));
   const punkKiB = await rssKiB(child.pid);
   const kids = await descendants(child.pid);
   let serversKiB = 0;
   for (const pid of kids) serversKiB += await rssKiB(pid);
   child.kill('SIGTERM');
-  await new Promise(resolve => child.once('exit', resolve));
+  await new Promise((resolve) => child.once('exit', resolve));
   return { readyMs, punkKiB, serversKiB, serverProcesses: kids.length };
 }
 
@@ -70,12 +70,12 @@ for (let i = 0; i < runs; i++) {
   await rm(data, { recursive: true, force: true });
 }
 
-const median = values => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
-const mib = kib => (kib / 1024).toFixed(1);
+const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+const mib = (kib) => (kib / 1024).toFixed(1);
 for (const [mode, results] of Object.entries(modes)) {
   console.log(
-    `${mode.padEnd(18)} median of ${runs}: ready ${median(results.map(r => r.readyMs)).toFixed(0)} ms, ` +
-      `punk RSS ${mib(median(results.map(r => r.punkKiB)))} MiB, ${results[0].serverProcesses} server processes RSS ${mib(median(results.map(r => r.serversKiB)))} MiB ` +
-      `(ready ms per run: ${results.map(r => r.readyMs.toFixed(0)).join(', ')})`,
+    `${mode.padEnd(18)} median of ${runs}: ready ${median(results.map((r) => r.readyMs)).toFixed(0)} ms, ` +
+      `punk RSS ${mib(median(results.map((r) => r.punkKiB)))} MiB, ${results[0].serverProcesses} server processes RSS ${mib(median(results.map((r) => r.serversKiB)))} MiB ` +
+      `(ready ms per run: ${results.map((r) => r.readyMs.toFixed(0)).join(', ')})`,
   );
 }

@@ -25,7 +25,8 @@ const WARMUP = 30;
 const log = createLogger('bench', 'silent');
 const workDir = await mkdtemp(join(tmpdir(), 'punk-bench-pool-'));
 
-const manifest = (name, spec) => mcpServerSchema.parse({ apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpServer', metadata: { name, namespace: 'bench' }, spec });
+const manifest = (name, spec) =>
+  mcpServerSchema.parse({ apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpServer', metadata: { name, namespace: 'bench' }, spec });
 
 /** Runs server-everything in `mode` on a free port; resolves with its base URL once it listens. */
 async function serve(mode) {
@@ -48,7 +49,9 @@ const hooks = {
 
 function summary(label, samples) {
   const sorted = [...samples].sort((a, b) => a - b);
-  console.log(`${label.padEnd(44)} p50 ${fmt(pct(sorted, 50)).padStart(10)}   p95 ${fmt(pct(sorted, 95)).padStart(10)}   (n=${sorted.length})`);
+  console.log(
+    `${label.padEnd(44)} p50 ${fmt(pct(sorted, 50)).padStart(10)}   p95 ${fmt(pct(sorted, 95)).padStart(10)}   (n=${sorted.length})`,
+  );
   return sorted;
 }
 
@@ -125,7 +128,10 @@ try {
 
   const stdioServer = manifest('stdio-pool', { image: 'local/everything', command: [process.execPath, everything], args: ['stdio'] });
   const stdioUpstream = await upstreamOf(stdioServer);
-  const stdioBare = await openConnection(manifest('stdio-bare', { image: 'local/everything', command: [process.execPath, everything], args: ['stdio'] }), hooks);
+  const stdioBare = await openConnection(
+    manifest('stdio-bare', { image: 'local/everything', command: [process.execPath, everything], args: ['stdio'] }),
+    hooks,
+  );
   await callOverhead('stdio', stdioUpstream, stdioBare.client);
   await stdioBare.client.close();
   await stdioBare.process?.stop();

@@ -77,20 +77,21 @@ function targets() {
  */
 function runtimeWorkspaces(start) {
   const listed = readJson(join(repoRoot, 'package.json')).workspaces;
-  const byName = new Map(listed.map(dir => [readJson(join(repoRoot, dir, 'package.json')).name, dir]));
+  const byName = new Map(listed.map((dir) => [readJson(join(repoRoot, dir, 'package.json')).name, dir]));
   const needed = new Set();
-  const visit = dir => {
+  const visit = (dir) => {
     if (needed.has(dir)) return;
     needed.add(dir);
     for (const name of Object.keys(readJson(join(repoRoot, dir, 'package.json')).dependencies ?? {})) {
       if (!name.startsWith('@punk/')) continue;
       const found = byName.get(name);
-      if (found === undefined) throw new AssembleError(`${dir}/package.json depends on ${name}, which is not a workspace of the root package.json`);
+      if (found === undefined)
+        throw new AssembleError(`${dir}/package.json depends on ${name}, which is not a workspace of the root package.json`);
       visit(found);
     }
   };
   visit(start);
-  return listed.filter(dir => needed.has(dir));
+  return listed.filter((dir) => needed.has(dir));
 }
 
 /**
@@ -113,12 +114,12 @@ function isRuntimeFile(path) {
 function copyWorkspace(dir, out) {
   const dist = join(repoRoot, dir, 'dist');
   if (!existsSync(dist)) throw new AssembleError(`${dir}/dist does not exist: build first (\`tsc -b\` at the repository root)`);
-  cpSync(dist, join(out, dir, 'dist'), { recursive: true, filter: source => isRuntimeFile(relative(dist, source)) });
+  cpSync(dist, join(out, dir, 'dist'), { recursive: true, filter: (source) => isRuntimeFile(relative(dist, source)) });
   for (const data of DATA_DIRS) {
     if (existsSync(join(repoRoot, dir, data))) cpSync(join(repoRoot, dir, data), join(out, dir, data), { recursive: true });
   }
   const manifest = readJson(join(repoRoot, dir, 'package.json'));
-  const runtime = Object.fromEntries(RUNTIME_FIELDS.filter(field => field in manifest).map(field => [field, manifest[field]]));
+  const runtime = Object.fromEntries(RUNTIME_FIELDS.filter((field) => field in manifest).map((field) => [field, manifest[field]]));
   writeFileSync(join(out, dir, 'package.json'), `${JSON.stringify(runtime, null, 2)}\n`);
 }
 
@@ -139,10 +140,14 @@ function assembleService(workspace, target, out) {
   // The repository's lock pins every version; npm drops what the smaller manifest no longer needs.
   copyFileSync(join(repoRoot, 'package-lock.json'), join(out, 'package-lock.json'));
   // No production dependency has an install script (only esbuild and node, both devDependencies, do).
-  const npm = spawnSync('npm', ['install', '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error'], {
-    cwd: out,
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
+  const npm = spawnSync(
+    'npm',
+    ['install', '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error'],
+    {
+      cwd: out,
+      stdio: ['ignore', 'inherit', 'inherit'],
+    },
+  );
   if (npm.error) throw new AssembleError(`could not run npm: ${npm.error.message}`);
   if (npm.status !== 0) throw new AssembleError(`npm install --omit=dev in ${out} failed (exit ${npm.status ?? npm.signal})`);
   const main = join(out, workspace, 'dist', 'main.js');
@@ -170,7 +175,8 @@ function assembleBridge(out) {
  */
 function assemble(target, outDir) {
   const known = Object.keys(targets());
-  if (target === undefined || outDir === undefined) throw new AssembleError(`usage: assemble-image.mjs <target> <outDir>, target one of ${known.join(', ')}`);
+  if (target === undefined || outDir === undefined)
+    throw new AssembleError(`usage: assemble-image.mjs <target> <outDir>, target one of ${known.join(', ')}`);
   if (!known.includes(target)) throw new AssembleError(`unknown target "${target}": expected one of ${known.join(', ')}`);
   const out = resolve(outDir);
   if (existsSync(out) && readdirSync(out).length > 0) throw new AssembleError(`${out} is not empty: give a new or empty directory`);

@@ -13,7 +13,9 @@ const problems = [];
 
 const [major] = process.versions.node.split('.').map(Number);
 if (major < 22) {
-  problems.push(`Node.js ${process.versions.node} is too old: Punk needs Node 22 or later. Run the tests through npm (\`npm test\`), which uses the Node that \`npm ci\` installed in node_modules/.bin.`);
+  problems.push(
+    `Node.js ${process.versions.node} is too old: Punk needs Node 22 or later. Run the tests through npm (\`npm test\`), which uses the Node that \`npm ci\` installed in node_modules/.bin.`,
+  );
 }
 
 try {
@@ -34,9 +36,19 @@ try {
 try {
   const info = await new Promise((resolve, reject) => {
     const socket = net.connect(Number(natsUrl.port || 4222), natsUrl.hostname);
-    const timer = setTimeout(() => { socket.destroy(); reject(new Error('no INFO within 3 s')); }, 3000);
-    socket.once('data', data => { clearTimeout(timer); socket.destroy(); resolve(String(data)); });
-    socket.once('error', error => { clearTimeout(timer); reject(error); });
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error('no INFO within 3 s'));
+    }, 3000);
+    socket.once('data', (data) => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(String(data));
+    });
+    socket.once('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
   });
   const json = JSON.parse(info.replace(/^INFO\s+/, ''));
   if (!json.jetstream) throw new Error('the server runs without JetStream (start it with -js)');
@@ -50,14 +62,16 @@ try {
 }
 
 if (problems.length > 0) {
-  process.stderr.write(`npm test cannot start: what the tests need is missing.\n\n${problems.map(p => `- ${p}`).join('\n\n')}\n`);
+  process.stderr.write(`npm test cannot start: what the tests need is missing.\n\n${problems.map((p) => `- ${p}`).join('\n\n')}\n`);
   process.exit(1);
 }
 
 if (spawnSync('go', ['version'], { stdio: 'ignore' }).status === 0) {
   const build = spawnSync(process.execPath, [new URL('./control-plane.mjs', import.meta.url).pathname, 'build'], { stdio: 'inherit' });
   if (build.status !== 0) {
-    process.stderr.write('npm test cannot start: building kube-apiserver and etcd for the operator tests failed (see above; docs/control-plane.md).\n');
+    process.stderr.write(
+      'npm test cannot start: building kube-apiserver and etcd for the operator tests failed (see above; docs/control-plane.md).\n',
+    );
     process.exit(1);
   }
 } else {

@@ -17,7 +17,19 @@
 // inside the repository.
 import { spawn, spawnSync } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { accessSync, closeSync, constants, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  accessSync,
+  closeSync,
+  constants,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
@@ -39,8 +51,8 @@ const KUBE_APISERVER_PACKAGE = 'k8s.io/kubernetes/cmd/kube-apiserver';
 const HELM_VERSION = 'v3.22.0';
 const HELM_MODULE = 'helm.sh/helm/v3';
 
-const cacheRoot = process.env.PUNK_CONTROL_PLANE_DIR
-  ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'punk', 'control-plane');
+const cacheRoot =
+  process.env.PUNK_CONTROL_PLANE_DIR ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'punk', 'control-plane');
 const versionDir = process.env.PUNK_CONTROL_PLANE_DIR ?? join(cacheRoot, KUBERNETES_VERSION);
 const binDir = join(versionDir, 'bin');
 const goStateDir = join(cacheRoot, 'go');
@@ -95,7 +107,9 @@ function goCommand() {
     say(`using ${go.version}`);
     return go.command;
   }
-  throw new ControlPlaneError('Go is not installed: no `go` on PATH nor at /usr/local/go/bin/go. Install Go 1.26 or later to build kube-apiserver, etcd and helm.');
+  throw new ControlPlaneError(
+    'Go is not installed: no `go` on PATH nor at /usr/local/go/bin/go. Install Go 1.26 or later to build kube-apiserver, etcd and helm.',
+  );
 }
 
 /**
@@ -130,19 +144,30 @@ function runGo(go, args, { cwd, what }) {
     const child = spawn(go, args, { cwd, env: goEnvironment(), stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', data => { stdout += data; });
-    child.stderr.on('data', data => { stderr += data; });
+    child.stdout.on('data', (data) => {
+      stdout += data;
+    });
+    child.stderr.on('data', (data) => {
+      stderr += data;
+    });
     const heartbeat = setInterval(() => say(`  … ${what}: ${secondsSince(start)} so far`), 60_000);
-    child.on('error', error => { clearInterval(heartbeat); reject(new ControlPlaneError(`${what}: cannot run ${go}: ${error.message}`)); });
-    child.on('close', code => {
+    child.on('error', (error) => {
+      clearInterval(heartbeat);
+      reject(new ControlPlaneError(`${what}: cannot run ${go}: ${error.message}`));
+    });
+    child.on('close', (code) => {
       clearInterval(heartbeat);
       if (code === 0) return resolve(stdout);
       // `go mod download -json` reports a failure in the "Error" field on stdout.
       const jsonError = /"Error":\s*("(?:[^"\\]|\\.)*")/.exec(stdout)?.[1];
       const lines = `${stderr}${jsonError ? JSON.parse(jsonError) : ''}`.trim().split('\n');
-      const refused = lines.find(line => /\b(403|404|410)\b|not available|unknown revision|invalid version/.test(line));
+      const refused = lines.find((line) => /\b(403|404|410)\b|not available|unknown revision|invalid version/.test(line));
       const reason = refused ? `the Go module proxy refused a module: ${refused.trim()}` : 'the go command failed';
-      reject(new ControlPlaneError(`${what} failed (go ${args.join(' ')} in ${cwd}, exit ${code}): ${reason}\n--- last lines ---\n${lines.slice(-25).join('\n')}`));
+      reject(
+        new ControlPlaneError(
+          `${what} failed (go ${args.join(' ')} in ${cwd}, exit ${code}): ${reason}\n--- last lines ---\n${lines.slice(-25).join('\n')}`,
+        ),
+      );
     });
   });
 }
@@ -161,9 +186,15 @@ function locallyReplacedRequirements(goMod) {
   let block = '';
   for (const raw of goMod.split('\n')) {
     const line = raw.replace(/\/\/.*$/, '').trim();
-    if (line === ')') { block = ''; continue; }
+    if (line === ')') {
+      block = '';
+      continue;
+    }
     const opening = /^(require|replace)\s*\($/.exec(line);
-    if (opening) { block = opening[1]; continue; }
+    if (opening) {
+      block = opening[1];
+      continue;
+    }
     const single = /^(require|replace)\s+(.*)$/.exec(line);
     const [kind, body] = single ? [single[1], single[2]] : [block, line];
     if (kind === 'require' && body) required.add(body.split(/\s+/)[0]);
@@ -172,7 +203,7 @@ function locallyReplacedRequirements(goMod) {
       if (match) replaced.push(match[1]);
     }
   }
-  return replaced.filter(path => required.has(path));
+  return replaced.filter((path) => required.has(path));
 }
 
 /**
@@ -193,29 +224,42 @@ async function buildFromModule(go, target) {
   const moduleDir = join(versionDir, 'build', target.name);
   mkdirSync(moduleDir, { recursive: true });
   say(`${target.name}: downloading ${target.module}@${target.version}`);
-  const download = JSON.parse(await runGo(go, ['mod', 'download', '-json', `${target.module}@${target.version}`], { cwd: moduleDir, what: `downloading ${target.module}@${target.version}` }));
+  const download = JSON.parse(
+    await runGo(go, ['mod', 'download', '-json', `${target.module}@${target.version}`], {
+      cwd: moduleDir,
+      what: `downloading ${target.module}@${target.version}`,
+    }),
+  );
   const goMod = readFileSync(download.GoMod, 'utf8');
   const goVersion = /^go\s+(\S+)/m.exec(goMod)?.[1] ?? '1.26.0';
   const replaced = locallyReplacedRequirements(goMod);
-  say(`${target.name}: ${replaced.length} modules of ${target.module} are replaced by directories of its repository; pointing them at their published versions`);
-  writeFileSync(join(moduleDir, 'go.mod'), [
-    '// Throwaway module written by scripts/control-plane.mjs to build a binary of',
-    `// ${target.module}, whose own go.mod replaces modules with directories of its repository.`,
-    `module punk.local/control-plane/${target.name}`,
-    '',
-    `go ${goVersion}`,
-    '',
-    `require ${target.module} ${target.version}`,
-    '',
-    'replace (',
-    ...replaced.map(path => `\t${path} => ${path} ${target.publishedVersion(path)}`),
-    ')',
-    '',
-  ].join('\n'));
+  say(
+    `${target.name}: ${replaced.length} modules of ${target.module} are replaced by directories of its repository; pointing them at their published versions`,
+  );
+  writeFileSync(
+    join(moduleDir, 'go.mod'),
+    [
+      '// Throwaway module written by scripts/control-plane.mjs to build a binary of',
+      `// ${target.module}, whose own go.mod replaces modules with directories of its repository.`,
+      `module punk.local/control-plane/${target.name}`,
+      '',
+      `go ${goVersion}`,
+      '',
+      `require ${target.module} ${target.version}`,
+      '',
+      'replace (',
+      ...replaced.map((path) => `\t${path} => ${path} ${target.publishedVersion(path)}`),
+      ')',
+      '',
+    ].join('\n'),
+  );
   const output = join(binDir, target.name);
   const partial = `${output}.partial`;
   say(`${target.name}: go build ${target.mainPackage} (Go ${goVersion} module; a cold build takes minutes)`);
-  await runGo(go, ['build', '-trimpath', `-ldflags=${['-s', '-w', ...target.ldflags].join(' ')}`, '-o', partial, target.mainPackage], { cwd: moduleDir, what: `building ${target.name}` });
+  await runGo(go, ['build', '-trimpath', `-ldflags=${['-s', '-w', ...target.ldflags].join(' ')}`, '-o', partial, target.mainPackage], {
+    cwd: moduleDir,
+    what: `building ${target.name}`,
+  });
   renameSync(partial, output);
   const seconds = (performance.now() - start) / 1000;
   say(`${target.name}: built ${output} in ${seconds.toFixed(1)} s`);
@@ -238,7 +282,7 @@ const buildTargets = (() => {
       publishedVersion: () => `v0.${minor}.${patch}`,
       // The variables hack/lib/version.sh sets in a release build, so that
       // --version and /version report the release rather than v0.0.0-master.
-      ldflags: ['k8s.io/component-base/version', 'k8s.io/client-go/pkg/version'].flatMap(pkg => [
+      ldflags: ['k8s.io/component-base/version', 'k8s.io/client-go/pkg/version'].flatMap((pkg) => [
         `-X ${pkg}.gitVersion=${KUBERNETES_VERSION}`,
         `-X ${pkg}.gitMajor=1`,
         `-X ${pkg}.gitMinor=${minor}`,
@@ -264,7 +308,7 @@ const buildTargets = (() => {
       ldflags: [
         `-X ${HELM_MODULE}/internal/version.version=${HELM_VERSION}`,
         `-X ${HELM_MODULE}/internal/version.gitTreeState=clean`,
-        ...['pkg/lint/rules', 'pkg/chartutil'].flatMap(pkg => [
+        ...['pkg/lint/rules', 'pkg/chartutil'].flatMap((pkg) => [
           `-X ${HELM_MODULE}/${pkg}.k8sVersionMajor=1`,
           `-X ${HELM_MODULE}/${pkg}.k8sVersionMinor=${minor}`,
         ]),
@@ -281,10 +325,11 @@ const buildTargets = (() => {
  * @throws {ControlPlaneError} on an unknown name, when Go is missing, or a download or build fails
  */
 async function build(names) {
-  const unknown = names.filter(name => !(name in binaries));
-  if (unknown.length > 0) throw new ControlPlaneError(`unknown binary ${unknown.join(', ')}: build knows ${Object.keys(binaries).join(', ')}`);
+  const unknown = names.filter((name) => !(name in binaries));
+  if (unknown.length > 0)
+    throw new ControlPlaneError(`unknown binary ${unknown.join(', ')}: build knows ${Object.keys(binaries).join(', ')}`);
   const wanted = names.length > 0 ? names : Object.keys(binaries);
-  const missing = wanted.filter(name => !answersVersion(binaries[name]));
+  const missing = wanted.filter((name) => !answersVersion(binaries[name]));
   if (missing.length === 0) {
     say(`${wanted.join(', ')} already built in ${binDir}`);
     return;
@@ -295,7 +340,10 @@ async function build(names) {
   for (const name of missing) await buildFromModule(go, { name, ...buildTargets[name] });
   for (const name of missing) {
     const binary = binaries[name];
-    if (!answersVersion(binary)) throw new ControlPlaneError(`${name} was built at ${binary.path} but \`${name} ${binary.versionArgs.join(' ')}\` does not say "${binary.versionText}"`);
+    if (!answersVersion(binary))
+      throw new ControlPlaneError(
+        `${name} was built at ${binary.path} but \`${name} ${binary.versionArgs.join(' ')}\` does not say "${binary.versionText}"`,
+      );
   }
   say(`done: ${binDir}`);
 }
@@ -340,10 +388,12 @@ function freePort() {
 function get(url, { ca, token } = {}) {
   const client = url.startsWith('https:') ? https : http;
   return new Promise((resolve, reject) => {
-    const request = client.request(url, { ca, headers: token ? { authorization: `Bearer ${token}` } : {} }, response => {
+    const request = client.request(url, { ca, headers: token ? { authorization: `Bearer ${token}` } : {} }, (response) => {
       let body = '';
       response.setEncoding('utf8');
-      response.on('data', chunk => { body += chunk; });
+      response.on('data', (chunk) => {
+        body += chunk;
+      });
       response.on('end', () => resolve({ status: response.statusCode ?? 0, body }));
     });
     request.setTimeout(5000, () => request.destroy(new Error('no answer within 5 s')));
@@ -363,9 +413,10 @@ function get(url, { ca, token } = {}) {
 async function waitFor(what, probe, child, timeoutMs) {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new ControlPlaneError(`${what}: the process exited (${child.exitCode ?? child.signalCode})`);
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new ControlPlaneError(`${what}: the process exited (${child.exitCode ?? child.signalCode})`);
     if (await probe().catch(() => false)) return;
-    await new Promise(resolve => setTimeout(resolve, 100));
+    await new Promise((resolve) => setTimeout(resolve, 100));
   }
   throw new ControlPlaneError(`${what}: not ready within ${timeoutMs / 1000} s`);
 }
@@ -391,7 +442,7 @@ function residentSetSize(pid) {
  */
 async function stop(child) {
   if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise(resolve => child.once('exit', resolve));
+  const exited = new Promise((resolve) => child.once('exit', resolve));
   child.kill('SIGTERM');
   const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
   await exited;
@@ -410,7 +461,7 @@ async function check() {
   const work = mkdtempSync(join(tmpdir(), 'punk-control-plane-'));
   const children = [];
   // Ctrl-C or a CI time-out: leave no etcd, apiserver or temporary directory behind.
-  const abandon = signal => {
+  const abandon = (signal) => {
     for (const { child } of children) child.kill('SIGKILL');
     rmSync(work, { recursive: true, force: true });
     say(`stopped by ${signal}`);
@@ -441,10 +492,15 @@ async function check() {
       '--unsafe-no-fsync=true',
       '--log-level=warn',
     ]);
-    await waitFor('etcd', async () => {
-      const { status, body } = await get(`${etcdUrl}/health`);
-      return status === 200 && JSON.parse(body).health === 'true';
-    }, etcd, 30_000);
+    await waitFor(
+      'etcd',
+      async () => {
+        const { status, body } = await get(`${etcdUrl}/health`);
+        return status === 200 && JSON.parse(body).health === 'true';
+      },
+      etcd,
+      30_000,
+    );
     say(`etcd ${ETCD_VERSION} healthy at ${etcdUrl} after ${secondsSince(start)}`);
 
     // Service-account tokens are signed with this key; the public half verifies them.
@@ -475,22 +531,32 @@ async function check() {
     ]);
     const server = `https://127.0.0.1:${securePort}`;
     const caFile = join(certDir, 'apiserver.crt');
-    await waitFor('kube-apiserver /readyz', async () => {
-      if (!existsSync(caFile)) return false;
-      return (await get(`${server}/readyz`, { ca: readFileSync(caFile), token })).status === 200;
-    }, apiserver, 120_000);
-    say(`kube-apiserver ${KUBERNETES_VERSION} ready at ${server}: ${secondsSince(apiserverStart)} after its own start, ${secondsSince(start)} after etcd's start`);
+    await waitFor(
+      'kube-apiserver /readyz',
+      async () => {
+        if (!existsSync(caFile)) return false;
+        return (await get(`${server}/readyz`, { ca: readFileSync(caFile), token })).status === 200;
+      },
+      apiserver,
+      120_000,
+    );
+    say(
+      `kube-apiserver ${KUBERNETES_VERSION} ready at ${server}: ${secondsSince(apiserverStart)} after its own start, ${secondsSince(start)} after etcd's start`,
+    );
     say(`resident memory at ready: kube-apiserver ${residentSetSize(apiserver.pid)}, etcd ${residentSetSize(etcd.pid)}`);
 
     const { status, body } = await get(`${server}/api/v1/namespaces`, { ca: readFileSync(caFile), token });
     if (status !== 200) throw new ControlPlaneError(`listing namespaces answered HTTP ${status}: ${body.slice(0, 300)}`);
-    const names = JSON.parse(body).items.map(item => item.metadata.name);
+    const names = JSON.parse(body).items.map((item) => item.metadata.name);
     if (!names.includes('default')) throw new ControlPlaneError(`namespace "default" missing from ${names.join(', ')}`);
     say(`namespaces: ${names.join(', ')}`);
     say('check passed');
   } catch (error) {
     for (const { name } of children) {
-      const lines = readFileSync(join(work, `${name}.log`), 'utf8').trim().split('\n').slice(-15);
+      const lines = readFileSync(join(work, `${name}.log`), 'utf8')
+        .trim()
+        .split('\n')
+        .slice(-15);
       say(`--- last lines of ${name}'s log ---\n${lines.join('\n')}`);
     }
     throw error;

@@ -35,7 +35,9 @@ class SkaffoldError extends Error {}
 function goCommand() {
   const go = findGo();
   if (go) return go.command;
-  throw new SkaffoldError('Go is not installed: skaffold and its schemas come from its Go module (install Go 1.24 or later, https://go.dev/dl)');
+  throw new SkaffoldError(
+    'Go is not installed: skaffold and its schemas come from its Go module (install Go 1.24 or later, https://go.dev/dl)',
+  );
 }
 
 /**
@@ -53,7 +55,8 @@ function moduleDir() {
   } catch {
     throw new SkaffoldError(`go mod download ${SKAFFOLD_MODULE}@${SKAFFOLD_VERSION} failed: ${run.stderr.trim()}`);
   }
-  if (info.Error || !info.Dir) throw new SkaffoldError(`go mod download ${SKAFFOLD_MODULE}@${SKAFFOLD_VERSION} failed: ${info.Error ?? 'no Dir'}`);
+  if (info.Error || !info.Dir)
+    throw new SkaffoldError(`go mod download ${SKAFFOLD_MODULE}@${SKAFFOLD_VERSION} failed: ${info.Error ?? 'no Dir'}`);
   return info.Dir;
 }
 
@@ -89,8 +92,10 @@ function schema() {
  * @returns {string}
  */
 function latest() {
-  const versions = readdirSync(join(moduleDir(), SCHEMAS_DIR)).filter(name => /^v\d+(alpha|beta)?\d*\.json$/.test(name)).map(name => name.slice(0, -5));
-  const key = version => {
+  const versions = readdirSync(join(moduleDir(), SCHEMAS_DIR))
+    .filter((name) => /^v\d+(alpha|beta)?\d*\.json$/.test(name))
+    .map((name) => name.slice(0, -5));
+  const key = (version) => {
     const [, major, stage = 'ga', minor = '0'] = /^v(\d+)(alpha|beta)?(\d*)$/.exec(version);
     return [Number(major), ['alpha', 'beta', 'ga'].indexOf(stage), Number(minor || 0)];
   };
@@ -119,7 +124,11 @@ function built() {
 function build() {
   if (built()) return;
   const ldflags = `-s -w -X ${SKAFFOLD_MODULE}/pkg/skaffold/version.version=${SKAFFOLD_VERSION}`;
-  const run = spawnSync(goCommand(), ['build', '-trimpath', `-ldflags=${ldflags}`, '-o', binary, './cmd/skaffold'], { cwd: moduleDir(), stdio: 'inherit', env: { ...process.env, GOFLAGS: '-mod=mod' } });
+  const run = spawnSync(goCommand(), ['build', '-trimpath', `-ldflags=${ldflags}`, '-o', binary, './cmd/skaffold'], {
+    cwd: moduleDir(),
+    stdio: 'inherit',
+    env: { ...process.env, GOFLAGS: '-mod=mod' },
+  });
   if (run.status !== 0) throw new SkaffoldError(`building skaffold ${SKAFFOLD_VERSION} failed (exit ${run.status ?? run.signal})`);
 }
 
@@ -129,9 +138,11 @@ try {
   else if (command === 'latest') process.stdout.write(`${latest()}\n`);
   else if (command === 'build') build();
   else if (command === 'path') {
-    if (!built()) throw new SkaffoldError(`skaffold ${SKAFFOLD_VERSION} is not built (no working ${binary}): run \`node scripts/skaffold.mjs build\``);
+    if (!built())
+      throw new SkaffoldError(`skaffold ${SKAFFOLD_VERSION} is not built (no working ${binary}): run \`node scripts/skaffold.mjs build\``);
     process.stdout.write(`${binary}\n`);
-  } else throw new SkaffoldError(`usage: skaffold.mjs schema|latest|build|path (got ${command === undefined ? 'nothing' : `"${command}"`})`);
+  } else
+    throw new SkaffoldError(`usage: skaffold.mjs schema|latest|build|path (got ${command === undefined ? 'nothing' : `"${command}"`})`);
 } catch (error) {
   if (!(error instanceof SkaffoldError)) throw error;
   process.stderr.write(`skaffold: ${error.message}\n`);

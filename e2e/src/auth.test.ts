@@ -41,18 +41,33 @@ async function createKey(base: string, name: string): Promise<{ key: string; id:
 async function calledSubjects(base: string, tenant: string, tool: string, count: number): Promise<Array<string | undefined> | undefined> {
   return eventually(async () => {
     const admin = { headers: { authorization: `Bearer ${BOOTSTRAP}` } };
-    const { runs } = (await (await fetch(`${base}/api/v1/runs?tenant=${tenant}&limit=50`, admin)).json()) as { runs: Array<{ runId: string; tool?: string; subject?: string; types: string[] }> };
-    const done = runs.filter(r => r.tool === tool && r.types.includes('tool.completed'));
+    const { runs } = (await (await fetch(`${base}/api/v1/runs?tenant=${tenant}&limit=50`, admin)).json()) as {
+      runs: Array<{ runId: string; tool?: string; subject?: string; types: string[] }>;
+    };
+    const done = runs.filter((r) => r.tool === tool && r.types.includes('tool.completed'));
     if (done.length < count) return undefined;
-    const details = await Promise.all(done.map(async r => (await (await fetch(`${base}/api/v1/runs/${r.runId}?tenant=${tenant}`, admin)).json()) as { events: Array<{ type: string; principal?: { subject: string } }> }));
-    return [...done.map(r => r.subject), ...details.flatMap(d => d.events.filter(e => e.type === 'tool.called').map(e => e.principal?.subject))];
+    const details = await Promise.all(
+      done.map(
+        async (r) =>
+          (await (await fetch(`${base}/api/v1/runs/${r.runId}?tenant=${tenant}`, admin)).json()) as {
+            events: Array<{ type: string; principal?: { subject: string } }>;
+          },
+      ),
+    );
+    return [
+      ...done.map((r) => r.subject),
+      ...details.flatMap((d) => d.events.filter((e) => e.type === 'tool.called').map((e) => e.principal?.subject)),
+    ];
   }, 20_000);
 }
 
 /** Runs the Inspector CLI's `tools/list` from e2e/, as the README does, with `headers`. */
 function inspectorToolsList(url: string, headers: string[]): Promise<{ stdout: string }> {
   const cli = join(repoRoot, 'node_modules/.bin/mcp-inspector-cli');
-  return exec(cli, ['--cli', url, '--transport', 'http', '--method', 'tools/list', ...headers.flatMap(h => ['--header', h])], { timeout: 60_000, cwd: join(repoRoot, 'e2e') });
+  return exec(cli, ['--cli', url, '--transport', 'http', '--method', 'tools/list', ...headers.flatMap((h) => ['--header', h])], {
+    timeout: 60_000,
+    cwd: join(repoRoot, 'e2e'),
+  });
 }
 
 describe('punk up with authentication on', () => {
@@ -79,7 +94,10 @@ describe('punk up with authentication on', () => {
       body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
     });
     assert.equal(anonymous.status, 401);
-    assert.equal(anonymous.headers.get('www-authenticate'), `Bearer resource_metadata="${PUBLIC}/.well-known/oauth-protected-resource/mcp", scope="mcp"`);
+    assert.equal(
+      anonymous.headers.get('www-authenticate'),
+      `Bearer resource_metadata="${PUBLIC}/.well-known/oauth-protected-resource/mcp", scope="mcp"`,
+    );
     const metadata = (await (await fetch(`${punk.baseUrl}/.well-known/oauth-protected-resource/mcp`)).json()) as { resource: string };
     assert.equal(metadata.resource, `${PUBLIC}/mcp`);
 
@@ -87,20 +105,27 @@ describe('punk up with authentication on', () => {
 
     const { stdout } = await inspectorToolsList(`${punk.baseUrl}/mcp`, [`Authorization: Bearer ${key}`]);
     const listed = JSON.parse(stdout) as { tools: Array<{ name: string }> };
-    assert.ok(listed.tools.some(t => t.name === 'everything__echo'));
+    assert.ok(listed.tools.some((t) => t.name === 'everything__echo'));
     await assert.rejects(inspectorToolsList(`${punk.baseUrl}/mcp`, []), 'the Inspector CLI without the token fails');
 
     for (const era of ['2025-11-25', '2026-07-28'] as const) {
       const client = await connectClient(`${punk.baseUrl}/mcp`, era, { Authorization: `Bearer ${key}` });
       try {
-        assert.ok((await listAllTools(client)).some(t => t.name === 'memory__read_graph'));
-        assert.match(textOf(await client.callTool({ name: 'everything__echo', arguments: { message: `authenticated ${era}` } })), new RegExp(`authenticated ${era}`));
+        assert.ok((await listAllTools(client)).some((t) => t.name === 'memory__read_graph'));
+        assert.match(
+          textOf(await client.callTool({ name: 'everything__echo', arguments: { message: `authenticated ${era}` } })),
+          new RegExp(`authenticated ${era}`),
+        );
       } finally {
         await client.close();
       }
     }
 
-    assert.deepEqual(await calledSubjects(punk.baseUrl, 'default', 'echo', 2), Array(4).fill(`api-key:${id}`), 'both runs and their calls are on the ledger under the key');
+    assert.deepEqual(
+      await calledSubjects(punk.baseUrl, 'default', 'echo', 2),
+      Array(4).fill(`api-key:${id}`),
+      'both runs and their calls are on the ledger under the key',
+    );
     for (const path of ['/api/v1/runs', '/api/v1/ledger/verify', '/api/v1/mcp/servers']) {
       const unauthenticated = await fetch(`${punk.baseUrl}${path}`);
       assert.equal(unauthenticated.status, 401, `${path} without a token`);
@@ -109,7 +134,10 @@ describe('punk up with authentication on', () => {
       assert.equal(client.status, 403, `${path} with a client key, which lacks the admin scope`);
     }
 
-    const revoked = await fetch(`${punk.baseUrl}/api/v1/api-keys/${id}`, { method: 'DELETE', headers: { authorization: `Bearer ${BOOTSTRAP}` } });
+    const revoked = await fetch(`${punk.baseUrl}/api/v1/api-keys/${id}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${BOOTSTRAP}` },
+    });
     assert.equal(revoked.status, 204);
     await assert.rejects(connectClient(`${punk.baseUrl}/mcp`, '2025-11-25', { Authorization: `Bearer ${key}` }));
   });
@@ -127,35 +155,59 @@ describe('authentication in the distributed topology: two mcp-front processes be
   let proxy: Proxy;
   let ledgerUrl: string;
   const running: ServiceProcess[] = [];
-  const frontEnv = { PUNK_AUTH_MODE: 'on', PUNK_PUBLIC_URL: PUBLIC, PUNK_AUTH_BOOTSTRAP_ADMIN_KEY: BOOTSTRAP, PUNK_SESSION_SIGNING_KEY: randomBytes(32).toString('base64url') };
+  const frontEnv = {
+    PUNK_AUTH_MODE: 'on',
+    PUNK_PUBLIC_URL: PUBLIC,
+    PUNK_AUTH_BOOTSTRAP_ADMIN_KEY: BOOTSTRAP,
+    PUNK_SESSION_SIGNING_KEY: randomBytes(32).toString('base64url'),
+  };
 
   before(async () => {
     world = await tallyWorld();
     const { env } = world;
     running.push(...(await Promise.all([startService('governance', env), startService('ledger', env), startService('gateway', env)])));
-    const fronts = await Promise.all([startService('mcp-front', { ...env, ...frontEnv }), startService('mcp-front', { ...env, ...frontEnv })]);
+    const fronts = await Promise.all([
+      startService('mcp-front', { ...env, ...frontEnv }),
+      startService('mcp-front', { ...env, ...frontEnv }),
+    ]);
     running.push(...fronts);
-    const ledger = running.find(s => s.name === 'ledger')!;
+    const ledger = running.find((s) => s.name === 'ledger')!;
     ledgerUrl = ledger.url;
     // As `punk cluster` does with authentication on: the unauthenticated ledger API stays internal.
-    proxy = await startProxy({ host: '127.0.0.1', port: 0, backends: { ledgers: [ledger.url], fronts: fronts.map(f => f.url) }, log: createLogger('proxy', 'silent'), ledgerApi: 'internal' });
+    proxy = await startProxy({
+      host: '127.0.0.1',
+      port: 0,
+      backends: { ledgers: [ledger.url], fronts: fronts.map((f) => f.url) },
+      log: createLogger('proxy', 'silent'),
+      ledgerApi: 'internal',
+    });
   });
 
   after(async () => {
     await proxy?.close();
-    await Promise.all(running.map(s => s.stop()));
+    await Promise.all(running.map((s) => s.stop()));
     await world?.setup.killServers();
     await world?.stop();
   });
 
   test('a key made through one front works through the other, both eras; the ledger names it; revoked on one, refused by both', async () => {
     const { key, id } = await createKey(proxy.url, 'cluster client');
-    const listed = (await (await fetch(`${proxy.url}/api/v1/api-keys`, { headers: { authorization: `Bearer ${BOOTSTRAP}` } })).json()) as { apiKeys: Array<{ id: string }> };
-    assert.ok(listed.apiKeys.some(k => k.id === id), 'the other front lists it');
+    const listed = (await (await fetch(`${proxy.url}/api/v1/api-keys`, { headers: { authorization: `Bearer ${BOOTSTRAP}` } })).json()) as {
+      apiKeys: Array<{ id: string }>;
+    };
+    assert.ok(
+      listed.apiKeys.some((k) => k.id === id),
+      'the other front lists it',
+    );
     // The fronts serve the servers API too, for admins only.
-    const servers = await fetch(`${proxy.url}/api/v1/mcp/servers?tenant=${world.setup.tenant}`, { headers: { authorization: `Bearer ${BOOTSTRAP}` } });
+    const servers = await fetch(`${proxy.url}/api/v1/mcp/servers?tenant=${world.setup.tenant}`, {
+      headers: { authorization: `Bearer ${BOOTSTRAP}` },
+    });
     assert.equal(servers.status, 200);
-    assert.deepEqual(((await servers.json()) as { servers: Array<{ name: string }> }).servers.map(s => s.name), ['tally']);
+    assert.deepEqual(
+      ((await servers.json()) as { servers: Array<{ name: string }> }).servers.map((s) => s.name),
+      ['tally'],
+    );
     assert.equal((await fetch(`${proxy.url}/api/v1/mcp/servers`, { headers: { authorization: `Bearer ${key}` } })).status, 403);
     for (const era of ['2025-11-25', '2026-07-28'] as const) {
       const client = await connectClient(`${proxy.url}/mcp`, era, { Authorization: `Bearer ${key}` });
@@ -166,25 +218,41 @@ describe('authentication in the distributed topology: two mcp-front processes be
       }
     }
     assert.deepEqual(await calledSubjects(ledgerUrl, world.setup.tenant, 'count', 2), Array(4).fill(`api-key:${id}`));
-    const throughProxy = await fetch(`${proxy.url}/api/v1/runs?tenant=${world.setup.tenant}`, { headers: { authorization: `Bearer ${BOOTSTRAP}` } });
+    const throughProxy = await fetch(`${proxy.url}/api/v1/runs?tenant=${world.setup.tenant}`, {
+      headers: { authorization: `Bearer ${BOOTSTRAP}` },
+    });
     assert.equal(throughProxy.status, 403, 'the proxy keeps the ledger API internal');
     assert.match(((await throughProxy.json()) as { error: { message: string } }).error.message, /internal/);
-    const metadata = (await (await fetch(`${proxy.url}/.well-known/oauth-protected-resource/servers/tally/mcp`)).json()) as { resource: string };
+    const metadata = (await (await fetch(`${proxy.url}/.well-known/oauth-protected-resource/servers/tally/mcp`)).json()) as {
+      resource: string;
+    };
     assert.equal(metadata.resource, `${PUBLIC}/servers/tally/mcp`);
 
-    assert.equal((await fetch(`${proxy.url}/api/v1/api-keys/${id}`, { method: 'DELETE', headers: { authorization: `Bearer ${BOOTSTRAP}` } })).status, 204);
+    assert.equal(
+      (await fetch(`${proxy.url}/api/v1/api-keys/${id}`, { method: 'DELETE', headers: { authorization: `Bearer ${BOOTSTRAP}` } })).status,
+      204,
+    );
     for (let i = 0; i < 2; i++) {
       const refused = await fetch(`${proxy.url}/mcp`, {
         method: 'POST',
         headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'e2e', version: '1' } } }),
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'initialize',
+          params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'e2e', version: '1' } },
+        }),
       });
       assert.equal(refused.status, 401, `request ${i + 1}, on each front in turn`);
     }
   });
 
   test('an mcp-front process with PUNK_AUTH_MODE=on and no PUNK_PUBLIC_URL exits at start naming it', async () => {
-    const front = await startService('mcp-front', { PUNK_NATS_URL: world.nats.url, PUNK_TENANT: world.setup.tenant, PUNK_AUTH_MODE: 'on' }, { waitReady: false });
+    const front = await startService(
+      'mcp-front',
+      { PUNK_NATS_URL: world.nats.url, PUNK_TENANT: world.setup.tenant, PUNK_AUTH_MODE: 'on' },
+      { waitReady: false },
+    );
     assert.equal(await front.exited, 2);
     assert.match(front.output(), /PUNK_AUTH_MODE=on needs PUNK_PUBLIC_URL/);
   });

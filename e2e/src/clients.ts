@@ -33,5 +33,8 @@ export async function listAllTools(client: Client): Promise<Array<{ name: string
 /** The text parts of a tool result, joined. */
 export function textOf(result: { content?: unknown }): string {
   const content = (result.content ?? []) as Array<{ type: string; text?: string }>;
-  return content.filter(part => part.type === 'text').map(part => part.text ?? '').join('\n');
+  return content
+    .filter((part) => part.type === 'text')
+    .map((part) => part.text ?? '')
+    .join('\n');
 }

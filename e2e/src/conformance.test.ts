@@ -30,8 +30,14 @@ before(async () => {
 after(async () => {
   await topology?.stop();
   if (process.env.PUNK_CONFORMANCE_SUMMARY) {
-    const order = [...conformancePlan('', ''), ...pendingPlan('', '')].map(run => run.label);
-    await writeFile(process.env.PUNK_CONFORMANCE_SUMMARY, order.filter(label => report.has(label)).map(label => report.get(label)).join('\n\n') + '\n');
+    const order = [...conformancePlan('', ''), ...pendingPlan('', '')].map((run) => run.label);
+    await writeFile(
+      process.env.PUNK_CONFORMANCE_SUMMARY,
+      order
+        .filter((label) => report.has(label))
+        .map((label) => report.get(label))
+        .join('\n\n') + '\n',
+    );
   }
 });
 
@@ -51,14 +57,15 @@ async function runLane(t: { diagnostic(message: string): void }, runs: PlannedRu
 
 describe('the MCP conformance suite', { concurrency: 2 }, () => {
   for (const target of TARGETS) {
-    test(`${target}: every run passes, outside the failures its baseline explains`, async t => {
-      const runs = conformancePlan(topology.fixtureUrl, topology.baseUrl).filter(run => run.lane === target);
+    test(`${target}: every run passes, outside the failures its baseline explains`, async (t) => {
+      const runs = conformancePlan(topology.fixtureUrl, topology.baseUrl).filter((run) => run.lane === target);
       const failed = await runLane(t, runs);
-      if (failed.length > 0 && target !== 'fixture') for (const s of topology.services) t.diagnostic(`${s.name} ${s.url} output:\n${s.output().slice(-3000)}`);
+      if (failed.length > 0 && target !== 'fixture')
+        for (const s of topology.services) t.diagnostic(`${s.name} ${s.url} output:\n${s.output().slice(-3000)}`);
       assert.deepEqual(failed, [], 'runs with failures outside their baseline');
     });
   }
-  test('the pending suite, for the record', async t => {
+  test('the pending suite, for the record', async (t) => {
     assert.deepEqual(await runLane(t, pendingPlan(topology.fixtureUrl, topology.baseUrl)), []);
   });
 });

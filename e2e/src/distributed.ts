@@ -93,9 +93,29 @@ export function testBus(url: string): Promise<NatsBus> {
 }
 
 /** Calls a tool of the tally server through the gateway over the bus. */
-export function callTally(bus: NatsBus, tenant: string, name: string, args: Record<string, unknown>, timeoutMs = 10_000, sessionId?: string): Promise<unknown> {
+export function callTally(
+  bus: NatsBus,
+  tenant: string,
+  name: string,
+  args: Record<string, unknown>,
+  timeoutMs = 10_000,
+  sessionId?: string,
+): Promise<unknown> {
   const principal: Principal = { subject: 'test', tenant, groups: [] };
-  return requestGateway(bus, { method: 'tools/call', tenant, server: 'tally', principal, runId: randomUUID(), name, arguments: args, ...(sessionId !== undefined && { sessionId }) }, timeoutMs);
+  return requestGateway(
+    bus,
+    {
+      method: 'tools/call',
+      tenant,
+      server: 'tally',
+      principal,
+      runId: randomUUID(),
+      name,
+      arguments: args,
+      ...(sessionId !== undefined && { sessionId }),
+    },
+    timeoutMs,
+  );
 }
 
 /**

@@ -42,7 +42,7 @@ export function stageChain(target: string): Stage[] {
   const chain: Stage[] = [];
   let name: string | null = target;
   while (name !== null) {
-    const stage = stages.find(s => s.name === name);
+    const stage = stages.find((s) => s.name === name);
     if (stage === undefined) {
       if (chain.length === 0) throw new Error(`the Dockerfile has no stage named ${target}`);
       break;
@@ -55,7 +55,7 @@ export function stageChain(target: string): Stage[] {
 
 /** The instructions of a target's chain with `keyword`, base first. */
 export function chainInstructions(target: string, keyword: string): Instruction[] {
-  return stageChain(target).flatMap(stage => stage.instructions.filter(i => i.getKeyword() === keyword));
+  return stageChain(target).flatMap((stage) => stage.instructions.filter((i) => i.getKeyword() === keyword));
 }
 
 /** The environment a target's image sets (`ENV`, later ones winning). */
@@ -79,5 +79,5 @@ export function imageLabels(target: string): Record<string, string> {
 /** The exec-form strings of the last `keyword` (CMD, ENTRYPOINT) of a target's chain; undefined when none. */
 export function lastExecForm(target: string, keyword: 'CMD' | 'ENTRYPOINT'): string[] | undefined {
   const last = chainInstructions(target, keyword).at(-1) as JSONInstruction | undefined;
-  return last?.getJSONStrings().map(s => s.getJSONValue());
+  return last?.getJSONStrings().map((s) => s.getJSONValue());
 }

@@ -15,10 +15,15 @@ import { chainInstructions, dockerfilePath, dockerfileStages, imageLabels, lastE
 import { repoRoot } from './harness.js';
 
 const linter = join(repoRoot, 'node_modules', 'dockerfile-utils', 'bin', 'dockerfile-utils');
-const targets = JSON.parse(spawnSync(process.execPath, [join(repoRoot, 'scripts', 'assemble-image.mjs'), '--list'], { encoding: 'utf8' }).stdout) as Record<string, { main: string } | { binary: string }>;
+const targets = JSON.parse(
+  spawnSync(process.execPath, [join(repoRoot, 'scripts', 'assemble-image.mjs'), '--list'], { encoding: 'utf8' }).stdout,
+) as Record<string, { main: string } | { binary: string }>;
 
 /** What `dockerfile-utils lint --json` reports: one entry per problem. */
-function lint(path: string): { status: number | null; problems: { severity: number; message: string; range: { start: { line: number } } }[] } {
+function lint(path: string): {
+  status: number | null;
+  problems: { severity: number; message: string; range: { start: { line: number } } }[];
+} {
   const run = spawnSync(process.execPath, [linter, 'lint', '--json', path], { encoding: 'utf8' });
   assert.equal(run.stderr, '', `dockerfile-utils wrote to stderr: ${run.stderr}`);
   return { status: run.status, problems: JSON.parse(run.stdout || '[]') };
@@ -26,7 +31,10 @@ function lint(path: string): { status: number | null; problems: { severity: numb
 
 test('dockerfile-utils finds no problem in the Dockerfile', () => {
   const { status, problems } = lint(dockerfilePath);
-  assert.deepEqual(problems.map(p => `line ${p.range.start.line + 1}: ${p.message}`), []);
+  assert.deepEqual(
+    problems.map((p) => `line ${p.range.start.line + 1}: ${p.message}`),
+    [],
+  );
   assert.equal(status, 0);
 });
 
@@ -37,14 +45,19 @@ test('dockerfile-utils does report the problems of a broken Dockerfile (the chec
     writeFileSync(broken, 'FROM node:24-bookworm-slim\nUSER\nEXPOSE 4100\nCMD ["node"\n');
     const { status, problems } = lint(broken);
     assert.notEqual(status, 0);
-    assert.ok(problems.some(p => p.range.start.line === 1 && /no arguments/.test(p.message)), JSON.stringify(problems));
+    assert.ok(
+      problems.some((p) => p.range.start.line === 1 && /no arguments/.test(p.message)),
+      JSON.stringify(problems),
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 });
 
 test('every image target is a stage, and every stage name is unique', () => {
-  const names = dockerfileStages().map(stage => stage.name).filter(name => name !== null);
+  const names = dockerfileStages()
+    .map((stage) => stage.name)
+    .filter((name) => name !== null);
   assert.deepEqual(names.length, new Set(names).size, `duplicate stage names: ${names.join(', ')}`);
   for (const target of Object.keys(targets)) assert.ok(names.includes(target), `no stage named ${target}`);
 });
@@ -56,11 +69,15 @@ for (const [target, runs] of Object.entries(targets)) {
     assert.match(`${base.getImageName()}:${base.getImageTag()}`, /^(node|debian|python):.*slim/, `${target} is built on a slim image`);
 
     const copies = chainInstructions(target, 'COPY') as Copy[];
-    const layoutCopy = copies.find(copy => copy.getArgumentsContent()?.endsWith('/layout /opt/punk'));
+    const layoutCopy = copies.find((copy) => copy.getArgumentsContent()?.endsWith('/layout /opt/punk'));
     assert.ok(layoutCopy, `${target} copies a layout to /opt/punk`);
     const from = layoutCopy.getFromFlag()?.getValue() ?? '';
-    const layoutStage = dockerfileStages().find(stage => stage.name === from);
-    const assembles = layoutStage?.instructions.some(i => i.getKeyword() === 'RUN' && i.getArgumentsContent()?.includes(`node scripts/assemble-image.mjs ${'main' in runs ? target : 'bridge'} /layout`));
+    const layoutStage = dockerfileStages().find((stage) => stage.name === from);
+    const assembles = layoutStage?.instructions.some(
+      (i) =>
+        i.getKeyword() === 'RUN' &&
+        i.getArgumentsContent()?.includes(`node scripts/assemble-image.mjs ${'main' in runs ? target : 'bridge'} /layout`),
+    );
     assert.ok(assembles, `${from} runs the assembly script for ${target}`);
 
     const users = chainInstructions(target, 'USER');
@@ -75,6 +92,7 @@ for (const [target, runs] of Object.entries(targets)) {
     assert.deepEqual(chainInstructions(target, 'HEALTHCHECK'), [], 'Kubernetes probes, not HEALTHCHECK');
     const labels = imageLabels(target);
     assert.equal(labels['org.opencontainers.image.title'], `punk-${target}`);
-    for (const key of ['description', 'source', 'version', 'revision', 'vendor']) assert.ok(labels[`org.opencontainers.image.${key}`], `label org.opencontainers.image.${key}`);
+    for (const key of ['description', 'source', 'version', 'revision', 'vendor'])
+      assert.ok(labels[`org.opencontainers.image.${key}`], `label org.opencontainers.image.${key}`);
   });
 }

@@ -35,9 +35,12 @@ describe('punk up on the examples (PGlite)', () => {
       const client = await connectClient(`${punk.baseUrl}/mcp`, era);
       try {
         const tools = await listAllTools(client);
-        const names = tools.map(t => t.name);
+        const names = tools.map((t) => t.name);
         for (const server of ['everything', 'filesystem', 'memory', 'everything-http']) {
-          assert.ok(names.some(n => n.startsWith(`${server}__`)), `tools of ${server} are listed (got ${names.join(', ')})`);
+          assert.ok(
+            names.some((n) => n.startsWith(`${server}__`)),
+            `tools of ${server} are listed (got ${names.join(', ')})`,
+          );
         }
         for (const name of names) assert.match(name, /^[A-Za-z0-9_-]{1,64}$/);
 
@@ -63,10 +66,14 @@ describe('punk up on the examples (PGlite)', () => {
         type Run = { runId: string; types: string[]; tool?: string };
         const withCall = await eventually(async () => {
           const { runs } = (await (await fetch(`${punk.baseUrl}/api/v1/runs?limit=500`)).json()) as { runs: Run[] };
-          return runs.find(r => r.tool === 'echo' && ['tool.called', 'tool.completed', 'governance.decision'].every(t => r.types.includes(t)));
+          return runs.find(
+            (r) => r.tool === 'echo' && ['tool.called', 'tool.completed', 'governance.decision'].every((t) => r.types.includes(t)),
+          );
         });
         assert.ok(withCall, 'a run holds tool.called, governance.decision and tool.completed');
-        const detail = (await (await fetch(`${punk.baseUrl}/api/v1/runs/${withCall!.runId}`)).json()) as { events: Array<{ type: string; hash: string; prevHash: string }> };
+        const detail = (await (await fetch(`${punk.baseUrl}/api/v1/runs/${withCall!.runId}`)).json()) as {
+          events: Array<{ type: string; hash: string; prevHash: string }>;
+        };
         assert.ok(detail.events.length >= 3);
 
         const verify = (await (await fetch(`${punk.baseUrl}/api/v1/ledger/verify`)).json()) as { ok: boolean; events: number };
@@ -80,9 +87,9 @@ describe('punk up on the examples (PGlite)', () => {
     test(`a ${era} client on /servers/everything/mcp sees names unchanged`, async () => {
       const client = await connectClient(`${punk.baseUrl}/servers/everything/mcp`, era);
       try {
-        const names = (await listAllTools(client)).map(t => t.name);
+        const names = (await listAllTools(client)).map((t) => t.name);
         assert.ok(names.includes('echo'), names.join(', '));
-        assert.ok(!names.some(n => n.includes('__')));
+        assert.ok(!names.some((n) => n.includes('__')));
         const echo = await client.callTool({ name: 'echo', arguments: { message: 'direct' } });
         assert.match(textOf(echo), /direct/);
       } finally {
@@ -96,7 +103,7 @@ describe('punk up on the examples (PGlite)', () => {
     try {
       const result = await client.callTool({ name: 'everything__get-env', arguments: {} });
       const env = textOf(result);
-      assert.doesNotMatch(env, /PUNK_LOG_LEVEL|npm_config|NODE_TEST_CONTEXT/, 'nothing of Punk\'s environment leaks to servers');
+      assert.doesNotMatch(env, /PUNK_LOG_LEVEL|npm_config|NODE_TEST_CONTEXT/, "nothing of Punk's environment leaks to servers");
       assert.match(env, /PATH/);
     } finally {
       await client.close();
@@ -111,14 +118,20 @@ describe('punk up on the examples (PGlite)', () => {
       cwd: join(repoRoot, 'e2e'),
     });
     const listed = JSON.parse(stdout) as { tools: Array<{ name: string }> };
-    assert.ok(listed.tools.some(t => t.name === 'everything__echo'));
-    assert.ok(listed.tools.some(t => t.name.startsWith('memory__')));
+    assert.ok(listed.tools.some((t) => t.name === 'everything__echo'));
+    assert.ok(listed.tools.some((t) => t.name.startsWith('memory__')));
   });
 
   test('a second instance on the same data directory, or on a busy port, stops with a message naming the cause', async () => {
     const port = new URL(punk.baseUrl).port;
-    await assert.rejects(startPunk({ manifestDir: dir, args: ['--data', join(dir, '.punk/data')] }), /in use by another Punk process \(pid \d+\)/);
-    await assert.rejects(startPunk({ manifestDir: dir, args: ['--ephemeral', '--port', port] }), /cannot listen on 127\.0\.0\.1:\d+.*another process listens there: stop it, or pass --port/);
+    await assert.rejects(
+      startPunk({ manifestDir: dir, args: ['--data', join(dir, '.punk/data')] }),
+      /in use by another Punk process \(pid \d+\)/,
+    );
+    await assert.rejects(
+      startPunk({ manifestDir: dir, args: ['--ephemeral', '--port', port] }),
+      /cannot listen on 127\.0\.0\.1:\d+.*another process listens there: stop it, or pass --port/,
+    );
     const notFound = await fetch(`${punk.baseUrl}/no/such/route`);
     assert.equal(notFound.status, 404);
     assert.deepEqual(((await notFound.json()) as { error: { code: string } }).error.code, 'NotFound');
@@ -148,16 +161,30 @@ describe('punk up start-up checks and banner (no manifests)', () => {
       return true;
     });
     const octKey = JSON.stringify({ kty: 'oct', k: randomBytes(32).toString('base64url') });
-    await assert.rejects(startPunk({ manifestDir: dir, env: { ...auth, PUNK_AUTH_JWT_KEY: octKey } }), /exited with 2 before it was ready:\npunk: PUNK_AUTH_JWT_KEY is an oct \(HMAC\) key.*set PUNK_AUTH_ALGORITHMS=HS256/);
+    await assert.rejects(
+      startPunk({ manifestDir: dir, env: { ...auth, PUNK_AUTH_JWT_KEY: octKey } }),
+      /exited with 2 before it was ready:\npunk: PUNK_AUTH_JWT_KEY is an oct \(HMAC\) key.*set PUNK_AUTH_ALGORITHMS=HS256/,
+    );
   });
 
   test('with authentication on, the banner names the configured path and the bearer header', async () => {
     const adminKey = randomBytes(32).toString('hex');
-    const punk = await startPunk({ manifestDir: dir, env: { PUNK_AUTH_MODE: 'on', PUNK_PUBLIC_URL: 'http://127.0.0.1:4100', PUNK_AUTH_BOOTSTRAP_ADMIN_KEY: adminKey, PUNK_MCP_PATH: '/v1/mcp' } });
+    const punk = await startPunk({
+      manifestDir: dir,
+      env: {
+        PUNK_AUTH_MODE: 'on',
+        PUNK_PUBLIC_URL: 'http://127.0.0.1:4100',
+        PUNK_AUTH_BOOTSTRAP_ADMIN_KEY: adminKey,
+        PUNK_MCP_PATH: '/v1/mcp',
+      },
+    });
     try {
       const output = punk.output();
       assert.match(output, new RegExp(`Punk is ready in \\d+ ms: ${punk.baseUrl}/v1/mcp\n`));
-      assert.match(output, new RegExp(`claude mcp add --transport http punk ${punk.baseUrl}/v1/mcp --header "Authorization: Bearer <API key>"`));
+      assert.match(
+        output,
+        new RegExp(`claude mcp add --transport http punk ${punk.baseUrl}/v1/mcp --header "Authorization: Bearer <API key>"`),
+      );
       assert.match(output, /make an API key \(README "Authentication"\)/);
       assert.ok(!output.includes(adminKey), 'the banner never shows the bootstrap key');
       assert.doesNotMatch(output, /not a loopback address/);
@@ -170,7 +197,12 @@ describe('punk up start-up checks and banner (no manifests)', () => {
   test('on a non-loopback address without authentication it warns once', async () => {
     const punk = await startPunk({ manifestDir: dir, args: ['--ephemeral', '--host', '0.0.0.0'] });
     try {
-      const warnings = punk.output().match(/not a loopback address, with PUNK_AUTH_MODE=off: anyone on the network can use the MCP endpoints, the servers API and the ledger API without authentication/g) ?? [];
+      const warnings =
+        punk
+          .output()
+          .match(
+            /not a loopback address, with PUNK_AUTH_MODE=off: anyone on the network can use the MCP endpoints, the servers API and the ledger API without authentication/g,
+          ) ?? [];
       assert.equal(warnings.length, 1, punk.output());
       assert.match(punk.output(), /claude mcp add --transport http punk http:\/\/0\.0\.0\.0:\d+\/mcp\n/);
       assert.equal((await fetch(`${punk.baseUrl}/healthz`)).status, 200);

@@ -52,7 +52,11 @@ spec:
 `,
 });
 
-interface ServerView { name: string; state: string; lastError?: string }
+interface ServerView {
+  name: string;
+  state: string;
+  lastError?: string;
+}
 
 describe('faults and bad input', () => {
   let punk: RunningPunk;
@@ -84,13 +88,13 @@ describe('faults and bad input', () => {
 
   test('a server whose command does not exist and one that exits at start are failed with their cause', async () => {
     const { servers } = (await (await fetch(`${punk.baseUrl}/api/v1/mcp/servers`)).json()) as { servers: ServerView[] };
-    const missing = servers.find(s => s.name === 'missing-command');
+    const missing = servers.find((s) => s.name === 'missing-command');
     assert.equal(missing?.state, 'failed');
     assert.match(missing?.lastError ?? '', /punk-no-such-server/);
-    const exits = servers.find(s => s.name === 'exits-at-start');
+    const exits = servers.find((s) => s.name === 'exits-at-start');
     assert.ok(exits && exits.state !== 'ready', JSON.stringify(exits));
     assert.match(exits?.lastError ?? '', /exit|code 3|frobnicator/i);
-    assert.equal(servers.find(s => s.name === 'everything')?.state, 'ready');
+    assert.equal(servers.find((s) => s.name === 'everything')?.state, 'ready');
   });
 
   test('a server that crashes mid-call gives the call a clear tool error, then comes back', async () => {
@@ -106,7 +110,7 @@ describe('faults and bad input', () => {
       for (let attempt = 0; attempt < 40; attempt++) {
         counted = (await client.callTool({ name: 'crasher__count', arguments: {} })) as typeof counted;
         if (!counted?.isError) break;
-        await new Promise(resolve => setTimeout(resolve, 500));
+        await new Promise((resolve) => setTimeout(resolve, 500));
       }
       assert.match(textOf(counted!), /calls=1/, 'a restarted process serves the next call');
     } finally {
@@ -161,14 +165,15 @@ describe('faults and bad input', () => {
 
   test('the ledger kept every accepted event, including the failed calls, and the chain verifies', async () => {
     type Run = { runId: string; types: string[]; tool?: string };
-    const runs = (await eventually(async () => {
-      const { runs } = (await (await fetch(`${punk.baseUrl}/api/v1/runs?limit=500`)).json()) as { runs: Run[] };
-      return runs.some(r => r.tool === 'crash') && runs.some(r => r.tool === 'delete_entities') ? runs : undefined;
-    })) ?? [];
-    const crashRun = runs.find(r => r.tool === 'crash');
+    const runs =
+      (await eventually(async () => {
+        const { runs } = (await (await fetch(`${punk.baseUrl}/api/v1/runs?limit=500`)).json()) as { runs: Run[] };
+        return runs.some((r) => r.tool === 'crash') && runs.some((r) => r.tool === 'delete_entities') ? runs : undefined;
+      })) ?? [];
+    const crashRun = runs.find((r) => r.tool === 'crash');
     assert.ok(crashRun, 'the crashed call is a run');
     assert.ok(crashRun!.types.includes('tool.called') && crashRun!.types.includes('tool.completed'));
-    const denied = runs.find(r => r.tool === 'delete_entities');
+    const denied = runs.find((r) => r.tool === 'delete_entities');
     assert.ok(denied?.types.includes('governance.decision'));
     const verify = (await (await fetch(`${punk.baseUrl}/api/v1/ledger/verify`)).json()) as { ok: boolean };
     assert.equal(verify.ok, true);

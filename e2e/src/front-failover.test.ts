@@ -43,7 +43,7 @@ spec:
 
 after(async () => {
   await bus?.close();
-  await Promise.all(running.map(s => s.stop('SIGTERM')));
+  await Promise.all(running.map((s) => s.stop('SIGTERM')));
   await nats?.stop();
   await db?.drop();
   await removeDir(manifestDir);
@@ -56,8 +56,11 @@ async function readEvents(response: Response, count: number, timeoutMs: number):
   const events: Array<{ id: string; data: string }> = [];
   let buffer = '';
   const deadline = Date.now() + timeoutMs;
-  while (events.filter(e => e.data !== '').length < count && Date.now() < deadline) {
-    const chunk = await Promise.race([reader.read(), new Promise<null>(r => setTimeout(() => r(null), Math.max(0, deadline - Date.now())))]);
+  while (events.filter((e) => e.data !== '').length < count && Date.now() < deadline) {
+    const chunk = await Promise.race([
+      reader.read(),
+      new Promise<null>((r) => setTimeout(() => r(null), Math.max(0, deadline - Date.now()))),
+    ]);
     if (chunk === null || chunk.done) break;
     buffer += decoder.decode(chunk.value, { stream: true });
     let end: number;
@@ -82,17 +85,26 @@ async function announceChange(): Promise<void> {
 }
 
 test('a GET stream survives the death of the replica that held it', async () => {
-  const [frontA, frontB] = running.filter(s => s.name === 'mcp-front') as [ServiceProcess, ServiceProcess];
+  const [frontA, frontB] = running.filter((s) => s.name === 'mcp-front') as [ServiceProcess, ServiceProcess];
   const init = await fetch(`${frontA.url}/mcp`, {
     method: 'POST',
     headers: HEADERS,
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'failover', version: '1' } } }),
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'failover', version: '1' } },
+    }),
   });
   await init.text();
   const sessionId = init.headers.get('mcp-session-id');
   assert.ok(sessionId, 'initialize answered a session id');
   const session = { ...HEADERS, 'mcp-session-id': sessionId! };
-  const initialized = await fetch(`${frontA.url}/mcp`, { method: 'POST', headers: session, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) });
+  const initialized = await fetch(`${frontA.url}/mcp`, {
+    method: 'POST',
+    headers: session,
+    body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }),
+  });
   assert.equal(initialized.status, 202);
 
   // The GET stream is held by replica B; one change reaches it.
@@ -100,30 +112,34 @@ test('a GET stream survives the death of the replica that held it', async () => 
   assert.equal(stream.status, 200);
   // One change is one list_changed per list the endpoint offers (tools, resources, prompts).
   const reading = readEvents(stream, 3, 5_000);
-  await new Promise(r => setTimeout(r, 300));
+  await new Promise((r) => setTimeout(r, 300));
   await announceChange();
-  const seen = (await reading).filter(e => e.data !== '');
+  const seen = (await reading).filter((e) => e.data !== '');
   const perChange = seen.length;
   assert.ok(perChange >= 1, 'the first change arrived on the stream held by B');
-  assert.ok(seen.some(e => /notifications\/tools\/list_changed/.test(e.data)));
+  assert.ok(seen.some((e) => /notifications\/tools\/list_changed/.test(e.data)));
   const lastId = seen[seen.length - 1]!.id;
   assert.ok(lastId);
 
   // B dies; two more changes happen while the client has no stream.
   await frontB.stop('SIGKILL');
   await announceChange();
-  await new Promise(r => setTimeout(r, 300));
+  await new Promise((r) => setTimeout(r, 300));
   await announceChange();
-  await new Promise(r => setTimeout(r, 500));
+  await new Promise((r) => setTimeout(r, 500));
 
   // The client resumes on A with Last-Event-ID and gets exactly the two it missed, in order.
   const resumed = await fetch(`${frontA.url}/mcp`, { headers: { ...session, accept: 'text/event-stream', 'last-event-id': lastId } });
   assert.equal(resumed.status, 200);
-  const missed = (await readEvents(resumed, 2 * perChange + 1, 3_000)).filter(e => e.data !== '');
+  const missed = (await readEvents(resumed, 2 * perChange + 1, 3_000)).filter((e) => e.data !== '');
   assert.equal(missed.length, 2 * perChange, `exactly the missed events: ${JSON.stringify(missed)}`);
   for (const event of missed) assert.match(event.data, /list_changed/);
-  const seqs = missed.map(e => Number(e.id.split(':').pop()));
-  assert.deepEqual(seqs, [...seqs].sort((a, b) => a - b), 'in order');
-  assert.equal(new Set(missed.map(e => e.id)).size, missed.length, 'each once');
-  assert.ok(!missed.some(e => seen.some(s => s.id === e.id)), 'nothing delivered twice');
+  const seqs = missed.map((e) => Number(e.id.split(':').pop()));
+  assert.deepEqual(
+    seqs,
+    [...seqs].sort((a, b) => a - b),
+    'in order',
+  );
+  assert.equal(new Set(missed.map((e) => e.id)).size, missed.length, 'each once');
+  assert.ok(!missed.some((e) => seen.some((s) => s.id === e.id)), 'nothing delivered twice');
 });

@@ -20,7 +20,7 @@ before(async () => {
 });
 
 after(async () => {
-  await Promise.all(running.map(s => s.stop('SIGKILL')));
+  await Promise.all(running.map((s) => s.stop('SIGKILL')));
   await world.setup.killServers();
   await world.stop();
 });
@@ -29,16 +29,16 @@ after(async () => {
 async function killGatewayRunning(tool: string): Promise<number> {
   const deadline = Date.now() + 10_000;
   for (;;) {
-    const line = (await world.setup.lines()).find(l => l.startsWith(`${tool} start`));
+    const line = (await world.setup.lines()).find((l) => l.startsWith(`${tool} start`));
     if (line) {
       const ppid = Number(line.split(' ')[3]);
-      const gateway = running.find(s => s.name === 'gateway' && s.process.pid === ppid);
+      const gateway = running.find((s) => s.name === 'gateway' && s.process.pid === ppid);
       assert.ok(gateway, `the ${tool} call runs in a child of a gateway (ppid ${ppid})`);
       await gateway.stop('SIGKILL');
       return ppid;
     }
     if (Date.now() > deadline) throw new Error(`${tool} never started`);
-    await new Promise(r => setTimeout(r, 25));
+    await new Promise((r) => setTimeout(r, 25));
   }
 }
 
@@ -56,7 +56,7 @@ test('a read-only call whose gateway dies gets BusTimeout, and its retry is serv
     await expectBusTimeout(call, 5_000);
     const retried = JSON.stringify(await callTally(bus, world.setup.tenant, 'read_slowly', { ms: 10 }, 5_000));
     assert.match(retried, /read_slowly took 10 ms/);
-    const second = (await world.setup.lines()).filter(l => l.startsWith('read_slowly start')).at(-1)!;
+    const second = (await world.setup.lines()).filter((l) => l.startsWith('read_slowly start')).at(-1)!;
     assert.notEqual(Number(second.split(' ')[3]), killed, 'the retry ran under the surviving gateway');
   } finally {
     await bus.close();
@@ -71,8 +71,8 @@ test('a non-idempotent call whose gateway dies gets BusTimeout and is executed o
     await killGatewayRunning('charge');
     await expectBusTimeout(call, 4_000);
     // Longer than the call itself: nothing re-ran it anywhere.
-    await new Promise(r => setTimeout(r, 3_000));
-    const starts = (await world.setup.lines()).filter(l => l.startsWith('charge start'));
+    await new Promise((r) => setTimeout(r, 3_000));
+    const starts = (await world.setup.lines()).filter((l) => l.startsWith('charge start'));
     assert.equal(starts.length, 1, `charge ran ${starts.length} times`);
     // The surviving replicas still serve.
     assert.match(JSON.stringify(await callTally(bus, world.setup.tenant, 'count', {})), /counted/);

@@ -56,18 +56,38 @@ export async function exampleManifests(extra: Record<string, string> = {}): Prom
  * Starts `node services/cli/dist/main.js up` and resolves once it printed its
  * ready line. Rejects with the process output when it exits or times out first.
  */
-export async function startPunk(options: { manifestDir: string; env?: Record<string, string>; args?: string[]; timeoutMs?: number }): Promise<RunningPunk> {
-  const child = spawn(process.execPath, [join(repoRoot, 'services/cli/dist/main.js'), 'up', '--manifests', options.manifestDir, '--port', '0', ...(options.args ?? ['--ephemeral'])], {
-    cwd: options.manifestDir,
-    env: { ...process.env, PUNK_LOG_LEVEL: 'info', ...options.env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+export async function startPunk(options: {
+  manifestDir: string;
+  env?: Record<string, string>;
+  args?: string[];
+  timeoutMs?: number;
+}): Promise<RunningPunk> {
+  const child = spawn(
+    process.execPath,
+    [
+      join(repoRoot, 'services/cli/dist/main.js'),
+      'up',
+      '--manifests',
+      options.manifestDir,
+      '--port',
+      '0',
+      ...(options.args ?? ['--ephemeral']),
+    ],
+    {
+      cwd: options.manifestDir,
+      env: { ...process.env, PUNK_LOG_LEVEL: 'info', ...options.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let output = '';
-  child.stdout!.on('data', chunk => (output += chunk));
-  child.stderr!.on('data', chunk => (output += chunk));
-  const exited = new Promise<number | null>(done => child.once('exit', code => done(code)));
+  child.stdout!.on('data', (chunk) => (output += chunk));
+  child.stderr!.on('data', (chunk) => (output += chunk));
+  const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
   const baseUrl = await new Promise<string>((resolveUrl, reject) => {
-    const timer = setTimeout(() => reject(new Error(`punk up was not ready within ${options.timeoutMs ?? 90_000} ms:\n${output}`)), options.timeoutMs ?? 90_000);
+    const timer = setTimeout(
+      () => reject(new Error(`punk up was not ready within ${options.timeoutMs ?? 90_000} ms:\n${output}`)),
+      options.timeoutMs ?? 90_000,
+    );
     const onData = () => {
       const match = /Punk is ready in \d+ ms: (http:\/\/[^\s/]+)\//.exec(output);
       if (match) {
@@ -76,7 +96,7 @@ export async function startPunk(options: { manifestDir: string; env?: Record<str
       }
     };
     child.stdout!.on('data', onData);
-    void exited.then(code => {
+    void exited.then((code) => {
       clearTimeout(timer);
       reject(new Error(`punk up exited with ${code} before it was ready:\n${output}`));
     });
@@ -109,6 +129,6 @@ export async function eventually<T>(probe: () => Promise<T | undefined>, timeout
   for (;;) {
     const value = await probe();
     if (value !== undefined || Date.now() > deadline) return value;
-    await new Promise(resolve => setTimeout(resolve, 100));
+    await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }

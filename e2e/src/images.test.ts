@@ -43,7 +43,9 @@ function layoutEnv(target: string, layout: string): Record<string, string> {
  * @kubernetes/client-node does @types/node): the only ones allowed in it. Read from the layout's package-lock.json.
  */
 function typesRequiredByLibraries(layout: string): Set<string> {
-  const lock = JSON.parse(readFileSync(join(layout, 'package-lock.json'), 'utf8')) as { packages: Record<string, { link?: boolean; dev?: boolean; dependencies?: Record<string, string> }> };
+  const lock = JSON.parse(readFileSync(join(layout, 'package-lock.json'), 'utf8')) as {
+    packages: Record<string, { link?: boolean; dev?: boolean; dependencies?: Record<string, string> }>;
+  };
   const required = new Set<string>();
   for (const [path, entry] of Object.entries(lock.packages)) {
     if (!path.includes('node_modules/') || entry.link || entry.dev) continue;
@@ -76,9 +78,9 @@ function assemble(target: string): string {
 /** Every file under `dir` (relative paths), without descending into `skip` directory names. */
 function filesUnder(dir: string, skip: string[] = []): string[] {
   return readdirSync(dir, { recursive: true, withFileTypes: true })
-    .filter(entry => !skip.some(name => relative(dir, join(entry.parentPath, entry.name)).split('/').includes(name)))
-    .filter(entry => entry.isFile())
-    .map(entry => relative(dir, join(entry.parentPath, entry.name)));
+    .filter((entry) => !skip.some((name) => relative(dir, join(entry.parentPath, entry.name)).split('/').includes(name)))
+    .filter((entry) => entry.isFile())
+    .map((entry) => relative(dir, join(entry.parentPath, entry.name)));
 }
 
 /** A process started from a layout, with its output collected. */
@@ -92,11 +94,15 @@ interface Started {
 /** Starts `command args` with cwd outside the repository and only `env` beside PATH, on a free PUNK_PORT. */
 async function startFromLayout(command: string, args: string[], env: Record<string, string>, port: number): Promise<Started> {
   const cwd = mkdtempSync(join(work, 'cwd-'));
-  const child = spawn(command, args, { cwd, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: cwd, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(command, args, {
+    cwd,
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: cwd, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
-  child.stdout.on('data', chunk => (output += chunk));
-  child.stderr.on('data', chunk => (output += chunk));
-  const exited = new Promise<number | null>(done => child.once('exit', code => done(code)));
+  child.stdout.on('data', (chunk) => (output += chunk));
+  child.stderr.on('data', (chunk) => (output += chunk));
+  const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
   return {
     url: `http://127.0.0.1:${port}`,
     output: () => output,
@@ -111,14 +117,20 @@ async function startFromLayout(command: string, args: string[], env: Record<stri
 /** Polls `path` until it answers `status`; rejects with the process output when it exits first or after `timeoutMs`. */
 async function waitForStatus(started: Started, path: string, status: number, timeoutMs: number): Promise<void> {
   let exitCode: number | null | undefined;
-  void started.exited.then(code => (exitCode = code));
+  void started.exited.then((code) => (exitCode = code));
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const answer = path === '/readyz' ? await readyStatus(started.url) : await fetch(`${started.url}${path}`).then(res => res.status, () => 0);
+    const answer =
+      path === '/readyz'
+        ? await readyStatus(started.url)
+        : await fetch(`${started.url}${path}`).then(
+            (res) => res.status,
+            () => 0,
+          );
     if (answer === status) return;
     if (exitCode !== undefined) throw new Error(`exited with ${exitCode} before ${path} answered ${status}:\n${started.output()}`);
     if (Date.now() > deadline) throw new Error(`${path} did not answer ${status} within ${timeoutMs} ms:\n${started.output()}`);
-    await new Promise(r => setTimeout(r, 200));
+    await new Promise((r) => setTimeout(r, 200));
   }
 }
 
@@ -126,28 +138,46 @@ async function waitForStatus(started: Started, path: string, status: number, tim
 function checkServiceLayout(target: string, layout: string, main: string): void {
   assert.ok(existsSync(join(layout, main)), `${target}: ${main} is in the layout`);
   // Nothing above the layout may hold a node_modules: what the process loads comes from the layout alone.
-  for (let dir = dirname(layout); dir !== dirname(dir); dir = dirname(dir)) assert.ok(!existsSync(join(dir, 'node_modules')), `${dir}/node_modules exists`);
+  for (let dir = dirname(layout); dir !== dirname(dir); dir = dirname(dir))
+    assert.ok(!existsSync(join(dir, 'node_modules')), `${dir}/node_modules exists`);
   // Every installed package, at the top level or nested in a package's own node_modules.
   const packages = readdirSync(layout, { recursive: true, withFileTypes: true })
-    .filter(entry => entry.isDirectory() && /(^|\/)node_modules(\/@[^/]+)?$/.test(entry.parentPath))
-    .map(entry => (basename(entry.parentPath).startsWith('@') ? `${basename(entry.parentPath)}/${entry.name}` : entry.name));
+    .filter((entry) => entry.isDirectory() && /(^|\/)node_modules(\/@[^/]+)?$/.test(entry.parentPath))
+    .map((entry) => (basename(entry.parentPath).startsWith('@') ? `${basename(entry.parentPath)}/${entry.name}` : entry.name));
   for (const name of BUILD_ONLY) assert.ok(!packages.includes(name), `${target}: ${name} is a build-only package`);
-  const types = packages.filter(name => name.startsWith('@types/'));
+  const types = packages.filter((name) => name.startsWith('@types/'));
   const required = typesRequiredByLibraries(layout);
-  assert.deepEqual(types.filter(name => !required.has(name)), [], `${target}: @types packages no library of the layout depends on`);
+  assert.deepEqual(
+    types.filter((name) => !required.has(name)),
+    [],
+    `${target}: @types packages no library of the layout depends on`,
+  );
   const own = filesUnder(layout, ['node_modules']);
-  const unwanted = own.filter(path => /(^|\/)(src|test)\//.test(path) || /\.(ts|map|tsbuildinfo)$/.test(path) || path.endsWith('.test.js'));
+  const unwanted = own.filter(
+    (path) => /(^|\/)(src|test)\//.test(path) || /\.(ts|map|tsbuildinfo)$/.test(path) || path.endsWith('.test.js'),
+  );
   assert.deepEqual(unwanted, [], `${target}: tests, sources, declarations or maps in the layout`);
-  for (const manifest of own.filter(path => path.endsWith('package.json'))) {
+  for (const manifest of own.filter((path) => path.endsWith('package.json'))) {
     const json = JSON.parse(readFileSync(join(layout, manifest), 'utf8')) as Record<string, unknown>;
     assert.equal(json.devDependencies, undefined, `${target}: ${manifest} has no devDependencies`);
   }
 }
 
-const serviceTargets = Object.entries(targets).flatMap(([target, runs]) => ('main' in runs && target !== 'operator' ? [[target, runs.main] as const] : []));
+const serviceTargets = Object.entries(targets).flatMap(([target, runs]) =>
+  'main' in runs && target !== 'operator' ? [[target, runs.main] as const] : [],
+);
 
 test('the assembly script lists every image target and refuses an unknown one by name', () => {
-  assert.deepEqual(Object.keys(targets).sort(), ['bridge', 'gateway', 'governance', 'ledger', 'mcp-front', 'operator', 'runner-npm', 'runner-pypi']);
+  assert.deepEqual(Object.keys(targets).sort(), [
+    'bridge',
+    'gateway',
+    'governance',
+    'ledger',
+    'mcp-front',
+    'operator',
+    'runner-npm',
+    'runner-pypi',
+  ]);
   const run = spawnSync(process.execPath, [script, 'frontend', join(work, 'unknown')], { encoding: 'utf8' });
   assert.equal(run.status, 1);
   assert.match(run.stderr, /unknown target "frontend": expected one of operator, mcp-front/);
@@ -164,14 +194,19 @@ for (const [target, main] of serviceTargets) {
     checkServiceLayout(target, layout, main);
     const port = await freePort();
     const metricsPort = await freePort();
-    const service = await startFromLayout(process.execPath, [join(layout, main)], {
-      ...layoutEnv(target, layout),
-      PUNK_HOST: '127.0.0.1',
-      PUNK_PORT: String(port),
-      PUNK_METRICS_PORT: String(metricsPort),
-      PUNK_NATS_URL: natsUrl,
-      PUNK_DATABASE_URL: database.url,
-    }, port);
+    const service = await startFromLayout(
+      process.execPath,
+      [join(layout, main)],
+      {
+        ...layoutEnv(target, layout),
+        PUNK_HOST: '127.0.0.1',
+        PUNK_PORT: String(port),
+        PUNK_METRICS_PORT: String(metricsPort),
+        PUNK_NATS_URL: natsUrl,
+        PUNK_DATABASE_URL: database.url,
+      },
+      port,
+    );
     try {
       await waitForStatus(service, '/readyz', 200, 60_000);
       const metrics = await fetch(`http://127.0.0.1:${metricsPort}/metrics`);
@@ -183,14 +218,22 @@ for (const [target, main] of serviceTargets) {
   });
 }
 
-test('operator: the image layout holds production dependencies only, and the operator runs from it', async t => {
+test('operator: the image layout holds production dependencies only, and the operator runs from it', async (t) => {
   const runs = targets.operator!;
   assert.ok('main' in runs);
   const layout = assemble('operator');
   checkServiceLayout('operator', layout, runs.main);
   const port = await freePort();
   const kubeconfig = join(work, 'kubeconfig');
-  const env = { ...layoutEnv('operator', layout), PUNK_HOST: '127.0.0.1', PUNK_PORT: String(port), PUNK_METRICS_PORT: String(await freePort()), PUNK_NATS_URL: natsUrl, KUBECONFIG: kubeconfig, PUNK_OPERATOR_LEASE_NAMESPACE: 'default' };
+  const env = {
+    ...layoutEnv('operator', layout),
+    PUNK_HOST: '127.0.0.1',
+    PUNK_PORT: String(port),
+    PUNK_METRICS_PORT: String(await freePort()),
+    PUNK_NATS_URL: natsUrl,
+    KUBECONFIG: kubeconfig,
+    PUNK_OPERATOR_LEASE_NAMESPACE: 'default',
+  };
   const availability = controlPlaneAvailability();
   if (availability.available) {
     const cluster: ControlPlane = await startControlPlane();
@@ -207,14 +250,21 @@ test('operator: the image layout holds production dependencies only, and the ope
     }
     return;
   }
-  t.diagnostic(`no kube-apiserver to make the operator ready (${availability.reason}): checking liveness and its report of the missing cluster`);
+  t.diagnostic(
+    `no kube-apiserver to make the operator ready (${availability.reason}): checking liveness and its report of the missing cluster`,
+  );
   const unreachable = `https://127.0.0.1:${await freePort()}`;
-  writeFileSync(kubeconfig, JSON.stringify({
-    apiVersion: 'v1', kind: 'Config', 'current-context': 'missing',
-    clusters: [{ name: 'missing', cluster: { server: unreachable, 'insecure-skip-tls-verify': true } }],
-    users: [{ name: 'missing', user: { token: 'none' } }],
-    contexts: [{ name: 'missing', context: { cluster: 'missing', user: 'missing' } }],
-  }));
+  writeFileSync(
+    kubeconfig,
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      'current-context': 'missing',
+      clusters: [{ name: 'missing', cluster: { server: unreachable, 'insecure-skip-tls-verify': true } }],
+      users: [{ name: 'missing', user: { token: 'none' } }],
+      contexts: [{ name: 'missing', context: { cluster: 'missing', user: 'missing' } }],
+    }),
+  );
   const operator = await startFromLayout(process.execPath, [join(layout, runs.main)], env, port);
   try {
     await waitForStatus(operator, '/healthz', 200, 30_000);
@@ -227,7 +277,7 @@ test('operator: the image layout holds production dependencies only, and the ope
   }
 });
 
-test('bridge, runner-npm, runner-pypi: the layout is the bridge executable, which serves a stdio server from it', async t => {
+test('bridge, runner-npm, runner-pypi: the layout is the bridge executable, which serves a stdio server from it', async (t) => {
   if (!existsSync(seaBinary)) {
     t.skip(`${relative(repoRoot, seaBinary)} is not built (npm run build:sea -w @punk/bridge; npm test builds it)`);
     return;
@@ -242,7 +292,12 @@ test('bridge, runner-npm, runner-pypi: the layout is the bridge executable, whic
     accessSync(binary, constants.X_OK);
     assert.equal(statSync(binary).size, statSync(seaBinary).size);
     const port = await freePort();
-    const bridge = await startFromLayout(binary, ['serve', '--host', '127.0.0.1', '--port', String(port), '--', process.execPath, everything, 'stdio'], layoutEnv(target, layout), port);
+    const bridge = await startFromLayout(
+      binary,
+      ['serve', '--host', '127.0.0.1', '--port', String(port), '--', process.execPath, everything, 'stdio'],
+      layoutEnv(target, layout),
+      port,
+    );
     try {
       await waitForStatus(bridge, '/readyz', 200, 30_000);
     } finally {

@@ -54,18 +54,20 @@ async function scenario(ledgerCount: number): Promise<void> {
     await client.connect();
     try {
       const counts = async () =>
-        (await client.query<{ type: string; n: number; ids: number }>(
-          'SELECT type, count(*)::int AS n, count(DISTINCT id)::int AS ids FROM ledger.events WHERE tenant = $1 GROUP BY type',
-          [setup.tenant],
-        )).rows;
+        (
+          await client.query<{ type: string; n: number; ids: number }>(
+            'SELECT type, count(*)::int AS n, count(DISTINCT id)::int AS ids FROM ledger.events WHERE tenant = $1 GROUP BY type',
+            [setup.tenant],
+          )
+        ).rows;
       const deadline = Date.now() + 60_000;
       let rows = await counts();
-      const of = (type: string) => rows.find(r => r.type === type);
+      const of = (type: string) => rows.find((r) => r.type === type);
       while ((of('tool.completed')?.n ?? 0) < CALLS && Date.now() < deadline) {
-        await new Promise(r => setTimeout(r, 250));
+        await new Promise((r) => setTimeout(r, 250));
         rows = await counts();
       }
-      await new Promise(r => setTimeout(r, 1000));
+      await new Promise((r) => setTimeout(r, 1000));
       rows = await counts();
       for (const type of ['governance.decision', 'tool.called', 'tool.completed']) {
         assert.equal(of(type)?.n, CALLS, `${type} events: ${JSON.stringify(rows)}`);
@@ -81,22 +83,27 @@ async function scenario(ledgerCount: number): Promise<void> {
     } finally {
       await client.end();
     }
-    assert.equal((await setup.lines()).filter(l => l.startsWith('count done')).length, CALLS, 'the upstream ran each call once');
+    assert.equal((await setup.lines()).filter((l) => l.startsWith('count done')).length, CALLS, 'the upstream ran each call once');
 
     // and the ledger (any replica) accepts the chain.
     for (const ledger of [again, ...ledgers.slice(1)]) {
-      const verify = (await (await fetch(`${ledger.url}/api/v1/ledger/verify?tenant=${setup.tenant}`)).json()) as { ok: boolean; events: number };
+      const verify = (await (await fetch(`${ledger.url}/api/v1/ledger/verify?tenant=${setup.tenant}`)).json()) as {
+        ok: boolean;
+        events: number;
+      };
       assert.equal(verify.ok, true, JSON.stringify(verify));
       assert.ok(verify.events >= 3 * CALLS, JSON.stringify(verify));
     }
-    for (const s of running) if (s.process.exitCode === null) assert.equal(await s.stop('SIGTERM'), 0, `${s.name} exits 0\n${s.output().slice(-2000)}`);
+    for (const s of running)
+      if (s.process.exitCode === null) assert.equal(await s.stop('SIGTERM'), 0, `${s.name} exits 0\n${s.output().slice(-2000)}`);
   } finally {
     await bus.close();
-    await Promise.all(running.map(s => s.stop('SIGKILL')));
+    await Promise.all(running.map((s) => s.stop('SIGKILL')));
     await world.stop();
   }
 }
 
 test('one ledger stopped during 1,000 calls and started again: every event lands once and the chain verifies', () => scenario(1));
 
-test('two ledgers at once, one stopped during 1,000 calls and started again: every event lands once and the chain verifies', () => scenario(2));
+test('two ledgers at once, one stopped during 1,000 calls and started again: every event lands once and the chain verifies', () =>
+  scenario(2));

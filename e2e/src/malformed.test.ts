@@ -17,7 +17,7 @@ let world: TallyWorld;
 let bus: NatsBus;
 let raw: NatsConnection;
 const running: ServiceProcess[] = [];
-const byName = (name: string) => running.find(s => s.name === name)!;
+const byName = (name: string) => running.find((s) => s.name === name)!;
 
 before(async () => {
   world = await tallyWorld();
@@ -30,7 +30,7 @@ before(async () => {
 after(async () => {
   await raw?.close();
   await bus?.close();
-  await Promise.all(running.map(s => s.stop('SIGKILL')));
+  await Promise.all(running.map((s) => s.stop('SIGKILL')));
   await world.stop();
 });
 
@@ -46,7 +46,10 @@ for (const subject of [subjects.gatewayCall, subjects.governanceCheck]) {
     assert.equal(notJson.ok, false);
     assert.equal(notJson.code, 'InvalidMessage');
     for (const bad of [{}, { method: 'tools/call' }, [1, 2], 'text', { tenant: 5 }]) {
-      await assert.rejects(bus.request(subject, bad, { timeoutMs: 5_000 }), (e: unknown) => e instanceof PunkError && e.code === 'InvalidMessage' && /malformed message/.test(e.message));
+      await assert.rejects(
+        bus.request(subject, bad, { timeoutMs: 5_000 }),
+        (e: unknown) => e instanceof PunkError && e.code === 'InvalidMessage' && /malformed message/.test(e.message),
+      );
     }
     assert.match(JSON.stringify(await callTally(bus, world.setup.tenant, 'count', {})), /counted/);
   });
@@ -66,9 +69,13 @@ test(`${subjects.ledgerEvents}: malformed events are set aside in ledger.rejecte
     let completed = 0;
     while (Date.now() < deadline) {
       rejected = (await client.query('SELECT count(*)::int AS n FROM ledger.rejected_messages')).rows[0].n;
-      completed = (await client.query(`SELECT count(*)::int AS n FROM ledger.events WHERE tenant = $1 AND type = 'tool.completed'`, [world.setup.tenant])).rows[0].n;
+      completed = (
+        await client.query(`SELECT count(*)::int AS n FROM ledger.events WHERE tenant = $1 AND type = 'tool.completed'`, [
+          world.setup.tenant,
+        ])
+      ).rows[0].n;
       if (rejected >= 2 && completed >= 1) break;
-      await new Promise(r => setTimeout(r, 200));
+      await new Promise((r) => setTimeout(r, 200));
     }
     assert.equal(rejected, 2);
     assert.ok(completed >= 1);
@@ -76,7 +83,9 @@ test(`${subjects.ledgerEvents}: malformed events are set aside in ledger.rejecte
     await client.end();
   }
   assert.match(byName('ledger').output(), /rejected malformed ledger message/);
-  const verify = (await (await fetch(`${byName('ledger').url}/api/v1/ledger/verify?tenant=${world.setup.tenant}`)).json()) as { ok: boolean };
+  const verify = (await (await fetch(`${byName('ledger').url}/api/v1/ledger/verify?tenant=${world.setup.tenant}`)).json()) as {
+    ok: boolean;
+  };
   assert.equal(verify.ok, true);
 });
 

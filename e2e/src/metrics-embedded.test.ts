@@ -29,22 +29,45 @@ test('one tool call moves every component family of the one process', async () =
   const client = await connectClient(`${punk.baseUrl}/mcp`, '2026-07-28');
   let countName: string;
   try {
-    countName = (await listAllTools(client)).find(t => t.name.endsWith('count'))!.name;
+    countName = (await listAllTools(client)).find((t) => t.name.endsWith('count'))!.name;
     const result = await client.callTool({ name: countName, arguments: {} });
     assert.notEqual(result.isError, true);
   } finally {
     await client.close();
   }
-  const delta = (now: Exposition, name: string, labels: Record<string, string>) => valueOf(now, name, labels) - valueOf(before, name, labels);
+  const delta = (now: Exposition, name: string, labels: Record<string, string>) =>
+    valueOf(now, name, labels) - valueOf(before, name, labels);
   const now = await eventually(async () => {
     const e = await scrape(punk.baseUrl);
     return delta(e, 'punk_ledger_events_appended_total', { type: 'tool.completed' }) >= 1 ? e : undefined;
   }, 15_000);
   assert.ok(now, 'the ledger committed the call');
-  assert.equal(delta(now, 'mcp_server_operation_duration_seconds_count', { mcp_method_name: 'tools/call', gen_ai_tool_name: countName, error_type: '', mcp_protocol_version: '2026-07-28' }), 1, 'the front, with the 2026 revision the request carried');
-  assert.equal(delta(now, 'mcp_client_operation_duration_seconds_count', { mcp_method_name: 'tools/call', server: `${setup.tenant}/tally`, gen_ai_tool_name: 'count', error_type: '' }), 1, 'the gateway');
+  assert.equal(
+    delta(now, 'mcp_server_operation_duration_seconds_count', {
+      mcp_method_name: 'tools/call',
+      gen_ai_tool_name: countName,
+      error_type: '',
+      mcp_protocol_version: '2026-07-28',
+    }),
+    1,
+    'the front, with the 2026 revision the request carried',
+  );
+  assert.equal(
+    delta(now, 'mcp_client_operation_duration_seconds_count', {
+      mcp_method_name: 'tools/call',
+      server: `${setup.tenant}/tally`,
+      gen_ai_tool_name: 'count',
+      error_type: '',
+    }),
+    1,
+    'the gateway',
+  );
   assert.equal(delta(now, 'punk_governance_decisions_total', { decision: 'allow', kind: 'tool' }), 1, 'governance');
   assert.equal(delta(now, 'punk_ledger_events_appended_total', { type: 'tool.called' }), 1, 'the ledger');
-  assert.equal(delta(now, 'punk_bus_request_duration_seconds_count', { subject: 'punk.governance.check', error_type: '' }), 1, 'the in-process bus');
+  assert.equal(
+    delta(now, 'punk_bus_request_duration_seconds_count', { subject: 'punk.governance.check', error_type: '' }),
+    1,
+    'the in-process bus',
+  );
   assert.equal(now.get('process_resident_memory_bytes')?.type, 'gauge');
 });

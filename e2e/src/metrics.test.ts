@@ -36,7 +36,7 @@ before(async () => {
 });
 
 after(async () => {
-  await Promise.all(Object.values(services ?? {}).map(s => s.stop('SIGKILL')));
+  await Promise.all(Object.values(services ?? {}).map((s) => s.stop('SIGKILL')));
   await world?.stop();
 });
 
@@ -54,7 +54,11 @@ function assertFamily(exposition: Exposition, name: string, type: string, where:
 /** Asserts a histogram series is consistent: its `+Inf` bucket equals its `_count`, its sum is not negative. */
 function assertHistogramSeries(exposition: Exposition, name: string, labels: Record<string, string>): void {
   const count = valueOf(exposition, `${name}_count`, labels);
-  assert.equal(valueOf(exposition, `${name}_bucket`, { ...labels, le: '+Inf' }), count, `${name} ${JSON.stringify(labels)}: +Inf bucket equals _count`);
+  assert.equal(
+    valueOf(exposition, `${name}_bucket`, { ...labels, le: '+Inf' }),
+    count,
+    `${name} ${JSON.stringify(labels)}: +Inf bucket equals _count`,
+  );
   assert.ok(valueOf(exposition, `${name}_sum`, labels) >= 0, `${name} ${JSON.stringify(labels)}: sum is not negative`);
 }
 
@@ -64,9 +68,9 @@ test('each service exports its metric families and process metrics; traffic thro
   const client: Client = await connectClient(`${services.front.url}/mcp`, '2025-11-25');
   try {
     const tools = await listAllTools(client);
-    const countName = tools.find(t => t.name.endsWith('count'))!.name;
-    const chargeName = tools.find(t => t.name.endsWith('charge'))!.name;
-    const slowName = tools.find(t => t.name.endsWith('read_slowly'))!.name;
+    const countName = tools.find((t) => t.name.endsWith('count'))!.name;
+    const chargeName = tools.find((t) => t.name.endsWith('charge'))!.name;
+    const slowName = tools.find((t) => t.name.endsWith('read_slowly'))!.name;
     const ok = await client.callTool({ name: countName, arguments: { n: 1 } });
     assert.notEqual(ok.isError, true);
     const invalid = await client.callTool({ name: countName, arguments: { n: 'not a number' } });
@@ -81,45 +85,120 @@ test('each service exports its metric families and process metrics; traffic thro
     const appended = (e: Exposition, type: string) => valueOf(e, 'punk_ledger_events_appended_total', { type });
     await eventually(async () => {
       const ledger = await scrape(services.ledger.url);
-      return appended(ledger, 'governance.decision') - appended(before.ledger, 'governance.decision') >= 3 && appended(ledger, 'tool.completed') - appended(before.ledger, 'tool.completed') >= 2 ? true : undefined;
+      return appended(ledger, 'governance.decision') - appended(before.ledger, 'governance.decision') >= 3 &&
+        appended(ledger, 'tool.completed') - appended(before.ledger, 'tool.completed') >= 2
+        ? true
+        : undefined;
     }, 15_000);
     const now = await scrapeAll();
-    const delta = (service: keyof typeof services, name: string, labels: Record<string, string> = {}) => valueOf(now[service], name, labels) - valueOf(before[service], name, labels);
+    const delta = (service: keyof typeof services, name: string, labels: Record<string, string> = {}) =>
+      valueOf(now[service], name, labels) - valueOf(before[service], name, labels);
 
     // mcp-front: one series per method, tool and outcome (OpenTelemetry mcp.server.operation.duration).
     const op = 'mcp_server_operation_duration_seconds';
     assertFamily(now.front, op, 'histogram', 'mcp-front');
     const version = { mcp_protocol_version: '2025-11-25' };
-    assert.equal(delta('front', `${op}_count`, { mcp_method_name: 'initialize', error_type: '', gen_ai_tool_name: '', ...version }), 1, 'one initialize');
-    assert.equal(delta('front', `${op}_count`, { mcp_method_name: 'tools/list', error_type: '', gen_ai_tool_name: '', ...version }), 1, 'one tools/list');
-    assert.equal(delta('front', `${op}_count`, { mcp_method_name: 'tools/call', gen_ai_tool_name: countName, error_type: '', ...version }), 1, 'one successful call');
-    assert.equal(delta('front', `${op}_count`, { mcp_method_name: 'tools/call', gen_ai_tool_name: countName, error_type: 'tool_error', ...version }), 1, 'one tool error');
-    assert.equal(delta('front', `${op}_count`, { mcp_method_name: 'tools/call', gen_ai_tool_name: chargeName, error_type: 'tool_error', ...version }), 1, 'one call held for approval');
-    assert.equal(delta('front', `${op}_count`, { mcp_method_name: 'tools/call', gen_ai_tool_name: slowName, error_type: 'tool_error', ...version }), 1, 'one call timed out upstream');
-    assert.equal(delta('front', `${op}_count`, { mcp_method_name: 'tools/call', gen_ai_tool_name: '_OTHER', error_type: '-32602', ...version }), 1, 'an unknown tool is _OTHER, never its name');
+    assert.equal(
+      delta('front', `${op}_count`, { mcp_method_name: 'initialize', error_type: '', gen_ai_tool_name: '', ...version }),
+      1,
+      'one initialize',
+    );
+    assert.equal(
+      delta('front', `${op}_count`, { mcp_method_name: 'tools/list', error_type: '', gen_ai_tool_name: '', ...version }),
+      1,
+      'one tools/list',
+    );
+    assert.equal(
+      delta('front', `${op}_count`, { mcp_method_name: 'tools/call', gen_ai_tool_name: countName, error_type: '', ...version }),
+      1,
+      'one successful call',
+    );
+    assert.equal(
+      delta('front', `${op}_count`, { mcp_method_name: 'tools/call', gen_ai_tool_name: countName, error_type: 'tool_error', ...version }),
+      1,
+      'one tool error',
+    );
+    assert.equal(
+      delta('front', `${op}_count`, { mcp_method_name: 'tools/call', gen_ai_tool_name: chargeName, error_type: 'tool_error', ...version }),
+      1,
+      'one call held for approval',
+    );
+    assert.equal(
+      delta('front', `${op}_count`, { mcp_method_name: 'tools/call', gen_ai_tool_name: slowName, error_type: 'tool_error', ...version }),
+      1,
+      'one call timed out upstream',
+    );
+    assert.equal(
+      delta('front', `${op}_count`, { mcp_method_name: 'tools/call', gen_ai_tool_name: '_OTHER', error_type: '-32602', ...version }),
+      1,
+      'an unknown tool is _OTHER, never its name',
+    );
     assert.equal(sumOf(now.front, `${op}_count`, { gen_ai_tool_name: 'no_such_tool' }), 0);
     assertHistogramSeries(now.front, op, { mcp_method_name: 'tools/call', gen_ai_tool_name: countName, error_type: '', ...version });
     assertFamily(now.front, 'punk_mcp_front_http_responses_total', 'counter', 'mcp-front');
-    assert.ok(delta('front', 'punk_mcp_front_http_responses_total', { http_request_method: 'POST', status_class: '2xx' }) >= 6, 'every POST answered 2xx is counted');
+    assert.ok(
+      delta('front', 'punk_mcp_front_http_responses_total', { http_request_method: 'POST', status_class: '2xx' }) >= 6,
+      'every POST answered 2xx is counted',
+    );
     assertFamily(now.front, 'punk_mcp_front_sse_streams', 'gauge', 'mcp-front');
     assertFamily(now.front, 'punk_mcp_front_sessions', 'gauge', 'mcp-front');
     assert.ok(valueOf(now.front, 'punk_mcp_front_sessions', { tenant: world.setup.tenant }) >= 1, 'the client session is in the bucket');
-    assert.ok(delta('front', 'punk_bus_request_duration_seconds_count', { subject: 'punk.gateway.call', error_type: '' }) >= 3, 'the three forwarded calls went over the bus');
+    assert.ok(
+      delta('front', 'punk_bus_request_duration_seconds_count', { subject: 'punk.gateway.call', error_type: '' }) >= 3,
+      'the three forwarded calls went over the bus',
+    );
 
     // gateway: the two calls that reached the upstream (the others ended at the front or at governance).
     const client_op = 'mcp_client_operation_duration_seconds';
     assertFamily(now.gateway, client_op, 'histogram', 'gateway');
-    assert.equal(delta('gateway', `${client_op}_count`, { mcp_method_name: 'tools/call', server: tenantServer, gen_ai_tool_name: 'count', error_type: '' }), 1);
-    assert.equal(delta('gateway', `${client_op}_count`, { mcp_method_name: 'tools/call', server: tenantServer, gen_ai_tool_name: 'read_slowly', error_type: 'timeout' }), 1, 'the upstream past its deadline');
-    assert.equal(sumOf(now.gateway, `${client_op}_count`, { gen_ai_tool_name: 'charge' }), 0, 'a call held for approval never reaches the upstream');
-    assertHistogramSeries(now.gateway, client_op, { mcp_method_name: 'tools/call', server: tenantServer, gen_ai_tool_name: 'count', error_type: '' });
+    assert.equal(
+      delta('gateway', `${client_op}_count`, {
+        mcp_method_name: 'tools/call',
+        server: tenantServer,
+        gen_ai_tool_name: 'count',
+        error_type: '',
+      }),
+      1,
+    );
+    assert.equal(
+      delta('gateway', `${client_op}_count`, {
+        mcp_method_name: 'tools/call',
+        server: tenantServer,
+        gen_ai_tool_name: 'read_slowly',
+        error_type: 'timeout',
+      }),
+      1,
+      'the upstream past its deadline',
+    );
+    assert.equal(
+      sumOf(now.gateway, `${client_op}_count`, { gen_ai_tool_name: 'charge' }),
+      0,
+      'a call held for approval never reaches the upstream',
+    );
+    assertHistogramSeries(now.gateway, client_op, {
+      mcp_method_name: 'tools/call',
+      server: tenantServer,
+      gen_ai_tool_name: 'count',
+      error_type: '',
+    });
     assertFamily(now.gateway, 'punk_gateway_upstreams', 'gauge', 'gateway');
     assert.equal(valueOf(now.gateway, 'punk_gateway_upstreams', { pool: 'shared', state: 'ready' }), 1, 'the tally server is connected');
     assert.equal(valueOf(now.gateway, 'punk_gateway_upstreams', { pool: 'per_client', state: 'ready' }), 0);
     assertFamily(now.gateway, 'punk_gateway_upstream_calls_in_flight', 'gauge', 'gateway');
-    assert.equal(valueOf(now.gateway, 'punk_gateway_upstream_calls_in_flight', { server: tenantServer }), 0, 'nothing in flight after the calls');
-    assert.equal(delta('gateway', 'punk_bus_request_duration_seconds_count', { subject: 'punk.governance.check', error_type: '' }), 3, 'three governance checks');
-    assert.ok(delta('gateway', 'punk_bus_append_duration_seconds_count', { subject: 'punk.ledger.events', error_type: '' }) >= 4, 'two tool.called and two tool.completed appended');
+    assert.equal(
+      valueOf(now.gateway, 'punk_gateway_upstream_calls_in_flight', { server: tenantServer }),
+      0,
+      'nothing in flight after the calls',
+    );
+    assert.equal(
+      delta('gateway', 'punk_bus_request_duration_seconds_count', { subject: 'punk.governance.check', error_type: '' }),
+      3,
+      'three governance checks',
+    );
+    assert.ok(
+      delta('gateway', 'punk_bus_append_duration_seconds_count', { subject: 'punk.ledger.events', error_type: '' }) >= 4,
+      'two tool.called and two tool.completed appended',
+    );
 
     // governance: two allows, one approval_required, each timed.
     assertFamily(now.governance, 'punk_governance_decisions_total', 'counter', 'governance');
@@ -133,7 +212,11 @@ test('each service exports its metric families and process metrics; traffic thro
     // ledger: what was appended, and one lag observation per appended event.
     assertFamily(now.ledger, 'punk_ledger_events_appended_total', 'counter', 'ledger');
     assert.equal(delta('ledger', 'punk_ledger_events_appended_total', { type: 'tool.called' }), 2);
-    assert.equal(delta('ledger', 'punk_ledger_events_appended_total', { type: 'tool.completed' }), 2, 'a call held for approval ends at its decision');
+    assert.equal(
+      delta('ledger', 'punk_ledger_events_appended_total', { type: 'tool.completed' }),
+      2,
+      'a call held for approval ends at its decision',
+    );
     assert.equal(delta('ledger', 'punk_ledger_events_appended_total', { type: 'governance.decision' }), 3);
     const appendedAll = sumOf(now.ledger, 'punk_ledger_events_appended_total') - sumOf(before.ledger, 'punk_ledger_events_appended_total');
     assert.equal(delta('ledger', 'punk_ledger_append_lag_seconds_count'), appendedAll, 'one lag observation per appended event');

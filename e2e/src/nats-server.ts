@@ -28,14 +28,14 @@ export interface OwnNats {
 async function waitForPort(port: number, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const open = await new Promise<boolean>(resolve => {
+    const open = await new Promise<boolean>((resolve) => {
       const socket = netConnect(port, '127.0.0.1');
       socket.once('connect', () => (socket.destroy(), resolve(true)));
       socket.once('error', () => resolve(false));
     });
     if (open) return;
     if (Date.now() > deadline) throw new Error(`nats-server did not listen on ${port} within ${timeoutMs} ms`);
-    await new Promise(r => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, 50));
   }
 }
 
@@ -52,7 +52,7 @@ export async function startOwnNats(): Promise<OwnNats> {
     const c = child;
     child = undefined;
     if (!c || c.exitCode !== null || c.signalCode !== null) return;
-    const exited = new Promise(resolve => c.once('exit', resolve));
+    const exited = new Promise((resolve) => c.once('exit', resolve));
     c.kill('SIGKILL');
     await exited;
   };

@@ -13,8 +13,10 @@ import { manifestDir, removeDir, startPunk } from './harness.js';
 /** `METHOD /path/{param}` of every route of an express router. */
 function routesOf(router: Router): string[] {
   return (router.stack as Array<{ route?: { path: string; methods: Record<string, boolean> } }>)
-    .filter(layer => layer.route)
-    .flatMap(layer => Object.keys(layer.route!.methods).map(method => `${method.toUpperCase()} ${layer.route!.path.replace(/:(\w+)/g, '{$1}')}`));
+    .filter((layer) => layer.route)
+    .flatMap((layer) =>
+      Object.keys(layer.route!.methods).map((method) => `${method.toUpperCase()} ${layer.route!.path.replace(/:(\w+)/g, '{$1}')}`),
+    );
 }
 
 test('every route under /api/v1 is documented, and every documented operation is served', async () => {
@@ -30,10 +32,22 @@ test('every route under /api/v1 is documented, and every documented operation is
       'GET /openapi.json',
     ]);
     const documented = new Set(
-      Object.entries(openApiDocument.paths).flatMap(([path, item]) => Object.keys(item).filter(key => key !== 'parameters').map(method => `${method.toUpperCase()} ${path}`)),
+      Object.entries(openApiDocument.paths).flatMap(([path, item]) =>
+        Object.keys(item)
+          .filter((key) => key !== 'parameters')
+          .map((method) => `${method.toUpperCase()} ${path}`),
+      ),
     );
-    assert.deepEqual([...served].filter(route => !documented.has(route)), [], 'served but not documented');
-    assert.deepEqual([...documented].filter(route => !served.has(route)), [], 'documented but not served');
+    assert.deepEqual(
+      [...served].filter((route) => !documented.has(route)),
+      [],
+      'served but not documented',
+    );
+    assert.deepEqual(
+      [...documented].filter((route) => !served.has(route)),
+      [],
+      'documented but not served',
+    );
   } finally {
     await db.close();
     await bus.close();

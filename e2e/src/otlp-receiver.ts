@@ -57,7 +57,7 @@ function valueOf(value: OtlpValue): string | number | boolean {
 }
 
 function attributesOf(list: OtlpAttribute[] | undefined): Record<string, string | number | boolean> {
-  return Object.fromEntries((list ?? []).map(a => [a.key, valueOf(a.value)]));
+  return Object.fromEntries((list ?? []).map((a) => [a.key, valueOf(a.value)]));
 }
 
 /** A running receiver. */
@@ -77,11 +77,12 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   const refused: string[] = [];
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
-    req.on('data', chunk => chunks.push(chunk as Buffer));
+    req.on('data', (chunk) => chunks.push(chunk as Buffer));
     req.on('end', () => {
       try {
         if (req.method !== 'POST' || req.url !== '/v1/traces') throw new Error(`${req.method} ${req.url} is not POST /v1/traces`);
-        if (!String(req.headers['content-type']).startsWith('application/json')) throw new Error(`content-type ${req.headers['content-type']} is not application/json`);
+        if (!String(req.headers['content-type']).startsWith('application/json'))
+          throw new Error(`content-type ${req.headers['content-type']} is not application/json`);
         const raw = Buffer.concat(chunks);
         const body = JSON.parse((req.headers['content-encoding'] === 'gzip' ? gunzipSync(raw) : raw).toString('utf8')) as OtlpRequest;
         for (const resourceSpans of body.resourceSpans ?? []) {
@@ -97,7 +98,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
                 kind: span.kind,
                 attributes: attributesOf(span.attributes),
                 statusCode: span.status?.code ?? 0,
-                links: (span.links ?? []).map(l => ({ traceId: l.traceId, spanId: l.spanId })),
+                links: (span.links ?? []).map((l) => ({ traceId: l.traceId, spanId: l.spanId })),
               });
             }
           }
@@ -109,12 +110,12 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
       }
     });
   });
-  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as { port: number };
   return {
     url: `http://127.0.0.1:${port}`,
     spans,
     refused,
-    close: () => new Promise<void>(resolve => server.close(() => resolve())),
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }

@@ -24,20 +24,20 @@ before(async () => {
 });
 
 after(async () => {
-  await Promise.all(running.map(s => s.stop('SIGKILL')));
+  await Promise.all(running.map((s) => s.stop('SIGKILL')));
   await world.setup.killServers();
   await world.stop();
 });
 
 /** The `count done#<n>` line of the tally: `{ pid, ppid }` of the upstream process that ran call `n`. */
 async function ranIn(n: number): Promise<{ pid: number; ppid: number }> {
-  const line = (await world.setup.lines()).find(l => l.startsWith(`count done#${n} `));
+  const line = (await world.setup.lines()).find((l) => l.startsWith(`count done#${n} `));
   assert.ok(line, `call ${n} was tallied`);
   const [, , pid, ppid] = line.split(' ');
   return { pid: Number(pid), ppid: Number(ppid) };
 }
 
-test('two client sessions get two upstream processes; each session\'s calls reach its own whichever gateway takes them; a killed owner\'s session is re-established', async () => {
+test("two client sessions get two upstream processes; each session's calls reach its own whichever gateway takes them; a killed owner's session is re-established", async () => {
   const bus = await testBus(world.nats.url);
   try {
     const [s1, s2] = [randomUUID(), randomUUID()];
@@ -46,23 +46,23 @@ test('two client sessions get two upstream processes; each session\'s calls reac
     for (let n = 101; n <= 103; n++) await callTally(bus, world.setup.tenant, 'count', { n }, 20_000, s2);
     const one = await Promise.all(Array.from({ length: 12 }, (_, i) => ranIn(i + 1)));
     const two = await Promise.all([101, 102, 103].map(ranIn));
-    assert.equal(new Set(one.map(r => r.pid)).size, 1, 'every call of session 1 ran in one upstream process');
-    assert.equal(new Set(two.map(r => r.pid)).size, 1, 'every call of session 2 ran in one upstream process');
+    assert.equal(new Set(one.map((r) => r.pid)).size, 1, 'every call of session 1 ran in one upstream process');
+    assert.equal(new Set(two.map((r) => r.pid)).size, 1, 'every call of session 2 ran in one upstream process');
     assert.notEqual(one[0]!.pid, two[0]!.pid, 'the two sessions have different upstream processes');
-    const gateways = running.filter(s => s.name === 'gateway');
+    const gateways = running.filter((s) => s.name === 'gateway');
     assert.ok(
-      gateways.some(g => g.output().includes('forwarding to the owner of the upstream session')),
+      gateways.some((g) => g.output().includes('forwarding to the owner of the upstream session')),
       'a gateway that does not own the session forwarded calls to the owner',
     );
 
-    const owner = gateways.find(g => g.process.pid === one[0]!.ppid);
+    const owner = gateways.find((g) => g.process.pid === one[0]!.ppid);
     assert.ok(owner, 'the upstream process of session 1 is a child of a gateway');
-    const survivor = gateways.find(g => g !== owner)!;
+    const survivor = gateways.find((g) => g !== owner)!;
     await owner.stop('SIGKILL');
     // NATS drops the killed process's subscriptions once it sees the connection closed; until then a call forwarded
     // to the owner waits for its deadline instead of getting "no responders" (and the session being re-established).
     const ownerId = owner === gateways[0] ? 'gateway-1' : 'gateway-2';
-    for (const deadline = Date.now() + 15_000; ; await new Promise(r => setTimeout(r, 100))) {
+    for (const deadline = Date.now() + 15_000; ; await new Promise((r) => setTimeout(r, 100))) {
       const gone = await bus.request(subjects.gatewayInstanceCall(ownerId), {}, { timeoutMs: 500 }).then(
         () => false,
         (error: PunkError) => error.code === 'BusNoResponders',
@@ -78,7 +78,7 @@ test('two client sessions get two upstream processes; each session\'s calls reac
     assert.match(survivor.output(), /upstream session re-established/);
 
     const stored = await bus.readStream(streams.ledger.name, { subject: subjects.ledgerEvents, afterSeq: 0, limit: 10_000 });
-    const reestablished = stored.map(m => m.data as LedgerEvent).filter(e => e.type === 'upstream.session_reestablished');
+    const reestablished = stored.map((m) => m.data as LedgerEvent).filter((e) => e.type === 'upstream.session_reestablished');
     assert.equal(reestablished.length, 1, 'one re-established event on the ledger stream');
     assert.equal(reestablished[0]!.sessionId, s1);
     assert.equal(reestablished[0]!.tenant, world.setup.tenant);

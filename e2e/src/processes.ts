@@ -37,7 +37,7 @@ export async function waitForReady(url: string, status: number, timeoutMs: numbe
   for (;;) {
     if ((await readyStatus(url)) === status) return;
     if (Date.now() > deadline) throw new Error(`${what}: /readyz did not answer ${status} within ${timeoutMs} ms`);
-    await new Promise(r => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, 100));
   }
 }
 
@@ -46,16 +46,20 @@ export async function waitForReady(url: string, status: number, timeoutMs: numbe
  * this environment, and resolves once `/readyz` answers 200 (rejects with its
  * output when it exits or is not ready within 60 s).
  */
-export async function startService(name: 'gateway' | 'governance' | 'ledger' | 'mcp-front', env: Record<string, string>, options: { waitReady?: boolean } = {}): Promise<ServiceProcess> {
+export async function startService(
+  name: 'gateway' | 'governance' | 'ledger' | 'mcp-front',
+  env: Record<string, string>,
+  options: { waitReady?: boolean } = {},
+): Promise<ServiceProcess> {
   const port = await freePort();
   const child = spawn(process.execPath, [join(repoRoot, 'services', name, 'dist', 'main.js')], {
     env: { ...process.env, PUNK_LOG_LEVEL: 'info', PUNK_HOST: '127.0.0.1', PUNK_PORT: String(port), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
-  child.stdout!.on('data', chunk => (output += chunk));
-  child.stderr!.on('data', chunk => (output += chunk));
-  const exited = new Promise<number | null>(done => child.once('exit', code => done(code)));
+  child.stdout!.on('data', (chunk) => (output += chunk));
+  child.stderr!.on('data', (chunk) => (output += chunk));
+  const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
   const url = `http://127.0.0.1:${port}`;
   const service: ServiceProcess = {
     name,
@@ -69,10 +73,10 @@ export async function startService(name: 'gateway' | 'governance' | 'ledger' | '
     },
   };
   if (options.waitReady ?? true) {
-    const early = exited.then(code => {
+    const early = exited.then((code) => {
       throw new Error(`${name} exited with ${code} before it was ready:\n${output}`);
     });
-    await Promise.race([waitForReady(url, 200, 60_000, name), early]).catch(async error => {
+    await Promise.race([waitForReady(url, 200, 60_000, name), early]).catch(async (error) => {
       await service.stop('SIGKILL');
       throw new Error(`${(error as Error).message}\n${output}`);
     });

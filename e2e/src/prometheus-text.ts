@@ -91,7 +91,8 @@ export async function scrape(url: string): Promise<Exposition> {
   const body = await res.text();
   if (res.status !== 200) throw new Error(`GET ${url}/metrics answered ${res.status}: ${body}`);
   const type = res.headers.get('content-type') ?? '';
-  if (!type.startsWith('text/plain') || !type.includes('version=0.0.4')) throw new Error(`GET ${url}/metrics has content type ${type}, not the text exposition format`);
+  if (!type.startsWith('text/plain') || !type.includes('version=0.0.4'))
+    throw new Error(`GET ${url}/metrics has content type ${type}, not the text exposition format`);
   return parseExposition(body);
 }
 
@@ -101,7 +102,7 @@ export async function scrape(url: string): Promise<Exposition> {
  */
 export function valueOf(exposition: Exposition, name: string, labels: Record<string, string> = {}): number {
   const family = familyOf(exposition, name);
-  const matching = (family?.samples ?? []).filter(s => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
+  const matching = (family?.samples ?? []).filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
   if (matching.length > 1) throw new Error(`${matching.length} samples of ${name} match ${JSON.stringify(labels)}: name more labels`);
   return matching[0]?.value ?? 0;
 }
@@ -109,5 +110,7 @@ export function valueOf(exposition: Exposition, name: string, labels: Record<str
 /** The sum of the samples `name` whose labels include every pair of `labels`. */
 export function sumOf(exposition: Exposition, name: string, labels: Record<string, string> = {}): number {
   const family = familyOf(exposition, name);
-  return (family?.samples ?? []).filter(s => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v)).reduce((sum, s) => sum + s.value, 0);
+  return (family?.samples ?? [])
+    .filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))
+    .reduce((sum, s) => sum + s.value, 0);
 }

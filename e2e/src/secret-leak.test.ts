@@ -60,7 +60,7 @@ async function filesUnder(dir: string): Promise<string[]> {
 
 before(async () => {
   tokens = await startOAuthTokenServer({ clientId: 'punk-gateway', clientSecret: CLIENT_SECRET, accessTokenTtlSeconds: 3600 });
-  upstream = await startProtectedMcpServer({ accepts: token => tokens.isValid(token) });
+  upstream = await startProtectedMcpServer({ accepts: (token) => tokens.isValid(token) });
   manifests = await manifestDir('leak', {});
   dataRoot = await mkdtemp(join(tmpdir(), 'punk-leak-data-'));
   punk = await startPunk({
@@ -81,7 +81,14 @@ after(async () => {
 test('no planted secret appears in any answer, log line, ledger event or database file', { timeout: 180_000 }, async () => {
   const grant = tokens.issueGrant();
   // Expired: the first connect refreshes ahead of use.
-  const oauth = { access_token: grant.accessToken, refresh_token: grant.refreshToken, expires_at: String(Date.now() - 1_000), token_url: tokens.tokenUrl, client_id: 'punk-gateway', client_secret: CLIENT_SECRET };
+  const oauth = {
+    access_token: grant.accessToken,
+    refresh_token: grant.refreshToken,
+    expires_at: String(Date.now() - 1_000),
+    token_url: tokens.tokenUrl,
+    client_id: 'punk-gateway',
+    client_secret: CLIENT_SECRET,
+  };
   assert.equal((await api('POST', '/credentials', { id: 'api-key', data: { value: STATIC_SECRET } })).status, 201);
   const created = await api('POST', '/credentials', { id: 'upstream-oauth', data: oauth });
   assert.equal(created.status, 201);
@@ -95,15 +102,24 @@ test('no planted secret appears in any answer, log line, ledger event or databas
   assert.equal((await api('GET', '/credentials')).json.credentials.length, 2);
   assert.equal((await api('GET', '/credentials/upstream-oauth')).json.credential.id, 'upstream-oauth');
 
-  const registration = { name: 'protected', type: 'http', url: upstream.url, headers: { Authorization: 'cred:upstream-oauth', 'X-Api-Key': 'cred:api-key', 'X-Literal': LITERAL_HEADER } };
+  const registration = {
+    name: 'protected',
+    type: 'http',
+    url: upstream.url,
+    headers: { Authorization: 'cred:upstream-oauth', 'X-Api-Key': 'cred:api-key', 'X-Literal': LITERAL_HEADER },
+  };
   const registered = await api('POST', '/mcp/servers', registration);
   assert.equal(registered.status, 201);
   assert.equal(registered.json.server.registration.headers['X-Literal'], '<redacted>');
   const tested = await api('POST', '/mcp/servers/protected/test');
   assert.equal(tested.json.ok, true, JSON.stringify(tested.json));
   assert.ok(tested.json.tools.some((t: { name: string }) => t.name === 'echo'));
-  assert.equal(tokens.requests.filter(r => r.grantType === 'refresh_token').length, 1, 'the expired access token was refreshed once, at connect');
-  const sent = upstream.requests.filter(r => r.refused === undefined).at(-1)!;
+  assert.equal(
+    tokens.requests.filter((r) => r.grantType === 'refresh_token').length,
+    1,
+    'the expired access token was refreshed once, at connect',
+  );
+  const sent = upstream.requests.filter((r) => r.refused === undefined).at(-1)!;
   assert.equal(sent.headers['x-api-key'], STATIC_SECRET, 'the static credential reached the upstream');
   assert.equal(sent.headers['x-literal'], LITERAL_HEADER);
 
@@ -120,7 +136,7 @@ test('no planted secret appears in any answer, log line, ledger event or databas
 
     // A revoked grant: a clear error, one refresh attempt, no loop.
     // Only the grant's live refresh token (the vault holds it) names the grant: try each token issued.
-    const revoked = tokens.issuedTokens().filter(token => {
+    const revoked = tokens.issuedTokens().filter((token) => {
       try {
         tokens.revokeGrant(token);
         return true;
@@ -131,7 +147,7 @@ test('no planted secret appears in any answer, log line, ledger event or databas
     assert.equal(revoked.length, 1);
     const beforeRevoked = tokens.requests.length;
     const failure = await call().then(
-      result => assert.fail(`a call with a revoked grant answered ${JSON.stringify(result)}`),
+      (result) => assert.fail(`a call with a revoked grant answered ${JSON.stringify(result)}`),
       (error: Error & { data?: unknown }) => `${error.message} ${JSON.stringify(error.data)}`,
     );
     assert.match(failure, /CredentialRefreshFailed/);
@@ -145,15 +161,26 @@ test('no planted secret appears in any answer, log line, ledger event or databas
   // A credential whose value no header can hold (a line break: allowed, since env values such as PEM keys have
   // them) fails the connection with a sentence naming the header and the credential, never the value.
   assert.equal((await api('POST', '/credentials', { id: 'crlf', data: { value: `Bearer ${CRLF_SECRET}\r\nX: y` } })).status, 201);
-  assert.equal((await api('POST', '/mcp/servers', { name: 'crlf', type: 'http', url: upstream.url, headers: { Authorization: 'cred:crlf' } })).status, 201);
+  assert.equal(
+    (await api('POST', '/mcp/servers', { name: 'crlf', type: 'http', url: upstream.url, headers: { Authorization: 'cred:crlf' } })).status,
+    201,
+  );
   const crlfTest = await api('POST', '/mcp/servers/crlf/test');
   assert.equal(crlfTest.status, 200);
   assert.equal(crlfTest.json.ok, false);
   assert.match(crlfTest.json.error, /header Authorization: the value of credential cred:crlf is not a valid HTTP header value/);
-  assert.match((await api('GET', '/mcp/servers/crlf')).json.server.lastError ?? '', /credential cred:crlf is not a valid HTTP header value/);
+  assert.match(
+    (await api('GET', '/mcp/servers/crlf')).json.server.lastError ?? '',
+    /credential cred:crlf is not a valid HTTP header value/,
+  );
   assert.equal((await api('DELETE', '/mcp/servers/crlf')).status, 204);
   // The same value typed in as a literal is refused at registration, and a NUL at credential creation: by field, without echo.
-  const literal = await api('POST', '/mcp/servers', { name: 'crlf-literal', type: 'http', url: upstream.url, headers: { 'X-Literal': `${CRLF_LITERAL}\r\nX: y` } });
+  const literal = await api('POST', '/mcp/servers', {
+    name: 'crlf-literal',
+    type: 'http',
+    url: upstream.url,
+    headers: { 'X-Literal': `${CRLF_LITERAL}\r\nX: y` },
+  });
   assert.equal(literal.status, 400);
   assert.equal(literal.json.error.code, 'InvalidRegistration');
   assert.match(literal.json.error.message, /^body\.headers\.X-Literal: must be a valid HTTP field value/);
@@ -176,28 +203,51 @@ test('no planted secret appears in any answer, log line, ledger event or databas
   // The ledger: every run of the tenant with its events.
   const runs = await waitUntil(async () => {
     const listed = (await api('GET', '/runs?limit=500')).json.runs as Array<{ runId: string; types: string[] }>;
-    return listed.some(r => r.types.includes('credential.deleted')) ? listed : undefined;
+    return listed.some((r) => r.types.includes('credential.deleted')) ? listed : undefined;
   }, 'the ledger has the credential events');
   for (const run of runs) await api('GET', `/runs/${encodeURIComponent(run.runId)}?tenant=default`);
-  const types = new Set(runs.flatMap(r => r.types));
-  for (const type of ['credential.created', 'credential.refreshed', 'credential.refresh_failed', 'credential.deleted', 'server.registered', 'server.tested', 'server.updated', 'server.deregistered', 'tool.called']) {
+  const types = new Set(runs.flatMap((r) => r.types));
+  for (const type of [
+    'credential.created',
+    'credential.refreshed',
+    'credential.refresh_failed',
+    'credential.deleted',
+    'server.registered',
+    'server.tested',
+    'server.updated',
+    'server.deregistered',
+    'tool.called',
+  ]) {
     assert.ok(types.has(type), `the ledger records ${type}`);
   }
   assert.equal((await api('GET', '/ledger/verify')).json.ok, true);
 
   await punk.stop();
-  const secrets = [STATIC_SECRET, LITERAL_HEADER, REJECTED_VALUE, CLIENT_SECRET, CRLF_SECRET, CRLF_LITERAL, NUL_SECRET, grant.accessToken, grant.refreshToken, ...tokens.issuedTokens()];
+  const secrets = [
+    STATIC_SECRET,
+    LITERAL_HEADER,
+    REJECTED_VALUE,
+    CLIENT_SECRET,
+    CRLF_SECRET,
+    CRLF_LITERAL,
+    NUL_SECRET,
+    grant.accessToken,
+    grant.refreshToken,
+    ...tokens.issuedTokens(),
+  ];
   const outputs = { answers: answers.join('\n'), logs: punk.output() };
   assert.ok(outputs.logs.length > 10_000, 'the logs were captured (trace level)');
   for (const secret of secrets) {
-    for (const [where, text] of Object.entries(outputs)) assert.ok(!text.includes(secret), `a planted secret appears in the ${where}: ${secret.slice(0, 16)}…`);
+    for (const [where, text] of Object.entries(outputs))
+      assert.ok(!text.includes(secret), `a planted secret appears in the ${where}: ${secret.slice(0, 16)}…`);
   }
   // At rest: credentials are encrypted (a literal header value is stored as typed: use cred: references for secrets).
   const files = await filesUnder(join(dataRoot, 'data'));
   assert.ok(files.length > 0);
   for (const file of files) {
     const bytes = await readFile(file);
-    for (const secret of secrets.filter(s => s !== LITERAL_HEADER)) assert.equal(bytes.includes(secret), false, `${file} holds a planted secret in clear`);
+    for (const secret of secrets.filter((s) => s !== LITERAL_HEADER))
+      assert.equal(bytes.includes(secret), false, `${file} holds a planted secret in clear`);
   }
 });
 
@@ -212,6 +262,6 @@ async function waitUntil<T>(probe: () => Promise<T | undefined | false>, what: s
       last = error;
     }
     if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms${last ? ` (${String(last)})` : ''}`);
-    await new Promise(resolve => setTimeout(resolve, 200));
+    await new Promise((resolve) => setTimeout(resolve, 200));
   }
 }

@@ -18,7 +18,7 @@ before(async () => {
 });
 
 after(async () => {
-  await Promise.all(running.map(s => s.stop('SIGKILL')));
+  await Promise.all(running.map((s) => s.stop('SIGKILL')));
   await world.stop();
 });
 
@@ -29,7 +29,11 @@ test('a service without PUNK_NATS_URL, the ledger without PUNK_DATABASE_URL, or 
   const noDb = await startService('ledger', { PUNK_NATS_URL: world.nats.url, PUNK_DATABASE_URL: '' }, { waitReady: false });
   assert.equal(await noDb.exited, 2);
   assert.match(noDb.output(), /PUNK_DATABASE_URL is required/);
-  const samePorts = await startService('governance', { PUNK_NATS_URL: world.nats.url, PUNK_PORT: '24999', PUNK_METRICS_PORT: '24999' }, { waitReady: false });
+  const samePorts = await startService(
+    'governance',
+    { PUNK_NATS_URL: world.nats.url, PUNK_PORT: '24999', PUNK_METRICS_PORT: '24999' },
+    { waitReady: false },
+  );
   assert.equal(await samePorts.exited, 2);
   assert.match(samePorts.output(), /PUNK_METRICS_PORT=24999: must differ from PUNK_PORT/);
 });
@@ -46,7 +50,7 @@ test('every service is ready, is not ready while NATS is down, is ready again wh
 
     await world.nats.kill();
     for (const s of services) await waitForReady(s.url, 503, 15_000, `${s.name} with NATS down`);
-    const body = await (await fetch(`${services[0]!.url}/readyz`)).json() as { reason: string };
+    const body = (await (await fetch(`${services[0]!.url}/readyz`)).json()) as { reason: string };
     assert.match(body.reason, /NATS .* is not connected/);
 
     await world.nats.start();
@@ -60,7 +64,7 @@ test('every service is ready, is not ready while NATS is down, is ready again wh
         break;
       } catch (error) {
         if (Date.now() > deadline) throw error;
-        await new Promise(r => setTimeout(r, 250));
+        await new Promise((r) => setTimeout(r, 250));
       }
     }
   } finally {
@@ -68,7 +72,7 @@ test('every service is ready, is not ready while NATS is down, is ready again wh
   }
 
   for (const s of services) assert.equal(await s.stop('SIGTERM'), 0, `${s.name} exit code\n${s.output()}`);
-  assert.equal((await world.setup.lines()).filter(l => l.startsWith('count done')).length >= 2, true);
+  assert.equal((await world.setup.lines()).filter((l) => l.startsWith('count done')).length >= 2, true);
 });
 
 test('with PUNK_METRICS_PORT a service serves /metrics on that port alone, and not on PUNK_PORT', async () => {

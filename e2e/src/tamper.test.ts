@@ -13,9 +13,18 @@ import { exampleManifests, removeDir, startPunk } from './harness.js';
 
 const adminUrl = process.env.PUNK_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
-interface Verify { ok: boolean; events: number; firstBroken?: { id: string; reason: string } }
-interface Run { runId: string; types: string[] }
-interface RunDetail { events: Array<{ id: string; type: string }> }
+interface Verify {
+  ok: boolean;
+  events: number;
+  firstBroken?: { id: string; reason: string };
+}
+interface Run {
+  runId: string;
+  types: string[];
+}
+interface RunDetail {
+  events: Array<{ id: string; type: string }>;
+}
 
 async function echoOnce(baseUrl: string, message: string): Promise<void> {
   const client = await connectClient(`${baseUrl}/mcp`, '2025-11-25');
@@ -30,13 +39,13 @@ async function echoOnce(baseUrl: string, message: string): Promise<void> {
 async function calledEventId(baseUrl: string): Promise<string> {
   let run: Run | undefined;
   for (let attempt = 0; attempt < 50 && !run; attempt++) {
-    if (attempt > 0) await new Promise(resolve => setTimeout(resolve, 100));
+    if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, 100));
     const { runs } = (await (await fetch(`${baseUrl}/api/v1/runs`)).json()) as { runs: Run[] };
-    run = runs.find(r => r.types.includes('tool.called'));
+    run = runs.find((r) => r.types.includes('tool.called'));
   }
   assert.ok(run, 'a call is on the ledger');
   const detail = (await (await fetch(`${baseUrl}/api/v1/runs/${run!.runId}`)).json()) as RunDetail;
-  return detail.events.find(e => e.type === 'tool.called')!.id;
+  return detail.events.find((e) => e.type === 'tool.called')!.id;
 }
 
 async function verify(baseUrl: string): Promise<Verify> {

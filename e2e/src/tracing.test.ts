@@ -41,34 +41,37 @@ async function upstreamRecords(file: string): Promise<Array<{ tool: string; text
   return (await readFile(file, 'utf8'))
     .split('\n')
     .filter(Boolean)
-    .map(line => JSON.parse(line) as { tool: string; text: string | null; traceparent: string | null });
+    .map((line) => JSON.parse(line) as { tool: string; text: string | null; traceparent: string | null });
 }
 
 /** Waits until the receiver holds spans of `traceId` named as in `names` (each at least once); fails naming what is missing. */
 async function traceWith(receiver: OtlpReceiver, traceId: string, names: string[]): Promise<ReceivedSpan[]> {
   const complete = await eventually(async () => {
-    const spans = receiver.spans.filter(s => s.traceId === traceId);
-    return names.every(name => spans.some(s => s.name === name)) ? spans : undefined;
+    const spans = receiver.spans.filter((s) => s.traceId === traceId);
+    return names.every((name) => spans.some((s) => s.name === name)) ? spans : undefined;
   }, 20_000);
-  const seen = receiver.spans.filter(s => s.traceId === traceId).map(s => `${s.service}: ${s.name}`);
-  assert.ok(complete, `trace ${traceId} should hold ${names.join(', ')}; it holds ${seen.join(', ') || 'nothing'} (refused exports: ${receiver.refused.join('; ') || 'none'})`);
+  const seen = receiver.spans.filter((s) => s.traceId === traceId).map((s) => `${s.service}: ${s.name}`);
+  assert.ok(
+    complete,
+    `trace ${traceId} should hold ${names.join(', ')}; it holds ${seen.join(', ') || 'nothing'} (refused exports: ${receiver.refused.join('; ') || 'none'})`,
+  );
   return complete;
 }
 
 /** The one span named `name` (by `service`, when given). */
 function only(spans: ReceivedSpan[], name: string, service?: string): ReceivedSpan {
-  const found = spans.filter(s => s.name === name && (service === undefined || s.service === service));
+  const found = spans.filter((s) => s.name === name && (service === undefined || s.service === service));
   assert.equal(found.length, 1, `one span ${name}${service ? ` of ${service}` : ''} expected, got ${found.length}`);
   return found[0]!;
 }
 
 /** Asserts the spans form one tree whose only root is `root`, a child of the (unexported) span `externalParent` or a root itself. */
 function assertTree(spans: ReceivedSpan[], root: ReceivedSpan, externalParent: string): void {
-  const ids = new Set(spans.map(s => s.spanId));
+  const ids = new Set(spans.map((s) => s.spanId));
   assert.equal(ids.size, spans.length, 'span ids are unique');
-  const roots = spans.filter(s => !ids.has(s.parentSpanId));
+  const roots = spans.filter((s) => !ids.has(s.parentSpanId));
   assert.deepEqual(
-    roots.map(s => s.name),
+    roots.map((s) => s.name),
     [root.name],
     'every span but the front span has its parent in the trace',
   );
@@ -77,7 +80,7 @@ function assertTree(spans: ReceivedSpan[], root: ReceivedSpan, externalParent: s
 
 /** The ancestors of `span` up to the trace's root, nearest first. */
 function ancestors(spans: ReceivedSpan[], span: ReceivedSpan): ReceivedSpan[] {
-  const byId = new Map(spans.map(s => [s.spanId, s]));
+  const byId = new Map(spans.map((s) => [s.spanId, s]));
   const chain: ReceivedSpan[] = [];
   for (let parent = byId.get(span.parentSpanId); parent; parent = byId.get(parent.parentSpanId)) chain.push(parent);
   return chain;
@@ -85,7 +88,7 @@ function ancestors(spans: ReceivedSpan[], span: ReceivedSpan): ReceivedSpan[] {
 
 /** The JSON log lines of a process output. */
 function logLines(output: string): Array<Record<string, unknown>> {
-  return output.split('\n').flatMap(line => {
+  return output.split('\n').flatMap((line) => {
     try {
       const value: unknown = JSON.parse(line);
       return typeof value === 'object' && value !== null ? [value as Record<string, unknown>] : [];
@@ -110,7 +113,12 @@ describe('tracing across the service processes (NATS, Postgres, OTLP/HTTP JSON)'
     recordFile = join(world.setup.manifestDir, 'traced.jsonl');
     await writeFile(recordFile, '');
     await writeFile(join(world.setup.manifestDir, 'traced.yaml'), tracedManifest(world.setup.tenant, recordFile));
-    const env = { ...world.env, OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '100' };
+    const env = {
+      ...world.env,
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+    };
     governance = await startService('governance', { ...env, PUNK_LOG_LEVEL: 'debug' });
     running.push(governance, await startService('ledger', env), await startService('gateway', env));
     front = await startService('mcp-front', env);
@@ -120,14 +128,18 @@ describe('tracing across the service processes (NATS, Postgres, OTLP/HTTP JSON)'
 
   after(async () => {
     await client?.close();
-    await Promise.all(running.map(s => s.stop('SIGTERM')));
+    await Promise.all(running.map((s) => s.stop('SIGTERM')));
     await world?.stop();
     await receiver?.close();
   });
 
   test('a tools/call is one trace: mcp-front, gateway, governance, the upstream request and the ledger', async () => {
     const incoming = newTraceparent();
-    const result = await client.callTool({ name: 'traced__echo', arguments: { text: 'one trace' }, _meta: { traceparent: incoming.traceparent } });
+    const result = await client.callTool({
+      name: 'traced__echo',
+      arguments: { text: 'one trace' },
+      _meta: { traceparent: incoming.traceparent },
+    });
     assert.equal(textOf(result), 'one trace');
 
     const spans = await traceWith(receiver, incoming.traceId, [
@@ -139,7 +151,12 @@ describe('tracing across the service processes (NATS, Postgres, OTLP/HTTP JSON)'
       'ledger persist tool.called',
       'ledger persist tool.completed',
     ]);
-    assert.deepEqual([...new Set(spans.map(s => s.service))].sort(), ['punk-gateway', 'punk-governance', 'punk-ledger', 'punk-mcp-front']);
+    assert.deepEqual([...new Set(spans.map((s) => s.service))].sort(), [
+      'punk-gateway',
+      'punk-governance',
+      'punk-ledger',
+      'punk-mcp-front',
+    ]);
 
     // mcp-front: the MCP server span, child of the client's traceparent (params._meta).
     const server = only(spans, 'tools/call traced__echo', 'punk-mcp-front');
@@ -178,11 +195,14 @@ describe('tracing across the service processes (NATS, Postgres, OTLP/HTTP JSON)'
     for (const name of ['ledger persist tool.called', 'ledger persist tool.completed']) {
       const persisted = only(spans, name, 'punk-ledger');
       assert.equal(persisted.kind, SpanKinds.consumer);
-      assert.ok(ancestors(spans, persisted).some(s => s.spanId === route.spanId), `${name} descends from the route span`);
+      assert.ok(
+        ancestors(spans, persisted).some((s) => s.spanId === route.spanId),
+        `${name} descends from the route span`,
+      );
     }
 
     // The upstream MCP server received the gateway's CLIENT span as its parent, in params._meta.
-    const record = (await upstreamRecords(recordFile)).find(r => r.text === 'one trace');
+    const record = (await upstreamRecords(recordFile)).find((r) => r.text === 'one trace');
     assert.equal(record?.traceparent, `00-${incoming.traceId}-${upstream.spanId}-01`);
   });
 
@@ -190,7 +210,11 @@ describe('tracing across the service processes (NATS, Postgres, OTLP/HTTP JSON)'
     const incoming = newTraceparent();
     const result = await client.callTool({ name: 'traced__fail', arguments: {}, _meta: { traceparent: incoming.traceparent } });
     assert.equal(result.isError, true);
-    const spans = await traceWith(receiver, incoming.traceId, ['tools/call traced__fail', 'tools/call fail', 'ledger persist tool.completed']);
+    const spans = await traceWith(receiver, incoming.traceId, [
+      'tools/call traced__fail',
+      'tools/call fail',
+      'ledger persist tool.completed',
+    ]);
     for (const span of [only(spans, 'tools/call traced__fail', 'punk-mcp-front'), only(spans, 'tools/call fail', 'punk-gateway')]) {
       assert.equal(span.attributes['error.type'], 'tool_error', span.name);
       assert.equal(span.statusCode, 2, `${span.name} has status ERROR`);
@@ -199,7 +223,10 @@ describe('tracing across the service processes (NATS, Postgres, OTLP/HTTP JSON)'
 
   test('a JSON-RPC error is error.type=<code> on the front span', async () => {
     const incoming = newTraceparent();
-    await assert.rejects(client.callTool({ name: 'traced__no_such_tool', arguments: {}, _meta: { traceparent: incoming.traceparent } }), /Unknown tool/);
+    await assert.rejects(
+      client.callTool({ name: 'traced__no_such_tool', arguments: {}, _meta: { traceparent: incoming.traceparent } }),
+      /Unknown tool/,
+    );
     const [span] = await traceWith(receiver, incoming.traceId, ['tools/call traced__no_such_tool']);
     assert.equal(span!.attributes['error.type'], '-32602');
     assert.equal(span!.attributes['rpc.response.status_code'], '-32602');
@@ -221,12 +248,16 @@ describe('tracing across the service processes (NATS, Postgres, OTLP/HTTP JSON)'
   test('a malformed traceparent (header and _meta) is ignored: the call works and starts a new trace', async () => {
     const garbled = await connectClient(`${front.url}/mcp`, '2025-11-25', { traceparent: '00-not-a-trace-01' });
     try {
-      const result = await garbled.callTool({ name: 'traced__echo', arguments: { text: 'malformed parent' }, _meta: { traceparent: 'zz-0000-garbage', tracestate: 42 } });
+      const result = await garbled.callTool({
+        name: 'traced__echo',
+        arguments: { text: 'malformed parent' },
+        _meta: { traceparent: 'zz-0000-garbage', tracestate: 42 },
+      });
       assert.equal(textOf(result), 'malformed parent');
     } finally {
       await garbled.close();
     }
-    const record = (await upstreamRecords(recordFile)).find(r => r.text === 'malformed parent');
+    const record = (await upstreamRecords(recordFile)).find((r) => r.text === 'malformed parent');
     const [, traceId] = /^00-([0-9a-f]{32})-[0-9a-f]{16}-01$/.exec(record?.traceparent ?? '') ?? [];
     assert.ok(traceId, `the upstream got a well-formed traceparent, got ${record?.traceparent}`);
     const spans = await traceWith(receiver, traceId, ['tools/call traced__echo']);
@@ -238,7 +269,7 @@ describe('tracing across the service processes (NATS, Postgres, OTLP/HTTP JSON)'
     await client.callTool({ name: 'traced__echo', arguments: { text: 'logged' }, _meta: { traceparent: incoming.traceparent } });
     const spans = await traceWith(receiver, incoming.traceId, ['policy check tool']);
     const check = only(spans, 'policy check tool');
-    const line = logLines(governance.output()).find(l => l['msg'] === 'governance decision' && l['trace_id'] === incoming.traceId);
+    const line = logLines(governance.output()).find((l) => l['msg'] === 'governance decision' && l['trace_id'] === incoming.traceId);
     assert.ok(line, 'governance logged its decision with the trace id');
     assert.equal(line['span_id'], check.spanId);
     assert.equal(line['trace_flags'], '01');
@@ -259,7 +290,10 @@ describe('tracing in punk up (the in-process bus)', () => {
     recordFile = join(dir, 'traced.jsonl');
     await writeFile(recordFile, '');
     await writeFile(join(dir, 'traced.yaml'), tracedManifest('default', recordFile));
-    punk = await startPunk({ manifestDir: dir, env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '100' } });
+    punk = await startPunk({
+      manifestDir: dir,
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '100' },
+    });
   });
 
   after(async () => {
@@ -276,13 +310,19 @@ describe('tracing in punk up (the in-process bus)', () => {
     } finally {
       await client.close();
     }
-    const spans = await traceWith(receiver, incoming.traceId, ['tools/call traced__echo', 'route tools/call echo', 'policy check tool', 'tools/call echo', 'ledger persist tool.completed']);
-    assert.deepEqual([...new Set(spans.map(s => s.service))], ['punk-up']);
+    const spans = await traceWith(receiver, incoming.traceId, [
+      'tools/call traced__echo',
+      'route tools/call echo',
+      'policy check tool',
+      'tools/call echo',
+      'ledger persist tool.completed',
+    ]);
+    assert.deepEqual([...new Set(spans.map((s) => s.service))], ['punk-up']);
     const server = only(spans, 'tools/call traced__echo');
     assertTree(spans, server, incoming.parentId);
     assert.equal(server.attributes['mcp.protocol.version'], '2026-07-28');
     const upstream = only(spans, 'tools/call echo');
-    const record = (await upstreamRecords(recordFile)).find(r => r.text === 'in process');
+    const record = (await upstreamRecords(recordFile)).find((r) => r.text === 'in process');
     assert.equal(record?.traceparent, `00-${incoming.traceId}-${upstream.spanId}-01`);
   });
 });
@@ -293,7 +333,11 @@ describe('tracing off', () => {
     const recordFile = join(dir, 'traced.jsonl');
     await writeFile(recordFile, '');
     await writeFile(join(dir, 'traced.yaml'), tracedManifest('default', recordFile));
-    const env: Record<string, string> = { PUNK_LOG_LEVEL: 'debug', OTEL_EXPORTER_OTLP_ENDPOINT: '', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: '' };
+    const env: Record<string, string> = {
+      PUNK_LOG_LEVEL: 'debug',
+      OTEL_EXPORTER_OTLP_ENDPOINT: '',
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: '',
+    };
     const punk = await startPunk({ manifestDir: dir, env });
     try {
       const client = await connectClient(`${punk.baseUrl}/mcp`, '2025-11-25');
@@ -302,12 +346,12 @@ describe('tracing off', () => {
       } finally {
         await client.close();
       }
-      const decision = await eventually(async () => logLines(punk.output()).find(l => l['msg'] === 'governance decision'));
+      const decision = await eventually(async () => logLines(punk.output()).find((l) => l['msg'] === 'governance decision'));
       assert.ok(decision, 'governance logged its decision');
       assert.equal(decision['tenant'], 'default');
-      const traced = logLines(punk.output()).filter(l => 'trace_id' in l || 'span_id' in l);
+      const traced = logLines(punk.output()).filter((l) => 'trace_id' in l || 'span_id' in l);
       assert.deepEqual(traced, [], 'no log line carries trace ids');
-      const record = (await upstreamRecords(recordFile)).find(r => r.text === 'untraced');
+      const record = (await upstreamRecords(recordFile)).find((r) => r.text === 'untraced');
       assert.equal(record?.traceparent, null);
     } finally {
       await punk.stop();
@@ -326,7 +370,10 @@ describe('tracing off', () => {
       await tracing.shutdown();
     }
     assert.equal(tracingSettings('test', { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318', OTEL_SDK_DISABLED: 'true' }), undefined);
-    assert.equal(tracingSettings('test', { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318', OTEL_TRACES_EXPORTER: 'none' }), undefined);
+    assert.equal(
+      tracingSettings('test', { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318', OTEL_TRACES_EXPORTER: 'none' }),
+      undefined,
+    );
   });
 });
 
@@ -359,21 +406,42 @@ describe('tracing settings', () => {
 
   test('a bad OTEL_ variable is refused naming it', () => {
     const endpoint = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' };
-    assert.throws(() => tracingSettings('ledger', { OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' }), /OTEL_EXPORTER_OTLP_ENDPOINT must be an http\(s\) URL/);
+    assert.throws(
+      () => tracingSettings('ledger', { OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' }),
+      /OTEL_EXPORTER_OTLP_ENDPOINT must be an http\(s\) URL/,
+    );
     // Credentials in a bad endpoint never reach the message.
     assert.throws(
       () => tracingSettings('ledger', { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://user:S3cretPw@collector:99999' }),
-      (error: Error) => /OTEL_EXPORTER_OTLP_TRACES_ENDPOINT must be an http\(s\) URL \(got "http:\/\/<redacted>@collector:99999"\)/.test(error.message) && !error.message.includes('S3cretPw'),
+      (error: Error) =>
+        /OTEL_EXPORTER_OTLP_TRACES_ENDPOINT must be an http\(s\) URL \(got "http:\/\/<redacted>@collector:99999"\)/.test(error.message) &&
+        !error.message.includes('S3cretPw'),
     );
-    assert.throws(() => tracingSettings('ledger', { ...endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }), /OTEL_EXPORTER_OTLP_PROTOCOL must be http\/protobuf or http\/json \(got "grpc"\)/);
+    assert.throws(
+      () => tracingSettings('ledger', { ...endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }),
+      /OTEL_EXPORTER_OTLP_PROTOCOL must be http\/protobuf or http\/json \(got "grpc"\)/,
+    );
     assert.throws(() => tracingSettings('ledger', { ...endpoint, OTEL_TRACES_SAMPLER: 'sometimes' }), /OTEL_TRACES_SAMPLER must be one of/);
-    assert.throws(() => tracingSettings('ledger', { ...endpoint, OTEL_TRACES_SAMPLER_ARG: '2' }), /OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1/);
-    assert.throws(() => tracingSettings('ledger', { ...endpoint, OTEL_BSP_MAX_QUEUE_SIZE: '-5' }), /OTEL_BSP_MAX_QUEUE_SIZE must be a positive integer/);
+    assert.throws(
+      () => tracingSettings('ledger', { ...endpoint, OTEL_TRACES_SAMPLER_ARG: '2' }),
+      /OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1/,
+    );
+    assert.throws(
+      () => tracingSettings('ledger', { ...endpoint, OTEL_BSP_MAX_QUEUE_SIZE: '-5' }),
+      /OTEL_BSP_MAX_QUEUE_SIZE must be a positive integer/,
+    );
   });
 
   test('a service process with a bad OTEL_ variable exits at start naming it', async () => {
-    const service = await startService('governance', { PUNK_NATS_URL: 'nats://127.0.0.1:4222', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }, { waitReady: false });
+    const service = await startService(
+      'governance',
+      { PUNK_NATS_URL: 'nats://127.0.0.1:4222', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' },
+      { waitReady: false },
+    );
     assert.equal(await service.exited, 2);
-    assert.match(service.output(), /punk governance: invalid configuration: OTEL_EXPORTER_OTLP_PROTOCOL must be http\/protobuf or http\/json/);
+    assert.match(
+      service.output(),
+      /punk governance: invalid configuration: OTEL_EXPORTER_OTLP_PROTOCOL must be http\/protobuf or http\/json/,
+    );
   });
 });

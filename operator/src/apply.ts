@@ -38,7 +38,13 @@ export async function deleteObject(clients: KubeClients, object: ApplyObject): P
  * operator's field manager: the status is the operator's alone, so it applies the whole of it.
  * @throws the API server's error (404 when the object is gone, 422 naming an invalid status field).
  */
-export async function applyStatus(clients: KubeClients, kind: ResourceKind, namespace: string, name: string, status: Record<string, unknown>): Promise<void> {
+export async function applyStatus(
+  clients: KubeClients,
+  kind: ResourceKind,
+  namespace: string,
+  name: string,
+  status: Record<string, unknown>,
+): Promise<void> {
   await clients.custom.patchNamespacedCustomObjectStatus(
     {
       group: API_GROUP,
@@ -58,9 +64,23 @@ export async function applyStatus(clients: KubeClients, kind: ResourceKind, name
  * Sets `metadata.finalizers` of a custom resource to `finalizers` by a JSON merge patch carrying the
  * resourceVersion it was computed from (a concurrent change makes it fail with 409 and the reconcile retries).
  */
-export async function setFinalizers(clients: KubeClients, kind: ResourceKind, namespace: string, name: string, resourceVersion: string, finalizers: string[]): Promise<void> {
+export async function setFinalizers(
+  clients: KubeClients,
+  kind: ResourceKind,
+  namespace: string,
+  name: string,
+  resourceVersion: string,
+  finalizers: string[],
+): Promise<void> {
   await clients.custom.patchNamespacedCustomObject(
-    { group: API_GROUP, version: API_VERSION_NAME, namespace, plural: resources[kind], name, body: { metadata: { resourceVersion, finalizers } } },
+    {
+      group: API_GROUP,
+      version: API_VERSION_NAME,
+      namespace,
+      plural: resources[kind],
+      name,
+      body: { metadata: { resourceVersion, finalizers } },
+    },
     setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
   );
 }

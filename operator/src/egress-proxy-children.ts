@@ -10,8 +10,23 @@
  * proxy's arguments, rule format and environment are the bridge's (`@punk/bridge/contract`).
  */
 import { isIP } from 'node:net';
-import type { KubernetesObject, V1Deployment, V1EnvVar, V1NetworkPolicy, V1NetworkPolicyEgressRule, V1NetworkPolicyPort, V1Service } from '@kubernetes/client-node';
-import { checkEgressItem, EgressItemError, egressProxyArgs, egressProxyEnv, EGRESS_PROXY_PORT, type EgressEntry } from '@punk/bridge/contract';
+import type {
+  KubernetesObject,
+  V1Deployment,
+  V1EnvVar,
+  V1NetworkPolicy,
+  V1NetworkPolicyEgressRule,
+  V1NetworkPolicyPort,
+  V1Service,
+} from '@kubernetes/client-node';
+import {
+  checkEgressItem,
+  EgressItemError,
+  egressProxyArgs,
+  egressProxyEnv,
+  EGRESS_PROXY_PORT,
+  type EgressEntry,
+} from '@punk/bridge/contract';
 import { EGRESS_PROXY_SUFFIX, type McpServer } from '@punk/lib';
 import {
   childLabels,
@@ -43,7 +58,8 @@ export function egressEntries(spec: McpServer['spec']): EgressEntry[] {
       if (error instanceof EgressItemError) throw new SpecError(error.field, error.reason);
       throw error;
     }
-    if ('host' in entry && isIP(entry.host) !== 0) throw new SpecError(`spec.sandbox.egress[${i}].host`, `"${item.host}" is an address; an address goes in cidr`);
+    if ('host' in entry && isIP(entry.host) !== 0)
+      throw new SpecError(`spec.sandbox.egress[${i}].host`, `"${item.host}" is an address; an address goes in cidr`);
     return entry;
   });
 }
@@ -84,7 +100,7 @@ export function packageRegistryEntries(registries: PackageRegistries, registry: 
 
 /** Whether the allow-list names a host, so the server needs an egress proxy. */
 export function needsEgressProxy(entries: readonly EgressEntry[]): boolean {
-  return entries.some(entry => 'host' in entry);
+  return entries.some((entry) => 'host' in entry);
 }
 
 // McpServer names may not end in EGRESS_PROXY_SUFFIX (`-egress`; the schema, the CRD and buildServerChildren
@@ -126,12 +142,14 @@ export function dnsEgressRule(): V1NetworkPolicyEgressRule {
 
 /** TCP ports of an entry for a NetworkPolicy rule; undefined (every port and protocol) when the entry names none. */
 export function tcpPorts(ports: readonly number[] | undefined): V1NetworkPolicyPort[] | undefined {
-  return ports?.map(port => ({ protocol: 'TCP', port }));
+  return ports?.map((port) => ({ protocol: 'TCP', port }));
 }
 
 /** Egress rules of the `cidr` entries: each range on its ports. */
 export function cidrEgressRules(entries: readonly EgressEntry[]): V1NetworkPolicyEgressRule[] {
-  return entries.flatMap(entry => ('cidr' in entry ? [{ to: [{ ipBlock: { cidr: entry.cidr } }], ...(entry.ports && { ports: tcpPorts(entry.ports) }) }] : []));
+  return entries.flatMap((entry) =>
+    'cidr' in entry ? [{ to: [{ ipBlock: { cidr: entry.cidr } }], ...(entry.ports && { ports: tcpPorts(entry.ports) }) }] : [],
+  );
 }
 
 /**
@@ -172,7 +190,7 @@ export function egressProxyChildren(server: McpServer, entries: readonly EgressE
               volumeMounts: [{ name: TMP_VOLUME, mountPath: '/tmp' }],
             }),
           ],
-          volumes: writableVolumes().filter(volume => volume.name === TMP_VOLUME),
+          volumes: writableVolumes().filter((volume) => volume.name === TMP_VOLUME),
         },
       },
     },
@@ -183,9 +201,9 @@ export function egressProxyChildren(server: McpServer, entries: readonly EgressE
     metadata: metadata(),
     spec: { type: 'ClusterIP', selector, ports: [{ name: 'proxy', port: EGRESS_PROXY_PORT, targetPort: 'proxy', protocol: 'TCP' }] },
   };
-  const hostPorts = entries.filter(entry => 'host' in entry).map(entry => entry.ports);
-  const anyPort = hostPorts.some(ports => ports === undefined);
-  const ports = [...new Set(hostPorts.flatMap(p => p ?? []))].sort((a, b) => a - b);
+  const hostPorts = entries.filter((entry) => 'host' in entry).map((entry) => entry.ports);
+  const anyPort = hostPorts.some((ports) => ports === undefined);
+  const ports = [...new Set(hostPorts.flatMap((p) => p ?? []))].sort((a, b) => a - b);
   const policy: V1NetworkPolicy = {
     apiVersion: 'networking.k8s.io/v1',
     kind: 'NetworkPolicy',
@@ -193,7 +211,12 @@ export function egressProxyChildren(server: McpServer, entries: readonly EgressE
     spec: {
       podSelector: { matchLabels: selector },
       policyTypes: ['Ingress', 'Egress'],
-      ingress: [{ _from: [{ podSelector: { matchLabels: selectorLabels(server, 'mcp-server') } }], ports: [{ protocol: 'TCP', port: EGRESS_PROXY_PORT }] }],
+      ingress: [
+        {
+          _from: [{ podSelector: { matchLabels: selectorLabels(server, 'mcp-server') } }],
+          ports: [{ protocol: 'TCP', port: EGRESS_PROXY_PORT }],
+        },
+      ],
       egress: [
         dnsEgressRule(),
         {

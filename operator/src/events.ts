@@ -52,7 +52,14 @@ export class EventRecorder {
           note: note.length > MAX_NOTE ? `${note.slice(0, MAX_NOTE - 1)}…` : note,
           reportingController: REPORTING_CONTROLLER,
           reportingInstance: this.instance,
-          regarding: { apiVersion: subject.apiVersion, kind: subject.kind, name, namespace, ...(uid !== undefined && { uid }), ...(resourceVersion !== undefined && { resourceVersion }) },
+          regarding: {
+            apiVersion: subject.apiVersion,
+            kind: subject.kind,
+            name,
+            namespace,
+            ...(uid !== undefined && { uid }),
+            ...(resourceVersion !== undefined && { resourceVersion }),
+          },
         },
       });
     } catch (error) {

@@ -75,11 +75,21 @@ export class LeaderElector {
     try {
       const lease = this.observed?.lease;
       if (lease?.spec?.holderIdentity === this.options.identity) {
-        const released: V1Lease = { ...lease, spec: { ...lease.spec, holderIdentity: undefined, leaseDurationSeconds: 1, renewTime: new V1MicroTime() } };
-        await this.options.clients.coordination.replaceNamespacedLease({ name: this.options.name, namespace: this.options.namespace, body: released });
+        const released: V1Lease = {
+          ...lease,
+          spec: { ...lease.spec, holderIdentity: undefined, leaseDurationSeconds: 1, renewTime: new V1MicroTime() },
+        };
+        await this.options.clients.coordination.replaceNamespacedLease({
+          name: this.options.name,
+          namespace: this.options.namespace,
+          body: released,
+        });
       }
     } catch (error) {
-      this.options.log.warn({ err: apiErrorMessage(error) }, 'could not release the leader Lease; another operator takes over when it expires');
+      this.options.log.warn(
+        { err: apiErrorMessage(error) },
+        'could not release the leader Lease; another operator takes over when it expires',
+      );
     }
     this.setLeading(false);
   }
@@ -87,7 +97,10 @@ export class LeaderElector {
   private setLeading(leading: boolean): void {
     if (this.leading === leading) return;
     this.leading = leading;
-    this.options.log.info({ identity: this.options.identity, lease: `${this.options.namespace}/${this.options.name}` }, leading ? 'became the leader' : 'stopped leading');
+    this.options.log.info(
+      { identity: this.options.identity, lease: `${this.options.namespace}/${this.options.name}` },
+      leading ? 'became the leader' : 'stopped leading',
+    );
     if (leading) this.options.onStartedLeading();
     else this.options.onStoppedLeading();
   }
@@ -123,12 +136,18 @@ export class LeaderElector {
       if (!isNotFound(error)) throw error;
       const created = await coordination.createNamespacedLease({
         namespace,
-        body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name, namespace }, spec: { holderIdentity: identity, leaseDurationSeconds: durationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 } },
+        body: {
+          apiVersion: 'coordination.k8s.io/v1',
+          kind: 'Lease',
+          metadata: { name, namespace },
+          spec: { holderIdentity: identity, leaseDurationSeconds: durationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 },
+        },
       });
       this.observed = { lease: created, at: Date.now() };
       return true;
     }
-    if (this.observed?.lease.metadata?.resourceVersion !== current.metadata?.resourceVersion) this.observed = { lease: current, at: Date.now() };
+    if (this.observed?.lease.metadata?.resourceVersion !== current.metadata?.resourceVersion)
+      this.observed = { lease: current, at: Date.now() };
     const holder = current.spec?.holderIdentity;
     const heldByMe = holder === identity;
     const expiresAt = this.observed!.at + (current.spec?.leaseDurationSeconds ?? durationSeconds) * 1000;

@@ -54,7 +54,12 @@ const watched: Record<WatchedKind, { apiVersion: string; kind: string; path: str
   McpCredential: { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpCredential', path: 'apis/mcp.punk.dev/v1alpha1/mcpcredentials' },
   McpPolicy: { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpPolicy', path: 'apis/mcp.punk.dev/v1alpha1/mcppolicies' },
   Secret: { apiVersion: 'v1', kind: 'Secret', path: 'api/v1/secrets' },
-  Deployment: { apiVersion: 'apps/v1', kind: 'Deployment', path: 'apis/apps/v1/deployments', labelSelector: `app.kubernetes.io/managed-by=${MANAGED_BY},${SERVER_LABEL}` },
+  Deployment: {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    path: 'apis/apps/v1/deployments',
+    labelSelector: `app.kubernetes.io/managed-by=${MANAGED_BY},${SERVER_LABEL}`,
+  },
   Pod: { apiVersion: 'v1', kind: 'Pod', path: 'api/v1/pods', labelSelector: `app.kubernetes.io/managed-by=${MANAGED_BY},${SERVER_LABEL}` },
 };
 
@@ -81,7 +86,7 @@ class NamespacedCache implements ObjectCache<KubernetesObject> {
   }
   list(namespace?: string): readonly KubernetesObject[] {
     if (namespace !== undefined) return (this.byNamespace.get(namespace) ?? this.byNamespace.get('*'))?.list(namespace) ?? [];
-    return [...this.byNamespace.values()].flatMap(cache => cache.list());
+    return [...this.byNamespace.values()].flatMap((cache) => cache.list());
   }
 }
 
@@ -121,12 +126,16 @@ export class Manager {
       caches[kind] = new NamespacedCache(byNamespace);
     }
     this.caches = caches;
-    this.queue = new WorkQueue(observeReconciles(key => this.reconcile(key)), {
-      workers: options.workers,
-      timeoutMs: options.reconcileTimeoutMs,
-      ...(options.maxRetryDelayMs !== undefined && { maxDelayMs: options.maxRetryDelayMs }),
-      onError: (key, error, retryInMs) => this.log.warn({ object: key, retryInMs, err: apiErrorMessage(error) }, 'reconcile failed; retrying'),
-    });
+    this.queue = new WorkQueue(
+      observeReconciles((key) => this.reconcile(key)),
+      {
+        workers: options.workers,
+        timeoutMs: options.reconcileTimeoutMs,
+        ...(options.maxRetryDelayMs !== undefined && { maxDelayMs: options.maxRetryDelayMs }),
+        onError: (key, error, retryInMs) =>
+          this.log.warn({ object: key, retryInMs, err: apiErrorMessage(error) }, 'reconcile failed; retrying'),
+      },
+    );
     this.elector = new LeaderElector({
       clients: this.clients,
       namespace: options.lease.namespace,
@@ -166,7 +175,7 @@ export class Manager {
     this.servers = new McpServerReconciler(context, this.serverBucket, this.options.server);
     this.credentials = new McpCredentialReconciler(context);
     this.policies = new McpPolicyReconciler(context, this.policyBucket);
-    await Promise.all(this.informers.map(entry => this.sync(entry)));
+    await Promise.all(this.informers.map((entry) => this.sync(entry)));
     this.elector.start();
   }
 
@@ -191,14 +200,14 @@ export class Manager {
     );
     const entry: InformerEntry = { kind, namespace, informer, synced: false };
     const onEvent = (object: KubernetesObject) => this.enqueueFor(kind, object);
-    informer.on('add', object => {
+    informer.on('add', (object) => {
       this.changedBeyondStatus(kind, object); // remembers what it showed
       onEvent(object);
     });
-    informer.on('update', object => {
+    informer.on('update', (object) => {
       if (this.changedBeyondStatus(kind, object)) onEvent(object);
     });
-    informer.on('delete', object => {
+    informer.on('delete', (object) => {
       this.seen.delete(`${kind}/${object.metadata?.namespace}/${object.metadata?.name}`);
       onEvent(object);
     });
@@ -228,9 +237,12 @@ export class Manager {
         return;
       }
       if (this.stopping) return;
-      if (attempt >= FIRST_LIST_ATTEMPTS) throw new Error(`cannot list ${entry.kind} objects${entry.namespace ? ` in namespace ${entry.namespace}` : ''}: ${apiErrorMessage(entry.lastError)}`);
+      if (attempt >= FIRST_LIST_ATTEMPTS)
+        throw new Error(
+          `cannot list ${entry.kind} objects${entry.namespace ? ` in namespace ${entry.namespace}` : ''}: ${apiErrorMessage(entry.lastError)}`,
+        );
       this.log.debug({ kind: entry.kind, attempt, err: apiErrorMessage(entry.lastError) }, 'first list failed; trying again');
-      await new Promise(resolve => setTimeout(resolve, INFORMER_RESTART_MS));
+      await new Promise((resolve) => setTimeout(resolve, INFORMER_RESTART_MS));
     }
   }
 
@@ -273,10 +285,12 @@ export class Manager {
       }
       case 'Secret':
         for (const credential of this.caches.McpCredential.list(namespace)) {
-          if ((credential as { spec?: { secretRef?: { name?: string } } }).spec?.secretRef?.name === name) this.queue.add(`McpCredential/${namespace}/${credential.metadata!.name}`);
+          if ((credential as { spec?: { secretRef?: { name?: string } } }).spec?.secretRef?.name === name)
+            this.queue.add(`McpCredential/${namespace}/${credential.metadata!.name}`);
         }
         for (const server of this.caches.McpServer.list(namespace)) {
-          if (serverSecretNames(server, this.caches.McpCredential).includes(name)) this.queue.add(`McpServer/${namespace}/${server.metadata!.name}`);
+          if (serverSecretNames(server, this.caches.McpCredential).includes(name))
+            this.queue.add(`McpServer/${namespace}/${server.metadata!.name}`);
         }
         return;
     }
@@ -308,9 +322,12 @@ export class Manager {
    */
   private async sweepOrphans(): Promise<void> {
     const watchesAll = this.options.namespaces.length === 0;
-    const namespaces = new Set(this.options.namespaces.map(ns => kvKey(ns)));
-    for (const [bucket, kind] of [[this.serverBucket, 'McpServer'], [this.policyBucket, 'McpPolicy']] as const) {
-      const live = new Set(this.caches[kind].list().map(o => kvKey(o.metadata!.namespace!, o.metadata!.name!)));
+    const namespaces = new Set(this.options.namespaces.map((ns) => kvKey(ns)));
+    for (const [bucket, kind] of [
+      [this.serverBucket, 'McpServer'],
+      [this.policyBucket, 'McpPolicy'],
+    ] as const) {
+      const live = new Set(this.caches[kind].list().map((o) => kvKey(o.metadata!.namespace!, o.metadata!.name!)));
       for (const key of await bucket.keys()) {
         if (live.has(key)) continue;
         if (!watchesAll && !namespaces.has(key.split('.')[0]!)) continue;
@@ -322,7 +339,7 @@ export class Manager {
 
   private resync(): void {
     this.enqueueAll();
-    this.sweepOrphans().catch(error => this.log.warn({ err: errorMessage(error) }, 'orphan sweep failed; retried at the next resync'));
+    this.sweepOrphans().catch((error) => this.log.warn({ err: errorMessage(error) }, 'orphan sweep failed; retried at the next resync'));
   }
 
   private startLeading(): void {

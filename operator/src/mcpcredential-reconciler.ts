@@ -47,7 +47,10 @@ export function credentialBody(name: string, spec: McpCredentialSpec, secretData
   const data: Record<string, string> = {};
   if (spec.secretRef.keys) {
     spec.secretRef.keys.forEach((key, i) => {
-      if (secretData[key] === undefined) throw new PunkError('KeyMissing', `spec.secretRef.keys[${i}]: Secret ${spec.secretRef.name} has no key ${key}`, { field: `spec.secretRef.keys[${i}]` });
+      if (secretData[key] === undefined)
+        throw new PunkError('KeyMissing', `spec.secretRef.keys[${i}]: Secret ${spec.secretRef.name} has no key ${key}`, {
+          field: `spec.secretRef.keys[${i}]`,
+        });
       data[key] = secretData[key];
     });
   } else Object.assign(data, secretData);
@@ -67,7 +70,10 @@ export function credentialBody(name: string, spec: McpCredentialSpec, secretData
  * found by trying candidates against it).
  */
 export function credentialChecksum(credential: { uid?: string | undefined; generation?: number | undefined }, secret: V1Secret): string {
-  const source = { credential: [credential.uid ?? '', credential.generation ?? 0], secret: [secret.metadata?.uid ?? '', secret.metadata?.resourceVersion ?? ''] };
+  const source = {
+    credential: [credential.uid ?? '', credential.generation ?? 0],
+    secret: [secret.metadata?.uid ?? '', secret.metadata?.resourceVersion ?? ''],
+  };
   return createHash('sha256').update(JSON.stringify(source)).digest('hex');
 }
 
@@ -82,15 +88,31 @@ export function checkOAuth2Body(spec: McpCredentialSpec, body: CredentialBody): 
   const secret = spec.secretRef.name;
   const data = body.data;
   if (data.refresh_token !== undefined && data.token_url === undefined)
-    throw new PunkError('InvalidSpec', `spec.oauth2.tokenUrl: is required with a refresh_token (the endpoint that refreshes it); set it, or key token_url in Secret ${secret}`, { field: 'spec.oauth2.tokenUrl' });
+    throw new PunkError(
+      'InvalidSpec',
+      `spec.oauth2.tokenUrl: is required with a refresh_token (the endpoint that refreshes it); set it, or key token_url in Secret ${secret}`,
+      { field: 'spec.oauth2.tokenUrl' },
+    );
   if (data.access_token === undefined && data.refresh_token === undefined)
-    throw new PunkError('InvalidSpec', `spec.secretRef.name: Secret ${secret} needs key access_token or refresh_token for an oauth2 credential`, { field: 'spec.secretRef.name' });
+    throw new PunkError(
+      'InvalidSpec',
+      `spec.secretRef.name: Secret ${secret} needs key access_token or refresh_token for an oauth2 credential`,
+      { field: 'spec.secretRef.name' },
+    );
   if (data.client_secret !== undefined && data.client_id === undefined)
-    throw new PunkError('InvalidSpec', `spec.oauth2.clientId: is required with key client_secret of Secret ${secret} (RFC 6749 §2.3.1); set it, or key client_id in the Secret`, { field: 'spec.oauth2.clientId' });
+    throw new PunkError(
+      'InvalidSpec',
+      `spec.oauth2.clientId: is required with key client_secret of Secret ${secret} (RFC 6749 §2.3.1); set it, or key client_id in the Secret`,
+      { field: 'spec.oauth2.clientId' },
+    );
 }
 
 /** Where each body key the spec may set comes from (the others are keys of the Secret). */
-const SPEC_KEYS: Record<string, string> = { token_url: 'spec.oauth2.tokenUrl', client_id: 'spec.oauth2.clientId', scope: 'spec.oauth2.scopes' };
+const SPEC_KEYS: Record<string, string> = {
+  token_url: 'spec.oauth2.tokenUrl',
+  client_id: 'spec.oauth2.clientId',
+  scope: 'spec.oauth2.scopes',
+};
 
 /**
  * A gateway validation message (`data.<key>: problem`) in the McpCredential's terms: `spec.oauth2.tokenUrl: …` for
@@ -107,7 +129,11 @@ export function credentialFieldMessage(spec: McpCredentialSpec, message: string)
 
 function specSets(spec: McpCredentialSpec, key: string): boolean {
   const o = spec.oauth2;
-  return (key === 'token_url' && o?.tokenUrl !== undefined) || (key === 'client_id' && o?.clientId !== undefined) || (key === 'scope' && o?.scopes !== undefined);
+  return (
+    (key === 'token_url' && o?.tokenUrl !== undefined) ||
+    (key === 'client_id' && o?.clientId !== undefined) ||
+    (key === 'scope' && o?.scopes !== undefined)
+  );
 }
 
 /** Codes of a bus request that got no answer: the gateway is down or unreachable, nothing is known of the vault. */
@@ -138,7 +164,11 @@ export class McpCredentialReconciler {
     const meta = object.metadata!;
     const finalizers = meta.finalizers ?? [];
     const generation = meta.generation ?? 0;
-    const subject = { kind: 'McpCredential' as const, metadata: { name, namespace, uid: meta.uid, resourceVersion: meta.resourceVersion }, status: object.status };
+    const subject = {
+      kind: 'McpCredential' as const,
+      metadata: { name, namespace, uid: meta.uid, resourceVersion: meta.resourceVersion },
+      status: object.status,
+    };
     const write = (decisions: ConditionDecision[], extra: Record<string, unknown>) =>
       writeStatus(this.context.clients, this.context.recorder, subject, {
         observedGeneration: generation,
@@ -159,7 +189,14 @@ export class McpCredentialReconciler {
         await write(degraded(gatewayUnavailable(error) ? 'GatewayUnavailable' : 'DeleteFailed', message), { ...kept, lastError: message });
         throw error;
       }
-      await setFinalizers(this.context.clients, 'McpCredential', namespace, name, meta.resourceVersion!, finalizers.filter(f => f !== VAULT_FINALIZER));
+      await setFinalizers(
+        this.context.clients,
+        'McpCredential',
+        namespace,
+        name,
+        meta.resourceVersion!,
+        finalizers.filter((f) => f !== VAULT_FINALIZER),
+      );
       return;
     }
     if (!finalizers.includes(VAULT_FINALIZER)) {
@@ -180,7 +217,9 @@ export class McpCredentialReconciler {
       // A deleted Secret is a revoked credential: the vault must stop serving it, and the status stops listing keys.
       const message = `spec.secretRef.name: Secret ${spec.secretRef.name} not found in namespace ${namespace}; the credential was removed from the gateway's vault (the Secret's return applies it again)`;
       // Written only once credentials.delete succeeded: a later reconcile (a resync) need not ask again.
-      const removed = object.status?.keys === undefined && conditionsOf(object).some(c => c.type === 'Degraded' && c.reason === 'SecretMissing' && c.message === message);
+      const removed =
+        object.status?.keys === undefined &&
+        conditionsOf(object).some((c) => c.type === 'Degraded' && c.reason === 'SecretMissing' && c.message === message);
       if (!removed) {
         try {
           await this.deleteFromVault(namespace, name);
@@ -204,8 +243,22 @@ export class McpCredentialReconciler {
     }
     let info: CredentialInfo;
     try {
-      await this.context.bus.request(subjects.gatewayAdmin, { op: 'credentials.apply', tenant: namespace, principal: operatorPrincipal(namespace), body, sourceChecksum: credentialChecksum(meta, secret) }, { timeoutMs: GATEWAY_TIMEOUT_MS });
-      const reply = (await this.context.bus.request(subjects.gatewayAdmin, { op: 'credentials.get', tenant: namespace, id: name }, { timeoutMs: GATEWAY_TIMEOUT_MS })) as { credential?: CredentialInfo };
+      await this.context.bus.request(
+        subjects.gatewayAdmin,
+        {
+          op: 'credentials.apply',
+          tenant: namespace,
+          principal: operatorPrincipal(namespace),
+          body,
+          sourceChecksum: credentialChecksum(meta, secret),
+        },
+        { timeoutMs: GATEWAY_TIMEOUT_MS },
+      );
+      const reply = (await this.context.bus.request(
+        subjects.gatewayAdmin,
+        { op: 'credentials.get', tenant: namespace, id: name },
+        { timeoutMs: GATEWAY_TIMEOUT_MS },
+      )) as { credential?: CredentialInfo };
       info = reply.credential ?? {};
     } catch (error) {
       if (error instanceof PunkError && error.code === 'InvalidCredential') {
@@ -227,13 +280,19 @@ export class McpCredentialReconciler {
       ...(info.refreshError !== undefined && { lastError: info.refreshError }),
     };
     const decisions =
-      refreshHealth === 'Failing' ? degraded('RefreshFailing', `the gateway's last token refresh failed: ${info.refreshError}`) : healthy('Stored', `the vault holds the keys of Secret ${spec.secretRef.name}`);
+      refreshHealth === 'Failing'
+        ? degraded('RefreshFailing', `the gateway's last token refresh failed: ${info.refreshError}`)
+        : healthy('Stored', `the vault holds the keys of Secret ${spec.secretRef.name}`);
     await write(decisions, status);
   }
 
   private async deleteFromVault(namespace: string, name: string): Promise<void> {
     try {
-      await this.context.bus.request(subjects.gatewayAdmin, { op: 'credentials.delete', tenant: namespace, principal: operatorPrincipal(namespace), id: name }, { timeoutMs: GATEWAY_TIMEOUT_MS });
+      await this.context.bus.request(
+        subjects.gatewayAdmin,
+        { op: 'credentials.delete', tenant: namespace, principal: operatorPrincipal(namespace), id: name },
+        { timeoutMs: GATEWAY_TIMEOUT_MS },
+      );
     } catch (error) {
       if (error instanceof PunkError && error.code === 'CredentialNotFound') return;
       throw error;
@@ -242,5 +301,5 @@ export class McpCredentialReconciler {
 }
 
 function pick(status: Record<string, unknown> | undefined, keys: string[]): Record<string, unknown> {
-  return Object.fromEntries(keys.filter(k => status?.[k] !== undefined).map(k => [k, status![k]]));
+  return Object.fromEntries(keys.filter((k) => status?.[k] !== undefined).map((k) => [k, status![k]]));
 }

@@ -23,7 +23,8 @@ export class McpPolicyReconciler {
 
   /** Brings the bucket entry and status of policy `namespace/name` in line with the object. */
   async reconcile(namespace: string, name: string): Promise<void> {
-    const object = this.context.caches.McpPolicy.get(name, namespace) as (KubernetesObject & { spec?: unknown; status?: unknown }) | undefined;
+    const object = this.context.caches.McpPolicy.get(name, namespace) as
+      (KubernetesObject & { spec?: unknown; status?: unknown }) | undefined;
     if (!object || object.metadata?.deletionTimestamp) {
       await this.bucket.delete(kvKey(namespace, name));
       return;
@@ -31,11 +32,20 @@ export class McpPolicyReconciler {
     const generation = object.metadata?.generation ?? 0;
     const metadata = { name, namespace, uid: object.metadata?.uid, resourceVersion: object.metadata?.resourceVersion };
     const previous = conditionsOf(object);
-    const parsed = mcpPolicySchema.safeParse({ apiVersion: object.apiVersion, kind: object.kind, metadata: { name, namespace, generation }, spec: object.spec });
+    const parsed = mcpPolicySchema.safeParse({
+      apiVersion: object.apiVersion,
+      kind: object.kind,
+      metadata: { name, namespace, generation },
+      spec: object.spec,
+    });
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
       const message = `${fieldPath(issue.path) || '(object)'}: ${issue.message}; the last valid generation, if any, is still served`;
-      const status = { ...(object.status as object | undefined), observedGeneration: generation, conditions: setConditions(previous, degraded('InvalidSpec', message), this.context.now(), generation) };
+      const status = {
+        ...(object.status as object | undefined),
+        observedGeneration: generation,
+        conditions: setConditions(previous, degraded('InvalidSpec', message), this.context.now(), generation),
+      };
       await writeStatus(this.context.clients, this.context.recorder, { kind: 'McpPolicy', metadata, status: object.status }, status);
       return;
     }
@@ -45,7 +55,15 @@ export class McpPolicyReconciler {
     if (!entry || !isDeepStrictEqual(entry.value, JSON.parse(JSON.stringify(policy)))) await this.bucket.put(key, policy);
     const status = {
       observedGeneration: generation,
-      conditions: setConditions(previous, healthy('Published', `governance serves generation ${generation} (${policy.spec.rules.length} rules, ${policy.spec.rateLimits.length} rate limits)`), this.context.now(), generation),
+      conditions: setConditions(
+        previous,
+        healthy(
+          'Published',
+          `governance serves generation ${generation} (${policy.spec.rules.length} rules, ${policy.spec.rateLimits.length} rate limits)`,
+        ),
+        this.context.now(),
+        generation,
+      ),
       ruleCount: policy.spec.rules.length,
     };
     await writeStatus(this.context.clients, this.context.recorder, { kind: 'McpPolicy', metadata, status: object.status }, status);

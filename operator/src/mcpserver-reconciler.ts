@@ -22,7 +22,14 @@ import { errorMessage, kvKey, mcpServerSchema, PunkError, subjects, type KvStore
 import { isDeepStrictEqual } from 'node:util';
 import { applyObject, deleteObject, type ApplyObject } from './apply.js';
 import type { ReconcileContext } from './context.js';
-import { buildServerChildren, referencedSecretNames, secretChecksum, SpecError, type CredentialSecrets, type ServerChildrenOptions } from './server-children.js';
+import {
+  buildServerChildren,
+  referencedSecretNames,
+  secretChecksum,
+  SpecError,
+  type CredentialSecrets,
+  type ServerChildrenOptions,
+} from './server-children.js';
 import { serverConditions, type ObservedServer } from './server-status.js';
 import { SERVER_LABEL } from './sandbox.js';
 import { conditionsOf, fieldPath, writeStatus } from './status.js';
@@ -69,14 +76,18 @@ type ServerObject = KubernetesObject & { spec?: unknown; status?: Record<string,
 
 /** The McpCredentials `server` references (`credentialRef` of its env and headers), without repeats. */
 export function serverCredentialNames(server: KubernetesObject): string[] {
-  const spec = (server as ServerObject).spec as { env?: { valueFrom?: { credentialRef?: { name?: string } } }[]; headers?: { valueFrom?: { credentialRef?: { name?: string } } }[] } | undefined;
-  const names = [...(spec?.env ?? []), ...(spec?.headers ?? [])].map(e => e.valueFrom?.credentialRef?.name).filter((n): n is string => typeof n === 'string');
+  const spec = (server as ServerObject).spec as
+    | { env?: { valueFrom?: { credentialRef?: { name?: string } } }[]; headers?: { valueFrom?: { credentialRef?: { name?: string } } }[] }
+    | undefined;
+  const names = [...(spec?.env ?? []), ...(spec?.headers ?? [])]
+    .map((e) => e.valueFrom?.credentialRef?.name)
+    .filter((n): n is string => typeof n === 'string');
   return [...new Set(names)];
 }
 
 /** The lookup of McpCredentials of `namespace` that children are built with. */
 function credentialLookup(credentials: ObjectCache<KubernetesObject>, namespace: string): CredentialSecrets {
-  return name => {
+  return (name) => {
     const credential = credentials.get(name, namespace) as { spec?: { secretRef?: { name: string; keys?: string[] } } } | undefined;
     const ref = credential?.spec?.secretRef;
     return ref ? { secretName: ref.name, ...(ref.keys && { keys: ref.keys }) } : undefined;
@@ -91,9 +102,15 @@ export function serverSecretNames(server: KubernetesObject, credentials: ObjectC
 
 /** The field of `server` that references Secret `secret` (directly or through McpCredential), for messages. */
 function secretField(server: McpServer, secret: string, credentials: CredentialSecrets): string {
-  const i = server.spec.env.findIndex(e => e.valueFrom?.secretKeyRef?.name === secret || (e.valueFrom?.credentialRef && credentials(e.valueFrom.credentialRef.name)?.secretName === secret));
+  const i = server.spec.env.findIndex(
+    (e) =>
+      e.valueFrom?.secretKeyRef?.name === secret ||
+      (e.valueFrom?.credentialRef && credentials(e.valueFrom.credentialRef.name)?.secretName === secret),
+  );
   if (i < 0) return 'spec.env';
-  return server.spec.env[i]!.valueFrom!.secretKeyRef ? `spec.env[${i}].valueFrom.secretKeyRef.name` : `spec.env[${i}].valueFrom.credentialRef.name`;
+  return server.spec.env[i]!.valueFrom!.secretKeyRef
+    ? `spec.env[${i}].valueFrom.secretKeyRef.name`
+    : `spec.env[${i}].valueFrom.credentialRef.name`;
 }
 
 /** Reconciles McpServer objects into children, the servers bucket and status. */
@@ -120,13 +137,25 @@ export class McpServerReconciler {
     // What runs now (the last applied generation, if any): the conditions describe it even when this generation cannot be applied.
     // Only a Deployment this McpServer controls (`<name>` may be another server's egress proxy, see foreignChild).
     let deployment = this.context.caches.Deployment.get(name, namespace) as V1Deployment | undefined;
-    if (!deployment?.metadata?.ownerReferences?.some(ref => ref.controller === true && ref.uid === meta.uid)) deployment = undefined;
-    const pods = (this.context.caches.Pod.list(namespace) as V1Pod[]).filter(pod => pod.metadata?.labels?.[SERVER_LABEL] === name);
+    if (!deployment?.metadata?.ownerReferences?.some((ref) => ref.controller === true && ref.uid === meta.uid)) deployment = undefined;
+    const pods = (this.context.caches.Pod.list(namespace) as V1Pod[]).filter((pod) => pod.metadata?.labels?.[SERVER_LABEL] === name);
     const kept = pick(object.status, ['endpoint', 'upstreamUrl', 'toolCount', 'tools']);
-    const write = async (observed: Omit<ObservedServer, 'generation' | 'hasPod' | 'pods' | 'deployment'>, extra: Record<string, unknown>) => {
-      const conditions = serverConditions({ generation, hasPod, pods, ...(deployment && { deployment }), ...observed }, previous, this.context.now());
+    const write = async (
+      observed: Omit<ObservedServer, 'generation' | 'hasPod' | 'pods' | 'deployment'>,
+      extra: Record<string, unknown>,
+    ) => {
+      const conditions = serverConditions(
+        { generation, hasPod, pods, ...(deployment && { deployment }), ...observed },
+        previous,
+        this.context.now(),
+      );
       const status = { ...extra, observedGeneration: generation, conditions };
-      await writeStatus(this.context.clients, this.context.recorder, { kind: 'McpServer', metadata: { name, namespace, uid: meta.uid, resourceVersion: meta.resourceVersion }, status: object.status }, status);
+      await writeStatus(
+        this.context.clients,
+        this.context.recorder,
+        { kind: 'McpServer', metadata: { name, namespace, uid: meta.uid, resourceVersion: meta.resourceVersion }, status: object.status },
+        status,
+      );
     };
     const fail = (reason: string, message: string) => write({ problem: { reason, message } }, { ...kept, lastError: message });
 
@@ -142,7 +171,11 @@ export class McpServerReconciler {
     const secrets: V1Secret[] = [];
     for (const secretName of referencedSecretNames(server, credentials)) {
       const secret = this.context.caches.Secret.get(secretName, namespace) as V1Secret | undefined;
-      if (!secret) return void (await fail('SecretMissing', `${secretField(server, secretName, credentials)}: Secret ${secretName} not found in namespace ${namespace}`));
+      if (!secret)
+        return void (await fail(
+          'SecretMissing',
+          `${secretField(server, secretName, credentials)}: Secret ${secretName} not found in namespace ${namespace}`,
+        ));
       secrets.push(secret);
     }
 
@@ -167,12 +200,16 @@ export class McpServerReconciler {
       }
       // The wanted set shrinks only with a new generation (an egress proxy dropped with its hosts); a server still
       // Degraded may also have been left half-pruned by a failed run.
-      const settled = object.status?.observedGeneration === generation && previous.some(c => c.type === 'Degraded' && c.status === 'False');
+      const settled =
+        object.status?.observedGeneration === generation && previous.some((c) => c.type === 'Degraded' && c.status === 'False');
       if (!settled) await this.prune(server, built.objects);
     } catch (error) {
       await fail('ApplyFailed', `applying the children failed: ${apiErrorMessage(error)}`);
       if (!isPermanentApiError(error)) throw error;
-      this.context.log.warn({ server: `${namespace}/${name}`, err: apiErrorMessage(error) }, 'the children cannot be applied; retrying slowly');
+      this.context.log.warn(
+        { server: `${namespace}/${name}`, err: apiErrorMessage(error) },
+        'the children cannot be applied; retrying slowly',
+      );
       return { requeueAfterMs: BLOCKED_RETRY_MS };
     }
 
@@ -222,7 +259,7 @@ export class McpServerReconciler {
         if (isNotFound(error)) continue;
         throw error;
       }
-      if (existing.metadata?.ownerReferences?.some(ref => ref.controller === true && ref.uid === uid)) continue;
+      if (existing.metadata?.ownerReferences?.some((ref) => ref.controller === true && ref.uid === uid)) continue;
       return `${kind} ${namespace}/${name} exists and is not owned by this McpServer; rename the McpServer or delete the ${kind}`;
     }
     return undefined;
@@ -230,21 +267,40 @@ export class McpServerReconciler {
 
   /** The tools of the server as the gateway lists them (`servers.tools`), names and side-effect levels. */
   private async listTools(namespace: string, name: string): Promise<{ name: string; sideEffectLevel?: number }[]> {
-    const reply = (await this.context.bus.request(subjects.gatewayAdmin, { op: 'servers.tools', tenant: namespace, id: name }, { timeoutMs: TOOLS_TIMEOUT_MS })) as { tools?: { name: string; sideEffectLevel?: unknown }[] };
-    return (reply.tools ?? []).map(tool => ({ name: tool.name, ...(typeof tool.sideEffectLevel === 'number' && { sideEffectLevel: tool.sideEffectLevel }) }));
+    const reply = (await this.context.bus.request(
+      subjects.gatewayAdmin,
+      { op: 'servers.tools', tenant: namespace, id: name },
+      { timeoutMs: TOOLS_TIMEOUT_MS },
+    )) as { tools?: { name: string; sideEffectLevel?: unknown }[] };
+    return (reply.tools ?? []).map((tool) => ({
+      name: tool.name,
+      ...(typeof tool.sideEffectLevel === 'number' && { sideEffectLevel: tool.sideEffectLevel }),
+    }));
   }
 
   /** Deletes the children of `server` (controlled by it, labelled with its name) that `wanted` no longer holds. */
   private async prune(server: McpServer, wanted: readonly KubernetesObject[]): Promise<void> {
-    const keep = new Set(wanted.map(o => `${o.kind}/${o.metadata?.name}`));
+    const keep = new Set(wanted.map((o) => `${o.kind}/${o.metadata?.name}`));
     const { namespace, name, uid } = server.metadata;
     for (const { apiVersion, kind } of CHILD_KINDS) {
-      const list = await this.context.clients.objects.list(apiVersion, kind, namespace, undefined, undefined, undefined, undefined, `${SERVER_LABEL}=${name}`);
+      const list = await this.context.clients.objects.list(
+        apiVersion,
+        kind,
+        namespace,
+        undefined,
+        undefined,
+        undefined,
+        undefined,
+        `${SERVER_LABEL}=${name}`,
+      );
       for (const child of list.items) {
-        const owned = child.metadata?.ownerReferences?.some(ref => ref.controller && ref.uid === uid);
+        const owned = child.metadata?.ownerReferences?.some((ref) => ref.controller && ref.uid === uid);
         if (owned && !keep.has(`${kind}/${child.metadata?.name}`)) {
           await deleteObject(this.context.clients, { apiVersion, kind, metadata: { name: child.metadata!.name!, namespace: namespace! } });
-          this.context.log.info({ server: `${namespace}/${name}`, child: `${kind}/${child.metadata?.name}` }, 'pruned a child no longer wanted');
+          this.context.log.info(
+            { server: `${namespace}/${name}`, child: `${kind}/${child.metadata?.name}` },
+            'pruned a child no longer wanted',
+          );
         }
       }
     }
@@ -252,5 +308,5 @@ export class McpServerReconciler {
 }
 
 function pick(status: Record<string, unknown> | undefined, keys: string[]): Record<string, unknown> {
-  return Object.fromEntries(keys.filter(k => status?.[k] !== undefined).map(k => [k, status![k]]));
+  return Object.fromEntries(keys.filter((k) => status?.[k] !== undefined).map((k) => [k, status![k]]));
 }

@@ -56,7 +56,7 @@ export const leader = new Gauge({
   name: 'punk_operator_leader',
   help: 'Whether this operator instance holds the leader-election Lease (1) or not (0).',
   collect() {
-    this.set([...managers].some(m => m.leading()) ? 1 : 0);
+    this.set([...managers].some((m) => m.leading()) ? 1 : 0);
   },
 });
 

@@ -14,7 +14,10 @@ import type { ManagerOptions } from './manager.js';
  */
 export function operatorOptionsFromConfig(config: PunkConfig, kubeConfig: KubeConfig, bus: Bus, log: Logger): ManagerOptions {
   const packageRegistries = { npm: config.runnerNpmRegistries, pypi: config.runnerPypiRegistries };
-  for (const [registry, variable] of [['npm', 'PUNK_RUNNER_NPM_REGISTRIES'], ['pypi', 'PUNK_RUNNER_PYPI_REGISTRIES']] as const) {
+  for (const [registry, variable] of [
+    ['npm', 'PUNK_RUNNER_NPM_REGISTRIES'],
+    ['pypi', 'PUNK_RUNNER_PYPI_REGISTRIES'],
+  ] as const) {
     try {
       packageRegistryEntries(packageRegistries, registry);
     } catch (error) {

@@ -47,7 +47,16 @@ const MERGED_ITEMS = new Set(['containers', 'initContainers']);
 const CONTAINER_LISTS = ['containers', 'initContainers', 'ephemeralContainers'] as const;
 
 /** Volume sources the restricted Pod Security Standard allows. */
-const ALLOWED_VOLUME_SOURCES = new Set(['configMap', 'csi', 'downwardAPI', 'emptyDir', 'ephemeral', 'persistentVolumeClaim', 'projected', 'secret']);
+const ALLOWED_VOLUME_SOURCES = new Set([
+  'configMap',
+  'csi',
+  'downwardAPI',
+  'emptyDir',
+  'ephemeral',
+  'persistentVolumeClaim',
+  'projected',
+  'secret',
+]);
 
 /** SELinux types the Pod Security Standards allow. */
 const ALLOWED_SELINUX_TYPES = new Set(['container_t', 'container_init_t', 'container_kvm_t', 'container_engine_t']);
@@ -80,11 +89,19 @@ const APPARMOR_ANNOTATION_VALUES = ['runtime/default'];
  *   defaults or `localhost/<profile>` (`unconfined` above all).
  */
 function checkProfileAnnotation(key: string, value: unknown): void {
-  const allowed = key === SECCOMP_POD_ANNOTATION || key.startsWith(SECCOMP_CONTAINER_ANNOTATION) ? SECCOMP_ANNOTATION_VALUES : key.startsWith(APPARMOR_CONTAINER_ANNOTATION) ? APPARMOR_ANNOTATION_VALUES : undefined;
+  const allowed =
+    key === SECCOMP_POD_ANNOTATION || key.startsWith(SECCOMP_CONTAINER_ANNOTATION)
+      ? SECCOMP_ANNOTATION_VALUES
+      : key.startsWith(APPARMOR_CONTAINER_ANNOTATION)
+        ? APPARMOR_ANNOTATION_VALUES
+        : undefined;
   if (allowed === undefined) return;
   const text = String(value);
   if (allowed.includes(text) || /^localhost\/[^/].*$/.test(text)) return;
-  throw new SpecError(`${ROOT}.metadata.annotations["${key}"]`, `"${text}" would loosen the sandbox's profile; use ${allowed.join(' or ')} or localhost/<profile> (Pod Security Standards, restricted)`);
+  throw new SpecError(
+    `${ROOT}.metadata.annotations["${key}"]`,
+    `"${text}" would loosen the sandbox's profile; use ${allowed.join(' or ')} or localhost/<profile> (Pod Security Standards, restricted)`,
+  );
 }
 
 /**
@@ -118,9 +135,11 @@ function merge(base: unknown, patch: unknown, path: string, field: string | unde
     if (key === undefined) return structuredClone(patch);
     const out: unknown[] = [...base];
     patch.forEach((item, i) => {
-      const at = out.findIndex(existing => isObject(existing) && existing[key] === (item as Json)[key]);
+      const at = out.findIndex((existing) => isObject(existing) && existing[key] === (item as Json)[key]);
       if (at === -1) {
-        const added = MERGED_ITEMS.has(field!) ? merge({ securityContext: structuredClone(containerBase) }, item, `${path}[${i}]`, undefined, containerBase) : structuredClone(item);
+        const added = MERGED_ITEMS.has(field!)
+          ? merge({ securityContext: structuredClone(containerBase) }, item, `${path}[${i}]`, undefined, containerBase)
+          : structuredClone(item);
         out.push(added);
       } else out[at] = MERGED_ITEMS.has(field!) ? merge(out[at], item, `${path}[${i}]`, undefined, containerBase) : structuredClone(item);
     });
@@ -152,24 +171,31 @@ export function checkPodTemplate(podTemplate: Json, protect: ProtectedMetadata):
   const spec = objectAt(podTemplate, 'spec', ROOT);
   const at = (field: string) => `${ROOT}.spec.${field}`;
   for (const field of ['hostNetwork', 'hostPID', 'hostIPC'] as const) {
-    if (spec[field] === true) throw new SpecError(at(field), 'would share the node\'s namespace with the server; the sandbox refuses it');
+    if (spec[field] === true) throw new SpecError(at(field), "would share the node's namespace with the server; the sandbox refuses it");
   }
   for (const field of ['serviceAccountName', 'serviceAccount'] as const) {
-    if (spec[field] !== undefined) throw new SpecError(at(field), 'the pod runs as the ServiceAccount Punk makes for the server, without a token; it cannot be changed');
+    if (spec[field] !== undefined)
+      throw new SpecError(at(field), 'the pod runs as the ServiceAccount Punk makes for the server, without a token; it cannot be changed');
   }
   if (spec.runtimeClassName !== undefined && protect.runtimeClassName !== undefined && spec.runtimeClassName !== protect.runtimeClassName) {
-    throw new SpecError(at('runtimeClassName'), `would replace the sandbox's runtime class ${protect.runtimeClassName} (spec.sandbox.runtimeClassName); change it there, or remove this one`);
+    throw new SpecError(
+      at('runtimeClassName'),
+      `would replace the sandbox's runtime class ${protect.runtimeClassName} (spec.sandbox.runtimeClassName); change it there, or remove this one`,
+    );
   }
-  if (spec.automountServiceAccountToken === true) throw new SpecError(at('automountServiceAccountToken'), 'a server pod gets no ServiceAccount token; it must not be true');
+  if (spec.automountServiceAccountToken === true)
+    throw new SpecError(at('automountServiceAccountToken'), 'a server pod gets no ServiceAccount token; it must not be true');
   checkPodSecurityContext(objectAt(spec, 'securityContext', `${ROOT}.spec`), at('securityContext'));
   for (const list of CONTAINER_LISTS) {
     listAt(spec, list, `${ROOT}.spec`).forEach((container, i) => {
       const where = at(`${list}[${i}]`);
       if (!isObject(container)) throw new SpecError(where, 'must be an object, as in a PodSpec');
-      if (typeof container.name !== 'string') throw new SpecError(`${where}.name`, 'is required: containers are merged by name (the server container is "server")');
+      if (typeof container.name !== 'string')
+        throw new SpecError(`${where}.name`, 'is required: containers are merged by name (the server container is "server")');
       checkContainerSecurityContext(objectAt(container, 'securityContext', where), `${where}.securityContext`);
       listAt(container, 'ports', where).forEach((port, j) => {
-        if (isObject(port) && port.hostPort !== undefined && port.hostPort !== 0) throw new SpecError(`${where}.ports[${j}].hostPort`, 'would open a port on the node; the sandbox refuses it');
+        if (isObject(port) && port.hostPort !== undefined && port.hostPort !== 0)
+          throw new SpecError(`${where}.ports[${j}].hostPort`, 'would open a port on the node; the sandbox refuses it');
       });
       checkKeyedItems(container, where);
     });
@@ -195,13 +221,16 @@ export function checkVolume(volume: unknown, field: string): void {
   if (!isObject(volume.projected)) return;
   listAt(volume.projected, 'sources', `${field}.projected`).forEach((source, j) => {
     if (isObject(source) && source.serviceAccountToken !== undefined) {
-      throw new SpecError(`${field}.projected.sources[${j}].serviceAccountToken`, 'would put a Kubernetes token in the server\'s pod, which runs without one; the sandbox refuses it');
+      throw new SpecError(
+        `${field}.projected.sources[${j}].serviceAccountToken`,
+        "would put a Kubernetes token in the server's pod, which runs without one; the sandbox refuses it",
+      );
     }
   });
 }
 
 function checkNoNull(value: unknown, path: string): void {
-  if (value === null) throw new SpecError(path, 'must not be null: podTemplate can add and replace settings, not remove Punk\'s');
+  if (value === null) throw new SpecError(path, "must not be null: podTemplate can add and replace settings, not remove Punk's");
   if (Array.isArray(value)) value.forEach((item, i) => checkNoNull(item, `${path}[${i}]`));
   else if (isObject(value)) for (const [key, item] of Object.entries(value)) checkNoNull(item, `${path}.${key}`);
 }
@@ -225,7 +254,8 @@ function checkKeyedItems(parent: Json, path: string): void {
   for (const [field, key] of Object.entries(MERGE_KEYS)) {
     if (MERGED_ITEMS.has(field)) continue;
     listAt(parent, field, path).forEach((item, i) => {
-      if (!isObject(item) || item[key] === undefined) throw new SpecError(`${path}.${field}[${i}].${key}`, `is required: ${field} are merged by ${key}`);
+      if (!isObject(item) || item[key] === undefined)
+        throw new SpecError(`${path}.${field}[${i}].${key}`, `is required: ${field} are merged by ${key}`);
     });
   }
 }
@@ -238,7 +268,8 @@ function checkCommonSecurityContext(context: Json, path: string): void {
   }
   for (const profile of ['seccompProfile', 'appArmorProfile'] as const) {
     const value = context[profile];
-    if (isObject(value) && value.type === 'Unconfined') throw new SpecError(`${path}.${profile}.type`, 'must not be Unconfined: use RuntimeDefault or Localhost');
+    if (isObject(value) && value.type === 'Unconfined')
+      throw new SpecError(`${path}.${profile}.type`, 'must not be Unconfined: use RuntimeDefault or Localhost');
   }
   const seLinux = context.seLinuxOptions;
   if (isObject(seLinux)) {
@@ -250,27 +281,31 @@ function checkCommonSecurityContext(context: Json, path: string): void {
     }
   }
   const windows = context.windowsOptions;
-  if (isObject(windows) && windows.hostProcess === true) throw new SpecError(`${path}.windowsOptions.hostProcess`, 'would run the server as a process of the node; the sandbox refuses it');
+  if (isObject(windows) && windows.hostProcess === true)
+    throw new SpecError(`${path}.windowsOptions.hostProcess`, 'would run the server as a process of the node; the sandbox refuses it');
 }
 
 function checkPodSecurityContext(context: Json, path: string): void {
   checkCommonSecurityContext(context, path);
-  if (context.fsGroup === 0) throw new SpecError(`${path}.fsGroup`, 'must not be 0 (root\'s group)');
+  if (context.fsGroup === 0) throw new SpecError(`${path}.fsGroup`, "must not be 0 (root's group)");
   if (Array.isArray(context.supplementalGroups) && context.supplementalGroups.includes(0)) {
-    throw new SpecError(`${path}.supplementalGroups`, 'must not contain 0 (root\'s group)');
+    throw new SpecError(`${path}.supplementalGroups`, "must not contain 0 (root's group)");
   }
-  if (Array.isArray(context.sysctls) && context.sysctls.length > 0) throw new SpecError(`${path}.sysctls`, 'would change the node\'s kernel settings for the pod; the sandbox refuses them');
+  if (Array.isArray(context.sysctls) && context.sysctls.length > 0)
+    throw new SpecError(`${path}.sysctls`, "would change the node's kernel settings for the pod; the sandbox refuses them");
 }
 
 function checkContainerSecurityContext(context: Json, path: string): void {
   checkCommonSecurityContext(context, path);
-  if (context.privileged === true) throw new SpecError(`${path}.privileged`, 'must not be true: a privileged container escapes the sandbox');
+  if (context.privileged === true)
+    throw new SpecError(`${path}.privileged`, 'must not be true: a privileged container escapes the sandbox');
   if (context.allowPrivilegeEscalation === true) throw new SpecError(`${path}.allowPrivilegeEscalation`, 'must stay false');
-  if (context.readOnlyRootFilesystem === false) throw new SpecError(`${path}.readOnlyRootFilesystem`, 'must stay true: write to /tmp, HOME or a volume instead');
+  if (context.readOnlyRootFilesystem === false)
+    throw new SpecError(`${path}.readOnlyRootFilesystem`, 'must stay true: write to /tmp, HOME or a volume instead');
   if (context.procMount !== undefined && context.procMount !== 'Default') throw new SpecError(`${path}.procMount`, 'must be Default');
   const capabilities = context.capabilities;
   if (isObject(capabilities)) {
-    const added = Array.isArray(capabilities.add) ? capabilities.add.filter(c => c !== 'NET_BIND_SERVICE') : [];
+    const added = Array.isArray(capabilities.add) ? capabilities.add.filter((c) => c !== 'NET_BIND_SERVICE') : [];
     if (added.length > 0) throw new SpecError(`${path}.capabilities.add`, `may add only NET_BIND_SERVICE, not ${added.join(', ')}`);
     if (capabilities.drop !== undefined && !(Array.isArray(capabilities.drop) && capabilities.drop.includes('ALL'))) {
       throw new SpecError(`${path}.capabilities.drop`, 'must contain ALL');

@@ -143,8 +143,19 @@ export const HELPER_RESOURCES: { requests: Quantities; limits: Quantities } = {
 // optional binary (Ki…Ei), decimal (m, k, M…E) or exponent suffix.
 const QUANTITY = /^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][-+]?[0-9]+)?$/;
 const SUFFIX: Record<string, number> = {
-  Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60,
-  m: 1e-3, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
+  Ki: 2 ** 10,
+  Mi: 2 ** 20,
+  Gi: 2 ** 30,
+  Ti: 2 ** 40,
+  Pi: 2 ** 50,
+  Ei: 2 ** 60,
+  m: 1e-3,
+  k: 1e3,
+  M: 1e6,
+  G: 1e9,
+  T: 1e12,
+  P: 1e15,
+  E: 1e18,
 };
 
 /** The value of a Kubernetes quantity as a number (`500m` → 0.5, `1Gi` → 1073741824); undefined when not a quantity. */
@@ -169,7 +180,10 @@ export function serverResources(spec: McpServer['spec']): V1ResourceRequirements
   for (const key of ['cpu', 'memory'] as const) {
     const request = spec.resources?.requests?.[key];
     const limit = spec.resources?.limits?.[key];
-    for (const [kind, value] of [['requests', request], ['limits', limit]] as const) {
+    for (const [kind, value] of [
+      ['requests', request],
+      ['limits', limit],
+    ] as const) {
       if (value !== undefined && quantityValue(value) === undefined) {
         throw new SpecError(`spec.resources.${kind}.${key}`, `"${value}" is not a Kubernetes quantity (such as 100m, 0.5, 128Mi or 1Gi)`);
       }
@@ -178,7 +192,10 @@ export function serverResources(spec: McpServer['spec']): V1ResourceRequirements
     if (limit !== undefined) limits[key] = limit;
     if (quantityValue(requests[key]!)! <= quantityValue(limits[key]!)!) continue;
     if (request !== undefined && limit !== undefined) {
-      throw new SpecError(`spec.resources.requests.${key}`, `the request ${request} is above the limit ${limit} (spec.resources.limits.${key}); a request must not exceed its limit`);
+      throw new SpecError(
+        `spec.resources.requests.${key}`,
+        `the request ${request} is above the limit ${limit} (spec.resources.limits.${key}); a request must not exceed its limit`,
+      );
     }
     if (request !== undefined) limits[key] = request;
     else requests[key] = limits[key]!;

@@ -138,24 +138,37 @@ export function buildServerChildren(server: McpServer, options: ServerChildrenOp
   if (spec.url !== undefined) {
     (spec.headers ?? []).forEach((header, i) => {
       if (header.valueFrom?.secretKeyRef) {
-        throw new SpecError(`spec.headers[${i}].valueFrom.secretKeyRef`, 'the gateway cannot read Secrets: make an McpCredential for the Secret and use valueFrom.credentialRef');
+        throw new SpecError(
+          `spec.headers[${i}].valueFrom.secretKeyRef`,
+          'the gateway cannot read Secrets: make an McpCredential for the Secret and use valueFrom.credentialRef',
+        );
       }
     });
     return { objects: [], endpoint: spec.url, served: server };
   }
   const { name, namespace, uid } = server.metadata;
-  if (namespace === undefined || uid === undefined) throw new TypeError(`McpServer ${name}: metadata.namespace and metadata.uid are required to build its children`);
+  if (namespace === undefined || uid === undefined)
+    throw new TypeError(`McpServer ${name}: metadata.namespace and metadata.uid are required to build its children`);
   const clusterDomain = options.clusterDomain ?? 'cluster.local';
   const transport = transportOf(spec);
   const stdio = transport === 'stdio';
   if (stdio && spec.port !== undefined) {
-    throw new SpecError('spec.port', `a stdio server is served by Punk's bridge on port ${BRIDGE_PORT}; spec.port applies only to streamable-http and sse servers: remove it`);
+    throw new SpecError(
+      'spec.port',
+      `a stdio server is served by Punk's bridge on port ${BRIDGE_PORT}; spec.port applies only to streamable-http and sse servers: remove it`,
+    );
   }
   if (spec.image !== undefined && stdio && spec.command === undefined) {
-    throw new SpecError('spec.command', 'a stdio server from an image needs spec.command: Kubernetes cannot read the image\'s entrypoint, and the bridge must start the server itself');
+    throw new SpecError(
+      'spec.command',
+      "a stdio server from an image needs spec.command: Kubernetes cannot read the image's entrypoint, and the bridge must start the server itself",
+    );
   }
   if (name.endsWith(EGRESS_PROXY_SUFFIX)) {
-    throw new SpecError('metadata.name', `"${name}" ends in ${EGRESS_PROXY_SUFFIX}, which Punk keeps for the egress proxy of McpServer ${name.slice(0, -EGRESS_PROXY_SUFFIX.length)}: choose another name`);
+    throw new SpecError(
+      'metadata.name',
+      `"${name}" ends in ${EGRESS_PROXY_SUFFIX}, which Punk keeps for the egress proxy of McpServer ${name.slice(0, -EGRESS_PROXY_SUFFIX.length)}: choose another name`,
+    );
   }
   const egress = withRegistries(egressEntries(spec), spec, options.packageRegistries ?? DEFAULT_PACKAGE_REGISTRIES);
   const proxied = needsEgressProxy(egress);
@@ -167,9 +180,19 @@ export function buildServerChildren(server: McpServer, options: ServerChildrenOp
     );
   }
   const port = stdio ? BRIDGE_PORT : spec.port!;
-  const metadata = (component: 'mcp-server' = 'mcp-server') => ({ name, namespace, labels: childLabels(server, component), ownerReferences: [ownerReference(server)] });
+  const metadata = (component: 'mcp-server' = 'mcp-server') => ({
+    name,
+    namespace,
+    labels: childLabels(server, component),
+    ownerReferences: [ownerReference(server)],
+  });
 
-  const serviceAccount: V1ServiceAccount = { apiVersion: 'v1', kind: 'ServiceAccount', metadata: metadata(), automountServiceAccountToken: false };
+  const serviceAccount: V1ServiceAccount = {
+    apiVersion: 'v1',
+    kind: 'ServiceAccount',
+    metadata: metadata(),
+    automountServiceAccountToken: false,
+  };
   const service: V1Service = {
     apiVersion: 'v1',
     kind: 'Service',
@@ -190,7 +213,12 @@ export function buildServerChildren(server: McpServer, options: ServerChildrenOp
       template: podTemplate(server, options, { port, stdio, egress: proxied ? serverProxyEnv(server, clusterDomain) : [] }),
     },
   };
-  const objects: KubernetesObject[] = [serviceAccount, service, deployment, serverNetworkPolicy(server, options.gateway, port, egress, proxied)];
+  const objects: KubernetesObject[] = [
+    serviceAccount,
+    service,
+    deployment,
+    serverNetworkPolicy(server, options.gateway, port, egress, proxied),
+  ];
   if (proxied) objects.push(...egressProxyChildren(server, egress, options.bridgeImage));
 
   const endpoint = `http://${name}.${namespace}.svc.${clusterDomain}:${port}${spec.path}`;
@@ -210,7 +238,11 @@ export function buildServerChildren(server: McpServer, options: ServerChildrenOp
 }
 
 /** The pod template of the server's Deployment, with `spec.podTemplate` merged last. */
-function podTemplate(server: McpServer, options: ServerChildrenOptions, how: { port: number; stdio: boolean; egress: V1EnvVar[] }): V1PodTemplateSpec {
+function podTemplate(
+  server: McpServer,
+  options: ServerChildrenOptions,
+  how: { port: number; stdio: boolean; egress: V1EnvVar[] },
+): V1PodTemplateSpec {
   const spec = server.spec;
   const extraVolumes = sandboxVolumes(spec);
   const initContainers: V1Container[] = [];
@@ -222,7 +254,11 @@ function podTemplate(server: McpServer, options: ServerChildrenOptions, how: { p
   if (spec.package !== undefined) {
     image = options.runnerImages[spec.package.registry];
     const { name, version } = spec.package;
-    const run = spec.command ?? (spec.package.registry === 'npm' ? ['npx', '-y', version ? `${name}@${version}` : name] : ['uvx', version ? `${name}==${version}` : name]);
+    const run =
+      spec.command ??
+      (spec.package.registry === 'npm'
+        ? ['npx', '-y', version ? `${name}@${version}` : name]
+        : ['uvx', version ? `${name}==${version}` : name]);
     if (how.stdio) {
       command = [BRIDGE_BINARY, ...serveFlags({ path: spec.path, maxSessions: bridgeMaxSessions(spec) })];
       args = [...run, ...(spec.args ?? [])];
@@ -290,7 +326,11 @@ function podTemplate(server: McpServer, options: ServerChildrenOptions, how: { p
     },
   };
   if (spec.podTemplate === undefined) return template;
-  const protect = { labels, annotations: { [SECRET_CHECKSUM_ANNOTATION]: options.secretChecksum }, runtimeClassName: spec.sandbox?.runtimeClassName };
+  const protect = {
+    labels,
+    annotations: { [SECRET_CHECKSUM_ANNOTATION]: options.secretChecksum },
+    runtimeClassName: spec.sandbox?.runtimeClassName,
+  };
   return mergePodTemplate(template, spec.podTemplate, protect, containerSecurityContext());
 }
 
@@ -300,8 +340,8 @@ function podTemplate(server: McpServer, options: ServerChildrenOptions, how: { p
  */
 function withRegistries(entries: EgressEntry[], spec: McpServer['spec'], registries: PackageRegistries): EgressEntry[] {
   if (spec.package === undefined) return entries;
-  const listed = new Set(entries.map(entry => JSON.stringify(entry)));
-  return [...entries, ...packageRegistryEntries(registries, spec.package.registry).filter(entry => !listed.has(JSON.stringify(entry)))];
+  const listed = new Set(entries.map((entry) => JSON.stringify(entry)));
+  return [...entries, ...packageRegistryEntries(registries, spec.package.registry).filter((entry) => !listed.has(JSON.stringify(entry)))];
 }
 
 /** Memory the bridge (about 85 MiB) and each session's child (about 76 MiB for a Node server) take, rounded up. */
@@ -317,11 +357,14 @@ function bridgeMaxSessions(spec: McpServer['spec']): number {
   let limit = serverResources(spec).limits!.memory as string;
   const containers = (spec.podTemplate as { spec?: { containers?: unknown } } | undefined)?.spec?.containers;
   if (Array.isArray(containers)) {
-    const i = containers.findIndex(c => (c as { name?: unknown } | null)?.name === SERVER_CONTAINER);
+    const i = containers.findIndex((c) => (c as { name?: unknown } | null)?.name === SERVER_CONTAINER);
     const memory = (containers[i] as { resources?: { limits?: { memory?: unknown } } } | undefined)?.resources?.limits?.memory;
     if (memory !== undefined) {
       if (typeof memory !== 'string' || quantityValue(memory) === undefined) {
-        throw new SpecError(`spec.podTemplate.spec.containers[${i}].resources.limits.memory`, `${JSON.stringify(memory)} is not a Kubernetes quantity (such as 512Mi or 1Gi)`);
+        throw new SpecError(
+          `spec.podTemplate.spec.containers[${i}].resources.limits.memory`,
+          `${JSON.stringify(memory)} is not a Kubernetes quantity (such as 512Mi or 1Gi)`,
+        );
       }
       limit = memory;
     }
@@ -331,15 +374,19 @@ function bridgeMaxSessions(spec: McpServer['spec']): number {
 
 function tcpProbes(): Pick<V1Container, 'startupProbe' | 'readinessProbe' | 'livenessProbe'> {
   const tcp: V1Probe = { tcpSocket: { port: 'mcp' } };
-  return { startupProbe: { ...tcp, periodSeconds: 2, failureThreshold: 60 }, readinessProbe: { ...tcp, periodSeconds: 5 }, livenessProbe: { ...tcp, periodSeconds: 10 } };
+  return {
+    startupProbe: { ...tcp, periodSeconds: 2, failureThreshold: 60 },
+    readinessProbe: { ...tcp, periodSeconds: 5 },
+    livenessProbe: { ...tcp, periodSeconds: 10 },
+  };
 }
 
 /** Punk's variables, each replaced in place by the spec's variable of the same name, then the spec's others in order. */
 function withOverrides(defaults: V1EnvVar[], own: V1EnvVar[]): V1EnvVar[] {
-  const byName = new Map(own.map(entry => [entry.name, entry]));
-  const kept = defaults.map(entry => byName.get(entry.name) ?? entry);
-  const defaultNames = new Set(defaults.map(entry => entry.name));
-  return [...kept, ...own.filter(entry => !defaultNames.has(entry.name))];
+  const byName = new Map(own.map((entry) => [entry.name, entry]));
+  const kept = defaults.map((entry) => byName.get(entry.name) ?? entry);
+  const defaultNames = new Set(defaults.map((entry) => entry.name));
+  return [...kept, ...own.filter((entry) => !defaultNames.has(entry.name))];
 }
 
 /**
@@ -353,7 +400,8 @@ function sandboxVolumes(spec: McpServer['spec']): V1Volume[] {
     const field = `spec.sandbox.volumes[${i}]`;
     checkVolume(volume, field);
     const name = volume.name as string;
-    if (reserved.has(name)) throw new SpecError(`${field}.name`, `${name} is a volume of Punk's (${[...reserved].join(', ')}); choose another name`);
+    if (reserved.has(name))
+      throw new SpecError(`${field}.name`, `${name} is a volume of Punk's (${[...reserved].join(', ')}); choose another name`);
     if (seen.has(name)) throw new SpecError(`${field}.name`, `${name} is listed twice`);
     seen.add(name);
     return volume as unknown as V1Volume;
@@ -364,24 +412,47 @@ function sandboxVolumes(spec: McpServer['spec']): V1Volume[] {
  * The server's NetworkPolicy: ingress only from the gateway's pods (their namespace and labels) on `port`;
  * egress only to the cluster DNS, the `cidr` entries on their ports, and the egress proxy's pods on 3128.
  */
-function serverNetworkPolicy(server: McpServer, gateway: ServerChildrenOptions['gateway'], port: number, egress: readonly EgressEntry[], proxied: boolean): V1NetworkPolicy {
+function serverNetworkPolicy(
+  server: McpServer,
+  gateway: ServerChildrenOptions['gateway'],
+  port: number,
+  egress: readonly EgressEntry[],
+  proxied: boolean,
+): V1NetworkPolicy {
   return {
     apiVersion: 'networking.k8s.io/v1',
     kind: 'NetworkPolicy',
-    metadata: { name: server.metadata.name, namespace: server.metadata.namespace!, labels: childLabels(server, 'mcp-server'), ownerReferences: [ownerReference(server)] },
+    metadata: {
+      name: server.metadata.name,
+      namespace: server.metadata.namespace!,
+      labels: childLabels(server, 'mcp-server'),
+      ownerReferences: [ownerReference(server)],
+    },
     spec: {
       podSelector: { matchLabels: selectorLabels(server, 'mcp-server') },
       policyTypes: ['Ingress', 'Egress'],
       ingress: [
         {
-          _from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': gateway.namespace } }, podSelector: { matchLabels: gateway.podLabels } }],
+          _from: [
+            {
+              namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': gateway.namespace } },
+              podSelector: { matchLabels: gateway.podLabels },
+            },
+          ],
           ports: [{ protocol: 'TCP', port }],
         },
       ],
       egress: [
         dnsEgressRule(),
         ...cidrEgressRules(egress),
-        ...(proxied ? [{ to: [{ podSelector: { matchLabels: selectorLabels(server, 'egress-proxy') } }], ports: [{ protocol: 'TCP', port: EGRESS_PROXY_PORT }] }] : []),
+        ...(proxied
+          ? [
+              {
+                to: [{ podSelector: { matchLabels: selectorLabels(server, 'egress-proxy') } }],
+                ports: [{ protocol: 'TCP', port: EGRESS_PROXY_PORT }],
+              },
+            ]
+          : []),
       ],
     },
   };

@@ -28,21 +28,33 @@ export function serverEnv(server: McpServer, credentialSecrets: CredentialSecret
   const seen = new Map<string, number>();
   return server.spec.env.map((entry, i): V1EnvVar => {
     const first = seen.get(entry.name);
-    if (first !== undefined) throw new SpecError(`spec.env[${i}].name`, `${entry.name} is already set by spec.env[${first}]; list each variable once`);
+    if (first !== undefined)
+      throw new SpecError(`spec.env[${i}].name`, `${entry.name} is already set by spec.env[${first}]; list each variable once`);
     seen.set(entry.name, i);
     if (entry.value !== undefined) return { name: entry.name, value: entry.value };
     const secretKeyRef = entry.valueFrom?.secretKeyRef;
     if (secretKeyRef) return { name: entry.name, valueFrom: { secretKeyRef: { name: secretKeyRef.name, key: secretKeyRef.key } } };
     const ref = entry.valueFrom!.credentialRef!;
-    return { name: entry.name, valueFrom: { secretKeyRef: credentialKeyRef(ref, credentialSecrets, `spec.env[${i}].valueFrom.credentialRef`) } };
+    return {
+      name: entry.name,
+      valueFrom: { secretKeyRef: credentialKeyRef(ref, credentialSecrets, `spec.env[${i}].valueFrom.credentialRef`) },
+    };
   });
 }
 
-function credentialKeyRef(ref: { name: string; key?: string }, credentialSecrets: CredentialSecrets, field: string): { name: string; key: string } {
+function credentialKeyRef(
+  ref: { name: string; key?: string },
+  credentialSecrets: CredentialSecrets,
+  field: string,
+): { name: string; key: string } {
   const credential = credentialSecrets(ref.name);
   if (!credential) throw new SpecError(`${field}.name`, `no McpCredential ${ref.name} in this namespace`, 'CredentialMissing');
   if (ref.key !== undefined && credential.keys !== undefined && !credential.keys.includes(ref.key)) {
-    throw new SpecError(`${field}.key`, `McpCredential ${ref.name} has no key ${ref.key} (it lists ${credential.keys.join(', ')})`, 'CredentialMissing');
+    throw new SpecError(
+      `${field}.key`,
+      `McpCredential ${ref.name} has no key ${ref.key} (it lists ${credential.keys.join(', ')})`,
+      'CredentialMissing',
+    );
   }
   const key = ref.key ?? (credential.keys?.length === 1 ? credential.keys[0]! : DEFAULT_CREDENTIAL_KEY);
   return { name: credential.secretName, key };

@@ -57,9 +57,9 @@ export function serverConditions(observed: ObservedServer, previous: readonly Co
     Progressing: progressingCondition(observed),
     Degraded: degradedCondition(observed),
   };
-  return CONDITION_TYPES.map(type => {
+  return CONDITION_TYPES.map((type) => {
     const draft = drafts[type];
-    const before = previous.find(condition => condition.type === type);
+    const before = previous.find((condition) => condition.type === type);
     return {
       type,
       status: draft.status,
@@ -81,22 +81,24 @@ export interface ConditionTransition {
 
 /** The conditions of `next` that are new in it or whose status or reason differs from `previous`, in `next`'s order. */
 export function transitions(previous: readonly Condition[], next: readonly Condition[]): ConditionTransition[] {
-  return next.flatMap(to => {
-    const from = previous.find(condition => condition.type === to.type);
+  return next.flatMap((to) => {
+    const from = previous.find((condition) => condition.type === to.type);
     if (from && from.status === to.status && from.reason === to.reason) return [];
     return [{ type: to.type, ...(from && { from }), to }];
   });
 }
 
 function availableCondition(observed: ObservedServer): Draft {
-  if (!observed.hasPod) return { status: 'True', reason: 'RemoteServer', message: 'a url server runs outside the cluster; there is no pod to wait for' };
+  if (!observed.hasPod)
+    return { status: 'True', reason: 'RemoteServer', message: 'a url server runs outside the cluster; there is no pod to wait for' };
   const deployment = observed.deployment;
-  if (!deployment) return { status: 'False', reason: 'DeploymentMissing', message: 'the server\'s Deployment does not exist yet' };
+  if (!deployment) return { status: 'False', reason: 'DeploymentMissing', message: "the server's Deployment does not exist yet" };
   const desired = deployment.spec?.replicas ?? 1;
   const availableReplicas = deployment.status?.availableReplicas ?? 0;
-  if (availableReplicas > 0) return { status: 'True', reason: 'ReplicasAvailable', message: `${availableReplicas} of ${desired} replicas available` };
+  if (availableReplicas > 0)
+    return { status: 'True', reason: 'ReplicasAvailable', message: `${availableReplicas} of ${desired} replicas available` };
   if (desired === 0) return { status: 'False', reason: 'ScaledToZero', message: 'spec.replicas is 0: no pod serves the server' };
-  const condition = deployment.status?.conditions?.find(c => c.type === 'Available');
+  const condition = deployment.status?.conditions?.find((c) => c.type === 'Available');
   const why = condition?.message ? `: ${condition.message}` : '';
   return { status: 'False', reason: 'ReplicasUnavailable', message: `0 of ${desired} replicas available${why}` };
 }
@@ -105,44 +107,66 @@ function progressingCondition(observed: ObservedServer): Draft {
   if (!observed.hasPod) return { status: 'False', reason: 'RemoteServer', message: 'a url server has nothing to roll out' };
   const deployment = observed.deployment;
   if (!deployment) {
-    if (observed.problem) return { status: 'False', reason: observed.problem.reason, message: `no Deployment can be made: ${observed.problem.message}` };
-    return { status: 'True', reason: 'DeploymentPending', message: 'the server\'s Deployment is being created' };
+    if (observed.problem)
+      return { status: 'False', reason: observed.problem.reason, message: `no Deployment can be made: ${observed.problem.message}` };
+    return { status: 'True', reason: 'DeploymentPending', message: "the server's Deployment is being created" };
   }
-  const progressing = deployment.status?.conditions?.find(c => c.type === 'Progressing');
+  const progressing = deployment.status?.conditions?.find((c) => c.type === 'Progressing');
   if (progressing?.reason === 'ProgressDeadlineExceeded') {
-    return { status: 'False', reason: 'ProgressDeadlineExceeded', message: progressing.message ?? 'the rollout did not progress within its deadline' };
+    return {
+      status: 'False',
+      reason: 'ProgressDeadlineExceeded',
+      message: progressing.message ?? 'the rollout did not progress within its deadline',
+    };
   }
   const status = deployment.status ?? {};
   const generation = deployment.metadata?.generation;
   if (generation !== undefined && (status.observedGeneration ?? 0) < generation) {
-    return { status: 'True', reason: 'RolloutPending', message: `the Deployment controller has not yet seen generation ${generation} of the Deployment` };
+    return {
+      status: 'True',
+      reason: 'RolloutPending',
+      message: `the Deployment controller has not yet seen generation ${generation} of the Deployment`,
+    };
   }
   const desired = deployment.spec?.replicas ?? 1;
   const updated = status.updatedReplicas ?? 0;
   const replicas = status.replicas ?? 0;
   const availableReplicas = status.availableReplicas ?? 0;
   if (updated < desired) return { status: 'True', reason: 'RollingOut', message: `${updated} of ${desired} replicas updated` };
-  if (replicas > updated) return { status: 'True', reason: 'RollingOut', message: `${replicas - updated} old replicas pending termination` };
-  if (availableReplicas < updated) return { status: 'True', reason: 'RollingOut', message: `${availableReplicas} of ${updated} updated replicas available` };
+  if (replicas > updated)
+    return { status: 'True', reason: 'RollingOut', message: `${replicas - updated} old replicas pending termination` };
+  if (availableReplicas < updated)
+    return { status: 'True', reason: 'RollingOut', message: `${availableReplicas} of ${updated} updated replicas available` };
   return { status: 'False', reason: 'RolloutComplete', message: `${desired} of ${desired} replicas updated and available` };
 }
 
 function degradedCondition(observed: ObservedServer): Draft {
   if (observed.problem) return { status: 'True', ...observed.problem };
   const conditions = observed.deployment?.status?.conditions ?? [];
-  const deadline = conditions.find(c => c.type === 'Progressing' && c.reason === 'ProgressDeadlineExceeded');
-  if (deadline) return { status: 'True', reason: 'ProgressDeadlineExceeded', message: deadline.message ?? 'the rollout did not progress within its deadline' };
+  const deadline = conditions.find((c) => c.type === 'Progressing' && c.reason === 'ProgressDeadlineExceeded');
+  if (deadline)
+    return {
+      status: 'True',
+      reason: 'ProgressDeadlineExceeded',
+      message: deadline.message ?? 'the rollout did not progress within its deadline',
+    };
   const pods = podProblem(observed.pods);
   if (pods) return { status: 'True', ...pods };
-  const failure = conditions.find(c => c.type === 'ReplicaFailure' && c.status === 'True');
+  const failure = conditions.find((c) => c.type === 'ReplicaFailure' && c.status === 'True');
   if (failure) return { status: 'True', reason: 'ReplicaFailure', message: failure.message ?? 'the Deployment could not create a pod' };
-  return { status: 'False', reason: 'AsExpected', message: observed.hasPod ? 'the children are applied and no pod reports a problem' : 'the server is applied and published to the gateway' };
+  return {
+    status: 'False',
+    reason: 'AsExpected',
+    message: observed.hasPod
+      ? 'the children are applied and no pod reports a problem'
+      : 'the server is applied and published to the gateway',
+  };
 }
 
 function readyCondition(observed: ObservedServer, available: Draft): Draft {
   if (available.status !== 'True') return { status: 'False', reason: available.reason, message: available.message };
   const listing = observed.listing;
-  if (!listing) return { status: 'Unknown', reason: 'ListingPending', message: 'the gateway has not listed the server\'s tools yet' };
+  if (!listing) return { status: 'Unknown', reason: 'ListingPending', message: "the gateway has not listed the server's tools yet" };
   if (listing.ok) {
     const count = listing.toolCount === undefined ? 'its' : `${listing.toolCount}`;
     return { status: 'True', reason: 'ToolsListed', message: `the gateway listed ${count} tools` };
@@ -150,14 +174,25 @@ function readyCondition(observed: ObservedServer, available: Draft): Draft {
   const error = listing.error ?? 'no error message';
   if (listing.reachable === false) {
     return observed.hasPod
-      ? { status: 'False', reason: 'BridgeUnreachable', message: `the gateway could not reach the server's pods (its bridge or HTTP port): ${error}` }
+      ? {
+          status: 'False',
+          reason: 'BridgeUnreachable',
+          message: `the gateway could not reach the server's pods (its bridge or HTTP port): ${error}`,
+        }
       : { status: 'False', reason: 'ServerUnreachable', message: `the gateway could not reach the server: ${error}` };
   }
   return { status: 'False', reason: 'ListingFailed', message: `the gateway could not list the server's tools: ${error}` };
 }
 
 /** Why pods cannot serve, most severe first; the first kind found wins, counted over the pods. */
-const POD_PROBLEMS = ['SecretMissing', 'ContainerConfigError', 'ImageMissing', 'CrashLoopBackOff', 'ContainerStartFailed', 'Unschedulable'] as const;
+const POD_PROBLEMS = [
+  'SecretMissing',
+  'ContainerConfigError',
+  'ImageMissing',
+  'CrashLoopBackOff',
+  'ContainerStartFailed',
+  'Unschedulable',
+] as const;
 type PodProblem = (typeof POD_PROBLEMS)[number];
 
 /** The most severe problem among `pods`, with the first such pod's details and how many pods have it. */
@@ -171,8 +206,9 @@ function podProblem(pods: readonly V1Pod[]): { reason: PodProblem; message: stri
       const problem = containerProblem(status);
       if (problem) add(problem.reason, `pod ${name} container ${status.name}: ${problem.message}`);
     }
-    const scheduled = pod.status?.conditions?.find(c => c.type === 'PodScheduled');
-    if (scheduled?.status === 'False' && scheduled.reason === 'Unschedulable') add('Unschedulable', `pod ${name} cannot be scheduled: ${scheduled.message ?? 'no node fits'}`);
+    const scheduled = pod.status?.conditions?.find((c) => c.type === 'PodScheduled');
+    if (scheduled?.status === 'False' && scheduled.reason === 'Unschedulable')
+      add('Unschedulable', `pod ${name} cannot be scheduled: ${scheduled.message ?? 'no node fits'}`);
   }
   for (const reason of POD_PROBLEMS) {
     const messages = found.get(reason);
@@ -212,6 +248,9 @@ function containerProblem(status: V1ContainerStatus): { reason: PodProblem; mess
 
 /** A reason as `metav1.Condition` accepts it: letters, digits, `_`, `,` and `:`, starting with a letter. */
 function camelCaseReason(reason: string): string {
-  const cleaned = reason.replace(/[^A-Za-z0-9_,:]/g, '').replace(/^[^A-Za-z]+/, '').replace(/[,:]+$/, '');
+  const cleaned = reason
+    .replace(/[^A-Za-z0-9_,:]/g, '')
+    .replace(/^[^A-Za-z]+/, '')
+    .replace(/[,:]+$/, '');
   return cleaned === '' ? 'Unknown' : cleaned;
 }

@@ -22,10 +22,16 @@ export interface ConditionDecision {
  * The conditions `decisions` make of `previous`: each keeps its `lastTransitionTime` when its status is
  * unchanged, else takes `now`; every one carries `observedGeneration`. Conditions of other types are dropped.
  */
-export function setConditions(previous: readonly Condition[], decisions: readonly ConditionDecision[], now: Date, observedGeneration: number): Condition[] {
-  return decisions.map(decision => {
-    const before = previous.find(c => c.type === decision.type);
-    const lastTransitionTime = before && before.status === decision.status ? before.lastTransitionTime : now.toISOString().replace(/\.\d{3}Z$/, 'Z');
+export function setConditions(
+  previous: readonly Condition[],
+  decisions: readonly ConditionDecision[],
+  now: Date,
+  observedGeneration: number,
+): Condition[] {
+  return decisions.map((decision) => {
+    const before = previous.find((c) => c.type === decision.type);
+    const lastTransitionTime =
+      before && before.status === decision.status ? before.lastTransitionTime : now.toISOString().replace(/\.\d{3}Z$/, 'Z');
     return { ...decision, observedGeneration, lastTransitionTime };
   });
 }
@@ -68,7 +74,12 @@ export interface StatusSubject {
  * @returns whether a write happened.
  * @throws the API server's error (404 when the object is gone).
  */
-export async function writeStatus(clients: KubeClients, recorder: EventRecorder, object: StatusSubject, next: Record<string, unknown>): Promise<boolean> {
+export async function writeStatus(
+  clients: KubeClients,
+  recorder: EventRecorder,
+  object: StatusSubject,
+  next: Record<string, unknown>,
+): Promise<boolean> {
   const current = JSON.parse(JSON.stringify(object.status ?? {})) as unknown;
   const wanted = JSON.parse(JSON.stringify(next)) as unknown;
   if (isDeepStrictEqual(current, wanted)) return false;
@@ -81,5 +92,8 @@ export async function writeStatus(clients: KubeClients, recorder: EventRecorder,
 
 /** `spec.rules[0].name`: a zod issue path as a field path of the object. */
 export function fieldPath(path: readonly PropertyKey[]): string {
-  return path.reduce<string>((out, part) => (typeof part === 'number' ? `${out}[${part}]` : out === '' ? String(part) : `${out}.${String(part)}`), '');
+  return path.reduce<string>(
+    (out, part) => (typeof part === 'number' ? `${out}[${part}]` : out === '' ? String(part) : `${out}.${String(part)}`),
+    '',
+  );
 }

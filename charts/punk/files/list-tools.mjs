@@ -35,7 +35,11 @@ async function responseFromEventStream(body, id) {
       while ((end = buffer.indexOf('\n\n')) !== -1) {
         const event = buffer.slice(0, end);
         buffer = buffer.slice(end + 2);
-        const data = event.split('\n').filter(line => line.startsWith('data:')).map(line => line.slice(5).replace(/^ /, '')).join('\n');
+        const data = event
+          .split('\n')
+          .filter((line) => line.startsWith('data:'))
+          .map((line) => line.slice(5).replace(/^ /, ''))
+          .join('\n');
         if (data === '') continue;
         const message = JSON.parse(data);
         if (message.id === id) return message;
@@ -54,7 +58,7 @@ async function responseFromEventStream(body, id) {
 function session(url, token) {
   let sessionId;
   let nextId = 1;
-  const headers = extra => ({
+  const headers = (extra) => ({
     accept: 'application/json, text/event-stream',
     'content-type': 'application/json',
     ...(token && { authorization: `Bearer ${token}` }),
@@ -64,7 +68,12 @@ function session(url, token) {
   const send = async (step, method, body) => {
     let response;
     try {
-      response = await fetch(url, { method, headers: headers(), body: body && JSON.stringify(body), signal: AbortSignal.timeout(TIMEOUT_MS) });
+      response = await fetch(url, {
+        method,
+        headers: headers(),
+        body: body && JSON.stringify(body),
+        signal: AbortSignal.timeout(TIMEOUT_MS),
+      });
     } catch (error) {
       throw new StepError(`${step}: cannot reach ${url}: ${error.cause?.message ?? error.message}`);
     }
@@ -88,7 +97,8 @@ function session(url, token) {
       const message = type.startsWith('text/event-stream') ? await responseFromEventStream(response.body, id) : await response.json();
       if (message === undefined) throw new StepError(`${method}: the event stream ended without the response`);
       if (message.error) throw new StepError(`${method}: JSON-RPC error ${message.error.code}: ${message.error.message}`);
-      if (message.result === undefined) throw new StepError(`${method}: the answer is not a JSON-RPC response: ${JSON.stringify(message).slice(0, 300)}`);
+      if (message.result === undefined)
+        throw new StepError(`${method}: the answer is not a JSON-RPC response: ${JSON.stringify(message).slice(0, 300)}`);
       return message.result;
     },
     /** Sends a notification (the server answers 202). */
@@ -109,19 +119,25 @@ if (!url || !/^https?:\/\//.test(url)) {
 }
 const client = session(url, process.env.MCP_BEARER_TOKEN || undefined);
 try {
-  const init = await client.request('initialize', { protocolVersion: PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: 'punk-list-tools', version: '0.1.0' } });
+  const init = await client.request('initialize', {
+    protocolVersion: PROTOCOL_VERSION,
+    capabilities: {},
+    clientInfo: { name: 'punk-list-tools', version: '0.1.0' },
+  });
   await client.notify('notifications/initialized');
   const names = [];
   let cursor;
   do {
     const page = await client.request('tools/list', cursor === undefined ? {} : { cursor });
     if (!Array.isArray(page.tools)) throw new StepError(`tools/list: the result has no tools array: ${JSON.stringify(page).slice(0, 300)}`);
-    names.push(...page.tools.map(tool => tool.name));
+    names.push(...page.tools.map((tool) => tool.name));
     cursor = page.nextCursor;
   } while (cursor !== undefined);
   await client.close();
-  process.stderr.write(`${init.serverInfo?.name ?? 'server'} ${init.serverInfo?.version ?? ''} (protocol ${init.protocolVersion}) at ${url}: ${names.length} tools\n`);
-  process.stdout.write(names.map(name => `${name}\n`).join(''));
+  process.stderr.write(
+    `${init.serverInfo?.name ?? 'server'} ${init.serverInfo?.version ?? ''} (protocol ${init.protocolVersion}) at ${url}: ${names.length} tools\n`,
+  );
+  process.stdout.write(names.map((name) => `${name}\n`).join(''));
 } catch (error) {
   await client.close();
   process.stderr.write(`list-tools: ${error instanceof StepError ? error.message : error.stack}\n`);

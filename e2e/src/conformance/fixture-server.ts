@@ -52,7 +52,9 @@ import { z } from 'zod';
 /** A 1x1 red PNG, base64. */
 const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==';
 /** A WAV header with no samples (44 bytes), base64. */
-const WAV = Buffer.from('524946462400000057415645666d7420100000000100010044ac000088580100020010006461746100000000', 'hex').toString('base64');
+const WAV = Buffer.from('524946462400000057415645666d7420100000000100010044ac000088580100020010006461746100000000', 'hex').toString(
+  'base64',
+);
 
 /** The JSON Schema 2020-12 input schema the `json-schema-2020-12` scenario expects verbatim in `tools/list`. */
 const JSON_SCHEMA_2020_12 = {
@@ -74,7 +76,7 @@ const JSON_SCHEMA_2020_12 = {
 };
 
 const text = (value: string): CallToolResult => ({ content: [{ type: 'text', text: value }] });
-const sleep = (ms: number) => new Promise(resolve => setTimeout(resolve, ms));
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** The elicitation schema asking for a `name`. */
 const nameSchema = () => ({ type: 'object' as const, properties: { name: { type: 'string' as const } }, required: ['name'] });
 
@@ -101,7 +103,11 @@ function connectedFixtureServer(): McpServer {
 /** Client capabilities of the request: the 2026-07-28 `_meta` envelope, else those of the 2025 `initialize`. */
 function clientCapabilities(server: McpServer, ctx: ServerContext): Record<string, unknown> {
   const declared = (ctx.mcpReq.envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY];
-  return (declared as Record<string, unknown> | undefined) ?? (server.server.getClientCapabilities() as Record<string, unknown> | undefined) ?? {};
+  return (
+    (declared as Record<string, unknown> | undefined) ??
+    (server.server.getClientCapabilities() as Record<string, unknown> | undefined) ??
+    {}
+  );
 }
 
 /** The server of one connection (2025 era) or one request (2026-07-28). */
@@ -109,7 +115,13 @@ export function buildFixtureServer(): McpServer {
   const server = new McpServer(
     { name: 'punk-conformance-fixture', version: '1.0.0' },
     {
-      capabilities: { tools: { listChanged: true }, prompts: { listChanged: true }, resources: { subscribe: true, listChanged: true }, logging: {}, completions: {} },
+      capabilities: {
+        tools: { listChanged: true },
+        prompts: { listChanged: true },
+        resources: { subscribe: true, listChanged: true },
+        logging: {},
+        completions: {},
+      },
       requestState: { verify: stateCodec.verify },
       cacheHints: {
         'tools/list': { ttlMs: 60_000, cacheScope: 'public' },
@@ -121,30 +133,54 @@ export function buildFixtureServer(): McpServer {
       },
     },
   );
-  const tool = (name: string, description: string, handler: (args: Record<string, unknown>, ctx: ServerContext) => Promise<CallToolResult | InputRequiredResult>, inputSchema: object = { type: 'object', properties: {} }) =>
-    server.registerTool(name, { description, inputSchema: fromJsonSchema(inputSchema as never) }, handler as never);
+  const tool = (
+    name: string,
+    description: string,
+    handler: (args: Record<string, unknown>, ctx: ServerContext) => Promise<CallToolResult | InputRequiredResult>,
+    inputSchema: object = { type: 'object', properties: {} },
+  ) => server.registerTool(name, { description, inputSchema: fromJsonSchema(inputSchema as never) }, handler as never);
 
   // Content types (tools-call-*).
   tool('test_simple_text', 'Returns one text block', async () => text('This is a simple text response for testing.'));
   tool('test_image_content', 'Returns one PNG image', async () => ({ content: [{ type: 'image', data: PNG, mimeType: 'image/png' }] }));
   tool('test_audio_content', 'Returns one WAV clip', async () => ({ content: [{ type: 'audio', data: WAV, mimeType: 'audio/wav' }] }));
   tool('test_embedded_resource', 'Returns an embedded text resource', async () => ({
-    content: [{ type: 'resource', resource: { uri: 'test://embedded-resource', mimeType: 'text/plain', text: 'This is an embedded resource content.' } }],
+    content: [
+      {
+        type: 'resource',
+        resource: { uri: 'test://embedded-resource', mimeType: 'text/plain', text: 'This is an embedded resource content.' },
+      },
+    ],
   }));
   tool('test_multiple_content_types', 'Returns text, an image and a resource', async () => ({
     content: [
       { type: 'text', text: 'Multiple content types test:' },
       { type: 'image', data: PNG, mimeType: 'image/png' },
-      { type: 'resource', resource: { uri: 'test://mixed-content-resource', mimeType: 'application/json', text: JSON.stringify({ test: 'data', value: 123 }) } },
+      {
+        type: 'resource',
+        resource: {
+          uri: 'test://mixed-content-resource',
+          mimeType: 'application/json',
+          text: JSON.stringify({ test: 'data', value: 123 }),
+        },
+      },
     ],
   }));
-  tool('test_error_handling', 'Always fails', async () => ({ isError: true, content: [{ type: 'text', text: 'This tool intentionally returns an error for testing' }] }));
+  tool('test_error_handling', 'Always fails', async () => ({
+    isError: true,
+    content: [{ type: 'text', text: 'This tool intentionally returns an error for testing' }],
+  }));
   // SEP-2243: a parameter mirrored into an `Mcp-Param-Region` header, which the server checks against the body.
-  tool('test_custom_header', 'Echoes a region that also travels in the Mcp-Param-Region header', async args => text(`region=${String(args.region)}`), {
-    type: 'object',
-    properties: { region: { type: 'string', 'x-mcp-header': 'Region' } },
-    required: ['region'],
-  });
+  tool(
+    'test_custom_header',
+    'Echoes a region that also travels in the Mcp-Param-Region header',
+    async (args) => text(`region=${String(args.region)}`),
+    {
+      type: 'object',
+      properties: { region: { type: 'string', 'x-mcp-header': 'Region' } },
+      required: ['region'],
+    },
+  );
   tool('json_schema_2020_12_tool', 'Tool with JSON Schema 2020-12 features', async () => text('ok'), JSON_SCHEMA_2020_12);
 
   // Notifications during a call (tools-call-with-logging, -with-progress; server-stateless).
@@ -163,7 +199,11 @@ export function buildFixtureServer(): McpServer {
   tool('test_tool_with_progress', 'Reports progress 0, 50 and 100 of 100', async (_args, ctx) => {
     const progressToken = ctx.mcpReq._meta?.progressToken;
     for (const progress of [0, 50, 100]) {
-      if (progressToken !== undefined) await ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken, progress, total: 100, message: `${progress}%` } });
+      if (progressToken !== undefined)
+        await ctx.mcpReq.notify({
+          method: 'notifications/progress',
+          params: { progressToken, progress, total: 100, message: `${progress}%` },
+        });
       if (progress < 100) await sleep(50);
     }
     return text('Progress tool completed');
@@ -182,21 +222,38 @@ export function buildFixtureServer(): McpServer {
     async (args, ctx) => {
       const answer = inputResponse(ctx.mcpReq.inputResponses, 'sample');
       if (answer.kind !== 'sampling') {
-        return inputRequired({ inputRequests: { sample: inputRequired.createMessage({ messages: [{ role: 'user', content: { type: 'text', text: String(args.prompt) } }], maxTokens: 100 }) } });
+        return inputRequired({
+          inputRequests: {
+            sample: inputRequired.createMessage({
+              messages: [{ role: 'user', content: { type: 'text', text: String(args.prompt) } }],
+              maxTokens: 100,
+            }),
+          },
+        });
       }
       const content = answer.result.content;
       const reply = Array.isArray(content) ? content : [content];
-      return text(`LLM response: ${reply.map(c => (c.type === 'text' ? c.text : `[${c.type}]`)).join(' ')}`);
+      return text(`LLM response: ${reply.map((c) => (c.type === 'text' ? c.text : `[${c.type}]`)).join(' ')}`);
     },
     { type: 'object', properties: { prompt: { type: 'string' } }, required: ['prompt'] },
   );
-  const elicitTool = (name: string, description: string, message: (args: Record<string, unknown>) => string, requestedSchema: object, reply: (action: string, content: unknown) => string, inputSchema?: object) =>
+  const elicitTool = (
+    name: string,
+    description: string,
+    message: (args: Record<string, unknown>) => string,
+    requestedSchema: object,
+    reply: (action: string, content: unknown) => string,
+    inputSchema?: object,
+  ) =>
     tool(
       name,
       description,
       async (args, ctx) => {
         const answer = inputResponse(ctx.mcpReq.inputResponses, 'response');
-        if (answer.kind !== 'elicit') return inputRequired({ inputRequests: { response: inputRequired.elicit({ message: message(args), requestedSchema: requestedSchema as never }) } });
+        if (answer.kind !== 'elicit')
+          return inputRequired({
+            inputRequests: { response: inputRequired.elicit({ message: message(args), requestedSchema: requestedSchema as never }) },
+          });
         return text(reply(answer.action, answer.content ?? {}));
       },
       inputSchema,
@@ -204,8 +261,15 @@ export function buildFixtureServer(): McpServer {
   elicitTool(
     'test_elicitation',
     'Asks the user for a username and email',
-    args => String(args.message),
-    { type: 'object', properties: { username: { type: 'string', description: "User's response" }, email: { type: 'string', description: "User's email address" } }, required: ['username', 'email'] },
+    (args) => String(args.message),
+    {
+      type: 'object',
+      properties: {
+        username: { type: 'string', description: "User's response" },
+        email: { type: 'string', description: "User's email address" },
+      },
+      required: ['username', 'email'],
+    },
     (action, content) => `User response: action=${action}, content=${JSON.stringify(content)}`,
     { type: 'object', properties: { message: { type: 'string' } }, required: ['message'] },
   );
@@ -243,8 +307,17 @@ export function buildFixtureServer(): McpServer {
             { const: 'value3', title: 'Third Option' },
           ],
         },
-        legacyEnum: { type: 'string', description: 'Legacy titled enum', enum: ['opt1', 'opt2', 'opt3'], enumNames: ['Option One', 'Option Two', 'Option Three'] },
-        untitledMulti: { type: 'array', description: 'Untitled multi-select', items: { type: 'string', enum: ['option1', 'option2', 'option3'] } },
+        legacyEnum: {
+          type: 'string',
+          description: 'Legacy titled enum',
+          enum: ['opt1', 'opt2', 'opt3'],
+          enumNames: ['Option One', 'Option Two', 'Option Three'],
+        },
+        untitledMulti: {
+          type: 'array',
+          description: 'Untitled multi-select',
+          items: { type: 'string', enum: ['option1', 'option2', 'option3'] },
+        },
         titledMulti: {
           type: 'array',
           description: 'Titled multi-select',
@@ -265,13 +338,23 @@ export function buildFixtureServer(): McpServer {
   // Multi-round-trip requests (input-required-result-*, SEP-2322).
   tool('test_input_required_result_elicitation', 'Asks for a name, then greets', async (_args, ctx) => {
     const answer = acceptedContent(ctx.mcpReq.inputResponses, 'user_name', z.object({ name: z.string() }));
-    if (!answer) return inputRequired({ inputRequests: { user_name: inputRequired.elicit({ message: 'What is your name?', requestedSchema: nameSchema() }) } });
+    if (!answer)
+      return inputRequired({
+        inputRequests: { user_name: inputRequired.elicit({ message: 'What is your name?', requestedSchema: nameSchema() }) },
+      });
     return text(`Hello, ${answer.name}!`);
   });
   tool('test_input_required_result_sampling', 'Asks the client to sample an answer', async (_args, ctx) => {
     const answer = inputResponse(ctx.mcpReq.inputResponses, 'capital_question');
     if (answer.kind !== 'sampling') {
-      return inputRequired({ inputRequests: { capital_question: inputRequired.createMessage({ messages: [{ role: 'user', content: { type: 'text', text: 'What is the capital of France?' } }], maxTokens: 100 }) } });
+      return inputRequired({
+        inputRequests: {
+          capital_question: inputRequired.createMessage({
+            messages: [{ role: 'user', content: { type: 'text', text: 'What is the capital of France?' } }],
+            maxTokens: 100,
+          }),
+        },
+      });
     }
     const content = answer.result.content;
     return text(`Sampling answered: ${JSON.stringify(content)}`);
@@ -279,14 +362,19 @@ export function buildFixtureServer(): McpServer {
   tool('test_input_required_result_list_roots', 'Asks the client for its roots', async (_args, ctx) => {
     const answer = inputResponse(ctx.mcpReq.inputResponses, 'client_roots');
     if (answer.kind !== 'roots') return inputRequired({ inputRequests: { client_roots: inputRequired.listRoots() } });
-    return text(`Roots: ${answer.roots.map(r => r.uri).join(', ') || '(none)'}`);
+    return text(`Roots: ${answer.roots.map((r) => r.uri).join(', ') || '(none)'}`);
   });
   tool('test_input_required_result_request_state', 'Confirms, carrying signed state', async (_args, ctx) => {
     const state = ctx.mcpReq.requestState<{ round: number }>();
     const answer = acceptedContent(ctx.mcpReq.inputResponses, 'confirm');
     if (!state || !answer) {
       return inputRequired({
-        inputRequests: { confirm: inputRequired.elicit({ message: 'Please confirm', requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] } }) },
+        inputRequests: {
+          confirm: inputRequired.elicit({
+            message: 'Please confirm',
+            requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] },
+          }),
+        },
         requestState: await stateCodec.mint({ round: 1 }),
       });
     }
@@ -300,7 +388,10 @@ export function buildFixtureServer(): McpServer {
       return inputRequired({
         inputRequests: {
           user_name: inputRequired.elicit({ message: 'What is your name?', requestedSchema: nameSchema() }),
-          greeting: inputRequired.createMessage({ messages: [{ role: 'user', content: { type: 'text', text: 'Generate a greeting' } }], maxTokens: 50 }),
+          greeting: inputRequired.createMessage({
+            messages: [{ role: 'user', content: { type: 'text', text: 'Generate a greeting' } }],
+            maxTokens: 50,
+          }),
           client_roots: inputRequired.listRoots(),
         },
         requestState: await stateCodec.mint({ round: 1 }),
@@ -318,7 +409,10 @@ export function buildFixtureServer(): McpServer {
     if (name || state?.round === 2) {
       return inputRequired({
         inputRequests: {
-          step2: inputRequired.elicit({ message: 'Step 2: What is your favorite color?', requestedSchema: { type: 'object', properties: { color: { type: 'string' } }, required: ['color'] } }),
+          step2: inputRequired.elicit({
+            message: 'Step 2: What is your favorite color?',
+            requestedSchema: { type: 'object', properties: { color: { type: 'string' } }, required: ['color'] },
+          }),
         },
         requestState: await stateCodec.mint({ round: 2, name: name?.name ?? state?.name ?? '' }),
       });
@@ -331,7 +425,12 @@ export function buildFixtureServer(): McpServer {
   tool('test_input_required_result_tampered_state', 'Carries signed state; refuses it tampered', async (_args, ctx) => {
     if (ctx.mcpReq.requestState() && acceptedContent(ctx.mcpReq.inputResponses, 'confirm')) return text('state verified');
     return inputRequired({
-      inputRequests: { confirm: inputRequired.elicit({ message: 'Please confirm', requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] } }) },
+      inputRequests: {
+        confirm: inputRequired.elicit({
+          message: 'Please confirm',
+          requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] },
+        }),
+      },
       requestState: await stateCodec.mint({ round: 1 }),
     });
   });
@@ -340,7 +439,11 @@ export function buildFixtureServer(): McpServer {
     if (ctx.mcpReq.inputResponses && Object.keys(ctx.mcpReq.inputResponses).length > 0) return text('inputs received');
     const requests: Record<string, ReturnType<typeof inputRequired.listRoots>> = {};
     if (caps.elicitation) requests.user_name = inputRequired.elicit({ message: 'What is your name?', requestedSchema: nameSchema() });
-    if (caps.sampling) requests.greeting = inputRequired.createMessage({ messages: [{ role: 'user', content: { type: 'text', text: 'Generate a greeting' } }], maxTokens: 50 });
+    if (caps.sampling)
+      requests.greeting = inputRequired.createMessage({
+        messages: [{ role: 'user', content: { type: 'text', text: 'Generate a greeting' } }],
+        maxTokens: 50,
+      });
     if (caps.roots) requests.client_roots = inputRequired.listRoots();
     if (Object.keys(requests).length === 0) return text('the client declared no input capability');
     return inputRequired({ inputRequests: requests });
@@ -348,11 +451,16 @@ export function buildFixtureServer(): McpServer {
   tool('test_missing_capability', 'Needs sampling, whatever the client declared', async (_args, ctx) => {
     const answer = inputResponse(ctx.mcpReq.inputResponses, 'sample');
     if (answer.kind === 'sampling') return text('sampled');
-    return inputRequired({ inputRequests: { sample: inputRequired.createMessage({ messages: [{ role: 'user', content: { type: 'text', text: 'Say hi' } }], maxTokens: 10 }) } });
+    return inputRequired({
+      inputRequests: {
+        sample: inputRequired.createMessage({ messages: [{ role: 'user', content: { type: 'text', text: 'Say hi' } }], maxTokens: 10 }),
+      },
+    });
   });
   tool('test_streaming_elicitation', 'Reports progress, then answers', async (_args, ctx) => {
     const progressToken = ctx.mcpReq._meta?.progressToken;
-    if (progressToken !== undefined) await ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken, progress: 50, total: 100 } });
+    if (progressToken !== undefined)
+      await ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken, progress: 50, total: 100 } });
     return text('Streaming complete');
   });
   tool('test_trigger_tool_change', 'Announces a tools/list change', async () => {
@@ -365,27 +473,46 @@ export function buildFixtureServer(): McpServer {
   });
 
   // Resources.
-  server.registerResource('static-text', 'test://static-text', { description: 'A static text resource', mimeType: 'text/plain' }, async () => ({
-    contents: [{ uri: 'test://static-text', mimeType: 'text/plain', text: 'This is the content of the static text resource.' }],
-  }));
-  server.registerResource('static-binary', 'test://static-binary', { description: 'A static binary resource', mimeType: 'image/png' }, async () => ({
-    contents: [{ uri: 'test://static-binary', mimeType: 'image/png', blob: PNG }],
-  }));
-  server.registerResource('watched-resource', 'test://watched-resource', { description: 'A resource clients subscribe to', mimeType: 'text/plain' }, async () => ({
-    contents: [{ uri: 'test://watched-resource', mimeType: 'text/plain', text: 'Watched resource content' }],
-  }));
+  server.registerResource(
+    'static-text',
+    'test://static-text',
+    { description: 'A static text resource', mimeType: 'text/plain' },
+    async () => ({
+      contents: [{ uri: 'test://static-text', mimeType: 'text/plain', text: 'This is the content of the static text resource.' }],
+    }),
+  );
+  server.registerResource(
+    'static-binary',
+    'test://static-binary',
+    { description: 'A static binary resource', mimeType: 'image/png' },
+    async () => ({
+      contents: [{ uri: 'test://static-binary', mimeType: 'image/png', blob: PNG }],
+    }),
+  );
+  server.registerResource(
+    'watched-resource',
+    'test://watched-resource',
+    { description: 'A resource clients subscribe to', mimeType: 'text/plain' },
+    async () => ({
+      contents: [{ uri: 'test://watched-resource', mimeType: 'text/plain', text: 'Watched resource content' }],
+    }),
+  );
   server.registerResource(
     'template-data',
     new ResourceTemplate('test://template/{id}/data', { list: undefined }),
     { description: 'Data for an id', mimeType: 'application/json' },
-    async (uri, { id }) => ({ contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify({ id, templateTest: true, data: `Data for ID: ${id}` }) }] }),
+    async (uri, { id }) => ({
+      contents: [
+        { uri: uri.href, mimeType: 'application/json', text: JSON.stringify({ id, templateTest: true, data: `Data for ID: ${id}` }) },
+      ],
+    }),
   );
   const subscriptions = new Set<string>();
-  server.server.setRequestHandler('resources/subscribe', async request => {
+  server.server.setRequestHandler('resources/subscribe', async (request) => {
     subscriptions.add(request.params.uri);
     return {};
   });
-  server.server.setRequestHandler('resources/unsubscribe', async request => {
+  server.server.setRequestHandler('resources/unsubscribe', async (request) => {
     subscriptions.delete(request.params.uri);
     return {};
   });
@@ -399,35 +526,59 @@ export function buildFixtureServer(): McpServer {
     {
       description: 'A prompt with two arguments',
       argsSchema: z.object({
-        arg1: completable(z.string().describe('First test argument'), value => ['paris', 'park', 'party', 'test-value'].filter(v => v.startsWith(value))),
+        arg1: completable(z.string().describe('First test argument'), (value) =>
+          ['paris', 'park', 'party', 'test-value'].filter((v) => v.startsWith(value)),
+        ),
         arg2: z.string().describe('Second test argument'),
       }),
     },
-    ({ arg1, arg2 }) => ({ messages: [{ role: 'user', content: { type: 'text', text: `Prompt with arguments: arg1='${arg1}', arg2='${arg2}'` } }] }),
+    ({ arg1, arg2 }) => ({
+      messages: [{ role: 'user', content: { type: 'text', text: `Prompt with arguments: arg1='${arg1}', arg2='${arg2}'` } }],
+    }),
   );
-  server.registerPrompt('test_prompt_with_embedded_resource', { description: 'A prompt embedding a resource', argsSchema: z.object({ resourceUri: z.string().describe('URI of the resource to embed') }) }, ({ resourceUri }) => ({
-    messages: [
-      { role: 'user', content: { type: 'resource', resource: { uri: resourceUri, mimeType: 'text/plain', text: 'Embedded resource content for testing.' } } },
-      { role: 'user', content: { type: 'text', text: 'Please process the embedded resource above.' } },
-    ],
-  }));
+  server.registerPrompt(
+    'test_prompt_with_embedded_resource',
+    {
+      description: 'A prompt embedding a resource',
+      argsSchema: z.object({ resourceUri: z.string().describe('URI of the resource to embed') }),
+    },
+    ({ resourceUri }) => ({
+      messages: [
+        {
+          role: 'user',
+          content: {
+            type: 'resource',
+            resource: { uri: resourceUri, mimeType: 'text/plain', text: 'Embedded resource content for testing.' },
+          },
+        },
+        { role: 'user', content: { type: 'text', text: 'Please process the embedded resource above.' } },
+      ],
+    }),
+  );
   server.registerPrompt('test_prompt_with_image', { description: 'A prompt with an image' }, () => ({
     messages: [
       { role: 'user', content: { type: 'image', data: PNG, mimeType: 'image/png' } },
       { role: 'user', content: { type: 'text', text: 'Please analyze the image above.' } },
     ],
   }));
-  server.registerPrompt('test_input_required_result_prompt', { description: 'A prompt that asks for context first' }, (ctx: ServerContext) => {
-    const answer = acceptedContent(ctx.mcpReq.inputResponses, 'user_context', z.object({ context: z.string() }));
-    if (!answer) {
-      return inputRequired({
-        inputRequests: {
-          user_context: inputRequired.elicit({ message: 'What context should the prompt use?', requestedSchema: { type: 'object', properties: { context: { type: 'string' } }, required: ['context'] } }),
-        },
-      }) as never;
-    }
-    return { messages: [{ role: 'user', content: { type: 'text', text: `Prompt with context: ${answer.context}` } }] };
-  });
+  server.registerPrompt(
+    'test_input_required_result_prompt',
+    { description: 'A prompt that asks for context first' },
+    (ctx: ServerContext) => {
+      const answer = acceptedContent(ctx.mcpReq.inputResponses, 'user_context', z.object({ context: z.string() }));
+      if (!answer) {
+        return inputRequired({
+          inputRequests: {
+            user_context: inputRequired.elicit({
+              message: 'What context should the prompt use?',
+              requestedSchema: { type: 'object', properties: { context: { type: 'string' } }, required: ['context'] },
+            }),
+          },
+        }) as never;
+      }
+      return { messages: [{ role: 'user', content: { type: 'text', text: `Prompt with context: ${answer.context}` } }] };
+    },
+  );
   return server;
 }
 
@@ -440,7 +591,7 @@ function memoryEventStore(): EventStore {
       events.set(eventId, { streamId, message });
       return eventId;
     },
-    getStreamIdForEventId: async eventId => events.get(eventId)?.streamId,
+    getStreamIdForEventId: async (eventId) => events.get(eventId)?.streamId,
     replayEventsAfter: async (lastEventId, { send }) => {
       const streamId = events.get(lastEventId)?.streamId;
       if (!streamId) throw new Error(`unknown event id ${lastEventId}`);
@@ -486,7 +637,7 @@ export async function startFixtureHttp(port: number): Promise<FixtureHttpServer>
   const sessions = new Map<string, NodeStreamableHTTPServerTransport>();
   const modern: McpHttpHandler = createMcpHandler(() => buildFixtureServer(), { legacy: 'reject' });
   const modernNode = toNodeHandler(modern);
-  announceChange = list => {
+  announceChange = (list) => {
     if (list === 'tools') modern.notify.toolsChanged();
     else modern.notify.promptsChanged();
     announceToConnections(list);
@@ -502,8 +653,8 @@ export async function startFixtureHttp(port: number): Promise<FixtureHttpServer>
       sessionIdGenerator: () => randomUUID(),
       eventStore: memoryEventStore(),
       retryInterval: 500,
-      onsessioninitialized: id => void sessions.set(id, transport),
-      onsessionclosed: id => void sessions.delete(id),
+      onsessioninitialized: (id) => void sessions.set(id, transport),
+      onsessionclosed: (id) => void sessions.delete(id),
     });
     transport.onclose = () => {
       if (transport.sessionId) sessions.delete(transport.sessionId);
@@ -517,7 +668,10 @@ export async function startFixtureHttp(port: number): Promise<FixtureHttpServer>
       if (new URL(req.url ?? '/', 'http://x').pathname !== '/mcp') return jsonError(res, 404, -32000, 'Not found: the endpoint is /mcp');
       // DNS-rebinding protection: a localhost server answers only requests addressed to the loopback.
       const origin = req.headers.origin;
-      if (!isLoopbackHost(req.headers.host) || (origin !== undefined && !isLoopbackHost(URL.canParse(origin) ? new URL(origin).host : undefined))) {
+      if (
+        !isLoopbackHost(req.headers.host) ||
+        (origin !== undefined && !isLoopbackHost(URL.canParse(origin) ? new URL(origin).host : undefined))
+      ) {
         return jsonError(res, 403, -32000, 'Forbidden: Host and Origin must name the loopback');
       }
       if (req.method !== 'POST') return legacy(req, res, undefined);
@@ -530,7 +684,7 @@ export async function startFixtureHttp(port: number): Promise<FixtureHttpServer>
       }
       if (await isLegacyRequest(await toWebRequest(req, body))) return legacy(req, res, body);
       return modernNode(req, res, body);
-    })().catch(error => {
+    })().catch((error) => {
       if (!res.headersSent) jsonError(res, 500, -32603, `fixture failed: ${(error as Error).message}`);
       else res.destroy();
     });
@@ -544,9 +698,9 @@ export async function startFixtureHttp(port: number): Promise<FixtureHttpServer>
     url: `http://127.0.0.1:${address.port}/mcp`,
     close: async () => {
       await modern.close();
-      await Promise.all([...sessions.values()].map(t => t.close().catch(() => undefined)));
+      await Promise.all([...sessions.values()].map((t) => t.close().catch(() => undefined)));
       http.closeAllConnections();
-      await new Promise(resolve => http.close(resolve));
+      await new Promise((resolve) => http.close(resolve));
     },
   };
 }

@@ -41,7 +41,13 @@ export const MRTR_SCENARIOS = [
 ];
 
 /** The 2026-07-28 draft suite without its MRTR scenarios. */
-const DRAFT_WITHOUT_MRTR = ['server-stateless', 'sep-2164-resource-not-found', 'caching', 'http-header-validation', 'http-custom-header-server-validation'];
+const DRAFT_WITHOUT_MRTR = [
+  'server-stateless',
+  'sep-2164-resource-not-found',
+  'caching',
+  'http-header-validation',
+  'http-custom-header-server-validation',
+];
 
 /** A run of the plan; `lane` groups runs that must not overlap (they share one upstream connection). */
 export interface PlannedRun extends ConformanceRun {
@@ -60,8 +66,18 @@ function baseline(target: string): Pick<ConformanceRun, 'expectedFailures'> {
 function eraRuns(target: string, url: string, draftScenarios?: string[]): PlannedRun[] {
   const base = { url, lane: target, ...baseline(target) };
   return [
-    ...(['2025-03-26', '2025-06-18', '2025-11-25', '2026-07-28'] as const).map(specVersion => ({ ...base, label: `${target} ${specVersion} active`, specVersion, suite: 'active' as const })),
-    { ...base, label: `${target} 2026-07-28 draft`, specVersion: '2026-07-28', ...(draftScenarios ? { scenarios: draftScenarios } : { suite: 'draft' as const }) },
+    ...(['2025-03-26', '2025-06-18', '2025-11-25', '2026-07-28'] as const).map((specVersion) => ({
+      ...base,
+      label: `${target} ${specVersion} active`,
+      specVersion,
+      suite: 'active' as const,
+    })),
+    {
+      ...base,
+      label: `${target} 2026-07-28 draft`,
+      specVersion: '2026-07-28',
+      ...(draftScenarios ? { scenarios: draftScenarios } : { suite: 'draft' as const }),
+    },
   ];
 }
 
@@ -80,8 +96,15 @@ export function conformancePlan(fixtureUrl: string, baseUrl: string): PlannedRun
     ...eraRuns('fixture', fixtureUrl),
     ...eraRuns('punk-server-http', `${baseUrl}/servers/conformance/mcp`),
     ...eraRuns('punk-server-stdio', stdioUrl, DRAFT_WITHOUT_MRTR),
-    { label: 'punk-server-stdio 2026-07-28 mrtr (2025-era upstream)', url: stdioUrl, lane: 'punk-server-stdio', specVersion: '2026-07-28', scenarios: MRTR_SCENARIOS, informational: true },
-    ...(['2025-03-26', '2025-06-18', '2025-11-25', '2026-07-28'] as const).map(specVersion => ({
+    {
+      label: 'punk-server-stdio 2026-07-28 mrtr (2025-era upstream)',
+      url: stdioUrl,
+      lane: 'punk-server-stdio',
+      specVersion: '2026-07-28',
+      scenarios: MRTR_SCENARIOS,
+      informational: true,
+    },
+    ...(['2025-03-26', '2025-06-18', '2025-11-25', '2026-07-28'] as const).map((specVersion) => ({
       label: `punk-aggregated ${specVersion} protocol`,
       url: `${baseUrl}/mcp`,
       lane: 'punk-aggregated',
@@ -98,8 +121,15 @@ export function pendingPlan(fixtureUrl: string, baseUrl: string): PlannedRun[] {
     { name: 'fixture', url: fixtureUrl },
     { name: 'punk-server-http', url: `${baseUrl}/servers/conformance/mcp` },
   ];
-  return targets.flatMap(target =>
-    (['2025-11-25', '2026-07-28'] as const).map(specVersion => ({ label: `${target.name} ${specVersion} pending`, url: target.url, lane: target.name, specVersion, suite: 'pending' as const, informational: true })),
+  return targets.flatMap((target) =>
+    (['2025-11-25', '2026-07-28'] as const).map((specVersion) => ({
+      label: `${target.name} ${specVersion} pending`,
+      url: target.url,
+      lane: target.name,
+      specVersion,
+      suite: 'pending' as const,
+      informational: true,
+    })),
   );
 }
 
@@ -109,7 +139,9 @@ export function pendingPlan(fixtureUrl: string, baseUrl: string): PlannedRun[] {
  */
 export async function runAll(runs: PlannedRun[], concurrency = 2): Promise<ConformanceOutcome[]> {
   const outcomes: ConformanceOutcome[] = new Array(runs.length);
-  const lanes = [...new Set(runs.map(r => r.lane))].map(lane => runs.map((run, index) => ({ run, index })).filter(e => e.run.lane === lane));
+  const lanes = [...new Set(runs.map((r) => r.lane))].map((lane) =>
+    runs.map((run, index) => ({ run, index })).filter((e) => e.run.lane === lane),
+  );
   let next = 0;
   const worker = async () => {
     while (next < lanes.length) {

@@ -20,8 +20,10 @@ const option = (name: string) => {
 };
 const topology = await startConformanceTopology();
 if (args.includes('--serve')) {
-  console.log(`fixture: ${topology.fixtureUrl}\nPunk: ${topology.baseUrl}/mcp, ${topology.baseUrl}/servers/conformance/mcp, ${topology.baseUrl}/servers/conformance-stdio/mcp`);
-  await new Promise(resolve => process.once('SIGINT', resolve));
+  console.log(
+    `fixture: ${topology.fixtureUrl}\nPunk: ${topology.baseUrl}/mcp, ${topology.baseUrl}/servers/conformance/mcp, ${topology.baseUrl}/servers/conformance-stdio/mcp`,
+  );
+  await new Promise((resolve) => process.once('SIGINT', resolve));
   await topology.stop();
   process.exit(0);
 }
@@ -29,7 +31,7 @@ try {
   const only = option('--only');
   let runs = conformancePlan(topology.fixtureUrl, topology.baseUrl);
   if (args.includes('--pending')) runs.push(...pendingPlan(topology.fixtureUrl, topology.baseUrl));
-  if (only) runs = runs.filter(r => r.label.includes(only));
+  if (only) runs = runs.filter((r) => r.label.includes(only));
   const outcomes = await runAll(runs);
   const text = outcomes.map(formatOutcome).join('\n\n') + '\n';
   console.log(text);

@@ -57,11 +57,11 @@ function invoke(args: string[], timeoutMs: number): Promise<{ code: number | nul
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [conformanceBin, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
-    child.stdout.on('data', chunk => (output += chunk));
-    child.stderr.on('data', chunk => (output += chunk));
+    child.stdout.on('data', (chunk) => (output += chunk));
+    child.stderr.on('data', (chunk) => (output += chunk));
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
     child.once('error', reject);
-    child.once('exit', code => {
+    child.once('exit', (code) => {
       clearTimeout(timer);
       resolve({ code, output });
     });
@@ -75,7 +75,8 @@ async function failedChecks(dir: string): Promise<FailedCheck[]> {
     if (text === undefined) continue;
     const scenario = entry.replace(/^server-/, '').replace(/-\d{4}-\d{2}-\d{2}T[\d-]+Z$/, '');
     for (const check of JSON.parse(text) as Array<{ id: string; status: string; description?: string; errorMessage?: string }>) {
-      if (check.status === 'FAILURE' || check.status === 'WARNING') failures.push({ scenario, id: check.id, status: check.status, message: check.errorMessage ?? check.description ?? '' });
+      if (check.status === 'FAILURE' || check.status === 'WARNING')
+        failures.push({ scenario, id: check.id, status: check.status, message: check.errorMessage ?? check.description ?? '' });
     }
   }
   return failures;
@@ -88,8 +89,8 @@ export function summaryLines(output: string): string[] {
   return output
     .slice(at + '=== SUMMARY ==='.length)
     .split('\n')
-    .map(line => line.trimEnd())
-    .filter(line => line !== '');
+    .map((line) => line.trimEnd())
+    .filter((line) => line !== '');
 }
 
 /**
@@ -118,7 +119,7 @@ export async function runConformance(run: ConformanceRun): Promise<ConformanceOu
   const base = ['server', '--url', run.url, '--spec-version', run.specVersion, '-o', outDir];
   if (run.expectedFailures) base.push('--expected-failures', run.expectedFailures);
   if (run.timeoutMs) base.push('--timeout', String(run.timeoutMs));
-  const calls = run.scenarios ? run.scenarios.map(s => [...base, '--scenario', s]) : [[...base, '--suite', run.suite ?? 'active']];
+  const calls = run.scenarios ? run.scenarios.map((s) => [...base, '--scenario', s]) : [[...base, '--suite', run.suite ?? 'active']];
   let exitCode: number | null = 0;
   let output = '';
   const summary: string[] = [];
@@ -131,7 +132,7 @@ export async function runConformance(run: ConformanceRun): Promise<ConformanceOu
     }
     const failures = await failedChecks(outDir);
     if (run.scenarios) {
-      const totals = summary.map(line => /: (\d+) passed, (\d+) failed/.exec(line)).filter(m => m !== null);
+      const totals = summary.map((line) => /: (\d+) passed, (\d+) failed/.exec(line)).filter((m) => m !== null);
       summary.push(`Total: ${totals.reduce((n, m) => n + Number(m[1]), 0)} passed, ${totals.reduce((n, m) => n + Number(m[2]), 0)} failed`);
     }
     return { run, exitCode, summary, failures, output, durationMs: Date.now() - started };
@@ -143,6 +144,8 @@ export async function runConformance(run: ConformanceRun): Promise<ConformanceOu
 /** The summary of a run as a block of text: a heading naming the run, then its lines. */
 export function formatOutcome(outcome: ConformanceOutcome): string {
   const head = `## ${outcome.run.label} (${outcome.run.url}, --spec-version ${outcome.run.specVersion}${outcome.run.scenarios ? `, ${outcome.run.scenarios.length} scenarios` : `, --suite ${outcome.run.suite ?? 'active'}`}; exit ${outcome.exitCode}; ${(outcome.durationMs / 1000).toFixed(1)} s)`;
-  const failed = outcome.failures.map(f => `  ${f.status === 'FAILURE' ? 'FAILED' : 'WARNING'} ${f.scenario} / ${f.id}: ${f.message.replace(/\s+/g, ' ').slice(0, 300)}`);
+  const failed = outcome.failures.map(
+    (f) => `  ${f.status === 'FAILURE' ? 'FAILED' : 'WARNING'} ${f.scenario} / ${f.id}: ${f.message.replace(/\s+/g, ' ').slice(0, 300)}`,
+  );
   return [head, ...outcome.summary, ...failed].join('\n');
 }

@@ -43,7 +43,7 @@ export async function startConformanceTopology(): Promise<ConformanceTopology> {
   const services: ServiceProcess[] = [];
   const stop = async () => {
     await proxy?.close();
-    await Promise.all(services.map(s => s.stop('SIGTERM')));
+    await Promise.all(services.map((s) => s.stop('SIGTERM')));
     await fixture?.close();
     await nats?.stop();
     await db?.drop();
@@ -81,8 +81,8 @@ spec:
     services.push(...(await Promise.all([startService('governance', env), startService('ledger', env)])));
     services.push(...(await Promise.all([startService('gateway', env), startService('gateway', env)])));
     services.push(...(await Promise.all([startService('mcp-front', env), startService('mcp-front', env)])));
-    const fronts = services.filter(s => s.name === 'mcp-front').map(s => s.url);
-    const ledgers = services.filter(s => s.name === 'ledger').map(s => s.url);
+    const fronts = services.filter((s) => s.name === 'mcp-front').map((s) => s.url);
+    const ledgers = services.filter((s) => s.name === 'ledger').map((s) => s.url);
     proxy = await startProxy({ host: '127.0.0.1', port: 0, backends: { fronts, ledgers }, log: createLogger('conformance-proxy', 'warn') });
     return { fixtureUrl: fixture.url, baseUrl: proxy.url, services, stop };
   } catch (error) {

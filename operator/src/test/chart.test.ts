@@ -19,7 +19,9 @@ const availability = controlPlaneAvailability();
 const helm = helmBinary(availability);
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
 const chart = join(repoRoot, 'charts', 'punk');
-const exampleValues = readdirSync(join(chart, 'examples')).filter(file => file.endsWith('.yaml')).sort();
+const exampleValues = readdirSync(join(chart, 'examples'))
+  .filter((file) => file.endsWith('.yaml'))
+  .sort();
 /** The values files the chart is rendered with: undefined is the default values. */
 const valueSets: (string | undefined)[] = [undefined, ...exampleValues];
 const NAMESPACE = 'punk-system';
@@ -41,7 +43,13 @@ const helmHome = mkdtempSync(join(tmpdir(), 'punk-helm-'));
 function runHelm(args: string[], env: Record<string, string> = {}): { status: number | null; stdout: string; stderr: string } {
   const result = spawnSync(helm!, args, {
     encoding: 'utf8',
-    env: { ...process.env, HELM_CACHE_HOME: join(helmHome, 'cache'), HELM_CONFIG_HOME: join(helmHome, 'config'), HELM_DATA_HOME: join(helmHome, 'data'), ...env },
+    env: {
+      ...process.env,
+      HELM_CACHE_HOME: join(helmHome, 'cache'),
+      HELM_CONFIG_HOME: join(helmHome, 'config'),
+      HELM_DATA_HOME: join(helmHome, 'data'),
+      ...env,
+    },
     maxBuffer: 64 * 1024 * 1024,
   });
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
@@ -63,14 +71,14 @@ function template(file: string | undefined, extra: string[] = []): KubeObject[] 
   const result = runHelm(['template', 'punk', chart, '-n', NAMESPACE, ...PROMETHEUS_OPERATOR_API, ...valuesArgs(file), ...extra]);
   assert.equal(result.status, 0, `helm template ${file ?? '(default values)'} failed:\n${result.stderr}`);
   return parseAllDocuments(result.stdout)
-    .map(doc => doc.toJS() as KubeObject | null)
+    .map((doc) => doc.toJS() as KubeObject | null)
     .filter((object): object is KubeObject => object !== null);
 }
 
 /** The object of `kind` and `name`. */
 function find(objects: KubeObject[], kind: string, name: string): KubeObject {
-  const found = objects.find(object => object.kind === kind && object.metadata.name === name);
-  assert.ok(found, `no ${kind} ${name} among ${objects.map(o => `${o.kind}/${o.metadata.name}`).join(', ')}`);
+  const found = objects.find((object) => object.kind === kind && object.metadata.name === name);
+  assert.ok(found, `no ${kind} ${name} among ${objects.map((o) => `${o.kind}/${o.metadata.name}`).join(', ')}`);
   return found;
 }
 
@@ -91,11 +99,19 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
   after(() => rmSync(helmHome, { recursive: true, force: true }));
 
   it('ships the CRDs of crds/ unchanged in its crds/', () => {
-    const top = readdirSync(join(repoRoot, 'crds')).filter(file => file.endsWith('.yaml')).sort();
-    const ours = readdirSync(join(chart, 'crds')).filter(file => file.endsWith('.yaml')).sort();
+    const top = readdirSync(join(repoRoot, 'crds'))
+      .filter((file) => file.endsWith('.yaml'))
+      .sort();
+    const ours = readdirSync(join(chart, 'crds'))
+      .filter((file) => file.endsWith('.yaml'))
+      .sort();
     assert.deepEqual(ours, top, 'charts/punk/crds/ holds other files than crds/: run `npm run crds`');
     for (const file of top) {
-      assert.equal(readFileSync(join(chart, 'crds', file), 'utf8'), readFileSync(join(repoRoot, 'crds', file), 'utf8'), `charts/punk/crds/${file} differs from crds/${file}: run \`npm run crds\``);
+      assert.equal(
+        readFileSync(join(chart, 'crds', file), 'utf8'),
+        readFileSync(join(repoRoot, 'crds', file), 'utf8'),
+        `charts/punk/crds/${file} differs from crds/${file}: run \`npm run crds\``,
+      );
     }
   });
 
@@ -108,10 +124,28 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
   }
 
   it('renders every component with probes, the pod security defaults and images from the image keys', () => {
-    const objects = template(undefined, ['--set', 'image.registry=registry.example.com/team', '--set', 'image.tag=9.9.9', '--set', 'gateway.image.tag=1.2.3']);
+    const objects = template(undefined, [
+      '--set',
+      'image.registry=registry.example.com/team',
+      '--set',
+      'image.tag=9.9.9',
+      '--set',
+      'gateway.image.tag=1.2.3',
+    ]);
     for (const component of ['operator', 'mcp-front', 'gateway', 'governance', 'ledger']) {
       const deployment = find(objects, 'Deployment', `punk-${component}`) as unknown as {
-        spec: { replicas: number; template: { metadata: { annotations: Record<string, string> }; spec: { automountServiceAccountToken: boolean; volumes: { name: string; emptyDir?: object }[]; securityContext: Record<string, unknown>; containers: (Container & Record<string, any>)[] } } };
+        spec: {
+          replicas: number;
+          template: {
+            metadata: { annotations: Record<string, string> };
+            spec: {
+              automountServiceAccountToken: boolean;
+              volumes: { name: string; emptyDir?: object }[];
+              securityContext: Record<string, unknown>;
+              containers: (Container & Record<string, any>)[];
+            };
+          };
+        };
       };
       const pod = deployment.spec.template.spec;
       const container = pod.containers[0]!;
@@ -128,7 +162,10 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
       assert.equal(container.securityContext.readOnlyRootFilesystem, true);
       assert.deepEqual(container.securityContext.capabilities, { drop: ['ALL'] });
       assert.deepEqual(container.securityContext.seccompProfile, { type: 'RuntimeDefault' });
-      assert.ok(pod.volumes.some(volume => volume.name === 'tmp' && volume.emptyDir), `${component}: an emptyDir for /tmp`);
+      assert.ok(
+        pod.volumes.some((volume) => volume.name === 'tmp' && volume.emptyDir),
+        `${component}: an emptyDir for /tmp`,
+      );
       assert.equal(pod.automountServiceAccountToken, component === 'operator', `${component}: a token only for the operator`);
       assert.match(deployment.spec.template.metadata.annotations['checksum/config']!, /^[0-9a-f]{64}$/);
       find(objects, 'PodDisruptionBudget', `punk-${component}`);
@@ -139,15 +176,24 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
     assert.equal(operatorConfig.data['PUNK_RUNNER_NPM_IMAGE'], 'registry.example.com/team/punk-runner-npm:9.9.9');
     assert.equal(operatorConfig.data['PUNK_RUNNER_PYPI_IMAGE'], 'registry.example.com/team/punk-runner-pypi:9.9.9');
     assert.equal(operatorConfig.data['PUNK_GATEWAY_POD_LABELS'], 'app.kubernetes.io/name=punk-gateway,app.kubernetes.io/instance=punk');
-    const gatewayPods = (find(objects, 'Deployment', 'punk-gateway') as unknown as { spec: { template: { metadata: { labels: Record<string, string> } } } }).spec.template.metadata.labels;
+    const gatewayPods = (
+      find(objects, 'Deployment', 'punk-gateway') as unknown as { spec: { template: { metadata: { labels: Record<string, string> } } } }
+    ).spec.template.metadata.labels;
     assert.equal(gatewayPods['app.kubernetes.io/name'], 'punk-gateway');
     assert.equal(gatewayPods['app.kubernetes.io/instance'], 'punk');
   });
 
   it('gives each process the settings it needs, secrets from Secrets', () => {
     const objects = template('production.yaml');
-    const config = (component: string) => (find(objects, 'ConfigMap', `punk-${component}`) as unknown as { data: Record<string, string> }).data;
-    const secretEnv = (component: string) => Object.fromEntries((containerOf(find(objects, 'Deployment', `punk-${component}`)).env ?? []).map(entry => [entry.name, entry.valueFrom?.secretKeyRef]));
+    const config = (component: string) =>
+      (find(objects, 'ConfigMap', `punk-${component}`) as unknown as { data: Record<string, string> }).data;
+    const secretEnv = (component: string) =>
+      Object.fromEntries(
+        (containerOf(find(objects, 'Deployment', `punk-${component}`)).env ?? []).map((entry) => [
+          entry.name,
+          entry.valueFrom?.secretKeyRef,
+        ]),
+      );
     for (const component of ['operator', 'mcp-front', 'gateway', 'governance', 'ledger']) {
       assert.equal(config(component)['PUNK_HOST'], '0.0.0.0');
       assert.equal(config(component)['PUNK_PORT'], '8080');
@@ -165,38 +211,69 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
     assert.equal(config('gateway')['PUNK_MANIFESTS'], '/var/run/punk/manifests');
     assert.equal(config('operator')['PUNK_OPERATOR_NAMESPACES'], '');
     assert.equal(config('operator')['PUNK_OPERATOR_LEASE_NAMESPACE'], NAMESPACE);
-    const ingress = find(objects, 'Ingress', 'punk') as unknown as { metadata: { annotations: Record<string, string> }; spec: { rules: { http: { paths: { path: string }[] } }[] } };
+    const ingress = find(objects, 'Ingress', 'punk') as unknown as {
+      metadata: { annotations: Record<string, string> };
+      spec: { rules: { http: { paths: { path: string }[] } }[] };
+    };
     assert.equal(ingress.metadata.annotations['nginx.ingress.kubernetes.io/proxy-buffering'], 'off');
     assert.equal(ingress.metadata.annotations['nginx.ingress.kubernetes.io/proxy-read-timeout'], '3600');
-    const paths = ingress.spec.rules[0]!.http.paths.map(path => path.path);
+    const paths = ingress.spec.rules[0]!.http.paths.map((path) => path.path);
     assert.deepEqual(paths, ['/mcp', '/servers', '/.well-known/oauth-protected-resource']);
     for (const component of ['mcp-front', 'gateway', 'governance', 'ledger']) {
       assert.equal(config(component)['OTEL_EXPORTER_OTLP_ENDPOINT'], 'http://otel-collector.observability:4318');
       assert.equal(config(component)['OTEL_TRACES_SAMPLER_ARG'], '0.1');
-      const egress = (find(objects, 'NetworkPolicy', `punk-${component}`) as unknown as { spec: { egress: { ports?: { port: number | string }[] }[] } }).spec.egress;
-      assert.ok(egress.some(rule => rule.ports?.some(port => port.port === 4318)), `${component} may reach the OTLP receiver`);
+      const egress = (
+        find(objects, 'NetworkPolicy', `punk-${component}`) as unknown as { spec: { egress: { ports?: { port: number | string }[] }[] } }
+      ).spec.egress;
+      assert.ok(
+        egress.some((rule) => rule.ports?.some((port) => port.port === 4318)),
+        `${component} may reach the OTLP receiver`,
+      );
     }
     assert.equal(config('operator')['OTEL_EXPORTER_OTLP_ENDPOINT'], undefined, 'the operator exports no spans');
-    assert.equal(template(undefined).some(object => object.kind === 'ConfigMap' && (object as unknown as { data?: Record<string, string> }).data?.['OTEL_EXPORTER_OTLP_ENDPOINT']), false, 'tracing is off by default');
+    assert.equal(
+      template(undefined).some(
+        (object) =>
+          object.kind === 'ConfigMap' && (object as unknown as { data?: Record<string, string> }).data?.['OTEL_EXPORTER_OTLP_ENDPOINT'],
+      ),
+      false,
+      'tracing is off by default',
+    );
     find(objects, 'HorizontalPodAutoscaler', 'punk-mcp-front');
     const monitor = find(objects, 'ServiceMonitor', 'punk') as unknown as { spec: { endpoints: { port: string; path: string }[] } };
-    assert.deepEqual(monitor.spec.endpoints.map(endpoint => [endpoint.port, endpoint.path]), [['metrics', '/metrics']]);
+    assert.deepEqual(
+      monitor.spec.endpoints.map((endpoint) => [endpoint.port, endpoint.path]),
+      [['metrics', '/metrics']],
+    );
     for (const component of ['operator', 'mcp-front', 'gateway', 'governance', 'ledger']) {
       assert.equal(config(component)['PUNK_METRICS_PORT'], '9090');
       // Scrapers reach the metrics port only: the ledger's and the front's APIs stay closed to them.
-      const ingress = (find(objects, 'NetworkPolicy', `punk-${component}`) as unknown as { spec: { ingress: { from: unknown[]; ports: { port: string | number }[] }[] } }).spec.ingress;
-      const scrape = ingress.filter(rule => JSON.stringify(rule.from).includes('monitoring'));
-      assert.deepEqual(scrape.map(rule => rule.ports.map(port => port.port)), [['metrics']], `${component}: scrapers admitted to port metrics alone`);
+      const ingress = (
+        find(objects, 'NetworkPolicy', `punk-${component}`) as unknown as {
+          spec: { ingress: { from: unknown[]; ports: { port: string | number }[] }[] };
+        }
+      ).spec.ingress;
+      const scrape = ingress.filter((rule) => JSON.stringify(rule.from).includes('monitoring'));
+      assert.deepEqual(
+        scrape.map((rule) => rule.ports.map((port) => port.port)),
+        [['metrics']],
+        `${component}: scrapers admitted to port metrics alone`,
+      );
     }
     const dashboard = find(objects, 'ConfigMap', 'punk-dashboard') as unknown as { data: Record<string, string> };
-    assert.match(JSON.parse(dashboard.data['punk.json']!).panels.map((panel: { targets: { expr: string }[] }) => panel.targets[0]!.expr).join('\n'), /mcp_server_operation_duration_seconds/);
+    assert.match(
+      JSON.parse(dashboard.data['punk.json']!)
+        .panels.map((panel: { targets: { expr: string }[] }) => panel.targets[0]!.expr)
+        .join('\n'),
+      /mcp_server_operation_duration_seconds/,
+    );
   });
 
   it('scopes the operator to Roles in each watched namespace with operator.watchNamespaces', () => {
     const objects = template('namespaced-operator.yaml');
-    assert.equal(objects.filter(object => object.kind === 'ClusterRole').length, 0, 'no ClusterRole');
+    assert.equal(objects.filter((object) => object.kind === 'ClusterRole').length, 0, 'no ClusterRole');
     for (const namespace of ['team-a', 'team-b']) {
-      const role = objects.find(object => object.kind === 'Role' && object.metadata.namespace === namespace);
+      const role = objects.find((object) => object.kind === 'Role' && object.metadata.namespace === namespace);
       assert.ok(role, `a Role in ${namespace}`);
     }
     const config = (find(objects, 'ConfigMap', 'punk-operator') as unknown as { data: Record<string, string> }).data;
@@ -234,65 +311,137 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
     assert.match(result.stderr, message);
   }
 
-  const secretEnvOf = (objects: KubeObject[], component: string) => Object.fromEntries((containerOf(find(objects, 'Deployment', `punk-${component}`)).env ?? []).map(entry => [entry.name, entry.valueFrom?.secretKeyRef]));
+  const secretEnvOf = (objects: KubeObject[], component: string) =>
+    Object.fromEntries(
+      (containerOf(find(objects, 'Deployment', `punk-${component}`)).env ?? []).map((entry) => [entry.name, entry.valueFrom?.secretKeyRef]),
+    );
 
   it('takes the database URL from the bundled PostgreSQL, else postgres.url, else postgres.existingSecret', () => {
     const byUrl = template('namespaced-operator.yaml');
     for (const component of ['gateway', 'ledger']) {
-      assert.deepEqual(secretEnvOf(byUrl, component)['PUNK_DATABASE_URL'], { name: 'punk-connections', key: 'database-url' }, `${component}: postgres.url wins over the default existingSecret`);
+      assert.deepEqual(
+        secretEnvOf(byUrl, component)['PUNK_DATABASE_URL'],
+        { name: 'punk-connections', key: 'database-url' },
+        `${component}: postgres.url wins over the default existingSecret`,
+      );
     }
     const connections = find(byUrl, 'Secret', 'punk-connections') as unknown as { stringData: Record<string, string> };
     assert.equal(connections.stringData['database-url'], 'postgres://punk:change-me@postgres.databases.svc.cluster.local:5432/punk');
     // The pods' checksum of those URLs is salted with a value of that Secret: reading pods does not give a hash of the password.
     const salt = Buffer.from((connections as unknown as { data: Record<string, string> }).data['checksum-salt']!, 'base64').toString();
     assert.match(salt, /^[A-Za-z0-9]{32}$/);
-    const checksums = new Set(['operator', 'mcp-front', 'gateway', 'governance', 'ledger'].map(component => (find(byUrl, 'Deployment', `punk-${component}`) as unknown as { spec: { template: { metadata: { annotations: Record<string, string> } } } }).spec.template.metadata.annotations['checksum/connections']));
+    const checksums = new Set(
+      ['operator', 'mcp-front', 'gateway', 'governance', 'ledger'].map(
+        (component) =>
+          (
+            find(byUrl, 'Deployment', `punk-${component}`) as unknown as {
+              spec: { template: { metadata: { annotations: Record<string, string> } } };
+            }
+          ).spec.template.metadata.annotations['checksum/connections'],
+      ),
+    );
     assert.equal(checksums.size, 1, 'one salt in one render');
-    const unsalted = createHash('sha256').update(`nats://nats.nats.svc.cluster.local:4222|postgres://punk:change-me@postgres.databases.svc.cluster.local:5432/punk`).digest('hex');
+    const unsalted = createHash('sha256')
+      .update(`nats://nats.nats.svc.cluster.local:4222|postgres://punk:change-me@postgres.databases.svc.cluster.local:5432/punk`)
+      .digest('hex');
     assert.notEqual([...checksums][0], unsalted);
-    assert.equal([...checksums][0], createHash('sha256').update(`${(connections as unknown as { data: Record<string, string> }).data['checksum-salt']}|nats://nats.nats.svc.cluster.local:4222|postgres://punk:change-me@postgres.databases.svc.cluster.local:5432/punk`).digest('hex'));
-    assert.deepEqual(secretEnvOf(template(undefined), 'gateway')['PUNK_DATABASE_URL'], { name: 'punk-database', key: 'database-url' }, 'without url: existingSecret');
+    assert.equal(
+      [...checksums][0],
+      createHash('sha256')
+        .update(
+          `${(connections as unknown as { data: Record<string, string> }).data['checksum-salt']}|nats://nats.nats.svc.cluster.local:4222|postgres://punk:change-me@postgres.databases.svc.cluster.local:5432/punk`,
+        )
+        .digest('hex'),
+    );
+    assert.deepEqual(
+      secretEnvOf(template(undefined), 'gateway')['PUNK_DATABASE_URL'],
+      { name: 'punk-database', key: 'database-url' },
+      'without url: existingSecret',
+    );
     const bundled = template('dev-bundled.yaml', ['--set', 'postgres.url=postgres://u:p@db:5432/punk']);
     assert.equal(secretEnvOf(bundled, 'gateway')['PUNK_DATABASE_URL'], undefined, 'bundled wins: a plain value, no Secret');
-    assert.equal(bundled.some(object => object.kind === 'Secret' && object.metadata.name === 'punk-connections'), false, 'no unused URL Secret');
+    assert.equal(
+      bundled.some((object) => object.kind === 'Secret' && object.metadata.name === 'punk-connections'),
+      false,
+      'no unused URL Secret',
+    );
     const natsSecret = template(undefined, ['--set', 'nats.existingSecret.name=my-nats']);
-    assert.deepEqual(secretEnvOf(natsSecret, 'governance')['PUNK_NATS_URL'], { name: 'my-nats', key: 'nats-url' }, 'nats.existingSecret wins over the default nats.url');
+    assert.deepEqual(
+      secretEnvOf(natsSecret, 'governance')['PUNK_NATS_URL'],
+      { name: 'my-nats', key: 'nats-url' },
+      'nats.existingSecret wins over the default nats.url',
+    );
   });
 
   it('refuses to publish an anonymous endpoint or admin API through the ingress, saying what to set', () => {
     const ingress = ['--set', 'ingress.enabled=true', '--set', 'ingress.host=punk.example.com'];
-    assertRefused(ingress, /ingress\.enabled=true with auth\.mode=off would publish an anonymous MCP endpoint: set auth\.mode=on, or auth\.allowAnonymous=true/);
-    assertRefused([...ingress, '--set', 'auth.allowAnonymous=true', '--set', 'ingress.adminApi=true'], /ingress\.adminApi=true with auth\.mode=off would publish the anonymous admin API.*set auth\.mode=on, or ingress\.adminApi=false/);
+    assertRefused(
+      ingress,
+      /ingress\.enabled=true with auth\.mode=off would publish an anonymous MCP endpoint: set auth\.mode=on, or auth\.allowAnonymous=true/,
+    );
+    assertRefused(
+      [...ingress, '--set', 'auth.allowAnonymous=true', '--set', 'ingress.adminApi=true'],
+      /ingress\.adminApi=true with auth\.mode=off would publish the anonymous admin API.*set auth\.mode=on, or ingress\.adminApi=false/,
+    );
     find(template(undefined, [...ingress, '--set', 'auth.allowAnonymous=true']), 'Ingress', 'punk');
   });
 
   it('keeps the gateway and the external services away from link-local addresses (cloud metadata) by default', () => {
-    const policy = find(template(undefined), 'NetworkPolicy', 'punk-gateway') as unknown as { spec: { egress: { to?: { ipBlock?: { cidr: string; except?: string[] } }[] }[] } };
-    const blocks = policy.spec.egress.flatMap(rule => rule.to ?? []).flatMap(peer => (peer.ipBlock ? [peer.ipBlock] : []));
+    const policy = find(template(undefined), 'NetworkPolicy', 'punk-gateway') as unknown as {
+      spec: { egress: { to?: { ipBlock?: { cidr: string; except?: string[] } }[] }[] };
+    };
+    const blocks = policy.spec.egress.flatMap((rule) => rule.to ?? []).flatMap((peer) => (peer.ipBlock ? [peer.ipBlock] : []));
     assert.ok(blocks.length > 0, 'ipBlock rules by default');
     for (const block of blocks) assert.deepEqual(block, { cidr: '0.0.0.0/0', except: ['169.254.0.0/16'] });
   });
 
   it('leaves out an egress rule whose peer list is empty (no access) instead of admitting every destination', () => {
-    const objects = template(undefined, ['--set', 'networkPolicy.nats=null', '--set-json', 'networkPolicy.postgres=[]', '--set-json', 'networkPolicy.apiServer=[]', '--set-json', 'networkPolicy.gatewayEgress=[]']);
+    const objects = template(undefined, [
+      '--set',
+      'networkPolicy.nats=null',
+      '--set-json',
+      'networkPolicy.postgres=[]',
+      '--set-json',
+      'networkPolicy.apiServer=[]',
+      '--set-json',
+      'networkPolicy.gatewayEgress=[]',
+    ]);
     for (const component of ['mcp-front', 'gateway', 'governance', 'ledger', 'operator']) {
-      const egress = (find(objects, 'NetworkPolicy', `punk-${component}`) as unknown as { spec: { egress: { to?: unknown[]; ports?: { port: number | string }[] }[] } }).spec.egress;
+      const egress = (
+        find(objects, 'NetworkPolicy', `punk-${component}`) as unknown as {
+          spec: { egress: { to?: unknown[]; ports?: { port: number | string }[] }[] };
+        }
+      ).spec.egress;
       for (const rule of egress) {
-        const dns = rule.ports?.some(port => port.port === 53);
+        const dns = rule.ports?.some((port) => port.port === 53);
         assert.ok(dns || (rule.to?.length ?? 0) > 0, `${component}: a rule without peers: ${JSON.stringify(rule)}`);
       }
-      assert.equal(egress.some(rule => rule.ports?.some(port => [4222, 5432, 443].includes(port.port as number))), false, `${component}: no NATS, PostgreSQL or API server rule`);
+      assert.equal(
+        egress.some((rule) => rule.ports?.some((port) => [4222, 5432, 443].includes(port.port as number))),
+        false,
+        `${component}: no NATS, PostgreSQL or API server rule`,
+      );
     }
     assertRefused(['--set-json', 'networkPolicy.nats=[{}]'], /at '\/networkPolicy\/nats\/0': minProperties: got 0, want 1/);
-    assertRefused(['--set-json', 'networkPolicy.gatewayEgress=[{"ipBlock":{"cidr":"everywhere"}}]'], /at '\/networkPolicy\/gatewayEgress\/0\/ipBlock\/cidr': 'everywhere' does not match pattern/);
+    assertRefused(
+      ['--set-json', 'networkPolicy.gatewayEgress=[{"ipBlock":{"cidr":"everywhere"}}]'],
+      /at '\/networkPolicy\/gatewayEgress\/0\/ipBlock\/cidr': 'everywhere' does not match pattern/,
+    );
   });
 
   it('keeps the helm test Pod for helm test --logs, its script in an ordinary ConfigMap of another name', () => {
     const objects = template(undefined);
-    const pod = find(objects, 'Pod', 'punk-test-list-tools') as unknown as { metadata: { annotations: Record<string, string> }; spec: { volumes: { configMap?: { name: string } }[] } };
+    const pod = find(objects, 'Pod', 'punk-test-list-tools') as unknown as {
+      metadata: { annotations: Record<string, string> };
+      spec: { volumes: { configMap?: { name: string } }[] };
+    };
     assert.equal(pod.metadata.annotations['helm.sh/hook'], 'test');
-    assert.equal(pod.metadata.annotations['helm.sh/hook-delete-policy'], 'before-hook-creation', 'no hook-succeeded: helm deletes those before reading logs');
-    const scripts = pod.spec.volumes.find(volume => volume.configMap)!.configMap!.name;
+    assert.equal(
+      pod.metadata.annotations['helm.sh/hook-delete-policy'],
+      'before-hook-creation',
+      'no hook-succeeded: helm deletes those before reading logs',
+    );
+    const scripts = pod.spec.volumes.find((volume) => volume.configMap)!.configMap!.name;
     assert.notEqual(scripts, 'punk-test-list-tools');
     assert.equal(find(objects, 'ConfigMap', scripts).metadata.annotations?.['helm.sh/hook'], undefined, 'the script is no hook');
   });
@@ -300,43 +449,92 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
   it('refuses a ServiceMonitor on a cluster without the Prometheus Operator, saying what is needed', () => {
     const result = runHelm(['template', 'punk', chart, '-n', NAMESPACE, ...valuesArgs('production.yaml')]);
     assert.notEqual(result.status, 0);
-    assert.match(result.stderr, /metrics\.serviceMonitor\.enabled needs the Prometheus Operator's CRDs \(monitoring\.coreos\.com\/v1 ServiceMonitor\).*or set metrics\.serviceMonitor\.enabled=false/);
+    assert.match(
+      result.stderr,
+      /metrics\.serviceMonitor\.enabled needs the Prometheus Operator's CRDs \(monitoring\.coreos\.com\/v1 ServiceMonitor\).*or set metrics\.serviceMonitor\.enabled=false/,
+    );
   });
 
   it('refuses env keys and ingress annotations the chart sets, naming the value to use', () => {
-    assertRefused(['--set', 'mcpFront.env.PUNK_AUTH_MODE=on'], /mcpFront\.env\.PUNK_AUTH_MODE: PUNK_AUTH_MODE is set by the chart; set auth\.mode instead/);
+    assertRefused(
+      ['--set', 'mcpFront.env.PUNK_AUTH_MODE=on'],
+      /mcpFront\.env\.PUNK_AUTH_MODE: PUNK_AUTH_MODE is set by the chart; set auth\.mode instead/,
+    );
     assertRefused(['--set', 'gateway.env.PUNK_PORT=9000'], /gateway\.env\.PUNK_PORT: PUNK_PORT is set by the chart; the chart fixes it/);
-    assertRefused(['--set', 'mcpFront.env.PUNK_MCP_PATH=/rpc'], /mcpFront\.env\.PUNK_MCP_PATH: PUNK_MCP_PATH is set by the chart; the chart fixes it/);
-    assertRefused(['--set', 'ledger.env.PUNK_DATABASE_URL=postgres://x'], /ledger\.env\.PUNK_DATABASE_URL: PUNK_DATABASE_URL is set by the chart; set postgres\.url or postgres\.existingSecret instead/);
-    assertRefused(['--set-json', 'operator.extraEnv=[{"name":"PUNK_CLUSTER_DOMAIN","value":"x"}]'], /operator\.extraEnv PUNK_CLUSTER_DOMAIN: PUNK_CLUSTER_DOMAIN is set by the chart; set cluster\.domain instead/);
-    assertRefused(['-f', join(chart, 'examples', 'production.yaml'), '--set-string', 'ingress.annotations.nginx\\.ingress\\.kubernetes\\.io/proxy-read-timeout=60'], /ingress\.annotations\.nginx\.ingress\.kubernetes\.io\/proxy-read-timeout is set by the chart: set ingress\.streamTimeoutSeconds instead/);
+    assertRefused(
+      ['--set', 'mcpFront.env.PUNK_MCP_PATH=/rpc'],
+      /mcpFront\.env\.PUNK_MCP_PATH: PUNK_MCP_PATH is set by the chart; the chart fixes it/,
+    );
+    assertRefused(
+      ['--set', 'ledger.env.PUNK_DATABASE_URL=postgres://x'],
+      /ledger\.env\.PUNK_DATABASE_URL: PUNK_DATABASE_URL is set by the chart; set postgres\.url or postgres\.existingSecret instead/,
+    );
+    assertRefused(
+      ['--set-json', 'operator.extraEnv=[{"name":"PUNK_CLUSTER_DOMAIN","value":"x"}]'],
+      /operator\.extraEnv PUNK_CLUSTER_DOMAIN: PUNK_CLUSTER_DOMAIN is set by the chart; set cluster\.domain instead/,
+    );
+    assertRefused(
+      [
+        '-f',
+        join(chart, 'examples', 'production.yaml'),
+        '--set-string',
+        'ingress.annotations.nginx\\.ingress\\.kubernetes\\.io/proxy-read-timeout=60',
+      ],
+      /ingress\.annotations\.nginx\.ingress\.kubernetes\.io\/proxy-read-timeout is set by the chart: set ingress\.streamTimeoutSeconds instead/,
+    );
     // A variable of another component is fine: PUNK_MANIFESTS is the gateway's only.
-    assert.equal((find(template(undefined, ['--set', 'ledger.env.PUNK_MANIFESTS=/m']), 'ConfigMap', 'punk-ledger') as unknown as { data: Record<string, string> }).data['PUNK_MANIFESTS'], '/m');
+    assert.equal(
+      (
+        find(template(undefined, ['--set', 'ledger.env.PUNK_MANIFESTS=/m']), 'ConfigMap', 'punk-ledger') as unknown as {
+          data: Record<string, string>;
+        }
+      ).data['PUNK_MANIFESTS'],
+      '/m',
+    );
   });
 
   it('renders whole numbers without an exponent', () => {
-    const numbers = valuesFile('numbers.yaml', 'ingress:\n  streamTimeoutSeconds: 10000000\ngateway:\n  env:\n    PUNK_CALL_TIMEOUT_MS: 10000000\n');
+    const numbers = valuesFile(
+      'numbers.yaml',
+      'ingress:\n  streamTimeoutSeconds: 10000000\ngateway:\n  env:\n    PUNK_CALL_TIMEOUT_MS: 10000000\n',
+    );
     const objects = template('production.yaml', ['-f', numbers]);
     const ingress = find(objects, 'Ingress', 'punk') as unknown as { metadata: { annotations: Record<string, string> } };
     assert.equal(ingress.metadata.annotations['nginx.ingress.kubernetes.io/proxy-read-timeout'], '10000000');
     assert.equal(ingress.metadata.annotations['nginx.ingress.kubernetes.io/proxy-send-timeout'], '10000000');
-    assert.equal((find(objects, 'ConfigMap', 'punk-gateway') as unknown as { data: Record<string, string> }).data['PUNK_CALL_TIMEOUT_MS'], '10000000');
+    assert.equal(
+      (find(objects, 'ConfigMap', 'punk-gateway') as unknown as { data: Record<string, string> }).data['PUNK_CALL_TIMEOUT_MS'],
+      '10000000',
+    );
     const storage = valuesFile('storage.yaml', 'postgres:\n  bundled:\n    storage: 10000000000\n');
-    const database = find(template('dev-bundled.yaml', ['-f', storage]), 'StatefulSet', 'punk-postgres') as unknown as { spec: { volumeClaimTemplates: { spec: { resources: { requests: { storage: string } } } }[] } };
+    const database = find(template('dev-bundled.yaml', ['-f', storage]), 'StatefulSet', 'punk-postgres') as unknown as {
+      spec: { volumeClaimTemplates: { spec: { resources: { requests: { storage: string } } } }[] };
+    };
     assert.equal(database.spec.volumeClaimTemplates[0]!.spec.resources.requests.storage, '10000000000');
   });
 
-  it('adds <component>.extraEnv (EnvVar objects, valueFrom) after the chart\'s entries; each needs a name', () => {
-    const objects = template(undefined, ['--set-json', 'gateway.extraEnv=[{"name":"PUNK_ENCRYPTION_PREVIOUS_KEYS","valueFrom":{"secretKeyRef":{"name":"old-keys","key":"keys"}}}]']);
+  it("adds <component>.extraEnv (EnvVar objects, valueFrom) after the chart's entries; each needs a name", () => {
+    const objects = template(undefined, [
+      '--set-json',
+      'gateway.extraEnv=[{"name":"PUNK_ENCRYPTION_PREVIOUS_KEYS","valueFrom":{"secretKeyRef":{"name":"old-keys","key":"keys"}}}]',
+    ]);
     const env = containerOf(find(objects, 'Deployment', 'punk-gateway')).env!;
     assert.deepEqual(env.at(-1), { name: 'PUNK_ENCRYPTION_PREVIOUS_KEYS', valueFrom: { secretKeyRef: { name: 'old-keys', key: 'keys' } } });
-    assert.ok(env.findIndex(entry => entry.name === 'PUNK_ENCRYPTION_KEY') < env.length - 1);
+    assert.ok(env.findIndex((entry) => entry.name === 'PUNK_ENCRYPTION_KEY') < env.length - 1);
     assertRefused(['--set-json', 'gateway.extraEnv=[{"value":"x"}]'], /at '\/gateway\/extraEnv\/0': missing property 'name'/);
   });
 
   it('generates the keys under fixed data keys; secrets.*Key name keys of secrets.existingSecret only', () => {
-    const generated = template(undefined, ['--set', 'secrets.encryptionKeyKey=renamed', '--set', 'secrets.sessionSigningKeyKey=renamed-too']);
-    assert.deepEqual(Object.keys((find(generated, 'Secret', 'punk-keys') as unknown as { data: Record<string, string> }).data).sort(), ['encryption-key', 'session-signing-key']);
+    const generated = template(undefined, [
+      '--set',
+      'secrets.encryptionKeyKey=renamed',
+      '--set',
+      'secrets.sessionSigningKeyKey=renamed-too',
+    ]);
+    assert.deepEqual(Object.keys((find(generated, 'Secret', 'punk-keys') as unknown as { data: Record<string, string> }).data).sort(), [
+      'encryption-key',
+      'session-signing-key',
+    ]);
     assert.deepEqual(secretEnvOf(generated, 'gateway')['PUNK_ENCRYPTION_KEY'], { name: 'punk-keys', key: 'encryption-key' });
     assert.deepEqual(secretEnvOf(generated, 'mcp-front')['PUNK_SESSION_SIGNING_KEY'], { name: 'punk-keys', key: 'session-signing-key' });
     const own = template(undefined, ['--set', 'secrets.existingSecret=my-keys', '--set', 'secrets.encryptionKeyKey=enc']);
@@ -344,10 +542,25 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
   });
 
   it('spreads each component over nodes softly by default, overridable', () => {
-    const objects = template(undefined, ['--set-json', 'ledger.topologySpreadConstraints=[{"maxSkew":1,"topologyKey":"topology.kubernetes.io/zone","whenUnsatisfiable":"DoNotSchedule"}]']);
-    const spreadOf = (component: string) => (find(objects, 'Deployment', `punk-${component}`) as unknown as { spec: { template: { spec: { topologySpreadConstraints: Record<string, unknown>[] } } } }).spec.template.spec.topologySpreadConstraints;
+    const objects = template(undefined, [
+      '--set-json',
+      'ledger.topologySpreadConstraints=[{"maxSkew":1,"topologyKey":"topology.kubernetes.io/zone","whenUnsatisfiable":"DoNotSchedule"}]',
+    ]);
+    const spreadOf = (component: string) =>
+      (
+        find(objects, 'Deployment', `punk-${component}`) as unknown as {
+          spec: { template: { spec: { topologySpreadConstraints: Record<string, unknown>[] } } };
+        }
+      ).spec.template.spec.topologySpreadConstraints;
     for (const component of ['operator', 'mcp-front', 'gateway', 'governance']) {
-      assert.deepEqual(spreadOf(component), [{ maxSkew: 1, topologyKey: 'kubernetes.io/hostname', whenUnsatisfiable: 'ScheduleAnyway', labelSelector: { matchLabels: { 'app.kubernetes.io/name': `punk-${component}`, 'app.kubernetes.io/instance': 'punk' } } }]);
+      assert.deepEqual(spreadOf(component), [
+        {
+          maxSkew: 1,
+          topologyKey: 'kubernetes.io/hostname',
+          whenUnsatisfiable: 'ScheduleAnyway',
+          labelSelector: { matchLabels: { 'app.kubernetes.io/name': `punk-${component}`, 'app.kubernetes.io/instance': 'punk' } },
+        },
+      ]);
     }
     assert.deepEqual(spreadOf('ledger'), [{ maxSkew: 1, topologyKey: 'topology.kubernetes.io/zone', whenUnsatisfiable: 'DoNotSchedule' }]);
   });
@@ -366,7 +579,11 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
       kubeconfigFile = join(helmHome, 'kubeconfig');
       writeFileSync(kubeconfigFile, plane.kubeConfig.exportConfig(), { mode: 0o600 });
       for (const namespace of [NAMESPACE, RELEASE_NAMESPACE, 'team-a', 'team-b']) {
-        const { status, text } = await requestApi(plane.kubeConfig, 'POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } });
+        const { status, text } = await requestApi(plane.kubeConfig, 'POST', '/api/v1/namespaces', {
+          apiVersion: 'v1',
+          kind: 'Namespace',
+          metadata: { name: namespace },
+        });
         assert.equal(status, 201, text);
       }
       // The Prometheus Operator's ServiceMonitor, reduced to what an apply needs: its group, version and kind.
@@ -378,15 +595,22 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
           group: 'monitoring.coreos.com',
           scope: 'Namespaced',
           names: { plural: 'servicemonitors', singular: 'servicemonitor', kind: 'ServiceMonitor', listKind: 'ServiceMonitorList' },
-          versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } }],
+          versions: [
+            {
+              name: 'v1',
+              served: true,
+              storage: true,
+              schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
+            },
+          ],
         },
       });
       assert.equal(status, 201, text);
-      for (const deadline = Date.now() + 30_000; ; ) {
+      for (const deadline = Date.now() + 30_000; ;) {
         const discovery = await requestApi(plane.kubeConfig, 'GET', '/apis/monitoring.coreos.com/v1');
         if (discovery.status === 200 && discovery.text.includes('servicemonitors')) break;
         assert.ok(Date.now() < deadline, 'the ServiceMonitor CRD was not served within 30 s');
-        await new Promise(resolve => setTimeout(resolve, 100));
+        await new Promise((resolve) => setTimeout(resolve, 100));
       }
     });
     after(() => plane?.stop());
@@ -394,13 +618,18 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
     /** The resource (plural) and scope of each apiVersion/kind, from the API server's discovery. */
     async function resourcesByKind(): Promise<Map<string, { plural: string; namespaced: boolean }>> {
       const byKind = new Map<string, { plural: string; namespaced: boolean }>();
-      const groups = JSON.parse((await requestApi(plane.kubeConfig, 'GET', '/apis')).text) as { groups: { versions: { groupVersion: string }[] }[] };
-      const groupVersions = ['v1', ...groups.groups.flatMap(group => group.versions.map(version => version.groupVersion))];
+      const groups = JSON.parse((await requestApi(plane.kubeConfig, 'GET', '/apis')).text) as {
+        groups: { versions: { groupVersion: string }[] }[];
+      };
+      const groupVersions = ['v1', ...groups.groups.flatMap((group) => group.versions.map((version) => version.groupVersion))];
       for (const groupVersion of groupVersions) {
         const path = groupVersion === 'v1' ? '/api/v1' : `/apis/${groupVersion}`;
-        const list = JSON.parse((await requestApi(plane.kubeConfig, 'GET', path)).text) as { resources: { name: string; kind: string; namespaced: boolean }[] };
+        const list = JSON.parse((await requestApi(plane.kubeConfig, 'GET', path)).text) as {
+          resources: { name: string; kind: string; namespaced: boolean }[];
+        };
         for (const resource of list.resources) {
-          if (!resource.name.includes('/')) byKind.set(`${groupVersion}/${resource.kind}`, { plural: resource.name, namespaced: resource.namespaced });
+          if (!resource.name.includes('/'))
+            byKind.set(`${groupVersion}/${resource.kind}`, { plural: resource.name, namespaced: resource.namespaced });
         }
       }
       return byKind;
@@ -417,21 +646,66 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
       const base = object.apiVersion.includes('/') ? `/apis/${object.apiVersion}` : `/api/${object.apiVersion}`;
       const scope = resource.namespaced ? `/namespaces/${object.metadata.namespace ?? NAMESPACE}` : '';
       const query = `${dryRun ? 'dryRun=All&' : ''}fieldManager=punk-chart-test&fieldValidation=Strict&force=true`;
-      const { status, text } = await requestApi(plane.kubeConfig, 'PATCH', `${base}${scope}/${resource.plural}/${object.metadata.name}?${query}`, object, 'application/apply-patch+yaml');
+      const { status, text } = await requestApi(
+        plane.kubeConfig,
+        'PATCH',
+        `${base}${scope}/${resource.plural}/${object.metadata.name}?${query}`,
+        object,
+        'application/apply-patch+yaml',
+      );
       assert.ok(status === 200 || status === 201, `${object.kind} ${object.metadata.name}: HTTP ${status}: ${text.slice(0, 800)}`);
     }
 
     it('prints NOTES for the values: a cleartext warning without TLS, the port-forward URL of the admin API', () => {
-      const install = runHelm(['install', 'punk-notes', chart, '-n', RELEASE_NAMESPACE, '--dry-run=server', '-f', join(chart, 'examples', 'production.yaml'), '--set', 'ingress.tls.enabled=false'], { KUBECONFIG: kubeconfigFile });
+      const install = runHelm(
+        [
+          'install',
+          'punk-notes',
+          chart,
+          '-n',
+          RELEASE_NAMESPACE,
+          '--dry-run=server',
+          '-f',
+          join(chart, 'examples', 'production.yaml'),
+          '--set',
+          'ingress.tls.enabled=false',
+        ],
+        { KUBECONFIG: kubeconfigFile },
+      );
       assert.equal(install.status, 0, install.stderr);
-      assert.match(install.stdout, /WARNING: the public URL http:\/\/punk\.example\.com is plain HTTP: bearer tokens \(API keys\) travel in cleartext/);
-      assert.match(install.stdout, /POST http:\/\/127\.0\.0\.1:4100\/api\/v1\/api-keys through a port-forward \(ingress\.adminApi is off\)/);
+      assert.match(
+        install.stdout,
+        /WARNING: the public URL http:\/\/punk\.example\.com is plain HTTP: bearer tokens \(API keys\) travel in cleartext/,
+      );
+      assert.match(
+        install.stdout,
+        /POST http:\/\/127\.0\.0\.1:4100\/api\/v1\/api-keys through a port-forward \(ingress\.adminApi is off\)/,
+      );
       assert.doesNotMatch(install.stdout, /POST http:\/\/punk\.example\.com/);
       assert.match(install.stdout, /kind: McpServer/, 'an McpServer to apply, inline');
       assert.doesNotMatch(install.stdout, /no way to authenticate is configured/, 'production.yaml names a bootstrap admin key');
-      const locked = runHelm(['install', 'punk-notes', chart, '-n', RELEASE_NAMESPACE, '--dry-run=server', '-f', join(chart, 'examples', 'dev-bundled.yaml'), '--set', 'auth.mode=on', '--set', 'publicUrl=http://127.0.0.1:4100'], { KUBECONFIG: kubeconfigFile });
+      const locked = runHelm(
+        [
+          'install',
+          'punk-notes',
+          chart,
+          '-n',
+          RELEASE_NAMESPACE,
+          '--dry-run=server',
+          '-f',
+          join(chart, 'examples', 'dev-bundled.yaml'),
+          '--set',
+          'auth.mode=on',
+          '--set',
+          'publicUrl=http://127.0.0.1:4100',
+        ],
+        { KUBECONFIG: kubeconfigFile },
+      );
       assert.equal(locked.status, 0, locked.stderr);
-      assert.match(locked.stdout, /WARNING: authentication is on, but no way to authenticate is configured: set auth\.bootstrapAdminKey\.existingSecret/);
+      assert.match(
+        locked.stdout,
+        /WARNING: authentication is on, but no way to authenticate is configured: set auth\.bootstrapAdminKey\.existingSecret/,
+      );
       assert.match(locked.stdout, /and NATS without authentication/);
     });
 
@@ -441,14 +715,28 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
         const objects = template(file);
         assert.ok(objects.length > 20, `only ${objects.length} objects`);
         // A Pod is admitted only when its ServiceAccount exists, which a dry run does not make: those first, for real.
-        for (const object of objects.filter(o => o.kind === 'ServiceAccount')) await apply(byKind, object, false);
+        for (const object of objects.filter((o) => o.kind === 'ServiceAccount')) await apply(byKind, object, false);
         for (const object of objects) await apply(byKind, object, true);
       });
     }
 
     it('keeps the generated keys across helm upgrade and uninstall, and rolls pods when their settings change', async () => {
       const kube = { KUBECONFIG: kubeconfigFile };
-      const install = runHelm(['install', 'punk', chart, '-n', RELEASE_NAMESPACE, '-f', join(chart, 'examples', 'dev-bundled.yaml'), '--wait=false', '--timeout', '60s'], kube);
+      const install = runHelm(
+        [
+          'install',
+          'punk',
+          chart,
+          '-n',
+          RELEASE_NAMESPACE,
+          '-f',
+          join(chart, 'examples', 'dev-bundled.yaml'),
+          '--wait=false',
+          '--timeout',
+          '60s',
+        ],
+        kube,
+      );
       assert.equal(install.status, 0, install.stderr);
       // NOTES.txt: the bundled services' warning, the port-forward, and how to connect Claude Code.
       assert.match(install.stdout, /WARNING: the bundled NATS and PostgreSQL are NOT FOR PRODUCTION/);
@@ -460,8 +748,13 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
         return (JSON.parse(text) as { data: Record<string, string> }).data;
       };
       const readChecksum = async (component: string) => {
-        const { text } = await requestApi(plane.kubeConfig, 'GET', `/apis/apps/v1/namespaces/${RELEASE_NAMESPACE}/deployments/punk-${component}`);
-        return (JSON.parse(text) as { spec: { template: { metadata: { annotations: Record<string, string> } } } }).spec.template.metadata.annotations['checksum/config'];
+        const { text } = await requestApi(
+          plane.kubeConfig,
+          'GET',
+          `/apis/apps/v1/namespaces/${RELEASE_NAMESPACE}/deployments/punk-${component}`,
+        );
+        return (JSON.parse(text) as { spec: { template: { metadata: { annotations: Record<string, string> } } } }).spec.template.metadata
+          .annotations['checksum/config'];
       };
       const keys = await readSecret('punk-keys');
       const encryptionKey = Buffer.from(Buffer.from(keys['encryption-key']!, 'base64').toString(), 'base64');
@@ -472,12 +765,36 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
       const ledgerChecksum = await readChecksum('ledger');
 
       // A data key an older release wrote (a renamed secrets.encryptionKeyKey) stays: no upgrade drops a key.
-      const legacy = await requestApi(plane.kubeConfig, 'PATCH', `/api/v1/namespaces/${RELEASE_NAMESPACE}/secrets/punk-keys`, { data: { 'legacy-key': keys['encryption-key'] } }, 'application/merge-patch+json');
+      const legacy = await requestApi(
+        plane.kubeConfig,
+        'PATCH',
+        `/api/v1/namespaces/${RELEASE_NAMESPACE}/secrets/punk-keys`,
+        { data: { 'legacy-key': keys['encryption-key'] } },
+        'application/merge-patch+json',
+      );
       assert.equal(legacy.status, 200, legacy.text);
       const keysBefore = await readSecret('punk-keys');
       assert.ok(keysBefore['legacy-key']);
       // Renaming the *Key values must not touch the generated Secret (they name keys of secrets.existingSecret).
-      const upgrade = runHelm(['upgrade', 'punk', chart, '-n', RELEASE_NAMESPACE, '-f', join(chart, 'examples', 'dev-bundled.yaml'), '--set', 'mcpFront.env.PUNK_MAX_SESSIONS=500', '--set', 'secrets.encryptionKeyKey=renamed', '--wait=false', '--timeout', '60s'], kube);
+      const upgrade = runHelm(
+        [
+          'upgrade',
+          'punk',
+          chart,
+          '-n',
+          RELEASE_NAMESPACE,
+          '-f',
+          join(chart, 'examples', 'dev-bundled.yaml'),
+          '--set',
+          'mcpFront.env.PUNK_MAX_SESSIONS=500',
+          '--set',
+          'secrets.encryptionKeyKey=renamed',
+          '--wait=false',
+          '--timeout',
+          '60s',
+        ],
+        kube,
+      );
       assert.equal(upgrade.status, 0, upgrade.stderr);
       assert.deepEqual(await readSecret('punk-keys'), keysBefore, 'an upgrade keeps the keys, every data key');
       assert.deepEqual(await readSecret('punk-postgres'), password, 'an upgrade keeps the bundled database password');
@@ -487,7 +804,11 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
       const uninstall = runHelm(['uninstall', 'punk', '-n', RELEASE_NAMESPACE, '--wait=false'], kube);
       assert.equal(uninstall.status, 0, uninstall.stderr);
       assert.deepEqual(await readSecret('punk-keys'), keysBefore, 'uninstall leaves the keys behind (helm.sh/resource-policy: keep)');
-      const deployment = await requestApi(plane.kubeConfig, 'GET', `/apis/apps/v1/namespaces/${RELEASE_NAMESPACE}/deployments/punk-mcp-front`);
+      const deployment = await requestApi(
+        plane.kubeConfig,
+        'GET',
+        `/apis/apps/v1/namespaces/${RELEASE_NAMESPACE}/deployments/punk-mcp-front`,
+      );
       assert.equal(deployment.status, 404, 'uninstall removed the Deployments');
     });
   });
@@ -501,19 +822,23 @@ describe('files/list-tools.mjs against a real punk up', () => {
 
   /** Starts `punk up` on the example servers everything and memory, on a free port; resolves with its /mcp URL. */
   async function startPunk(env: Record<string, string>): Promise<{ url: string; stop: () => Promise<void> }> {
-    const child = spawn(process.execPath, [join(repoRoot, 'services/cli/dist/main.js'), 'up', '--manifests', manifests, '--port', '0', '--ephemeral'], {
-      cwd: manifests,
-      env: { ...process.env, PUNK_LOG_LEVEL: 'warn', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      [join(repoRoot, 'services/cli/dist/main.js'), 'up', '--manifests', manifests, '--port', '0', '--ephemeral'],
+      {
+        cwd: manifests,
+        env: { ...process.env, PUNK_LOG_LEVEL: 'warn', ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let output = '';
-    child.stderr.on('data', chunk => (output += chunk));
+    child.stderr.on('data', (chunk) => (output += chunk));
     const base = await new Promise<string>((resolve, reject) => {
       const timer = setTimeout(() => {
         child.kill('SIGKILL');
         reject(new Error(`punk up not ready within 150 s:\n${output}`));
       }, 150_000);
-      child.stdout.on('data', chunk => {
+      child.stdout.on('data', (chunk) => {
         output += chunk;
         const match = /Punk is ready in \d+ ms: (http:\/\/[^\s/]+)\//.exec(output);
         if (match) {
@@ -521,7 +846,7 @@ describe('files/list-tools.mjs against a real punk up', () => {
           resolve(match[1]!);
         }
       });
-      child.once('exit', code => {
+      child.once('exit', (code) => {
         clearTimeout(timer);
         reject(new Error(`punk up exited (${code}):\n${output}`));
       });
@@ -530,7 +855,7 @@ describe('files/list-tools.mjs against a real punk up', () => {
       url: `${base}/mcp`,
       stop: async () => {
         if (child.exitCode !== null || child.signalCode !== null) return;
-        const exited = new Promise(resolve => child.once('exit', resolve));
+        const exited = new Promise((resolve) => child.once('exit', resolve));
         child.kill('SIGTERM');
         await exited;
       },
@@ -539,13 +864,13 @@ describe('files/list-tools.mjs against a real punk up', () => {
 
   /** Runs the script with `args` and `env`; resolves with its exit code and output. */
   function listTools(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-    return new Promise(resolve => {
+    return new Promise((resolve) => {
       const child = spawn(process.execPath, [script, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
       let stdout = '';
       let stderr = '';
-      child.stdout.on('data', chunk => (stdout += chunk));
-      child.stderr.on('data', chunk => (stderr += chunk));
-      child.once('exit', code => resolve({ code, stdout, stderr }));
+      child.stdout.on('data', (chunk) => (stdout += chunk));
+      child.stderr.on('data', (chunk) => (stderr += chunk));
+      child.once('exit', (code) => resolve({ code, stdout, stderr }));
     });
   }
 
@@ -566,7 +891,7 @@ describe('files/list-tools.mjs against a real punk up', () => {
     let cursor: string | undefined;
     do {
       const page = await sdk.listTools(cursor === undefined ? {} : { cursor });
-      expected.push(...page.tools.map(tool => tool.name));
+      expected.push(...page.tools.map((tool) => tool.name));
       cursor = page.nextCursor;
     } while (cursor !== undefined);
     await sdk.close();
@@ -576,7 +901,10 @@ describe('files/list-tools.mjs against a real punk up', () => {
   it('prints the tool names the SDK client lists', async () => {
     punk = await startPunk({});
     const expected = await sdkToolNames(punk.url);
-    assert.ok(expected.some(name => name.startsWith('everything__')) && expected.some(name => name.startsWith('memory__')), `both example servers listed: ${expected.join(', ')}`);
+    assert.ok(
+      expected.some((name) => name.startsWith('everything__')) && expected.some((name) => name.startsWith('memory__')),
+      `both example servers listed: ${expected.join(', ')}`,
+    );
 
     const result = await listTools([punk.url]);
     assert.equal(result.code, 0, result.stderr);
@@ -603,7 +931,10 @@ describe('files/list-tools.mjs against a real punk up', () => {
     assert.match(refused.stderr, /^list-tools: initialize: HTTP 401 \(authentication is on: set MCP_BEARER_TOKEN to an API key\)/);
     const allowed = await listTools([punk.url], { MCP_BEARER_TOKEN: adminKey });
     assert.equal(allowed.code, 0, allowed.stderr);
-    assert.ok(allowed.stdout.split('\n').some(name => name.startsWith('everything__')), allowed.stdout);
+    assert.ok(
+      allowed.stdout.split('\n').some((name) => name.startsWith('everything__')),
+      allowed.stdout,
+    );
     await punk.stop();
     punk = undefined;
   });

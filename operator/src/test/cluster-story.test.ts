@@ -41,98 +41,128 @@ async function toolNames(endpoint: string): Promise<string[]> {
   const client = new Client({ name: 'story-client', version: '1.0.0' });
   await client.connect(new StreamableHTTPClientTransport(new URL(endpoint)));
   try {
-    return (await client.listTools()).tools.map(tool => tool.name);
+    return (await client.listTools()).tools.map((tool) => tool.name);
   } finally {
     await client.close();
   }
 }
 
-describe('a platform team declares a credential, a server and a policy; an MCP client uses them', { skip: availability.available ? false : availability.reason }, () => {
-  let fixture: OperatorFixture;
-  let plane: ControlPlane;
-  let crs: CustomResources;
-  let ns: string;
-  let front: Front;
-  let http: HttpServer;
-  let base: string;
-  let upstream: ProtectedMcpServer;
+describe(
+  'a platform team declares a credential, a server and a policy; an MCP client uses them',
+  { skip: availability.available ? false : availability.reason },
+  () => {
+    let fixture: OperatorFixture;
+    let plane: ControlPlane;
+    let crs: CustomResources;
+    let ns: string;
+    let front: Front;
+    let http: HttpServer;
+    let base: string;
+    let upstream: ProtectedMcpServer;
 
-  before(async () => {
-    fixture = await startOperatorFixture('story', { operator: false });
-    ({ plane, crs, ns } = fixture);
-    const { bus } = await fixture.startServices();
-    front = await createFront({ bus, log, tenant: ns, maxBodyBytes: 1024 * 1024, callTimeoutMs: 20_000 });
-    const app = express();
-    app.use(front.router);
-    http = await new Promise<HttpServer>(resolve => {
-      const server = app.listen(0, '127.0.0.1', () => resolve(server));
+    before(async () => {
+      fixture = await startOperatorFixture('story', { operator: false });
+      ({ plane, crs, ns } = fixture);
+      const { bus } = await fixture.startServices();
+      front = await createFront({ bus, log, tenant: ns, maxBodyBytes: 1024 * 1024, callTimeoutMs: 20_000 });
+      const app = express();
+      app.use(front.router);
+      http = await new Promise<HttpServer>((resolve) => {
+        const server = app.listen(0, '127.0.0.1', () => resolve(server));
+      });
+      base = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
+      upstream = await startProtectedMcpServer({ token: TOKEN });
+      await fixture.startOperator({ server: { publicUrl: base } });
     });
-    base = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
-    upstream = await startProtectedMcpServer({ token: TOKEN });
-    await fixture.startOperator({ server: { publicUrl: base } });
-  });
-  after(async () => {
-    await front?.close();
-    http?.closeAllConnections();
-    if (http) await new Promise(resolve => http.close(resolve));
-    await upstream?.close();
-    await fixture?.stop();
-  });
-
-  it('serves the server at its status.endpoint with the credential as its Authorization header', async () => {
-    await plane.kubeConfig.makeApiClient(CoreV1Api).createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'tickets-auth' }, stringData: { authorization: `Bearer ${TOKEN}` } } });
-    await crs.create('mcpcredentials', ns, { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpCredential', metadata: { name: 'tickets' }, spec: { secretRef: { name: 'tickets-auth' } } });
-    await crs.create('mcpservers', ns, {
-      apiVersion: 'mcp.punk.dev/v1alpha1',
-      kind: 'McpServer',
-      metadata: { name: 'tickets' },
-      spec: { url: upstream.url, headers: [{ name: 'Authorization', valueFrom: { credentialRef: { name: 'tickets', key: 'authorization' } } }] },
+    after(async () => {
+      await front?.close();
+      http?.closeAllConnections();
+      if (http) await new Promise((resolve) => http.close(resolve));
+      await upstream?.close();
+      await fixture?.stop();
     });
-    const ready = await until('the McpServer Ready', async () => {
-      const o = await crs.get('mcpservers', ns, 'tickets');
-      return conditionOf(o, 'Ready')?.status === 'True' ? o : undefined;
-    }, 60_000);
-    assert.equal(ready.status.endpoint, `${base}/servers/${ns}/tickets/mcp`);
-    assert.deepEqual((ready.status.tools as { name: string }[]).map(t => t.name).sort(), ['echo', 'wait']);
 
-    const answer = await callEcho(ready.status.endpoint, 'hello from the story');
-    assert.deepEqual(answer, { ok: true, text: 'hello from the story' });
-    const sent = upstream.requests.filter(r => r.method === 'POST' && r.refused === undefined);
-    assert.ok(sent.length > 0 && sent.every(r => r.headers.authorization === `Bearer ${TOKEN}`), 'every request the upstream took carried the credential');
-    const status = await crs.get('mcpcredentials', ns, 'tickets');
-    assert.ok(!JSON.stringify(status).includes(TOKEN), 'the McpCredential never shows the value');
-  });
+    it('serves the server at its status.endpoint with the credential as its Authorization header', async () => {
+      await plane.kubeConfig
+        .makeApiClient(CoreV1Api)
+        .createNamespacedSecret({
+          namespace: ns,
+          body: { metadata: { name: 'tickets-auth' }, stringData: { authorization: `Bearer ${TOKEN}` } },
+        });
+      await crs.create('mcpcredentials', ns, {
+        apiVersion: 'mcp.punk.dev/v1alpha1',
+        kind: 'McpCredential',
+        metadata: { name: 'tickets' },
+        spec: { secretRef: { name: 'tickets-auth' } },
+      });
+      await crs.create('mcpservers', ns, {
+        apiVersion: 'mcp.punk.dev/v1alpha1',
+        kind: 'McpServer',
+        metadata: { name: 'tickets' },
+        spec: {
+          url: upstream.url,
+          headers: [{ name: 'Authorization', valueFrom: { credentialRef: { name: 'tickets', key: 'authorization' } } }],
+        },
+      });
+      const ready = await until(
+        'the McpServer Ready',
+        async () => {
+          const o = await crs.get('mcpservers', ns, 'tickets');
+          return conditionOf(o, 'Ready')?.status === 'True' ? o : undefined;
+        },
+        60_000,
+      );
+      assert.equal(ready.status.endpoint, `${base}/servers/${ns}/tickets/mcp`);
+      assert.deepEqual((ready.status.tools as { name: string }[]).map((t) => t.name).sort(), ['echo', 'wait']);
 
-  it('an McpPolicy denying the tool takes effect, and deleting it lifts the denial', async () => {
-    const endpoint = `${base}/servers/${ns}/tickets/mcp`;
-    await crs.create('mcppolicies', ns, {
-      apiVersion: 'mcp.punk.dev/v1alpha1',
-      kind: 'McpPolicy',
-      metadata: { name: 'no-echo' },
-      spec: { rules: [{ name: 'deny-echo', tools: ['echo'], decision: 'deny', reason: 'echo is not allowed here' }] },
+      const answer = await callEcho(ready.status.endpoint, 'hello from the story');
+      assert.deepEqual(answer, { ok: true, text: 'hello from the story' });
+      const sent = upstream.requests.filter((r) => r.method === 'POST' && r.refused === undefined);
+      assert.ok(
+        sent.length > 0 && sent.every((r) => r.headers.authorization === `Bearer ${TOKEN}`),
+        'every request the upstream took carried the credential',
+      );
+      const status = await crs.get('mcpcredentials', ns, 'tickets');
+      assert.ok(!JSON.stringify(status).includes(TOKEN), 'the McpCredential never shows the value');
     });
-    const denied = await until('the call denied', async () => {
-      const answer = await callEcho(endpoint, 'again');
-      return answer.ok ? undefined : answer;
+
+    it('an McpPolicy denying the tool takes effect, and deleting it lifts the denial', async () => {
+      const endpoint = `${base}/servers/${ns}/tickets/mcp`;
+      await crs.create('mcppolicies', ns, {
+        apiVersion: 'mcp.punk.dev/v1alpha1',
+        kind: 'McpPolicy',
+        metadata: { name: 'no-echo' },
+        spec: { rules: [{ name: 'deny-echo', tools: ['echo'], decision: 'deny', reason: 'echo is not allowed here' }] },
+      });
+      const denied = await until('the call denied', async () => {
+        const answer = await callEcho(endpoint, 'again');
+        return answer.ok ? undefined : answer;
+      });
+      assert.match(denied.text, /echo is not allowed here|no-echo\/deny-echo/);
+      const policy = await crs.get('mcppolicies', ns, 'no-echo');
+      assert.equal(conditionOf(policy, 'Ready')?.status, 'True');
+      assert.equal(policy.status.ruleCount, 1);
+
+      await crs.delete('mcppolicies', ns, 'no-echo');
+      assert.deepEqual(
+        await until('the call allowed again', async () => {
+          const answer = await callEcho(endpoint, 'once more');
+          return answer.ok ? answer : undefined;
+        }),
+        { ok: true, text: 'once more' },
+      );
     });
-    assert.match(denied.text, /echo is not allowed here|no-echo\/deny-echo/);
-    const policy = await crs.get('mcppolicies', ns, 'no-echo');
-    assert.equal(conditionOf(policy, 'Ready')?.status, 'True');
-    assert.equal(policy.status.ruleCount, 1);
 
-    await crs.delete('mcppolicies', ns, 'no-echo');
-    assert.deepEqual(await until('the call allowed again', async () => {
-      const answer = await callEcho(endpoint, 'once more');
-      return answer.ok ? answer : undefined;
-    }), { ok: true, text: 'once more' });
-  });
-
-  it('deleting the McpServer takes its tools away from the endpoint', async () => {
-    assert.ok((await toolNames(`${base}/mcp`)).some(name => name.endsWith('echo')), 'the aggregated endpoint lists the server\'s echo');
-    await crs.delete('mcpservers', ns, 'tickets');
-    await until('the tools gone from /mcp', async () => ((await toolNames(`${base}/mcp`)).length === 0 ? true : undefined));
-    const answer = await callEcho(`${base}/servers/${ns}/tickets/mcp`, 'still there?');
-    assert.equal(answer.ok, false);
-    assert.match(answer.text, new RegExp(`no MCP server named ${ns}/tickets`));
-  });
-});
+    it('deleting the McpServer takes its tools away from the endpoint', async () => {
+      assert.ok(
+        (await toolNames(`${base}/mcp`)).some((name) => name.endsWith('echo')),
+        "the aggregated endpoint lists the server's echo",
+      );
+      await crs.delete('mcpservers', ns, 'tickets');
+      await until('the tools gone from /mcp', async () => ((await toolNames(`${base}/mcp`)).length === 0 ? true : undefined));
+      const answer = await callEcho(`${base}/servers/${ns}/tickets/mcp`, 'still there?');
+      assert.equal(answer.ok, false);
+      assert.match(answer.text, new RegExp(`no MCP server named ${ns}/tickets`));
+    });
+  },
+);

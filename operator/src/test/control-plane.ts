@@ -34,7 +34,10 @@ export function controlPlaneAvailability(): ControlPlaneAvailability {
   return {
     available: false,
     goInstalled: go.status === 0,
-    reason: go.status === 0 ? `${why} (Go is installed: \`node scripts/control-plane.mjs build\` builds them)` : `Go is not installed, so kube-apiserver, etcd and helm cannot be built: ${why}`,
+    reason:
+      go.status === 0
+        ? `${why} (Go is installed: \`node scripts/control-plane.mjs build\` builds them)`
+        : `Go is not installed, so kube-apiserver, etcd and helm cannot be built: ${why}`,
   };
 }
 
@@ -58,7 +61,7 @@ export interface ControlPlane {
 export async function freePort(): Promise<number> {
   for (;;) {
     const port = 20_000 + Math.floor(Math.random() * 12_768);
-    const free = await new Promise<boolean>(resolve => {
+    const free = await new Promise<boolean>((resolve) => {
       const server = createServer();
       server.once('error', () => resolve(false));
       server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
@@ -70,7 +73,7 @@ export async function freePort(): Promise<number> {
 /** The status code of one GET over HTTPS, verified against `ca`, with a bearer token. */
 function httpsStatus(url: string, ca: Buffer, token: string): Promise<number> {
   return new Promise((resolve, reject) => {
-    const request = httpsGet(url, { ca, headers: { authorization: `Bearer ${token}` } }, response => {
+    const request = httpsGet(url, { ca, headers: { authorization: `Bearer ${token}` } }, (response) => {
       response.resume();
       resolve(response.statusCode ?? 0);
     });
@@ -84,16 +87,29 @@ function httpsStatus(url: string, ca: Buffer, token: string): Promise<number> {
  * `contentType` (JSON is also YAML, so `application/apply-patch+yaml` takes it too).
  * @returns the status code and the body text, whatever the status.
  */
-export function requestApi(kubeConfig: KubeConfig, method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<{ status: number; text: string }> {
+export function requestApi(
+  kubeConfig: KubeConfig,
+  method: string,
+  path: string,
+  body?: unknown,
+  contentType = 'application/json',
+): Promise<{ status: number; text: string }> {
   const cluster = kubeConfig.getCurrentCluster()!;
   const user = kubeConfig.getCurrentUser()!;
   return new Promise((resolve, reject) => {
     const request = httpsRequest(
       new URL(path, cluster.server),
-      { method, ca: Buffer.from(cluster.caData!, 'base64'), headers: { authorization: `Bearer ${user.token}`, 'content-type': contentType } },
-      response => {
+      {
+        method,
+        ca: Buffer.from(cluster.caData!, 'base64'),
+        headers: { authorization: `Bearer ${user.token}`, 'content-type': contentType },
+      },
+      (response) => {
         let text = '';
-        response.setEncoding('utf8').on('data', chunk => (text += chunk)).on('end', () => resolve({ status: response.statusCode ?? 0, text }));
+        response
+          .setEncoding('utf8')
+          .on('data', (chunk) => (text += chunk))
+          .on('end', () => resolve({ status: response.statusCode ?? 0, text }));
       },
     );
     request.on('error', reject);
@@ -120,7 +136,7 @@ export function helmBinary(availability: ControlPlaneAvailability): string | und
 
 async function stopProcess(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise(resolve => child.once('exit', resolve));
+  const exited = new Promise((resolve) => child.once('exit', resolve));
   child.kill('SIGTERM');
   const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
   await exited;
@@ -131,12 +147,16 @@ async function waitFor(what: string, child: ChildProcess, log: string, probe: ()
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (child.exitCode !== null || child.signalCode !== null) {
-      throw new Error(`${what} exited (${child.exitCode ?? child.signalCode}); last log lines:\n${readFileSync(log, 'utf8').trim().split('\n').slice(-15).join('\n')}`);
+      throw new Error(
+        `${what} exited (${child.exitCode ?? child.signalCode}); last log lines:\n${readFileSync(log, 'utf8').trim().split('\n').slice(-15).join('\n')}`,
+      );
     }
     if (await probe().catch(() => false)) return;
-    await new Promise(resolve => setTimeout(resolve, 100));
+    await new Promise((resolve) => setTimeout(resolve, 100));
   }
-  throw new Error(`${what} not ready within ${timeoutMs / 1000} s; last log lines:\n${readFileSync(log, 'utf8').trim().split('\n').slice(-15).join('\n')}`);
+  throw new Error(
+    `${what} not ready within ${timeoutMs / 1000} s; last log lines:\n${readFileSync(log, 'utf8').trim().split('\n').slice(-15).join('\n')}`,
+  );
 }
 
 /**
@@ -168,9 +188,15 @@ export async function startControlPlane(): Promise<ControlPlane> {
     const etcdUrl = `http://127.0.0.1:${etcdPort}`;
     const peerUrl = `http://127.0.0.1:${peerPort}`;
     const etcd = launch('etcd', [
-      '--name=punk', `--data-dir=${join(work, 'etcd')}`, `--listen-client-urls=${etcdUrl}`, `--advertise-client-urls=${etcdUrl}`,
-      `--listen-peer-urls=${peerUrl}`, `--initial-advertise-peer-urls=${peerUrl}`, `--initial-cluster=punk=${peerUrl}`,
-      '--unsafe-no-fsync=true', '--log-level=warn',
+      '--name=punk',
+      `--data-dir=${join(work, 'etcd')}`,
+      `--listen-client-urls=${etcdUrl}`,
+      `--advertise-client-urls=${etcdUrl}`,
+      `--listen-peer-urls=${peerUrl}`,
+      `--initial-advertise-peer-urls=${peerUrl}`,
+      `--initial-cluster=punk=${peerUrl}`,
+      '--unsafe-no-fsync=true',
+      '--log-level=warn',
     ]);
     await waitFor('etcd', etcd.child, etcd.logFile, async () => (await fetch(`${etcdUrl}/health`)).ok, 30_000);
 
@@ -182,19 +208,32 @@ export async function startControlPlane(): Promise<ControlPlane> {
     const certDir = join(work, 'certs');
     const server = `https://127.0.0.1:${securePort}`;
     const apiserver = launch('kube-apiserver', [
-      `--etcd-servers=${etcdUrl}`, `--cert-dir=${certDir}`, '--bind-address=127.0.0.1', '--advertise-address=127.0.0.1',
+      `--etcd-servers=${etcdUrl}`,
+      `--cert-dir=${certDir}`,
+      '--bind-address=127.0.0.1',
+      '--advertise-address=127.0.0.1',
       // The endpoint reconciler refuses a loopback advertise address; nothing here needs the `kubernetes` Service's endpoints.
       '--endpoint-reconciler-type=none',
-      `--secure-port=${securePort}`, `--service-account-issuer=${server}`,
-      `--service-account-key-file=${join(work, 'sa.pub')}`, `--service-account-signing-key-file=${join(work, 'sa.key')}`,
-      '--service-cluster-ip-range=10.0.0.0/24', '--authorization-mode=RBAC', `--token-auth-file=${join(work, 'tokens.csv')}`,
+      `--secure-port=${securePort}`,
+      `--service-account-issuer=${server}`,
+      `--service-account-key-file=${join(work, 'sa.pub')}`,
+      `--service-account-signing-key-file=${join(work, 'sa.key')}`,
+      '--service-cluster-ip-range=10.0.0.0/24',
+      '--authorization-mode=RBAC',
+      `--token-auth-file=${join(work, 'tokens.csv')}`,
       '--allow-privileged=true',
     ]);
     const caFile = join(certDir, 'apiserver.crt');
-    await waitFor('kube-apiserver', apiserver.child, apiserver.logFile, async () => {
-      if (!existsSync(caFile)) return false;
-      return (await httpsStatus(`${server}/readyz`, readFileSync(caFile), token)) === 200;
-    }, 120_000);
+    await waitFor(
+      'kube-apiserver',
+      apiserver.child,
+      apiserver.logFile,
+      async () => {
+        if (!existsSync(caFile)) return false;
+        return (await httpsStatus(`${server}/readyz`, readFileSync(caFile), token)) === 200;
+      },
+      120_000,
+    );
     // Read once ready: the file may have been caught half-written before (the chain without its CA).
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromOptions({
@@ -215,9 +254,9 @@ export async function startControlPlane(): Promise<ControlPlane> {
 export function crdsOfRepository(): V1CustomResourceDefinition[] {
   const dir = join(repoRoot, 'crds');
   return readdirSync(dir)
-    .filter(file => file.endsWith('.yaml'))
+    .filter((file) => file.endsWith('.yaml'))
     .sort()
-    .flatMap(file => parseAllDocuments(readFileSync(join(dir, file), 'utf8')).map(doc => doc.toJS() as V1CustomResourceDefinition));
+    .flatMap((file) => parseAllDocuments(readFileSync(join(dir, file), 'utf8')).map((doc) => doc.toJS() as V1CustomResourceDefinition));
 }
 
 /**
@@ -235,9 +274,9 @@ export async function installCrds(kubeConfig: KubeConfig): Promise<void> {
     const deadline = Date.now() + 30_000;
     for (;;) {
       const live = await api.readCustomResourceDefinition({ name });
-      if (live.status?.conditions?.some(c => c.type === 'Established' && c.status === 'True')) break;
+      if (live.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
       if (Date.now() > deadline) throw new Error(`CRD ${name} not Established within 30 s`);
-      await new Promise(resolve => setTimeout(resolve, 100));
+      await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }
 }

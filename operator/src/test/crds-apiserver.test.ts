@@ -21,13 +21,19 @@ describe('the CRDs of crds/ on a real kube-apiserver', { skip: availability.avai
   after(() => plane?.stop());
 
   it('accepts every example McpServer, with the schema defaults applied', async () => {
-    const files = readdirSync(examples).filter(f => f.endsWith('.yaml'));
+    const files = readdirSync(examples).filter((f) => f.endsWith('.yaml'));
     assert.ok(files.length > 0);
     for (const file of files) {
       for (const doc of parseAllDocuments(readFileSync(examples + file, 'utf8'))) {
         const body = doc.toJS() as { kind: string; metadata: { name: string } };
         if (body.kind !== 'McpServer') continue;
-        const created = (await api.createNamespacedCustomObject({ group: 'mcp.punk.dev', version: 'v1alpha1', namespace: 'default', plural: 'mcpservers', body })) as { spec: { sessionMode: string; timeout: string } };
+        const created = (await api.createNamespacedCustomObject({
+          group: 'mcp.punk.dev',
+          version: 'v1alpha1',
+          namespace: 'default',
+          plural: 'mcpservers',
+          body,
+        })) as { spec: { sessionMode: string; timeout: string } };
         assert.equal(created.spec.sessionMode, 'shared', `${file}: default sessionMode`);
         assert.equal(created.spec.timeout, '60s', `${file}: default timeout`);
       }
@@ -35,7 +41,12 @@ describe('the CRDs of crds/ on a real kube-apiserver', { skip: availability.avai
   });
 
   it('refuses an McpServer with two sources, naming the field', async () => {
-    const body = { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpServer', metadata: { name: 'two-sources' }, spec: { image: 'ghcr.io/x/y:1', url: 'https://example.com/mcp' } };
+    const body = {
+      apiVersion: 'mcp.punk.dev/v1alpha1',
+      kind: 'McpServer',
+      metadata: { name: 'two-sources' },
+      spec: { image: 'ghcr.io/x/y:1', url: 'https://example.com/mcp' },
+    };
     await assert.rejects(
       api.createNamespacedCustomObject({ group: 'mcp.punk.dev', version: 'v1alpha1', namespace: 'default', plural: 'mcpservers', body }),
       (error: Error & { code?: number; body?: string }) => {
@@ -48,7 +59,12 @@ describe('the CRDs of crds/ on a real kube-apiserver', { skip: availability.avai
   });
 
   it('refuses a port out of range, naming spec.port', async () => {
-    const body = { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpServer', metadata: { name: 'bad-port' }, spec: { image: 'ghcr.io/x/y:1', transport: 'streamable-http', port: 70000 } };
+    const body = {
+      apiVersion: 'mcp.punk.dev/v1alpha1',
+      kind: 'McpServer',
+      metadata: { name: 'bad-port' },
+      spec: { image: 'ghcr.io/x/y:1', transport: 'streamable-http', port: 70000 },
+    };
     await assert.rejects(
       api.createNamespacedCustomObject({ group: 'mcp.punk.dev', version: 'v1alpha1', namespace: 'default', plural: 'mcpservers', body }),
       (error: Error & { code?: number; body?: string }) => {

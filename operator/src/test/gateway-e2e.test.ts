@@ -13,7 +13,9 @@ import { controlPlaneAvailability, type ControlPlane } from './control-plane.js'
 import { conditionOf, CustomResources, freePort, startOperatorFixture, until, type OperatorFixture } from './harness.js';
 
 const availability = controlPlaneAvailability();
-const everythingBin = fileURLToPath(new URL('../../../node_modules/@modelcontextprotocol/server-everything/dist/index.js', import.meta.url));
+const everythingBin = fileURLToPath(
+  new URL('../../../node_modules/@modelcontextprotocol/server-everything/dist/index.js', import.meta.url),
+);
 
 describe('the operator with the real gateway', { skip: availability.available ? false : availability.reason }, () => {
   let fixture: OperatorFixture;
@@ -29,11 +31,18 @@ describe('the operator with the real gateway', { skip: availability.available ? 
     ({ plane, crs, ns } = fixture);
     ({ bus } = await fixture.startServices());
     everythingPort = await freePort();
-    everything = spawn(process.execPath, [everythingBin, 'streamableHttp'], { env: { ...process.env, PORT: String(everythingPort) }, stdio: 'ignore' });
-    await until('server-everything listening', () => new Promise<boolean>(resolve => {
-      const socket = connect(everythingPort, '127.0.0.1', () => (socket.destroy(), resolve(true)));
-      socket.once('error', () => resolve(false));
-    }));
+    everything = spawn(process.execPath, [everythingBin, 'streamableHttp'], {
+      env: { ...process.env, PORT: String(everythingPort) },
+      stdio: 'ignore',
+    });
+    await until(
+      'server-everything listening',
+      () =>
+        new Promise<boolean>((resolve) => {
+          const socket = connect(everythingPort, '127.0.0.1', () => (socket.destroy(), resolve(true)));
+          socket.once('error', () => resolve(false));
+        }),
+    );
     await fixture.startOperator();
   });
   after(async () => {
@@ -42,19 +51,39 @@ describe('the operator with the real gateway', { skip: availability.available ? 
   });
 
   it('serves a url McpServer through the gateway and reports Ready with the tools it lists', async () => {
-    await crs.create('mcpservers', ns, { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpServer', metadata: { name: 'everything' }, spec: { url: `http://127.0.0.1:${everythingPort}/mcp` } });
-    const ready = await until('Ready=True', async () => {
-      const o = await crs.get('mcpservers', ns, 'everything');
-      return conditionOf(o, 'Ready')?.status === 'True' ? o : undefined;
-    }, 60_000);
+    await crs.create('mcpservers', ns, {
+      apiVersion: 'mcp.punk.dev/v1alpha1',
+      kind: 'McpServer',
+      metadata: { name: 'everything' },
+      spec: { url: `http://127.0.0.1:${everythingPort}/mcp` },
+    });
+    const ready = await until(
+      'Ready=True',
+      async () => {
+        const o = await crs.get('mcpservers', ns, 'everything');
+        return conditionOf(o, 'Ready')?.status === 'True' ? o : undefined;
+      },
+      60_000,
+    );
     assert.equal(conditionOf(ready, 'Ready')?.reason, 'ToolsListed');
     assert.ok(ready.status.toolCount > 0);
     assert.equal(ready.status.toolCount, ready.status.tools.length);
-    assert.ok((ready.status.tools as { name: string }[]).some(tool => tool.name === 'echo'), 'server-everything lists echo');
+    assert.ok(
+      (ready.status.tools as { name: string }[]).some((tool) => tool.name === 'echo'),
+      'server-everything lists echo',
+    );
     assert.equal(ready.status.lastError, undefined);
 
-    const served = (await bus.request(subjects.gatewayAdmin, { op: 'servers.get', tenant: ns, id: 'everything' }, { timeoutMs: 10_000 })) as Record<string, unknown>;
-    assert.match(JSON.stringify(served), new RegExp(`127\\.0\\.0\\.1:${everythingPort}`), 'the gateway serves the url the operator published');
+    const served = (await bus.request(
+      subjects.gatewayAdmin,
+      { op: 'servers.get', tenant: ns, id: 'everything' },
+      { timeoutMs: 10_000 },
+    )) as Record<string, unknown>;
+    assert.match(
+      JSON.stringify(served),
+      new RegExp(`127\\.0\\.0\\.1:${everythingPort}`),
+      'the gateway serves the url the operator published',
+    );
 
     await crs.delete('mcpservers', ns, 'everything');
     await until('no longer served', () =>
@@ -68,14 +97,23 @@ describe('the operator with the real gateway', { skip: availability.available ? 
   it('puts an McpCredential into the vault and removes it when the object is deleted', async () => {
     const core = plane.kubeConfig.makeApiClient(CoreV1Api);
     await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'github-token' }, stringData: { token: 'ghp-e2e' } } });
-    await crs.create('mcpcredentials', ns, { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpCredential', metadata: { name: 'github' }, spec: { secretRef: { name: 'github-token', keys: ['token'] } } });
+    await crs.create('mcpcredentials', ns, {
+      apiVersion: 'mcp.punk.dev/v1alpha1',
+      kind: 'McpCredential',
+      metadata: { name: 'github' },
+      spec: { secretRef: { name: 'github-token', keys: ['token'] } },
+    });
     const ready = await until('Ready=True', async () => {
       const o = await crs.get('mcpcredentials', ns, 'github');
       return conditionOf(o, 'Ready')?.status === 'True' ? o : undefined;
     });
     assert.deepEqual(ready.status.keys, ['token']);
     assert.equal(ready.status.refreshHealth, 'NotApplicable');
-    const stored = (await bus.request(subjects.gatewayAdmin, { op: 'credentials.get', tenant: ns, id: 'github' }, { timeoutMs: 10_000 })) as { credential: { keys: string[] } };
+    const stored = (await bus.request(
+      subjects.gatewayAdmin,
+      { op: 'credentials.get', tenant: ns, id: 'github' },
+      { timeoutMs: 10_000 },
+    )) as { credential: { keys: string[] } };
     assert.deepEqual(stored.credential.keys, ['token']);
     assert.ok(!JSON.stringify(stored).includes('ghp-e2e'), 'the vault never answers a value');
 
@@ -86,26 +124,54 @@ describe('the operator with the real gateway', { skip: availability.available ? 
         (error: unknown) => (error instanceof PunkError && error.code === 'CredentialNotFound') || undefined,
       ),
     );
-    await until('the object gone', () => crs.get('mcpcredentials', ns, 'github').then(() => undefined, (e: { code?: number }) => e.code === 404));
+    await until('the object gone', () =>
+      crs.get('mcpcredentials', ns, 'github').then(
+        () => undefined,
+        (e: { code?: number }) => e.code === 404,
+      ),
+    );
   });
 
   it('names the Secret key the vault refuses, and takes a credential out of the vault when its Secret is deleted', async () => {
     const core = plane.kubeConfig.makeApiClient(CoreV1Api);
     const getCredential = () => bus.request(subjects.gatewayAdmin, { op: 'credentials.get', tenant: ns, id: 'crm' }, { timeoutMs: 10_000 });
-    await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'crm-oauth' }, stringData: { access_token: 'at-e2e', region: 'eu' } } });
-    await crs.create('mcpcredentials', ns, { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpCredential', metadata: { name: 'crm' }, spec: { type: 'oauth2', secretRef: { name: 'crm-oauth' } } });
+    await core.createNamespacedSecret({
+      namespace: ns,
+      body: { metadata: { name: 'crm-oauth' }, stringData: { access_token: 'at-e2e', region: 'eu' } },
+    });
+    await crs.create('mcpcredentials', ns, {
+      apiVersion: 'mcp.punk.dev/v1alpha1',
+      kind: 'McpCredential',
+      metadata: { name: 'crm' },
+      spec: { type: 'oauth2', secretRef: { name: 'crm-oauth' } },
+    });
     const refused = await until('InvalidSpec', async () => {
       const o = await crs.get('mcpcredentials', ns, 'crm');
       return conditionOf(o, 'Degraded')?.reason === 'InvalidSpec' ? o : undefined;
     });
-    assert.match(conditionOf(refused, 'Degraded')!.message, /^the gateway refused the credential: Secret crm-oauth key region: is not a key of an oauth2 credential/);
+    assert.match(
+      conditionOf(refused, 'Degraded')!.message,
+      /^the gateway refused the credential: Secret crm-oauth key region: is not a key of an oauth2 credential/,
+    );
 
-    await core.replaceNamespacedSecret({ name: 'crm-oauth', namespace: ns, body: { metadata: { name: 'crm-oauth' }, stringData: { access_token: 'at-e2e' } } });
-    await until('Ready once the key is gone', async () => conditionOf(await crs.get('mcpcredentials', ns, 'crm'), 'Ready')?.status === 'True');
+    await core.replaceNamespacedSecret({
+      name: 'crm-oauth',
+      namespace: ns,
+      body: { metadata: { name: 'crm-oauth' }, stringData: { access_token: 'at-e2e' } },
+    });
+    await until(
+      'Ready once the key is gone',
+      async () => conditionOf(await crs.get('mcpcredentials', ns, 'crm'), 'Ready')?.status === 'True',
+    );
     await getCredential();
 
     await core.deleteNamespacedSecret({ name: 'crm-oauth', namespace: ns });
-    await until('gone from the vault', () => getCredential().then(() => undefined, (error: unknown) => (error instanceof PunkError && error.code === 'CredentialNotFound') || undefined));
+    await until('gone from the vault', () =>
+      getCredential().then(
+        () => undefined,
+        (error: unknown) => (error instanceof PunkError && error.code === 'CredentialNotFound') || undefined,
+      ),
+    );
     const missing = await until('SecretMissing', async () => {
       const o = await crs.get('mcpcredentials', ns, 'crm');
       return conditionOf(o, 'Degraded')?.reason === 'SecretMissing' ? o : undefined;

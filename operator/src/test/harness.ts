@@ -20,7 +20,6 @@ import { startControlPlane, type ControlPlane } from './control-plane.js';
 
 export { freePort } from './control-plane.js';
 
-
 /** A running nats-server of the test's own. */
 export interface TestNats {
   url: string;
@@ -104,7 +103,10 @@ export interface OperatorFixture {
  * `options.operator` overrides (none when it is false: the test starts it later with `startOperator`). Stops what
  * it started when a step fails.
  */
-export async function startOperatorFixture(namespacePrefix: string, options: { operator?: OperatorOverrides | false } = {}): Promise<OperatorFixture> {
+export async function startOperatorFixture(
+  namespacePrefix: string,
+  options: { operator?: OperatorOverrides | false } = {},
+): Promise<OperatorFixture> {
   const operator = options.operator ?? {};
   const plane = await startControlPlane();
   let nats: TestNats | undefined;
@@ -198,7 +200,11 @@ export function startTestGateway(bus: Bus, db: ScratchDb, workDir: string, log =
  * Polls `probe` every 100 ms until it returns something other than undefined (or false), and returns that.
  * @throws Error naming `what` and the last probe error when `timeoutMs` passes.
  */
-export async function until<T>(what: string, probe: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
+export async function until<T>(
+  what: string,
+  probe: () => T | undefined | false | Promise<T | undefined | false>,
+  timeoutMs = 30_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
@@ -208,8 +214,11 @@ export async function until<T>(what: string, probe: () => T | undefined | false 
     } catch (error) {
       last = error;
     }
-    if (Date.now() > deadline) throw new Error(`${what}: not seen within ${timeoutMs / 1000} s${last ? ` (last error: ${last instanceof Error ? last.message : String(last)})` : ''}`);
-    await new Promise(resolve => setTimeout(resolve, 100));
+    if (Date.now() > deadline)
+      throw new Error(
+        `${what}: not seen within ${timeoutMs / 1000} s${last ? ` (last error: ${last instanceof Error ? last.message : String(last)})` : ''}`,
+      );
+    await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
 
@@ -238,11 +247,19 @@ export class CustomResources {
   /** Replaces the object's spec with a JSON merge patch of `spec`. */
   async patchSpec(plural: string, namespace: string, name: string, spec: object): Promise<Record<string, any>> {
     const { setHeaderOptions, PatchStrategy } = await import('@kubernetes/client-node');
-    return this.api.patchNamespacedCustomObject({ group: 'mcp.punk.dev', version: 'v1alpha1', namespace, plural, name, body: { spec } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+    return this.api.patchNamespacedCustomObject(
+      { group: 'mcp.punk.dev', version: 'v1alpha1', namespace, plural, name, body: { spec } },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
   }
 }
 
 /** The condition of `type` in an object's status, if any. */
-export function conditionOf(object: Record<string, any>, type: string): { status: string; reason: string; message: string; lastTransitionTime: string } | undefined {
-  return (object.status?.conditions as { type: string; status: string; reason: string; message: string; lastTransitionTime: string }[] | undefined)?.find(c => c.type === type);
+export function conditionOf(
+  object: Record<string, any>,
+  type: string,
+): { status: string; reason: string; message: string; lastTransitionTime: string } | undefined {
+  return (
+    object.status?.conditions as { type: string; status: string; reason: string; message: string; lastTransitionTime: string }[] | undefined
+  )?.find((c) => c.type === type);
 }

@@ -12,7 +12,12 @@ import { createNamespace, CustomResources, startNats, testOperatorOptions, until
 const availability = controlPlaneAvailability();
 
 function server(name: string) {
-  return { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpServer', metadata: { name }, spec: { image: 'ghcr.io/example/s:1', command: ['s'] } };
+  return {
+    apiVersion: 'mcp.punk.dev/v1alpha1',
+    kind: 'McpServer',
+    metadata: { name },
+    spec: { image: 'ghcr.io/example/s:1', command: ['s'] },
+  };
 }
 
 describe('leader election between two operators', { skip: availability.available ? false : availability.reason }, () => {
@@ -60,12 +65,21 @@ describe('leader election between two operators', { skip: availability.available
 
   it('stops leading when another identity takes the Lease', async () => {
     const leases = plane.kubeConfig.makeApiClient(CoordinationV1Api);
-    const c = await startOperator(testOperatorOptions(plane.kubeConfig, await nats.connect('c'), { identity: 'operator-c', lease: { namespace: 'default', name: 'taken', durationMs: 3_000, renewDeadlineMs: 2_000, retryPeriodMs: 500 } }));
+    const c = await startOperator(
+      testOperatorOptions(plane.kubeConfig, await nats.connect('c'), {
+        identity: 'operator-c',
+        lease: { namespace: 'default', name: 'taken', durationMs: 3_000, renewDeadlineMs: 2_000, retryPeriodMs: 500 },
+      }),
+    );
     running.push(c);
     await until('c leads', () => c.isLeader());
     // Someone else writes the Lease (as a candidate with another identity would after c's lease expired).
     const lease = await leases.readNamespacedLease({ name: 'taken', namespace: 'default' });
-    await leases.replaceNamespacedLease({ name: 'taken', namespace: 'default', body: { ...lease, spec: { ...lease.spec, holderIdentity: 'intruder' } } });
+    await leases.replaceNamespacedLease({
+      name: 'taken',
+      namespace: 'default',
+      body: { ...lease, spec: { ...lease.spec, holderIdentity: 'intruder' } },
+    });
     await until('c stops leading', () => !c.isLeader());
   });
 });

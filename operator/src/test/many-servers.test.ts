@@ -21,18 +21,45 @@ describe('200 McpServers', { skip: availability.available ? false : availability
     const { plane, crs, ns } = fixture;
     const names = Array.from({ length: COUNT }, (_, i) => `server-${String(i).padStart(3, '0')}`);
     for (let i = 0; i < names.length; i += 20) {
-      await Promise.all(names.slice(i, i + 20).map(name => crs.create('mcpservers', ns, { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpServer', metadata: { name }, spec: { image: 'ghcr.io/example/s:1', command: ['s'] } })));
+      await Promise.all(
+        names
+          .slice(i, i + 20)
+          .map((name) =>
+            crs.create('mcpservers', ns, {
+              apiVersion: 'mcp.punk.dev/v1alpha1',
+              kind: 'McpServer',
+              metadata: { name },
+              spec: { image: 'ghcr.io/example/s:1', command: ['s'] },
+            }),
+          ),
+      );
     }
     const apps = plane.kubeConfig.makeApiClient(AppsV1Api);
     const core = plane.kubeConfig.makeApiClient(CoreV1Api);
-    await until('every Deployment', async () => (await apps.listNamespacedDeployment({ namespace: ns })).items.length === COUNT || undefined, 240_000);
-    await until('every status', async () => {
-      const list = (await crs.api.listNamespacedCustomObject({ group: 'mcp.punk.dev', version: 'v1alpha1', namespace: ns, plural: 'mcpservers' })) as { items: { metadata: { generation: number }; status?: { observedGeneration?: number } }[] };
-      return list.items.every(o => o.status?.observedGeneration === o.metadata.generation) || undefined;
-    }, 120_000);
-    const deployments = (await apps.listNamespacedDeployment({ namespace: ns })).items.map(d => d.metadata!.name!).sort();
-    const services = (await core.listNamespacedService({ namespace: ns })).items.map(s => s.metadata!.name!).sort();
-    const accounts = (await core.listNamespacedServiceAccount({ namespace: ns })).items.map(s => s.metadata!.name!).filter(n => n !== 'default').sort();
+    await until(
+      'every Deployment',
+      async () => (await apps.listNamespacedDeployment({ namespace: ns })).items.length === COUNT || undefined,
+      240_000,
+    );
+    await until(
+      'every status',
+      async () => {
+        const list = (await crs.api.listNamespacedCustomObject({
+          group: 'mcp.punk.dev',
+          version: 'v1alpha1',
+          namespace: ns,
+          plural: 'mcpservers',
+        })) as { items: { metadata: { generation: number }; status?: { observedGeneration?: number } }[] };
+        return list.items.every((o) => o.status?.observedGeneration === o.metadata.generation) || undefined;
+      },
+      120_000,
+    );
+    const deployments = (await apps.listNamespacedDeployment({ namespace: ns })).items.map((d) => d.metadata!.name!).sort();
+    const services = (await core.listNamespacedService({ namespace: ns })).items.map((s) => s.metadata!.name!).sort();
+    const accounts = (await core.listNamespacedServiceAccount({ namespace: ns })).items
+      .map((s) => s.metadata!.name!)
+      .filter((n) => n !== 'default')
+      .sort();
     assert.deepEqual(deployments, names);
     assert.deepEqual(services, names);
     assert.deepEqual(accounts, names);

@@ -14,7 +14,14 @@ import { conditionOf, CustomResources, startOperatorFixture, until, type Operato
 
 const availability = controlPlaneAvailability();
 
-type AdminRequest = { op: string; tenant: string; id?: string; body?: { id: string; type: string; data: Record<string, string> }; sourceChecksum?: string; principal?: { subject: string } };
+type AdminRequest = {
+  op: string;
+  tenant: string;
+  id?: string;
+  body?: { id: string; type: string; data: Record<string, string> };
+  sourceChecksum?: string;
+  principal?: { subject: string };
+};
 
 describe('the operator syncing McpCredentials to the gateway', { skip: availability.available ? false : availability.reason }, () => {
   let fixture: OperatorFixture;
@@ -29,7 +36,7 @@ describe('the operator syncing McpCredentials to the gateway', { skip: availabil
   let ns: string;
 
   async function serveAdmin() {
-    responder = await gatewaySide.serve(subjects.gatewayAdmin, async data => {
+    responder = await gatewaySide.serve(subjects.gatewayAdmin, async (data) => {
       const request = data as AdminRequest;
       requests.push(request);
       switch (request.op) {
@@ -58,18 +65,36 @@ describe('the operator syncing McpCredentials to the gateway', { skip: availabil
   after(() => fixture?.stop());
 
   it('applies an oauth2 credential from its Secret and the spec, with a finalizer, and re-applies when the Secret changes', async () => {
-    await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'crm-oauth' }, stringData: { refresh_token: 'r-1', client_secret: 's-1', token_url: 'https://old.example.com/token' } } });
+    await core.createNamespacedSecret({
+      namespace: ns,
+      body: {
+        metadata: { name: 'crm-oauth' },
+        stringData: { refresh_token: 'r-1', client_secret: 's-1', token_url: 'https://old.example.com/token' },
+      },
+    });
     await crs.create('mcpcredentials', ns, {
       apiVersion: 'mcp.punk.dev/v1alpha1',
       kind: 'McpCredential',
       metadata: { name: 'crm' },
-      spec: { type: 'oauth2', secretRef: { name: 'crm-oauth' }, oauth2: { tokenUrl: 'https://auth.example.com/oauth/token', clientId: 'punk-gateway', scopes: ['crm.read', 'crm.write'] } },
+      spec: {
+        type: 'oauth2',
+        secretRef: { name: 'crm-oauth' },
+        oauth2: { tokenUrl: 'https://auth.example.com/oauth/token', clientId: 'punk-gateway', scopes: ['crm.read', 'crm.write'] },
+      },
     });
-    const apply = await until('credentials.apply', () => requests.find(r => r.op === 'credentials.apply' && r.tenant === ns && r.body?.id === 'crm'));
+    const apply = await until('credentials.apply', () =>
+      requests.find((r) => r.op === 'credentials.apply' && r.tenant === ns && r.body?.id === 'crm'),
+    );
     assert.deepEqual(apply.body, {
       id: 'crm',
       type: 'oauth2',
-      data: { refresh_token: 'r-1', client_secret: 's-1', token_url: 'https://auth.example.com/oauth/token', client_id: 'punk-gateway', scope: 'crm.read crm.write' },
+      data: {
+        refresh_token: 'r-1',
+        client_secret: 's-1',
+        token_url: 'https://auth.example.com/oauth/token',
+        client_id: 'punk-gateway',
+        scope: 'crm.read crm.write',
+      },
     });
     assert.match(apply.sourceChecksum!, /^[0-9a-f]{64}$/);
     // Named by the objects' uids and versions, never a hash of the values (the gateway's database stores it).
@@ -77,7 +102,12 @@ describe('the operator syncing McpCredentials to the gateway', { skip: availabil
     const credential = await crs.get('mcpcredentials', ns, 'crm');
     assert.equal(apply.sourceChecksum, credentialChecksum(credential.metadata, secret));
     const sorted = Object.fromEntries(Object.entries(apply.body!.data).sort(([a], [b]) => (a < b ? -1 : 1)));
-    assert.notEqual(apply.sourceChecksum, createHash('sha256').update(JSON.stringify({ id: 'crm', type: 'oauth2', data: sorted })).digest('hex'));
+    assert.notEqual(
+      apply.sourceChecksum,
+      createHash('sha256')
+        .update(JSON.stringify({ id: 'crm', type: 'oauth2', data: sorted }))
+        .digest('hex'),
+    );
     assert.equal(apply.principal?.subject, 'system:punk-operator');
 
     const live = await until('Ready', async () => {
@@ -90,30 +120,52 @@ describe('the operator syncing McpCredentials to the gateway', { skip: availabil
     assert.equal(live.status.refreshHealth, 'Healthy');
     assert.equal(conditionOf(live, 'Degraded')?.status, 'False');
     assert.ok(conditionOf(live, 'Degraded')!.message.length > 0, 'Degraded=False says why');
-    assert.ok(!JSON.stringify(live.status).includes('r-1') && !JSON.stringify(live.status).includes('s-1'), 'the status never holds a value');
+    assert.ok(
+      !JSON.stringify(live.status).includes('r-1') && !JSON.stringify(live.status).includes('s-1'),
+      'the status never holds a value',
+    );
 
-    await core.patchNamespacedSecret({ name: 'crm-oauth', namespace: ns, body: { stringData: { refresh_token: 'r-2' } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
-    const second = await until('a second apply', () => requests.filter(r => r.op === 'credentials.apply' && r.body?.id === 'crm' && r.body.data.refresh_token === 'r-2')[0]);
+    await core.patchNamespacedSecret(
+      { name: 'crm-oauth', namespace: ns, body: { stringData: { refresh_token: 'r-2' } } },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+    const second = await until(
+      'a second apply',
+      () => requests.filter((r) => r.op === 'credentials.apply' && r.body?.id === 'crm' && r.body.data.refresh_token === 'r-2')[0],
+    );
     assert.notEqual(second.sourceChecksum, apply.sourceChecksum);
   });
 
   it('marks a credential whose Secret is missing Degraded, naming spec.secretRef.name, and applies nothing for it', async () => {
-    await crs.create('mcpcredentials', ns, { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpCredential', metadata: { name: 'github' }, spec: { secretRef: { name: 'github-token', keys: ['token'] } } });
+    await crs.create('mcpcredentials', ns, {
+      apiVersion: 'mcp.punk.dev/v1alpha1',
+      kind: 'McpCredential',
+      metadata: { name: 'github' },
+      spec: { secretRef: { name: 'github-token', keys: ['token'] } },
+    });
     const live = await until('Degraded', async () => {
       const o = await crs.get('mcpcredentials', ns, 'github');
       return conditionOf(o, 'Degraded')?.status === 'True' ? o : undefined;
     });
     assert.equal(conditionOf(live, 'Degraded')?.reason, 'SecretMissing');
     assert.match(conditionOf(live, 'Degraded')!.message, /^spec\.secretRef\.name: Secret github-token not found/);
-    assert.equal(requests.filter(r => r.body?.id === 'github').length, 0);
+    assert.equal(requests.filter((r) => r.body?.id === 'github').length, 0);
 
     // A Secret without the listed key: Degraded, naming the key.
     await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'github-token' }, stringData: { other: 'x' } } });
     await until('KeyMissing', async () => conditionOf(await crs.get('mcpcredentials', ns, 'github'), 'Degraded')?.reason === 'KeyMissing');
-    assert.match(conditionOf(await crs.get('mcpcredentials', ns, 'github'), 'Degraded')!.message, /spec\.secretRef\.keys\[0\]: Secret github-token has no key token/);
+    assert.match(
+      conditionOf(await crs.get('mcpcredentials', ns, 'github'), 'Degraded')!.message,
+      /spec\.secretRef\.keys\[0\]: Secret github-token has no key token/,
+    );
 
-    await core.patchNamespacedSecret({ name: 'github-token', namespace: ns, body: { stringData: { token: 'ghp-1' } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
-    const apply = await until('applied once the key exists', () => requests.find(r => r.op === 'credentials.apply' && r.body?.id === 'github'));
+    await core.patchNamespacedSecret(
+      { name: 'github-token', namespace: ns, body: { stringData: { token: 'ghp-1' } } },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+    const apply = await until('applied once the key exists', () =>
+      requests.find((r) => r.op === 'credentials.apply' && r.body?.id === 'github'),
+    );
     assert.deepEqual(apply.body, { id: 'github', type: 'static', data: { token: 'ghp-1' } }, 'only the listed keys');
     await until('Ready', async () => conditionOf(await crs.get('mcpcredentials', ns, 'github'), 'Ready')?.status === 'True');
   });
@@ -121,50 +173,82 @@ describe('the operator syncing McpCredentials to the gateway', { skip: availabil
   it('reports the gateway unavailable and retries until it answers', async () => {
     await responder!.unsubscribe();
     await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'later-token' }, stringData: { value: 'v' } } });
-    await crs.create('mcpcredentials', ns, { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpCredential', metadata: { name: 'later' }, spec: { secretRef: { name: 'later-token' } } });
+    await crs.create('mcpcredentials', ns, {
+      apiVersion: 'mcp.punk.dev/v1alpha1',
+      kind: 'McpCredential',
+      metadata: { name: 'later' },
+      spec: { secretRef: { name: 'later-token' } },
+    });
     const live = await until('GatewayUnavailable', async () => {
       const o = await crs.get('mcpcredentials', ns, 'later');
       return conditionOf(o, 'Ready')?.reason === 'GatewayUnavailable' ? o : undefined;
     });
     assert.equal(conditionOf(live, 'Degraded')?.status, 'True');
     await serveAdmin();
-    await until('Ready once the gateway answers', async () => conditionOf(await crs.get('mcpcredentials', ns, 'later'), 'Ready')?.status === 'True');
+    await until(
+      'Ready once the gateway answers',
+      async () => conditionOf(await crs.get('mcpcredentials', ns, 'later'), 'Ready')?.status === 'True',
+    );
   });
 
   it('refuses an oauth2 credential with a refresh_token and no token URL, naming spec.oauth2.tokenUrl, and sends nothing', async () => {
     await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'notoken-oauth' }, stringData: { refresh_token: 'r' } } });
-    await crs.create('mcpcredentials', ns, { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpCredential', metadata: { name: 'notoken' }, spec: { type: 'oauth2', secretRef: { name: 'notoken-oauth' }, oauth2: { clientId: 'punk' } } });
+    await crs.create('mcpcredentials', ns, {
+      apiVersion: 'mcp.punk.dev/v1alpha1',
+      kind: 'McpCredential',
+      metadata: { name: 'notoken' },
+      spec: { type: 'oauth2', secretRef: { name: 'notoken-oauth' }, oauth2: { clientId: 'punk' } },
+    });
     const live = await until('InvalidSpec', async () => {
       const o = await crs.get('mcpcredentials', ns, 'notoken');
       return conditionOf(o, 'Degraded')?.reason === 'InvalidSpec' ? o : undefined;
     });
-    assert.match(conditionOf(live, 'Degraded')!.message, /^spec\.oauth2\.tokenUrl: is required with a refresh_token .*key token_url in Secret notoken-oauth$/);
+    assert.match(
+      conditionOf(live, 'Degraded')!.message,
+      /^spec\.oauth2\.tokenUrl: is required with a refresh_token .*key token_url in Secret notoken-oauth$/,
+    );
     assert.doesNotMatch(conditionOf(live, 'Degraded')!.message, /data\./);
-    assert.equal(requests.filter(r => r.body?.id === 'notoken').length, 0);
+    assert.equal(requests.filter((r) => r.body?.id === 'notoken').length, 0);
 
     // The Secret's own token_url is enough.
-    await core.patchNamespacedSecret({ name: 'notoken-oauth', namespace: ns, body: { stringData: { token_url: 'https://auth.example.com/token' } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
-    await until('Ready with the Secret\'s token_url', async () => conditionOf(await crs.get('mcpcredentials', ns, 'notoken'), 'Ready')?.status === 'True');
+    await core.patchNamespacedSecret(
+      { name: 'notoken-oauth', namespace: ns, body: { stringData: { token_url: 'https://auth.example.com/token' } } },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+    await until(
+      "Ready with the Secret's token_url",
+      async () => conditionOf(await crs.get('mcpcredentials', ns, 'notoken'), 'Ready')?.status === 'True',
+    );
   });
 
   it('removes the credential from the vault when its Secret is deleted, and applies it again when the Secret returns', async () => {
     await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'revoked-token' }, stringData: { token: 't-1' } } });
-    await crs.create('mcpcredentials', ns, { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpCredential', metadata: { name: 'revoked' }, spec: { secretRef: { name: 'revoked-token' } } });
+    await crs.create('mcpcredentials', ns, {
+      apiVersion: 'mcp.punk.dev/v1alpha1',
+      kind: 'McpCredential',
+      metadata: { name: 'revoked' },
+      spec: { secretRef: { name: 'revoked-token' } },
+    });
     await until('stored', async () => (await crs.get('mcpcredentials', ns, 'revoked')).status?.keys?.length === 1 && stored.has('revoked'));
 
     await core.deleteNamespacedSecret({ name: 'revoked-token', namespace: ns });
-    await until('credentials.delete', () => requests.find(r => r.op === 'credentials.delete' && r.id === 'revoked' && r.tenant === ns));
+    await until('credentials.delete', () => requests.find((r) => r.op === 'credentials.delete' && r.id === 'revoked' && r.tenant === ns));
     assert.equal(stored.has('revoked'), false, 'the vault no longer holds it');
     const live = await until('SecretMissing', async () => {
       const o = await crs.get('mcpcredentials', ns, 'revoked');
       return conditionOf(o, 'Degraded')?.reason === 'SecretMissing' ? o : undefined;
     });
-    assert.match(conditionOf(live, 'Degraded')!.message, /^spec\.secretRef\.name: Secret revoked-token not found .*; the credential was removed from the gateway's vault/);
+    assert.match(
+      conditionOf(live, 'Degraded')!.message,
+      /^spec\.secretRef\.name: Secret revoked-token not found .*; the credential was removed from the gateway's vault/,
+    );
     assert.equal(live.status.keys, undefined, 'status.keys no longer lists the keys');
     assert.equal(conditionOf(live, 'Ready')?.status, 'False');
 
     await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'revoked-token' }, stringData: { token: 't-2' } } });
-    await until('applied again', () => requests.find(r => r.op === 'credentials.apply' && r.body?.id === 'revoked' && r.body.data.token === 't-2'));
+    await until('applied again', () =>
+      requests.find((r) => r.op === 'credentials.apply' && r.body?.id === 'revoked' && r.body.data.token === 't-2'),
+    );
     const back = await until('Ready again', async () => {
       const o = await crs.get('mcpcredentials', ns, 'revoked');
       return conditionOf(o, 'Ready')?.status === 'True' ? o : undefined;
@@ -184,7 +268,11 @@ describe('the operator syncing McpCredentials to the gateway', { skip: availabil
     assert.ok(stored.has('revoked'));
 
     await serveAdmin();
-    await until('removed once the gateway answers', async () => /the credential was removed from the gateway's vault/.test(conditionOf(await crs.get('mcpcredentials', ns, 'revoked'), 'Degraded')?.message ?? ''));
+    await until('removed once the gateway answers', async () =>
+      /the credential was removed from the gateway's vault/.test(
+        conditionOf(await crs.get('mcpcredentials', ns, 'revoked'), 'Degraded')?.message ?? '',
+      ),
+    );
     assert.equal(stored.has('revoked'), false);
     assert.equal((await crs.get('mcpcredentials', ns, 'revoked')).status.keys, undefined);
   });
@@ -198,23 +286,36 @@ describe('the operator syncing McpCredentials to the gateway', { skip: availabil
     });
     assert.equal(conditionOf(live, 'Degraded')?.status, 'True');
     assert.equal(conditionOf(live, 'Ready')?.status, 'False');
-    assert.match(conditionOf(live, 'Degraded')!.message, /^the McpCredential is being deleted; its copy in the gateway's vault is removed once the gateway answers/);
+    assert.match(
+      conditionOf(live, 'Degraded')!.message,
+      /^the McpCredential is being deleted; its copy in the gateway's vault is removed once the gateway answers/,
+    );
     const event = await until('a Warning Event', async () => {
       const list = await core.listNamespacedEvent({ namespace: ns, fieldSelector: 'involvedObject.name=github' });
-      return list.items.find(e => e.reason === 'GatewayUnavailable');
+      return list.items.find((e) => e.reason === 'GatewayUnavailable');
     });
     assert.equal(event.type, 'Warning');
     assert.ok(stored.has('github'), 'still in the vault while the gateway is away');
 
     await serveAdmin();
-    await until('the object gone once the gateway answers', () => crs.get('mcpcredentials', ns, 'github').then(() => undefined, (e: { code?: number }) => e.code === 404));
+    await until('the object gone once the gateway answers', () =>
+      crs.get('mcpcredentials', ns, 'github').then(
+        () => undefined,
+        (e: { code?: number }) => e.code === 404,
+      ),
+    );
     assert.equal(stored.has('github'), false);
   });
 
   it('removes the credential from the vault before the McpCredential goes (finalizer)', async () => {
     await crs.delete('mcpcredentials', ns, 'crm');
-    await until('credentials.delete', () => requests.find(r => r.op === 'credentials.delete' && r.id === 'crm' && r.tenant === ns));
-    await until('the object gone', () => crs.get('mcpcredentials', ns, 'crm').then(() => undefined, (e: { code?: number }) => e.code === 404));
+    await until('credentials.delete', () => requests.find((r) => r.op === 'credentials.delete' && r.id === 'crm' && r.tenant === ns));
+    await until('the object gone', () =>
+      crs.get('mcpcredentials', ns, 'crm').then(
+        () => undefined,
+        (e: { code?: number }) => e.code === 404,
+      ),
+    );
     assert.equal(stored.has('crm'), false);
   });
 });

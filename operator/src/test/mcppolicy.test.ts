@@ -40,10 +40,17 @@ describe('the operator publishing McpPolicies', { skip: availability.available ?
   it('publishes a policy with its defaults, follows an edit, and removes it on delete', async () => {
     await crs.create('mcppolicies', ns, baseline);
     const entry = await until('the bucket entry', () => policies.get(kvKey(ns, 'baseline')));
-    const value = entry.value as { kind: string; metadata: { name: string; namespace: string; generation: number }; spec: typeof baseline.spec };
+    const value = entry.value as {
+      kind: string;
+      metadata: { name: string; namespace: string; generation: number };
+      spec: typeof baseline.spec;
+    };
     assert.equal(value.kind, 'McpPolicy');
     assert.equal(value.metadata.namespace, ns);
-    assert.deepEqual(value.spec.rules.map(r => r.name), ['no-deletes-for-agents', 'writes-need-approval']);
+    assert.deepEqual(
+      value.spec.rules.map((r) => r.name),
+      ['no-deletes-for-agents', 'writes-need-approval'],
+    );
     const live = await until('Ready', async () => {
       const o = await crs.get('mcppolicies', ns, 'baseline');
       return conditionOf(o, 'Ready')?.status === 'True' ? o : undefined;
@@ -51,10 +58,19 @@ describe('the operator publishing McpPolicies', { skip: availability.available ?
     assert.equal(live.status.ruleCount, 2);
     assert.equal(live.status.observedGeneration, live.metadata.generation);
     assert.equal(conditionOf(live, 'Degraded')?.status, 'False');
-    assert.match(conditionOf(live, 'Degraded')!.message, /^no problem: governance serves generation \d+ \(2 rules/, 'Degraded=False says why');
+    assert.match(
+      conditionOf(live, 'Degraded')!.message,
+      /^no problem: governance serves generation \d+ \(2 rules/,
+      'Degraded=False says why',
+    );
 
-    await crs.patchSpec('mcppolicies', ns, 'baseline', { rules: [...baseline.spec.rules, { name: 'reads', sideEffectLevels: { max: 1 }, decision: 'allow' }] });
-    await until('the edit published', async () => ((await policies.get(kvKey(ns, 'baseline')))?.value as typeof value | undefined)?.spec.rules.length === 3);
+    await crs.patchSpec('mcppolicies', ns, 'baseline', {
+      rules: [...baseline.spec.rules, { name: 'reads', sideEffectLevels: { max: 1 }, decision: 'allow' }],
+    });
+    await until(
+      'the edit published',
+      async () => ((await policies.get(kvKey(ns, 'baseline')))?.value as typeof value | undefined)?.spec.rules.length === 3,
+    );
     await until('ruleCount 3', async () => (await crs.get('mcppolicies', ns, 'baseline')).status?.ruleCount === 3);
 
     await crs.delete('mcppolicies', ns, 'baseline');
@@ -94,7 +110,10 @@ describe('the operator publishing McpPolicies', { skip: availability.available ?
     await servers.put(kvKey(ns, 'ghost-server'), { left: 'behind' });
     await policies.put(kvKey('elsewhere', 'other'), { owned: 'by another operator' });
     await fixture.startOperator({ namespaces: [ns] });
-    await until('the orphans removed', async () => (await policies.get(kvKey(ns, 'ghost'))) === undefined && (await servers.get(kvKey(ns, 'ghost-server'))) === undefined);
+    await until(
+      'the orphans removed',
+      async () => (await policies.get(kvKey(ns, 'ghost'))) === undefined && (await servers.get(kvKey(ns, 'ghost-server'))) === undefined,
+    );
     assert.ok(await policies.get(kvKey(ns, 'loosened')), 'a backed entry stays');
     assert.ok(await policies.get(kvKey('elsewhere', 'other')), 'an entry of an unwatched namespace stays');
   });

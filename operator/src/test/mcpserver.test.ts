@@ -14,7 +14,12 @@ const merge = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
 /** A stdio McpServer from an image. */
 function stdioServer(name: string, extra: Record<string, unknown> = {}) {
-  return { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpServer', metadata: { name }, spec: { image: 'ghcr.io/example/fs-server:1.0', command: ['fs-server'], ...extra } };
+  return {
+    apiVersion: 'mcp.punk.dev/v1alpha1',
+    kind: 'McpServer',
+    metadata: { name },
+    spec: { image: 'ghcr.io/example/fs-server:1.0', command: ['fs-server'], ...extra },
+  };
 }
 
 describe('the operator reconciling McpServers', { skip: availability.available ? false : availability.reason }, () => {
@@ -49,8 +54,22 @@ describe('the operator reconciling McpServers', { skip: availability.available ?
       availableReplicas: available ? 1 : 0,
       ...(!available && { unavailableReplicas: 1 }),
       conditions: [
-        { type: 'Available', status: available ? 'True' : 'False', reason: available ? 'MinimumReplicasAvailable' : 'MinimumReplicasUnavailable', message: 'written by the test', lastUpdateTime: now, lastTransitionTime: now },
-        { type: 'Progressing', status: 'True', reason: 'NewReplicaSetAvailable', message: 'written by the test', lastUpdateTime: now, lastTransitionTime: now },
+        {
+          type: 'Available',
+          status: available ? 'True' : 'False',
+          reason: available ? 'MinimumReplicasAvailable' : 'MinimumReplicasUnavailable',
+          message: 'written by the test',
+          lastUpdateTime: now,
+          lastTransitionTime: now,
+        },
+        {
+          type: 'Progressing',
+          status: 'True',
+          reason: 'NewReplicaSetAvailable',
+          message: 'written by the test',
+          lastUpdateTime: now,
+          lastTransitionTime: now,
+        },
       ],
     };
     await apps.patchNamespacedDeploymentStatus({ name, namespace: ns, body: { status } }, merge);
@@ -63,29 +82,37 @@ describe('the operator reconciling McpServers', { skip: availability.available ?
     const account = await core.readNamespacedServiceAccount({ name: 'files', namespace: ns });
     const policy = await net.readNamespacedNetworkPolicy({ name: 'files', namespace: ns });
     for (const child of [deployment, service, account, policy]) {
-      const owner = child.metadata?.ownerReferences?.find(ref => ref.kind === 'McpServer');
+      const owner = child.metadata?.ownerReferences?.find((ref) => ref.kind === 'McpServer');
       assert.equal(owner?.uid, created.metadata.uid, `${child.kind} is owned by the McpServer`);
       assert.equal(owner?.controller, true);
-      assert.ok(child.metadata?.managedFields?.some(f => f.manager === 'punk-operator' && f.operation === 'Apply'), `${child.kind} is applied by punk-operator`);
+      assert.ok(
+        child.metadata?.managedFields?.some((f) => f.manager === 'punk-operator' && f.operation === 'Apply'),
+        `${child.kind} is applied by punk-operator`,
+      );
     }
     const pod = deployment.spec!.template.spec!;
     assert.equal(pod.automountServiceAccountToken, false);
     assert.equal(pod.securityContext?.runAsNonRoot, true);
     assert.equal(pod.securityContext?.seccompProfile?.type, 'RuntimeDefault');
-    const server = pod.containers.find(c => c.name === 'server')!;
+    const server = pod.containers.find((c) => c.name === 'server')!;
     assert.equal(server.securityContext?.readOnlyRootFilesystem, true);
     assert.equal(server.securityContext?.allowPrivilegeEscalation, false);
     assert.deepEqual(server.securityContext?.capabilities?.drop, ['ALL']);
     assert.ok(server.resources?.limits?.memory, 'the server container has a memory limit');
     assert.ok(policy.spec?.policyTypes?.includes('Egress') && policy.spec.policyTypes.includes('Ingress'));
-    assert.ok(policy.spec?.ingress?.[0]?._from?.some(peer => peer.namespaceSelector?.matchLabels?.['kubernetes.io/metadata.name'] === 'punk-system'), 'only the gateway namespace is admitted');
+    assert.ok(
+      policy.spec?.ingress?.[0]?._from?.some(
+        (peer) => peer.namespaceSelector?.matchLabels?.['kubernetes.io/metadata.name'] === 'punk-system',
+      ),
+      'only the gateway namespace is admitted',
+    );
 
     const status = await until('status with observedGeneration', async () => {
       const live = await crs.get('mcpservers', ns, 'files');
       return live.status?.observedGeneration === live.metadata.generation ? live : undefined;
     });
     assert.match(String(status.status.upstreamUrl), /^http:\/\/files\./);
-    assert.equal(status.status.endpoint, `/servers/${ns}/files/mcp`, 'no PUNK_PUBLIC_URL: the path on Punk\'s endpoint');
+    assert.equal(status.status.endpoint, `/servers/${ns}/files/mcp`, "no PUNK_PUBLIC_URL: the path on Punk's endpoint");
     assert.equal(conditionOf(status, 'Ready')?.status, 'False', 'not Ready before its Deployment is Available');
     assert.equal(conditionOf(status, 'Progressing')?.status, 'True', 'the Deployment controller has not seen the Deployment yet');
     assert.equal(await servers.get(kvKey(ns, 'files')), undefined, 'not published before its Deployment is Available');
@@ -110,10 +137,23 @@ describe('the operator reconciling McpServers', { skip: availability.available ?
     // A pod of the Deployment, as the kubelet would report it: its container restarting again and again.
     const deployment = await apps.readNamespacedDeployment({ name: 'files', namespace: ns });
     const template = deployment.spec!.template;
-    await core.createNamespacedPod({ namespace: ns, body: { metadata: { name: 'files-abc12', labels: template.metadata!.labels! }, spec: template.spec! } });
+    await core.createNamespacedPod({
+      namespace: ns,
+      body: { metadata: { name: 'files-abc12', labels: template.metadata!.labels! }, spec: template.spec! },
+    });
     const waiting = { waiting: { reason: 'CrashLoopBackOff', message: 'back-off 40s restarting failed container=server' } };
-    const statuses = template.spec!.containers.map(c => ({ name: c.name, image: c.image!, imageID: '', ready: false, restartCount: 4, state: waiting }));
-    await core.patchNamespacedPodStatus({ name: 'files-abc12', namespace: ns, body: { status: { phase: 'Running', containerStatuses: statuses } } }, merge);
+    const statuses = template.spec!.containers.map((c) => ({
+      name: c.name,
+      image: c.image!,
+      imageID: '',
+      ready: false,
+      restartCount: 4,
+      state: waiting,
+    }));
+    await core.patchNamespacedPodStatus(
+      { name: 'files-abc12', namespace: ns, body: { status: { phase: 'Running', containerStatuses: statuses } } },
+      merge,
+    );
     await setDeploymentAvailable('files', false);
     const degraded = await until('Degraded=True', async () => {
       const live = await crs.get('mcpservers', ns, 'files');
@@ -124,9 +164,9 @@ describe('the operator reconciling McpServers', { skip: availability.available ?
     assert.equal(conditionOf(degraded, 'Available')?.status, 'False');
     const events = await until('an Event of the transition', async () => {
       const list = await core.listNamespacedEvent({ namespace: ns, fieldSelector: 'involvedObject.name=files' });
-      return list.items.some(e => e.reason === 'CrashLoopBackOff') ? list.items : undefined;
+      return list.items.some((e) => e.reason === 'CrashLoopBackOff') ? list.items : undefined;
     });
-    assert.ok(events.some(e => e.type === 'Warning' && e.reason === 'CrashLoopBackOff'));
+    assert.ok(events.some((e) => e.type === 'Warning' && e.reason === 'CrashLoopBackOff'));
 
     await core.deleteNamespacedPod({ name: 'files-abc12', namespace: ns });
     await setDeploymentAvailable('files', true);
@@ -138,12 +178,16 @@ describe('the operator reconciling McpServers', { skip: availability.available ?
 
   it('rolls out a spec edit, and a Secret edit changes the pod template checksum annotation', async () => {
     await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'fs-token' }, stringData: { token: 'one' } } });
-    await crs.create('mcpservers', ns, stdioServer('tokened', { env: [{ name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'fs-token', key: 'token' } } }] }));
+    await crs.create(
+      'mcpservers',
+      ns,
+      stdioServer('tokened', { env: [{ name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'fs-token', key: 'token' } } }] }),
+    );
     const annotation = 'mcp.punk.dev/secret-checksum';
     const first = await until('the Deployment', () => apps.readNamespacedDeployment({ name: 'tokened', namespace: ns }));
     const checksum = first.spec!.template.metadata!.annotations![annotation];
     assert.ok(checksum);
-    const env = first.spec!.template.spec!.containers.find(c => c.name === 'server')!.env!.find(e => e.name === 'TOKEN');
+    const env = first.spec!.template.spec!.containers.find((c) => c.name === 'server')!.env!.find((e) => e.name === 'TOKEN');
     assert.deepEqual({ ...env?.valueFrom?.secretKeyRef }, { name: 'fs-token', key: 'token' });
 
     await core.patchNamespacedSecret({ name: 'fs-token', namespace: ns, body: { stringData: { token: 'two' } } }, merge);
@@ -157,14 +201,17 @@ describe('the operator reconciling McpServers', { skip: availability.available ?
     await crs.patchSpec('mcpservers', ns, 'tokened', { image: 'ghcr.io/example/fs-server:2.0' });
     await until('the new image in the pod template', async () => {
       const d = await apps.readNamespacedDeployment({ name: 'tokened', namespace: ns });
-      return d.spec!.template.spec!.containers.find(c => c.name === 'server')!.image === 'ghcr.io/example/fs-server:2.0';
+      return d.spec!.template.spec!.containers.find((c) => c.name === 'server')!.image === 'ghcr.io/example/fs-server:2.0';
     });
   });
 
   it('corrects a hand edit of an owned field, and a re-run changes nothing', async () => {
     await until('the Deployment', () => apps.readNamespacedDeployment({ name: 'files', namespace: ns }));
     await apps.patchNamespacedDeployment({ name: 'files', namespace: ns, body: { spec: { replicas: 5 } } }, merge);
-    await until('replicas put back to 1', async () => (await apps.readNamespacedDeployment({ name: 'files', namespace: ns })).spec!.replicas === 1);
+    await until(
+      'replicas put back to 1',
+      async () => (await apps.readNamespacedDeployment({ name: 'files', namespace: ns })).spec!.replicas === 1,
+    );
 
     // Settled: another reconcile (queued by a label on the McpServer) leaves every child's resourceVersion alone.
     const versions = async () => {
@@ -172,33 +219,80 @@ describe('the operator reconciling McpServers', { skip: availability.available ?
       const s = await core.readNamespacedService({ name: 'files', namespace: ns });
       const a = await core.readNamespacedServiceAccount({ name: 'files', namespace: ns });
       const p = await net.readNamespacedNetworkPolicy({ name: 'files', namespace: ns });
-      return [d, s, a, p].map(o => o.metadata!.resourceVersion);
+      return [d, s, a, p].map((o) => o.metadata!.resourceVersion);
     };
-    await new Promise(resolve => setTimeout(resolve, 1_000));
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
     const before = await versions();
     const statusBefore = (await crs.get('mcpservers', ns, 'files')).status;
-    await crs.api.patchNamespacedCustomObject({ group: 'mcp.punk.dev', version: 'v1alpha1', namespace: ns, plural: 'mcpservers', name: 'files', body: { metadata: { labels: { touched: 'yes' } } } }, merge);
-    await until('the labelled server is reconciled', async () => (await servers.get(kvKey(ns, 'files')))?.value && (await crs.get('mcpservers', ns, 'files')).metadata.labels?.touched === 'yes');
-    await new Promise(resolve => setTimeout(resolve, 1_500));
+    await crs.api.patchNamespacedCustomObject(
+      {
+        group: 'mcp.punk.dev',
+        version: 'v1alpha1',
+        namespace: ns,
+        plural: 'mcpservers',
+        name: 'files',
+        body: { metadata: { labels: { touched: 'yes' } } },
+      },
+      merge,
+    );
+    await until(
+      'the labelled server is reconciled',
+      async () =>
+        (await servers.get(kvKey(ns, 'files')))?.value && (await crs.get('mcpservers', ns, 'files')).metadata.labels?.touched === 'yes',
+    );
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
     assert.deepEqual(await versions(), before);
     assert.deepEqual((await crs.get('mcpservers', ns, 'files')).status, statusBefore, 'the status is not rewritten');
   });
 
   it('makes an egress proxy for host entries and prunes it when they go away', async () => {
     await crs.create('mcpservers', ns, stdioServer('fetcher', { sandbox: { egress: [{ host: 'api.github.com', ports: [443] }] } }));
-    const proxy = await until('the egress proxy Deployment', async () => (await apps.listNamespacedDeployment({ namespace: ns, labelSelector: 'mcp.punk.dev/server=fetcher,app.kubernetes.io/component=egress-proxy' })).items[0]);
+    const proxy = await until(
+      'the egress proxy Deployment',
+      async () =>
+        (
+          await apps.listNamespacedDeployment({
+            namespace: ns,
+            labelSelector: 'mcp.punk.dev/server=fetcher,app.kubernetes.io/component=egress-proxy',
+          })
+        ).items[0],
+    );
     await crs.patchSpec('mcpservers', ns, 'fetcher', { sandbox: { egress: [{ cidr: '10.20.0.0/16', ports: [5432] }] } });
-    await until('the egress proxy pruned', async () => (await apps.listNamespacedDeployment({ namespace: ns, labelSelector: 'mcp.punk.dev/server=fetcher,app.kubernetes.io/component=egress-proxy' })).items.length === 0);
+    await until(
+      'the egress proxy pruned',
+      async () =>
+        (
+          await apps.listNamespacedDeployment({
+            namespace: ns,
+            labelSelector: 'mcp.punk.dev/server=fetcher,app.kubernetes.io/component=egress-proxy',
+          })
+        ).items.length === 0,
+    );
     assert.ok(proxy.metadata?.name);
-    await assert.rejects(apps.readNamespacedDeployment({ name: proxy.metadata!.name!, namespace: ns }), (e: { code?: number }) => e.code === 404);
+    await assert.rejects(
+      apps.readNamespacedDeployment({ name: proxy.metadata!.name!, namespace: ns }),
+      (e: { code?: number }) => e.code === 404,
+    );
     assert.ok(await apps.readNamespacedDeployment({ name: 'fetcher', namespace: ns }), 'the server Deployment stays');
   });
 
   it('marks a server with a missing Secret or an unrunnable spec Degraded, naming the field, and reconciles the others', async () => {
-    await crs.create('mcpservers', ns, stdioServer('no-secret', { env: [{ name: 'A', value: 'x' }, { name: 'KEY', valueFrom: { secretKeyRef: { name: 'absent', key: 'k' } } }] }));
+    await crs.create(
+      'mcpservers',
+      ns,
+      stdioServer('no-secret', {
+        env: [
+          { name: 'A', value: 'x' },
+          { name: 'KEY', valueFrom: { secretKeyRef: { name: 'absent', key: 'k' } } },
+        ],
+      }),
+    );
     await crs.create('mcpservers', ns, stdioServer('port-clash', { port: 9000 }));
     await crs.create('mcpservers', ns, stdioServer('healthy'));
-    for (const [name, reason, field] of [['no-secret', 'SecretMissing', /spec\.env\[1\]\.valueFrom\.secretKeyRef\.name/], ['port-clash', 'InvalidSpec', /spec\.port/]] as const) {
+    for (const [name, reason, field] of [
+      ['no-secret', 'SecretMissing', /spec\.env\[1\]\.valueFrom\.secretKeyRef\.name/],
+      ['port-clash', 'InvalidSpec', /spec\.port/],
+    ] as const) {
       const live = await until(`${name} Degraded`, async () => {
         const o = await crs.get('mcpservers', ns, name);
         return conditionOf(o, 'Degraded')?.status === 'True' ? o : undefined;
@@ -206,7 +300,11 @@ describe('the operator reconciling McpServers', { skip: availability.available ?
       assert.equal(conditionOf(live, 'Degraded')?.reason, reason);
       assert.match(conditionOf(live, 'Degraded')!.message, field);
       assert.equal(conditionOf(live, 'Ready')?.status, 'False');
-      await assert.rejects(apps.readNamespacedDeployment({ name, namespace: ns }), (e: { code?: number }) => e.code === 404, 'nothing applied for a new object');
+      await assert.rejects(
+        apps.readNamespacedDeployment({ name, namespace: ns }),
+        (e: { code?: number }) => e.code === 404,
+        'nothing applied for a new object',
+      );
     }
     await until('the healthy server has its Deployment', () => apps.readNamespacedDeployment({ name: 'healthy', namespace: ns }));
 
@@ -216,7 +314,12 @@ describe('the operator reconciling McpServers', { skip: availability.available ?
   });
 
   it('publishes a url server at once, and removes the entry when the McpServer is deleted', async () => {
-    await crs.create('mcpservers', ns, { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpServer', metadata: { name: 'remote' }, spec: { url: 'https://mcp.example.com/mcp' } });
+    await crs.create('mcpservers', ns, {
+      apiVersion: 'mcp.punk.dev/v1alpha1',
+      kind: 'McpServer',
+      metadata: { name: 'remote' },
+      spec: { url: 'https://mcp.example.com/mcp' },
+    });
     const entry = await until('the url server entry', () => servers.get(kvKey(ns, 'remote')));
     assert.equal((entry.value as { server: { spec: { url: string } } }).server.spec.url, 'https://mcp.example.com/mcp');
     const live = await until('its status', async () => {
@@ -224,12 +327,18 @@ describe('the operator reconciling McpServers', { skip: availability.available ?
       return o.status?.upstreamUrl ? o : undefined;
     });
     assert.equal(live.status.upstreamUrl, 'https://mcp.example.com/mcp');
-    assert.match(String(live.status.lastError), /gateway could not list the tools/, 'no gateway serves this test: the tool listing failure is reported');
+    assert.match(
+      String(live.status.lastError),
+      /gateway could not list the tools/,
+      'no gateway serves this test: the tool listing failure is reported',
+    );
     assert.equal(conditionOf(live, 'Available')?.status, 'True', 'a url server is available at once');
 
     await crs.delete('mcpservers', ns, 'remote');
     await crs.delete('mcpservers', ns, 'files');
-    await until('the entries removed', async () => (await servers.get(kvKey(ns, 'remote'))) === undefined && (await servers.get(kvKey(ns, 'files'))) === undefined);
+    await until(
+      'the entries removed',
+      async () => (await servers.get(kvKey(ns, 'remote'))) === undefined && (await servers.get(kvKey(ns, 'files'))) === undefined,
+    );
   });
 });
-

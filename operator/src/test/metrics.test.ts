@@ -30,7 +30,12 @@ describe('operator metrics', { skip: availability.available ? false : availabili
 
   it('counts and times the reconciles of an McpPolicy, and says this instance leads', async () => {
     const successes = () => registryValue('punk_operator_reconcile_total', { kind: 'McpPolicy', result: 'success' });
-    const timed = () => registryValue('punk_operator_reconcile_duration_seconds', { kind: 'McpPolicy', error_type: '' }, 'punk_operator_reconcile_duration_seconds_count');
+    const timed = () =>
+      registryValue(
+        'punk_operator_reconcile_duration_seconds',
+        { kind: 'McpPolicy', error_type: '' },
+        'punk_operator_reconcile_duration_seconds_count',
+      );
     const before = { successes: await successes(), timed: await timed() };
     await crs.create('mcppolicies', ns, {
       apiVersion: 'mcp.punk.dev/v1alpha1',
@@ -50,7 +55,12 @@ describe('operator metrics', { skip: availability.available ? false : availabili
     const res = await fetch(`${http.url}/metrics`);
     assert.equal(res.status, 200);
     assert.match(res.headers.get('content-type') ?? '', /^text\/plain; version=0\.0\.4/);
-    const declared = new Set((await res.text()).split('\n').filter(l => l.startsWith('# TYPE ')).map(l => l.split(' ').slice(2).join(' ')));
+    const declared = new Set(
+      (await res.text())
+        .split('\n')
+        .filter((l) => l.startsWith('# TYPE '))
+        .map((l) => l.split(' ').slice(2).join(' ')),
+    );
     for (const family of [
       'punk_operator_reconcile_total counter',
       'punk_operator_reconcile_errors_total counter',

@@ -48,16 +48,22 @@ describe('operator options from PUNK_* variables', () => {
 
   it('refuses a bad value, naming the variable', () => {
     assert.throws(() => loadConfig({ PUNK_GATEWAY_POD_LABELS: 'app' }), /PUNK_GATEWAY_POD_LABELS="app": entry "app" must be key=value/);
-    assert.throws(() => loadConfig({ PUNK_OPERATOR_NAMESPACES: 'ok,Not_A_Namespace' }), /PUNK_OPERATOR_NAMESPACES entry 2="Not_A_Namespace"/);
+    assert.throws(
+      () => loadConfig({ PUNK_OPERATOR_NAMESPACES: 'ok,Not_A_Namespace' }),
+      /PUNK_OPERATOR_NAMESPACES entry 2="Not_A_Namespace"/,
+    );
     assert.throws(() => loadConfig({ PUNK_OPERATOR_WORKERS: '0' }), /PUNK_OPERATOR_WORKERS="0": must be an integer from 1 to 64/);
   });
 
   it('refuses a package registry that is not host[:port], naming its variable', () => {
     const config = loadConfig({ PUNK_RUNNER_PYPI_REGISTRIES: 'pypi.org:443,https://files.example.com/simple' });
-    assert.throws(() => operatorOptionsFromConfig(config, new KubeConfig(), new MemoryBus(), createLogger('test', 'silent')), (error: Error & { code?: string }) => {
-      assert.equal(error.code, 'InvalidConfig');
-      assert.match(error.message, /^PUNK_RUNNER_PYPI_REGISTRIES: packageRegistries\.pypi\[1\]/);
-      return true;
-    });
+    assert.throws(
+      () => operatorOptionsFromConfig(config, new KubeConfig(), new MemoryBus(), createLogger('test', 'silent')),
+      (error: Error & { code?: string }) => {
+        assert.equal(error.code, 'InvalidConfig');
+        assert.match(error.message, /^PUNK_RUNNER_PYPI_REGISTRIES: packageRegistries\.pypi\[1\]/);
+        return true;
+      },
+    );
   });
 });

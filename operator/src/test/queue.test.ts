@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ReconcileTimeout, WorkQueue } from '../queue.js';
 
-const settle = (ms: number) => new Promise(resolve => setTimeout(resolve, ms));
+const settle = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function drained(queue: WorkQueue): Promise<void> {
   while (queue.length > 0) await settle(5);
@@ -14,7 +14,7 @@ async function drained(queue: WorkQueue): Promise<void> {
 describe('WorkQueue', () => {
   it('reconciles a key added many times while queued once', async () => {
     const runs: string[] = [];
-    const queue = new WorkQueue(async key => void runs.push(key), { workers: 2, timeoutMs: 1000 });
+    const queue = new WorkQueue(async (key) => void runs.push(key), { workers: 2, timeoutMs: 1000 });
     for (let i = 0; i < 10; i++) queue.add('McpServer/ns/a');
     queue.add('McpServer/ns/b');
     queue.start();

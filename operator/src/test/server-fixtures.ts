@@ -29,21 +29,21 @@ export function childrenOptions(overrides: Partial<ServerChildrenOptions> = {}):
     runnerImages: { npm: 'ghcr.io/punk/runner-npm:0.1.0', pypi: 'ghcr.io/punk/runner-pypi:0.1.0' },
     gateway: { namespace: 'punk-system', podLabels: { 'app.kubernetes.io/name': 'punk-gateway' } },
     secretChecksum: 'c0ffee',
-    credentialSecrets: name => credentials[name],
+    credentialSecrets: (name) => credentials[name],
     ...overrides,
   };
 }
 
 /** The child of `kind` named `name` among `objects`. */
 export function child<T extends KubernetesObject>(objects: readonly KubernetesObject[], kind: string, name: string): T {
-  const found = objects.find(object => object.kind === kind && object.metadata?.name === name);
-  if (!found) throw new Error(`no ${kind} ${name} among ${objects.map(o => `${o.kind}/${o.metadata?.name}`).join(', ')}`);
+  const found = objects.find((object) => object.kind === kind && object.metadata?.name === name);
+  if (!found) throw new Error(`no ${kind} ${name} among ${objects.map((o) => `${o.kind}/${o.metadata?.name}`).join(', ')}`);
   return found as T;
 }
 
 /** The container `name` of a Deployment's pods. */
 export function container(deployment: V1Deployment, name = 'server'): V1Container {
-  const found = deployment.spec!.template.spec!.containers.find(c => c.name === name);
+  const found = deployment.spec!.template.spec!.containers.find((c) => c.name === name);
   assert.ok(found, `container ${name}`);
   return found;
 }

@@ -12,12 +12,15 @@ const earlier = '2026-11-30T09:00:00.000Z';
 
 function conditions(observed: Partial<ObservedServer>, previous: Condition[] = []): Record<string, Condition> {
   const list = serverConditions({ generation: 4, hasPod: true, pods: [], ...observed }, previous, now);
-  assert.deepEqual(list.map(c => c.type), ['Ready', 'Available', 'Progressing', 'Degraded']);
+  assert.deepEqual(
+    list.map((c) => c.type),
+    ['Ready', 'Available', 'Progressing', 'Degraded'],
+  );
   for (const condition of list) {
     assert.deepEqual(conditionSchema.parse(condition), condition, `${condition.type} is a valid metav1.Condition`);
     assert.equal(condition.observedGeneration, 4);
   }
-  return Object.fromEntries(list.map(c => [c.type, c]));
+  return Object.fromEntries(list.map((c) => [c.type, c]));
 }
 
 function brief(condition: Condition): string {
@@ -26,7 +29,13 @@ function brief(condition: Condition): string {
 
 /** A Deployment of `replicas` as the Deployment controller reports it. */
 function deployment(replicas: number, status: NonNullable<V1Deployment['status']>, generation = 2): V1Deployment {
-  return { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'files', namespace: 'team-a', generation }, spec: { replicas, selector: {}, template: {} }, status: { observedGeneration: generation, ...status } };
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name: 'files', namespace: 'team-a', generation },
+    spec: { replicas, selector: {}, template: {} },
+    status: { observedGeneration: generation, ...status },
+  };
 }
 
 const rolledOut = (replicas: number) =>
@@ -37,16 +46,34 @@ const rolledOut = (replicas: number) =>
     availableReplicas: replicas,
     conditions: [
       { type: 'Available', status: 'True', reason: 'MinimumReplicasAvailable', message: 'Deployment has minimum availability.' },
-      { type: 'Progressing', status: 'True', reason: 'NewReplicaSetAvailable', message: 'ReplicaSet "files-6d4" has successfully progressed.' },
+      {
+        type: 'Progressing',
+        status: 'True',
+        reason: 'NewReplicaSetAvailable',
+        message: 'ReplicaSet "files-6d4" has successfully progressed.',
+      },
     ],
   });
 
 function pod(name: string, statuses: V1ContainerStatus[], init: V1ContainerStatus[] = []): V1Pod {
-  return { apiVersion: 'v1', kind: 'Pod', metadata: { name }, status: { phase: 'Pending', containerStatuses: statuses, initContainerStatuses: init } };
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name },
+    status: { phase: 'Pending', containerStatuses: statuses, initContainerStatuses: init },
+  };
 }
 
 function waiting(name: string, reason: string, message?: string, extra: Partial<V1ContainerStatus> = {}): V1ContainerStatus {
-  return { name, image: `ghcr.io/acme/${name}:1`, imageID: '', ready: false, restartCount: 0, state: { waiting: { reason, ...(message && { message }) } }, ...extra };
+  return {
+    name,
+    image: `ghcr.io/acme/${name}:1`,
+    imageID: '',
+    ready: false,
+    restartCount: 0,
+    state: { waiting: { reason, ...(message && { message }) } },
+    ...extra,
+  };
 }
 
 describe('a url server', () => {
@@ -62,7 +89,10 @@ describe('a url server', () => {
   });
 
   it('is not ready when the gateway cannot reach it or cannot list its tools', () => {
-    const unreachable = conditions({ hasPod: false, listing: { ok: false, reachable: false, error: 'connect ECONNREFUSED 203.0.113.9:443' } });
+    const unreachable = conditions({
+      hasPod: false,
+      listing: { ok: false, reachable: false, error: 'connect ECONNREFUSED 203.0.113.9:443' },
+    });
     assert.equal(brief(unreachable.Ready!), 'False ServerUnreachable');
     assert.match(unreachable.Ready!.message, /ECONNREFUSED/);
     const failed = conditions({ hasPod: false, listing: { ok: false, error: 'HTTP 500 from tools/list' } });
@@ -98,9 +128,17 @@ describe('a pod server', () => {
 
   it('while replicas are updated, old ones terminate or new ones become available is rolling out', () => {
     const base = { conditions: [] };
-    assert.match(conditions({ deployment: deployment(3, { ...base, replicas: 4, updatedReplicas: 1, availableReplicas: 3 }) }).Progressing!.message, /1 of 3 replicas updated/);
-    assert.match(conditions({ deployment: deployment(3, { ...base, replicas: 4, updatedReplicas: 3, availableReplicas: 3 }) }).Progressing!.message, /1 old replicas pending termination/);
-    const waitingForAvailable = conditions({ deployment: deployment(3, { ...base, replicas: 3, updatedReplicas: 3, availableReplicas: 0 }) });
+    assert.match(
+      conditions({ deployment: deployment(3, { ...base, replicas: 4, updatedReplicas: 1, availableReplicas: 3 }) }).Progressing!.message,
+      /1 of 3 replicas updated/,
+    );
+    assert.match(
+      conditions({ deployment: deployment(3, { ...base, replicas: 4, updatedReplicas: 3, availableReplicas: 3 }) }).Progressing!.message,
+      /1 old replicas pending termination/,
+    );
+    const waitingForAvailable = conditions({
+      deployment: deployment(3, { ...base, replicas: 3, updatedReplicas: 3, availableReplicas: 0 }),
+    });
     assert.equal(brief(waitingForAvailable.Progressing!), 'True RollingOut');
     assert.match(waitingForAvailable.Progressing!.message, /0 of 3 updated replicas available/);
     assert.equal(brief(waitingForAvailable.Available!), 'False ReplicasUnavailable');
@@ -116,14 +154,19 @@ describe('a pod server', () => {
   });
 
   it('available but unreachable through its bridge is not ready', () => {
-    const c = conditions({ deployment: rolledOut(1), listing: { ok: false, reachable: false, error: 'connect ECONNREFUSED 10.0.0.12:8080' } });
+    const c = conditions({
+      deployment: rolledOut(1),
+      listing: { ok: false, reachable: false, error: 'connect ECONNREFUSED 10.0.0.12:8080' },
+    });
     assert.equal(brief(c.Ready!), 'False BridgeUnreachable');
     const failed = conditions({ deployment: rolledOut(1), listing: { ok: false, reachable: true, error: 'tools/list: Method not found' } });
     assert.equal(brief(failed.Ready!), 'False ListingFailed');
   });
 
   it('scaled to zero is not available', () => {
-    const c = conditions({ deployment: deployment(0, { replicas: 0, conditions: [{ type: 'Available', status: 'True', reason: 'MinimumReplicasAvailable' }] }) });
+    const c = conditions({
+      deployment: deployment(0, { replicas: 0, conditions: [{ type: 'Available', status: 'True', reason: 'MinimumReplicasAvailable' }] }),
+    });
     assert.equal(brief(c.Available!), 'False ScaledToZero');
     assert.equal(brief(c.Ready!), 'False ScaledToZero');
   });
@@ -132,7 +175,14 @@ describe('a pod server', () => {
     const d = deployment(1, {
       replicas: 1,
       updatedReplicas: 1,
-      conditions: [{ type: 'Progressing', status: 'False', reason: 'ProgressDeadlineExceeded', message: 'ReplicaSet "files-6d4" has timed out progressing.' }],
+      conditions: [
+        {
+          type: 'Progressing',
+          status: 'False',
+          reason: 'ProgressDeadlineExceeded',
+          message: 'ReplicaSet "files-6d4" has timed out progressing.',
+        },
+      ],
     });
     const c = conditions({ deployment: d });
     assert.equal(brief(c.Progressing!), 'False ProgressDeadlineExceeded');
@@ -140,8 +190,18 @@ describe('a pod server', () => {
     assert.match(c.Degraded!.message, /timed out progressing/);
   });
 
-  it('whose pods cannot be created is degraded with the Deployment\'s ReplicaFailure', () => {
-    const d = deployment(1, { replicas: 0, conditions: [{ type: 'ReplicaFailure', status: 'True', reason: 'FailedCreate', message: 'pods "files-6d4-x" is forbidden: exceeded quota: compute' }] });
+  it("whose pods cannot be created is degraded with the Deployment's ReplicaFailure", () => {
+    const d = deployment(1, {
+      replicas: 0,
+      conditions: [
+        {
+          type: 'ReplicaFailure',
+          status: 'True',
+          reason: 'FailedCreate',
+          message: 'pods "files-6d4-x" is forbidden: exceeded quota: compute',
+        },
+      ],
+    });
     const c = conditions({ deployment: d });
     assert.equal(brief(c.Degraded!), 'True ReplicaFailure');
     assert.match(c.Degraded!.message, /exceeded quota/);
@@ -162,34 +222,59 @@ describe('pods in trouble', () => {
     assert.equal(brief(c.Ready!), 'False ReplicasUnavailable');
   });
 
-  it('unable to pull an image, even the bridge\'s in the init container: ImageMissing, counted over the pods', () => {
+  it("unable to pull an image, even the bridge's in the init container: ImageMissing, counted over the pods", () => {
     const pods = [
-      pod('files-1', [waiting('server', 'PodInitializing')], [waiting('install-bridge', 'ImagePullBackOff', 'Back-off pulling image "ghcr.io/punk/bridge:0.1.0"')]),
+      pod(
+        'files-1',
+        [waiting('server', 'PodInitializing')],
+        [waiting('install-bridge', 'ImagePullBackOff', 'Back-off pulling image "ghcr.io/punk/bridge:0.1.0"')],
+      ),
       pod('files-2', [waiting('server', 'ErrImagePull', 'manifest unknown')]),
       pod('files-3', [waiting('server', 'CrashLoopBackOff')]),
     ];
     const c = conditions({ deployment: rolling, pods });
     assert.equal(brief(c.Degraded!), 'True ImageMissing');
-    assert.match(c.Degraded!.message, /pod files-1 container install-bridge: image ghcr.io\/acme\/install-bridge:1 cannot be pulled \(ImagePullBackOff\).*\(and 1 more\)/);
+    assert.match(
+      c.Degraded!.message,
+      /pod files-1 container install-bridge: image ghcr.io\/acme\/install-bridge:1 cannot be pulled \(ImagePullBackOff\).*\(and 1 more\)/,
+    );
   });
 
   it('waiting for a Secret that does not exist: SecretMissing', () => {
-    const c = conditions({ deployment: rolling, pods: [pod('files-1', [waiting('server', 'CreateContainerConfigError', 'secret "api-keys" not found')])] });
+    const c = conditions({
+      deployment: rolling,
+      pods: [pod('files-1', [waiting('server', 'CreateContainerConfigError', 'secret "api-keys" not found')])],
+    });
     assert.equal(brief(c.Degraded!), 'True SecretMissing');
     assert.match(c.Degraded!.message, /secret "api-keys" not found/);
-    const key = conditions({ deployment: rolling, pods: [pod('files-1', [waiting('server', 'CreateContainerConfigError', 'couldn\'t find key acme in Secret team-a/api-keys')])] });
+    const key = conditions({
+      deployment: rolling,
+      pods: [pod('files-1', [waiting('server', 'CreateContainerConfigError', "couldn't find key acme in Secret team-a/api-keys")])],
+    });
     assert.equal(brief(key.Degraded!), 'True ContainerConfigError');
   });
 
   it('that no node fits: Unschedulable', () => {
-    const unschedulable: V1Pod = { metadata: { name: 'files-1' }, status: { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/3 nodes are available: 3 Insufficient memory.' }] } };
+    const unschedulable: V1Pod = {
+      metadata: { name: 'files-1' },
+      status: {
+        phase: 'Pending',
+        conditions: [
+          { type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/3 nodes are available: 3 Insufficient memory.' },
+        ],
+      },
+    };
     const c = conditions({ deployment: rolling, pods: [unschedulable] });
     assert.equal(brief(c.Degraded!), 'True Unschedulable');
     assert.match(c.Degraded!.message, /Insufficient memory/);
   });
 
   it('while a reconcile problem is known, the problem is the reason', () => {
-    const c = conditions({ deployment: rolling, pods: [pod('files-1', [waiting('server', 'CrashLoopBackOff')])], problem: { reason: 'CredentialMissing', message: 'spec.env[0].valueFrom.credentialRef.name: no McpCredential github' } });
+    const c = conditions({
+      deployment: rolling,
+      pods: [pod('files-1', [waiting('server', 'CrashLoopBackOff')])],
+      problem: { reason: 'CredentialMissing', message: 'spec.env[0].valueFrom.credentialRef.name: no McpCredential github' },
+    });
     assert.equal(brief(c.Degraded!), 'True CredentialMissing');
   });
 
@@ -207,25 +292,43 @@ describe('transition times and transitions', () => {
     for (const condition of same) assert.equal(condition.lastTransitionTime, earlier, `${condition.type} unchanged`);
     assert.deepEqual(transitions(first, same), []);
 
-    const listed = serverConditions({ generation: 5, hasPod: true, pods: [], deployment: rolledOut(1), listing: { ok: true, toolCount: 1 } }, same, now);
-    const byType = Object.fromEntries(listed.map(c => [c.type, c]));
+    const listed = serverConditions(
+      { generation: 5, hasPod: true, pods: [], deployment: rolledOut(1), listing: { ok: true, toolCount: 1 } },
+      same,
+      now,
+    );
+    const byType = Object.fromEntries(listed.map((c) => [c.type, c]));
     assert.equal(byType.Ready!.lastTransitionTime, now.toISOString());
     assert.equal(byType.Available!.lastTransitionTime, earlier);
     const changed = transitions(same, listed);
-    assert.deepEqual(changed.map(t => `${t.type}: ${t.from?.status} -> ${t.to.status}`), ['Ready: Unknown -> True']);
+    assert.deepEqual(
+      changed.map((t) => `${t.type}: ${t.from?.status} -> ${t.to.status}`),
+      ['Ready: Unknown -> True'],
+    );
   });
 
   it('reports a new reason under the same status as a transition, without moving the time', () => {
     const crash = { generation: 4, hasPod: true, deployment: rolledOut(1), pods: [pod('p', [waiting('server', 'CrashLoopBackOff')])] };
     const before = serverConditions(crash, [], new Date(earlier));
     const after = serverConditions({ ...crash, pods: [pod('p', [waiting('server', 'ImagePullBackOff')])] }, before, now);
-    const degraded = after.find(c => c.type === 'Degraded')!;
+    const degraded = after.find((c) => c.type === 'Degraded')!;
     assert.equal(degraded.lastTransitionTime, earlier);
-    assert.deepEqual(transitions(before, after).map(t => `${t.type} ${t.from?.reason} -> ${t.to.reason}`), ['Degraded CrashLoopBackOff -> ImageMissing']);
+    assert.deepEqual(
+      transitions(before, after).map((t) => `${t.type} ${t.from?.reason} -> ${t.to.reason}`),
+      ['Degraded CrashLoopBackOff -> ImageMissing'],
+    );
   });
 
   it('lists every condition as new when there were none', () => {
     const next = serverConditions({ generation: 1, hasPod: false, pods: [] }, [], now);
-    assert.deepEqual(transitions([], next).map(t => [t.type, t.from]), [['Ready', undefined], ['Available', undefined], ['Progressing', undefined], ['Degraded', undefined]]);
+    assert.deepEqual(
+      transitions([], next).map((t) => [t.type, t.from]),
+      [
+        ['Ready', undefined],
+        ['Available', undefined],
+        ['Progressing', undefined],
+        ['Degraded', undefined],
+      ],
+    );
   });
 });

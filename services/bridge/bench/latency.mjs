@@ -27,12 +27,12 @@ async function measure(label, transport) {
   }
   await client.close();
   timings.sort((a, b) => a - b);
-  const pct = q => timings[Math.floor(CALLS * q)].toFixed(2);
+  const pct = (q) => timings[Math.floor(CALLS * q)].toFixed(2);
   console.log(`${label}: p50 ${pct(0.5)} ms, p99 ${pct(0.99)} ms`);
 }
 
 function freePort() {
-  return new Promise(resolve => {
+  return new Promise((resolve) => {
     const server = createServer().listen(0, '127.0.0.1', () => {
       const { port } = server.address();
       server.close(() => resolve(port));
@@ -43,9 +43,13 @@ function freePort() {
 console.log(`server-everything echo, ${CALLS} sequential calls, Node ${process.versions.node}`);
 await measure('stdio directly', new StdioClientTransport({ command: process.execPath, args: [everything, 'stdio'], stderr: 'ignore' }));
 
-const bridge = spawn(process.execPath, [join(pkg, 'dist/main.js'), 'serve', '--host', '127.0.0.1', '--port', '0', '--', process.execPath, everything, 'stdio'], { stdio: ['ignore', 'ignore', 'pipe'] });
-const bridgeUrl = await new Promise(resolve =>
-  createInterface({ input: bridge.stderr }).on('line', line => {
+const bridge = spawn(
+  process.execPath,
+  [join(pkg, 'dist/main.js'), 'serve', '--host', '127.0.0.1', '--port', '0', '--', process.execPath, everything, 'stdio'],
+  { stdio: ['ignore', 'ignore', 'pipe'] },
+);
+const bridgeUrl = await new Promise((resolve) =>
+  createInterface({ input: bridge.stderr }).on('line', (line) => {
     const entry = JSON.parse(line);
     if (entry.msg === 'bridge listening') resolve(new URL(entry.url));
   }),
@@ -56,9 +60,14 @@ bridge.kill('SIGTERM');
 const port = await freePort();
 const own = spawn(process.execPath, [everything, 'streamableHttp'], { env: { ...process.env, PORT: String(port) }, stdio: 'ignore' });
 for (;;) {
-  const up = await new Promise(resolve => connect(port, '127.0.0.1', function () { this.destroy(); resolve(true); }).once('error', () => resolve(false)));
+  const up = await new Promise((resolve) =>
+    connect(port, '127.0.0.1', function () {
+      this.destroy();
+      resolve(true);
+    }).once('error', () => resolve(false)),
+  );
   if (up) break;
-  await new Promise(resolve => setTimeout(resolve, 100));
+  await new Promise((resolve) => setTimeout(resolve, 100));
 }
 await measure('its own Streamable HTTP', new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`)));
 own.kill('SIGTERM');

@@ -27,14 +27,18 @@ async function rssMiB(pid) {
 }
 
 const dir = await mkdtemp(join(tmpdir(), 'punk-bridge-bench-'));
-const bridge = spawn(program[0], [...program.slice(1), 'serve', '--host', '127.0.0.1', '--port', '0', '--max-sessions', String(SESSIONS), '--', ...memory], {
-  env: { ...process.env, MEMORY_FILE_PATH: join(dir, 'memory.jsonl') },
-  stdio: ['ignore', 'ignore', 'pipe'],
-});
+const bridge = spawn(
+  program[0],
+  [...program.slice(1), 'serve', '--host', '127.0.0.1', '--port', '0', '--max-sessions', String(SESSIONS), '--', ...memory],
+  {
+    env: { ...process.env, MEMORY_FILE_PATH: join(dir, 'memory.jsonl') },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  },
+);
 const pids = [];
 const url = await new Promise((resolve, reject) => {
-  bridge.once('exit', code => reject(new Error(`the bridge exited with ${code}`)));
-  createInterface({ input: bridge.stderr }).on('line', line => {
+  bridge.once('exit', (code) => reject(new Error(`the bridge exited with ${code}`)));
+  createInterface({ input: bridge.stderr }).on('line', (line) => {
     const entry = JSON.parse(line);
     if (entry.msg === 'bridge listening') resolve(new URL(entry.url));
     if (entry.msg === 'session started') pids.push(entry.pid);
@@ -59,7 +63,14 @@ async function time(client) {
   return timings.sort((a, b) => a - b);
 }
 const direct = new Client({ name: 'bench', version: '1.0.0' });
-await direct.connect(new StdioClientTransport({ command: memory[0], args: memory.slice(1), env: { ...process.env, MEMORY_FILE_PATH: join(dir, 'direct.jsonl') }, stderr: 'ignore' }));
+await direct.connect(
+  new StdioClientTransport({
+    command: memory[0],
+    args: memory.slice(1),
+    env: { ...process.env, MEMORY_FILE_PATH: join(dir, 'direct.jsonl') },
+    stderr: 'ignore',
+  }),
+);
 const directTimings = await time(direct);
 await direct.close();
 const timings = await time(clients[0]);
@@ -67,12 +78,18 @@ const pct = (sorted, q) => sorted[Math.floor(sorted.length * q)].toFixed(2);
 const after = await rssMiB(bridge.pid);
 const children = await Promise.all(pids.map(rssMiB));
 const mean = children.reduce((a, b) => a + b, 0) / children.length;
-console.log(`bridge (${process.env.BRIDGE === 'sea' ? 'single executable' : 'node dist/main.js'}), server-memory children, Node ${process.versions.node}`);
-console.log(`bridge RSS: ${before.toFixed(1)} MiB idle, ${after.toFixed(1)} MiB with ${SESSIONS} sessions (+${((after - before) / SESSIONS).toFixed(2)} MiB per session)`);
+console.log(
+  `bridge (${process.env.BRIDGE === 'sea' ? 'single executable' : 'node dist/main.js'}), server-memory children, Node ${process.versions.node}`,
+);
+console.log(
+  `bridge RSS: ${before.toFixed(1)} MiB idle, ${after.toFixed(1)} MiB with ${SESSIONS} sessions (+${((after - before) / SESSIONS).toFixed(2)} MiB per session)`,
+);
 console.log(`child RSS: ${mean.toFixed(1)} MiB mean over ${children.length} children`);
 console.log(`tools/call read_graph through the bridge: p50 ${pct(timings, 0.5)} ms, p99 ${pct(timings, 0.99)} ms (${CALLS} calls)`);
-console.log(`tools/call read_graph over stdio directly: p50 ${pct(directTimings, 0.5)} ms, p99 ${pct(directTimings, 0.99)} ms (${CALLS} calls)`);
+console.log(
+  `tools/call read_graph over stdio directly: p50 ${pct(directTimings, 0.5)} ms, p99 ${pct(directTimings, 0.99)} ms (${CALLS} calls)`,
+);
 for (const client of clients) await client.close();
 bridge.kill('SIGTERM');
-await new Promise(resolve => bridge.once('exit', resolve));
+await new Promise((resolve) => bridge.once('exit', resolve));
 await rm(dir, { recursive: true, force: true });

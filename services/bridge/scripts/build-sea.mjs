@@ -39,7 +39,11 @@ try {
 }
 const postject = join(dirname(fileURLToPath(import.meta.resolve('postject'))), 'cli.js');
 // postject warns about every ELF note section it cannot name; its output matters only when it fails.
-const injected = spawnSync(process.execPath, [postject, binary, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2'], { encoding: 'utf8' });
+const injected = spawnSync(
+  process.execPath,
+  [postject, binary, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2'],
+  { encoding: 'utf8' },
+);
 if (injected.status !== 0) {
   process.stderr.write(`${injected.stdout}${injected.stderr}postject failed (exit ${injected.status ?? injected.signal})\n`);
   process.exit(1);

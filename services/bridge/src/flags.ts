@@ -74,17 +74,20 @@ export function parseDuration(value: string): number | undefined {
 
 function duration(flag: string, value: string): number {
   const ms = parseDuration(value);
-  if (ms === undefined || ms <= 0) throw new UsageError(`--${flag} ${JSON.stringify(value)} must be a positive duration such as 500ms, 30s, 10m or 1h`);
+  if (ms === undefined || ms <= 0)
+    throw new UsageError(`--${flag} ${JSON.stringify(value)} must be a positive duration such as 500ms, 30s, 10m or 1h`);
   return ms;
 }
 
 function integer(flag: string, value: string, min: number, max: number): number {
-  if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) throw new UsageError(`--${flag} ${JSON.stringify(value)} must be a whole number from ${min} to ${max}`);
+  if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max)
+    throw new UsageError(`--${flag} ${JSON.stringify(value)} must be a whole number from ${min} to ${max}`);
   return Number(value);
 }
 
 function host(value: string): string {
-  if (value === '' || /\s/.test(value)) throw new UsageError(`--host ${JSON.stringify(value)} must be an address or host name to listen on`);
+  if (value === '' || /\s/.test(value))
+    throw new UsageError(`--host ${JSON.stringify(value)} must be an address or host name to listen on`);
   return value;
 }
 
@@ -114,9 +117,13 @@ function parseServe(argv: string[]): Command {
     },
   });
   if (values.help) return { kind: 'help' };
-  if (positionals.length > 0) throw new UsageError(`serve: unexpected argument ${JSON.stringify(positionals[0])}; put the server's command after --`);
+  if (positionals.length > 0)
+    throw new UsageError(`serve: unexpected argument ${JSON.stringify(positionals[0])}; put the server's command after --`);
   const child = split === -1 ? [] : argv.slice(split + 1);
-  if (child.length === 0 || child[0] === '') throw new UsageError('serve: the stdio MCP server to run is missing: give it after --, e.g. punk-bridge serve -- npx -y @modelcontextprotocol/server-memory');
+  if (child.length === 0 || child[0] === '')
+    throw new UsageError(
+      'serve: the stdio MCP server to run is missing: give it after --, e.g. punk-bridge serve -- npx -y @modelcontextprotocol/server-memory',
+    );
   const path = values.path as string;
   if (!/^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/.test(path) || ['/healthz', '/readyz'].includes(path)) {
     throw new UsageError(`--path ${JSON.stringify(path)} must be an absolute URL path such as /mcp, other than /healthz and /readyz`);
@@ -150,7 +157,7 @@ function parseEgressProxy(argv: string[]): Command {
   });
   if (values.help) return { kind: 'help' };
   if (positionals.length > 0) throw new UsageError(`egress-proxy: unexpected argument ${JSON.stringify(positionals[0])}`);
-  const rules = (values.allow as string[]).map(text => {
+  const rules = (values.allow as string[]).map((text) => {
     try {
       return parseEgressRule(text);
     } catch (error) {

@@ -14,7 +14,7 @@ export type { Logger } from 'pino';
  */
 export function createBridgeLogger(component: string, level: pino.LevelWithSilent = 'info'): Logger {
   return pino(
-    { level, base: { component }, timestamp: pino.stdTimeFunctions.isoTime, formatters: { level: label => ({ level: label }) } },
+    { level, base: { component }, timestamp: pino.stdTimeFunctions.isoTime, formatters: { level: (label) => ({ level: label }) } },
     pino.destination({ dest: 2, sync: true }),
   );
 }

@@ -5,7 +5,17 @@
  */
 import { jetstreamManager, JetStreamApiError } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import { buckets, describeDatabaseUrl, errorMessage, openDatabase, parseNatsUrl, PunkError, redactNatsUrl, streams, type Logger } from '@punk/lib';
+import {
+  buckets,
+  describeDatabaseUrl,
+  errorMessage,
+  openDatabase,
+  parseNatsUrl,
+  PunkError,
+  redactNatsUrl,
+  streams,
+  type Logger,
+} from '@punk/lib';
 
 /** What {@link cleanCluster} removed; names it did not find are left out. */
 export interface CleanedCluster {
@@ -52,8 +62,8 @@ export async function cleanCluster(natsUrl: string, databaseUrl: string, log: Lo
   try {
     const jsm = await jetstreamManager(nc, { timeout: 5000 });
     const names = [
-      ...Object.values(streams).map(stream => stream.name),
-      ...Object.values(buckets).map(bucket => `KV_${(typeof bucket === 'function' ? bucket(0) : bucket).name}`),
+      ...Object.values(streams).map((stream) => stream.name),
+      ...Object.values(buckets).map((bucket) => `KV_${(typeof bucket === 'function' ? bucket(0) : bucket).name}`),
     ];
     for (const name of names) {
       try {
@@ -62,7 +72,10 @@ export async function cleanCluster(natsUrl: string, databaseUrl: string, log: Lo
         log.info({ stream: name }, 'deleted');
       } catch (error) {
         if (error instanceof JetStreamApiError && /not found/i.test(error.message)) continue;
-        throw new PunkError('ClusterCleanFailed', `cannot delete stream ${name} on NATS at ${redactNatsUrl(natsUrl)}: ${errorMessage(error)}`);
+        throw new PunkError(
+          'ClusterCleanFailed',
+          `cannot delete stream ${name} on NATS at ${redactNatsUrl(natsUrl)}: ${errorMessage(error)}`,
+        );
       }
     }
   } finally {

@@ -21,7 +21,7 @@ function pinManifestDir(server: McpServer, manifestDir: string): McpServer {
   const pin = (value: string) => value.replaceAll('$(PUNK_MANIFEST_DIR)', manifestDir);
   const spec = { ...server.spec };
   if (spec.args) spec.args = spec.args.map(pin);
-  spec.env = spec.env.map(e => (e.value === undefined ? e : { ...e, value: pin(e.value) }));
+  spec.env = spec.env.map((e) => (e.value === undefined ? e : { ...e, value: pin(e.value) }));
   return { ...server, spec };
 }
 

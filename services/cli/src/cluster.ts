@@ -11,7 +11,18 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { NatsBus, PunkError, createLogger, describeDatabaseUrl, errorMessage, formatManifestError, loadManifestDirectory, openDatabase, type Logger, type PunkConfig } from '@punk/lib';
+import {
+  NatsBus,
+  PunkError,
+  createLogger,
+  describeDatabaseUrl,
+  errorMessage,
+  formatManifestError,
+  loadManifestDirectory,
+  openDatabase,
+  type Logger,
+  type PunkConfig,
+} from '@punk/lib';
 import { freePort } from './ports.js';
 import { prepareServers } from './cluster-servers.js';
 import { startProxy, type Proxy } from './proxy.js';
@@ -47,11 +58,15 @@ export interface Cluster {
 export async function ensureDatabase(url: string, log: Logger): Promise<void> {
   const target = new URL(url);
   const name = decodeURIComponent(target.pathname.replace(/^\//, ''));
-  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new PunkError('InvalidConfig', `PUNK_DATABASE_URL names database "${name}"; use letters, digits and _`);
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name))
+    throw new PunkError('InvalidConfig', `PUNK_DATABASE_URL names database "${name}"; use letters, digits and _`);
   const admin = new URL(url);
   admin.pathname = '/postgres';
   const db = await openDatabase({ url: admin.toString(), log }).catch((error: unknown) => {
-    throw new PunkError('DatabaseUnavailable', `Postgres at ${describeDatabaseUrl(url)} is unreachable (${errorMessage(error)}); start it or set PUNK_DATABASE_URL`);
+    throw new PunkError(
+      'DatabaseUnavailable',
+      `Postgres at ${describeDatabaseUrl(url)} is unreachable (${errorMessage(error)}); start it or set PUNK_DATABASE_URL`,
+    );
   });
   try {
     const found = await db.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
@@ -66,19 +81,29 @@ export async function ensureDatabase(url: string, log: Logger): Promise<void> {
 
 /** Copies a child's output line by line to ours, each line prefixed with `[name] `. */
 function prefixOutput(name: string, child: ChildProcess): void {
-  for (const [stream, out] of [[child.stdout, process.stdout], [child.stderr, process.stderr]] as const) {
-    if (stream) createInterface({ input: stream }).on('line', line => out.write(`[${name}] ${line}\n`));
+  for (const [stream, out] of [
+    [child.stdout, process.stdout],
+    [child.stderr, process.stderr],
+  ] as const) {
+    if (stream) createInterface({ input: stream }).on('line', (line) => out.write(`[${name}] ${line}\n`));
   }
 }
 
 async function waitReady(url: string, name: string, child: ChildProcess, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new PunkError('ClusterStartFailed', `${name} exited (${child.exitCode ?? child.signalCode}) before it was ready; see its lines above`);
-    const ok = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(2000) }).then(r => r.ok, () => false);
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new PunkError(
+        'ClusterStartFailed',
+        `${name} exited (${child.exitCode ?? child.signalCode}) before it was ready; see its lines above`,
+      );
+    const ok = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(2000) }).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ok) return;
     if (Date.now() > deadline) throw new PunkError('ClusterStartFailed', `${name} was not ready within ${timeoutMs} ms (${url}/readyz)`);
-    await new Promise(r => setTimeout(r, 200));
+    await new Promise((r) => setTimeout(r, 200));
   }
 }
 
@@ -101,7 +126,14 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
   const tempDir = await mkdtemp(join(tmpdir(), 'punk-cluster-'));
   let proxy: Proxy | undefined;
   let stopping = false;
-  const launch = (name: string, command: string, args: string[], env: Record<string, string>, service: boolean, cwd?: string): ChildProcess => {
+  const launch = (
+    name: string,
+    command: string,
+    args: string[],
+    env: Record<string, string>,
+    service: boolean,
+    cwd?: string,
+  ): ChildProcess => {
     // Own process group: a terminal's Ctrl-C reaches only `punk cluster`, which then sends each
     // service one SIGTERM (a second signal would make a service exit without draining).
     const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true, ...(cwd && { cwd }) });
@@ -119,9 +151,9 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
     for (const group of [true, false]) {
       await Promise.all(
         children
-          .filter(c => c.service === group && c.child.exitCode === null && c.child.signalCode === null)
+          .filter((c) => c.service === group && c.child.exitCode === null && c.child.signalCode === null)
           .map(({ child }) => {
-            const exited = new Promise(done => child.once('exit', done));
+            const exited = new Promise((done) => child.once('exit', done));
             child.kill('SIGTERM');
             const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
             return exited.finally(() => clearTimeout(timer));
@@ -137,7 +169,7 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
     for (const error of loaded.errors) log.error({ manifestError: error }, `manifest error: ${formatManifestError(error)}`);
     const gatewayManifests = join(tempDir, 'manifests');
     await prepareServers({
-      servers: loaded.servers.map(s => s.server),
+      servers: loaded.servers.map((s) => s.server),
       manifestDir,
       outDir: gatewayManifests,
       workDir: join(tempDir, 'servers'),
@@ -168,12 +200,21 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
       for (let i = 1; i <= replicas; i++) {
         const name = `${service}-${i}`;
         const port = await freePort();
-        const env = { ...common, PUNK_PORT: String(port), PUNK_INSTANCE_ID: name, PUNK_DATABASE_URL: databaseUrl, PUNK_MANIFESTS: gatewayManifests };
+        const env = {
+          ...common,
+          PUNK_PORT: String(port),
+          PUNK_INSTANCE_ID: name,
+          PUNK_DATABASE_URL: databaseUrl,
+          PUNK_MANIFESTS: gatewayManifests,
+        };
         started.push({ name, url: `http://127.0.0.1:${port}`, child: launch(name, process.execPath, [entrypoint], env, true), service });
       }
     }
-    await Promise.all(started.map(s => waitReady(s.url, s.name, s.child, 120_000)));
-    const backends = { ledgers: started.filter(s => s.service === 'ledger').map(s => s.url), fronts: started.filter(s => s.service === 'mcp-front').map(s => s.url) };
+    await Promise.all(started.map((s) => waitReady(s.url, s.name, s.child, 120_000)));
+    const backends = {
+      ledgers: started.filter((s) => s.service === 'ledger').map((s) => s.url),
+      fronts: started.filter((s) => s.service === 'mcp-front').map((s) => s.url),
+    };
     // A replica that dies leaves the rotation, so the proxy stops sending it requests.
     for (const s of started) {
       s.child.once('exit', () => {

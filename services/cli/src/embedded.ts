@@ -97,10 +97,13 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
   try {
     const manifestDir = resolve(config.manifests);
     const loaded = await loadManifestDirectory(manifestDir, config.tenant).catch((error: unknown) => {
-      throw new PunkError('InvalidConfig', `PUNK_MANIFESTS / --manifests: cannot read the manifest directory ${manifestDir}: ${errorMessage(error)}`);
+      throw new PunkError(
+        'InvalidConfig',
+        `PUNK_MANIFESTS / --manifests: cannot read the manifest directory ${manifestDir}: ${errorMessage(error)}`,
+      );
     });
     for (const error of loaded.errors) log.error({ manifestError: error }, `manifest error: ${formatManifestError(error)}`);
-    const servers = loaded.servers.map(entry => entry.server);
+    const servers = loaded.servers.map((entry) => entry.server);
 
     // Tracked as in a service process: bus metrics (lib metrics/bus.ts) are recorded here too.
     const bus = new TrackedBus(new MemoryBus(logFor('bus')));
@@ -155,7 +158,10 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
     // With PUNK_AUTH_MODE=on the ledger API is for admins, as the front's own APIs are.
     app.use('/api/v1', front.adminOnly, ledger.router);
     app.use((req, res) => {
-      res.status(404).set('Cache-Control', 'no-store').json({ error: { code: 'NotFound', message: `no route for ${req.method} ${req.path}` } });
+      res
+        .status(404)
+        .set('Cache-Control', 'no-store')
+        .json({ error: { code: 'NotFound', message: `no route for ${req.method} ${req.path}` } });
     });
     http.setHandler(app);
     ready = async () => {
@@ -166,7 +172,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
       baseUrl: http.url,
       servers,
       manifestErrors: loaded.errors,
-      catalog: () => [...new Set(servers.map(s => s.metadata.namespace ?? config.tenant))].flatMap(tenant => gateway.catalog(tenant)),
+      catalog: () => [...new Set(servers.map((s) => s.metadata.namespace ?? config.tenant))].flatMap((tenant) => gateway.catalog(tenant)),
       close: stopAll,
     };
   } catch (error) {

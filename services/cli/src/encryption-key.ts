@@ -32,14 +32,21 @@ export async function embeddedKeyring(config: PunkConfig, dataDir: string | null
  */
 export async function localEncryptionKey(path: string): Promise<string> {
   try {
-    const stored = (await readFile(path, 'utf8').catch((error: NodeJS.ErrnoException) => (error.code === 'ENOENT' ? undefined : Promise.reject(error))))?.trim();
+    const stored = (
+      await readFile(path, 'utf8').catch((error: NodeJS.ErrnoException) => (error.code === 'ENOENT' ? undefined : Promise.reject(error)))
+    )?.trim();
     if (stored !== undefined) return stored;
     const fresh = randomBytes(32).toString('base64');
     await mkdir(dirname(path), { recursive: true });
     // `wx`: two processes starting at once must not each write a key of their own; the loser reads the winner's.
-    await writeFile(path, `${fresh}\n`, { mode: 0o600, flag: 'wx' }).catch((error: NodeJS.ErrnoException) => (error.code === 'EEXIST' ? undefined : Promise.reject(error)));
+    await writeFile(path, `${fresh}\n`, { mode: 0o600, flag: 'wx' }).catch((error: NodeJS.ErrnoException) =>
+      error.code === 'EEXIST' ? undefined : Promise.reject(error),
+    );
     return (await readFile(path, 'utf8')).trim();
   } catch (error) {
-    throw new PunkError('InvalidConfig', `the credentials key file ${path} cannot be used: ${errorMessage(error)}; set PUNK_ENCRYPTION_KEY instead`);
+    throw new PunkError(
+      'InvalidConfig',
+      `the credentials key file ${path} cannot be used: ${errorMessage(error)}; set PUNK_ENCRYPTION_KEY instead`,
+    );
   }
 }

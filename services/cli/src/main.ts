@@ -1,6 +1,15 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
-import { PunkError, createLogger, redactNatsUrl, loadConfig, runServiceMain, unauthenticatedExposureWarning, type Logger, type PunkConfig } from '@punk/lib';
+import {
+  PunkError,
+  createLogger,
+  redactNatsUrl,
+  loadConfig,
+  runServiceMain,
+  unauthenticatedExposureWarning,
+  type Logger,
+  type PunkConfig,
+} from '@punk/lib';
 import { gatewayService } from '@punk/gateway';
 import { governanceService } from '@punk/governance';
 import { ledgerService } from '@punk/ledger';
@@ -68,7 +77,9 @@ async function up(args: string[]): Promise<void> {
   const endpoint = `${punk.baseUrl}${config.mcpPath}`;
   // Before the banner: whoever reads it may signal at once.
   stopOnSignals(log, 'shutting down', () => punk.close());
-  const states = punk.catalog().map(s => (s.state === 'ready' ? s.name : `${s.name} (${s.state}${s.lastError ? `: ${s.lastError}` : ''})`));
+  const states = punk
+    .catalog()
+    .map((s) => (s.state === 'ready' ? s.name : `${s.name} (${s.state}${s.lastError ? `: ${s.lastError}` : ''})`));
   process.stdout.write(
     `\nPunk is ready in ${Date.now() - started} ms: ${endpoint}\n` +
       `  servers: ${states.join(', ') || 'none'}${punk.manifestErrors.length > 0 ? ` (${punk.manifestErrors.length} manifest error(s) above)` : ''}\n` +
@@ -89,7 +100,8 @@ async function cluster(args: string[]): Promise<void> {
     return;
   }
   const clean = args.length === 1 && args[0] === '--clean';
-  if (args.length > 0 && !clean) throw new PunkError('UnknownOption', `punk cluster takes only --clean (got ${args.join(' ')}); configure it with PUNK_* variables`);
+  if (args.length > 0 && !clean)
+    throw new PunkError('UnknownOption', `punk cluster takes only --clean (got ${args.join(' ')}); configure it with PUNK_* variables`);
   const config = loadConfig(process.env);
   const natsUrl = config.natsUrl ?? CLUSTER_NATS_URL;
   const databaseUrl = config.databaseUrl ?? CLUSTER_DATABASE_URL;
@@ -111,7 +123,7 @@ async function cluster(args: string[]): Promise<void> {
   process.stdout.write(
     `\nPunk cluster is ready in ${Date.now() - started} ms: ${endpoint} (NATS ${redactNatsUrl(natsUrl)})\n` +
       `  ledger: ${running.url}/api/v1/runs, ${running.url}/api/v1/ledger/verify\n` +
-      running.gaps.map(gap => `  missing: ${gap}\n`).join('') +
+      running.gaps.map((gap) => `  missing: ${gap}\n`).join('') +
       connectHint(config, running.url) +
       `  Ctrl-C stops everything; \`npm run cluster:clean\` then removes its NATS streams, buckets and database\n\n`,
   );
@@ -147,7 +159,7 @@ function stopOnSignals(log: Logger, what: string, close: () => Promise<void>): v
     log.info({ signal }, what);
     close().then(
       () => process.exit(0),
-      error => {
+      (error) => {
         log.error({ err: error }, `${what} failed`);
         process.exit(1);
       },
@@ -160,7 +172,10 @@ function stopOnSignals(log: Logger, what: string, close: () => Promise<void>): v
 async function main(argv: string[]): Promise<void> {
   const major = Number(process.versions.node.split('.')[0]);
   if (major < 22) {
-    throw new PunkError('UnsupportedNode', `Punk needs Node.js 22 or later (this is ${process.versions.node}); run it through npm (npm start), which uses the Node 24 that npm ci installed in node_modules/.bin`);
+    throw new PunkError(
+      'UnsupportedNode',
+      `Punk needs Node.js 22 or later (this is ${process.versions.node}); run it through npm (npm start), which uses the Node 24 that npm ci installed in node_modules/.bin`,
+    );
   }
   const [command, ...rest] = argv;
   switch (command) {
@@ -187,7 +202,7 @@ async function main(argv: string[]): Promise<void> {
   }
 }
 
-main(process.argv.slice(2)).catch(error => {
+main(process.argv.slice(2)).catch((error) => {
   const message = error instanceof Error ? error.message : String(error);
   process.stderr.write(`punk: ${message}\n`);
   process.exit(2);

@@ -54,7 +54,13 @@ function fail(res: ServerResponse, status: number, code: string, message: string
  * With `ledgerApi: 'internal'` the ledger paths answer 403 instead of reaching the ledgers.
  * @throws Error naming `host:port` when it cannot listen.
  */
-export async function startProxy(options: { host: string; port: number; backends: ProxyBackends; log: Logger; ledgerApi?: 'public' | 'internal' }): Promise<Proxy> {
+export async function startProxy(options: {
+  host: string;
+  port: number;
+  backends: ProxyBackends;
+  log: Logger;
+  ledgerApi?: 'public' | 'internal';
+}): Promise<Proxy> {
   const { backends, log } = options;
   const agent = new Agent({ keepAlive: true });
   const next = { ledgers: 0, fronts: 0 };
@@ -68,17 +74,26 @@ export async function startProxy(options: { host: string; port: number; backends
     const group = isLedgerPath(path) ? 'ledgers' : 'fronts';
     if (group === 'ledgers' && options.ledgerApi === 'internal') {
       // The ledger processes do not authenticate: with authentication on, their API stays internal.
-      return fail(res, 403, 'InternalApi', `with PUNK_AUTH_MODE=on the ledger API is internal to the distributed topology (it does not authenticate callers): ask a ledger replica directly (${backends.ledgers.join(', ')})`);
+      return fail(
+        res,
+        403,
+        'InternalApi',
+        `with PUNK_AUTH_MODE=on the ledger API is internal to the distributed topology (it does not authenticate callers): ask a ledger replica directly (${backends.ledgers.join(', ')})`,
+      );
     }
     const target = pick(group);
     if (!target) return fail(res, 503, 'NoBackend', `no ${group === 'ledgers' ? 'ledger' : 'mcp-front'} replica runs behind this proxy`);
-    const upstream = httpRequest(new URL(req.url ?? '/', target), { method: req.method, headers: forwardable(req.headers), agent }, answer => {
-      res.writeHead(answer.statusCode ?? 502, forwardable(answer.headers));
-      res.flushHeaders();
-      answer.pipe(res);
-      answer.on('error', () => res.destroy());
-    });
-    upstream.on('error', error => {
+    const upstream = httpRequest(
+      new URL(req.url ?? '/', target),
+      { method: req.method, headers: forwardable(req.headers), agent },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, forwardable(answer.headers));
+        res.flushHeaders();
+        answer.pipe(res);
+        answer.on('error', () => res.destroy());
+      },
+    );
+    upstream.on('error', (error) => {
       log.warn({ target, path, err: error.message }, 'proxy: backend failed');
       fail(res, 502, 'BadGateway', `${target} did not answer: ${error.message}`);
     });
@@ -102,7 +117,7 @@ export async function startProxy(options: { host: string; port: number; backends
     url: `http://${options.host}:${address.port}`,
     close: async () => {
       server.closeAllConnections();
-      await new Promise<void>(done => server.close(() => done()));
+      await new Promise<void>((done) => server.close(() => done()));
       agent.destroy();
     },
   };

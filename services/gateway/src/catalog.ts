@@ -33,7 +33,7 @@ export function isToolVisible(server: McpServer, name: string): boolean {
 
 /** The side-effect level declared for a tool in `spec.tools.overrides`, if any. */
 export function declaredLevelOf(server: McpServer, name: string): SideEffectLevel | undefined {
-  return server.spec.tools?.overrides.find(o => o.name === name)?.sideEffectLevel;
+  return server.spec.tools?.overrides.find((o) => o.name === name)?.sideEffectLevel;
 }
 
 /** The visible tools, with override annotations applied, and the declared levels by tool name. */
@@ -43,7 +43,7 @@ export function visibleTools(server: McpServer, tools: McpItem[]): { tools: McpI
   for (const tool of tools) {
     const name = String(tool.name);
     if (!isToolVisible(server, name)) continue;
-    const override = server.spec.tools?.overrides.find(o => o.name === name);
+    const override = server.spec.tools?.overrides.find((o) => o.name === name);
     visible.push(override?.annotations ? { ...tool, annotations: override.annotations } : tool);
     if (override?.sideEffectLevel !== undefined) sideEffectLevels[name] = override.sideEffectLevel;
   }

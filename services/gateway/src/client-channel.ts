@@ -76,7 +76,10 @@ export class PendingRequests {
    */
   acquire(method: string): void {
     if (this.count >= this.limits.maxPending) {
-      throw new ProtocolError(ProtocolErrorCode.InternalError, `Punk holds ${this.limits.maxPending} requests waiting for clients already; ${method} was not sent to the client`);
+      throw new ProtocolError(
+        ProtocolErrorCode.InternalError,
+        `Punk holds ${this.limits.maxPending} requests waiting for clients already; ${method} was not sent to the client`,
+      );
     }
     this.count++;
   }
@@ -93,18 +96,24 @@ export class PendingRequests {
 }
 
 /** The bus side of a {@link ClientLink}: one per relayed call that has a channel. */
-export function busClientLink(deps: { bus: Bus; log: Logger; pending: PendingRequests }, sessionId: string, channel: CallChannel): ClientLink {
+export function busClientLink(
+  deps: { bus: Bus; log: Logger; pending: PendingRequests },
+  sessionId: string,
+  channel: CallChannel,
+): ClientLink {
   const { bus, log } = deps;
   const out = subjects.callOut(channel.callId);
   const publish = async (message: Record<string, unknown>) => bus.publish(out, { message });
   return {
     sessionId,
-    supports: method => {
+    supports: (method) => {
       const capability = CAPABILITY_OF[method];
       return capability !== undefined && channel.clientCapabilities[capability] !== undefined;
     },
     notify: (method, params) => {
-      publish({ jsonrpc: '2.0', method, params }).catch(error => log.warn({ sessionId, method, err: errorMessage(error) }, 'could not forward a notification to the client'));
+      publish({ jsonrpc: '2.0', method, params }).catch((error) =>
+        log.warn({ sessionId, method, err: errorMessage(error) }, 'could not forward a notification to the client'),
+      );
     },
     request: (method, params) => requestClient(deps, sessionId, method, params, publish),
   };
@@ -129,17 +138,23 @@ export async function requestClient(
   const id = randomUUID();
   const subject = subjects.clientAnswer(id);
   let settle!: (answer: Record<string, unknown>) => void;
-  const answered = new Promise<Record<string, unknown>>(resolve => (settle = resolve));
+  const answered = new Promise<Record<string, unknown>>((resolve) => (settle = resolve));
   let subscription: BusSubscription | undefined;
   try {
-    subscription = await bus.serve(subject, async data => {
+    subscription = await bus.serve(subject, async (data) => {
       const answer = parseMessage(clientAnswerSchema, subject, data);
-      if (answer.sessionId !== sessionId) throw new PunkError('SessionMismatch', `request ${id} was sent to another session than ${answer.sessionId}`);
+      if (answer.sessionId !== sessionId)
+        throw new PunkError('SessionMismatch', `request ${id} was sent to another session than ${answer.sessionId}`);
       settle(answer.response);
       return {};
     });
     await send({ jsonrpc: '2.0', id, method, ...(params && { params }) });
-    return await clientResult(answered, method, pending.limits.timeoutMs, `the client did not answer ${method} within ${pending.limits.timeoutMs} ms`);
+    return await clientResult(
+      answered,
+      method,
+      pending.limits.timeoutMs,
+      `the client did not answer ${method} within ${pending.limits.timeoutMs} ms`,
+    );
   } catch (error) {
     if (error instanceof ProtocolError) throw error;
     throw new ProtocolError(ProtocolErrorCode.InternalError, `${method} could not be sent to the client: ${errorMessage(error)}`);
@@ -155,7 +170,12 @@ export async function requestClient(
  * @throws ProtocolError with the client's own error code and message, or
  *   InternalError (`lateMessage` past the deadline, or a response without a result).
  */
-export async function clientResult(answered: Promise<Record<string, unknown>>, method: string, timeoutMs: number, lateMessage: string): Promise<Record<string, unknown>> {
+export async function clientResult(
+  answered: Promise<Record<string, unknown>>,
+  method: string,
+  timeoutMs: number,
+  lateMessage: string,
+): Promise<Record<string, unknown>> {
   let timer: NodeJS.Timeout | undefined;
   const expired = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new ProtocolError(ProtocolErrorCode.InternalError, lateMessage)), timeoutMs);
@@ -163,9 +183,15 @@ export async function clientResult(answered: Promise<Record<string, unknown>>, m
   try {
     const response = await Promise.race([answered, expired]);
     const error = response['error'] as { code?: unknown; message?: unknown; data?: unknown } | undefined;
-    if (error) throw new ProtocolError(typeof error.code === 'number' ? error.code : ProtocolErrorCode.InternalError, String(error.message ?? 'the client answered with an error'), error.data);
+    if (error)
+      throw new ProtocolError(
+        typeof error.code === 'number' ? error.code : ProtocolErrorCode.InternalError,
+        String(error.message ?? 'the client answered with an error'),
+        error.data,
+      );
     const result = response['result'];
-    if (typeof result !== 'object' || result === null) throw new ProtocolError(ProtocolErrorCode.InternalError, `the client answered ${method} without a result`);
+    if (typeof result !== 'object' || result === null)
+      throw new ProtocolError(ProtocolErrorCode.InternalError, `the client answered ${method} without a result`);
     return result as Record<string, unknown>;
   } finally {
     clearTimeout(timer);
@@ -180,13 +206,16 @@ export async function clientResult(answered: Promise<Record<string, unknown>>, m
 export async function onCallCancelled(bus: Bus, log: Logger, callId: string): Promise<{ signal: AbortSignal; close(): Promise<void> }> {
   const controller = new AbortController();
   const subject = subjects.callCancel(callId);
-  const subscription = await bus.subscribe(subject, data => {
+  const subscription = await bus.subscribe(subject, (data) => {
     const { reason } = parseMessage(callCancelSchema, subject, data);
     log.debug({ callId, reason }, 'the client cancelled a call');
     controller.abort(reason ?? 'cancelled by the client');
   });
   return {
     signal: controller.signal,
-    close: () => subscription.unsubscribe().catch(error => log.warn({ callId, err: errorMessage(error) }, 'could not stop listening for a call cancellation')),
+    close: () =>
+      subscription
+        .unsubscribe()
+        .catch((error) => log.warn({ callId, err: errorMessage(error) }, 'could not stop listening for a call cancellation')),
   };
 }

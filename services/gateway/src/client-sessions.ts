@@ -8,7 +8,17 @@
  * control subject reaches the session's upstreams. Which replica owns a session
  * is decided in `routing.ts`; this module only keeps the local connections.
  */
-import { errorMessage, parseMessage, sessionControlSchema, subjects, upstreamSessionKey, type Bus, type BusSubscription, type Logger, type McpServer } from '@punk/lib';
+import {
+  errorMessage,
+  parseMessage,
+  sessionControlSchema,
+  subjects,
+  upstreamSessionKey,
+  type Bus,
+  type BusSubscription,
+  type Logger,
+  type McpServer,
+} from '@punk/lib';
 import type { Upstream } from './upstream.js';
 
 /** Why a local upstream session was closed. */
@@ -115,35 +125,35 @@ export class ClientSessions {
     clearTimeout(held.idleTimer);
     this.options.log.info({ session: key, reason }, 'upstream session closed');
     await held.upstream.stop();
-    if (![...this.held.values()].some(s => s.sessionId === held.sessionId)) this.unwatchEnd(held.sessionId);
+    if (![...this.held.values()].some((s) => s.sessionId === held.sessionId)) this.unwatchEnd(held.sessionId);
     await this.options.onClosed?.(key, reason);
   }
 
   /** Closes every session of one client session (it ended). */
   async endClientSession(sessionId: string): Promise<void> {
-    await Promise.all([...this.held.values()].filter(s => s.sessionId === sessionId).map(s => this.close(s.key, 'ended')));
+    await Promise.all([...this.held.values()].filter((s) => s.sessionId === sessionId).map((s) => this.close(s.key, 'ended')));
   }
 
   /** Tells the upstreams of one client session that its roots changed. */
   async rootsChanged(sessionId: string): Promise<void> {
-    await Promise.all([...this.held.values()].filter(s => s.sessionId === sessionId).map(s => s.upstream.notifyRootsChanged()));
+    await Promise.all([...this.held.values()].filter((s) => s.sessionId === sessionId).map((s) => s.upstream.notifyRootsChanged()));
   }
 
   /** The upstreams of every held session of one server (`<namespace>/<name>`). */
   ofServer(serverKey: string): Upstream[] {
-    return [...this.held.values()].filter(s => s.upstream.key === serverKey).map(s => s.upstream);
+    return [...this.held.values()].filter((s) => s.upstream.key === serverKey).map((s) => s.upstream);
   }
 
   /** Closes every held session of one server (`<namespace>/<name>`: its manifest changed or it was removed). */
   async closeServer(serverKey: string): Promise<void> {
-    await Promise.all([...this.held.values()].filter(s => s.upstream.key === serverKey).map(s => this.close(s.key, 'stopped')));
+    await Promise.all([...this.held.values()].filter((s) => s.upstream.key === serverKey).map((s) => this.close(s.key, 'stopped')));
   }
 
   /** Closes every held session; later `open` calls still work (used at gateway stop). */
   async stop(): Promise<void> {
     this.stopped = true;
     await Promise.allSettled([...this.opening.values()]);
-    await Promise.all([...this.held.keys()].map(key => this.close(key, 'stopped')));
+    await Promise.all([...this.held.keys()].map((key) => this.close(key, 'stopped')));
   }
 
   private armIdle(session: Held): void {
@@ -158,13 +168,16 @@ export class ClientSessions {
     if (this.endWatches.has(sessionId) || this.stopped) return;
     const subject = subjects.sessionControl(sessionId);
     const watch = this.options.bus
-      .subscribe(subject, data => {
+      .subscribe(subject, (data) => {
         const control = parseMessage(sessionControlSchema, subject, data);
         if (control.type === 'ended') return this.endClientSession(sessionId);
         if (control.type === 'roots-changed') return this.rootsChanged(sessionId);
       })
-      .catch(error => {
-        this.options.log.warn({ sessionId, err: errorMessage(error) }, 'could not watch a client session for its end; its upstream sessions close when idle');
+      .catch((error) => {
+        this.options.log.warn(
+          { sessionId, err: errorMessage(error) },
+          'could not watch a client session for its end; its upstream sessions close when idle',
+        );
         return undefined;
       });
     this.endWatches.set(sessionId, watch);
@@ -173,6 +186,6 @@ export class ClientSessions {
   private unwatchEnd(sessionId: string): void {
     const watch = this.endWatches.get(sessionId);
     this.endWatches.delete(sessionId);
-    void watch?.then(subscription => subscription?.unsubscribe()).catch(() => undefined);
+    void watch?.then((subscription) => subscription?.unsubscribe()).catch(() => undefined);
   }
 }

@@ -69,7 +69,10 @@ export interface ConnectOptions {
 }
 
 /** Answers a server-to-client request of an upstream (MCP 2025-11-25 client/elicitation, client/sampling). */
-export type ServerRequestHandler = (method: ForwardedMethod, params: Record<string, unknown> | undefined) => Promise<Record<string, unknown>>;
+export type ServerRequestHandler = (
+  method: ForwardedMethod,
+  params: Record<string, unknown> | undefined,
+) => Promise<Record<string, unknown>>;
 
 /** The server-to-client requests the gateway declares (and so relays to the clients of calls). */
 export const FORWARDED_METHODS = ['elicitation/create', 'sampling/createMessage'] as const;
@@ -92,17 +95,24 @@ function newClient(options: ConnectOptions, modern: boolean): Client {
   };
   if (modern) clientOptions.versionNegotiation = { mode: 'auto' };
   const client = new Client(CLIENT_INFO, clientOptions);
-  client.setNotificationHandler('notifications/progress', notification => options.onProgress({ ...notification.params }));
-  client.setNotificationHandler('notifications/resources/updated', notification => options.onResourceUpdated(notification.params.uri));
+  client.setNotificationHandler('notifications/progress', (notification) => options.onProgress({ ...notification.params }));
+  client.setNotificationHandler('notifications/resources/updated', (notification) => options.onResourceUpdated(notification.params.uri));
   const session = options.session;
-  if (!session) client.setNotificationHandler('notifications/message', notification => options.onLog({ ...notification.params }));
+  if (!session) client.setNotificationHandler('notifications/message', (notification) => options.onLog({ ...notification.params }));
   if (session) {
-    client.setNotificationHandler('notifications/message', notification => session.log({ ...notification.params }));
+    client.setNotificationHandler('notifications/message', (notification) => session.log({ ...notification.params }));
     // Without the capability the SDK answers an upstream roots/list with -32601 itself.
-    if (session.roots) client.setRequestHandler('roots/list', async request => (await session.listRoots(request.params as Record<string, unknown> | undefined)) as never);
+    if (session.roots)
+      client.setRequestHandler(
+        'roots/list',
+        async (request) => (await session.listRoots(request.params as Record<string, unknown> | undefined)) as never,
+      );
   }
   for (const method of FORWARDED_METHODS) {
-    client.setRequestHandler(method, async request => (await options.onServerRequest(method, request.params as Record<string, unknown> | undefined)) as never);
+    client.setRequestHandler(
+      method,
+      async (request) => (await options.onServerRequest(method, request.params as Record<string, unknown> | undefined)) as never,
+    );
   }
   return client;
 }
@@ -148,8 +158,12 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
           seen,
           ...(options.fetch && { fetch: options.fetch }),
           timeoutMs: () => deadline - Date.now(),
-          newClient: kind => (client = newClient(options, kind === 'streamable-http')),
-          onFallback: status => options.log.info({ server: name, status }, `server ${name} refused the Streamable HTTP handshake (HTTP ${status}); trying the HTTP+SSE transport`),
+          newClient: (kind) => (client = newClient(options, kind === 'streamable-http')),
+          onFallback: (status) =>
+            options.log.info(
+              { server: name, status },
+              `server ${name} refused the Streamable HTTP handshake (HTTP ${status}); trying the HTTP+SSE transport`,
+            ),
         });
       let headers = options.renewedHeaders ?? (await resolveHeaders(server, options.secrets));
       for (const header of headers) secrets.add(header.value);
@@ -169,7 +183,14 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
         for (const header of headers) secrets.add(header.value);
       }
       options.log.info({ server: name, transport: connected.transport }, `connected to server ${name} over ${connected.transport}`);
-      return { client: connected.client, transport: connected.transport, headers, unauthorized: connected.unauthorized, sessionLost: connected.sessionLost, redact: hide };
+      return {
+        client: connected.client,
+        transport: connected.transport,
+        headers,
+        unauthorized: connected.unauthorized,
+        sessionLost: connected.sessionLost,
+        redact: hide,
+      };
     }
     const plan = await planLaunch(server, {
       workDir: options.workDir,
@@ -178,7 +199,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
     });
     for (const value of plan.secrets) secrets.add(value);
     const proc = (child = new ServerProcess(plan, { log: options.log, server: name, stdio: transport === 'stdio' }));
-    const exited = proc.exited.then(exit => {
+    const exited = proc.exited.then((exit) => {
       throw new PunkError('ServerStartFailed', `server ${name} ${proc.describeExit(exit)} before completing its MCP handshake`, {
         exitCode: exit.code,
         ...(exit.error?.code && { errno: exit.error.code }),
@@ -199,17 +220,25 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
             transport: transport === 'sse' ? 'sse' : 'streamable-http',
             headers: {},
             timeoutMs: () => deadline - Date.now(),
-            newClient: kind => (client = newClient(options, kind === 'streamable-http')),
+            newClient: (kind) => (client = newClient(options, kind === 'streamable-http')),
           });
         } catch (error) {
           if (proc.exitInfo || Date.now() + HTTP_RETRY_MS >= deadline) throw error;
           options.log.debug({ server: name, err: hide(errorMessage(error)) }, 'server not reachable yet; retrying');
-          await new Promise(resolve => setTimeout(resolve, HTTP_RETRY_MS));
+          await new Promise((resolve) => setTimeout(resolve, HTTP_RETRY_MS));
         }
       }
     };
     const connected = await Promise.race([attempt(), exited, timeout]);
-    return { client: connected.client, transport: connected.transport, process: proc, headers: [], unauthorized: () => 0, sessionLost: () => 0, redact: hide };
+    return {
+      client: connected.client,
+      transport: connected.transport,
+      process: proc,
+      headers: [],
+      unauthorized: () => 0,
+      sessionLost: () => 0,
+      redact: hide,
+    };
   } catch (error) {
     abandoned = true;
     await client?.close().catch(() => undefined);

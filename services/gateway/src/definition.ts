@@ -32,7 +32,7 @@ export const gatewayService: ServiceDefinition = {
       bus,
       log,
       db: db!,
-      servers: loaded.servers.map(entry => entry.server),
+      servers: loaded.servers.map((entry) => entry.server),
       workDir,
       startTimeoutMs: config.serverStartTimeoutMs,
       callTimeoutMs: config.callTimeoutMs,
@@ -43,7 +43,8 @@ export const gatewayService: ServiceDefinition = {
       keyring: Keyring.fromConfig(config),
       toolPinning: config.toolPinning,
     });
-    if (!config.encryptionKey) log.warn('PUNK_ENCRYPTION_KEY is not set: the credentials API answers 503 and cred: references do not resolve');
+    if (!config.encryptionKey)
+      log.warn('PUNK_ENCRYPTION_KEY is not set: the credentials API answers 503 and cred: references do not resolve');
     await gateway.ready();
     return {
       stop: async () => {

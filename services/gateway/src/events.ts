@@ -56,8 +56,19 @@ const SUMMARY_TEXT_CHARS = 500;
  * `redact` (the answering connection's `Connection.redact`) hides secret values from the text before it is
  * shortened, so no secret survives in part (an upstream may echo the credentials it was sent).
  */
-export function summarizeResult(result: Record<string, unknown>, redact: (text: string) => string = text => text): Record<string, unknown> {
-  const items = (Array.isArray(result.content) ? result.content : Array.isArray(result.contents) ? result.contents : Array.isArray(result.messages) ? result.messages : []) as Record<string, unknown>[];
+export function summarizeResult(
+  result: Record<string, unknown>,
+  redact: (text: string) => string = (text) => text,
+): Record<string, unknown> {
+  const items = (
+    Array.isArray(result.content)
+      ? result.content
+      : Array.isArray(result.contents)
+        ? result.contents
+        : Array.isArray(result.messages)
+          ? result.messages
+          : []
+  ) as Record<string, unknown>[];
   const texts: string[] = [];
   const types: string[] = [];
   for (const item of items) {

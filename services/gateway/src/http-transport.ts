@@ -71,7 +71,10 @@ export async function connectHttp(url: URL, options: HttpConnectOptions): Promis
   const requestInit = { headers: options.headers };
   const attempt = async (transport: HttpTransportKind): Promise<Client> => {
     const client = options.newClient(transport);
-    const t = transport === 'sse' ? new SSEClientTransport(url, { requestInit, fetch: observed }) : new StreamableHTTPClientTransport(url, { requestInit, fetch: observed });
+    const t =
+      transport === 'sse'
+        ? new SSEClientTransport(url, { requestInit, fetch: observed })
+        : new StreamableHTTPClientTransport(url, { requestInit, fetch: observed });
     try {
       await client.connect(t, { timeout: Math.max(1, options.timeoutMs()) });
       return client;
@@ -93,9 +96,12 @@ export async function connectHttp(url: URL, options: HttpConnectOptions): Promis
       return { client: await attempt('sse'), transport: 'sse', unauthorized, sessionLost };
     } catch (fallbackError) {
       // Neither transport: say both, so a Streamable HTTP server's own 400 is not hidden behind the SSE error.
-      throw new Error(`the Streamable HTTP handshake was answered HTTP ${status} (${errorMessage(error)}), and the HTTP+SSE fallback failed: ${errorMessage(fallbackError)}`, {
-        cause: fallbackError,
-      });
+      throw new Error(
+        `the Streamable HTTP handshake was answered HTTP ${status} (${errorMessage(error)}), and the HTTP+SSE fallback failed: ${errorMessage(fallbackError)}`,
+        {
+          cause: fallbackError,
+        },
+      );
     }
   }
 }

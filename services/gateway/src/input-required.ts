@@ -17,7 +17,17 @@
  */
 import { randomUUID } from 'node:crypto';
 import { ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/client';
-import { clientAnswerSchema, errorMessage, parseMessage, PunkError, subjects, type Bus, type CallChannel, type Logger, type Principal } from '@punk/lib';
+import {
+  clientAnswerSchema,
+  errorMessage,
+  parseMessage,
+  PunkError,
+  subjects,
+  type Bus,
+  type CallChannel,
+  type Logger,
+  type Principal,
+} from '@punk/lib';
 import { CAPABILITY_OF, clientResult, type ClientLink, type PendingRequests } from './client-channel.js';
 
 /**
@@ -37,7 +47,7 @@ class Slot {
   readonly promise: Promise<Outcome>;
   settle!: (outcome: Outcome) => void;
   constructor() {
-    this.promise = new Promise(resolve => (this.settle = resolve));
+    this.promise = new Promise((resolve) => (this.settle = resolve));
   }
 }
 
@@ -75,24 +85,30 @@ export async function runWithInputRequired(
 
   const link: ClientLink = {
     sessionId: `call:${channel.callId}`,
-    supports: method => {
+    supports: (method) => {
       const capability = CAPABILITY_OF[method];
       return capability !== undefined && channel.clientCapabilities[capability] !== undefined;
     },
     // The front serving the call listens on its subject while the call's first reply is pending (progress).
     notify: (method, params) => {
-      bus.publish(subjects.callOut(channel.callId), { message: { jsonrpc: '2.0', method, params } }).catch(error =>
-        log.warn({ callId: channel.callId, method, err: errorMessage(error) }, 'could not forward a notification to the client'),
-      );
+      bus
+        .publish(subjects.callOut(channel.callId), { message: { jsonrpc: '2.0', method, params } })
+        .catch((error) =>
+          log.warn({ callId: channel.callId, method, err: errorMessage(error) }, 'could not forward a notification to the client'),
+        );
     },
-    unsupported: method => {
+    unsupported: (method) => {
       const capability = CAPABILITY_OF[method] ?? method;
       emit({
         ok: false,
-        error: new PunkError('UpstreamError', `the call needs the client capability ${capability}, which the request's clientCapabilities do not declare`, {
-          mcpCode: ProtocolErrorCode.MissingRequiredClientCapability,
-          data: { requiredCapabilities: { [capability]: {} } },
-        }),
+        error: new PunkError(
+          'UpstreamError',
+          `the call needs the client capability ${capability}, which the request's clientCapabilities do not declare`,
+          {
+            mcpCode: ProtocolErrorCode.MissingRequiredClientCapability,
+            data: { requiredCapabilities: { [capability]: {} } },
+          },
+        ),
       });
     },
     request: async (method, params) => {
@@ -100,21 +116,32 @@ export async function runWithInputRequired(
       const id = randomUUID();
       const subject = subjects.clientAnswer(id);
       let settle!: (response: Record<string, unknown>) => void;
-      const answered = new Promise<Record<string, unknown>>(resolve => (settle = resolve));
+      const answered = new Promise<Record<string, unknown>>((resolve) => (settle = resolve));
       let after: Slot | undefined;
-      const subscription = await bus.serve(subject, async data => {
+      const subscription = await bus.serve(subject, async (data) => {
         const answer = parseMessage(clientAnswerSchema, subject, data);
         if (answer.caller?.tenant !== caller.tenant || answer.caller.subject !== caller.subject) {
-          throw new PunkError('CallerMismatch', `request ${id} was sent to another caller than ${answer.caller ? `${answer.caller.tenant}/${answer.caller.subject}` : 'an unnamed one'}`);
+          throw new PunkError(
+            'CallerMismatch',
+            `request ${id} was sent to another caller than ${answer.caller ? `${answer.caller.tenant}/${answer.caller.subject}` : 'an unnamed one'}`,
+          );
         }
         const reply = after!;
         settle(answer.response);
         return take(reply);
       });
       try {
-        const inputRequired: GatewayInputRequired = { resultType: 'input_required', inputRequests: { [id]: { method, ...(params && { params }) } } };
+        const inputRequired: GatewayInputRequired = {
+          resultType: 'input_required',
+          inputRequests: { [id]: { method, ...(params && { params }) } },
+        };
         after = emit({ ok: true, value: inputRequired as unknown as Record<string, unknown> });
-        return await clientResult(answered, method, pending.limits.timeoutMs, `the client did not retry with an answer to ${method} within ${pending.limits.timeoutMs} ms`);
+        return await clientResult(
+          answered,
+          method,
+          pending.limits.timeoutMs,
+          `the client did not retry with an answer to ${method} within ${pending.limits.timeoutMs} ms`,
+        );
       } catch (error) {
         if (error instanceof ProtocolError) throw error;
         throw new ProtocolError(ProtocolErrorCode.InternalError, `${method} could not be sent to the client: ${errorMessage(error)}`);
@@ -126,8 +153,8 @@ export async function runWithInputRequired(
   };
 
   run(link).then(
-    value => emit({ ok: true, value }),
-    error => emit({ ok: false, error }),
+    (value) => emit({ ok: true, value }),
+    (error) => emit({ ok: false, error }),
   );
   return take(first);
 }

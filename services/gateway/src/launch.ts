@@ -89,11 +89,11 @@ export async function planLaunch(server: McpServer, options: LaunchOptions): Pro
       if (value.length >= MIN_LITERAL_SECRET_LENGTH) secrets.push(value);
     } else secrets.push((env[entry.name] = await resolveEnv(server, entry, options.secrets)));
   }
-  const args = (spec.args ?? []).map(arg => expandVars(arg, vars()));
+  const args = (spec.args ?? []).map((arg) => expandVars(arg, vars()));
   let command: string;
   let prefix: string[];
   if (spec.command !== undefined) {
-    const [first, ...rest] = spec.command.map(part => expandVars(part, vars()));
+    const [first, ...rest] = spec.command.map((part) => expandVars(part, vars()));
     command = first!;
     prefix = rest;
   } else if (spec.package !== undefined) {
@@ -156,5 +156,5 @@ function binOf(name: string, bin: string | Record<string, string> | undefined): 
   if (!bin) return undefined;
   const entries = Object.entries(bin);
   const unscoped = name.split('/').pop()!;
-  return (bin[unscoped] ?? entries.find(([key]) => unscoped.endsWith(key) || key.endsWith(unscoped))?.[1] ?? entries[0]?.[1]);
+  return bin[unscoped] ?? entries.find(([key]) => unscoped.endsWith(key) || key.endsWith(unscoped))?.[1] ?? entries[0]?.[1];
 }

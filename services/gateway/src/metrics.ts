@@ -4,7 +4,16 @@
  * `mcp.client.operation.duration`) and labelled with the server; the upstream connections of this replica by
  * state; and the calls in flight per server.
  */
-import { errorTypeOf, jsonRpcErrorTypeOf, MCP_DURATION_BUCKETS, NO_ERROR, OTHER, PunkError, secondsSince, type ServerState } from '@punk/lib';
+import {
+  errorTypeOf,
+  jsonRpcErrorTypeOf,
+  MCP_DURATION_BUCKETS,
+  NO_ERROR,
+  OTHER,
+  PunkError,
+  secondsSince,
+  type ServerState,
+} from '@punk/lib';
 import { Gauge, Histogram } from 'prom-client';
 import type { CallOutcome, Upstream } from './upstream.js';
 
@@ -74,7 +83,8 @@ export function watchUpstreams(shared: () => Iterable<Upstream>, perClient: () =
 /** The `error_type` of a settled relayed call (see {@link clientOperationDuration}). */
 function errorTypeOfOutcome(outcome: PromiseSettledResult<CallOutcome>): string {
   if (outcome.status === 'rejected') {
-    const mcpCode = outcome.reason instanceof PunkError && outcome.reason.code === 'UpstreamError' ? outcome.reason.details?.['mcpCode'] : undefined;
+    const mcpCode =
+      outcome.reason instanceof PunkError && outcome.reason.code === 'UpstreamError' ? outcome.reason.details?.['mcpCode'] : undefined;
     return mcpCode !== undefined ? jsonRpcErrorTypeOf(mcpCode) : errorTypeOf(outcome.reason);
   }
   if (!outcome.value.ok) return outcome.value.kind;
@@ -85,13 +95,21 @@ function errorTypeOfOutcome(outcome: PromiseSettledResult<CallOutcome>): string 
  * Times one relayed call into {@link clientOperationDuration} and returns the same promise. `tool` is the
  * upstream's tool name of a `tools/call` (kept as a label only when the server lists it).
  */
-export function observeUpstreamCall(upstream: Upstream, method: string, tool: string | undefined, call: Promise<CallOutcome>): Promise<CallOutcome> {
+export function observeUpstreamCall(
+  upstream: Upstream,
+  method: string,
+  tool: string | undefined,
+  call: Promise<CallOutcome>,
+): Promise<CallOutcome> {
   const startedAt = performance.now();
   const toolLabel = tool === undefined ? '' : typeof upstream.knownTool(tool) === 'object' ? tool : OTHER;
   const record = (outcome: PromiseSettledResult<CallOutcome>) =>
-    clientOperationDuration.observe({ mcp_method_name: method, server: upstream.key, gen_ai_tool_name: toolLabel, error_type: errorTypeOfOutcome(outcome) }, secondsSince(startedAt));
+    clientOperationDuration.observe(
+      { mcp_method_name: method, server: upstream.key, gen_ai_tool_name: toolLabel, error_type: errorTypeOfOutcome(outcome) },
+      secondsSince(startedAt),
+    );
   return call.then(
-    value => {
+    (value) => {
       record({ status: 'fulfilled', value });
       return value;
     },

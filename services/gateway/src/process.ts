@@ -34,7 +34,10 @@ export class ServerProcess {
    * Spawns the process. With `stdio: true` its stdin and stdout carry MCP
    * messages; otherwise stdout is logged like stderr.
    */
-  constructor(readonly plan: LaunchPlan, options: { log: Logger; server: string; stdio: boolean }) {
+  constructor(
+    readonly plan: LaunchPlan,
+    options: { log: Logger; server: string; stdio: boolean },
+  ) {
     const { log, server } = options;
     this.child = spawn(plan.command, plan.args, {
       cwd: plan.cwd,
@@ -43,8 +46,8 @@ export class ServerProcess {
       detached: true,
       shell: false,
     });
-    this.exited = new Promise(resolve => {
-      this.child.once('error', error => {
+    this.exited = new Promise((resolve) => {
+      this.child.once('error', (error) => {
         if (this.child.pid === undefined) {
           this.exit = { code: null, signal: null, error };
           resolve(this.exit);
@@ -57,7 +60,7 @@ export class ServerProcess {
     });
     const forward = (stream: Readable | null, name: string) => {
       if (!stream) return;
-      createInterface({ input: stream, crlfDelay: Infinity }).on('line', output => {
+      createInterface({ input: stream, crlfDelay: Infinity }).on('line', (output) => {
         // A server may print its environment (credentials included): nothing it writes is kept or logged as is.
         const line = redact(output, plan.secrets);
         this.tail.push(line);

@@ -74,13 +74,22 @@ type CallRequest = Exclude<GatewayRequest, { method: 'catalog/list' | 'resources
  * (re)connect inside the call (idle reconnect, 401 renewal) that listed the tools anew; a refusal there ends the
  * same way, on the ledger, without the request.
  */
-export function createRelay(deps: { bus: Bus; log: Logger; registry: Registry; pending: PendingRequests; pinning?: PinningCheck }): RequestHandler {
+export function createRelay(deps: {
+  bus: Bus;
+  log: Logger;
+  registry: Registry;
+  pending: PendingRequests;
+  pinning?: PinningCheck;
+}): RequestHandler {
   const { bus, log, registry, pending, pinning } = deps;
-  return async data => {
+  return async (data) => {
     const request = parseMessage(gatewayRequestSchema, subjects.gatewayCall, data);
     if (request.method === 'catalog/list') return listCatalog(registry, request.tenant, request.server);
     const upstream = registry.find(request.tenant, request.server, 'sessionId' in request ? request.sessionId : undefined);
-    if (!upstream) throw new PunkError('ServerNotFound', `server ${request.server} is not registered in tenant ${request.tenant}`, { server: request.server });
+    if (!upstream)
+      throw new PunkError('ServerNotFound', `server ${request.server} is not registered in tenant ${request.tenant}`, {
+        server: request.server,
+      });
     if (request.method === 'resources/subscribe') {
       await upstream.subscribe(request.uri);
       return {};
@@ -92,7 +101,13 @@ export function createRelay(deps: { bus: Bus; log: Logger; registry: Registry; p
       await upstream.setLogLevel(request.level);
       return {};
     }
-    const context: CallContext = { tenant: request.tenant, server: request.server, runId: request.runId, principal: request.principal, sessionId: request.sessionId };
+    const context: CallContext = {
+      tenant: request.tenant,
+      server: request.server,
+      runId: request.runId,
+      principal: request.principal,
+      sessionId: request.sessionId,
+    };
     const cancel = request.channel ? await onCallCancelled(bus, log, request.channel.callId) : undefined;
     const run = (link: ClientLink | undefined): Promise<Record<string, unknown>> => {
       switch (request.method) {
@@ -108,8 +123,12 @@ export function createRelay(deps: { bus: Bus; log: Logger; registry: Registry; p
     const dispatch = (link: ClientLink | undefined) => run(link).finally(() => cancel?.close());
     try {
       // A 2026-07-28 client gets the upstream's requests as input_required results (input-required.ts).
-      if (request.channel?.era === '2026') return await runWithInputRequired({ bus, log, pending }, request.channel, request.principal, dispatch);
-      const link = request.channel && request.sessionId !== undefined ? busClientLink({ bus, log, pending }, request.sessionId, request.channel) : undefined;
+      if (request.channel?.era === '2026')
+        return await runWithInputRequired({ bus, log, pending }, request.channel, request.principal, dispatch);
+      const link =
+        request.channel && request.sessionId !== undefined
+          ? busClientLink({ bus, log, pending }, request.sessionId, request.channel)
+          : undefined;
       return await dispatch(link);
     } catch (error) {
       if (!(error instanceof PunkError)) log.error({ err: errorMessage(error), server: upstream.key }, 'relay failed');
@@ -121,7 +140,7 @@ export function createRelay(deps: { bus: Bus; log: Logger; registry: Registry; p
 function listCatalog(registry: Registry, tenant: string, server: string | undefined): CatalogReply {
   const servers = registry.catalog(tenant);
   if (server === undefined) return { servers };
-  const one = servers.find(s => s.name === server);
+  const one = servers.find((s) => s.name === server);
   if (!one) throw new PunkError('ServerNotFound', `server ${server} is not registered in tenant ${tenant}`, { server });
   return { servers: [one] };
 }
@@ -136,7 +155,8 @@ async function callTool(
   pinning: PinningCheck | undefined,
 ): Promise<Record<string, unknown>> {
   const name = request.name;
-  const notServed = () => new PunkError('ToolNotFound', `tool ${name} is not served by server ${request.server}`, { tool: name, server: request.server });
+  const notServed = () =>
+    new PunkError('ToolNotFound', `tool ${name} is not served by server ${request.server}`, { tool: name, server: request.server });
   const known = upstream.knownTool(name);
   if (!isToolVisible(upstream.server, name) || known === undefined) throw notServed();
   const declaredLevel = declaredLevelOf(upstream.server, name);
@@ -145,17 +165,28 @@ async function callTool(
   if (pinning?.isApprovalRequired(request.tenant, request.server, name)) {
     // Fails closed like an approval_required decision for an unattended caller; the attempt is on the ledger.
     const message = pinningRefusal(name, request.server);
-    await appendLedgerEvent(bus, callEvent('tool.completed', context, { name, decisionId: decision.decisionId, upstreamCalled: false, isError: true, error: message }));
+    await appendLedgerEvent(
+      bus,
+      callEvent('tool.completed', context, { name, decisionId: decision.decisionId, upstreamCalled: false, isError: true, error: message }),
+    );
     return toolError(message);
   }
   if (!upstream.accepting) {
     // The attempt is on the ledger too: the decision above, and this outcome without an upstream call.
     const message = `server ${request.server} is unavailable (${upstream.state}${upstream.error ? `: ${upstream.error}` : ''})`;
-    await appendLedgerEvent(bus, callEvent('tool.completed', context, { name, decisionId: decision.decisionId, upstreamCalled: false, isError: true, error: message }));
+    await appendLedgerEvent(
+      bus,
+      callEvent('tool.completed', context, { name, decisionId: decision.decisionId, upstreamCalled: false, isError: true, error: message }),
+    );
     return toolError(message);
   }
   const started = Date.now();
-  const called = callEvent('tool.called', context, { name, arguments: request.arguments ?? {}, decisionId: decision.decisionId, sideEffectLevel: decision.sideEffectLevel });
+  const called = callEvent('tool.called', context, {
+    name,
+    arguments: request.arguments ?? {},
+    decisionId: decision.decisionId,
+    sideEffectLevel: decision.sideEffectLevel,
+  });
   // The checks above again, right before the request goes out: a (re)connect inside the call lists the tools anew and
   // the pinning review may have hidden the tool or made it wait for an approval. `tool.called` is appended (alongside
   // the request) once a request is admitted.
@@ -170,12 +201,23 @@ async function callTool(
     appended ??= settle(appendLedgerEvent(bus, called));
     return undefined;
   };
-  const outcome = await settle(observeUpstreamCall(upstream, 'tools/call', name, traceUpstreamCall('tools/call', { name }, upstream.key, request._meta, meta => upstream.callTool(name, request.arguments, meta, link, signal, inputModeOf(request), admit))));
+  const outcome = await settle(
+    observeUpstreamCall(
+      upstream,
+      'tools/call',
+      name,
+      traceUpstreamCall('tools/call', { name }, upstream.key, request._meta, (meta) =>
+        upstream.callTool(name, request.arguments, meta, link, signal, inputModeOf(request), admit),
+      ),
+    ),
+  );
   if (outcome.status === 'fulfilled' && !outcome.value.ok && outcome.value.kind === 'refused') {
     const sent = appended !== undefined;
     const { message } = outcome.value;
     // Before any request: as the refusals above. After a request was sent (refused with HTTP 401): its completion.
-    const data = sent ? { name, calledEventId: called.id, durationMs: Date.now() - started } : { name, decisionId: decision.decisionId, upstreamCalled: false };
+    const data = sent
+      ? { name, calledEventId: called.id, durationMs: Date.now() - started }
+      : { name, decisionId: decision.decisionId, upstreamCalled: false };
     const wasAppended = sent ? await appended! : undefined;
     await appendLedgerEvent(bus, callEvent('tool.completed', context, { ...data, isError: true, error: message }));
     if (wasAppended?.status === 'rejected') throw wasAppended.reason;
@@ -184,12 +226,14 @@ async function callTool(
   }
   // A call that ended before any request was admitted (unavailable, busy, circuit open) is recorded as called, as before.
   const calledAppend = await (appended ?? settle(appendLedgerEvent(bus, called)));
-  const result = outcomeOf(outcome, failure => toolError(failure.message));
+  const result = outcomeOf(outcome, (failure) => toolError(failure.message));
   const completed = callEvent('tool.completed', context, {
     name,
     calledEventId: called.id,
     durationMs: Date.now() - started,
-    ...(result.ok ? { isError: result.value.isError === true, result: summarizeResult(result.value, result.redact) } : { isError: true, error: result.error }),
+    ...(result.ok
+      ? { isError: result.value.isError === true, result: summarizeResult(result.value, result.redact) }
+      : { isError: true, error: result.error }),
   });
   await appendLedgerEvent(bus, completed);
   if (calledAppend.status === 'rejected') throw calledAppend.reason;
@@ -200,7 +244,7 @@ async function callTool(
 /** A promise's settlement, as `Promise.allSettled` gives it (a rejection is handled at once, never unhandled). */
 function settle<T>(promise: Promise<T>): Promise<PromiseSettledResult<T>> {
   return promise.then(
-    value => ({ status: 'fulfilled', value }),
+    (value) => ({ status: 'fulfilled', value }),
     (reason: unknown) => ({ status: 'rejected', reason }),
   );
 }
@@ -217,14 +261,23 @@ async function relayOther(
 ): Promise<Record<string, unknown>> {
   const what = kind === 'resource' ? `resource ${target}` : `prompt ${target}`;
   if (!upstream.accepting) {
-    throw new PunkError('ServerUnavailable', `server ${request.server} is unavailable (${upstream.state}${upstream.error ? `: ${upstream.error}` : ''})`, { server: request.server });
+    throw new PunkError(
+      'ServerUnavailable',
+      `server ${request.server} is unavailable (${upstream.state}${upstream.error ? `: ${upstream.error}` : ''})`,
+      { server: request.server },
+    );
   }
   const decision = await ask(bus, request, context, kind, target, undefined);
   if (decision.decision !== 'allow') {
-    throw new PunkError('PolicyDenied', refusal(what, request.server, decision), { rule: decision.rule, decision: decision.decision, decisionId: decision.decisionId });
+    throw new PunkError('PolicyDenied', refusal(what, request.server, decision), {
+      rule: decision.rule,
+      decision: decision.decision,
+      decisionId: decision.decisionId,
+    });
   }
   const started = Date.now();
-  const [calledType, completedType] = kind === 'resource' ? (['resource.read', 'resource.completed'] as const) : (['prompt.got', 'prompt.completed'] as const);
+  const [calledType, completedType] =
+    kind === 'resource' ? (['resource.read', 'resource.completed'] as const) : (['prompt.got', 'prompt.completed'] as const);
   const called = callEvent(calledType, context, {
     ...(kind === 'resource' ? { uri: target } : { name: target, arguments: (request as { arguments?: unknown }).arguments ?? {} }),
     decisionId: decision.decisionId,
@@ -232,10 +285,24 @@ async function relayOther(
   });
   const call =
     kind === 'resource'
-      ? traceUpstreamCall('resources/read', { uri: target }, upstream.key, request._meta, meta => upstream.readResource(target, meta, link, signal, inputModeOf(request)))
-      : traceUpstreamCall('prompts/get', { name: target }, upstream.key, request._meta, meta => upstream.getPrompt(target, (request as { arguments?: Record<string, string> }).arguments, meta, link, signal, inputModeOf(request)));
-  const [appended, outcome] = await Promise.allSettled([appendLedgerEvent(bus, called), observeUpstreamCall(upstream, request.method, undefined, call)]);
-  const result = outcomeOf(outcome, failure => {
+      ? traceUpstreamCall('resources/read', { uri: target }, upstream.key, request._meta, (meta) =>
+          upstream.readResource(target, meta, link, signal, inputModeOf(request)),
+        )
+      : traceUpstreamCall('prompts/get', { name: target }, upstream.key, request._meta, (meta) =>
+          upstream.getPrompt(
+            target,
+            (request as { arguments?: Record<string, string> }).arguments,
+            meta,
+            link,
+            signal,
+            inputModeOf(request),
+          ),
+        );
+  const [appended, outcome] = await Promise.allSettled([
+    appendLedgerEvent(bus, called),
+    observeUpstreamCall(upstream, request.method, undefined, call),
+  ]);
+  const result = outcomeOf(outcome, (failure) => {
     const code = failure.kind === 'timeout' ? 'UpstreamTimeout' : failure.kind === 'cancelled' ? 'Cancelled' : 'ServerUnavailable';
     throw new PunkError(code, failure.message, { server: request.server });
   });
@@ -251,7 +318,8 @@ async function relayOther(
   return result.value;
 }
 
-type Settled = { ok: true; value: Record<string, unknown>; redact?: (text: string) => string } | { ok: false; error: string; thrown: unknown };
+type Settled =
+  { ok: true; value: Record<string, unknown>; redact?: (text: string) => string } | { ok: false; error: string; thrown: unknown };
 
 /**
  * Folds a call outcome into a value (the upstream result with its connection's redaction, or what `onFailure`

@@ -113,7 +113,11 @@ export function createSessionRouting(deps: SessionRoutingDeps, relay: RequestHan
       takeover &&
         appendLedgerEvent(
           bus,
-          callEvent('upstream.session_reestablished', request, { previousOwner: takeover.from, owner: instanceId, reason: 'the owning gateway replica did not answer' }),
+          callEvent('upstream.session_reestablished', request, {
+            previousOwner: takeover.from,
+            owner: instanceId,
+            reason: 'the owning gateway replica did not answer',
+          }),
         ),
     ]);
     await renew(session, key, revision, request);
@@ -124,7 +128,7 @@ export function createSessionRouting(deps: SessionRoutingDeps, relay: RequestHan
   const renew = async (session: LocalSession, key: string, revision: number, request: SessionRequest): Promise<void> => {
     if (Date.now() - session.renewedAt < deps.ttlMs / 4) return;
     session.renewedAt = Date.now();
-    await owners.update(key, ownerValue(request), revision).catch(error => {
+    await owners.update(key, ownerValue(request), revision).catch((error) => {
       // Another replica wrote the entry since it was read: the next request re-reads it and moves.
       log.warn({ session: key, err: errorMessage(error) }, 'could not renew upstream session ownership');
     });
@@ -145,11 +149,19 @@ export function createSessionRouting(deps: SessionRoutingDeps, relay: RequestHan
       const owner = ownerOf(entry);
       if (owner === instanceId) return serveHere(data, info, target, key, entry.revision, undefined);
       if (sessions.get(key)) await sessions.close(key, 'moved');
-      if (!mayForward) throw new PunkError('UpstreamSessionMoved', `upstream session ${key} is owned by gateway replica ${owner ?? '(unreadable entry)'}, not ${instanceId}`, { owner });
+      if (!mayForward)
+        throw new PunkError(
+          'UpstreamSessionMoved',
+          `upstream session ${key} is owned by gateway replica ${owner ?? '(unreadable entry)'}, not ${instanceId}`,
+          { owner },
+        );
       if (owner !== undefined) {
         try {
           log.debug({ session: key, owner }, 'forwarding to the owner of the upstream session');
-          return await bus.request(subjects.gatewayInstanceCall(owner), data, { timeoutMs: deps.forwardTimeoutMs(target.server), headers: info.headers });
+          return await bus.request(subjects.gatewayInstanceCall(owner), data, {
+            timeoutMs: deps.forwardTimeoutMs(target.server),
+            headers: info.headers,
+          });
         } catch (error) {
           if (error instanceof PunkError && error.code === 'UpstreamSessionMoved') continue;
           // Anything else (BusTimeout included: the owner may have run the call) is the caller's answer.
@@ -166,12 +178,15 @@ export function createSessionRouting(deps: SessionRoutingDeps, relay: RequestHan
   return {
     shared: (data, info) => route(data, info, true),
     owned: (data, info) => route(data, info, false),
-    release: async key => {
+    release: async (key) => {
       try {
         const entry = await owners.get(key);
         if (entry && ownerOf(entry) === instanceId) await owners.delete(key);
       } catch (error) {
-        log.warn({ session: key, err: errorMessage(error) }, 'could not release upstream session ownership; it expires with its time to live');
+        log.warn(
+          { session: key, err: errorMessage(error) },
+          'could not release upstream session ownership; it expires with its time to live',
+        );
       }
     },
   };

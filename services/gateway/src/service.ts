@@ -48,7 +48,6 @@ import { ToolPinning, type PinningPolicy } from './pinning/tool-pinning.js';
 import type { McpItem } from './catalog.js';
 import type { Secrets } from './upstream-secrets.js';
 
-
 /** Options of {@link startGateway}. */
 export interface GatewayOptions {
   bus: Bus;
@@ -126,8 +125,15 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const instanceId = options.instanceId ?? randomUUID();
 
   const announce = (server: McpServer, change: RegistryChanged['change'], state?: ServerState) => {
-    const message: RegistryChanged = { tenant: server.metadata.namespace ?? 'default', server: server.metadata.name, change, ...(state && { state }) };
-    bus.publish(subjects.registryChanged, message, { [ORIGIN_HEADER]: instanceId }).catch(error => log.warn({ err: errorMessage(error) }, 'could not broadcast a registry change'));
+    const message: RegistryChanged = {
+      tenant: server.metadata.namespace ?? 'default',
+      server: server.metadata.name,
+      change,
+      ...(state && { state }),
+    };
+    bus
+      .publish(subjects.registryChanged, message, { [ORIGIN_HEADER]: instanceId })
+      .catch((error) => log.warn({ err: errorMessage(error) }, 'could not broadcast a registry change'));
   };
 
   const egress = options.egress ?? { allowPrivate: false, allowedNetworks: [] };
@@ -138,7 +144,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
 
   /** The credentials vault as the connections of one tenant's server see it: references resolve in that tenant only. */
   const secretsOf = (tenant: string): Secrets => ({
-    resolve: value => vault.resolveValue(tenant, value),
+    resolve: (value) => vault.resolveValue(tenant, value),
     renewAfterUnauthorized: (credentialId, rejected) => vault.renewAfterUnauthorized(tenant, credentialId, rejected),
   });
 
@@ -163,7 +169,9 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   /** Keeps the pooled connection's tool listing as the registry's cache (`servers.tools`). */
   const recordListing = (u: Upstream) => {
     const { namespace = 'default', name } = u.server.metadata;
-    served.recordListing(namespace, name, u.catalog().tools, new Date().toISOString()).catch(error => log.warn({ server: u.key, err: errorMessage(error) }, 'could not store a tool listing'));
+    served
+      .recordListing(namespace, name, u.catalog().tools, new Date().toISOString())
+      .catch((error) => log.warn({ server: u.key, err: errorMessage(error) }, 'could not store a tool listing'));
   };
 
   const create = (server: McpServer): Upstream => {
@@ -189,17 +197,19 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         log[level]({ server: u.key, state, ...(lastError && { lastError }) }, `server ${u.key} is ${state}`);
         announce(u.server, 'state', state);
         const { namespace = 'default', name } = u.server.metadata;
-        appendLedgerEvent(bus, stateChangedEvent(namespace, name, state, lastError)).catch(error =>
+        appendLedgerEvent(bus, stateChangedEvent(namespace, name, state, lastError)).catch((error) =>
           log.warn({ server: u.key, err: errorMessage(error) }, 'could not record a server state change on the ledger'),
         );
       },
-      onListChanged: u => {
+      onListChanged: (u) => {
         recordListing(u);
         announce(u.server, 'list_changed');
       },
       onResourceUpdated: (u, uri) => {
         const updated: ResourceUpdated = { tenant: u.server.metadata.namespace ?? 'default', server: u.server.metadata.name, uri };
-        bus.publish(subjects.resourceUpdated, updated).catch(error => log.warn({ server: u.key, uri, err: errorMessage(error) }, 'could not broadcast a resource update'));
+        bus
+          .publish(subjects.resourceUpdated, updated)
+          .catch((error) => log.warn({ server: u.key, uri, err: errorMessage(error) }, 'could not broadcast a resource update'));
       },
     });
     upstreams.set(upstream.key, upstream);
@@ -220,7 +230,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       const { idleTimeoutMs: _poolsOnly, ...base } = upstreamBase(server, join(options.workDir, 'sessions', key));
       return new Upstream({
         ...base,
-        onState: (u, state, lastError) => log.debug({ session: key, state, ...(lastError && { lastError }) }, `upstream session of ${u.key} is ${state}`),
+        onState: (u, state, lastError) =>
+          log.debug({ session: key, state, ...(lastError && { lastError }) }, `upstream session of ${u.key} is ${state}`),
         // Listings and resource updates are the shared connection's to announce.
         onListChanged: () => undefined,
         onResourceUpdated: () => undefined,
@@ -234,14 +245,20 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   });
 
   const registry: Registry = {
-    find: (tenant, server, sessionId) => (sessionId !== undefined ? sessions.find(tenant, server, sessionId) : undefined) ?? upstreams.get(`${tenant}/${server}`),
-    catalog: tenant => [...upstreams.values()].filter(u => (u.server.metadata.namespace ?? 'default') === tenant).map(u => u.catalog()),
+    find: (tenant, server, sessionId) =>
+      (sessionId !== undefined ? sessions.find(tenant, server, sessionId) : undefined) ?? upstreams.get(`${tenant}/${server}`),
+    catalog: (tenant) =>
+      [...upstreams.values()].filter((u) => (u.server.metadata.namespace ?? 'default') === tenant).map((u) => u.catalog()),
   };
 
   /** Lists a server again on its pooled connection and on this replica's `per-client` sessions of it. */
   const relist = async (tenant: string, name: string): Promise<void> => {
     const key = `${tenant}/${name}`;
-    await Promise.all([upstreams.get(key), ...sessions.ofServer(key)].map(u => u?.relist().catch(error => log.warn({ server: key, err: errorMessage(error) }, 'could not list a server again'))));
+    await Promise.all(
+      [upstreams.get(key), ...sessions.ofServer(key)].map((u) =>
+        u?.relist().catch((error) => log.warn({ server: key, err: errorMessage(error) }, 'could not list a server again')),
+      ),
+    );
   };
 
   /**
@@ -257,7 +274,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
 
   /** Serves exactly `servers` (the served set's host): restarts changed ones, evicting their pooled connections. */
   const serve = async (servers: McpServer[], announceChanges: boolean): Promise<void> => {
-    const wanted = new Map(servers.map(s => [keyOf(s), s]));
+    const wanted = new Map(servers.map((s) => [keyOf(s), s]));
     const stops: Promise<unknown>[] = [];
     for (const [key, upstream] of upstreams) {
       const next = wanted.get(key);
@@ -282,10 +299,16 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
    * manifests, so their next connect resolves the credential anew); announces each as `updated`.
    */
   const restartReferencing = async (tenant: string, id: string): Promise<void> => {
-    const affected = [...upstreams.values()].filter(u => (u.server.metadata.namespace ?? 'default') === tenant && referencesCredential(u.server, id));
-    if (affected.length > 0) log.info({ tenant, credential: id, servers: affected.map(u => u.key) }, 'a credential changed: reconnecting the servers that reference it');
+    const affected = [...upstreams.values()].filter(
+      (u) => (u.server.metadata.namespace ?? 'default') === tenant && referencesCredential(u.server, id),
+    );
+    if (affected.length > 0)
+      log.info(
+        { tenant, credential: id, servers: affected.map((u) => u.key) },
+        'a credential changed: reconnecting the servers that reference it',
+      );
     await Promise.all(
-      affected.map(upstream => {
+      affected.map((upstream) => {
         const stopped = replace(upstream, upstream.server);
         announce(upstream.server, 'updated');
         return stopped;
@@ -297,13 +320,19 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const probe = async (server: McpServer): Promise<ProbeResult> => {
     await mkdir(options.workDir, { recursive: true });
     const workDir = await mkdtemp(join(options.workDir, 'probe-'));
-    const upstream = new Upstream({ ...upstreamBase(server, workDir), onState: () => undefined, onListChanged: () => undefined, onResourceUpdated: () => undefined });
+    const upstream = new Upstream({
+      ...upstreamBase(server, workDir),
+      onState: () => undefined,
+      onListChanged: () => undefined,
+      onResourceUpdated: () => undefined,
+    });
     const started = performance.now();
     try {
       upstream.start();
       await upstream.firstStart;
       const latencyMs = Math.round(performance.now() - started);
-      if (upstream.state !== 'ready') return { ok: false, tools: [], latencyMs, error: upstream.error ?? `server ${upstream.key} did not start` };
+      if (upstream.state !== 'ready')
+        return { ok: false, tools: [], latencyMs, error: upstream.error ?? `server ${upstream.key} did not start` };
       return { ok: true, tools: upstream.catalog().tools, latencyMs };
     } finally {
       await upstream.stop();
@@ -319,9 +348,13 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   let manifests = options.servers;
   let operated: McpServer[] = [];
   const setManaged = () => {
-    const merged = new Map(operated.map(s => [keyOf(s), s]));
+    const merged = new Map(operated.map((s) => [keyOf(s), s]));
     for (const server of manifests) {
-      if (merged.has(keyOf(server))) log.warn({ server: keyOf(server) }, `server ${keyOf(server)} is both in a manifest and an McpServer custom resource: the manifest's is served`);
+      if (merged.has(keyOf(server)))
+        log.warn(
+          { server: keyOf(server) },
+          `server ${keyOf(server)} is both in a manifest and an McpServer custom resource: the manifest's is served`,
+        );
       merged.set(keyOf(server), server);
     }
     return served.setManaged([...merged.values()]);
@@ -329,7 +362,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const operatorServers = await watchManagedServers({
     bus,
     log,
-    onChange: async servers => {
+    onChange: async (servers) => {
       operated = servers;
       await setManaged();
     },
@@ -345,7 +378,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       sessions,
       serverOf: (tenant, server) => upstreams.get(`${tenant}/${server}`)?.server,
       // The owner may have to start the session's server and ask governance before the call itself.
-      forwardTimeoutMs: server => options.startTimeoutMs + deadlines.governanceCheckMs + (upstreams.get(keyOf(server))?.callTimeoutMs ?? options.callTimeoutMs),
+      forwardTimeoutMs: (server) =>
+        options.startTimeoutMs + deadlines.governanceCheckMs + (upstreams.get(keyOf(server))?.callTimeoutMs ?? options.callTimeoutMs),
     },
     createRelay({ bus, log, registry, pending, pinning }),
   );
@@ -371,7 +405,12 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       const change: CredentialsChanged = { tenant, id };
       await bus
         .publish(subjects.credentialsChanged, change, { [ORIGIN_HEADER]: instanceId })
-        .catch(error => log.error({ tenant, credential: id, err: errorMessage(error) }, 'could not tell the other gateway replicas that a credential changed; their connections resolve it again when they reconnect'));
+        .catch((error) =>
+          log.error(
+            { tenant, credential: id, err: errorMessage(error) },
+            'could not tell the other gateway replicas that a credential changed; their connections resolve it again when they reconnect',
+          ),
+        );
     },
   });
   // Another replica's admin accepted a tool definition: list again here, so the tool is served (or callable) here too.
@@ -395,26 +434,29 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   ];
   let stopped: Promise<void> | undefined;
 
-  const unwatchUpstreams = watchUpstreams(() => upstreams.values(), () => [...upstreams.keys()].flatMap(key => sessions.ofServer(key)));
+  const unwatchUpstreams = watchUpstreams(
+    () => upstreams.values(),
+    () => [...upstreams.keys()].flatMap((key) => sessions.ofServer(key)),
+  );
   return {
     ready: async () => {
-      await Promise.all([...upstreams.values()].map(u => u.firstStart));
+      await Promise.all([...upstreams.values()].map((u) => u.firstStart));
     },
-    setServers: servers => {
+    setServers: (servers) => {
       manifests = servers;
       return setManaged();
     },
-    catalog: tenant => registry.catalog(tenant),
+    catalog: (tenant) => registry.catalog(tenant),
     stop: () =>
       (stopped ??= (async () => {
         unwatchUpstreams();
         await operatorServers.unsubscribe();
         await served.stop();
-        await Promise.all(subscriptions.map(s => s.unsubscribe()));
+        await Promise.all(subscriptions.map((s) => s.unsubscribe()));
         await sessions.stop();
         const all = [...upstreams.values()];
         upstreams.clear();
-        await Promise.all(all.map(u => u.stop()));
+        await Promise.all(all.map((u) => u.stop()));
         await egressFetch.close();
       })()),
   };

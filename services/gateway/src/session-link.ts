@@ -36,7 +36,12 @@ export interface SessionLinkDeps {
 }
 
 /** The bus side of a {@link SessionLink}: one per `per-client` upstream session. */
-export function busSessionLink(deps: SessionLinkDeps, tenant: string, sessionId: string, clientCapabilities: Record<string, unknown>): SessionLink {
+export function busSessionLink(
+  deps: SessionLinkDeps,
+  tenant: string,
+  sessionId: string,
+  clientCapabilities: Record<string, unknown>,
+): SessionLink {
   const { bus, log } = deps;
   // One message at a time: a queue group may hand consecutive requests to different fronts.
   let chain: Promise<unknown> = Promise.resolve();
@@ -48,16 +53,20 @@ export function busSessionLink(deps: SessionLinkDeps, tenant: string, sessionId:
   return {
     sessionId,
     roots: clientCapabilities['roots'] !== undefined,
-    log: params => {
+    log: (params) => {
       deliver({ jsonrpc: '2.0', method: 'notifications/message', params })
-        .then(reply => {
+        .then((reply) => {
           if (!reply.stored) log.debug({ sessionId, reason: reply.reason }, 'upstream log message not stored for the client');
         })
-        .catch(error => log.warn({ sessionId, err: errorMessage(error) }, 'could not forward an upstream log message to the client'));
+        .catch((error) => log.warn({ sessionId, err: errorMessage(error) }, 'could not forward an upstream log message to the client'));
     },
-    listRoots: async params => {
-      if (clientCapabilities['roots'] === undefined) throw new ProtocolError(ProtocolErrorCode.MethodNotFound, 'roots/list cannot be relayed: the client did not declare the roots capability');
-      return requestClient(deps, sessionId, 'roots/list', params, async message => {
+    listRoots: async (params) => {
+      if (clientCapabilities['roots'] === undefined)
+        throw new ProtocolError(
+          ProtocolErrorCode.MethodNotFound,
+          'roots/list cannot be relayed: the client did not declare the roots capability',
+        );
+      return requestClient(deps, sessionId, 'roots/list', params, async (message) => {
         const reply = await deliver(message);
         if (!reply.stored) throw new Error(reply.reason ?? 'the front did not store it');
       });

@@ -33,7 +33,7 @@ export class ProcessStdioTransport implements Transport {
         this.onmessage?.(message);
       }
     });
-    this.process.stdin?.on('error', error => this.onerror?.(error));
+    this.process.stdin?.on('error', (error) => this.onerror?.(error));
     void this.process.exited.then(() => this.finish());
   }
 
@@ -41,7 +41,7 @@ export class ProcessStdioTransport implements Transport {
     const stdin = this.process.stdin;
     if (this.closed || !stdin || stdin.destroyed) throw new Error('the server process is not running');
     const line = JSON.stringify(message) + '\n';
-    if (!stdin.write(line)) await new Promise<void>(resolve => stdin.once('drain', resolve));
+    if (!stdin.write(line)) await new Promise<void>((resolve) => stdin.once('drain', resolve));
   }
 
   /** Detaches from the process; stopping it is the owner's job. */

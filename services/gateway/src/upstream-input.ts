@@ -34,8 +34,15 @@ export interface InputRequiredMode {
 }
 
 /** The mode of a gateway call: pass-through for a 2026-07-28 client (channel era `2026`), with the retry it carries. */
-export function inputModeOf(request: { channel?: { era?: string | undefined } | undefined; inputResponses?: Record<string, unknown> | undefined; requestState?: string | undefined }): InputRequiredMode {
-  const retry = request.inputResponses && { inputResponses: request.inputResponses, ...(request.requestState !== undefined && { requestState: request.requestState }) };
+export function inputModeOf(request: {
+  channel?: { era?: string | undefined } | undefined;
+  inputResponses?: Record<string, unknown> | undefined;
+  requestState?: string | undefined;
+}): InputRequiredMode {
+  const retry = request.inputResponses && {
+    inputResponses: request.inputResponses,
+    ...(request.requestState !== undefined && { requestState: request.requestState }),
+  };
   return { passThrough: request.channel?.era === '2026', ...(retry && { retry }) };
 }
 
@@ -58,13 +65,19 @@ export function metaForModernUpstream(meta: Record<string, unknown> | undefined,
  * @throws PunkError `UpstreamError` (mcpCode -32603) when the call has no client, or its client did not declare
  *   what a request needs; the client's own ProtocolError when it refuses.
  */
-export async function answerInputRequests(server: string, result: Record<string, unknown>, link: ClientLink | undefined): Promise<InputRetry> {
+export async function answerInputRequests(
+  server: string,
+  result: Record<string, unknown>,
+  link: ClientLink | undefined,
+): Promise<InputRetry> {
   const requests = (result['inputRequests'] ?? {}) as Record<string, { method: string; params?: Record<string, unknown> }>;
   const inputResponses: Record<string, unknown> = {};
   for (const [key, request] of Object.entries(requests)) {
     if (!link?.supports(request.method)) {
       const why = link ? 'its client did not declare the capability' : 'the call has no client to ask';
-      throw new PunkError('UpstreamError', `server ${server} asked for input ${key} (${request.method}), but ${why}`, { mcpCode: ProtocolErrorCode.InternalError });
+      throw new PunkError('UpstreamError', `server ${server} asked for input ${key} (${request.method}), but ${why}`, {
+        mcpCode: ProtocolErrorCode.InternalError,
+      });
     }
     inputResponses[key] = await link.request(request.method, request.params);
   }

@@ -66,15 +66,20 @@ export async function resolveValue(
     );
   }
   if (!secrets) {
-    throw new PunkError('CredentialUnavailable', `server ${name}: ${what} references a credential, but this gateway has no credentials vault (set PUNK_ENCRYPTION_KEY)`, {
-      server: name,
-      entry: what,
-    });
+    throw new PunkError(
+      'CredentialUnavailable',
+      `server ${name}: ${what} references a credential, but this gateway has no credentials vault (set PUNK_ENCRYPTION_KEY)`,
+      {
+        server: name,
+        entry: what,
+      },
+    );
   }
   try {
     return await secrets.resolve(reference);
   } catch (error) {
-    if (error instanceof PunkError) throw new PunkError(error.code, `server ${name}: ${what}: ${error.message}`, { ...error.details, server: name, entry: what });
+    if (error instanceof PunkError)
+      throw new PunkError(error.code, `server ${name}: ${what}: ${error.message}`, { ...error.details, server: name, entry: what });
     throw error;
   }
 }
@@ -94,7 +99,13 @@ export async function resolveHeaders(server: McpServer, secrets: Secrets | undef
   const resolved: ResolvedHeader[] = [];
   for (const header of server.spec.headers ?? []) {
     const { value, oauth2 } = await resolveValue(server, `header ${header.name}`, header, secrets);
-    if (!isHttpFieldValue(value)) throw invalidValue(server, `header ${header.name}`, referenceOf(header), 'is not a valid HTTP header value (RFC 9110 §5.5: visible ASCII, spaces, tabs and Latin-1 letters): it holds a line break, another control character or a character outside Latin-1');
+    if (!isHttpFieldValue(value))
+      throw invalidValue(
+        server,
+        `header ${header.name}`,
+        referenceOf(header),
+        'is not a valid HTTP header value (RFC 9110 §5.5: visible ASCII, spaces, tabs and Latin-1 letters): it holds a line break, another control character or a character outside Latin-1',
+      );
     resolved.push({ name: header.name, value, ...(oauth2 !== undefined && { oauth2 }) });
   }
   return resolved;
@@ -105,18 +116,27 @@ export async function resolveHeaders(server: McpServer, secrets: Secrets | undef
  * @throws as {@link resolveValue}; PunkError `InvalidCredentialValue` naming the variable and the credential (never
  *   the value) when the value holds a NUL, which no environment variable can.
  */
-export async function resolveEnv(server: McpServer, entry: { name: string; value?: string | undefined; valueFrom?: ValueFrom | undefined }, secrets: Secrets | undefined): Promise<string> {
+export async function resolveEnv(
+  server: McpServer,
+  entry: { name: string; value?: string | undefined; valueFrom?: ValueFrom | undefined },
+  secrets: Secrets | undefined,
+): Promise<string> {
   const { value } = await resolveValue(server, `env ${entry.name}`, entry, secrets);
-  if (!isEnvValue(value)) throw invalidValue(server, `env ${entry.name}`, referenceOf(entry), 'holds a NUL character, which no environment variable can');
+  if (!isEnvValue(value))
+    throw invalidValue(server, `env ${entry.name}`, referenceOf(entry), 'holds a NUL character, which no environment variable can');
   return value;
 }
 
 function invalidValue(server: McpServer, what: string, reference: string, problem: string): PunkError {
   const name = keyOf(server);
-  return new PunkError('InvalidCredentialValue', `server ${name}: ${what}: the value of credential ${reference} ${problem}; replace the credential`, {
-    server: name,
-    entry: what,
-  });
+  return new PunkError(
+    'InvalidCredentialValue',
+    `server ${name}: ${what}: the value of credential ${reference} ${problem}; replace the credential`,
+    {
+      server: name,
+      entry: what,
+    },
+  );
 }
 
 /**
@@ -126,11 +146,13 @@ function invalidValue(server: McpServer, what: string, reference: string, proble
  * @throws what the vault throws (`CredentialRefreshFailed`).
  */
 export async function renewHeaders(headers: ResolvedHeader[], secrets: Secrets | undefined): Promise<ResolvedHeader[] | undefined> {
-  if (!secrets || !headers.some(h => h.oauth2 !== undefined)) return undefined;
-  return Promise.all(headers.map(async h => (h.oauth2 === undefined ? h : { ...h, value: await secrets.renewAfterUnauthorized(h.oauth2, h.value) })));
+  if (!secrets || !headers.some((h) => h.oauth2 !== undefined)) return undefined;
+  return Promise.all(
+    headers.map(async (h) => (h.oauth2 === undefined ? h : { ...h, value: await secrets.renewAfterUnauthorized(h.oauth2, h.value) })),
+  );
 }
 
 /** The headers as a `Headers` init record. */
 export function headerRecord(headers: ResolvedHeader[]): Record<string, string> {
-  return Object.fromEntries(headers.map(h => [h.name, h.value]));
+  return Object.fromEntries(headers.map((h) => [h.name, h.value]));
 }

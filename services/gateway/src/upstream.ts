@@ -13,8 +13,30 @@
  */
 import type { FetchLike } from '@modelcontextprotocol/client';
 import { randomUUID } from 'node:crypto';
-import { isInputRequiredResult, LOG_LEVEL_META_KEY, ProtocolError, ProtocolErrorCode, SdkError, SdkErrorCode, StreamableHTTPClientTransport, type Client, type Tool } from '@modelcontextprotocol/client';
-import { durationMs, errorMessage, logLevelSchema, passesLogLevel, PunkError, UPSTREAM_INPUT_REQUIRED, type Logger, type LogLevel, type McpServer, type ServerCatalog, type ServerState } from '@punk/lib';
+import {
+  isInputRequiredResult,
+  LOG_LEVEL_META_KEY,
+  ProtocolError,
+  ProtocolErrorCode,
+  SdkError,
+  SdkErrorCode,
+  StreamableHTTPClientTransport,
+  type Client,
+  type Tool,
+} from '@modelcontextprotocol/client';
+import {
+  durationMs,
+  errorMessage,
+  logLevelSchema,
+  passesLogLevel,
+  PunkError,
+  UPSTREAM_INPUT_REQUIRED,
+  type Logger,
+  type LogLevel,
+  type McpServer,
+  type ServerCatalog,
+  type ServerState,
+} from '@punk/lib';
 import { buildCatalog, emptyListings, type Listings, type McpItem, type ServerIdentity } from './catalog.js';
 import type { ClientLink } from './client-channel.js';
 import { openConnection, unauthorizedError, type Connection, type ForwardedMethod } from './connect.js';
@@ -71,7 +93,10 @@ export interface UpstreamOptions {
 }
 
 /** The pool settings and connection hooks a gateway gives each of its upstreams. */
-export type UpstreamPoolOptions = Pick<UpstreamOptions, 'fetch' | 'secrets' | 'idleTimeoutMs' | 'maxConcurrentCalls' | 'initialBackoffMs' | 'reviewTools'>;
+export type UpstreamPoolOptions = Pick<
+  UpstreamOptions,
+  'fetch' | 'secrets' | 'idleTimeoutMs' | 'maxConcurrentCalls' | 'initialBackoffMs' | 'reviewTools'
+>;
 
 /** The circuit breaker of one upstream on this replica (see the module comment). */
 export type CircuitState = 'closed' | 'open' | 'half-open';
@@ -142,7 +167,7 @@ export class Upstream {
   constructor(private readonly options: UpstreamOptions) {
     const { namespace = 'default', name } = options.server.metadata;
     this.key = `${namespace}/${name}`;
-    this.firstStart = new Promise(resolve => (this.settleFirstStart = resolve));
+    this.firstStart = new Promise((resolve) => (this.settleFirstStart = resolve));
   }
 
   /** The manifest this upstream runs. */
@@ -203,7 +228,7 @@ export class Upstream {
    */
   knownTool(name: string): McpItem | undefined | 'unlisted' {
     if (!this.listed) return 'unlisted';
-    return this.listings.tools.find(t => t.name === name);
+    return this.listings.tools.find((t) => t.name === name);
   }
 
   /** Starts the lifecycle: connect now, restart after crashes until {@link stop}. */
@@ -243,9 +268,14 @@ export class Upstream {
     // The result goes back untouched: mcp-front checks `structuredContent` against the tool's outputSchema and
     // answers a mismatch as a tool error, so the SDK client must not turn it into a JSON-RPC error here.
     const known = this.knownTool(name);
-    const { outputSchema: _checkedByTheFront, ...toolDefinition } = typeof known === 'object' ? known : { name, inputSchema: { type: 'object' } };
+    const { outputSchema: _checkedByTheFront, ...toolDefinition } =
+      typeof known === 'object' ? known : { name, inputSchema: { type: 'object' } };
     return this.relay(
-      (client, options, sent, retry) => client.callTool({ name, ...(args && { arguments: args }), ...(sent && { _meta: sent }), ...retry }, { ...options, toolDefinition: toolDefinition as Tool }),
+      (client, options, sent, retry) =>
+        client.callTool(
+          { name, ...(args && { arguments: args }), ...(sent && { _meta: sent }), ...retry },
+          { ...options, toolDefinition: toolDefinition as Tool },
+        ),
       meta,
       link,
       signal,
@@ -255,13 +285,40 @@ export class Upstream {
   }
 
   /** Reads a resource (progress, requests and cancellation as in {@link callTool}). @throws PunkError `UpstreamError` when the server answers with a JSON-RPC error. */
-  readResource(uri: string, meta: Record<string, unknown> | undefined, link?: ClientLink, signal?: AbortSignal, mode?: InputRequiredMode): Promise<CallOutcome> {
-    return this.relay((client, options, sent, retry) => client.readResource({ uri, ...(sent && { _meta: sent }), ...retry }, { ...options, cacheMode: 'bypass' }), meta, link, signal, mode);
+  readResource(
+    uri: string,
+    meta: Record<string, unknown> | undefined,
+    link?: ClientLink,
+    signal?: AbortSignal,
+    mode?: InputRequiredMode,
+  ): Promise<CallOutcome> {
+    return this.relay(
+      (client, options, sent, retry) =>
+        client.readResource({ uri, ...(sent && { _meta: sent }), ...retry }, { ...options, cacheMode: 'bypass' }),
+      meta,
+      link,
+      signal,
+      mode,
+    );
   }
 
   /** Gets a prompt (progress, requests and cancellation as in {@link callTool}). @throws PunkError `UpstreamError` when the server answers with a JSON-RPC error. */
-  getPrompt(name: string, args: Record<string, string> | undefined, meta: Record<string, unknown> | undefined, link?: ClientLink, signal?: AbortSignal, mode?: InputRequiredMode): Promise<CallOutcome> {
-    return this.relay((client, options, sent, retry) => client.getPrompt({ name, ...(args && { arguments: args }), ...(sent && { _meta: sent }), ...retry }, options), meta, link, signal, mode);
+  getPrompt(
+    name: string,
+    args: Record<string, string> | undefined,
+    meta: Record<string, unknown> | undefined,
+    link?: ClientLink,
+    signal?: AbortSignal,
+    mode?: InputRequiredMode,
+  ): Promise<CallOutcome> {
+    return this.relay(
+      (client, options, sent, retry) =>
+        client.getPrompt({ name, ...(args && { arguments: args }), ...(sent && { _meta: sent }), ...retry }, options),
+      meta,
+      link,
+      signal,
+      mode,
+    );
   }
 
   /**
@@ -269,14 +326,25 @@ export class Upstream {
    * `completion/complete` request's params as the upstream names things.
    * @throws PunkError `ServerUnavailable` when the server is not ready, `UpstreamError` when it answers with an error.
    */
-  async complete(params: { ref: Record<string, unknown>; argument: { name: string; value: string }; context?: Record<string, unknown> }): Promise<Record<string, unknown>> {
+  async complete(params: {
+    ref: Record<string, unknown>;
+    argument: { name: string; value: string };
+    context?: Record<string, unknown>;
+  }): Promise<Record<string, unknown>> {
     const connection = await this.connectionForCall();
     const client = connection?.client;
     if (!client) throw new PunkError('ServerUnavailable', `server ${this.key} is unavailable (${this.stateValue})`);
     try {
-      return (await client.complete(params as Parameters<Client['complete']>[0], { timeout: this.callTimeoutMs })) as unknown as Record<string, unknown>;
+      return (await client.complete(params as Parameters<Client['complete']>[0], { timeout: this.callTimeoutMs })) as unknown as Record<
+        string,
+        unknown
+      >;
     } catch (error) {
-      throw new PunkError('UpstreamError', `server ${this.key} answered completion/complete with an error: ${this.hide(errorMessage(error), connection)}`, error instanceof ProtocolError ? { mcpCode: error.code, data: error.data } : {});
+      throw new PunkError(
+        'UpstreamError',
+        `server ${this.key} answered completion/complete with an error: ${this.hide(errorMessage(error), connection)}`,
+        error instanceof ProtocolError ? { mcpCode: error.code, data: error.data } : {},
+      );
     }
   }
 
@@ -292,7 +360,11 @@ export class Upstream {
     try {
       await client.setLoggingLevel(level as Parameters<Client['setLoggingLevel']>[0], { timeout: this.callTimeoutMs });
     } catch (error) {
-      throw new PunkError('UpstreamError', `server ${this.key} refused logging/setLevel: ${this.hide(errorMessage(error))}`, error instanceof ProtocolError ? { mcpCode: error.code, data: error.data } : {});
+      throw new PunkError(
+        'UpstreamError',
+        `server ${this.key} refused logging/setLevel: ${this.hide(errorMessage(error))}`,
+        error instanceof ProtocolError ? { mcpCode: error.code, data: error.data } : {},
+      );
     }
   }
 
@@ -310,7 +382,11 @@ export class Upstream {
     try {
       await subscribeOn(client, uri, this.callTimeoutMs);
     } catch (error) {
-      throw new PunkError('UpstreamError', `server ${this.key} refused a subscription to ${uri}: ${this.hide(errorMessage(error), connection)}`, error instanceof ProtocolError ? { mcpCode: error.code } : {});
+      throw new PunkError(
+        'UpstreamError',
+        `server ${this.key} refused a subscription to ${uri}: ${this.hide(errorMessage(error), connection)}`,
+        error instanceof ProtocolError ? { mcpCode: error.code } : {},
+      );
     }
     this.subscribed.add(uri);
     // A connection that carries subscriptions is never idle: closing it would lose the updates.
@@ -327,7 +403,10 @@ export class Upstream {
     try {
       await client.sendRootsListChanged();
     } catch (error) {
-      this.options.log.warn({ server: this.key, err: this.hide(errorMessage(error)) }, 'could not tell the upstream that the client roots changed');
+      this.options.log.warn(
+        { server: this.key, err: this.hide(errorMessage(error)) },
+        'could not tell the upstream that the client roots changed',
+      );
     }
   }
 
@@ -341,14 +420,17 @@ export class Upstream {
    */
   private async serverRequest(method: ForwardedMethod, params: Record<string, unknown> | undefined): Promise<Record<string, unknown>> {
     const live = [...this.links.keys()];
-    const able = live.filter(link => link.supports(method));
+    const able = live.filter((link) => link.supports(method));
     if (able.length === 1) return able[0]!.request(method, params);
     if (able.length === 0) {
       if (live.length === 1) live[0]!.unsupported?.(method);
       const why = live.length === 0 ? 'no client call is in progress' : 'the client of the call did not declare the capability';
       throw new ProtocolError(ProtocolErrorCode.MethodNotFound, `${method} cannot be relayed: ${why}`);
     }
-    throw new ProtocolError(ProtocolErrorCode.InternalError, `${method} cannot be relayed: ${able.length} client calls are in progress on server ${this.key} and the request does not say which one it belongs to`);
+    throw new ProtocolError(
+      ProtocolErrorCode.InternalError,
+      `${method} cannot be relayed: ${able.length} client calls are in progress on server ${this.key} and the request does not say which one it belongs to`,
+    );
   }
 
   /**
@@ -380,7 +462,11 @@ export class Upstream {
     try {
       const connection = await this.connectionForCall();
       if (!connection) {
-        return { ok: false, kind: 'unavailable', message: `server ${this.key} is unavailable (${this.stateValue}${this.lastError ? `: ${this.lastError}` : ''})` };
+        return {
+          ok: false,
+          kind: 'unavailable',
+          message: `server ${this.key} is unavailable (${this.stateValue}${this.lastError ? `: ${this.lastError}` : ''})`,
+        };
       }
       // The (re)connect may have listed the tools again: what was checked before it may no longer hold.
       const refusal = admit?.();
@@ -392,7 +478,10 @@ export class Upstream {
       if (connection.sessionLost() !== lost && connection.unauthorized() === refused) {
         // HTTP 404 to the session: the server ended it (a restarted pod, an idle timeout) without seeing the call,
         // so a new session is started at once and the call sent again once (MCP 2025-11-25 basic/transports).
-        this.options.log.info({ server: this.key }, `server ${this.key} ended its session (HTTP 404); starting a new session and retrying once`);
+        this.options.log.info(
+          { server: this.key },
+          `server ${this.key} ended its session (HTTP 404); starting a new session and retrying once`,
+        );
         const fresh = await this.reconnectAfter(connection, false);
         const refusalAfterReconnect = admit?.();
         if (refusalAfterReconnect !== undefined) return { ok: false, kind: 'refused', message: refusalAfterReconnect };
@@ -400,7 +489,10 @@ export class Upstream {
       }
       if (connection.unauthorized() === refused) return this.account(connection, outcome);
       // The upstream answered HTTP 401: renew the credentials once, reconnect, and retry the call once.
-      this.options.log.info({ server: this.key }, `server ${this.key} answered a call with HTTP 401; renewing its credentials and retrying once`);
+      this.options.log.info(
+        { server: this.key },
+        `server ${this.key} answered a call with HTTP 401; renewing its credentials and retrying once`,
+      );
       const renewed = await this.reconnectAfter(connection, true);
       const refusalAfterRenewal = admit?.();
       if (refusalAfterRenewal !== undefined) return { ok: false, kind: 'refused', message: refusalAfterRenewal };
@@ -425,13 +517,17 @@ export class Upstream {
     if (renewal && renewal.of === this.connection) {
       // Sending on the refused connection would only be refused again; a failed renewal is the caller's to see.
       let timer: NodeJS.Timeout | undefined;
-      const bound = new Promise<void>(resolve => (timer = setTimeout(resolve, this.callTimeoutMs)));
+      const bound = new Promise<void>((resolve) => (timer = setTimeout(resolve, this.callTimeoutMs)));
       await Promise.race([renewal.done.catch(() => undefined), bound]);
       clearTimeout(timer);
     }
     if (this.stateValue === 'idle' && !this.stopping) void this.attempt();
     if (this.stateValue === 'starting' && this.circuit === 'closed') await this.connecting;
-    if (this.circuit !== 'closed') throw new PunkError('ServerUnavailable', `server ${this.key} is unavailable: ${this.lastError ?? 'its circuit breaker is open'}`, { server: this.key, circuit: this.circuit });
+    if (this.circuit !== 'closed')
+      throw new PunkError('ServerUnavailable', `server ${this.key} is unavailable: ${this.lastError ?? 'its circuit breaker is open'}`, {
+        server: this.key,
+        circuit: this.circuit,
+      });
     return this.stateValue === 'ready' ? this.connection : undefined;
   }
 
@@ -479,7 +575,12 @@ export class Upstream {
         const reconnected = this.attempt(headers);
         await this.closeConnection(connection);
         const error = await reconnected;
-        if (error !== undefined) throw error instanceof PunkError ? error : new PunkError('ServerUnavailable', `server ${this.key} could not be reached again: ${errorMessage(error)}`, { server: this.key });
+        if (error !== undefined)
+          throw error instanceof PunkError
+            ? error
+            : new PunkError('ServerUnavailable', `server ${this.key} could not be reached again: ${errorMessage(error)}`, {
+                server: this.key,
+              });
       })();
       this.renewal = { of: connection, done };
       // A failed renewal is not remembered: the next call refused with the same credentials asks the vault again.
@@ -488,7 +589,8 @@ export class Upstream {
       });
     }
     await this.renewal.done;
-    if (this.stateValue !== 'ready' || !this.connection) throw new PunkError('ServerUnavailable', `server ${this.key} is unavailable (${this.stateValue})`, { server: this.key });
+    if (this.stateValue !== 'ready' || !this.connection)
+      throw new PunkError('ServerUnavailable', `server ${this.key} is unavailable (${this.stateValue})`, { server: this.key });
     return this.connection;
   }
 
@@ -502,7 +604,7 @@ export class Upstream {
   ): Promise<CallOutcome> {
     const timeoutMs = this.callTimeoutMs;
     const proc = connection.process;
-    const exited = proc ? proc.exited.then(exit => ({ exit })) : new Promise<never>(() => undefined);
+    const exited = proc ? proc.exited.then((exit) => ({ exit })) : new Promise<never>(() => undefined);
     // The upstream gets a progress token of Punk's own, mapped back to the client's (tokens are per connection).
     const clientToken = meta?.['progressToken'];
     const token = link && (typeof clientToken === 'string' || typeof clientToken === 'number') ? `punk-${randomUUID()}` : undefined;
@@ -526,33 +628,50 @@ export class Upstream {
           const value = await call(connection.client, options, sent, retry);
           if (!modern || !isInputRequiredResult(value)) return value;
           if (mode?.passThrough) return { ...(value as Record<string, unknown>), [UPSTREAM_INPUT_REQUIRED]: true };
-          if (round > MAX_INPUT_ROUNDS) throw new PunkError('UpstreamError', `server ${this.key} still asked for input after ${MAX_INPUT_ROUNDS} rounds`, { mcpCode: ProtocolErrorCode.InternalError });
+          if (round > MAX_INPUT_ROUNDS)
+            throw new PunkError('UpstreamError', `server ${this.key} still asked for input after ${MAX_INPUT_ROUNDS} rounds`, {
+              mcpCode: ProtocolErrorCode.InternalError,
+            });
           retry = await answerInputRequests(this.key, value as Record<string, unknown>, link);
         }
       };
-      const result = await Promise.race([rounds().then(value => ({ value })), exited]);
+      const result = await Promise.race([rounds().then((value) => ({ value })), exited]);
       if ('exit' in result) return this.exitedDuringCall(connection, result.exit);
-      return { ok: true, result: result.value as Record<string, unknown>, redact: text => connection.redact(text) };
+      return { ok: true, result: result.value as Record<string, unknown>, redact: (text) => connection.redact(text) };
     } catch (error) {
       if (error instanceof PunkError) throw error;
       if (error instanceof ProtocolError) {
         this.succeeded(connection);
-        throw new PunkError('UpstreamError', `server ${this.key} answered with an error: ${connection.redact(error.message)}`, { mcpCode: error.code, data: error.data });
+        throw new PunkError('UpstreamError', `server ${this.key} answered with an error: ${connection.redact(error.message)}`, {
+          mcpCode: error.code,
+          data: error.data,
+        });
       }
       if (signal?.aborted) return { ok: false, kind: 'cancelled', message: `the client cancelled the call to server ${this.key}` };
       if (error instanceof SdkError && error.code === SdkErrorCode.RequestTimeout) {
-        return { ok: false, kind: 'timeout', message: `server ${this.key} did not answer within ${timeoutMs} ms: the call timed out after ${timeoutMs} ms` };
+        return {
+          ok: false,
+          kind: 'timeout',
+          message: `server ${this.key} did not answer within ${timeoutMs} ms: the call timed out after ${timeoutMs} ms`,
+        };
       }
       if (proc) {
-        const exit = await Promise.race([proc.exited, new Promise<undefined>(resolve => setTimeout(() => resolve(undefined), EXIT_GRACE_MS))]);
+        const exit = await Promise.race([
+          proc.exited,
+          new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), EXIT_GRACE_MS)),
+        ]);
         if (exit) return this.exitedDuringCall(connection, exit);
       }
-      return { ok: false, kind: 'unavailable', message: `server ${this.key} failed during the call: ${connection.redact(errorMessage(error))}` };
+      return {
+        ok: false,
+        kind: 'unavailable',
+        message: `server ${this.key} failed during the call: ${connection.redact(errorMessage(error))}`,
+      };
     } finally {
       if (link) this.links.delete(link);
       if (token) {
         // The SDK dispatches notifications a microtask late: let a progress read with the result go out first.
-        await new Promise(resolve => setImmediate(resolve));
+        await new Promise((resolve) => setImmediate(resolve));
         this.progress.delete(token);
       }
     }
@@ -573,7 +692,10 @@ export class Upstream {
   private onLog(params: Record<string, unknown>): void {
     const live = [...this.links];
     if (live.length !== 1) {
-      this.options.log.debug({ server: this.key, calls: live.length }, 'a log message of a shared connection was dropped: no one call it belongs to');
+      this.options.log.debug(
+        { server: this.key, calls: live.length },
+        'a log message of a shared connection was dropped: no one call it belongs to',
+      );
       return;
     }
     const [link, threshold] = live[0]!;
@@ -583,7 +705,11 @@ export class Upstream {
   private exitedDuringCall(connection: Connection, exit: ProcessExit): CallOutcome {
     const how = exit.signal ? `killed by ${exit.signal}` : `exit code ${exit.code}`;
     const tail = connection.process!.stderrTail(3);
-    return { ok: false, kind: 'exited', message: connection.redact(`server ${this.key} exited during the call (${how})${tail.length ? `; stderr: ${tail.join(' | ')}` : ''}`) };
+    return {
+      ok: false,
+      kind: 'exited',
+      message: connection.redact(`server ${this.key} exited during the call (${how})${tail.length ? `; stderr: ${tail.join(' | ')}` : ''}`),
+    };
   }
 
   /** `text` with the secret values of `connection` (by default the current one) hidden (`Connection.redact`). */
@@ -614,9 +740,9 @@ export class Upstream {
         timeoutMs: this.options.startTimeoutMs,
         onListChanged: () => void this.refresh(generation),
         onServerRequest: (method, params) => this.serverRequest(method, params),
-        onResourceUpdated: uri => this.options.onResourceUpdated(this, uri),
-        onProgress: params => this.onProgress(params),
-        onLog: params => this.onLog(params),
+        onResourceUpdated: (uri) => this.options.onResourceUpdated(this, uri),
+        onProgress: (params) => this.onProgress(params),
+        onLog: (params) => this.onLog(params),
         ...(this.options.session && { session: this.options.session }),
         ...(this.options.fetch && { fetch: this.options.fetch }),
         ...(this.options.secrets && { secrets: this.options.secrets }),
@@ -640,7 +766,7 @@ export class Upstream {
       ...(client.getInstructions() !== undefined && { instructions: client.getInstructions()! }),
       capabilities: { ...client.getServerCapabilities() },
     };
-    void connection.process?.exited.then(exit => {
+    void connection.process?.exited.then((exit) => {
       if (generation !== this.generation || this.stopping) return;
       this.connection = undefined;
       void client.close().catch(() => undefined);
@@ -648,14 +774,18 @@ export class Upstream {
     });
     const listings = await this.list(client);
     // The process may have exited (or the server been stopped) while listing.
-    if (generation !== this.generation || this.connection !== connection) return new PunkError('ServerUnavailable', `server ${this.key} was lost while listing`, { server: this.key });
+    if (generation !== this.generation || this.connection !== connection)
+      return new PunkError('ServerUnavailable', `server ${this.key} was lost while listing`, { server: this.key });
     // Reconnected after idleness or a restart: notifications/list_changed sent meanwhile never reached us.
     const changed = this.listed && JSON.stringify(listings) !== JSON.stringify(this.listings);
     this.listings = listings;
     this.listed = true;
     for (const uri of this.subscribed) {
-      subscribeOn(client, uri, this.options.startTimeoutMs).catch(error =>
-        this.options.log.warn({ server: this.key, uri, err: connection.redact(errorMessage(error)) }, 'could not renew a resource subscription after a restart'),
+      subscribeOn(client, uri, this.options.startTimeoutMs).catch((error) =>
+        this.options.log.warn(
+          { server: this.key, uri, err: connection.redact(errorMessage(error)) },
+          'could not renew a resource subscription after a restart',
+        ),
       );
     }
     this.readySince = Date.now();
@@ -681,8 +811,14 @@ export class Upstream {
     const delay = Math.min((this.options.initialBackoffMs ?? INITIAL_BACKOFF_MS) * 2 ** (this.failures - 1), MAX_BACKOFF_MS);
     const open = this.failures >= BREAKER_FAILURE_THRESHOLD;
     const probe = new Date(Date.now() + delay).toISOString();
-    this.setState('failed', open ? `circuit open after ${this.failures} consecutive failures, next probe at ${probe}; last failure: ${message}` : message);
-    this.options.log.info({ server: this.key, delayMs: delay, failures: this.failures, circuit: this.circuit }, open ? 'circuit open: probing the server after backoff' : 'restarting server after backoff');
+    this.setState(
+      'failed',
+      open ? `circuit open after ${this.failures} consecutive failures, next probe at ${probe}; last failure: ${message}` : message,
+    );
+    this.options.log.info(
+      { server: this.key, delayMs: delay, failures: this.failures, circuit: this.circuit },
+      open ? 'circuit open: probing the server after backoff' : 'restarting server after backoff',
+    );
     this.restartTimer = setTimeout(() => void this.attempt(), delay);
   }
 
@@ -701,7 +837,10 @@ export class Upstream {
     this.connection = undefined;
     this.generation++;
     this.setState('idle', undefined);
-    this.options.log.info({ server: this.key, idleMs: this.options.idleTimeoutMs }, `closed the idle connection to server ${this.key}; the next call reconnects`);
+    this.options.log.info(
+      { server: this.key, idleMs: this.options.idleTimeoutMs },
+      `closed the idle connection to server ${this.key}; the next call reconnects`,
+    );
     await this.closeConnection(connection);
   }
 
@@ -720,8 +859,16 @@ export class Upstream {
     };
     const [listedTools, resources, resourceTemplates, prompts] = await Promise.all([
       attempt('tools', !!caps.tools, async () => (await client.listTools(undefined, { timeout, cacheMode: 'refresh' })).tools),
-      attempt('resources', !!caps.resources, async () => (await client.listResources(undefined, { timeout, cacheMode: 'refresh' })).resources),
-      attempt('resource templates', !!caps.resources, async () => (await client.listResourceTemplates(undefined, { timeout, cacheMode: 'refresh' })).resourceTemplates),
+      attempt(
+        'resources',
+        !!caps.resources,
+        async () => (await client.listResources(undefined, { timeout, cacheMode: 'refresh' })).resources,
+      ),
+      attempt(
+        'resource templates',
+        !!caps.resources,
+        async () => (await client.listResourceTemplates(undefined, { timeout, cacheMode: 'refresh' })).resourceTemplates,
+      ),
       attempt('prompts', !!caps.prompts, async () => (await client.listPrompts(undefined, { timeout, cacheMode: 'refresh' })).prompts),
     ]);
     const tools = caps.tools ? await this.reviewed(listedTools) : listedTools;
@@ -735,7 +882,10 @@ export class Upstream {
     try {
       return await review(this, tools);
     } catch (error) {
-      this.options.log.error({ server: this.key, err: errorMessage(error) }, 'the review of a tools listing failed; the previous listing is kept');
+      this.options.log.error(
+        { server: this.key, err: errorMessage(error) },
+        'the review of a tools listing failed; the previous listing is kept',
+      );
       return this.listings.tools;
     }
   }
@@ -756,8 +906,11 @@ export class Upstream {
     if (renew || connection.sessionLost() !== lost) {
       // The upstream refused the credentials (renewed once) or ended the session while listing: reconnect, as a
       // call would (the reconnect lists again); until then the previous listings stay served.
-      await this.reconnectAfter(connection, renew).catch(error =>
-        this.options.log.warn({ server: this.key, err: this.hide(errorMessage(error)) }, `reconnecting after the upstream ${renew ? 'refused its credentials' : 'ended its session'} while listing failed`),
+      await this.reconnectAfter(connection, renew).catch((error) =>
+        this.options.log.warn(
+          { server: this.key, err: this.hide(errorMessage(error)) },
+          `reconnecting after the upstream ${renew ? 'refused its credentials' : 'ended its session'} while listing failed`,
+        ),
       );
       return;
     }
@@ -782,7 +935,7 @@ export class Upstream {
       if (transport instanceof StreamableHTTPClientTransport) await transport.terminateSession().catch(() => undefined);
       await connection.client.close().catch(() => undefined);
     };
-    await Promise.race([close(), new Promise(resolve => setTimeout(resolve, 2_000).unref())]);
+    await Promise.race([close(), new Promise((resolve) => setTimeout(resolve, 2_000).unref())]);
     await connection.process?.stop();
   }
 

@@ -18,20 +18,98 @@ export interface Classification {
 
 /** Verbs of destructive or payment-shaped tools (level 4). */
 const DESTROY_VERBS = [
-  'delete', 'remove', 'destroy', 'drop', 'purge', 'wipe', 'erase', 'truncate', 'kill', 'terminate',
-  'pay', 'purchase', 'charge', 'refund', 'transfer', 'withdraw', 'buy', 'sell',
+  'delete',
+  'remove',
+  'destroy',
+  'drop',
+  'purge',
+  'wipe',
+  'erase',
+  'truncate',
+  'kill',
+  'terminate',
+  'pay',
+  'purchase',
+  'charge',
+  'refund',
+  'transfer',
+  'withdraw',
+  'buy',
+  'sell',
 ];
 /** Verbs of writing or sending tools (level 3). */
 const WRITE_VERBS = [
-  'send', 'create', 'write', 'update', 'post', 'publish', 'insert', 'add', 'set', 'put', 'move', 'rename',
-  'edit', 'upload', 'execute', 'exec', 'run', 'patch', 'save', 'modify', 'append', 'reset', 'invoke', 'trigger',
-  'start', 'stop', 'deploy', 'commit', 'push', 'merge', 'approve', 'reply', 'email', 'notify', 'toggle',
+  'send',
+  'create',
+  'write',
+  'update',
+  'post',
+  'publish',
+  'insert',
+  'add',
+  'set',
+  'put',
+  'move',
+  'rename',
+  'edit',
+  'upload',
+  'execute',
+  'exec',
+  'run',
+  'patch',
+  'save',
+  'modify',
+  'append',
+  'reset',
+  'invoke',
+  'trigger',
+  'start',
+  'stop',
+  'deploy',
+  'commit',
+  'push',
+  'merge',
+  'approve',
+  'reply',
+  'email',
+  'notify',
+  'toggle',
 ];
 /** Verbs of reading tools (level 1). */
 const READ_VERBS = [
-  'get', 'list', 'read', 'search', 'find', 'fetch', 'query', 'describe', 'show', 'view', 'echo', 'count',
-  'status', 'lookup', 'inspect', 'check', 'browse', 'retrieve', 'info', 'stat', 'tree', 'peek', 'download',
-  'head', 'tail', 'explain', 'summarize', 'validate', 'diff', 'compare', 'ping', 'whoami', 'directory',
+  'get',
+  'list',
+  'read',
+  'search',
+  'find',
+  'fetch',
+  'query',
+  'describe',
+  'show',
+  'view',
+  'echo',
+  'count',
+  'status',
+  'lookup',
+  'inspect',
+  'check',
+  'browse',
+  'retrieve',
+  'info',
+  'stat',
+  'tree',
+  'peek',
+  'download',
+  'head',
+  'tail',
+  'explain',
+  'summarize',
+  'validate',
+  'diff',
+  'compare',
+  'ping',
+  'whoami',
+  'directory',
 ];
 
 /** Level when no heuristic matches: unknown tools are treated as writes. */
@@ -47,8 +125,8 @@ export function splitWords(name: string): string[] {
     .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
     .replace(/([A-Z]+)([A-Z][a-z])/g, '$1 $2')
     .split(/[\s_\-./:]+/)
-    .map(word => word.toLowerCase())
-    .filter(word => word.length > 0);
+    .map((word) => word.toLowerCase())
+    .filter((word) => word.length > 0);
 }
 
 /** True when `word` is `verb` or an inflection of it (`deletes`, `deleted`, `deleting`). */
@@ -60,7 +138,7 @@ function isVerb(word: string, verb: string): boolean {
 }
 
 function hasAny(words: string[], verbs: string[]): boolean {
-  return words.some(word => verbs.some(verb => isVerb(word, verb)));
+  return words.some((word) => verbs.some((verb) => isVerb(word, verb)));
 }
 
 /**

@@ -30,7 +30,12 @@ export interface CompiledPolicies {
 }
 
 /** The match of a rule or limit: absent lists match everything, as in the McpPolicy. */
-function matchOf(item: { principals?: string[] | undefined; groups?: string[] | undefined; servers?: string[] | undefined; tools?: string[] | undefined }): PolicyMatch {
+function matchOf(item: {
+  principals?: string[] | undefined;
+  groups?: string[] | undefined;
+  servers?: string[] | undefined;
+  tools?: string[] | undefined;
+}): PolicyMatch {
   return {
     ...(item.principals && { subjects: item.principals }),
     ...(item.groups && { groups: item.groups }),
@@ -44,7 +49,9 @@ function matchOf(item: { principals?: string[] | undefined; groups?: string[] | 
  * A tenant without policies gets `defaults` and no rate limit.
  */
 export function compilePolicies(policies: readonly McpPolicy[], defaults: readonly PolicyRule[]): CompiledPolicies {
-  const ordered = [...policies].sort((a, b) => a.spec.priority - b.spec.priority || (a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0));
+  const ordered = [...policies].sort(
+    (a, b) => a.spec.priority - b.spec.priority || (a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0),
+  );
   const rules: PolicyRule[] = [];
   const rateLimits: RateLimitRule[] = [];
   for (const { metadata, spec } of ordered) {

@@ -2,7 +2,15 @@
  * governance's Prometheus metrics (docs/observability.md "Metrics"): decisions by outcome, rate-limit refusals,
  * and how long a check takes (classification, policy, rate-limit counters and the ledger append).
  */
-import { errorTypeOf, FAST_BUCKETS, NO_ERROR, secondsSince, type GovernanceCheck, type GovernanceDecision, type RequestHandler } from '@punk/lib';
+import {
+  errorTypeOf,
+  FAST_BUCKETS,
+  NO_ERROR,
+  secondsSince,
+  type GovernanceCheck,
+  type GovernanceDecision,
+  type RequestHandler,
+} from '@punk/lib';
 import { Counter, Histogram } from 'prom-client';
 
 /**

@@ -29,27 +29,33 @@ export async function watchPolicies(bus: Bus, log: Logger, defaults: readonly Po
   const compiled = new Map<string, CompiledPolicies>();
   const fallback = compilePolicies([], defaults);
   const recompile = (tenant: string) => {
-    const own = [...policies.values()].filter(p => p.metadata.namespace === tenant);
+    const own = [...policies.values()].filter((p) => p.metadata.namespace === tenant);
     if (own.length === 0) compiled.delete(tenant);
     else compiled.set(tenant, compilePolicies(own, defaults));
   };
-  const subscription: BusSubscription = await kv.watch(change => {
+  const subscription: BusSubscription = await kv.watch((change) => {
     if (change.operation === 'delete') {
       const gone = policies.get(change.key);
       if (!gone) return;
       policies.delete(change.key);
       recompile(gone.metadata.namespace!);
-      log.info({ key: change.key, policy: gone.metadata.name, tenant: gone.metadata.namespace }, `McpPolicy ${gone.metadata.namespace}/${gone.metadata.name} removed`);
+      log.info(
+        { key: change.key, policy: gone.metadata.name, tenant: gone.metadata.namespace },
+        `McpPolicy ${gone.metadata.namespace}/${gone.metadata.name} removed`,
+      );
       return;
     }
     const policy = validPolicy(change.key, change.value, log, policies.has(change.key));
     if (!policy) return;
     policies.set(change.key, policy);
     recompile(policy.metadata.namespace!);
-    log.info({ key: change.key, policy: policy.metadata.name, tenant: policy.metadata.namespace }, `McpPolicy ${policy.metadata.namespace}/${policy.metadata.name} served`);
+    log.info(
+      { key: change.key, policy: policy.metadata.name, tenant: policy.metadata.namespace },
+      `McpPolicy ${policy.metadata.namespace}/${policy.metadata.name} served`,
+    );
   });
   return {
-    of: tenant => compiled.get(tenant) ?? fallback,
+    of: (tenant) => compiled.get(tenant) ?? fallback,
     stop: () => subscription.unsubscribe(),
   };
 }
@@ -68,6 +74,7 @@ function validPolicy(key: string, value: unknown, log: Logger, previous: boolean
   }
   const { namespace, name } = parsed.data.metadata;
   if (namespace === undefined) return refuse('metadata.namespace', 'is required: it names the tenant');
-  if (kvKey(namespace, name) !== key) return refuse('metadata', `names ${namespace}/${name}, whose key is ${kvKey(namespace, name)}, not ${key}`);
+  if (kvKey(namespace, name) !== key)
+    return refuse('metadata', `names ${namespace}/${name}, whose key is ${kvKey(namespace, name)}, not ${key}`);
   return parsed.data;
 }

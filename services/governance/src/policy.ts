@@ -75,7 +75,7 @@ export function matches(match: PolicyMatch, input: PolicyInput): boolean {
   if (match.servers && !match.servers.includes(input.server)) return false;
   if (match.targets && !match.targets.includes(input.target)) return false;
   if (match.subjects && !match.subjects.includes(input.subject)) return false;
-  if (match.groups && !match.groups.some(group => input.groups?.includes(group))) return false;
+  if (match.groups && !match.groups.some((group) => input.groups?.includes(group))) return false;
   if (match.minLevel !== undefined && input.level < match.minLevel) return false;
   if (match.maxLevel !== undefined && input.level > match.maxLevel) return false;
   return true;

@@ -54,9 +54,11 @@ export class RateLimiter {
       } catch (error) {
         if (!(error instanceof PunkError) || error.code !== 'KvConflict') throw error;
         // Another replica counted first: back off a random moment so racing counters do not collide again.
-        await new Promise(resolve => setTimeout(resolve, Math.random() * 5 * (attempt + 1)));
+        await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * (attempt + 1)));
       }
     }
-    throw new PunkError('RateLimitBusy', `rate limit ${limit.name}: the counter of ${subject} kept changing; try again`, { rule: limit.name });
+    throw new PunkError('RateLimitBusy', `rate limit ${limit.name}: the counter of ${subject} kept changing; try again`, {
+      rule: limit.name,
+    });
   }
 }

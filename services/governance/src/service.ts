@@ -49,13 +49,32 @@ export interface GovernanceService {
  */
 export function decide(check: GovernanceCheck, policy: readonly PolicyRule[] = defaultPolicy): GovernanceDecision {
   const { level, levelSource, action, outcome } = evaluate(check, check.principal, policy);
-  return { decisionId: randomUUID(), decision: outcome.decision, sideEffectLevel: level, levelSource, action, rule: outcome.rule, reason: outcome.reason };
+  return {
+    decisionId: randomUUID(),
+    decision: outcome.decision,
+    sideEffectLevel: level,
+    levelSource,
+    action,
+    rule: outcome.rule,
+    reason: outcome.reason,
+  };
 }
 
 /** Classifies one use and evaluates the policy for `principal` on it. */
-function evaluate(use: GovernanceFilter['items'][number], principal: Principal, policy: readonly PolicyRule[]): Classification & { outcome: PolicyOutcome } {
+function evaluate(
+  use: GovernanceFilter['items'][number],
+  principal: Principal,
+  policy: readonly PolicyRule[],
+): Classification & { outcome: PolicyOutcome } {
   const classification = classify(use);
-  const input: PolicyInput = { kind: use.kind, server: use.server, target: use.target, subject: principal.subject, groups: principal.groups, level: classification.level };
+  const input: PolicyInput = {
+    kind: use.kind,
+    server: use.server,
+    target: use.target,
+    subject: principal.subject,
+    groups: principal.groups,
+    level: classification.level,
+  };
   return { ...classification, outcome: evaluatePolicy(policy, input) };
 }
 
@@ -64,7 +83,7 @@ function evaluate(use: GovernanceFilter['items'][number], principal: Principal, 
  * anything: what lists may show is what a check would allow, so an item is kept unless its decision is `deny`.
  */
 export function filterDecisions(filter: GovernanceFilter, policy: readonly PolicyRule[] = defaultPolicy): Decision[] {
-  return filter.items.map(item => evaluate(item, filter.principal, policy).outcome.decision);
+  return filter.items.map((item) => evaluate(item, filter.principal, policy).outcome.decision);
 }
 
 /**
@@ -79,51 +98,66 @@ export async function startGovernance(options: GovernanceOptions): Promise<Gover
   const limiter = await RateLimiter.open(bus);
   const subscription = await bus.serve(
     subjects.governanceCheck,
-    traceGovernanceChecks(observeChecks(async data => {
-      let check: GovernanceCheck;
-      try {
-        check = parseMessage(governanceCheckSchema, subjects.governanceCheck, data);
-      } catch (error) {
-        log.error({ err: errorMessage(error) }, 'rejected a malformed governance check');
-        throw error;
-      }
-      const { rules, rateLimits } = policies.of(check.tenant);
-      let decision = decide(check, rules);
-      if (decision.decision !== 'deny' && rateLimits.length > 0) {
-        const input: PolicyInput = { kind: check.kind, server: check.server, target: check.target, subject: check.principal.subject, groups: check.principal.groups, level: decision.sideEffectLevel };
-        const over = await limiter.exceeded(check.tenant, input, rateLimits);
-        if (over) countRateLimited(check);
-        if (over) decision = { ...decision, decision: 'deny', rule: over.name, reason: `rate limit ${over.limit}: ${over.requests} requests per ${over.per} exceeded` };
-      }
-      await appendLedgerEvent(bus, {
-        id: decision.decisionId,
-        type: 'governance.decision',
-        tenant: check.tenant,
-        runId: check.runId,
-        occurredAt: new Date().toISOString(),
-        source: 'governance',
-        principal: check.principal,
-        ...(check.sessionId !== undefined && { sessionId: check.sessionId }),
-        server: check.server,
-        data: {
-          decision: decision.decision,
-          level: decision.sideEffectLevel,
-          levelSource: decision.levelSource,
-          action: decision.action,
-          rule: decision.rule,
-          reason: decision.reason,
-          kind: check.kind,
-          target: check.target,
-        },
-      });
-      log.debug({ action: decision.action, decision: decision.decision, rule: decision.rule }, 'governance decision');
-      return decision;
-    })),
+    traceGovernanceChecks(
+      observeChecks(async (data) => {
+        let check: GovernanceCheck;
+        try {
+          check = parseMessage(governanceCheckSchema, subjects.governanceCheck, data);
+        } catch (error) {
+          log.error({ err: errorMessage(error) }, 'rejected a malformed governance check');
+          throw error;
+        }
+        const { rules, rateLimits } = policies.of(check.tenant);
+        let decision = decide(check, rules);
+        if (decision.decision !== 'deny' && rateLimits.length > 0) {
+          const input: PolicyInput = {
+            kind: check.kind,
+            server: check.server,
+            target: check.target,
+            subject: check.principal.subject,
+            groups: check.principal.groups,
+            level: decision.sideEffectLevel,
+          };
+          const over = await limiter.exceeded(check.tenant, input, rateLimits);
+          if (over) countRateLimited(check);
+          if (over)
+            decision = {
+              ...decision,
+              decision: 'deny',
+              rule: over.name,
+              reason: `rate limit ${over.limit}: ${over.requests} requests per ${over.per} exceeded`,
+            };
+        }
+        await appendLedgerEvent(bus, {
+          id: decision.decisionId,
+          type: 'governance.decision',
+          tenant: check.tenant,
+          runId: check.runId,
+          occurredAt: new Date().toISOString(),
+          source: 'governance',
+          principal: check.principal,
+          ...(check.sessionId !== undefined && { sessionId: check.sessionId }),
+          server: check.server,
+          data: {
+            decision: decision.decision,
+            level: decision.sideEffectLevel,
+            levelSource: decision.levelSource,
+            action: decision.action,
+            rule: decision.rule,
+            reason: decision.reason,
+            kind: check.kind,
+            target: check.target,
+          },
+        });
+        log.debug({ action: decision.action, decision: decision.decision, rule: decision.rule }, 'governance decision');
+        return decision;
+      }),
+    ),
     { queue: queues.governance },
   );
   const filtering = await bus.serve(
     subjects.governanceFilter,
-    async data => {
+    async (data) => {
       const filter = parseMessage(governanceFilterSchema, subjects.governanceFilter, data);
       return { decisions: filterDecisions(filter, policies.of(filter.tenant).rules) };
     },

@@ -45,7 +45,8 @@ export function createLedgerRouter(store: LedgerStore, log: Logger): express.Rou
     let limit = DEFAULT_RUNS_LIMIT;
     if (limitText !== undefined) {
       limit = /^\d+$/.test(limitText) ? Number(limitText) : NaN;
-      if (!(limit >= 1 && limit <= MAX_RUNS_LIMIT)) throw badParameter('limit', `must be an integer from 1 to ${MAX_RUNS_LIMIT}`, limitText);
+      if (!(limit >= 1 && limit <= MAX_RUNS_LIMIT))
+        throw badParameter('limit', `must be an integer from 1 to ${MAX_RUNS_LIMIT}`, limitText);
     }
     const beforeText = single(req, 'before');
     let before: Date | undefined;

@@ -33,9 +33,14 @@ function isDataError(error: unknown): boolean {
  * stored are skipped then, so nothing is written twice.
  */
 export async function startLedgerConsumer(bus: Bus, store: LedgerStore, log: Logger): Promise<BusConsumer> {
-  return bus.consume(streams.ledger.name, consumers.ledgerWriter, messages => traceLedgerBatch(messages, () => writeBatch(store, log, messages)), {
-    maxBatch: LEDGER_BATCH_SIZE,
-  });
+  return bus.consume(
+    streams.ledger.name,
+    consumers.ledgerWriter,
+    (messages) => traceLedgerBatch(messages, () => writeBatch(store, log, messages)),
+    {
+      maxBatch: LEDGER_BATCH_SIZE,
+    },
+  );
 }
 
 function rejection(message: StreamMessage, error: unknown): RejectedMessage {
@@ -55,7 +60,10 @@ export async function writeBatch(store: LedgerStore, log: Logger, messages: Stre
   }
   for (const r of rejected) log.error({ msgId: r.msgId, streamSeq: r.streamSeq, error: r.error }, 'rejected malformed ledger message');
   try {
-    const result = await store.append(events.map(e => e.event), rejected);
+    const result = await store.append(
+      events.map((e) => e.event),
+      rejected,
+    );
     log.debug({ ...result, batch: messages.length }, 'ledger batch written');
   } catch (error) {
     if (!isDataError(error)) throw error;

@@ -19,7 +19,10 @@ export const ledgerService: ServiceDefinition = {
     app.disable('x-powered-by');
     app.use('/api/v1', ledger.router);
     app.use((req, res) => {
-      res.status(404).set('Cache-Control', 'no-store').json({ error: { code: 'NotFound', message: `no route for ${req.method} ${req.path}` } });
+      res
+        .status(404)
+        .set('Cache-Control', 'no-store')
+        .json({ error: { code: 'NotFound', message: `no route for ${req.method} ${req.path}` } });
     });
     return { stop: () => ledger.stop(), http: app };
   },

@@ -67,7 +67,18 @@ export function runDeltas(events: LedgerEvent[]): RunDelta[] {
     const at = new Date(event.occurredAt);
     let delta = byRun.get(key);
     if (!delta) {
-      delta = { tenant: event.tenant, runId: event.runId, firstAt: at, lastAt: at, eventCount: 0, types: [], server: undefined, tool: undefined, subject: undefined, outcome: undefined };
+      delta = {
+        tenant: event.tenant,
+        runId: event.runId,
+        firstAt: at,
+        lastAt: at,
+        eventCount: 0,
+        types: [],
+        server: undefined,
+        tool: undefined,
+        subject: undefined,
+        outcome: undefined,
+      };
       byRun.set(key, delta);
     }
     if (at < delta.firstAt) delta.firstAt = at;

@@ -61,10 +61,10 @@ export class LedgerStore {
    */
   async append(events: LedgerEvent[], rejected: RejectedMessage[] = []): Promise<AppendResult> {
     let written: LedgerEvent[] = [];
-    const result = await this.db.transaction(async tx => {
+    const result = await this.db.transaction(async (tx) => {
       const unique = new Map<string, LedgerEvent>();
       for (const event of events) if (!unique.has(event.id)) unique.set(event.id, event);
-      const tenants = [...new Set([...unique.values()].map(e => e.tenant))].sort();
+      const tenants = [...new Set([...unique.values()].map((e) => e.tenant))].sort();
       for (const tenant of tenants) {
         await tx.query('SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))', [LOCK_NAMESPACE, tenant]);
       }
@@ -74,7 +74,7 @@ export class LedgerStore {
       }
       const fresh = (written = [...unique.values()]);
       for (const tenant of tenants) {
-        const ofTenant = fresh.filter(e => e.tenant === tenant);
+        const ofTenant = fresh.filter((e) => e.tenant === tenant);
         if (ofTenant.length > 0) await insertChained(tx, tenant, ofTenant);
       }
       for (const delta of runDeltas(fresh)) await upsertRun(tx, delta);
@@ -123,11 +123,15 @@ export class LedgerStore {
 
   /** Rejected messages, oldest first (for operators and tests). */
   async listRejected(limit = 100): Promise<Array<RejectedMessage & { receivedAt: string }>> {
-    const result = await this.db.query<{ msg_id: string; stream_seq: string; subject: string; error: string; payload: string; received_at: Date }>(
-      'SELECT msg_id, stream_seq, subject, error, payload, received_at FROM ledger.rejected_messages ORDER BY id LIMIT $1',
-      [limit],
-    );
-    return result.rows.map(r => ({
+    const result = await this.db.query<{
+      msg_id: string;
+      stream_seq: string;
+      subject: string;
+      error: string;
+      payload: string;
+      received_at: Date;
+    }>('SELECT msg_id, stream_seq, subject, error, payload, received_at FROM ledger.rejected_messages ORDER BY id LIMIT $1', [limit]);
+    return result.rows.map((r) => ({
       msgId: r.msg_id,
       streamSeq: Number(r.stream_seq),
       subject: r.subject,
@@ -154,9 +158,19 @@ async function insertChained(tx: Queryable, tenant: string, events: LedgerEvent[
     const base = params.length;
     values.push(`(${Array.from({ length: COLUMNS_PER_EVENT }, (_, i) => `$${base + i + 1}`).join(', ')})`);
     params.push(
-      link.id, link.type, link.tenant, link.tenantSeq, link.runId, link.occurredAt, link.source,
+      link.id,
+      link.type,
+      link.tenant,
+      link.tenantSeq,
+      link.runId,
+      link.occurredAt,
+      link.source,
       link.principal === undefined ? null : JSON.stringify(link.principal),
-      link.sessionId ?? null, link.server ?? null, JSON.stringify(link.data), link.prevHash, link.hash,
+      link.sessionId ?? null,
+      link.server ?? null,
+      JSON.stringify(link.data),
+      link.prevHash,
+      link.hash,
     );
   }
   await tx.query(
@@ -180,8 +194,16 @@ async function upsertRun(tx: Queryable, delta: ReturnType<typeof runDeltas>[numb
        subject = COALESCE(r.subject, EXCLUDED.subject),
        outcome = COALESCE(EXCLUDED.outcome, r.outcome)`,
     [
-      delta.tenant, delta.runId, delta.firstAt.toISOString(), delta.lastAt.toISOString(), delta.eventCount,
-      [...delta.types].sort(), delta.server ?? null, delta.tool ?? null, delta.outcome ?? null, delta.subject ?? null,
+      delta.tenant,
+      delta.runId,
+      delta.firstAt.toISOString(),
+      delta.lastAt.toISOString(),
+      delta.eventCount,
+      [...delta.types].sort(),
+      delta.server ?? null,
+      delta.tool ?? null,
+      delta.outcome ?? null,
+      delta.subject ?? null,
     ],
   );
 }

@@ -9,7 +9,12 @@ import { isLoopbackAddress } from './service/hosts.js';
  * (not a number, a fraction, out of range) reads as one sentence, such as "must be an integer from 1 to 1000".
  */
 function integer(min: number, max?: number) {
-  const message = max === undefined ? (min === 1 ? 'must be a positive integer' : `must be an integer of ${min} or more`) : `must be an integer from ${min} to ${max}`;
+  const message =
+    max === undefined
+      ? min === 1
+        ? 'must be a positive integer'
+        : `must be an integer of ${min} or more`
+      : `must be an integer from ${min} to ${max}`;
   const schema = z.coerce.number({ error: message }).int({ error: message }).min(min, { error: message });
   return max === undefined ? schema : schema.max(max, { error: message });
 }
@@ -19,13 +24,23 @@ const positiveInt = integer(1);
 const boolean = z.stringbool({ error: 'must be true or false' });
 /** A comma-separated list; blanks around entries and empty entries are dropped. */
 /** The entries of a comma-separated setting: trimmed, empty ones dropped. */
-const splitList = (value: string): string[] => value.split(',').map(entry => entry.trim()).filter(entry => entry !== '');
+const splitList = (value: string): string[] =>
+  value
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '');
 const commaSeparated = z.string().transform(splitList);
 /** An encryption key as `PUNK_ENCRYPTION_KEY` spells it: `[<keyId>:]<32 bytes in base64 or base64url>`. */
 const encryptionKeySpec = z
   .string()
-  .regex(/^([A-Za-z0-9._-]{1,64}:)?[A-Za-z0-9+/_-]+={0,2}$/, 'must be [<keyId>:]<32 bytes in base64>, e.g. the output of `openssl rand -base64 32`')
-  .refine(value => Buffer.from(value.slice(value.lastIndexOf(':') + 1), 'base64').length === 32, 'must decode to exactly 32 bytes (AES-256)');
+  .regex(
+    /^([A-Za-z0-9._-]{1,64}:)?[A-Za-z0-9+/_-]+={0,2}$/,
+    'must be [<keyId>:]<32 bytes in base64>, e.g. the output of `openssl rand -base64 32`',
+  )
+  .refine(
+    (value) => Buffer.from(value.slice(value.lastIndexOf(':') + 1), 'base64').length === 32,
+    'must decode to exactly 32 bytes (AES-256)',
+  );
 const logLevel = z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']);
 
 /** A string holding JSON that must match `schema`. */
@@ -53,7 +68,7 @@ const RESERVED_PATH_PREFIXES = ['/healthz', '/readyz', '/metrics', '/api', '/ser
 /** Whether `path` is a reserved prefix or lies under one. */
 function isReservedPath(path: string): boolean {
   const lower = path.toLowerCase();
-  return RESERVED_PATH_PREFIXES.some(prefix => lower === prefix || lower.startsWith(`${prefix}/`));
+  return RESERVED_PATH_PREFIXES.some((prefix) => lower === prefix || lower.startsWith(`${prefix}/`));
 }
 
 /** Whether a string is a CIDR: an IPv4 address with a prefix of 0-32, or an IPv6 address with 0-128. */
@@ -95,7 +110,10 @@ export const configSchema = z.object({
   /** `PUNK_MANIFESTS`: directory of McpServer manifests served by `punk up`. */
   manifests: z.string().min(1).default('examples'),
   /** `PUNK_TENANT`: tenant (namespace) of manifests that name none. */
-  tenant: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a DNS label (lower-case letters, digits, -)').default('default'),
+  tenant: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a DNS label (lower-case letters, digits, -)')
+    .default('default'),
   /** `PUNK_MAX_BODY_BYTES`: largest accepted HTTP request body, in bytes. */
   maxBodyBytes: positiveInt.default(1024 * 1024),
   /** `PUNK_CALL_TIMEOUT_MS`: default deadline of one upstream call, in milliseconds. */
@@ -117,7 +135,7 @@ export const configSchema = z.object({
   mcpPath: z
     .string()
     .regex(/^\/[A-Za-z0-9._~\/-]*$/, 'must be an absolute URL path such as /mcp')
-    .refine(path => !isReservedPath(path), `must not be or lie under a path Punk serves itself: ${RESERVED_PATH_PREFIXES.join(', ')}`)
+    .refine((path) => !isReservedPath(path), `must not be or lie under a path Punk serves itself: ${RESERVED_PATH_PREFIXES.join(', ')}`)
     .default('/mcp'),
   /** `PUNK_SERVER_NAME`: `serverInfo.name` the endpoint reports to clients. */
   serverName: z.string().min(1).default('punk'),
@@ -130,7 +148,18 @@ export const configSchema = z.object({
   /** `PUNK_SERVER_WEBSITE_URL`: `serverInfo.websiteUrl`. */
   serverWebsiteUrl: z.string().url('must be a URL').optional(),
   /** `PUNK_SERVER_ICONS`: `serverInfo.icons`, a JSON array of `{ src, mimeType?, sizes?, theme? }` (MCP 2025-11-25 Icon). */
-  serverIcons: jsonOf(z.array(z.object({ src: z.string().url('must be a URL'), mimeType: z.string().optional(), sizes: z.array(z.string()).optional(), theme: z.enum(['light', 'dark']).optional() }).strict())).optional(),
+  serverIcons: jsonOf(
+    z.array(
+      z
+        .object({
+          src: z.string().url('must be a URL'),
+          mimeType: z.string().optional(),
+          sizes: z.array(z.string()).optional(),
+          theme: z.enum(['light', 'dark']).optional(),
+        })
+        .strict(),
+    ),
+  ).optional(),
   /** `PUNK_SERVER_INSTRUCTIONS`: instructions sent to clients in place of the upstreams' own. */
   serverInstructions: z.string().min(1).optional(),
   /** `PUNK_ALLOWED_ORIGINS`: comma-separated browser origins (`https://app.example.com`) allowed besides the endpoint's own; also the CORS allow-list. */
@@ -142,7 +171,9 @@ export const configSchema = z.object({
    * `Host`, on any port; others get 403 (DNS-rebinding protection). Unset: on a loopback `PUNK_HOST`, `localhost`,
    * `127.0.0.1` and `[::1]` plus the host of `PUNK_PUBLIC_URL`; on other addresses any host.
    */
-  allowedHosts: commaSeparated.pipe(z.array(z.string().regex(/^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)$/, 'each entry must be a host name, without a port'))).optional(),
+  allowedHosts: commaSeparated
+    .pipe(z.array(z.string().regex(/^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)$/, 'each entry must be a host name, without a port')))
+    .optional(),
   /** `PUNK_SESSION_TTL_MS`: idle time after which a 2025-era session expires, in milliseconds. */
   sessionTtlMs: positiveInt.default(30 * 60_000),
   /** `PUNK_MAX_SESSIONS`: most 2025-era sessions created or used within one session TTL, cluster-wide (503 with Retry-After above it). */
@@ -158,7 +189,10 @@ export const configSchema = z.object({
     .string()
     .transform((value, ctx) => {
       const out: Record<string, number> = {};
-      for (const entry of value.split(',').map(s => s.trim()).filter(s => s !== '')) {
+      for (const entry of value
+        .split(',')
+        .map((s) => s.trim())
+        .filter((s) => s !== '')) {
         const match = /^([^=\s]+__[^=\s]+)=(\d+)$/.exec(entry);
         if (!match || Number(match[2]) <= 0) {
           ctx.addIssue({ code: 'custom', message: `entry ${JSON.stringify(entry)} must be server__tool=<positive milliseconds>` });
@@ -177,7 +211,11 @@ export const configSchema = z.object({
   /** `PUNK_AUTH_MODE`: `off` (every caller is the tenant's anonymous principal) or `on` (a bearer token is required). */
   authMode: z.enum(['off', 'on']).default('off'),
   /** `PUNK_PUBLIC_URL`: the URL clients reach Punk at (`https://punk.example.com`), behind any ingress; required when `PUNK_AUTH_MODE=on`. */
-  publicUrl: z.string().url('must be a URL').refine(v => /^https?:/.test(v), 'must be an http or https URL').optional(),
+  publicUrl: z
+    .string()
+    .url('must be a URL')
+    .refine((v) => /^https?:/.test(v), 'must be an http or https URL')
+    .optional(),
   /** `PUNK_AUTH_ADMIN_SCOPE`: scope that grants the admin API (`/api/v1/api-keys`). */
   authAdminScope: z.string().min(1).default('punk:admin'),
   /** `PUNK_AUTH_BOOTSTRAP_ADMIN_KEY`: a bearer token (at least 32 characters) that acts as an admin, to create the first API keys. */
@@ -200,7 +238,11 @@ export const configSchema = z.object({
   authAudiences: commaSeparated.default([]),
   /** `PUNK_AUTH_ALGORITHMS`: comma-separated JWS algorithms accepted on JWT access tokens (`none` is never accepted). */
   authAlgorithms: commaSeparated
-    .pipe(z.array(z.string().refine(alg => alg.toLowerCase() !== 'none', 'alg none is never accepted')).min(1, 'must name at least one algorithm'))
+    .pipe(
+      z
+        .array(z.string().refine((alg) => alg.toLowerCase() !== 'none', 'alg none is never accepted'))
+        .min(1, 'must name at least one algorithm'),
+    )
     .default(['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']),
   /** `PUNK_AUTH_CLOCK_TOLERANCE_MS`: clock skew allowed on `exp`/`nbf`/`iat`, in milliseconds. */
   authClockToleranceMs: integer(0).default(30_000),
@@ -221,7 +263,13 @@ export const configSchema = z.object({
    * `PUNK_UPSTREAM_ALLOWED_NETWORKS`: comma-separated CIDRs (`10.96.0.0/12`, `fd00::/8`) that http registrations
    * may reach even with authentication on, when the SSRF guard would refuse them (the cluster's own networks).
    */
-  upstreamAllowedNetworks: commaSeparated.pipe(z.array(z.string().refine(isCidr, 'each entry must be a CIDR such as 10.0.0.0/8 or fd00::/8 (an address and a prefix length it can have)'))).default([]),
+  upstreamAllowedNetworks: commaSeparated
+    .pipe(
+      z.array(
+        z.string().refine(isCidr, 'each entry must be a CIDR such as 10.0.0.0/8 or fd00::/8 (an address and a prefix length it can have)'),
+      ),
+    )
+    .default([]),
   /** `PUNK_UPSTREAM_MAX_CONCURRENT_CALLS`: most calls in flight to one server from one gateway replica (more fail at once with `ServerBusy`). */
   upstreamMaxConcurrentCalls: positiveInt.default(32),
   /** `PUNK_UPSTREAM_IDLE_TIMEOUT_MS`: idle time after which a pooled upstream connection is closed, in milliseconds. */
@@ -232,12 +280,20 @@ export const configSchema = z.object({
    */
   toolPinning: z.enum(['serve', 'hide', 'approval']).default('hide'),
   /** `PUNK_INSTANCE_ID`: name of this replica in logs and NATS connection names (default `<hostname>-<pid>`). */
-  instanceId: z.string().regex(/^[A-Za-z0-9._-]+$/, 'must be letters, digits, ".", "_" or "-"').default(() => `${hostname()}-${process.pid}`),
+  instanceId: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]+$/, 'must be letters, digits, ".", "_" or "-"')
+    .default(() => `${hostname()}-${process.pid}`),
   // operator: what it watches and what it makes (README "Configuration", operator options).
   /** `PUNK_OPERATOR_NAMESPACES`: comma-separated namespaces whose McpServer, McpCredential and McpPolicy objects the operator reconciles; empty: every namespace. */
-  operatorNamespaces: commaSeparated.pipe(z.array(z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'each entry must be a namespace name (a DNS label)'))).default([]),
+  operatorNamespaces: commaSeparated
+    .pipe(z.array(z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'each entry must be a namespace name (a DNS label)')))
+    .default([]),
   /** `PUNK_GATEWAY_NAMESPACE`: namespace of the gateway pods, the only peers a server pod's NetworkPolicy admits. */
-  gatewayNamespace: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a namespace name (a DNS label)').default('punk-system'),
+  gatewayNamespace: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a namespace name (a DNS label)')
+    .default('punk-system'),
   /** `PUNK_GATEWAY_POD_LABELS`: labels of the gateway pods, comma-separated `key=value`. */
   gatewayPodLabels: z
     .string()
@@ -261,15 +317,28 @@ export const configSchema = z.object({
   /** `PUNK_RUNNER_PYPI_IMAGE`: image that runs an McpServer's PyPI `package` (uv, uvx and the bridge). */
   runnerPypiImage: z.string().min(1).default('ghcr.io/punk-dev/punk-runner-pypi:0.1.0'),
   /** `PUNK_RUNNER_NPM_REGISTRIES`: comma-separated `host[:port]` an npm `package` server may reach to download its package (a mirror instead of the public registry). */
-  runnerNpmRegistries: commaSeparated.pipe(z.array(z.string().min(1)).min(1, 'must name at least one host')).default(['registry.npmjs.org:443']),
+  runnerNpmRegistries: commaSeparated
+    .pipe(z.array(z.string().min(1)).min(1, 'must name at least one host'))
+    .default(['registry.npmjs.org:443']),
   /** `PUNK_RUNNER_PYPI_REGISTRIES`: comma-separated `host[:port]` a PyPI `package` server may reach to download its package. */
-  runnerPypiRegistries: commaSeparated.pipe(z.array(z.string().min(1)).min(1, 'must name at least one host')).default(['pypi.org:443', 'files.pythonhosted.org:443']),
+  runnerPypiRegistries: commaSeparated
+    .pipe(z.array(z.string().min(1)).min(1, 'must name at least one host'))
+    .default(['pypi.org:443', 'files.pythonhosted.org:443']),
   /** `PUNK_CLUSTER_DOMAIN`: the cluster's DNS domain, in the Service URLs the gateway connects to. */
-  clusterDomain: z.string().regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/, 'must be a DNS domain such as cluster.local').default('cluster.local'),
+  clusterDomain: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/, 'must be a DNS domain such as cluster.local')
+    .default('cluster.local'),
   /** `PUNK_OPERATOR_LEASE_NAMESPACE`: namespace of the operator's leader-election Lease. */
-  operatorLeaseNamespace: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a namespace name (a DNS label)').default('punk-system'),
+  operatorLeaseNamespace: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a namespace name (a DNS label)')
+    .default('punk-system'),
   /** `PUNK_OPERATOR_LEASE_NAME`: name of that Lease (coordination.k8s.io/v1). */
-  operatorLeaseName: z.string().regex(/^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$/, 'must be a DNS subdomain name').default('punk-operator'),
+  operatorLeaseName: z
+    .string()
+    .regex(/^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$/, 'must be a DNS subdomain name')
+    .default('punk-operator'),
   /** `PUNK_OPERATOR_RESYNC_MS`: how often every object is reconciled again and orphaned bucket entries are swept, in milliseconds. */
   operatorResyncMs: positiveInt.default(5 * 60_000),
   /** `PUNK_OPERATOR_WORKERS`: most objects reconciled at once. */
@@ -357,7 +426,16 @@ const envNames: Record<keyof PunkConfig, string> = {
  * Keys whose values are secrets or may carry one (a password in a database or NATS URL, an `oct` JWK):
  * an error names their variable and length, never their value.
  */
-const secretKeys = new Set<keyof PunkConfig>(['authBootstrapAdminKey', 'sessionSigningKey', 'authIntrospectionClientSecret', 'authJwtKey', 'databaseUrl', 'natsUrl', 'encryptionKey', 'encryptionPreviousKeys']);
+const secretKeys = new Set<keyof PunkConfig>([
+  'authBootstrapAdminKey',
+  'sessionSigningKey',
+  'authIntrospectionClientSecret',
+  'authJwtKey',
+  'databaseUrl',
+  'natsUrl',
+  'encryptionKey',
+  'encryptionPreviousKeys',
+]);
 
 /** The environment variable that sets each configuration key. */
 export function envNameOf(key: keyof PunkConfig): string {
@@ -392,7 +470,7 @@ export function loadConfig(
   }
   const parsed = configSchema.safeParse(raw);
   if (parsed.success) return parsed.data;
-  const described = parsed.error.issues.map(issue => {
+  const described = parsed.error.issues.map((issue) => {
     const key = String(issue.path[0]) as keyof PunkConfig;
     let name = (fromOverride.has(key) ? overrideNames[key] : undefined) ?? envNames[key] ?? key;
     let value = raw[key];

@@ -139,7 +139,11 @@ export type RateLimitCounter = z.infer<typeof rateLimitCounterSchema>;
  * `metadata.generation` of the custom resource it was made from.
  */
 export const managedServerSchema = z.object({
-  server: z.looseObject({ apiVersion: z.string(), kind: z.literal('McpServer'), metadata: z.looseObject({ name: z.string(), namespace: z.string() }) }),
+  server: z.looseObject({
+    apiVersion: z.string(),
+    kind: z.literal('McpServer'),
+    metadata: z.looseObject({ name: z.string(), namespace: z.string() }),
+  }),
   generation: z.number().int().min(0),
 });
 export type ManagedServer = z.infer<typeof managedServerSchema>;
@@ -161,7 +165,10 @@ export function upstreamSessionKey(tenant: string, server: string, sessionId: st
  * become `_xx`, their UTF-8 bytes in hex) so the key stays valid and distinct tuples never share one.
  */
 export function kvKey(...parts: string[]): string {
-  const escape = (part: string) => [...Buffer.from(part, 'utf8')].map(b => (/[A-Za-z0-9-]/.test(String.fromCharCode(b)) && b < 128 ? String.fromCharCode(b) : `_${b.toString(16).padStart(2, '0')}`)).join('');
+  const escape = (part: string) =>
+    [...Buffer.from(part, 'utf8')]
+      .map((b) => (/[A-Za-z0-9-]/.test(String.fromCharCode(b)) && b < 128 ? String.fromCharCode(b) : `_${b.toString(16).padStart(2, '0')}`))
+      .join('');
   return parts.map(escape).join('.');
 }
 
@@ -273,9 +280,19 @@ export const UPSTREAM_INPUT_REQUIRED = 'upstreamInputRequired';
 /** Request on `punk.gateway.call`. */
 export const gatewayRequestSchema = z.discriminatedUnion('method', [
   z.object({ method: z.literal('catalog/list'), tenant: z.string().min(1), server: z.string().min(1).optional() }),
-  z.object({ method: z.literal('tools/call'), ...callBase, name: z.string().min(1), arguments: z.record(z.string(), z.unknown()).optional() }),
+  z.object({
+    method: z.literal('tools/call'),
+    ...callBase,
+    name: z.string().min(1),
+    arguments: z.record(z.string(), z.unknown()).optional(),
+  }),
   z.object({ method: z.literal('resources/read'), ...callBase, uri: z.string().min(1) }),
-  z.object({ method: z.literal('prompts/get'), ...callBase, name: z.string().min(1), arguments: z.record(z.string(), z.string()).optional() }),
+  z.object({
+    method: z.literal('prompts/get'),
+    ...callBase,
+    name: z.string().min(1),
+    arguments: z.record(z.string(), z.string()).optional(),
+  }),
   /** Subscribes the gateway replica's upstream connection to a URI (MCP 2025-11-25 server/resources "Subscriptions"); reply `{}`. */
   z.object({ method: z.literal('resources/subscribe'), tenant: z.string().min(1), server: z.string().min(1), uri: z.string().min(1) }),
   /**
@@ -490,12 +507,25 @@ export const gatewayAdminRequestSchema = z.discriminatedUnion('op', [
   z.object({ op: z.literal('servers.list'), tenant: z.string().min(1) }),
   z.object({ op: z.literal('servers.get'), tenant: z.string().min(1), id: z.string().min(1) }),
   z.object({ op: z.literal('servers.create'), tenant: z.string().min(1), principal: principalSchema, body: z.unknown() }),
-  z.object({ op: z.literal('servers.update'), tenant: z.string().min(1), principal: principalSchema, id: z.string().min(1), body: z.unknown() }),
+  z.object({
+    op: z.literal('servers.update'),
+    tenant: z.string().min(1),
+    principal: principalSchema,
+    id: z.string().min(1),
+    body: z.unknown(),
+  }),
   z.object({ op: z.literal('servers.delete'), tenant: z.string().min(1), principal: principalSchema, id: z.string().min(1) }),
   z.object({ op: z.literal('servers.test'), tenant: z.string().min(1), principal: principalSchema, id: z.string().min(1) }),
   z.object({ op: z.literal('servers.tools'), tenant: z.string().min(1), id: z.string().min(1) }),
   /** `body`: `{ fingerprint? }`, the reviewed definition's fingerprint (the accept holds only if it is still the pending one). */
-  z.object({ op: z.literal('servers.acceptTool'), tenant: z.string().min(1), principal: principalSchema, id: z.string().min(1), tool: z.string().min(1), body: z.unknown().optional() }),
+  z.object({
+    op: z.literal('servers.acceptTool'),
+    tenant: z.string().min(1),
+    principal: principalSchema,
+    id: z.string().min(1),
+    tool: z.string().min(1),
+    body: z.unknown().optional(),
+  }),
   z.object({ op: z.literal('credentials.create'), tenant: z.string().min(1), principal: principalSchema, body: z.unknown() }),
   z.object({ op: z.literal('credentials.list'), tenant: z.string().min(1) }),
   z.object({ op: z.literal('credentials.get'), tenant: z.string().min(1), id: z.string().min(1) }),
@@ -505,7 +535,13 @@ export const gatewayAdminRequestSchema = z.discriminatedUnion('op', [
    * names the Secret content it was made from: when the stored credential was applied from the same checksum the
    * apply changes nothing (so a resync never overwrites a token the gateway rotated since).
    */
-  z.object({ op: z.literal('credentials.apply'), tenant: z.string().min(1), principal: principalSchema, body: z.unknown(), sourceChecksum: z.string().min(1) }),
+  z.object({
+    op: z.literal('credentials.apply'),
+    tenant: z.string().min(1),
+    principal: principalSchema,
+    body: z.unknown(),
+    sourceChecksum: z.string().min(1),
+  }),
 ]);
 export type GatewayAdminRequest = z.infer<typeof gatewayAdminRequestSchema>;
 
@@ -649,7 +685,7 @@ export function parseMessage<S extends z.ZodType>(schema: S, subject: string, da
   const where = issue && issue.path.length > 0 ? issue.path.join('.') : '(message)';
   throw new PunkError('InvalidMessage', `malformed message on ${subject}: ${where}: ${issue?.message ?? 'invalid'}`, {
     subject,
-    issues: parsed.error.issues.map(i => ({ path: i.path.join('.'), message: i.message })),
+    issues: parsed.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })),
   });
 }
 
@@ -669,7 +705,10 @@ export async function requestFilter(bus: Bus, filter: GovernanceFilter): Promise
   const reply = await bus.request(subjects.governanceFilter, filter, { timeoutMs: deadlines.governanceFilterMs });
   const parsed = parseMessage(governanceFilterReplySchema, subjects.governanceFilter, reply);
   if (parsed.decisions.length !== filter.items.length) {
-    throw new PunkError('InvalidMessage', `malformed reply on ${subjects.governanceFilter}: ${parsed.decisions.length} decisions for ${filter.items.length} items`);
+    throw new PunkError(
+      'InvalidMessage',
+      `malformed reply on ${subjects.governanceFilter}: ${parsed.decisions.length} decisions for ${filter.items.length} items`,
+    );
   }
   return parsed;
 }

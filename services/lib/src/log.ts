@@ -17,7 +17,7 @@ export function createLogger(component: string, level: LoggerOptions['level'] = 
     level,
     base: { component },
     timestamp: pino.stdTimeFunctions.isoTime,
-    formatters: { level: label => ({ level: label }) },
+    formatters: { level: (label) => ({ level: label }) },
     mixin: activeLogFields,
   });
 }

@@ -8,9 +8,7 @@ import type { ServerCatalog } from '@punk/lib';
 import { NameMap } from './naming.js';
 
 /** Which servers an endpoint exposes. */
-export type Scope =
-  | { kind: 'aggregate' }
-  | { kind: 'server'; server: string; namespace?: string };
+export type Scope = { kind: 'aggregate' } | { kind: 'server'; server: string; namespace?: string };
 
 /** A stable key of a scope (`*`, `name` or `namespace/name`), used to bind sessions and handlers to an endpoint. */
 export function scopeKey(scope: Scope): string {
@@ -74,7 +72,7 @@ export function scopeIncludes(key: string, server: string): boolean {
 /** The servers a scope selects among the tenant's catalog. */
 export function serversInScope(servers: ServerCatalog[], scope: Scope): ServerCatalog[] {
   if (scope.kind === 'aggregate') return servers;
-  return servers.filter(s => s.name === scope.server && (scope.namespace === undefined || s.namespace === scope.namespace));
+  return servers.filter((s) => s.name === scope.server && (scope.namespace === undefined || s.namespace === scope.namespace));
 }
 
 /**
@@ -90,11 +88,11 @@ export function buildView(all: ServerCatalog[], scope: Scope): CatalogView {
   const servers = serversInScope(all, scope).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const namespaced = scope.kind === 'aggregate';
   const tools = new NameMap<ToolRoute>(
-    servers.flatMap(s => s.tools.map(tool => ({ server: s.name, name: tool.name, tool }))),
+    servers.flatMap((s) => s.tools.map((tool) => ({ server: s.name, name: tool.name, tool }))),
     namespaced,
   );
   const prompts = new NameMap<PromptRoute>(
-    servers.flatMap(s => s.prompts.map(prompt => ({ server: s.name, name: prompt.name, prompt }))),
+    servers.flatMap((s) => s.prompts.map((prompt) => ({ server: s.name, name: prompt.name, prompt }))),
     namespaced,
   );
   const resources = new Map<string, { server: string; resource: Resource }>();
@@ -103,17 +101,17 @@ export function buildView(all: ServerCatalog[], scope: Scope): CatalogView {
   }
   // Like a URI, a URI template belongs to the first server (by name) listing it: reads matching it go there.
   const owned = new Set<string>();
-  const templates = servers.flatMap(s =>
+  const templates = servers.flatMap((s) =>
     s.resourceTemplates
-      .filter(template => !owned.has(template.uriTemplate) && owned.add(template.uriTemplate))
-      .map(template => ({ server: s.name, template, matcher: compileTemplate(template.uriTemplate) })),
+      .filter((template) => !owned.has(template.uriTemplate) && owned.add(template.uriTemplate))
+      .map((template) => ({ server: s.name, template, matcher: compileTemplate(template.uriTemplate) })),
   );
   const capabilities: AdvertisedCapabilities = { tools: { listChanged: true } };
-  if (servers.some(s => s.capabilities['resources'] !== undefined || s.resources.length > 0 || s.resourceTemplates.length > 0)) {
+  if (servers.some((s) => s.capabilities['resources'] !== undefined || s.resources.length > 0 || s.resourceTemplates.length > 0)) {
     capabilities.resources = { listChanged: true };
   }
-  if (servers.some(s => s.capabilities['prompts'] !== undefined || s.prompts.length > 0)) capabilities.prompts = { listChanged: true };
-  if (servers.some(s => s.capabilities['completions'] !== undefined)) capabilities.completions = {};
+  if (servers.some((s) => s.capabilities['prompts'] !== undefined || s.prompts.length > 0)) capabilities.prompts = { listChanged: true };
+  if (servers.some((s) => s.capabilities['completions'] !== undefined)) capabilities.completions = {};
   return { servers, tools, prompts, resources, templates, capabilities };
 }
 
@@ -146,5 +144,5 @@ export function routeResource(view: CatalogView, uri: string): string | undefine
  * Undefined when none does. Used for `completion/complete` with a `ref/resource` (MCP 2025-11-25 server/utilities/completion).
  */
 export function routeTemplate(view: CatalogView, uriTemplate: string): string | undefined {
-  return view.templates.find(t => t.template.uriTemplate === uriTemplate)?.server ?? routeResource(view, uriTemplate);
+  return view.templates.find((t) => t.template.uriTemplate === uriTemplate)?.server ?? routeResource(view, uriTemplate);
 }

@@ -25,6 +25,9 @@ export function bodyRefusal(error: unknown): BodyRefusal | undefined {
   if (typeof status !== 'number' || status < 400 || status > 499) return undefined;
   const why = typeof message === 'string' && message !== '' ? message : 'malformed';
   // zlib's errors (Z_DATA_ERROR…) carry no type: a body that is not what its Content-Encoding says.
-  const text = typeof code === 'string' && code.startsWith('Z_') ? `the body does not match its Content-Encoding (${why})` : `the body could not be read: ${why}${typeof type === 'string' ? ` (${type})` : ''}`;
+  const text =
+    typeof code === 'string' && code.startsWith('Z_')
+      ? `the body does not match its Content-Encoding (${why})`
+      : `the body could not be read: ${why}${typeof type === 'string' ? ` (${type})` : ''}`;
   return { status, code: CODES[status] ?? 'InvalidRequest', message: text };
 }

@@ -30,13 +30,19 @@ export interface OpenCallChannel {
  * and dropped (the call itself goes on).
  * @throws PunkError from the bus when the subscription cannot be made.
  */
-export async function openCallChannel(bus: Bus, log: Logger, callId: string, clientCapabilities: Record<string, unknown>, sink: CallSink): Promise<OpenCallChannel> {
+export async function openCallChannel(
+  bus: Bus,
+  log: Logger,
+  callId: string,
+  clientCapabilities: Record<string, unknown>,
+  sink: CallSink,
+): Promise<OpenCallChannel> {
   const subject = subjects.callOut(callId);
   let chain = Promise.resolve();
-  const subscription = await bus.subscribe(subject, data => {
+  const subscription = await bus.subscribe(subject, (data) => {
     const { message } = parseMessage(callOutSchema, subject, data);
     chain = chain.then(() =>
-      ('id' in message ? sink.request(message) : sink.notify(message)).catch(error =>
+      ('id' in message ? sink.request(message) : sink.notify(message)).catch((error) =>
         log.warn({ callId, method: message.method, err: errorMessage(error) }, 'could not write a message of a call to its client'),
       ),
     );

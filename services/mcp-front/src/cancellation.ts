@@ -19,7 +19,10 @@ import { errorMessage, subjects, type Bus, type Logger } from '@punk/lib';
  * unique among a session's requests in flight (MCP 2025-11-25 basic "Requests"), so call ids are too.
  */
 export function sessionCallId(sessionId: string, requestId: string | number): string {
-  const bytes = createHash('sha1').update(`${sessionId}\u0000${typeof requestId}\u0000${String(requestId)}`, 'utf8').digest().subarray(0, 16);
+  const bytes = createHash('sha1')
+    .update(`${sessionId}\u0000${typeof requestId}\u0000${String(requestId)}`, 'utf8')
+    .digest()
+    .subarray(0, 16);
   bytes[6] = (bytes[6]! & 0x0f) | 0x50;
   bytes[8] = (bytes[8]! & 0x3f) | 0x80;
   const hex = bytes.toString('hex');
@@ -28,7 +31,9 @@ export function sessionCallId(sessionId: string, requestId: string | number): st
 
 /** Asks the gateway replica relaying call `callId` to cancel it upstream; a failure to publish is logged. */
 export async function cancelCall(bus: Bus, log: Logger, callId: string, reason: string): Promise<void> {
-  await bus.publish(subjects.callCancel(callId), { reason }).catch(error => log.warn({ callId, err: errorMessage(error) }, 'could not cancel a call upstream'));
+  await bus
+    .publish(subjects.callCancel(callId), { reason })
+    .catch((error) => log.warn({ callId, err: errorMessage(error) }, 'could not cancel a call upstream'));
 }
 
 /**

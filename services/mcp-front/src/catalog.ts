@@ -41,7 +41,7 @@ export class TenantCatalog {
 
   /** Subscribes to `punk.registry.changed`; call once before serving. */
   async start(): Promise<void> {
-    this.subscription = await this.bus.subscribe(subjects.registryChanged, async data => {
+    this.subscription = await this.bus.subscribe(subjects.registryChanged, async (data) => {
       const change = parseMessage(registryChangedSchema, subjects.registryChanged, data);
       if (change.tenant !== this.tenant) return;
       this.invalidate();

@@ -23,7 +23,12 @@ export function isClientAnswer(body: unknown): body is { jsonrpc: '2.0'; id: str
  * gateway replica holds the request any more (answered, expired, or its
  * replica gone); 502 when the bus could not deliver it.
  */
-export async function routeClientAnswer(deps: { bus: Bus; log: Logger }, sessionId: string, answer: { id: string | number }, res: ServerResponse): Promise<void> {
+export async function routeClientAnswer(
+  deps: { bus: Bus; log: Logger },
+  sessionId: string,
+  answer: { id: string | number },
+  res: ServerResponse,
+): Promise<void> {
   const id = String(answer.id);
   if (!isMintedId(id)) {
     sendJsonRpcError(res, 400, -32600, `Bad Request: no request with id ${JSON.stringify(answer.id)} was sent to this session`);
@@ -34,7 +39,12 @@ export async function routeClientAnswer(deps: { bus: Bus; log: Logger }, session
     res.writeHead(202).end();
   } catch (error) {
     if (error instanceof PunkError && (error.code === 'BusNoResponders' || error.code === 'SessionMismatch')) {
-      sendJsonRpcError(res, 404, -32602, `request ${id} is no longer waiting for an answer (answered, expired, or not sent to this session)`);
+      sendJsonRpcError(
+        res,
+        404,
+        -32602,
+        `request ${id} is no longer waiting for an answer (answered, expired, or not sent to this session)`,
+      );
       return;
     }
     deps.log.warn({ sessionId, requestId: id, err: errorMessage(error) }, 'could not deliver a client answer');

@@ -21,7 +21,16 @@ import cors from 'cors';
 import { schemeOf } from './forwarded.js';
 
 /** Headers a browser client may send. */
-const ALLOWED_HEADERS = ['Authorization', 'Content-Type', 'Accept', 'Mcp-Session-Id', 'MCP-Protocol-Version', 'Mcp-Method', 'Mcp-Name', 'Last-Event-ID'];
+const ALLOWED_HEADERS = [
+  'Authorization',
+  'Content-Type',
+  'Accept',
+  'Mcp-Session-Id',
+  'MCP-Protocol-Version',
+  'Mcp-Method',
+  'Mcp-Name',
+  'Last-Event-ID',
+];
 /** Response headers a browser client may read. */
 const EXPOSED_HEADERS = ['Mcp-Session-Id', 'MCP-Protocol-Version', 'WWW-Authenticate'];
 
@@ -34,8 +43,11 @@ export class OriginPolicy {
    * @param trustedProxies reverse proxies whose `X-Forwarded-Proto` tells the endpoint's own scheme.
    * @throws TypeError when an entry is not a URL.
    */
-  constructor(allowedOrigins: readonly string[], private readonly trustedProxies: number) {
-    this.allowed = new Set(allowedOrigins.map(origin => new URL(origin).origin));
+  constructor(
+    allowedOrigins: readonly string[],
+    private readonly trustedProxies: number,
+  ) {
+    this.allowed = new Set(allowedOrigins.map((origin) => new URL(origin).origin));
   }
 
   /** Whether the request's `Origin` may use the endpoint (see the module comment); a repeated `Origin` header never may. */

@@ -73,14 +73,20 @@ export function decodeCursor(context: CursorContext, cursor: string): string {
  * cursor names, or at the start without a cursor.
  * @throws ProtocolError -32602 for an invalid cursor (see {@link decodeCursor}).
  */
-export function paginate<T>(context: CursorContext, items: Iterable<T>, keyOf: (item: T) => string, pageSize: number, cursor: string | undefined): Page<T> {
-  const keyed = [...items].map(item => ({ key: keyOf(item), item })).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+export function paginate<T>(
+  context: CursorContext,
+  items: Iterable<T>,
+  keyOf: (item: T) => string,
+  pageSize: number,
+  cursor: string | undefined,
+): Page<T> {
+  const keyed = [...items].map((item) => ({ key: keyOf(item), item })).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   const after = cursor === undefined ? undefined : decodeCursor(context, cursor);
   const start = after === undefined ? 0 : firstAfter(keyed, after);
   const page = keyed.slice(start, start + pageSize);
   const last = page[page.length - 1];
   const more = start + pageSize < keyed.length;
-  return { items: page.map(p => p.item), ...(more && last && { nextCursor: encodeCursor(context, last.key) }) };
+  return { items: page.map((p) => p.item), ...(more && last && { nextCursor: encodeCursor(context, last.key) }) };
 }
 
 /** Index of the first entry whose key sorts after `after` (binary search). */
@@ -96,5 +102,9 @@ function firstAfter(keyed: { key: string }[], after: string): number {
 }
 
 function invalid(list: ListMethod, why: string): ProtocolError {
-  return new ProtocolError(ProtocolErrorCode.InvalidParams, `Invalid cursor for ${list}: ${why}; call ${list} without a cursor to start again`, { reason: 'invalid_cursor' });
+  return new ProtocolError(
+    ProtocolErrorCode.InvalidParams,
+    `Invalid cursor for ${list}: ${why}; call ${list} without a cursor to start again`,
+    { reason: 'invalid_cursor' },
+  );
 }

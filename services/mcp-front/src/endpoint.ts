@@ -101,7 +101,7 @@ export class McpEndpoints {
   /** Refuses new 2025 sessions and ends every 2026 in-flight exchange. */
   async close(): Promise<void> {
     this.deps.legacy.close();
-    await Promise.allSettled([...this.modern.values()].map(m => m.handler.close()));
+    await Promise.allSettled([...this.modern.values()].map((m) => m.handler.close()));
     this.modern.clear();
   }
 

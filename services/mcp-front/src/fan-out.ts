@@ -52,20 +52,27 @@ export async function startListChangedFanOut(deps: FanOutDeps): Promise<BusSubsc
     timer = undefined;
     const servers = [...changed];
     changed.clear();
-    const live = (await deps.sessions.list()).filter(s => s.state.tenant === deps.tenant && s.state.stream && servers.some(server => scopeIncludes(s.state.scope, server)));
+    const live = (await deps.sessions.list()).filter(
+      (s) => s.state.tenant === deps.tenant && s.state.stream && servers.some((server) => scopeIncludes(s.state.scope, server)),
+    );
     await Promise.all(
-      live.map(session =>
-        notify(deps, session).catch(error => deps.log.warn({ sessionId: session.id, err: errorMessage(error) }, 'list_changed not stored for a session')),
+      live.map((session) =>
+        notify(deps, session).catch((error) =>
+          deps.log.warn({ sessionId: session.id, err: errorMessage(error) }, 'list_changed not stored for a session'),
+        ),
       ),
     );
   };
   const subscription = await deps.bus.subscribe(
     subjects.registryChanged,
-    async data => {
+    async (data) => {
       const change = parseMessage(registryChangedSchema, subjects.registryChanged, data);
       if (change.tenant !== deps.tenant) return;
       changed.add(change.server);
-      timer ??= setTimeout(() => void flush().catch(error => deps.log.warn({ err: errorMessage(error) }, 'list_changed not stored')), LIST_CHANGED_COALESCE_MS);
+      timer ??= setTimeout(
+        () => void flush().catch((error) => deps.log.warn({ err: errorMessage(error) }, 'list_changed not stored')),
+        LIST_CHANGED_COALESCE_MS,
+      );
     },
     { queue: queues.frontSessions(deps.tenant) },
   );
@@ -98,17 +105,27 @@ async function notify(deps: FanOutDeps, session: StoredSession): Promise<void> {
 export async function startResourceUpdatedFanOut(deps: FanOutDeps): Promise<BusSubscription> {
   return deps.bus.subscribe(
     subjects.resourceUpdated,
-    async data => {
+    async (data) => {
       const updated = parseMessage(resourceUpdatedSchema, subjects.resourceUpdated, data);
       if (updated.tenant !== deps.tenant) return;
       const subscribed = (await deps.sessions.list()).filter(
-        s => s.state.tenant === deps.tenant && s.state.stream && s.state.subscriptions.includes(updated.uri) && scopeIncludes(s.state.scope, updated.server),
+        (s) =>
+          s.state.tenant === deps.tenant &&
+          s.state.stream &&
+          s.state.subscriptions.includes(updated.uri) &&
+          scopeIncludes(s.state.scope, updated.server),
       );
       await Promise.all(
-        subscribed.map(session =>
+        subscribed.map((session) =>
           deps.events
-            .append(session.id, session.state.stream!, { jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri: updated.uri } })
-            .catch(error => deps.log.warn({ sessionId: session.id, err: errorMessage(error) }, 'resources/updated not stored for a session')),
+            .append(session.id, session.state.stream!, {
+              jsonrpc: '2.0',
+              method: 'notifications/resources/updated',
+              params: { uri: updated.uri },
+            })
+            .catch((error) =>
+              deps.log.warn({ sessionId: session.id, err: errorMessage(error) }, 'resources/updated not stored for a session'),
+            ),
         ),
       );
     },

@@ -7,7 +7,10 @@
  */
 
 /** The client's address: the socket's peer, or the `X-Forwarded-For` entry `trustedProxies` hops from the right. */
-export function clientAddressOf(req: { socket: { remoteAddress?: string | undefined }; headers: Record<string, string | string[] | undefined> }, trustedProxies: number): string {
+export function clientAddressOf(
+  req: { socket: { remoteAddress?: string | undefined }; headers: Record<string, string | string[] | undefined> },
+  trustedProxies: number,
+): string {
   return forwarded(req.headers['x-forwarded-for'], req.socket.remoteAddress ?? 'unknown', trustedProxies);
 }
 
@@ -20,6 +23,12 @@ export function schemeOf(req: { socket: object; headers: Record<string, string |
 /** The value `hops` entries from the right of `[…header entries, own]` (the leftmost when there are fewer). */
 function forwarded(header: string | string[] | undefined, own: string, hops: number): string {
   if (hops === 0 || header === undefined) return own;
-  const entries = [...(Array.isArray(header) ? header : [header]).flatMap(h => h.split(',')).map(s => s.trim()).filter(s => s !== ''), own];
+  const entries = [
+    ...(Array.isArray(header) ? header : [header])
+      .flatMap((h) => h.split(','))
+      .map((s) => s.trim())
+      .filter((s) => s !== ''),
+    own,
+  ];
   return entries[Math.max(0, entries.length - 1 - hops)]!;
 }

@@ -6,7 +6,16 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Implementation } from '@modelcontextprotocol/server';
 import express, { type RequestHandler, type Router } from 'express';
-import { anonymousPrincipal, DEFAULT_SESSION_TTL_MS, errorMessage, streams, type Bus, type Logger, type Principal, type PunkConfig } from '@punk/lib';
+import {
+  anonymousPrincipal,
+  DEFAULT_SESSION_TTL_MS,
+  errorMessage,
+  streams,
+  type Bus,
+  type Logger,
+  type Principal,
+  type PunkConfig,
+} from '@punk/lib';
 import { serversInScope, type Scope } from './aggregate.js';
 import { adminGuard, adminRouter } from './auth/admin-api.js';
 import { authOptionsFromConfig, createAuthenticator, type AuthOptions } from './auth/authenticator.js';
@@ -166,7 +175,14 @@ export interface Front {
 export async function createFront(options: FrontOptions): Promise<Front> {
   const log = options.log.child({ module: 'mcp-front' });
   const { bus, tenant } = options;
-  const { path = '/mcp', sessionTtlMs = DEFAULT_SESSION_TTL_MS, maxSessions = 10_000, responseMode = 'auto', pageSize = 50, trustProxy = 0 } = options;
+  const {
+    path = '/mcp',
+    sessionTtlMs = DEFAULT_SESSION_TTL_MS,
+    maxSessions = 10_000,
+    responseMode = 'auto',
+    pageSize = 50,
+    trustProxy = 0,
+  } = options;
   checkOptions(options);
   const origins = new OriginPolicy(options.allowedOrigins ?? [], trustProxy);
   await bus.ensureStream(streams.sse);
@@ -180,7 +196,10 @@ export async function createFront(options: FrontOptions): Promise<Front> {
   const sessionMessages = await startSessionMessages({ bus, tenant, sessions, events });
   const validator = new ToolSchemaValidator(log);
   const serverInfo = options.serverInfo ?? { name: 'punk', version: '0.1.0' };
-  const requestState = new RequestStateCodec(signingKeyOf(options.sessionSigningKey, log), options.requestStateTtlMs ?? DEFAULT_REQUEST_STATE_TTL_MS);
+  const requestState = new RequestStateCodec(
+    signingKeyOf(options.sessionSigningKey, log),
+    options.requestStateTtlMs ?? DEFAULT_REQUEST_STATE_TTL_MS,
+  );
   const deps = {
     bus,
     log,
@@ -221,11 +240,17 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     buildServer: (scope, principal) => buildMcpServer(deps, scope, undefined, principal),
     subscribeListened: (scope, body) => subscribeListened(listenDeps, scope, body),
     // An unreadable catalog leaves the check to the handler, which reports the catalog error.
-    toolInputSchema: (scope, name) => catalog.view(scope).then(view => view.tools.resolve(name)?.tool.inputSchema, () => undefined),
+    toolInputSchema: (scope, name) =>
+      catalog.view(scope).then(
+        (view) => view.tools.resolve(name)?.tool.inputSchema,
+        () => undefined,
+      ),
   });
   const listenUpdates = await startListenUpdates(listenDeps, (server, uri) => endpoints.notifyResourceUpdated(server, uri));
   // A registry change does not say which list changed: tell clients about all three.
-  const stopListening = catalog.onChange(change => endpoints.notifyListChanged(change.server, { tools: true, resources: true, prompts: true }));
+  const stopListening = catalog.onChange((change) =>
+    endpoints.notifyListChanged(change.server, { tools: true, resources: true, prompts: true }),
+  );
 
   const checkScope = async (scope: Scope): Promise<ScopeCheck> => {
     if (scope.kind === 'aggregate') return { ok: true };
@@ -238,7 +263,11 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     const label = scope.namespace ? `${scope.namespace}/${scope.server}` : scope.server;
     if (servers.length === 0) return { ok: false, status: 404, message: `no MCP server named ${label} in tenant ${tenant}` };
     if (servers.length > 1) {
-      return { ok: false, status: 404, message: `${label} is ambiguous: use /servers/<namespace>/${scope.server}/mcp (namespaces: ${servers.map(s => s.namespace).join(', ')})` };
+      return {
+        ok: false,
+        status: 404,
+        message: `${label} is ambiguous: use /servers/<namespace>/${scope.server}/mcp (namespaces: ${servers.map((s) => s.namespace).join(', ')})`,
+      };
     }
     return { ok: true };
   };
@@ -290,7 +319,8 @@ export async function createFront(options: FrontOptions): Promise<Front> {
  */
 function checkOptions(options: FrontOptions): void {
   const positive = (name: string, value: number | undefined, max = Number.MAX_SAFE_INTEGER) => {
-    if (value !== undefined && !(Number.isInteger(value) && value >= 1 && value <= max)) throw new RangeError(`mcp-front option ${name} must be an integer from 1 to ${max}, got ${value}`);
+    if (value !== undefined && !(Number.isInteger(value) && value >= 1 && value <= max))
+      throw new RangeError(`mcp-front option ${name} must be an integer from 1 to ${max}, got ${value}`);
   };
   positive('maxBodyBytes', options.maxBodyBytes);
   positive('callTimeoutMs', options.callTimeoutMs);
@@ -299,9 +329,12 @@ function checkOptions(options: FrontOptions): void {
   positive('initializeRateLimit', options.initializeRateLimit);
   positive('pageSize', options.pageSize, 1000);
   for (const [tool, ms] of Object.entries(options.toolTimeouts ?? {})) positive(`toolTimeouts[${JSON.stringify(tool)}]`, ms);
-  if (options.trustProxy !== undefined && !(Number.isInteger(options.trustProxy) && options.trustProxy >= 0)) throw new RangeError(`mcp-front option trustProxy must be a non-negative integer, got ${options.trustProxy}`);
-  if (options.path !== undefined && !/^\/[A-Za-z0-9._~\/-]*$/.test(options.path)) throw new RangeError(`mcp-front option path must be an absolute URL path such as /mcp, got ${JSON.stringify(options.path)}`);
-  if (options.responseMode !== undefined && !['auto', 'json', 'always'].includes(options.responseMode)) throw new RangeError(`mcp-front option responseMode must be auto, json or always, got ${JSON.stringify(options.responseMode)}`);
+  if (options.trustProxy !== undefined && !(Number.isInteger(options.trustProxy) && options.trustProxy >= 0))
+    throw new RangeError(`mcp-front option trustProxy must be a non-negative integer, got ${options.trustProxy}`);
+  if (options.path !== undefined && !/^\/[A-Za-z0-9._~\/-]*$/.test(options.path))
+    throw new RangeError(`mcp-front option path must be an absolute URL path such as /mcp, got ${JSON.stringify(options.path)}`);
+  if (options.responseMode !== undefined && !['auto', 'json', 'always'].includes(options.responseMode))
+    throw new RangeError(`mcp-front option responseMode must be auto, json or always, got ${JSON.stringify(options.responseMode)}`);
   for (const origin of options.allowedOrigins ?? []) {
     let parsed: string | undefined;
     try {
@@ -309,7 +342,7 @@ function checkOptions(options: FrontOptions): void {
     } catch {
       parsed = undefined;
     }
-    if (parsed === undefined || parsed === 'null') throw new RangeError(`mcp-front option allowedOrigins has ${JSON.stringify(origin)}, which is not an origin (scheme://host[:port])`);
+    if (parsed === undefined || parsed === 'null')
+      throw new RangeError(`mcp-front option allowedOrigins has ${JSON.stringify(origin)}, which is not an origin (scheme://host[:port])`);
   }
 }
-

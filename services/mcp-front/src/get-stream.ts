@@ -102,23 +102,31 @@ export class GetStreams {
     const { bus, sessions } = this.deps;
     // Listen before the stream becomes the session's current one: nothing stored on it is missed.
     stream.subscriptions.push(
-      await bus.subscribe(subjects.sessionControl(session.id), data => {
+      await bus.subscribe(subjects.sessionControl(session.id), (data) => {
         const control = parseMessage(sessionControlSchema, subjects.sessionControl(session.id), data);
-        if (control.type === 'ended' || (control.type === 'stream-opened' && !post && control.connection !== stream.connection)) this.close(stream, false);
+        if (control.type === 'ended' || (control.type === 'stream-opened' && !post && control.connection !== stream.connection))
+          this.close(stream, false);
       }),
-      await bus.subscribe(subjects.sessionOut(session.id), data => {
+      await bus.subscribe(subjects.sessionOut(session.id), (data) => {
         const out = parseMessage(sessionOutSchema, subjects.sessionOut(session.id), data);
         if (out.streamId === stream.position.streamId) this.pump(stream);
       }),
     );
     if (!post) {
-      const current = await sessions.update(session.id, state => ({ ...state, stream: stream.position.streamId })).catch(error => {
-        this.deps.log.warn({ sessionId: session.id, err: errorMessage(error) }, 'could not record the GET stream of a session');
-        return undefined;
-      });
+      const current = await sessions
+        .update(session.id, (state) => ({ ...state, stream: stream.position.streamId }))
+        .catch((error) => {
+          this.deps.log.warn({ sessionId: session.id, err: errorMessage(error) }, 'could not record the GET stream of a session');
+          return undefined;
+        });
       if (!current) {
         await this.unsubscribe(stream);
-        sendJsonRpcError(res, 404, SESSION_NOT_FOUND_CODE, `Session not found: ${session.id} (it ended); start a new session with initialize`);
+        sendJsonRpcError(
+          res,
+          404,
+          SESSION_NOT_FOUND_CODE,
+          `Session not found: ${session.id} (it ended); start a new session with initialize`,
+        );
         return;
       }
       await bus.publish(subjects.sessionControl(session.id), { type: 'stream-opened', connection: stream.connection });
@@ -126,11 +134,20 @@ export class GetStreams {
 
     this.held.add(stream);
     res.on('close', () => this.close(stream, false));
-    res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-store', Connection: 'keep-alive', 'X-Accel-Buffering': 'no', 'Mcp-Session-Id': session.id });
+    res.writeHead(200, {
+      'Content-Type': 'text/event-stream',
+      'Cache-Control': 'no-store',
+      Connection: 'keep-alive',
+      'X-Accel-Buffering': 'no',
+      'Mcp-Session-Id': session.id,
+    });
     if (!post) res.write(`id: ${eventId(stream.position)}\nretry: ${this.deps.retryMs}\ndata: \n\n`);
     stream.timer = setInterval(() => {
       res.write(': keepalive\n\n');
-      sessions.get(session.id).then(s => s && sessions.renew(s), () => undefined);
+      sessions.get(session.id).then(
+        (s) => s && sessions.renew(s),
+        () => undefined,
+      );
     }, this.deps.keepAliveMs);
     this.pump(stream);
   }
@@ -178,7 +195,7 @@ export class GetStreams {
   }
 
   private async unsubscribe(stream: HeldStream): Promise<void> {
-    await Promise.allSettled(stream.subscriptions.map(s => s.unsubscribe()));
+    await Promise.allSettled(stream.subscriptions.map((s) => s.unsubscribe()));
     stream.subscriptions = [];
   }
 }

@@ -70,11 +70,12 @@ export const TOOL_ERROR_VALIDATION_SINCE = '2025-11-25';
 export const LIST_CACHE_HINT: CacheHint = { ttlMs: 60_000, cacheScope: 'private' };
 
 /** A gateway call as a handler fills it in; `forward` adds tenant, principal and runId. */
-type ForwardedRequest = Extract<GatewayRequest, { method: 'tools/call' | 'resources/read' | 'prompts/get' }> extends infer R
-  ? R extends unknown
-    ? Omit<R, 'tenant' | 'principal' | 'runId'>
-    : never
-  : never;
+type ForwardedRequest =
+  Extract<GatewayRequest, { method: 'tools/call' | 'resources/read' | 'prompts/get' }> extends infer R
+    ? R extends unknown
+      ? Omit<R, 'tenant' | 'principal' | 'runId'>
+      : never
+    : never;
 
 /** What every built server shares. */
 export interface ServerDeps {
@@ -145,14 +146,19 @@ const FALLBACK_CAPABILITIES = { tools: { listChanged: true }, resources: { listC
  * (validate.ts); `completion/complete` goes to the server owning the prompt
  * or resource template (aggregate.ts).
  */
-export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: SessionContext, principal: Principal = anonymousPrincipal(deps.tenant)): Promise<Server> {
+export async function buildMcpServer(
+  deps: ServerDeps,
+  scope: Scope,
+  session?: SessionContext,
+  principal: Principal = anonymousPrincipal(deps.tenant),
+): Promise<Server> {
   let capabilities: ServerCapabilities;
   let instructions = deps.instructions;
   let subscribable = false;
   try {
     const view = await deps.catalog.view(scope);
     capabilities = { ...view.capabilities };
-    subscribable = view.servers.some(s => (s.capabilities['resources'] as { subscribe?: unknown } | undefined)?.subscribe === true);
+    subscribable = view.servers.some((s) => (s.capabilities['resources'] as { subscribe?: unknown } | undefined)?.subscribe === true);
     instructions ??= instructionsOf(view, scope);
   } catch (error) {
     deps.log.warn({ err: errorMessage(error) }, 'catalog unavailable while building an MCP server; advertising every capability');
@@ -162,9 +168,19 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
   if (deps.logging) capabilities.logging = {};
   // 2025 sessions subscribe with resources/subscribe, 2026 clients in subscriptions/listen (listen-subscriptions.ts).
   if (capabilities.resources && subscribable) capabilities.resources = { ...capabilities.resources, subscribe: true };
-  const cacheHints = { 'tools/list': LIST_CACHE_HINT, 'prompts/list': LIST_CACHE_HINT, 'resources/list': LIST_CACHE_HINT, 'resources/templates/list': LIST_CACHE_HINT };
+  const cacheHints = {
+    'tools/list': LIST_CACHE_HINT,
+    'prompts/list': LIST_CACHE_HINT,
+    'resources/list': LIST_CACHE_HINT,
+    'resources/templates/list': LIST_CACHE_HINT,
+  };
   // The versions the HTTP layer accepts are the ones initialize may agree to (an older request gets a counter-offer).
-  const server = new Server(deps.serverInfo, { capabilities, cacheHints, supportedProtocolVersions: [...SUPPORTED_VERSIONS], ...(instructions && { instructions }) });
+  const server = new Server(deps.serverInfo, {
+    capabilities,
+    cacheHints,
+    supportedProtocolVersions: [...SUPPORTED_VERSIONS],
+    ...(instructions && { instructions }),
+  });
   const endpoint = scopeKey(scope);
   const view = async (method: string): Promise<CatalogView> => {
     try {
@@ -174,7 +190,7 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
     }
   };
   if (session && deps.logging) {
-    server.setRequestHandler('logging/setLevel', async request => {
+    server.setRequestHandler('logging/setLevel', async (request) => {
       const { level } = request.params;
       await session.setLogLevel(level);
       await setUpstreamLogLevels(deps, await view('logging/setLevel'), session, level);
@@ -194,8 +210,8 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
       if (session) {
         // The call id follows from the request id, so a notifications/cancelled on any replica finds the call (cancellation.ts).
         open = await openCallChannel(deps.bus, deps.log, sessionCallId(session.id, ctx.mcpReq.id), session.clientCapabilities, {
-          notify: message => ctx.mcpReq.notify(message as unknown as Notification),
-          request: message => session.sendRelated(message as JSONRPCMessage, ctx.mcpReq.id),
+          notify: (message) => ctx.mcpReq.notify(message as unknown as Notification),
+          request: (message) => session.sendRelated(message as JSONRPCMessage, ctx.mcpReq.id),
         });
       }
       const message = {
@@ -216,9 +232,18 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
   };
 
   if (capabilities.tools) {
-    server.setRequestHandler('tools/list', async request => {
-      const page = paginate({ list: 'tools/list', endpoint }, await permittedTools(deps.bus, deps.tenant, session?.principal ?? principal, await view('tools/list')), ([name]) => name, deps.pageSize, request.params?.cursor);
-      return { tools: page.items.map(([name, route]) => ({ ...route.tool, name }) as Tool), ...(page.nextCursor && { nextCursor: page.nextCursor }) };
+    server.setRequestHandler('tools/list', async (request) => {
+      const page = paginate(
+        { list: 'tools/list', endpoint },
+        await permittedTools(deps.bus, deps.tenant, session?.principal ?? principal, await view('tools/list')),
+        ([name]) => name,
+        deps.pageSize,
+        request.params?.cursor,
+      );
+      return {
+        tools: page.items.map(([name, route]) => ({ ...route.tool, name }) as Tool),
+        ...(page.nextCursor && { nextCursor: page.nextCursor }),
+      };
     });
     server.setRequestHandler('tools/call', async (request, ctx) => {
       const { name, arguments: args } = request.params;
@@ -247,14 +272,29 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
   }
 
   if (capabilities.resources) {
-    server.setRequestHandler('resources/list', async request => {
-      const page = paginate({ list: 'resources/list', endpoint }, await permittedResources(deps.bus, deps.tenant, session?.principal ?? principal, await view('resources/list')), ([uri]) => uri, deps.pageSize, request.params?.cursor);
+    server.setRequestHandler('resources/list', async (request) => {
+      const page = paginate(
+        { list: 'resources/list', endpoint },
+        await permittedResources(deps.bus, deps.tenant, session?.principal ?? principal, await view('resources/list')),
+        ([uri]) => uri,
+        deps.pageSize,
+        request.params?.cursor,
+      );
       return { resources: page.items.map(([, r]) => r.resource as Resource), ...(page.nextCursor && { nextCursor: page.nextCursor }) };
     });
-    server.setRequestHandler('resources/templates/list', async request => {
+    server.setRequestHandler('resources/templates/list', async (request) => {
       const { templates } = await view('resources/templates/list');
-      const page = paginate({ list: 'resources/templates/list', endpoint }, templates, t => t.template.uriTemplate, deps.pageSize, request.params?.cursor);
-      return { resourceTemplates: page.items.map(t => t.template as ResourceTemplateType), ...(page.nextCursor && { nextCursor: page.nextCursor }) };
+      const page = paginate(
+        { list: 'resources/templates/list', endpoint },
+        templates,
+        (t) => t.template.uriTemplate,
+        deps.pageSize,
+        request.params?.cursor,
+      );
+      return {
+        resourceTemplates: page.items.map((t) => t.template as ResourceTemplateType),
+        ...(page.nextCursor && { nextCursor: page.nextCursor }),
+      };
     });
     server.setRequestHandler('resources/read', async (request, ctx) => {
       const { uri } = request.params;
@@ -266,7 +306,7 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
       return result as ReadResourceResult;
     });
     if (session && subscribable) {
-      server.setRequestHandler('resources/subscribe', async request => {
+      server.setRequestHandler('resources/subscribe', async (request) => {
         const { uri } = request.params;
         const current = await view('resources/subscribe');
         const target = routeResource(current, uri) ?? (scope.kind === 'server' ? current.servers[0]?.name : undefined);
@@ -279,7 +319,7 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
         await session.setSubscribed(uri, true);
         return {};
       });
-      server.setRequestHandler('resources/unsubscribe', async request => {
+      server.setRequestHandler('resources/unsubscribe', async (request) => {
         await session.setSubscribed(request.params.uri, false);
         return {};
       });
@@ -287,9 +327,18 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
   }
 
   if (capabilities.prompts) {
-    server.setRequestHandler('prompts/list', async request => {
-      const page = paginate({ list: 'prompts/list', endpoint }, await permittedPrompts(deps.bus, deps.tenant, session?.principal ?? principal, await view('prompts/list')), ([name]) => name, deps.pageSize, request.params?.cursor);
-      return { prompts: page.items.map(([name, route]) => ({ ...route.prompt, name }) as Prompt), ...(page.nextCursor && { nextCursor: page.nextCursor }) };
+    server.setRequestHandler('prompts/list', async (request) => {
+      const page = paginate(
+        { list: 'prompts/list', endpoint },
+        await permittedPrompts(deps.bus, deps.tenant, session?.principal ?? principal, await view('prompts/list')),
+        ([name]) => name,
+        deps.pageSize,
+        request.params?.cursor,
+      );
+      return {
+        prompts: page.items.map(([name, route]) => ({ ...route.prompt, name }) as Prompt),
+        ...(page.nextCursor && { nextCursor: page.nextCursor }),
+      };
     });
     server.setRequestHandler('prompts/get', async (request, ctx) => {
       const { name, arguments: args } = request.params;
@@ -305,7 +354,7 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
   }
 
   if (capabilities.completions) {
-    server.setRequestHandler('completion/complete', async request => {
+    server.setRequestHandler('completion/complete', async (request) => {
       const { ref, argument, context } = request.params;
       const current = await view('completion/complete');
       let target: { server: string; ref: Record<string, unknown> } | undefined;
@@ -321,7 +370,7 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
         target = { server: owner, ref: { ...ref } };
       }
       // A server that does not offer completions has none to give (MCP 2025-11-25 server/utilities/completion).
-      if (current.servers.find(s => s.name === target.server)?.capabilities['completions'] === undefined) {
+      if (current.servers.find((s) => s.name === target.server)?.capabilities['completions'] === undefined) {
         return { completion: { values: [], hasMore: false } };
       }
       const caller = session?.principal ?? principal;
@@ -339,7 +388,12 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
         };
         return (await requestGateway(deps.bus, message, deps.callTimeoutMs)) as CompleteResult;
       } catch (error) {
-        throw toProtocolError(error, { method: 'completion/complete', server: target.server, target: JSON.stringify(ref), timeoutMs: deps.callTimeoutMs });
+        throw toProtocolError(error, {
+          method: 'completion/complete',
+          server: target.server,
+          target: JSON.stringify(ref),
+          timeoutMs: deps.callTimeoutMs,
+        });
       }
     });
   }
@@ -353,9 +407,9 @@ export async function buildMcpServer(deps: ServerDeps, scope: Scope, session?: S
  * `per-client` server. A server that fails is logged and skipped: the level is the session's already.
  */
 async function setUpstreamLogLevels(deps: ServerDeps, view: CatalogView, session: SessionContext, level: string): Promise<void> {
-  const servers = view.servers.filter(s => s.state === 'ready' && s.capabilities['logging'] !== undefined);
+  const servers = view.servers.filter((s) => s.state === 'ready' && s.capabilities['logging'] !== undefined);
   await Promise.all(
-    servers.map(s =>
+    servers.map((s) =>
       requestGateway(
         deps.bus,
         {
@@ -370,7 +424,9 @@ async function setUpstreamLogLevels(deps: ServerDeps, view: CatalogView, session
           level,
         },
         deps.callTimeoutMs,
-      ).catch(error => deps.log.warn({ server: s.name, sessionId: session.id, err: errorMessage(error) }, 'logging/setLevel not applied upstream')),
+      ).catch((error) =>
+        deps.log.warn({ server: s.name, sessionId: session.id, err: errorMessage(error) }, 'logging/setLevel not applied upstream'),
+      ),
     ),
   );
 }
@@ -387,7 +443,13 @@ async function setUpstreamLogLevels(deps: ServerDeps, view: CatalogView, session
  * @throws ProtocolError -32602 for a bad or expired `requestState`, a missing `inputResponses` entry, or a
  *   pending request that no longer waits; otherwise the JSON-RPC error of the gateway's failure (errors.ts).
  */
-async function forwardModern(deps: ServerDeps, principal: Principal, request: ForwardedRequest, target: string, ctx: ServerContext): Promise<unknown> {
+async function forwardModern(
+  deps: ServerDeps,
+  principal: Principal,
+  request: ForwardedRequest,
+  target: string,
+  ctx: ServerContext,
+): Promise<unknown> {
   const timeoutMs = timeoutOf(deps, request);
   const echoed = ctx.mcpReq.requestState();
   const state = typeof echoed === 'string' ? verifiedState(deps, principal, request, target, echoed) : undefined;
@@ -407,13 +469,20 @@ async function forwardModern(deps: ServerDeps, principal: Principal, request: Fo
     if (state && state.upstreamState === undefined) {
       const answer = ctx.mcpReq.inputResponses?.[state.requestId];
       if (answer === undefined || typeof answer !== 'object' || answer === null) {
-        throw new ProtocolError(ProtocolErrorCode.InvalidParams, `inputResponses has no answer to input request ${state.requestId}, which requestState names`, { inputRequest: state.requestId });
+        throw new ProtocolError(
+          ProtocolErrorCode.InvalidParams,
+          `inputResponses has no answer to input request ${state.requestId}, which requestState names`,
+          { inputRequest: state.requestId },
+        );
       }
       try {
         result = await sendInputResponse(
           deps.bus,
           state.requestId,
-          { caller: { tenant: principal.tenant, subject: principal.subject }, response: { jsonrpc: '2.0', id: state.requestId, result: answer } },
+          {
+            caller: { tenant: principal.tenant, subject: principal.subject },
+            response: { jsonrpc: '2.0', id: state.requestId, result: answer },
+          },
           timeoutMs,
         );
       } catch (error) {
@@ -433,7 +502,11 @@ async function forwardModern(deps: ServerDeps, principal: Principal, request: Fo
         tenant: deps.tenant,
         principal,
         runId: randomUUID(),
-        channel: { callId, clientCapabilities: typeof clientCapabilities === 'object' && clientCapabilities !== null ? clientCapabilities : {}, era: '2026' },
+        channel: {
+          callId,
+          clientCapabilities: typeof clientCapabilities === 'object' && clientCapabilities !== null ? clientCapabilities : {},
+          era: '2026',
+        },
         // A retry of the upstream's own input_required (or a call that brings answers unasked) takes them to the upstream.
         ...(ctx.mcpReq.inputResponses && { inputResponses: ctx.mcpReq.inputResponses }),
         ...(state?.upstreamState && { requestState: state.upstreamState }),
@@ -454,12 +527,28 @@ async function forwardModern(deps: ServerDeps, principal: Principal, request: Fo
   if (upstream[UPSTREAM_INPUT_REQUIRED] === true) {
     // The upstream's own input_required: its keys go to the client; its requestState travels inside Punk's signed one.
     const upstreamState = typeof upstream['requestState'] === 'string' ? upstream['requestState'] : '';
-    const requestState = deps.requestState.mint({ requestId: '', upstreamState, callId, method: request.method, target, tenant: deps.tenant, principal: principal.subject });
+    const requestState = deps.requestState.mint({
+      requestId: '',
+      upstreamState,
+      callId,
+      method: request.method,
+      target,
+      tenant: deps.tenant,
+      principal: principal.subject,
+    });
     return { resultType: 'input_required', inputRequests, requestState };
   }
   const [requestId] = Object.keys(inputRequests);
-  if (requestId === undefined) throw new ProtocolError(ProtocolErrorCode.InternalError, 'the gateway answered input_required without an input request');
-  const requestState = deps.requestState.mint({ requestId, callId, method: request.method, target, tenant: deps.tenant, principal: principal.subject });
+  if (requestId === undefined)
+    throw new ProtocolError(ProtocolErrorCode.InternalError, 'the gateway answered input_required without an input request');
+  const requestState = deps.requestState.mint({
+    requestId,
+    callId,
+    method: request.method,
+    target,
+    tenant: deps.tenant,
+    principal: principal.subject,
+  });
   return { resultType: 'input_required', inputRequests, requestState };
 }
 
@@ -468,13 +557,25 @@ async function forwardModern(deps: ServerDeps, principal: Principal, request: Fo
  * request: same method and target, same tenant and principal.
  * @throws ProtocolError -32602 naming what does not match (and those of `RequestStateCodec.verify`).
  */
-function verifiedState(deps: ServerDeps, principal: Principal, request: ForwardedRequest, target: string, echoed: string): RequestStatePayload {
+function verifiedState(
+  deps: ServerDeps,
+  principal: Principal,
+  request: ForwardedRequest,
+  target: string,
+  echoed: string,
+): RequestStatePayload {
   const state = deps.requestState.verify(echoed);
   if (state.method !== request.method || state.target !== target) {
-    throw new ProtocolError(ProtocolErrorCode.InvalidParams, `requestState was minted for ${state.method} ${state.target}, not for ${request.method} ${target}`, { reason: 'invalid_request_state' });
+    throw new ProtocolError(
+      ProtocolErrorCode.InvalidParams,
+      `requestState was minted for ${state.method} ${state.target}, not for ${request.method} ${target}`,
+      { reason: 'invalid_request_state' },
+    );
   }
   if (state.tenant !== deps.tenant || state.principal !== principal.subject) {
-    throw new ProtocolError(ProtocolErrorCode.InvalidParams, 'requestState was minted for another caller', { reason: 'invalid_request_state' });
+    throw new ProtocolError(ProtocolErrorCode.InvalidParams, 'requestState was minted for another caller', {
+      reason: 'invalid_request_state',
+    });
   }
   return state;
 }
@@ -492,14 +593,17 @@ function timeoutOf(deps: ServerDeps, request: ForwardedRequest): number {
  */
 function progressSink(log: Logger, ctx: ServerContext, logLevel: LogLevel | undefined): CallSink {
   return {
-    notify: async message => {
+    notify: async (message) => {
       const method = message['method'];
       const params = message['params'] as { level?: unknown } | undefined;
-      if (method === 'notifications/progress' || (method === 'notifications/message' && logLevel !== undefined && passesLogLevel(params?.level, logLevel))) {
+      if (
+        method === 'notifications/progress' ||
+        (method === 'notifications/message' && logLevel !== undefined && passesLogLevel(params?.level, logLevel))
+      ) {
         await ctx.mcpReq.notify(message as unknown as Notification);
       } else log.debug({ method }, 'a notification for a 2026-07-28 client was dropped');
     },
-    request: async message => log.debug({ method: message['method'] }, 'a request for a 2026-07-28 client was dropped'),
+    request: async (message) => log.debug({ method: message['method'] }, 'a request for a 2026-07-28 client was dropped'),
   };
 }
 
@@ -519,8 +623,10 @@ function meta(ctx: { mcpReq: { _meta?: Record<string, unknown> } }): { _meta?: R
 
 /** Upstream instructions: as-is on a per-server endpoint, one headed section per server on `/mcp`. */
 function instructionsOf(view: CatalogView, scope: Scope): string | undefined {
-  const parts = view.servers.filter(s => (s.state === 'ready' || s.state === 'idle') && s.instructions).map(s => ({ name: s.name, text: s.instructions! }));
+  const parts = view.servers
+    .filter((s) => (s.state === 'ready' || s.state === 'idle') && s.instructions)
+    .map((s) => ({ name: s.name, text: s.instructions! }));
   if (parts.length === 0) return undefined;
-  if (scope.kind === 'server') return parts.map(p => p.text).join('\n\n');
-  return parts.map(p => `## ${p.name} (tools and prompts named ${p.name}__*)\n${p.text}`).join('\n\n');
+  if (scope.kind === 'server') return parts.map((p) => p.text).join('\n\n');
+  return parts.map((p) => `## ${p.name} (tools and prompts named ${p.name}__*)\n${p.text}`).join('\n\n');
 }

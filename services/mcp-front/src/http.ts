@@ -35,7 +35,12 @@
  * cut by the HTTP server's `requestTimeout` (lib `listenHealth`).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { DEFAULT_NEGOTIATED_PROTOCOL_VERSION, isJsonContentType, PROTOCOL_VERSION_META_KEY, ProtocolErrorCode } from '@modelcontextprotocol/server';
+import {
+  DEFAULT_NEGOTIATED_PROTOCOL_VERSION,
+  isJsonContentType,
+  PROTOCOL_VERSION_META_KEY,
+  ProtocolErrorCode,
+} from '@modelcontextprotocol/server';
 import express, { type NextFunction, type Request, type Response, type Router } from 'express';
 import { errorMessage, type Logger, type Principal } from '@punk/lib';
 import { traceMcpRequest } from '@punk/lib';
@@ -95,14 +100,19 @@ export function createRouter(deps: HttpDeps): Router {
   const serve = (scopeOf: (req: Request) => Scope) => async (req: Request, res: Response, next: NextFunction) => {
     try {
       if (!deps.origins.allows(req)) {
-        sendJsonRpcError(res, 403, -32000, `Forbidden: Origin ${JSON.stringify(req.headers.origin)} may not use this endpoint (allowed: the endpoint's own origin and PUNK_ALLOWED_ORIGINS)`);
+        sendJsonRpcError(
+          res,
+          403,
+          -32000,
+          `Forbidden: Origin ${JSON.stringify(req.headers.origin)} may not use this endpoint (allowed: the endpoint's own origin and PUNK_ALLOWED_ORIGINS)`,
+        );
         return;
       }
       if (req.method === 'OPTIONS') {
         cors(req, res, () => res.writeHead(204).end());
         return;
       }
-      await new Promise<void>((resolve, reject) => cors(req, res, error => (error ? reject(error) : resolve())));
+      await new Promise<void>((resolve, reject) => cors(req, res, (error) => (error ? reject(error) : resolve())));
       if (!(ALLOWED_METHODS as readonly string[]).includes(req.method)) {
         sendJsonRpcError(res, 405, -32000, `Method ${req.method} not allowed on an MCP endpoint; use ${ALLOWED_METHODS.join(', ')}`, {
           Allow: ALLOWED_METHODS.join(', '),
@@ -118,15 +128,30 @@ export function createRouter(deps: HttpDeps): Router {
       }
       // The body is read before the version check so that its refusal can echo the request's id (2026-07-28
       // basic/transports: every error response carries the id); a body error still answers after it.
-      const parseError = req.method === 'POST' ? await new Promise<unknown>(resolve => parseJson(req, res, error => resolve(error ?? null))) : null;
+      const parseError =
+        req.method === 'POST' ? await new Promise<unknown>((resolve) => parseJson(req, res, (error) => resolve(error ?? null))) : null;
       const body: unknown = parseError ? undefined : req.body;
       const versionRefusal = checkVersion(req, body);
       if (versionRefusal) {
-        sendJsonRpcError(res, versionRefusal.status, versionRefusal.code, versionRefusal.message, {}, versionRefusal.data, requestIdOf(body));
+        sendJsonRpcError(
+          res,
+          versionRefusal.status,
+          versionRefusal.code,
+          versionRefusal.message,
+          {},
+          versionRefusal.data,
+          requestIdOf(body),
+        );
         return;
       }
       if (req.method !== 'POST' && (MODERN_PROTOCOL_VERSIONS as readonly string[]).includes(headerOf(req, 'mcp-protocol-version') ?? '')) {
-        sendJsonRpcError(res, 405, -32000, `Method ${req.method} not allowed under ${headerOf(req, 'mcp-protocol-version')}: it has no sessions or GET streams; POST every request (subscriptions/listen for notifications)`, { Allow: 'POST' });
+        sendJsonRpcError(
+          res,
+          405,
+          -32000,
+          `Method ${req.method} not allowed under ${headerOf(req, 'mcp-protocol-version')}: it has no sessions or GET streams; POST every request (subscriptions/listen for notifications)`,
+          { Allow: 'POST' },
+        );
         return;
       }
       if (req.method === 'POST') {
@@ -158,9 +183,18 @@ export function createRouter(deps: HttpDeps): Router {
   };
 
   router.use(noStore);
-  router.all(deps.path, serve(() => ({ kind: 'aggregate' })));
-  router.all('/servers/:name/mcp', serve(req => ({ kind: 'server', server: String(req.params['name']) })));
-  router.all('/servers/:namespace/:name/mcp', serve(req => ({ kind: 'server', server: String(req.params['name']), namespace: String(req.params['namespace']) })));
+  router.all(
+    deps.path,
+    serve(() => ({ kind: 'aggregate' })),
+  );
+  router.all(
+    '/servers/:name/mcp',
+    serve((req) => ({ kind: 'server', server: String(req.params['name']) })),
+  );
+  router.all(
+    '/servers/:namespace/:name/mcp',
+    serve((req) => ({ kind: 'server', server: String(req.params['name']), namespace: String(req.params['namespace']) })),
+  );
   router.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
     const type = (error as { type?: unknown })?.type;
     if (type === 'entity.too.large') {
@@ -241,13 +275,16 @@ function requestIdOf(body: unknown): string | number | null {
 function checkBatch(req: IncomingMessage, body: unknown): string | undefined {
   if (!Array.isArray(body)) return undefined;
   const version = headerOf(req, 'mcp-protocol-version') ?? DEFAULT_NEGOTIATED_PROTOCOL_VERSION;
-  if (version !== '2025-03-26') return `Invalid Request: JSON-RPC batches are only allowed under protocol version 2025-03-26, not ${version}; send one message per POST`;
+  if (version !== '2025-03-26')
+    return `Invalid Request: JSON-RPC batches are only allowed under protocol version 2025-03-26, not ${version}; send one message per POST`;
   if (body.length === 0) return 'Invalid Request: an empty JSON-RPC batch';
   // MCP 2025-03-26 basic/lifecycle: "The initialization request MUST NOT be part of a JSON-RPC batch".
-  if (body.some(m => (m as { method?: unknown } | null)?.method === 'initialize')) return 'Invalid Request: initialize must not be part of a JSON-RPC batch; send it alone';
-  const ids = body.filter(m => typeof m === 'object' && m !== null && 'id' in m && 'method' in m).map(m => (m as { id: unknown }).id);
+  if (body.some((m) => (m as { method?: unknown } | null)?.method === 'initialize'))
+    return 'Invalid Request: initialize must not be part of a JSON-RPC batch; send it alone';
+  const ids = body.filter((m) => typeof m === 'object' && m !== null && 'id' in m && 'method' in m).map((m) => (m as { id: unknown }).id);
   const repeated = ids.find((id, i) => ids.indexOf(id) !== i);
-  if (repeated !== undefined) return `Invalid Request: the batch has two requests with id ${JSON.stringify(repeated)}; each answer must be told apart by its id`;
+  if (repeated !== undefined)
+    return `Invalid Request: the batch has two requests with id ${JSON.stringify(repeated)}; each answer must be told apart by its id`;
   return undefined;
 }
 
@@ -291,9 +328,9 @@ function checkDepth(body: unknown): string | undefined {
 function mediaRangesOf(accept: string | undefined): Set<string> {
   const ranges = new Set<string>();
   for (const part of (accept ?? '').split(',')) {
-    const [range, ...params] = part.split(';').map(s => s.trim().toLowerCase());
+    const [range, ...params] = part.split(';').map((s) => s.trim().toLowerCase());
     if (!range) continue;
-    const q = params.find(p => p.startsWith('q='));
+    const q = params.find((p) => p.startsWith('q='));
     if (q !== undefined && !(Number(q.slice(2)) > 0)) continue;
     ranges.add(range);
   }
@@ -315,7 +352,7 @@ function noStore(_req: IncomingMessage, res: ServerResponse, next: () => void): 
 function replaceCacheControl(headers: unknown): void {
   if (!headers || typeof headers !== 'object') return;
   if (Array.isArray(headers)) {
-    if (headers.every(h => Array.isArray(h))) {
+    if (headers.every((h) => Array.isArray(h))) {
       for (const pair of headers as unknown[][]) if (String(pair[0]).toLowerCase() === 'cache-control') pair[1] = 'no-store';
     } else {
       for (let i = 0; i + 1 < headers.length; i += 2) if (String(headers[i]).toLowerCase() === 'cache-control') headers[i + 1] = 'no-store';

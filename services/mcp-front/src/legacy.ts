@@ -32,7 +32,15 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
-import { isInitializeRequest, ProtocolErrorCode, isJSONRPCRequest, isJSONRPCResultResponse, type InitializeRequest, type JSONRPCMessage, type Server } from '@modelcontextprotocol/server';
+import {
+  isInitializeRequest,
+  ProtocolErrorCode,
+  isJSONRPCRequest,
+  isJSONRPCResultResponse,
+  type InitializeRequest,
+  type JSONRPCMessage,
+  type Server,
+} from '@modelcontextprotocol/server';
 import { errorMessage, subjects, type Bus, type Logger, type Principal, type SessionState } from '@punk/lib';
 import { scopeKey, type Scope } from './aggregate.js';
 import { cancelCall, cancelledRequestOf, sessionCallId } from './cancellation.js';
@@ -88,7 +96,15 @@ export class LegacyEndpoint {
       }
       if ((body as { method?: unknown } | undefined)?.method === 'initialize') {
         const id = (body as { id: string | number }).id;
-        sendJsonRpcError(res, 400, ProtocolErrorCode.InvalidParams, 'Invalid params: initialize needs params.protocolVersion (a string), params.capabilities (an object) and params.clientInfo ({ name, version })', {}, undefined, id);
+        sendJsonRpcError(
+          res,
+          400,
+          ProtocolErrorCode.InvalidParams,
+          'Invalid params: initialize needs params.protocolVersion (a string), params.capabilities (an object) and params.clientInfo ({ name, version })',
+          {},
+          undefined,
+          id,
+        );
         return;
       }
       sendJsonRpcError(res, 400, -32000, 'Bad Request: Mcp-Session-Id header is required (send initialize first to start a session)');
@@ -96,7 +112,12 @@ export class LegacyEndpoint {
     }
     const session = await this.deps.sessions.lookup(sessionId, { tenant: this.deps.tenant, scope: scopeKey(scope), principal });
     if (!session) {
-      sendJsonRpcError(res, 404, SESSION_NOT_FOUND_CODE, `Session not found: ${sessionId} (it ended, expired, or belongs to another endpoint or principal); start a new session with initialize`);
+      sendJsonRpcError(
+        res,
+        404,
+        SESSION_NOT_FOUND_CODE,
+        `Session not found: ${sessionId} (it ended, expired, or belongs to another endpoint or principal); start a new session with initialize`,
+      );
       return;
     }
     this.deps.sessions.renew(session);
@@ -104,11 +125,28 @@ export class LegacyEndpoint {
     else if (req.method === 'DELETE') await this.end(session, res);
     else if ((body as { method?: unknown } | undefined)?.method === 'initialize') {
       // MCP 2025-11-25 basic/lifecycle: initialize is the first interaction of a session, once.
-      sendJsonRpcError(res, 400, ProtocolErrorCode.InvalidRequest, `Invalid Request: session ${session.id} is initialized already; send initialize without Mcp-Session-Id to start another`, {}, undefined, (body as { id: string | number }).id);
+      sendJsonRpcError(
+        res,
+        400,
+        ProtocolErrorCode.InvalidRequest,
+        `Invalid Request: session ${session.id} is initialized already; send initialize without Mcp-Session-Id to start another`,
+        {},
+        undefined,
+        (body as { id: string | number }).id,
+      );
     } else if (isClientAnswer(body)) await routeClientAnswer(this.deps, session.id, body, res);
     else if (isRootsListChanged(body)) await this.rootsChanged(session, res);
     else if (cancelledRequestOf(body) !== undefined) await this.cancelled(session, cancelledRequestOf(body)!, res);
-    else await this.serve(scope, this.context(session.id, principal, session.state), req, res, body, this.streams(body, session.state), resumablePostStreams(session.state.protocolVersion));
+    else
+      await this.serve(
+        scope,
+        this.context(session.id, principal, session.state),
+        req,
+        res,
+        body,
+        this.streams(body, session.state),
+        resumablePostStreams(session.state.protocolVersion),
+      );
   }
 
   /** Refuses new sessions from now on (shutdown); sessions themselves live on in the store. */
@@ -117,24 +155,42 @@ export class LegacyEndpoint {
   }
 
   /** Serves `initialize`: mints the session id, and stores the session when the SDK has negotiated, before the result goes out. */
-  private async initialize(scope: Scope, principal: Principal, req: IncomingMessage, res: ServerResponse, body: InitializeRequest): Promise<void> {
+  private async initialize(
+    scope: Scope,
+    principal: Principal,
+    req: IncomingMessage,
+    res: ServerResponse,
+    body: InitializeRequest,
+  ): Promise<void> {
     if (this.closed) {
       sendJsonRpcError(res, 503, -32603, 'mcp-front is shutting down; retry on another replica');
       return;
     }
     const decision = await this.deps.rateLimiter.attempt(clientAddressOf(req, this.deps.trustedProxies));
     if (!decision.allowed) {
-      sendJsonRpcError(res, 429, -32000, `Too Many Requests: more than the allowed initialize requests per minute from this address; retry in ${decision.retryAfterSeconds} s`, {
-        'Retry-After': String(decision.retryAfterSeconds),
-      });
+      sendJsonRpcError(
+        res,
+        429,
+        -32000,
+        `Too Many Requests: more than the allowed initialize requests per minute from this address; retry in ${decision.retryAfterSeconds} s`,
+        {
+          'Retry-After': String(decision.retryAfterSeconds),
+        },
+      );
       return;
     }
     const live = await this.deps.sessions.count();
     if (live >= this.deps.maxSessions) {
       const retryAfter = String(Math.max(1, Math.ceil(this.deps.sessionTtlMs / 4000)));
-      sendJsonRpcError(res, 503, -32000, `Service Unavailable: the endpoint holds its maximum of ${this.deps.maxSessions} sessions; retry in ${retryAfter} s or reuse a session`, {
-        'Retry-After': retryAfter,
-      });
+      sendJsonRpcError(
+        res,
+        503,
+        -32000,
+        `Service Unavailable: the endpoint holds its maximum of ${this.deps.maxSessions} sessions; retry in ${retryAfter} s or reuse a session`,
+        {
+          'Retry-After': retryAfter,
+        },
+      );
       return;
     }
     const id = randomUUID();
@@ -155,7 +211,7 @@ export class LegacyEndpoint {
       await this.deps.sessions.create(id, state);
     };
     res.setHeader('Mcp-Session-Id', id);
-    await this.serve(scope, this.context(id, principal), req, res, body, this.deps.responseMode === 'always', false, async message => {
+    await this.serve(scope, this.context(id, principal), req, res, body, this.deps.responseMode === 'always', false, async (message) => {
       if (!isJSONRPCResultResponse(message) || message.id !== requestId) return message;
       try {
         await store(message.result);
@@ -232,8 +288,8 @@ export class LegacyEndpoint {
   /** Whether a POST of a session is answered as SSE (see the module comment). */
   private streams(body: unknown, state: SessionState): boolean {
     if (this.deps.responseMode !== 'auto') return this.deps.responseMode === 'always';
-    const talksBack = ['sampling', 'elicitation', 'roots'].some(c => c in state.capabilities) || state.logLevel !== undefined;
-    return (Array.isArray(body) ? body : [body]).some(message => {
+    const talksBack = ['sampling', 'elicitation', 'roots'].some((c) => c in state.capabilities) || state.logLevel !== undefined;
+    return (Array.isArray(body) ? body : [body]).some((message) => {
       if (!isJSONRPCRequest(message)) return false;
       const params = message.params as { _meta?: { progressToken?: unknown } } | undefined;
       return params?._meta?.progressToken !== undefined || (talksBack && FORWARDED_CALLS.has(message.method));
@@ -250,12 +306,12 @@ export class LegacyEndpoint {
       sendRelated: async () => {
         throw new Error('no request is being served yet');
       },
-      setLogLevel: async level => {
-        await this.deps.sessions.update(id, state => ({ ...state, logLevel: level }));
+      setLogLevel: async (level) => {
+        await this.deps.sessions.update(id, (state) => ({ ...state, logLevel: level }));
       },
       setSubscribed: async (uri, on) => {
-        await this.deps.sessions.update(id, state => {
-          const others = state.subscriptions.filter(u => u !== uri);
+        await this.deps.sessions.update(id, (state) => {
+          const others = state.subscriptions.filter((u) => u !== uri);
           return { ...state, subscriptions: on ? [...others, uri] : others };
         });
       },
@@ -268,5 +324,10 @@ const FORWARDED_CALLS = new Set(['tools/call', 'resources/read', 'prompts/get', 
 
 /** Whether a POST body is the client's `notifications/roots/list_changed`. */
 function isRootsListChanged(body: unknown): boolean {
-  return typeof body === 'object' && body !== null && !('id' in body) && (body as { method?: unknown }).method === 'notifications/roots/list_changed';
+  return (
+    typeof body === 'object' &&
+    body !== null &&
+    !('id' in body) &&
+    (body as { method?: unknown }).method === 'notifications/roots/list_changed'
+  );
 }

@@ -8,7 +8,16 @@
  * hears every `punk.resources.updated` of its tenant (no queue group: each replica holds its own listen
  * streams) and hands it to its listen streams whose endpoint includes the server.
  */
-import { errorMessage, parseMessage, requestGateway, resourceUpdatedSchema, subjects, type Bus, type BusSubscription, type Logger } from '@punk/lib';
+import {
+  errorMessage,
+  parseMessage,
+  requestGateway,
+  resourceUpdatedSchema,
+  subjects,
+  type Bus,
+  type BusSubscription,
+  type Logger,
+} from '@punk/lib';
 import { routeResource, type Scope } from './aggregate.js';
 import type { TenantCatalog } from './catalog.js';
 
@@ -40,14 +49,17 @@ export async function subscribeListened(deps: ListenSubscriptionDeps, scope: Sco
   try {
     const view = await deps.catalog.view(scope);
     await Promise.all(
-      uris.map(async uri => {
+      uris.map(async (uri) => {
         const server = routeResource(view, uri) ?? (scope.kind === 'server' ? view.servers[0]?.name : undefined);
         if (!server) {
           deps.log.debug({ uri }, 'subscriptions/listen names a resource no server of the endpoint owns');
           return;
         }
-        await requestGateway(deps.bus, { method: 'resources/subscribe', tenant: deps.tenant, server, uri }, deps.timeoutMs).catch(error =>
-          deps.log.warn({ server, uri, err: errorMessage(error) }, 'could not subscribe an upstream to a resource a listen stream asked for'),
+        await requestGateway(deps.bus, { method: 'resources/subscribe', tenant: deps.tenant, server, uri }, deps.timeoutMs).catch((error) =>
+          deps.log.warn(
+            { server, uri, err: errorMessage(error) },
+            'could not subscribe an upstream to a resource a listen stream asked for',
+          ),
         );
       }),
     );
@@ -61,8 +73,11 @@ export async function subscribeListened(deps: ListenSubscriptionDeps, scope: Sco
  * Unsubscribe to stop.
  * @throws PunkError from the bus when the subscription cannot be made.
  */
-export async function startListenUpdates(deps: Pick<ListenSubscriptionDeps, 'bus' | 'tenant'>, deliver: (server: string, uri: string) => void): Promise<BusSubscription> {
-  return deps.bus.subscribe(subjects.resourceUpdated, data => {
+export async function startListenUpdates(
+  deps: Pick<ListenSubscriptionDeps, 'bus' | 'tenant'>,
+  deliver: (server: string, uri: string) => void,
+): Promise<BusSubscription> {
+  return deps.bus.subscribe(subjects.resourceUpdated, (data) => {
     const updated = parseMessage(resourceUpdatedSchema, subjects.resourceUpdated, data);
     if (updated.tenant === deps.tenant) deliver(updated.server, updated.uri);
   });

@@ -62,7 +62,8 @@ export const sseStreams = new Gauge({
   collect() {
     this.reset();
     for (const { req, res } of openResponses) {
-      if (res.headersSent && String(res.getHeader('content-type') ?? '').startsWith('text/event-stream')) this.inc({ http_request_method: methodLabel(req.method) });
+      if (res.headersSent && String(res.getHeader('content-type') ?? '').startsWith('text/event-stream'))
+        this.inc({ http_request_method: methodLabel(req.method) });
     }
   },
 });
@@ -77,14 +78,14 @@ const sessionStores = new Map<string, SessionStore>();
  */
 export const sessionsGauge = new Gauge({
   name: 'punk_mcp_front_sessions',
-  help: "2025-era MCP sessions of the tenant in the shared session bucket (cluster-wide, the same on every replica: aggregate with max).",
+  help: '2025-era MCP sessions of the tenant in the shared session bucket (cluster-wide, the same on every replica: aggregate with max).',
   labelNames: ['tenant'] as const,
   async collect() {
     this.reset();
     await Promise.all(
       [...sessionStores].map(([tenant, store]) =>
         store.count().then(
-          count => this.set({ tenant }, count),
+          (count) => this.set({ tenant }, count),
           // An unreachable bucket leaves the series out of this scrape; /readyz reports the bus.
           () => undefined,
         ),
@@ -166,7 +167,7 @@ function versionLabel(version: unknown): string {
  */
 export function observeOperations(server: Server, catalog: TenantCatalog, scope: Scope): void {
   const connect = server.connect.bind(server);
-  server.connect = async transport => {
+  server.connect = async (transport) => {
     await connect(transport);
     const pending = new Map<RequestId, Pending>();
     const receive = transport.onmessage;
@@ -175,7 +176,12 @@ export function observeOperations(server: Server, catalog: TenantCatalog, scope:
         const params = message.params as { name?: unknown; protocolVersion?: unknown; _meta?: Record<string, unknown> } | undefined;
         const tool = message.method === 'tools/call' && typeof params?.name === 'string' ? params.name : undefined;
         const version = params?._meta?.[PROTOCOL_VERSION_META_KEY] ?? extra?.request?.headers.get('mcp-protocol-version') ?? undefined;
-        pending.set(message.id, { method: MCP_METHODS.has(message.method) ? message.method : OTHER, tool, version, startedAt: performance.now() });
+        pending.set(message.id, {
+          method: MCP_METHODS.has(message.method) ? message.method : OTHER,
+          tool,
+          version,
+          startedAt: performance.now(),
+        });
       }
       receive?.(message, extra);
     };
@@ -193,15 +199,32 @@ export function observeOperations(server: Server, catalog: TenantCatalog, scope:
 }
 
 /** Observes one answered request (after resolving its tool name against the catalog, without delaying the answer). */
-async function record(request: Pending, response: JSONRPCMessage, negotiated: string | undefined, seconds: number, catalog: TenantCatalog, scope: Scope): Promise<void> {
+async function record(
+  request: Pending,
+  response: JSONRPCMessage,
+  negotiated: string | undefined,
+  seconds: number,
+  catalog: TenantCatalog,
+  scope: Scope,
+): Promise<void> {
   const result = isJSONRPCResultResponse(response) ? (response.result as { isError?: unknown; protocolVersion?: unknown }) : undefined;
-  const errorType = isJSONRPCErrorResponse(response) ? jsonRpcErrorTypeOf(response.error.code) : request.tool !== undefined && result?.isError === true ? 'tool_error' : NO_ERROR;
+  const errorType = isJSONRPCErrorResponse(response)
+    ? jsonRpcErrorTypeOf(response.error.code)
+    : request.tool !== undefined && result?.isError === true
+      ? 'tool_error'
+      : NO_ERROR;
   let tool = '';
   if (request.tool !== undefined) {
-    const known = await catalog.view(scope).then(view => view.tools.resolve(request.tool!) !== undefined, () => false);
+    const known = await catalog.view(scope).then(
+      (view) => view.tools.resolve(request.tool!) !== undefined,
+      () => false,
+    );
     tool = known ? request.tool : OTHER;
   }
   // initialize's own answer names the agreed revision; other requests carry it (header, _meta) or the server negotiated it.
   const version = versionLabel(result?.protocolVersion ?? negotiated ?? request.version);
-  serverOperationDuration.observe({ mcp_method_name: request.method, gen_ai_tool_name: tool, error_type: errorType, mcp_protocol_version: version }, seconds);
+  serverOperationDuration.observe(
+    { mcp_method_name: request.method, gen_ai_tool_name: tool, error_type: errorType, mcp_protocol_version: version },
+    seconds,
+  );
 }

@@ -13,7 +13,13 @@ const answer = (description: string, schema?: Schema) => ({ description, ...(sch
 const error = (description: string) => answer(description, ref('Error'));
 const string = (description: string, extra: Schema = {}): Schema => ({ type: 'string', description, ...extra });
 const stringMap = (description: string): Schema => ({ type: 'object', description, additionalProperties: { type: 'string' } });
-const pathParameter = (name: string, description: string) => ({ name, in: 'path', required: true, description, schema: { type: 'string' } });
+const pathParameter = (name: string, description: string) => ({
+  name,
+  in: 'path',
+  required: true,
+  description,
+  schema: { type: 'string' },
+});
 const tenantParameter = {
   name: 'tenant',
   in: 'query',
@@ -33,7 +39,8 @@ const sideEffectLevel: Schema = {
   type: 'integer',
   minimum: 0,
   maximum: 4,
-  description: 'Declared side-effect level: 0 none, 1 read, 2 reversible write, 3 write or send, 4 destructive or payment. Wins over the verb heuristics.',
+  description:
+    'Declared side-effect level: 0 none, 1 read, 2 reversible write, 3 write or send, 4 destructive or payment. Wins over the verb heuristics.',
 };
 
 const schemas: Record<string, Schema> = {
@@ -44,7 +51,10 @@ const schemas: Record<string, Schema> = {
       error: {
         type: 'object',
         required: ['code', 'message'],
-        properties: { code: string('Machine-readable code, such as `InvalidRegistration` or `ServerNotFound`.'), message: string('What is wrong, naming the field or object.') },
+        properties: {
+          code: string('Machine-readable code, such as `InvalidRegistration` or `ServerNotFound`.'),
+          message: string('What is wrong, naming the field or object.'),
+        },
       },
     },
   },
@@ -71,7 +81,8 @@ const schemas: Record<string, Schema> = {
       pinning: {
         type: 'string',
         enum: ['serve', 'hide', 'approval'],
-        description: "When a tool's definition changes from the pinned one: serve the new one, hide the tool until an admin accepts it, or require approval per call. Default: `PUNK_TOOL_PINNING` (`hide`).",
+        description:
+          "When a tool's definition changes from the pinned one: serve the new one, hide the tool until an admin accepts it, or require approval per call. Default: `PUNK_TOOL_PINNING` (`hide`).",
       },
     },
   },
@@ -82,20 +93,30 @@ const schemas: Record<string, Schema> = {
     description:
       'A server registration: `stdio` (`command`, `args`, `env`; accepted only where the gateway may run processes, i.e. `punk up`) or `http` (`url`, `headers`). Header and env values may be `cred:<id>` (or `cred:<id>/<key>`) references to a credential of the same tenant, resolved at connect time.',
     properties: {
-      name: string('DNS-1035 label, unique in the tenant; the tool prefix on the aggregated endpoint.', { pattern: '^[a-z]([-a-z0-9]*[a-z0-9])?$', maxLength: 63 }),
+      name: string('DNS-1035 label, unique in the tenant; the tool prefix on the aggregated endpoint.', {
+        pattern: '^[a-z]([-a-z0-9]*[a-z0-9])?$',
+        maxLength: 63,
+      }),
       type: { type: 'string', enum: ['stdio', 'http'] },
       command: string('stdio: the executable.', { minLength: 1 }),
       args: { type: 'array', items: { type: 'string' }, description: 'stdio: arguments.' },
-      env: stringMap('stdio: environment of the process (nothing else of the gateway\'s environment reaches it).'),
-      url: string('http: URL of the MCP endpoint (http or https). Checked by the SSRF guard at registration and at every connect.', { format: 'uri' }),
+      env: stringMap("stdio: environment of the process (nothing else of the gateway's environment reaches it)."),
+      url: string('http: URL of the MCP endpoint (http or https). Checked by the SSRF guard at registration and at every connect.', {
+        format: 'uri',
+      }),
       headers: stringMap('http: headers sent on every request.'),
       transport: {
         type: 'string',
         enum: ['streamable-http', 'sse'],
-        description: 'http: `streamable-http` (default; falls back to the 2024-11-05 HTTP+SSE transport when the server answers 400, 404 or 405) or `sse` (the old transport only).',
+        description:
+          'http: `streamable-http` (default; falls back to the 2024-11-05 HTTP+SSE transport when the server answers 400, 404 or 405) or `sse` (the old transport only).',
       },
       tools: ref('ToolsPolicy'),
-      sessionMode: { type: 'string', enum: ['shared', 'per-client'], description: 'One upstream session shared by all clients (default), or one per client session.' },
+      sessionMode: {
+        type: 'string',
+        enum: ['shared', 'per-client'],
+        description: 'One upstream session shared by all clients (default), or one per client session.',
+      },
       timeout: string('Deadline of one call, such as `30s` (default `60s`).', { pattern: '^\\d+(ms|s|m|h)$' }),
     },
   },
@@ -107,15 +128,27 @@ const schemas: Record<string, Schema> = {
       namespace: string('Tenant.'),
       type: { type: 'string', enum: ['stdio', 'http'] },
       managed: { type: 'boolean', description: 'Made from a custom resource (or a manifest under `punk up`): read-only through this API.' },
-      state: { type: 'string', description: 'Connection state on the answering gateway replica (`starting`, `ready`, `idle`, `failed`, `stopped`).' },
+      state: {
+        type: 'string',
+        description: 'Connection state on the answering gateway replica (`starting`, `ready`, `idle`, `failed`, `stopped`).',
+      },
       lastError: string('Why the server is not ready, when it is not.'),
       circuit: { type: 'string', enum: ['closed', 'open', 'half-open'], description: 'Circuit breaker of the pooled connection.' },
-      transport: { type: 'string', enum: ['stdio', 'streamable-http', 'sse'], description: 'What the pooled connection speaks: `sse` when a Streamable HTTP handshake was refused and the 2024-11-05 HTTP+SSE transport answered.' },
+      transport: {
+        type: 'string',
+        enum: ['stdio', 'streamable-http', 'sse'],
+        description:
+          'What the pooled connection speaks: `sse` when a Streamable HTTP handshake was refused and the 2024-11-05 HTTP+SSE transport answered.',
+      },
       toolCount: { type: 'integer', minimum: 0 },
       status: { type: 'string', enum: ['unknown', 'ok', 'error'], description: 'Outcome of the last `test`.' },
       latencyMs: { type: 'number', minimum: 0, description: 'Connect and list time of the last `test`, in milliseconds.' },
       testedAt: string('Time of the last `test` (RFC 3339).', { format: 'date-time' }),
-      registration: { type: 'object', description: 'The registration as stored, literal `env` and `headers` values shown as `<redacted>` (managed servers: a summary of the manifest, names only).' },
+      registration: {
+        type: 'object',
+        description:
+          'The registration as stored, literal `env` and `headers` values shown as `<redacted>` (managed servers: a summary of the manifest, names only).',
+      },
       createdAt: string('Registered servers: RFC 3339.', { format: 'date-time' }),
       createdBy: string('Registered servers: subject of the admin who registered it.'),
       updatedAt: string('Registered servers: RFC 3339.', { format: 'date-time' }),
@@ -195,11 +228,14 @@ const schemas: Record<string, Schema> = {
       createdBy: string('Subject of the admin who created it.'),
       expiresAt: string('OAuth2: expiry of the current access token (RFC 3339).', { format: 'date-time' }),
       lastRefreshAt: string('OAuth2: time of the last successful refresh (RFC 3339).', { format: 'date-time' }),
-      refreshError: string('OAuth2: why the last refresh failed, when it did (redacted: never a value); cleared by the next successful refresh.'),
+      refreshError: string(
+        'OAuth2: why the last refresh failed, when it did (redacted: never a value); cleared by the next successful refresh.',
+      ),
       source: {
         type: 'string',
         enum: ['api', 'secret'],
-        description: '`api`: created through this API. `secret`: applied by the operator from the Kubernetes Secret of an McpCredential (replaced when the Secret changes).',
+        description:
+          '`api`: created through this API. `secret`: applied by the operator from the Kubernetes Secret of an McpCredential (replaced when the Secret changes).',
       },
       sourceChecksum: string('`secret`: checksum of the Secret content the credential was applied from.'),
     },
@@ -231,7 +267,7 @@ const schemas: Record<string, Schema> = {
   },
   RunSummary: {
     type: 'object',
-    description: 'One run of the ledger (the events of one call, or of one server\'s lifecycle).',
+    description: "One run of the ledger (the events of one call, or of one server's lifecycle).",
     required: ['runId', 'tenant', 'firstAt', 'lastAt', 'eventCount', 'types'],
     properties: {
       runId: { type: 'string' },
@@ -249,7 +285,13 @@ const schemas: Record<string, Schema> = {
   Run: {
     type: 'object',
     required: ['run', 'events'],
-    properties: { run: ref('RunSummary'), events: { type: 'array', items: { type: 'object', description: 'A stored event with its chain position (`tenantSeq`), `prevHash` and `hash`.' } } },
+    properties: {
+      run: ref('RunSummary'),
+      events: {
+        type: 'array',
+        items: { type: 'object', description: 'A stored event with its chain position (`tenantSeq`), `prevHash` and `hash`.' },
+      },
+    },
   },
   Verification: {
     type: 'object',
@@ -282,7 +324,9 @@ export const openApiDocument = {
   servers: [{ url: '/api/v1' }],
   security: [{ bearer: [] }],
   components: {
-    securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'An API key (`pk_…`) or an OAuth access token with the admin scope.' } },
+    securitySchemes: {
+      bearer: { type: 'http', scheme: 'bearer', description: 'An API key (`pk_…`) or an OAuth access token with the admin scope.' },
+    },
     schemas,
   },
   paths: {
@@ -291,7 +335,14 @@ export const openApiDocument = {
         operationId: 'listServers',
         summary: 'The servers of a tenant: registrations made through this API and managed ones (custom resources, manifests).',
         parameters: [tenantParameter],
-        responses: { '200': answer('The servers.', { type: 'object', required: ['servers'], properties: { servers: { type: 'array', items: ref('Server') } } }), ...adminErrors },
+        responses: {
+          '200': answer('The servers.', {
+            type: 'object',
+            required: ['servers'],
+            properties: { servers: { type: 'array', items: ref('Server') } },
+          }),
+          ...adminErrors,
+        },
       },
       post: {
         operationId: 'createServer',
@@ -313,11 +364,16 @@ export const openApiDocument = {
       get: {
         operationId: 'getServer',
         summary: 'One server.',
-        responses: { '200': answer('The server.', { type: 'object', required: ['server'], properties: { server: ref('Server') } }), '404': error('No such server in the tenant.'), ...adminErrors },
+        responses: {
+          '200': answer('The server.', { type: 'object', required: ['server'], properties: { server: ref('Server') } }),
+          '404': error('No such server in the tenant.'),
+          ...adminErrors,
+        },
       },
       put: {
         operationId: 'replaceServer',
-        summary: 'Replaces a registration (the body is the whole registration; `name` must match). Pooled connections to it are closed on every replica.',
+        summary:
+          'Replaces a registration (the body is the whole registration; `name` must match). Pooled connections to it are closed on every replica.',
         requestBody: { required: true, content: json(ref('Registration')) },
         responses: {
           '200': answer('Replaced.', { type: 'object', required: ['server'], properties: { server: ref('Server') } }),
@@ -332,15 +388,25 @@ export const openApiDocument = {
       delete: {
         operationId: 'deleteServer',
         summary: 'Deletes a registration; its connections close on every replica. Audited (`server.deregistered`).',
-        responses: { '204': answer('Deleted.'), '404': error('No such server in the tenant.'), '409': error('The server is managed.'), ...adminErrors },
+        responses: {
+          '204': answer('Deleted.'),
+          '404': error('No such server in the tenant.'),
+          '409': error('The server is managed.'),
+          ...adminErrors,
+        },
       },
     },
     '/mcp/servers/{id}/test': {
       parameters: [server, tenantParameter],
       post: {
         operationId: 'testServer',
-        summary: 'Connects (resolving credentials), lists the tools, and stores the outcome on the registration (`status`, `toolCount`, `lastError`, `latencyMs`). Audited (`server.tested`).',
-        responses: { '200': answer('The outcome; `ok` is false (with `error`) when the server could not be reached or listed.', ref('TestResult')), '404': error('No such server in the tenant.'), ...adminErrors },
+        summary:
+          'Connects (resolving credentials), lists the tools, and stores the outcome on the registration (`status`, `toolCount`, `lastError`, `latencyMs`). Audited (`server.tested`).',
+        responses: {
+          '200': answer('The outcome; `ok` is false (with `error`) when the server could not be reached or listed.', ref('TestResult')),
+          '404': error('No such server in the tenant.'),
+          ...adminErrors,
+        },
       },
     },
     '/mcp/servers/{id}/tools': {
@@ -360,20 +426,27 @@ export const openApiDocument = {
       parameters: [server, pathParameter('tool', 'Tool name as the server lists it.'), tenantParameter],
       post: {
         operationId: 'acceptToolDefinition',
-        summary: "Accepts a tool's changed definition: it becomes the pinned one and the tool is served again. Audited (`tool.definition_accepted`).",
+        summary:
+          "Accepts a tool's changed definition: it becomes the pinned one and the tool is served again. Audited (`tool.definition_accepted`).",
         requestBody: {
           required: false,
           content: json({
             type: 'object',
             additionalProperties: false,
-            properties: { fingerprint: string('The `pendingFingerprint` the admin reviewed: the accept holds only if it is still the one waiting.', { pattern: '^[0-9a-f]{64}$' }) },
+            properties: {
+              fingerprint: string('The `pendingFingerprint` the admin reviewed: the accept holds only if it is still the one waiting.', {
+                pattern: '^[0-9a-f]{64}$',
+              }),
+            },
           }),
         },
         responses: {
           '200': answer('Accepted.', ref('AcceptedTool')),
           '400': error('The body is not `{ fingerprint }`.'),
           '404': error('No such server or tool.'),
-          '409': error('The tool has no changed definition waiting (`ToolNotPending`), or the one waiting is not the reviewed `fingerprint` (`ToolDefinitionMismatch`).'),
+          '409': error(
+            'The tool has no changed definition waiting (`ToolNotPending`), or the one waiting is not the reviewed `fingerprint` (`ToolDefinitionMismatch`).',
+          ),
           '415': error('A body that is not JSON.'),
           ...adminErrors,
         },
@@ -384,15 +457,27 @@ export const openApiDocument = {
         operationId: 'listCredentials',
         summary: 'The credentials of a tenant, without values.',
         parameters: [tenantParameter],
-        responses: { '200': answer('The credentials.', { type: 'object', required: ['credentials'], properties: { credentials: { type: 'array', items: ref('Credential') } } }), ...adminErrors },
+        responses: {
+          '200': answer('The credentials.', {
+            type: 'object',
+            required: ['credentials'],
+            properties: { credentials: { type: 'array', items: ref('Credential') } },
+          }),
+          ...adminErrors,
+        },
       },
       post: {
         operationId: 'createCredential',
-        summary: 'Stores a credential, encrypted with AES-256-GCM under `PUNK_ENCRYPTION_KEY`. Audited (`credential.created`, key names only).',
+        summary:
+          'Stores a credential, encrypted with AES-256-GCM under `PUNK_ENCRYPTION_KEY`. Audited (`credential.created`, key names only).',
         parameters: [tenantParameter],
         requestBody: { required: true, content: json(ref('CredentialInput')) },
         responses: {
-          '201': answer('Stored; the answer has no values.', { type: 'object', required: ['credential'], properties: { credential: ref('Credential') } }),
+          '201': answer('Stored; the answer has no values.', {
+            type: 'object',
+            required: ['credential'],
+            properties: { credential: ref('Credential') },
+          }),
           '400': error('The body is not a valid credential (the message names the field, never a value).'),
           '409': error('A credential with that id exists in the tenant.'),
           '413': error('The body is too large.'),
@@ -406,7 +491,11 @@ export const openApiDocument = {
       get: {
         operationId: 'getCredential',
         summary: 'One credential, without values.',
-        responses: { '200': answer('The credential.', { type: 'object', required: ['credential'], properties: { credential: ref('Credential') } }), '404': error('No such credential in the tenant.'), ...adminErrors },
+        responses: {
+          '200': answer('The credential.', { type: 'object', required: ['credential'], properties: { credential: ref('Credential') } }),
+          '404': error('No such credential in the tenant.'),
+          ...adminErrors,
+        },
       },
       delete: {
         operationId: 'deleteCredential',
@@ -420,7 +509,11 @@ export const openApiDocument = {
         summary: 'The API keys (authentication on only), without the keys themselves.',
         parameters: [tenantParameter],
         responses: {
-          '200': answer('The keys.', { type: 'object', required: ['apiKeys'], properties: { apiKeys: { type: 'array', items: ref('ApiKey') } } }),
+          '200': answer('The keys.', {
+            type: 'object',
+            required: ['apiKeys'],
+            properties: { apiKeys: { type: 'array', items: ref('ApiKey') } },
+          }),
           '404': error('Authentication is off (`AuthenticationOff`).'),
           ...adminErrors,
         },
@@ -453,10 +546,30 @@ export const openApiDocument = {
         summary: 'Runs of the ledger, most recently active first.',
         parameters: [
           tenantParameter,
-          { name: 'limit', in: 'query', required: false, description: 'Runs per page, 1 to 500 (default 50).', schema: { type: 'integer', minimum: 1, maximum: 500 } },
-          { name: 'before', in: 'query', required: false, description: "Runs whose last event is earlier (RFC 3339); pass the last run's `lastAt` for the next page.", schema: { type: 'string', format: 'date-time' } },
+          {
+            name: 'limit',
+            in: 'query',
+            required: false,
+            description: 'Runs per page, 1 to 500 (default 50).',
+            schema: { type: 'integer', minimum: 1, maximum: 500 },
+          },
+          {
+            name: 'before',
+            in: 'query',
+            required: false,
+            description: "Runs whose last event is earlier (RFC 3339); pass the last run's `lastAt` for the next page.",
+            schema: { type: 'string', format: 'date-time' },
+          },
         ],
-        responses: { '200': answer('The runs.', { type: 'object', required: ['runs'], properties: { runs: { type: 'array', items: ref('RunSummary') } } }), '400': error('A bad query parameter.'), ...adminErrors },
+        responses: {
+          '200': answer('The runs.', {
+            type: 'object',
+            required: ['runs'],
+            properties: { runs: { type: 'array', items: ref('RunSummary') } },
+          }),
+          '400': error('A bad query parameter.'),
+          ...adminErrors,
+        },
       },
     },
     '/runs/{id}': {
@@ -464,7 +577,12 @@ export const openApiDocument = {
       get: {
         operationId: 'getRun',
         summary: 'One run with its events in chain order.',
-        responses: { '200': answer('The run.', ref('Run')), '400': error('The run id exists in several tenants: add `tenant`.'), '404': error('No such run.'), ...adminErrors },
+        responses: {
+          '200': answer('The run.', ref('Run')),
+          '400': error('The run id exists in several tenants: add `tenant`.'),
+          '404': error('No such run.'),
+          ...adminErrors,
+        },
       },
     },
     '/ledger/verify': {
@@ -476,7 +594,12 @@ export const openApiDocument = {
       },
     },
     '/openapi.json': {
-      get: { operationId: 'getOpenApiDocument', summary: 'This document.', security: [], responses: { '200': answer('The OpenAPI document.', { type: 'object' }) } },
+      get: {
+        operationId: 'getOpenApiDocument',
+        summary: 'This document.',
+        security: [],
+        responses: { '200': answer('The OpenAPI document.', { type: 'object' }) },
+      },
     },
   },
 } as const;

@@ -72,7 +72,8 @@ function valueAt(args: unknown, path: string[]): unknown {
 /** A header value as the string it carries: Base64 decoded when wrapped; undefined when malformed (RFC 9110 §5.5, RFC 4648 §4). */
 function decode(raw: string): string | undefined {
   if (/[^\t\x20-\x7e]/.test(raw)) return undefined;
-  if (!(raw.startsWith(BASE64_PREFIX) && raw.endsWith(BASE64_SUFFIX) && raw.length >= BASE64_PREFIX.length + BASE64_SUFFIX.length)) return raw;
+  if (!(raw.startsWith(BASE64_PREFIX) && raw.endsWith(BASE64_SUFFIX) && raw.length >= BASE64_PREFIX.length + BASE64_SUFFIX.length))
+    return raw;
   const encoded = raw.slice(BASE64_PREFIX.length, raw.length - BASE64_SUFFIX.length);
   if (encoded.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(encoded)) return undefined;
   const bytes = Buffer.from(encoded, 'base64');

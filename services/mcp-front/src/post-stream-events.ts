@@ -21,7 +21,14 @@
  * are stored meanwhile and a GET resuming the stream receives them.
  */
 import { randomUUID } from 'node:crypto';
-import { isJSONRPCErrorResponse, isJSONRPCResultResponse, type EventId, type EventStore, type JSONRPCMessage, type StreamId } from '@modelcontextprotocol/server';
+import {
+  isJSONRPCErrorResponse,
+  isJSONRPCResultResponse,
+  type EventId,
+  type EventStore,
+  type JSONRPCMessage,
+  type StreamId,
+} from '@modelcontextprotocol/server';
 import { eventId, type SessionEvents } from './session-events.js';
 
 /** First protocol version whose POST streams are primed and resumable (SEP-1699). */
@@ -56,7 +63,7 @@ export class PostStreamEvents implements EventStore {
     private readonly events: SessionEvents,
     private readonly sessionId: string,
   ) {
-    this.answered = new Promise(resolve => (this.settle = resolve));
+    this.answered = new Promise((resolve) => (this.settle = resolve));
   }
 
   /** Whether the stream stored an event but not yet the response: the call should outlive a dropped connection. */

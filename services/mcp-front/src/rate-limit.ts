@@ -43,7 +43,8 @@ export class InitializeRateLimiter {
     for (let attempt = 0; attempt < 5; attempt++) {
       const entry = await this.kv.get(key);
       const count = (entry?.value as { count?: number } | undefined)?.count ?? 0;
-      if (count >= this.limit) return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil(((window + 1) * WINDOW_MS - now) / 1000)) };
+      if (count >= this.limit)
+        return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil(((window + 1) * WINDOW_MS - now) / 1000)) };
       try {
         if (entry) await this.kv.update(key, { count: count + 1 }, entry.revision);
         else await this.kv.create(key, { count: 1 });

@@ -25,7 +25,17 @@
  * with the status of {@link statusOf}.
  */
 import express, { type NextFunction, type Request, type Response, type Router } from 'express';
-import { anonymousPrincipal, deadlines, errorMessage, PunkError, subjects, type Bus, type GatewayAdminRequest, type Logger, type Principal } from '@punk/lib';
+import {
+  anonymousPrincipal,
+  deadlines,
+  errorMessage,
+  PunkError,
+  subjects,
+  type Bus,
+  type GatewayAdminRequest,
+  type Logger,
+  type Principal,
+} from '@punk/lib';
 import { adminGuard } from './auth/admin-api.js';
 import { bodyRefusal } from './body-errors.js';
 import type { Authenticator } from './auth/authenticator.js';
@@ -140,18 +150,23 @@ export function registryRouter(options: RegistryApiOptions): Router {
     else res.status(status).set('Cache-Control', 'no-store').json(reply);
   };
 
-  const route = (handler: (req: Request, res: Response, caller: { principal: Principal; tenant: string }) => Promise<void>) => async (req: Request, res: Response, next: NextFunction) => {
-    const caller = callerOf(req, res);
-    if (!caller) return;
-    try {
-      await handler(req, res, caller);
-    } catch (error) {
-      next(error);
-    }
-  };
+  const route =
+    (handler: (req: Request, res: Response, caller: { principal: Principal; tenant: string }) => Promise<void>) =>
+    async (req: Request, res: Response, next: NextFunction) => {
+      const caller = callerOf(req, res);
+      if (!caller) return;
+      try {
+        await handler(req, res, caller);
+      } catch (error) {
+        next(error);
+      }
+    };
   const id = (req: Request) => String(req.params['id']);
 
-  router.get('/mcp/servers', route((_req, res, { tenant }) => forward(res, { op: 'servers.list', tenant })));
+  router.get(
+    '/mcp/servers',
+    route((_req, res, { tenant }) => forward(res, { op: 'servers.list', tenant })),
+  );
   router.post(
     '/mcp/servers',
     json,
@@ -160,7 +175,10 @@ export function registryRouter(options: RegistryApiOptions): Router {
       if (body) await forward(res, { op: 'servers.create', tenant, principal, body }, 201);
     }),
   );
-  router.get('/mcp/servers/:id', route((req, res, { tenant }) => forward(res, { op: 'servers.get', tenant, id: id(req) })));
+  router.get(
+    '/mcp/servers/:id',
+    route((req, res, { tenant }) => forward(res, { op: 'servers.get', tenant, id: id(req) })),
+  );
   router.put(
     '/mcp/servers/:id',
     json,
@@ -169,9 +187,18 @@ export function registryRouter(options: RegistryApiOptions): Router {
       if (body) await forward(res, { op: 'servers.update', tenant, principal, id: id(req), body });
     }),
   );
-  router.delete('/mcp/servers/:id', route((req, res, { tenant, principal }) => forward(res, { op: 'servers.delete', tenant, principal, id: id(req) }, 204)));
-  router.post('/mcp/servers/:id/test', route((req, res, { tenant, principal }) => forward(res, { op: 'servers.test', tenant, principal, id: id(req) })));
-  router.get('/mcp/servers/:id/tools', route((req, res, { tenant }) => forward(res, { op: 'servers.tools', tenant, id: id(req) })));
+  router.delete(
+    '/mcp/servers/:id',
+    route((req, res, { tenant, principal }) => forward(res, { op: 'servers.delete', tenant, principal, id: id(req) }, 204)),
+  );
+  router.post(
+    '/mcp/servers/:id/test',
+    route((req, res, { tenant, principal }) => forward(res, { op: 'servers.test', tenant, principal, id: id(req) })),
+  );
+  router.get(
+    '/mcp/servers/:id/tools',
+    route((req, res, { tenant }) => forward(res, { op: 'servers.tools', tenant, id: id(req) })),
+  );
   // The body is optional here: `{ fingerprint }` of the reviewed definition, or nothing.
   router.post(
     '/mcp/servers/:id/tools/:tool/accept',
@@ -189,9 +216,18 @@ export function registryRouter(options: RegistryApiOptions): Router {
       if (body) await forward(res, { op: 'credentials.create', tenant, principal, body }, 201);
     }),
   );
-  router.get('/credentials', route((_req, res, { tenant }) => forward(res, { op: 'credentials.list', tenant })));
-  router.get('/credentials/:id', route((req, res, { tenant }) => forward(res, { op: 'credentials.get', tenant, id: id(req) })));
-  router.delete('/credentials/:id', route((req, res, { tenant, principal }) => forward(res, { op: 'credentials.delete', tenant, principal, id: id(req) }, 204)));
+  router.get(
+    '/credentials',
+    route((_req, res, { tenant }) => forward(res, { op: 'credentials.list', tenant })),
+  );
+  router.get(
+    '/credentials/:id',
+    route((req, res, { tenant }) => forward(res, { op: 'credentials.get', tenant, id: id(req) })),
+  );
+  router.delete(
+    '/credentials/:id',
+    route((req, res, { tenant, principal }) => forward(res, { op: 'credentials.delete', tenant, principal, id: id(req) }, 204)),
+  );
 
   router.use(['/mcp/servers', '/credentials'], (error: unknown, _req: Request, res: Response, _next: NextFunction) => {
     const type = (error as { type?: unknown })?.type;
@@ -201,7 +237,12 @@ export function registryRouter(options: RegistryApiOptions): Router {
     if (refusal) return fail(res, refusal.status, refusal.code, refusal.message);
     const status = statusOf(error);
     if (status >= 500) options.log.warn({ err: errorMessage(error) }, 'registry API request failed');
-    fail(res, status, error instanceof PunkError ? error.code : 'Internal', status === 500 && !(error instanceof PunkError) ? 'the request failed inside Punk; see its logs' : errorMessage(error));
+    fail(
+      res,
+      status,
+      error instanceof PunkError ? error.code : 'Internal',
+      status === 500 && !(error instanceof PunkError) ? 'the request failed inside Punk; see its logs' : errorMessage(error),
+    );
   });
   return router;
 }

@@ -62,7 +62,8 @@ export const MIN_SIGNING_KEY_BYTES = 32;
 export function signingKeyOf(configured: string | undefined, log: Logger): Buffer {
   if (configured !== undefined) {
     const key = Buffer.from(configured, 'utf8');
-    if (key.length < MIN_SIGNING_KEY_BYTES) throw new RangeError(`PUNK_SESSION_SIGNING_KEY must be at least ${MIN_SIGNING_KEY_BYTES} bytes; it has ${key.length}`);
+    if (key.length < MIN_SIGNING_KEY_BYTES)
+      throw new RangeError(`PUNK_SESSION_SIGNING_KEY must be at least ${MIN_SIGNING_KEY_BYTES} bytes; it has ${key.length}`);
     return key;
   }
   log.warn(
@@ -96,7 +97,8 @@ export class RequestStateCodec {
    */
   verify(state: string, now: number = Date.now()): RequestStatePayload {
     const parts = state.split('.');
-    if (parts.length !== 3 || parts[0] !== VERSION) throw invalid('requestState is malformed: it is not a state Punk minted (expected v1.<payload>.<signature>)');
+    if (parts.length !== 3 || parts[0] !== VERSION)
+      throw invalid('requestState is malformed: it is not a state Punk minted (expected v1.<payload>.<signature>)');
     const body = `${parts[0]}.${parts[1]}`;
     const given = Buffer.from(parts[2]!, 'base64url');
     const expected = this.sign(body);
@@ -109,8 +111,12 @@ export class RequestStateCodec {
     } catch {
       throw invalid('requestState is malformed: its payload is not JSON');
     }
-    if (typeof payload.expiresAt !== 'number' || typeof payload.requestId !== 'string') throw invalid('requestState is malformed: its payload lacks requestId or expiresAt');
-    if (payload.expiresAt <= now) throw invalid(`requestState expired at ${new Date(payload.expiresAt).toISOString()}: call again without requestState and inputResponses`);
+    if (typeof payload.expiresAt !== 'number' || typeof payload.requestId !== 'string')
+      throw invalid('requestState is malformed: its payload lacks requestId or expiresAt');
+    if (payload.expiresAt <= now)
+      throw invalid(
+        `requestState expired at ${new Date(payload.expiresAt).toISOString()}: call again without requestState and inputResponses`,
+      );
     return payload;
   }
 

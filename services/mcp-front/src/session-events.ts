@@ -70,7 +70,7 @@ export class SessionEvents {
   async after(sessionId: string, position: StreamPosition): Promise<StoredEvent[]> {
     const subject = subjects.sseEvent(sessionId, position.streamId);
     const stored = await this.bus.readStream(streams.sse.name, { subject, afterSeq: position.seq });
-    return stored.map(m => ({ seq: m.seq, message: parseMessage(sseEventSchema, subject, m.data).message }));
+    return stored.map((m) => ({ seq: m.seq, message: parseMessage(sseEventSchema, subject, m.data).message }));
   }
 
   /**

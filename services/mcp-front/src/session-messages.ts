@@ -48,11 +48,16 @@ export async function startSessionMessages(deps: SessionMessagesDeps): Promise<B
       const { sessionId, message } = parseMessage(sessionMessageSchema, subject, data);
       const session = await deps.sessions.get(sessionId);
       if (!session || session.state.tenant !== deps.tenant) {
-        throw new PunkError('SessionNotFound', `session ${sessionId} of tenant ${deps.tenant} ended or expired; ${message.method} was not stored`, { sessionId });
+        throw new PunkError(
+          'SessionNotFound',
+          `session ${sessionId} of tenant ${deps.tenant} ended or expired; ${message.method} was not stored`,
+          { sessionId },
+        );
       }
       if (message.method === 'notifications/message') {
         const level = (message['params'] as { level?: unknown } | undefined)?.level;
-        if (!passesLogLevel(level, session.state.logLevel)) return { stored: false, reason: `level ${String(level)} is below the session's log level ${session.state.logLevel}` };
+        if (!passesLogLevel(level, session.state.logLevel))
+          return { stored: false, reason: `level ${String(level)} is below the session's log level ${session.state.logLevel}` };
       }
       if (!session.state.stream) return { stored: false, reason: `session ${sessionId} has no GET stream open yet` };
       await deps.events.append(sessionId, session.state.stream, message);

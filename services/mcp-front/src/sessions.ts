@@ -87,7 +87,11 @@ export class SessionStore {
     const session = await this.get(id);
     if (!session) return undefined;
     const { state } = session;
-    const same = state.tenant === binding.tenant && state.scope === binding.scope && state.principal.subject === binding.principal.subject && state.principal.tenant === binding.principal.tenant;
+    const same =
+      state.tenant === binding.tenant &&
+      state.scope === binding.scope &&
+      state.principal.subject === binding.principal.subject &&
+      state.principal.tenant === binding.principal.tenant;
     return same ? session : undefined;
   }
 
@@ -121,8 +125,9 @@ export class SessionStore {
   renew(session: StoredSession): void {
     if (Date.now() - Date.parse(session.state.renewedAt) < this.ttlMs / 4) return;
     const next = { ...session.state, renewedAt: new Date().toISOString() };
-    this.kv.update(session.id, next, session.revision).catch(error => {
-      if (!(error instanceof PunkError && error.code === 'KvConflict')) this.log.warn({ sessionId: session.id, err: errorMessage(error) }, 'could not renew a session');
+    this.kv.update(session.id, next, session.revision).catch((error) => {
+      if (!(error instanceof PunkError && error.code === 'KvConflict'))
+        this.log.warn({ sessionId: session.id, err: errorMessage(error) }, 'could not renew a session');
     });
   }
 
@@ -142,7 +147,7 @@ export class SessionStore {
 
   /** Every live session (for fan-out of registry changes); malformed entries are skipped. */
   async list(): Promise<StoredSession[]> {
-    const found = await Promise.all((await this.kv.keys()).map(key => this.get(key)));
+    const found = await Promise.all((await this.kv.keys()).map((key) => this.get(key)));
     return found.filter((s): s is StoredSession => s !== undefined);
   }
 }

@@ -54,7 +54,7 @@ type Dialect = 'draft-07' | '2019-09' | '2020-12';
  */
 function re2(pattern: string, _flags: string): { test(input: string): boolean; toString(): string } {
   const compiled = RE2JS.compile(RE2JS.translateRegExp(pattern));
-  return { test: input => compiled.test(input), toString: () => `re2:${pattern}` };
+  return { test: (input) => compiled.test(input), toString: () => `re2:${pattern}` };
 }
 // Ajv's RegExpEngine type names the engine for standalone code generation, which Punk does not use.
 re2.code = 're2';
@@ -99,12 +99,30 @@ export class ToolSchemaValidator {
     if (!outputSchema || result['isError'] === true) return { ok: true };
     const structured = result['structuredContent'];
     if (structured === undefined) {
-      return { ok: false, field: '(structuredContent)', message: `tool ${tool} declares an outputSchema but its result has no structuredContent` };
+      return {
+        ok: false,
+        field: '(structuredContent)',
+        message: `tool ${tool} declares an outputSchema but its result has no structuredContent`,
+      };
     }
-    return this.check(tool, 'outputSchema', outputSchema, structured, '(structuredContent)', `the structuredContent of tool ${tool} does not match its outputSchema`);
+    return this.check(
+      tool,
+      'outputSchema',
+      outputSchema,
+      structured,
+      '(structuredContent)',
+      `the structuredContent of tool ${tool} does not match its outputSchema`,
+    );
   }
 
-  private check(tool: string, which: string, schema: Record<string, unknown>, value: unknown, whole: string, headline: string): SchemaCheck {
+  private check(
+    tool: string,
+    which: string,
+    schema: Record<string, unknown>,
+    value: unknown,
+    whole: string,
+    headline: string,
+  ): SchemaCheck {
     const validate = this.compiled(tool, which, schema);
     if (!validate || validate(value)) return { ok: true };
     const error = validate.errors?.[0];
@@ -118,7 +136,8 @@ export class ToolSchemaValidator {
     const hit = this.cache.get(key);
     if (hit !== undefined) return hit.validate;
     let entry: { validate: ValidateFunction | null; compiled?: { dialect: Dialect; schema: object } } = { validate: null };
-    const excess = key.length > SCHEMA_BOUNDS.maxChars ? `it is ${key.length} characters long (at most ${SCHEMA_BOUNDS.maxChars})` : excessOf(schema);
+    const excess =
+      key.length > SCHEMA_BOUNDS.maxChars ? `it is ${key.length} characters long (at most ${SCHEMA_BOUNDS.maxChars})` : excessOf(schema);
     if (excess) {
       this.log.warn({ tool, schema: which, reason: excess }, `${which} is out of bounds; it is not enforced`);
     } else {
@@ -156,9 +175,11 @@ export function excessOf(schema: unknown): string | undefined {
       for (const keyword of COMPOSITIONS) {
         const list = (value as Record<string, unknown>)[keyword];
         if (!Array.isArray(list)) continue;
-        if (list.length > SCHEMA_BOUNDS.maxBranches) return `one ${keyword} has ${list.length} branches (at most ${SCHEMA_BOUNDS.maxBranches})`;
+        if (list.length > SCHEMA_BOUNDS.maxBranches)
+          return `one ${keyword} has ${list.length} branches (at most ${SCHEMA_BOUNDS.maxBranches})`;
         branches += list.length;
-        if (branches > SCHEMA_BOUNDS.maxTotalBranches) return `its allOf, anyOf and oneOf have more than ${SCHEMA_BOUNDS.maxTotalBranches} branches together`;
+        if (branches > SCHEMA_BOUNDS.maxTotalBranches)
+          return `its allOf, anyOf and oneOf have more than ${SCHEMA_BOUNDS.maxTotalBranches} branches together`;
       }
     }
     for (const child of children) stack.push({ value: child, depth: depth + 1 });
@@ -177,7 +198,12 @@ function dialectOf(schemaUri: unknown): Dialect {
 function fieldOf(error: ErrorObject, whole: string): string {
   const base = error.instancePath.replace(/^\//, '').replace(/~1/g, '/').replace(/~0/g, '~');
   const params = error.params as Record<string, unknown>;
-  const child = typeof params['missingProperty'] === 'string' ? params['missingProperty'] : typeof params['additionalProperty'] === 'string' ? params['additionalProperty'] : undefined;
+  const child =
+    typeof params['missingProperty'] === 'string'
+      ? params['missingProperty']
+      : typeof params['additionalProperty'] === 'string'
+        ? params['additionalProperty']
+        : undefined;
   if (child !== undefined) return base ? `${base}/${child}` : child;
   return base || whole;
 }

@@ -12,7 +12,9 @@ import ipaddr from 'ipaddr.js';
  * fd00:ec2::254 (AWS over IPv6; unique-local anyway), 100.100.100.200 (Alibaba; carrier-grade NAT anyway) and
  * 168.63.129.16 (Azure WireServer, inside a public range, so named here).
  */
-const CLOUD_METADATA = new Set(['169.254.169.254', 'fd00:ec2::254', '100.100.100.200', '168.63.129.16'].map(text => ipaddr.parse(text).toString()));
+const CLOUD_METADATA = new Set(
+  ['169.254.169.254', 'fd00:ec2::254', '100.100.100.200', '168.63.129.16'].map((text) => ipaddr.parse(text).toString()),
+);
 
 /** How a message names each ipaddr.js range; a range missing here is named as ipaddr.js spells it. */
 const RANGE_NAMES: Record<string, string> = {
@@ -55,7 +57,7 @@ function embeddedIPv4(address: ipaddr.IPv6, range: string): ipaddr.IPv4 | undefi
     case '6to4': // 2002:AABB:CCDD::/48 (RFC 3056 §2)
       return ipv4(w1, w2);
     case 'unicast': // ::a.b.c.d, the deprecated IPv4-compatible form (RFC 4291 §2.5.5.1)
-      return address.parts.slice(0, 6).every(part => part === 0) ? ipv4(w6, w7) : undefined;
+      return address.parts.slice(0, 6).every((part) => part === 0) ? ipv4(w6, w7) : undefined;
     default:
       return undefined;
   }

@@ -22,7 +22,10 @@ export function egressProxyEnv(proxyUrl: string, noProxy: readonly string[] = []
   } catch {
     throw new Error(`egressProxyEnv: ${JSON.stringify(proxyUrl)} is not a URL such as http://my-server-egress:3128`);
   }
-  if (url.protocol !== 'http:') throw new Error(`egressProxyEnv: ${JSON.stringify(proxyUrl)} must be an http: URL (the proxy speaks plain HTTP; TLS runs inside its CONNECT tunnels)`);
+  if (url.protocol !== 'http:')
+    throw new Error(
+      `egressProxyEnv: ${JSON.stringify(proxyUrl)} must be an http: URL (the proxy speaks plain HTTP; TLS runs inside its CONNECT tunnels)`,
+    );
   const value = url.origin;
   return [
     { name: 'HTTP_PROXY', value },
@@ -30,6 +33,11 @@ export function egressProxyEnv(proxyUrl: string, noProxy: readonly string[] = []
     { name: 'http_proxy', value },
     { name: 'https_proxy', value },
     { name: 'NODE_USE_ENV_PROXY', value: '1' },
-    ...(noProxy.length > 0 ? [{ name: 'NO_PROXY', value: noProxy.join(',') }, { name: 'no_proxy', value: noProxy.join(',') }] : []),
+    ...(noProxy.length > 0
+      ? [
+          { name: 'NO_PROXY', value: noProxy.join(',') },
+          { name: 'no_proxy', value: noProxy.join(',') },
+        ]
+      : []),
   ];
 }

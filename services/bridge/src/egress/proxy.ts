@@ -12,7 +12,14 @@
  * gives up after `connectTimeoutMs`, and clients beyond `maxConnections` are answered 503. `GET /healthz` and
  * `GET /readyz` (origin form) answer 200 while it listens, for the Deployment's probes.
  */
-import { Agent, createServer, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import {
+  Agent,
+  createServer,
+  request as httpRequest,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type ServerResponse,
+} from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { chooseAddress, lookupAddresses } from './resolution.js';
@@ -37,11 +44,24 @@ export interface RunningEgressProxy {
 const VIA = '1.1 punk-egress-proxy';
 
 /** Hop-by-hop fields (RFC 9110 §7.6.1), plus Proxy-Authorization, which is meant for this proxy alone. */
-const HOP_BY_HOP = ['connection', 'proxy-connection', 'keep-alive', 'te', 'transfer-encoding', 'upgrade', 'proxy-authorization', 'proxy-authenticate', 'trailer'];
+const HOP_BY_HOP = [
+  'connection',
+  'proxy-connection',
+  'keep-alive',
+  'te',
+  'transfer-encoding',
+  'upgrade',
+  'proxy-authorization',
+  'proxy-authenticate',
+  'trailer',
+];
 
 /** `headers` without hop-by-hop fields, nor those the Connection field names, with this proxy in `Via`. */
 function forwardedHeaders(headers: IncomingHttpHeaders): Record<string, string | string[]> {
-  const connection = [headers.connection ?? []].flat().flatMap(value => value.split(',')).map(token => token.trim().toLowerCase());
+  const connection = [headers.connection ?? []]
+    .flat()
+    .flatMap((value) => value.split(','))
+    .map((token) => token.trim().toLowerCase());
   const dropped = new Set([...HOP_BY_HOP, ...connection]);
   const out: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries(headers)) if (value !== undefined && !dropped.has(name)) out[name] = value;
@@ -52,7 +72,9 @@ function forwardedHeaders(headers: IncomingHttpHeaders): Record<string, string |
 /** A whole HTTP/1.1 response written on a raw socket (CONNECT answers, limits), closing the connection. */
 function rawResponse(socket: Duplex, status: number, reason: string, body: string): void {
   if (socket.destroyed) return;
-  socket.end(`HTTP/1.1 ${status} ${reason}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+  socket.end(
+    `HTTP/1.1 ${status} ${reason}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
 }
 
 /** A destination the proxy refused or could not reach, as an HTTP answer. */
@@ -83,7 +105,11 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Run
   const agent = new Agent({ keepAlive: true, timeout: options.idleTimeoutMs });
 
   /** Checks the host, decides on the destination and resolves it: the address to connect to, or the refusal to answer. */
-  const decide = async (method: string, rawHost: string, port: number): Promise<{ host: string; address: string; decision: EgressDecision } | Refusal> => {
+  const decide = async (
+    method: string,
+    rawHost: string,
+    port: number,
+  ): Promise<{ host: string; address: string; decision: EgressDecision } | Refusal> => {
     let parsed: RequestHost;
     try {
       parsed = parseRequestHost(rawHost);
@@ -108,16 +134,37 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Run
         failure = (error as Error).message;
       }
     }
-    log.info({ method, host, port, allowed: decision.allowed, rule: decision.rule ?? null, ...(address && { address }), ...(reason && { reason }) }, decision.allowed ? 'egress allowed' : 'egress refused');
+    log.info(
+      {
+        method,
+        host,
+        port,
+        allowed: decision.allowed,
+        rule: decision.rule ?? null,
+        ...(address && { address }),
+        ...(reason && { reason }),
+      },
+      decision.allowed ? 'egress allowed' : 'egress refused',
+    );
     if (!decision.allowed) return new Refusal(403, 'Forbidden', refusedBody(host, port, reason));
-    if (address === undefined) return new Refusal(502, 'Bad Gateway', `egress to ${host}:${port} is allowed, but ${host} could not be resolved: ${failure ?? 'no address'}\n`);
+    if (address === undefined)
+      return new Refusal(
+        502,
+        'Bad Gateway',
+        `egress to ${host}:${port} is allowed, but ${host} could not be resolved: ${failure ?? 'no address'}\n`,
+      );
     return { host, address, decision };
   };
 
   const tunnel = async (req: IncomingMessage, client: Duplex, head: Buffer): Promise<void> => {
     const target = /^(\[[0-9a-fA-F:.]+\]|[^:[\]]+):(\d{1,5})$/.exec(req.url ?? '');
     if (!target || Number(target[2]) < 1 || Number(target[2]) > 65535) {
-      return rawResponse(client, 400, 'Bad Request', `CONNECT needs a host:port target (RFC 9110 §9.3.6), got ${JSON.stringify(req.url)}\n`);
+      return rawResponse(
+        client,
+        400,
+        'Bad Request',
+        `CONNECT needs a host:port target (RFC 9110 §9.3.6), got ${JSON.stringify(req.url)}\n`,
+      );
     }
     const port = Number(target[2]);
     const decided = await decide('CONNECT', target[1]!, port);
@@ -126,7 +173,12 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Run
     upstreams.add(upstream);
     const connectTimer = setTimeout(() => {
       upstream.destroy();
-      rawResponse(client, 504, 'Gateway Timeout', `egress to ${decided.host}:${port} (${decided.address}) did not connect within ${options.connectTimeoutMs} ms\n`);
+      rawResponse(
+        client,
+        504,
+        'Gateway Timeout',
+        `egress to ${decided.host}:${port} (${decided.address}) did not connect within ${options.connectTimeoutMs} ms\n`,
+      );
     }, options.connectTimeoutMs);
     upstream.once('connect', () => {
       clearTimeout(connectTimer);
@@ -135,9 +187,10 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Run
       upstream.setTimeout(options.idleTimeoutMs, () => upstream.destroy());
       client.pipe(upstream).pipe(client);
     });
-    upstream.on('error', error => {
+    upstream.on('error', (error) => {
       clearTimeout(connectTimer);
-      if (upstream.connecting || !upstream.remoteAddress) rawResponse(client, 502, 'Bad Gateway', `egress to ${decided.host}:${port} (${decided.address}) failed: ${error.message}\n`);
+      if (upstream.connecting || !upstream.remoteAddress)
+        rawResponse(client, 502, 'Bad Gateway', `egress to ${decided.host}:${port} (${decided.address}) failed: ${error.message}\n`);
       else client.destroy();
     });
     upstream.on('close', () => {
@@ -164,7 +217,9 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Run
     }
     if (url.protocol !== 'http:') {
       res.writeHead(400, { 'content-type': 'text/plain; charset=utf-8' });
-      return void res.end(`only http: requests are forwarded in absolute form; use CONNECT for ${url.protocol} (got ${url.protocol}//${url.host})\n`);
+      return void res.end(
+        `only http: requests are forwarded in absolute form; use CONNECT for ${url.protocol} (got ${url.protocol}//${url.host})\n`,
+      );
     }
     const port = url.port === '' ? 80 : Number(url.port);
     const decided = await decide(req.method ?? 'GET', url.hostname, port);
@@ -174,21 +229,29 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Run
     }
     const headers = forwardedHeaders(req.headers);
     headers.host = url.host;
-    const upstream = httpRequest({ host: decided.address, port, method: req.method, path: `${url.pathname}${url.search}`, headers, setHost: false, agent });
+    const upstream = httpRequest({
+      host: decided.address,
+      port,
+      method: req.method,
+      path: `${url.pathname}${url.search}`,
+      headers,
+      setHost: false,
+      agent,
+    });
     let timedOut = false;
     const connectTimer = setTimeout(() => {
       timedOut = true;
       upstream.destroy(new Error(`did not connect within ${options.connectTimeoutMs} ms`));
     }, options.connectTimeoutMs);
-    upstream.once('socket', socket => {
+    upstream.once('socket', (socket) => {
       if (!socket.connecting) clearTimeout(connectTimer);
       else socket.once('connect', () => clearTimeout(connectTimer));
     });
-    upstream.on('response', response => {
+    upstream.on('response', (response) => {
       res.writeHead(response.statusCode ?? 502, response.statusMessage, forwardedHeaders(response.headers));
       response.pipe(res);
     });
-    upstream.on('error', error => {
+    upstream.on('error', (error) => {
       clearTimeout(connectTimer);
       if (res.headersSent) return void res.destroy();
       res.writeHead(timedOut ? 504 : 502, { 'content-type': 'text/plain; charset=utf-8' });
@@ -204,14 +267,19 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Run
     if (clients.size >= options.maxConnections) {
       refusedSockets.add(socket);
       log.warn({ maxConnections: options.maxConnections, remote: socket.remoteAddress }, 'refused a connection: at the connection limit');
-      return rawResponse(socket, 503, 'Service Unavailable', `the egress proxy is at its limit of ${options.maxConnections} connections (--max-connections); retry later\n`);
+      return rawResponse(
+        socket,
+        503,
+        'Service Unavailable',
+        `the egress proxy is at its limit of ${options.maxConnections} connections (--max-connections); retry later\n`,
+      );
     }
     clients.add(socket);
     socket.on('close', () => clients.delete(socket));
   });
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     if (refusedSockets.has(req.socket)) return void res.destroy();
-    forward(req, res).catch(error => {
+    forward(req, res).catch((error) => {
       log.error({ err: (error as Error).message }, 'proxying failed');
       res.destroy();
     });
@@ -219,26 +287,28 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Run
   server.on('connect', (req: IncomingMessage, client: Duplex, head: Buffer) => {
     if (refusedSockets.has(req.socket)) return void client.destroy();
     (client as Socket).setTimeout(options.idleTimeoutMs, () => client.destroy());
-    tunnel(req, client, head).catch(error => {
+    tunnel(req, client, head).catch((error) => {
       log.error({ err: (error as Error).message }, 'tunnel failed');
       client.destroy();
     });
   });
 
   await new Promise<void>((resolve, reject) => {
-    server.once('error', error => reject(new Error(`cannot listen on ${options.host}:${options.port}: ${error.message}`, { cause: error })));
+    server.once('error', (error) =>
+      reject(new Error(`cannot listen on ${options.host}:${options.port}: ${error.message}`, { cause: error })),
+    );
     server.listen(options.port, options.host, () => resolve());
   });
   const address = server.address() as AddressInfo;
   const url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
-  log.info({ url, rules: rules.map(rule => rule.text) }, 'egress proxy listening');
+  log.info({ url, rules: rules.map((rule) => rule.text) }, 'egress proxy listening');
 
   let closing: Promise<void> | undefined;
   return {
     url,
     close: () =>
       (closing ??= (async () => {
-        const closed = new Promise<void>(resolve => server.close(() => resolve()));
+        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
         for (const socket of [...clients, ...upstreams]) socket.destroy();
         server.closeAllConnections();
         agent.destroy();

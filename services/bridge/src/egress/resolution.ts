@@ -25,7 +25,12 @@ export type AddressChoice =
  * the name rule decides). A pure function of its arguments.
  * @param addresses the addresses `host` resolved to (at least one).
  */
-export function chooseAddress(rules: readonly EgressRule[], port: number, byName: EgressDecision, addresses: readonly string[]): AddressChoice {
+export function chooseAddress(
+  rules: readonly EgressRule[],
+  port: number,
+  byName: EgressDecision,
+  addresses: readonly string[],
+): AddressChoice {
   let refused: { address: string; reason: string } | undefined;
   for (const address of addresses) {
     const declared = networkRuleFor(rules, address, port);
@@ -49,5 +54,5 @@ const LOOPBACK = ['127.0.0.1', '::1'];
  */
 export async function lookupAddresses(host: string): Promise<string[]> {
   if (host === 'localhost' || host.endsWith('.localhost')) return LOOPBACK;
-  return (await lookup(`${host}.`, { all: true, order: 'verbatim' })).map(entry => entry.address);
+  return (await lookup(`${host}.`, { all: true, order: 'verbatim' })).map((entry) => entry.address);
 }

@@ -51,7 +51,7 @@ const NUMERIC_LAST_LABEL = /(^|\.)(0x[0-9a-f]*|[0-9]+)$/;
  * (RFC 1035 §2.3.4), whose last label is not a number (RFC 3696 §2), which `getaddrinfo` would take for an IPv4 address.
  */
 function isName(host: string): boolean {
-  return host.length <= 253 && NAME.test(host) && !NUMERIC_LAST_LABEL.test(host) && host.split('.').every(label => label.length <= 63);
+  return host.length <= 253 && NAME.test(host) && !NUMERIC_LAST_LABEL.test(host) && host.split('.').every((label) => label.length <= 63);
 }
 
 /** Lower-cased, without a trailing dot or IPv6 brackets: how a rule's host is kept. */
@@ -71,7 +71,10 @@ export interface RequestHost {
 
 /** Why a request's host is not one the proxy takes (answered 400); the message names the host. */
 export class RequestHostError extends Error {
-  constructor(readonly host: string, reason: string) {
+  constructor(
+    readonly host: string,
+    reason: string,
+  ) {
     super(`${JSON.stringify(host)} is not a host the egress proxy takes: ${reason}`);
     this.name = 'RequestHostError';
   }
@@ -86,7 +89,13 @@ export class RequestHostError extends Error {
  * @throws RequestHostError naming the host and what is wrong with it.
  */
 export function parseRequestHost(raw: string): RequestHost {
-  if (!/^[\x21-\x7e]+$/.test(raw)) throw new RequestHostError(raw, /[^\x00-\x7f]/.test(raw) ? 'not ASCII: send an internationalized name in its A-label (xn--) form' : 'empty, or has spaces or control characters');
+  if (!/^[\x21-\x7e]+$/.test(raw))
+    throw new RequestHostError(
+      raw,
+      /[^\x00-\x7f]/.test(raw)
+        ? 'not ASCII: send an internationalized name in its A-label (xn--) form'
+        : 'empty, or has spaces or control characters',
+    );
   const lower = raw.toLowerCase();
   if (lower.startsWith('[')) {
     const inner = lower.endsWith(']') ? lower.slice(1, -1) : '';
@@ -96,14 +105,19 @@ export function parseRequestHost(raw: string): RequestHost {
   const host = lower.endsWith('.') ? lower.slice(0, -1) : lower;
   if (isIP(host) === 4) return { host, family: 4 };
   if (isIP(host) === 6) throw new RequestHostError(raw, 'write an IPv6 address in brackets');
-  if (!isName(host)) throw new RequestHostError(raw, 'not a DNS name of letters, digits and hyphens in dot-separated labels (at most one trailing dot), nor an IP address in dotted-decimal or [IPv6] form');
+  if (!isName(host))
+    throw new RequestHostError(
+      raw,
+      'not a DNS name of letters, digits and hyphens in dot-separated labels (at most one trailing dot), nor an IP address in dotted-decimal or [IPv6] form',
+    );
   return { host, family: 0 };
 }
 
 function parsePorts(text: string, list: string | undefined): number[] | undefined {
   if (list === undefined) return undefined;
-  const ports = list.split(',').map(port => (/^\d{1,5}$/.test(port) ? Number(port) : NaN));
-  if (ports.some(port => !(port >= 1 && port <= 65535))) throw new Error(`${JSON.stringify(text)}: ports must be numbers from 1 to 65535 separated by commas`);
+  const ports = list.split(',').map((port) => (/^\d{1,5}$/.test(port) ? Number(port) : NaN));
+  if (ports.some((port) => !(port >= 1 && port <= 65535)))
+    throw new Error(`${JSON.stringify(text)}: ports must be numbers from 1 to 65535 separated by commas`);
   return ports;
 }
 
@@ -124,7 +138,8 @@ export function parseEgressRule(text: string): EgressRule {
     const address = normalizeHost(cidr[1]!);
     const family = isIP(address);
     const prefix = Number(cidr[2]);
-    if (family === 0 || prefix > (family === 4 ? 32 : 128)) throw new Error(`${JSON.stringify(text)} is not a CIDR such as 10.0.0.0/8 or fd00::/8 (with optional :port,port)`);
+    if (family === 0 || prefix > (family === 4 ? 32 : 128))
+      throw new Error(`${JSON.stringify(text)} is not a CIDR such as 10.0.0.0/8 or fd00::/8 (with optional :port,port)`);
     return { text, kind: 'network', network: addressList(address, prefix), ports: parsePorts(text, cidr[3]) };
   }
   const bracketed = /^\[([0-9a-fA-F:.]+)\](?::([^:]*))?$/.exec(text);
@@ -170,12 +185,14 @@ export function matchEgress(rules: readonly EgressRule[], destination: EgressDes
 
 /** Whether some rule could allow `port` by address (so resolving a name that no name rule allows is worth it). */
 export function hasNetworkRuleFor(rules: readonly EgressRule[], port: number): boolean {
-  return rules.some(rule => rule.kind === 'network' && (rule.ports === undefined || rule.ports.includes(port)));
+  return rules.some((rule) => rule.kind === 'network' && (rule.ports === undefined || rule.ports.includes(port)));
 }
 
 /** The first address or CIDR rule that allows `address` on `port` (declared), or undefined. Pure. */
 export function networkRuleFor(rules: readonly EgressRule[], address: string, port: number): EgressRule | undefined {
-  return rules.find(rule => rule.kind === 'network' && (rule.ports === undefined || rule.ports.includes(port)) && inNetwork(rule.network, address));
+  return rules.find(
+    (rule) => rule.kind === 'network' && (rule.ports === undefined || rule.ports.includes(port)) && inNetwork(rule.network, address),
+  );
 }
 
 /** One `sandbox.egress` item, checked and normalized: a lower-case host, or a cidr with its prefix; ports unique and ascending. */
@@ -207,15 +224,20 @@ const CIDR_EXAMPLE = 'an IPv4 or IPv6 range such as 10.0.0.0/8 or 2001:db8::/32 
  */
 export function checkEgressItem(item: EgressItem, at: string): EgressEntry {
   if ((item.host === undefined) === (item.cidr === undefined)) throw new EgressItemError(at, 'set exactly one of host and cidr');
-  if (item.ports !== undefined && item.ports.length === 0) throw new EgressItemError(`${at}.ports`, 'lists no port: list at least one, or leave ports out for every port');
-  if (item.ports?.some(port => !(Number.isInteger(port) && port >= 1 && port <= 65535))) throw new EgressItemError(`${at}.ports`, `${JSON.stringify(item.ports)}: ports must be numbers from 1 to 65535`);
+  if (item.ports !== undefined && item.ports.length === 0)
+    throw new EgressItemError(`${at}.ports`, 'lists no port: list at least one, or leave ports out for every port');
+  if (item.ports?.some((port) => !(Number.isInteger(port) && port >= 1 && port <= 65535)))
+    throw new EgressItemError(`${at}.ports`, `${JSON.stringify(item.ports)}: ports must be numbers from 1 to 65535`);
   const ports = item.ports && { ports: [...new Set(item.ports)].sort((a, b) => a - b) };
   const suffix = ports ? `:${ports.ports.join(',')}` : '';
   if (item.host !== undefined) {
     const host = item.host;
     // Ports have their own field; a colon here is an IPv6 address or a mistake such as a URL.
     if (host.includes('/') || (host.includes(':') && isIP(host) !== 6)) {
-      throw new EgressItemError(`${at}.host`, `${JSON.stringify(host)} is not a DNS name, *.wildcard name or IP address${host.includes('/') && isIP(host.split('/')[0]!) !== 0 ? ': put a range in cidr' : ''}`);
+      throw new EgressItemError(
+        `${at}.host`,
+        `${JSON.stringify(host)} is not a DNS name, *.wildcard name or IP address${host.includes('/') && isIP(host.split('/')[0]!) !== 0 ? ': put a range in cidr' : ''}`,
+      );
     }
     try {
       parseEgressRule((isIP(host) === 6 ? `[${host}]` : host) + suffix);
@@ -226,7 +248,8 @@ export function checkEgressItem(item: EgressItem, at: string): EgressEntry {
   }
   const [address = '', prefix, ...rest] = item.cidr!.split('/');
   const family = isIP(address);
-  if (family === 0 || rest.length > 0 || (prefix !== undefined && !/^\d{1,3}$/.test(prefix))) throw new EgressItemError(`${at}.cidr`, `${JSON.stringify(item.cidr)} is not a CIDR: ${CIDR_EXAMPLE}`);
+  if (family === 0 || rest.length > 0 || (prefix !== undefined && !/^\d{1,3}$/.test(prefix)))
+    throw new EgressItemError(`${at}.cidr`, `${JSON.stringify(item.cidr)} is not a CIDR: ${CIDR_EXAMPLE}`);
   const cidr = prefix === undefined ? `${address}/${family === 4 ? 32 : 128}` : item.cidr!;
   try {
     parseEgressRule(cidr + suffix);
@@ -262,5 +285,5 @@ export const EGRESS_PROXY_PORT = 3128;
  */
 export function egressProxyArgs(egress: readonly EgressItem[], options: { port?: number } = {}): string[] {
   const rules = egressAllowRules(egress);
-  return ['egress-proxy', '--port', String(options.port ?? EGRESS_PROXY_PORT), ...rules.flatMap(rule => ['--allow', rule])];
+  return ['egress-proxy', '--port', String(options.port ?? EGRESS_PROXY_PORT), ...rules.flatMap((rule) => ['--allow', rule])];
 }

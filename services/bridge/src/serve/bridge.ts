@@ -38,7 +38,14 @@ export interface RunningBridge {
   close(): Promise<void>;
 }
 
-function jsonRpcError(res: ServerResponse, status: number, code: number, message: string, id: unknown = null, headers: Record<string, string> = {}): void {
+function jsonRpcError(
+  res: ServerResponse,
+  status: number,
+  code: number,
+  message: string,
+  id: unknown = null,
+  headers: Record<string, string> = {},
+): void {
   if (res.headersSent) return void res.end();
   res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store', ...headers });
   res.end(JSON.stringify({ jsonrpc: '2.0', id: id ?? null, error: { code, message } }));
@@ -71,7 +78,9 @@ function idOf(body: unknown): unknown {
  */
 export async function startBridge(options: BridgeOptions): Promise<RunningBridge> {
   const { log } = options;
-  const env = Object.fromEntries(Object.entries(options.env ?? process.env).filter((entry): entry is [string, string] => entry[1] !== undefined));
+  const env = Object.fromEntries(
+    Object.entries(options.env ?? process.env).filter((entry): entry is [string, string] => entry[1] !== undefined),
+  );
   const sessions = new Map<string, BridgeSession>();
   /** Sessions whose child is starting or whose initialize has not minted an id yet: they count against the limit. */
   let starting = 0;
@@ -80,7 +89,9 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
   const ready = async (): Promise<string | undefined> => {
     if (stopping) return 'the bridge is shutting down';
     const found = await findCommand(options.command, env.PATH);
-    return found ? undefined : `the command ${JSON.stringify(options.command)} is not an executable file${options.command.includes('/') ? '' : ' on PATH'}`;
+    return found
+      ? undefined
+      : `the command ${JSON.stringify(options.command)} is not an executable file${options.command.includes('/') ? '' : ' on PATH'}`;
   };
 
   const newSession = async (req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> => {
@@ -99,7 +110,7 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
         env,
         idleTimeoutMs: options.sessionIdleTimeoutMs,
         log,
-        onInitialized: started => {
+        onInitialized: (started) => {
           registered = true;
           starting--;
           sessions.set(started.id!, started);
@@ -133,12 +144,23 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
     if (typeof sessionId === 'string') {
       const session = sessions.get(sessionId);
       // MCP 2025-11-25 basic/transports: an unknown or ended session is 404, and the client starts a new one.
-      if (!session) return jsonRpcError(res, 404, -32001, `Session not found: ${sessionId} does not exist or has ended; send initialize to start a new session`);
+      if (!session)
+        return jsonRpcError(
+          res,
+          404,
+          -32001,
+          `Session not found: ${sessionId} does not exist or has ended; send initialize to start a new session`,
+        );
       session.touch();
       return session.http.handleRequest(req, res);
     }
     if (req.method !== 'POST') {
-      return jsonRpcError(res, 400, -32000, `Bad Request: ${req.method} needs the Mcp-Session-Id header of a session; a session starts with an initialize POST`);
+      return jsonRpcError(
+        res,
+        400,
+        -32000,
+        `Bad Request: ${req.method} needs the Mcp-Session-Id header of a session; a session starts with an initialize POST`,
+      );
     }
     const text = await readBody(req);
     if (text === undefined) return jsonRpcError(res, 413, -32000, `Payload Too Large: the request body exceeds ${MAX_BODY_BYTES} bytes`);
@@ -164,24 +186,31 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
     const path = (req.url ?? '/').split('?')[0];
     if (path === '/healthz') return json(res, 200, { status: 'ok' });
     if (path === '/readyz') {
-      void ready().then(reason => (reason === undefined ? json(res, 200, { status: 'ready' }) : json(res, 503, { status: 'not-ready', reason })));
+      void ready().then((reason) =>
+        reason === undefined ? json(res, 200, { status: 'ready' }) : json(res, 503, { status: 'not-ready', reason }),
+      );
       return;
     }
     if (path !== options.path) return json(res, 404, { error: `no route for ${path}: the MCP endpoint is ${options.path}` });
-    mcp(req, res).catch(error => {
+    mcp(req, res).catch((error) => {
       log.error({ err: (error as Error).message }, 'request failed');
       jsonRpcError(res, 500, -32603, `Internal error: ${(error as Error).message}`);
     });
   });
 
   await new Promise<void>((resolve, reject) => {
-    server.once('error', error => reject(new Error(`cannot listen on ${options.host}:${options.port}: ${error.message}`, { cause: error })));
+    server.once('error', (error) =>
+      reject(new Error(`cannot listen on ${options.host}:${options.port}: ${error.message}`, { cause: error })),
+    );
     server.listen(options.port, options.host, () => resolve());
   });
   const address = server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `http://${host}:${address.port}`;
-  log.info({ url: `${url}${options.path}`, command: options.command, args: options.args, maxSessions: options.maxSessions }, 'bridge listening');
+  log.info(
+    { url: `${url}${options.path}`, command: options.command, args: options.args, maxSessions: options.maxSessions },
+    'bridge listening',
+  );
   const unready = await ready();
   if (unready) log.warn({ reason: unready }, 'not ready');
 
@@ -192,8 +221,8 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
     close: () =>
       (closing ??= (async () => {
         stopping = true;
-        const closed = new Promise<void>(resolve => server.close(() => resolve()));
-        await Promise.all([...sessions.values()].map(session => session.end('the bridge is shutting down')));
+        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        await Promise.all([...sessions.values()].map((session) => session.end('the bridge is shutting down')));
         server.closeAllConnections();
         await closed;
         log.info('bridge stopped');

@@ -9,7 +9,12 @@ import { delimiter, join, resolve } from 'node:path';
  * @returns its path, or undefined when there is none.
  */
 export async function findCommand(command: string, path: string | undefined): Promise<string | undefined> {
-  const candidates = command.includes('/') ? [resolve(command)] : (path ?? '').split(delimiter).filter(dir => dir !== '').map(dir => join(dir, command));
+  const candidates = command.includes('/')
+    ? [resolve(command)]
+    : (path ?? '')
+        .split(delimiter)
+        .filter((dir) => dir !== '')
+        .map((dir) => join(dir, command));
   for (const candidate of candidates) {
     try {
       await access(candidate, constants.X_OK);

@@ -33,7 +33,7 @@ export const SESSION_ENDED = -32000;
 // creates on the `child_process` diagnostics channel, synchronously inside spawn(), so the session that is
 // starting its transport at that moment takes the process object and learns the code from it.
 let spawning: ((child: ChildProcess) => void) | undefined;
-subscribe('child_process', message => spawning?.((message as { process: ChildProcess }).process));
+subscribe('child_process', (message) => spawning?.((message as { process: ChildProcess }).process));
 
 /** What a session needs. */
 export interface SessionOptions {
@@ -103,7 +103,7 @@ export class BridgeSession {
   private async open(): Promise<void> {
     const { log } = this.options;
     this.forwardStderr(this.child.stderr as Readable);
-    spawning = child => (this.process = child);
+    spawning = (child) => (this.process = child);
     let started: Promise<void>;
     try {
       started = this.child.start();
@@ -113,21 +113,25 @@ export class BridgeSession {
     try {
       await started;
     } catch (error) {
-      throw new Error(`the MCP server command ${JSON.stringify(this.options.command)} could not be started: ${(error as Error).message}`, { cause: error });
+      throw new Error(`the MCP server command ${JSON.stringify(this.options.command)} could not be started: ${(error as Error).message}`, {
+        cause: error,
+      });
     }
     log.info({ pid: this.pid, command: this.options.command }, 'started the MCP server process');
-    this.child.onmessage = message => this.fromChild(message);
-    this.child.onerror = error => log.warn({ session: this.id, pid: this.pid, err: error.message }, 'stdio transport error');
+    this.child.onmessage = (message) => this.fromChild(message);
+    this.child.onerror = (error) => log.warn({ session: this.id, pid: this.pid, err: error.message }, 'stdio transport error');
     this.child.onclose = () => void this.end(this.exitText());
-    this.http.onmessage = message => this.fromClient(message);
-    this.http.onerror = error => log.debug({ session: this.id, err: error.message }, 'HTTP transport refused a request');
+    this.http.onmessage = (message) => this.fromClient(message);
+    this.http.onerror = (error) => log.debug({ session: this.id, err: error.message }, 'HTTP transport refused a request');
     this.http.onclose = () => void this.end('the HTTP transport closed');
     await this.http.start();
     this.armIdle();
   }
 
   private forwardStderr(stderr: Readable): void {
-    createInterface({ input: stderr, crlfDelay: Infinity }).on('line', line => this.options.log.info({ session: this.id, pid: this.pid, stream: 'stderr' }, line));
+    createInterface({ input: stderr, crlfDelay: Infinity }).on('line', (line) =>
+      this.options.log.info({ session: this.id, pid: this.pid, stream: 'stderr' }, line),
+    );
   }
 
   private fromClient(message: JSONRPCMessage): void {
@@ -141,9 +145,10 @@ export class BridgeSession {
     } else if (isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message)) {
       this.awaitingClient.delete(message.id as RequestId);
     }
-    this.child.send(message).catch(error => {
+    this.child.send(message).catch((error) => {
       this.options.log.warn({ session: this.id, err: (error as Error).message }, 'could not write to the MCP server process');
-      if (isJSONRPCRequest(message)) this.answer(message.id, `the MCP server process did not take the request: ${(error as Error).message}`);
+      if (isJSONRPCRequest(message))
+        this.answer(message.id, `the MCP server process did not take the request: ${(error as Error).message}`);
     });
   }
 
@@ -152,13 +157,17 @@ export class BridgeSession {
     if (isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message)) {
       const request = this.pending.get(message.id as RequestId);
       if (!request) {
-        this.options.log.debug({ session: this.id, id: message.id }, 'the MCP server answered a request that is not pending (cancelled or unknown); dropped');
+        this.options.log.debug(
+          { session: this.id, id: message.id },
+          'the MCP server answered a request that is not pending (cancelled or unknown); dropped',
+        );
         return;
       }
       this.pending.delete(message.id as RequestId);
       if (request.initialize && isJSONRPCResultResponse(message)) this.acceptVersion(message.result.protocolVersion);
       this.toClient(message);
-      if (request.initialize && isJSONRPCErrorResponse(message)) void this.end(`the MCP server refused initialize: ${message.error.message}`);
+      if (request.initialize && isJSONRPCErrorResponse(message))
+        void this.end(`the MCP server refused initialize: ${message.error.message}`);
       return;
     }
     if (isJSONRPCRequest(message)) this.awaitingClient.add(message.id);
@@ -194,8 +203,11 @@ export class BridgeSession {
   }
 
   private toClient(message: JSONRPCMessage, relatedRequestId?: RequestId): void {
-    this.http.send(message, relatedRequestId === undefined ? undefined : { relatedRequestId }).catch(error => {
-      this.options.log.debug({ session: this.id, err: (error as Error).message }, 'a message of the MCP server could not be delivered to the client');
+    this.http.send(message, relatedRequestId === undefined ? undefined : { relatedRequestId }).catch((error) => {
+      this.options.log.debug(
+        { session: this.id, err: (error as Error).message },
+        'a message of the MCP server could not be delivered to the client',
+      );
     });
   }
 
@@ -215,12 +227,16 @@ export class BridgeSession {
 
   private armIdle(): void {
     const left = this.lastActivity + this.options.idleTimeoutMs - Date.now();
-    this.idleTimer = setTimeout(() => {
-      if (this.ending) return;
-      if (this.pending.size > 0 || this.awaitingClient.size > 0) this.touch();
-      if (Date.now() - this.lastActivity >= this.options.idleTimeoutMs) void this.end(`idle for ${this.options.idleTimeoutMs} ms (--session-idle-timeout)`);
-      else this.armIdle();
-    }, Math.max(left, 10));
+    this.idleTimer = setTimeout(
+      () => {
+        if (this.ending) return;
+        if (this.pending.size > 0 || this.awaitingClient.size > 0) this.touch();
+        if (Date.now() - this.lastActivity >= this.options.idleTimeoutMs)
+          void this.end(`idle for ${this.options.idleTimeoutMs} ms (--session-idle-timeout)`);
+        else this.armIdle();
+      },
+      Math.max(left, 10),
+    );
     this.idleTimer.unref();
   }
 
@@ -232,12 +248,13 @@ export class BridgeSession {
     if (this.ending) return this.ending;
     let settle!: () => void;
     // Set before anything runs: closing the transports below calls back into end().
-    this.ending = new Promise(resolve => (settle = resolve));
+    this.ending = new Promise((resolve) => (settle = resolve));
     void (async () => {
       clearTimeout(this.idleTimer);
       const exited = this.process !== undefined && (this.process.exitCode !== null || this.process.signalCode !== null);
       const data = { exitCode: this.process?.exitCode ?? null, signal: this.process?.signalCode ?? null };
-      for (const id of [...this.pending.keys()]) this.answer(id, `${reason} before answering; the session has ended`, exited ? data : undefined);
+      for (const id of [...this.pending.keys()])
+        this.answer(id, `${reason} before answering; the session has ended`, exited ? data : undefined);
       this.options.onEnded(this, reason);
       await this.http.close().catch(() => undefined);
       await this.child.close().catch(() => undefined);

@@ -6,7 +6,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { ProtocolError } from '@modelcontextprotocol/client';
-import { connectClient, eventually, EVERYTHING, FIXTURE, isRunning, MEMORY, runBridge, runToExit, textOf, type BridgeProcess } from './harness.js';
+import {
+  connectClient,
+  eventually,
+  EVERYTHING,
+  FIXTURE,
+  isRunning,
+  MEMORY,
+  runBridge,
+  runToExit,
+  textOf,
+  type BridgeProcess,
+} from './harness.js';
 
 const running: BridgeProcess[] = [];
 after(async () => {
@@ -19,7 +30,11 @@ async function bridgeOf(...args: Parameters<typeof runBridge>): Promise<BridgePr
 }
 
 /** POSTs one JSON-RPC message without a session, as a raw HTTP client. */
-async function post(bridge: BridgeProcess, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: { error?: { code: number; message: string } } }> {
+async function post(
+  bridge: BridgeProcess,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: { error?: { code: number; message: string } } }> {
   const response = await fetch(new URL('/mcp', bridge.url), {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
@@ -39,21 +54,29 @@ describe('punk-bridge serve', () => {
   test('a client lists and calls the tools of server-everything, with progress, sampling, elicitation and resource updates relayed', async () => {
     const bridge = await bridgeOf(EVERYTHING);
     const { client } = await connectClient(bridge, { capabilities: { sampling: {}, elicitation: { form: {} } } });
-    client.setRequestHandler('sampling/createMessage', async () => ({ role: 'assistant', content: { type: 'text', text: 'a sampled answer' }, model: 'test-model' }));
-    client.setRequestHandler('elicitation/create', async request => {
+    client.setRequestHandler('sampling/createMessage', async () => ({
+      role: 'assistant',
+      content: { type: 'text', text: 'a sampled answer' },
+      model: 'test-model',
+    }));
+    client.setRequestHandler('elicitation/create', async (request) => {
       assert.match(String(request.params.message), /provide inputs/);
       return { action: 'accept', content: { name: 'Ada Lovelace', check: true } };
     });
     const updated: string[] = [];
-    client.setNotificationHandler('notifications/resources/updated', notification => void updated.push(notification.params.uri));
+    client.setNotificationHandler('notifications/resources/updated', (notification) => void updated.push(notification.params.uri));
 
-    const tools = (await client.listTools()).tools.map(tool => tool.name);
-    for (const name of ['echo', 'get-sum', 'trigger-long-running-operation', 'trigger-sampling-request', 'trigger-elicitation-request']) assert.ok(tools.includes(name), `${name} is listed`);
+    const tools = (await client.listTools()).tools.map((tool) => tool.name);
+    for (const name of ['echo', 'get-sum', 'trigger-long-running-operation', 'trigger-sampling-request', 'trigger-elicitation-request'])
+      assert.ok(tools.includes(name), `${name} is listed`);
     assert.equal(textOf(await client.callTool({ name: 'echo', arguments: { message: 'through the bridge' } })), 'Echo: through the bridge');
     assert.match(textOf(await client.callTool({ name: 'get-sum', arguments: { a: 2, b: 40 } })), /42/);
 
     const progress: number[] = [];
-    const long = await client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 1, steps: 3 } }, { onprogress: p => void progress.push(p.progress) });
+    const long = await client.callTool(
+      { name: 'trigger-long-running-operation', arguments: { duration: 1, steps: 3 } },
+      { onprogress: (p) => void progress.push(p.progress) },
+    );
     assert.match(textOf(long), /completed/);
     assert.deepEqual(progress, [1, 2, 3]);
 
@@ -81,7 +104,7 @@ describe('punk-bridge serve', () => {
     await first.client.close();
     await eventually(() => !isRunning(firstPid), `the first session's child ${firstPid} ends`);
     assert.equal(Number(textOf(await second.client.callTool({ name: 'pid', arguments: {} }))), secondPid);
-    const ended = await bridge.waitForLog(line => line.msg === 'session ended' && line.pid === firstPid);
+    const ended = await bridge.waitForLog((line) => line.msg === 'session ended' && line.pid === firstPid);
     assert.match(String(ended.reason), /DELETE/);
     await second.client.close();
   });
@@ -91,7 +114,7 @@ describe('punk-bridge serve', () => {
     const { client } = await connectClient(bridge);
     assert.equal(textOf(await client.callTool({ name: 'env', arguments: { name: 'PUNK_TEST_GREETING' } })), 'hello from the pod');
     const pid = Number(textOf(await client.callTool({ name: 'pid', arguments: {} })));
-    const line = await bridge.waitForLog(l => l.stream === 'stderr' && String(l.msg).startsWith('bridge-fixture ready'));
+    const line = await bridge.waitForLog((l) => l.stream === 'stderr' && String(l.msg).startsWith('bridge-fixture ready'));
     assert.equal(line.pid, pid);
     assert.equal(line.msg, `bridge-fixture ready pid=${pid}`);
     await client.close();
@@ -102,7 +125,10 @@ describe('punk-bridge serve', () => {
     try {
       const bridge = await bridgeOf(MEMORY, [], { MEMORY_FILE_PATH: join(dir, 'memory.jsonl') });
       const { client } = await connectClient(bridge);
-      await client.callTool({ name: 'create_entities', arguments: { entities: [{ name: 'Punk', entityType: 'project', observations: ['bridges stdio to HTTP'] }] } });
+      await client.callTool({
+        name: 'create_entities',
+        arguments: { entities: [{ name: 'Punk', entityType: 'project', observations: ['bridges stdio to HTTP'] }] },
+      });
       const graph = await client.callTool({ name: 'read_graph', arguments: {} });
       assert.match(JSON.stringify(graph), /bridges stdio to HTTP/);
       await client.close();
@@ -120,9 +146,9 @@ describe('punk-bridge serve', () => {
       assert.match(error.message, /exited with code 3/);
       return true;
     });
-    const ended = await bridge.waitForLog(line => line.msg === 'session ended' && line.pid === pid);
+    const ended = await bridge.waitForLog((line) => line.msg === 'session ended' && line.pid === pid);
     assert.match(String(ended.reason), /exited with code 3/);
-    await bridge.waitForLog(line => line.stream === 'stderr' && line.msg === 'about to crash');
+    await bridge.waitForLog((line) => line.stream === 'stderr' && line.msg === 'about to crash');
     // The ended session is gone (404: the client must start a new one), and a new one gets a new child.
     await assert.rejects(client.callTool({ name: 'pid', arguments: {} }), /404|Session not found/);
     const again = await connectClient(bridge);
@@ -131,11 +157,11 @@ describe('punk-bridge serve', () => {
     await client.close().catch(() => undefined);
   });
 
-  test('a server that exits before answering initialize: the client\'s initialize fails naming the exit code', async () => {
+  test("a server that exits before answering initialize: the client's initialize fails naming the exit code", async () => {
     const bridge = await bridgeOf([process.execPath, '-e', 'process.stderr.write("no config\\n"); process.exit(1)']);
     await assert.rejects(connectClient(bridge), /exited with code 1 before answering/);
-    await bridge.waitForLog(line => line.msg === 'session ended' && /exited with code 1/.test(String(line.reason)));
-    await bridge.waitForLog(line => line.stream === 'stderr' && line.msg === 'no config');
+    await bridge.waitForLog((line) => line.msg === 'session ended' && /exited with code 1/.test(String(line.reason)));
+    await bridge.waitForLog((line) => line.stream === 'stderr' && line.msg === 'no config');
   });
 
   test('--max-sessions: one session too many is answered 503 naming the limit; ending one makes room', async () => {
@@ -160,7 +186,7 @@ describe('punk-bridge serve', () => {
     const bridge = await bridgeOf(FIXTURE, ['--session-idle-timeout', '1s']);
     const { client } = await connectClient(bridge);
     const pid = Number(textOf(await client.callTool({ name: 'pid', arguments: {} })));
-    const ended = await bridge.waitForLog(line => line.msg === 'session ended' && line.pid === pid);
+    const ended = await bridge.waitForLog((line) => line.msg === 'session ended' && line.pid === pid);
     assert.match(String(ended.reason), /idle for 1000 ms/);
     await eventually(() => !isRunning(pid), `the idle session's child ${pid} ends`);
     await assert.rejects(client.callTool({ name: 'pid', arguments: {} }), /404|Session not found/);
@@ -171,7 +197,17 @@ describe('punk-bridge serve', () => {
     const bridge = await bridgeOf(FIXTURE);
     const modern = await post(
       bridge,
-      { jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientInfo': { name: 'm', version: '1' } } } },
+      {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/list',
+        params: {
+          _meta: {
+            'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+            'io.modelcontextprotocol/clientInfo': { name: 'm', version: '1' },
+          },
+        },
+      },
       { 'mcp-protocol-version': '2026-07-28' },
     );
     assert.equal(modern.status, 400);
@@ -179,7 +215,7 @@ describe('punk-bridge serve', () => {
     assert.match(modern.body.error!.message, /Mcp-Session-Id header is required.*initialize/);
 
     const { client } = await connectClient(bridge, { versionNegotiation: { mode: 'auto' } });
-    assert.ok((await client.listTools()).tools.some(tool => tool.name === 'pid'));
+    assert.ok((await client.listTools()).tools.some((tool) => tool.name === 'pid'));
     await client.close();
   });
 
@@ -203,7 +239,7 @@ describe('punk-bridge serve', () => {
     const { client } = await connectClient(bridge);
     const pid = Number(textOf(await client.callTool({ name: 'pid', arguments: {} })));
     assert.deepEqual(await bridge.stop(), { code: 0, signal: null });
-    await bridge.waitForLog(line => line.msg === 'session ended' && line.reason === 'the bridge is shutting down');
+    await bridge.waitForLog((line) => line.msg === 'session ended' && line.reason === 'the bridge is shutting down');
     await eventually(() => !isRunning(pid), `the child ${pid} ends with the bridge`);
     await client.close().catch(() => undefined);
   });

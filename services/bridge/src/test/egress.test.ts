@@ -12,11 +12,27 @@ import { egressAllowRules, egressProxyArgs, egressProxyEnv, matchEgress, parseEg
 import { specialAddressReason } from '../egress/address-class.js';
 import { chooseAddress } from '../egress/resolution.js';
 import { parseRequestHost } from '../egress/rules.js';
-import { connectClient, eventually, FIXTURE, runBridge, runEgressProxy, selfSignedCertificate, textOf, type BridgeProcess } from './harness.js';
+import {
+  connectClient,
+  eventually,
+  FIXTURE,
+  runBridge,
+  runEgressProxy,
+  selfSignedCertificate,
+  textOf,
+  type BridgeProcess,
+} from './harness.js';
 
 describe('egress rules', () => {
   test('matchEgress decides by exact names, wildcards, ports, IP addresses and CIDRs', () => {
-    const rules = ['api.example.com:443', '*.corp.example:80,8080', 'Registry.NPMJS.org', '10.0.0.0/8:5432', '[fd00::1]:443', '192.168.1.7'].map(parseEgressRule);
+    const rules = [
+      'api.example.com:443',
+      '*.corp.example:80,8080',
+      'Registry.NPMJS.org',
+      '10.0.0.0/8:5432',
+      '[fd00::1]:443',
+      '192.168.1.7',
+    ].map(parseEgressRule);
     const cases: [{ host: string; port: number; address?: string }, string | undefined][] = [
       [{ host: 'api.example.com', port: 443 }, 'api.example.com:443'],
       [{ host: 'API.example.com.', port: 443 }, 'api.example.com:443'],
@@ -39,7 +55,11 @@ describe('egress rules', () => {
     ];
     for (const [destination, rule] of cases) {
       // As the proxy does: the host normalized once, then matched.
-      assert.deepEqual(matchEgress(rules, { ...destination, host: parseRequestHost(destination.host).host }), { allowed: rule !== undefined, rule }, JSON.stringify(destination));
+      assert.deepEqual(
+        matchEgress(rules, { ...destination, host: parseRequestHost(destination.host).host }),
+        { allowed: rule !== undefined, rule },
+        JSON.stringify(destination),
+      );
     }
     assert.deepEqual(matchEgress([], { host: 'api.example.com', port: 443 }), { allowed: false, rule: undefined });
   });
@@ -71,7 +91,12 @@ describe('egress rules', () => {
       ['[fe80::1%25eth0]', /IPv6 address without a zone/],
       ['', /empty/],
     ] as const) {
-      assert.throws(() => parseRequestHost(host), (error: Error) => error.message.startsWith(`${JSON.stringify(host)} is not a host the egress proxy takes: `) && reason.test(error.message), host);
+      assert.throws(
+        () => parseRequestHost(host),
+        (error: Error) =>
+          error.message.startsWith(`${JSON.stringify(host)} is not a host the egress proxy takes: `) && reason.test(error.message),
+        host,
+      );
     }
   });
 
@@ -106,9 +131,21 @@ describe('egress rules', () => {
     const rules = ['api.example.com:443', '10.0.0.0/8:443'].map(parseEgressRule);
     const byName = { allowed: true, rule: 'api.example.com:443' };
     const noName = { allowed: false, rule: undefined };
-    assert.deepEqual(chooseAddress(rules, 443, byName, ['140.82.112.5']), { allowed: true, address: '140.82.112.5', rule: 'api.example.com:443' });
-    assert.deepEqual(chooseAddress(rules, 443, byName, ['127.0.0.1', '140.82.112.5']), { allowed: true, address: '140.82.112.5', rule: 'api.example.com:443' });
-    assert.deepEqual(chooseAddress(rules, 443, byName, ['169.254.169.254', '::1']), { allowed: false, address: '169.254.169.254', reason: 'resolves to a cloud metadata address 169.254.169.254' });
+    assert.deepEqual(chooseAddress(rules, 443, byName, ['140.82.112.5']), {
+      allowed: true,
+      address: '140.82.112.5',
+      rule: 'api.example.com:443',
+    });
+    assert.deepEqual(chooseAddress(rules, 443, byName, ['127.0.0.1', '140.82.112.5']), {
+      allowed: true,
+      address: '140.82.112.5',
+      rule: 'api.example.com:443',
+    });
+    assert.deepEqual(chooseAddress(rules, 443, byName, ['169.254.169.254', '::1']), {
+      allowed: false,
+      address: '169.254.169.254',
+      reason: 'resolves to a cloud metadata address 169.254.169.254',
+    });
     // Declared by the cidr rule (on its port only), whatever name led there.
     assert.deepEqual(chooseAddress(rules, 443, byName, ['10.0.0.5']), { allowed: true, address: '10.0.0.5', rule: '10.0.0.0/8:443' });
     assert.deepEqual(chooseAddress(rules, 443, noName, ['10.0.0.5']), { allowed: true, address: '10.0.0.5', rule: '10.0.0.0/8:443' });
@@ -117,9 +154,26 @@ describe('egress rules', () => {
   });
 
   test('egressProxyArgs turns spec.sandbox.egress into the proxy arguments, and names a bad item; egressProxyEnv points a pod at the proxy', () => {
-    const egress = [{ host: 'api.github.com', ports: [443] }, { host: '*.googleapis.com' }, { cidr: '10.0.0.0/8', ports: [5432, 6432] }, { host: 'fd00::7' }];
+    const egress = [
+      { host: 'api.github.com', ports: [443] },
+      { host: '*.googleapis.com' },
+      { cidr: '10.0.0.0/8', ports: [5432, 6432] },
+      { host: 'fd00::7' },
+    ];
     assert.deepEqual(egressAllowRules(egress), ['api.github.com:443', '*.googleapis.com', '10.0.0.0/8:5432,6432', '[fd00::7]']);
-    assert.deepEqual(egressProxyArgs(egress), ['egress-proxy', '--port', '3128', '--allow', 'api.github.com:443', '--allow', '*.googleapis.com', '--allow', '10.0.0.0/8:5432,6432', '--allow', '[fd00::7]']);
+    assert.deepEqual(egressProxyArgs(egress), [
+      'egress-proxy',
+      '--port',
+      '3128',
+      '--allow',
+      'api.github.com:443',
+      '--allow',
+      '*.googleapis.com',
+      '--allow',
+      '10.0.0.0/8:5432,6432',
+      '--allow',
+      '[fd00::7]',
+    ]);
     assert.deepEqual(egressProxyArgs([], { port: 4000 }), ['egress-proxy', '--port', '4000']);
     assert.throws(() => egressAllowRules([{ host: 'ok.example' }, { host: 'not ok' }]), /sandbox\.egress\[1\]\.host: .*not a DNS name/);
     assert.throws(() => egressAllowRules([{ cidr: 'example.com' }]), /sandbox\.egress\[0\]\.cidr: "example.com" is not a CIDR/);
@@ -139,7 +193,7 @@ describe('egress rules', () => {
 
 /** The proxy's decision log lines, once there are `count` of them (the log is read from its stderr pipe). */
 async function decisions(proxy: BridgeProcess, count: number): Promise<Record<string, unknown>[]> {
-  const lines = () => proxy.logs.filter(line => 'allowed' in line);
+  const lines = () => proxy.logs.filter((line) => 'allowed' in line);
   await eventually(() => lines().length >= count, `${count} decisions logged`);
   return lines();
 }
@@ -152,16 +206,16 @@ interface Answer {
 }
 
 function listen(server: Server): Promise<number> {
-  return new Promise(resolve => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
 }
 
 /** A plain HTTP request in absolute form through the proxy. */
 function viaProxy(proxy: BridgeProcess, url: string, headers: Record<string, string> = {}): Promise<Answer> {
   const { hostname, port } = new URL(proxy.url);
   return new Promise((resolve, reject) => {
-    const req = request({ host: hostname, port, path: url, headers, agent: false }, res => {
+    const req = request({ host: hostname, port, path: url, headers, agent: false }, (res) => {
       let body = '';
-      res.setEncoding('utf8').on('data', chunk => (body += chunk));
+      res.setEncoding('utf8').on('data', (chunk) => (body += chunk));
       res.on('end', () => resolve({ status: res.statusCode!, body, headers: res.headers }));
     });
     req.on('error', reject);
@@ -177,12 +231,12 @@ function tunnel(proxy: BridgeProcess, target: string): Promise<{ status: number;
     req.on('connect', (res, socket: Socket, head: Buffer) => {
       if (res.statusCode === 200) return resolve({ status: 200, socket, body: '' });
       let body = head.toString('utf8');
-      socket.setEncoding('utf8').on('data', chunk => (body += chunk));
+      socket.setEncoding('utf8').on('data', (chunk) => (body += chunk));
       socket.on('close', () => resolve({ status: res.statusCode!, socket, body }));
     });
-    req.on('response', res => {
+    req.on('response', (res) => {
       let body = '';
-      res.setEncoding('utf8').on('data', chunk => (body += chunk));
+      res.setEncoding('utf8').on('data', (chunk) => (body += chunk));
       res.on('end', () => resolve({ status: res.statusCode!, socket: res.socket as Socket, body }));
     });
     req.on('error', reject);
@@ -226,7 +280,7 @@ describe('punk-bridge egress-proxy', () => {
   });
   after(async () => {
     for (const p of processes) if (p.child.exitCode === null) await p.stop();
-    for (const server of [http, other, https]) server?.closeAllConnections(), server?.close();
+    for (const server of [http, other, https]) (server?.closeAllConnections(), server?.close());
     tls?.dispose();
   });
 
@@ -241,7 +295,7 @@ describe('punk-bridge egress-proxy', () => {
     });
     assert.equal(allowed.status, 200);
     assert.equal(allowed.body, 'plain hello /hello?x=1');
-    assert.equal(allowed.headers!['x-upstream-private'], undefined, 'a field the response\'s Connection names stays behind');
+    assert.equal(allowed.headers!['x-upstream-private'], undefined, "a field the response's Connection names stays behind");
     assert.match(String(allowed.headers!.via), /punk-egress-proxy/);
     assert.equal(seen.length, 1);
     assert.equal(seen[0]!['x-kept'], 'end to end');
@@ -258,41 +312,51 @@ describe('punk-bridge egress-proxy', () => {
     assert.match(otherHost.body, new RegExp(`egress to 127.0.0.2:${httpPort} is refused`));
     assert.equal(seen.length, 1, 'refused requests never reach a server');
 
-    assert.deepEqual((await decisions(proxy, 3)).map(({ host, port, allowed, rule }) => ({ host, port, allowed, rule })), [
-      { host: 'localhost', port: httpPort, allowed: true, rule: `127.0.0.1/32:${httpPort}` },
-      { host: 'localhost', port: otherPort, allowed: false, rule: null },
-      { host: '127.0.0.2', port: httpPort, allowed: false, rule: null },
-    ]);
+    assert.deepEqual(
+      (await decisions(proxy, 3)).map(({ host, port, allowed, rule }) => ({ host, port, allowed, rule })),
+      [
+        { host: 'localhost', port: httpPort, allowed: true, rule: `127.0.0.1/32:${httpPort}` },
+        { host: 'localhost', port: otherPort, allowed: false, rule: null },
+        { host: '127.0.0.2', port: httpPort, allowed: false, rule: null },
+      ],
+    );
   });
 
-  test('CONNECT: a TLS session to the allowed host:port runs end to end through the tunnel; another port is 403 naming it', { skip: !tls && 'openssl is not installed' }, async () => {
-    const proxy = await start(runEgressProxy([...localhost(httpsPort)]));
-    const opened = await tunnel(proxy, `localhost:${httpsPort}`);
-    assert.equal(opened.status, 200);
-    const secure = tlsConnect({ socket: opened.socket, servername: 'localhost', ca: tls!.cert });
-    await once(secure, 'secureConnect');
-    secure.end(`GET /secret HTTP/1.1\r\nhost: localhost:${httpsPort}\r\nconnection: close\r\n\r\n`);
-    let answer = '';
-    secure.setEncoding('utf8').on('data', chunk => (answer += chunk));
-    await once(secure, 'end');
-    assert.match(answer, /^HTTP\/1\.1 200 OK/);
-    assert.match(answer, /tls hello \/secret/);
+  test(
+    'CONNECT: a TLS session to the allowed host:port runs end to end through the tunnel; another port is 403 naming it',
+    { skip: !tls && 'openssl is not installed' },
+    async () => {
+      const proxy = await start(runEgressProxy([...localhost(httpsPort)]));
+      const opened = await tunnel(proxy, `localhost:${httpsPort}`);
+      assert.equal(opened.status, 200);
+      const secure = tlsConnect({ socket: opened.socket, servername: 'localhost', ca: tls!.cert });
+      await once(secure, 'secureConnect');
+      secure.end(`GET /secret HTTP/1.1\r\nhost: localhost:${httpsPort}\r\nconnection: close\r\n\r\n`);
+      let answer = '';
+      secure.setEncoding('utf8').on('data', (chunk) => (answer += chunk));
+      await once(secure, 'end');
+      assert.match(answer, /^HTTP\/1\.1 200 OK/);
+      assert.match(answer, /tls hello \/secret/);
 
-    const refused = await tunnel(proxy, `localhost:${otherPort}`);
-    assert.equal(refused.status, 403);
-    assert.match(refused.body, new RegExp(`egress to localhost:${otherPort} is refused`));
-    assert.deepEqual((await decisions(proxy, 2)).map(({ method, port, allowed }) => ({ method, port, allowed })), [
-      { method: 'CONNECT', port: httpsPort, allowed: true },
-      { method: 'CONNECT', port: otherPort, allowed: false },
-    ]);
-  });
+      const refused = await tunnel(proxy, `localhost:${otherPort}`);
+      assert.equal(refused.status, 403);
+      assert.match(refused.body, new RegExp(`egress to localhost:${otherPort} is refused`));
+      assert.deepEqual(
+        (await decisions(proxy, 2)).map(({ method, port, allowed }) => ({ method, port, allowed })),
+        [
+          { method: 'CONNECT', port: httpsPort, allowed: true },
+          { method: 'CONNECT', port: otherPort, allowed: false },
+        ],
+      );
+    },
+  );
 
   test('a CIDR rule allows a name by the address it resolves to, and the proxy connects to that address', async () => {
     const proxy = await start(runEgressProxy(['--allow', `127.0.0.0/8:${httpPort}`]));
     assert.equal((await viaProxy(proxy, `http://localhost:${httpPort}/by-name`)).body, 'plain hello /by-name');
     assert.equal((await viaProxy(proxy, `http://127.0.0.1:${httpPort}/by-address`)).body, 'plain hello /by-address');
     assert.equal((await viaProxy(proxy, `http://localhost:${otherPort}/`)).status, 403);
-    const byName = (await decisions(proxy, 3)).find(line => line.host === 'localhost' && line.port === httpPort);
+    const byName = (await decisions(proxy, 3)).find((line) => line.host === 'localhost' && line.port === httpPort);
     assert.equal(byName?.rule, `127.0.0.0/8:${httpPort}`);
     assert.match(String(byName?.address), /^127\./);
   });
@@ -310,15 +374,21 @@ describe('punk-bridge egress-proxy', () => {
     assert.equal(below.status, 403);
     assert.match(below.body, /api\.localhost resolves to a loopback address 127\.0\.0\.1/);
     assert.equal(seen.length, 0, 'refused requests never reach a server');
-    assert.deepEqual((await decisions(proxy, 2)).map(({ host, allowed, rule, address, reason }) => ({ host, allowed, rule, address, reason })), [
-      { host: 'localhost', allowed: false, rule: null, address: '127.0.0.1', reason: 'resolves to a loopback address 127.0.0.1' },
-      { host: 'api.localhost', allowed: false, rule: null, address: '127.0.0.1', reason: 'resolves to a loopback address 127.0.0.1' },
-    ]);
+    assert.deepEqual(
+      (await decisions(proxy, 2)).map(({ host, allowed, rule, address, reason }) => ({ host, allowed, rule, address, reason })),
+      [
+        { host: 'localhost', allowed: false, rule: null, address: '127.0.0.1', reason: 'resolves to a loopback address 127.0.0.1' },
+        { host: 'api.localhost', allowed: false, rule: null, address: '127.0.0.1', reason: 'resolves to a loopback address 127.0.0.1' },
+      ],
+    );
 
     const declared = await start(runEgressProxy([...localhost(httpPort)]));
     assert.equal((await viaProxy(declared, `http://LocalHost.:${httpPort}/declared`)).body, 'plain hello /declared');
     const [decision] = await decisions(declared, 1);
-    assert.deepEqual({ host: decision!.host, allowed: decision!.allowed, rule: decision!.rule, address: decision!.address }, { host: 'localhost', allowed: true, rule: `127.0.0.1/32:${httpPort}`, address: '127.0.0.1' });
+    assert.deepEqual(
+      { host: decision!.host, allowed: decision!.allowed, rule: decision!.rule, address: decision!.address },
+      { host: 'localhost', allowed: true, rule: `127.0.0.1/32:${httpPort}`, address: '127.0.0.1' },
+    );
   });
 
   test('a host that is not an LDH name or an IP literal is 400 naming it, logged, and never resolved or matched', async () => {
@@ -336,12 +406,15 @@ describe('punk-bridge egress-proxy', () => {
     const dot = await tunnel(proxy, `localhost.:${httpPort}`);
     assert.equal(dot.status, 200);
     dot.socket.destroy();
-    assert.deepEqual((await decisions(proxy, 4)).map(({ host, allowed, rule }) => ({ host, allowed, rule })), [
-      { host: 'x.localhost/.example.com', allowed: false, rule: null },
-      { host: 'localhost..', allowed: false, rule: null },
-      { host: '127.1', allowed: false, rule: null },
-      { host: 'localhost', allowed: true, rule: `127.0.0.1/32:${httpPort}` },
-    ]);
+    assert.deepEqual(
+      (await decisions(proxy, 4)).map(({ host, allowed, rule }) => ({ host, allowed, rule })),
+      [
+        { host: 'x.localhost/.example.com', allowed: false, rule: null },
+        { host: 'localhost..', allowed: false, rule: null },
+        { host: '127.1', allowed: false, rule: null },
+        { host: 'localhost', allowed: true, rule: `127.0.0.1/32:${httpPort}` },
+      ],
+    );
   });
 
   test('--max-connections: a client beyond the limit is answered 503 naming it; a closed connection frees its slot', async () => {
@@ -353,7 +426,10 @@ describe('punk-bridge egress-proxy', () => {
     assert.match(refused.body, /limit of 1 connections \(--max-connections\)/);
     held.socket.destroy();
     let again: Answer | undefined;
-    await eventually(async () => (again = await viaProxy(proxy, `http://localhost:${httpPort}/again`)).status === 200, 'a request once the slot is free');
+    await eventually(
+      async () => (again = await viaProxy(proxy, `http://localhost:${httpPort}/again`)).status === 200,
+      'a request once the slot is free',
+    );
     assert.equal(again!.body, 'plain hello /again');
   });
 
@@ -364,33 +440,40 @@ describe('punk-bridge egress-proxy', () => {
     await once(idle.socket, 'close');
   });
 
-  test('an MCP server behind the bridge reaches the allowed hosts through the proxy and is refused the others', { skip: !tls && 'openssl is not installed' }, async () => {
-    const proxy = await start(runEgressProxy([...localhost(httpPort, httpsPort)]));
-    // What the operator gives the server container (egressProxyEnv), and the test certificate's authority.
-    const env = { ...Object.fromEntries(egressProxyEnv(proxy.url).map(v => [v.name, v.value])), NODE_EXTRA_CA_CERTS: tls!.certPath };
-    const bridge = await start(runBridge(FIXTURE, [], env));
-    const { client } = await connectClient(bridge);
-    const fetchText = async (url: string) => textOf(await client.callTool({ name: 'fetch', arguments: { url } }));
+  test(
+    'an MCP server behind the bridge reaches the allowed hosts through the proxy and is refused the others',
+    { skip: !tls && 'openssl is not installed' },
+    async () => {
+      const proxy = await start(runEgressProxy([...localhost(httpPort, httpsPort)]));
+      // What the operator gives the server container (egressProxyEnv), and the test certificate's authority.
+      const env = { ...Object.fromEntries(egressProxyEnv(proxy.url).map((v) => [v.name, v.value])), NODE_EXTRA_CA_CERTS: tls!.certPath };
+      const bridge = await start(runBridge(FIXTURE, [], env));
+      const { client } = await connectClient(bridge);
+      const fetchText = async (url: string) => textOf(await client.callTool({ name: 'fetch', arguments: { url } }));
 
-    assert.equal(await fetchText(`https://localhost:${httpsPort}/over-tls`), '200 tls hello /over-tls');
-    assert.equal(await fetchText(`http://localhost:${httpPort}/plain`), '200 plain hello /plain');
-    // Node's fetch (undici's proxy agent) tunnels http: URLs with CONNECT too, so a refusal is a failed fetch.
-    assert.match(await fetchText(`http://localhost:${otherPort}/`), /^error fetch failed/);
-    assert.match(await fetchText(`https://localhost:${otherPort}/`), /^error fetch failed/);
-    // node:http sends http: URLs in absolute form: the refusal's body reaches the server.
-    const httpGet = async (url: string) => textOf(await client.callTool({ name: 'http_get', arguments: { url } }));
-    assert.equal(await httpGet(`http://localhost:${httpPort}/absolute`), '200 plain hello /absolute');
-    assert.match(await httpGet(`http://localhost:${otherPort}/`), new RegExp(`^403 egress to localhost:${otherPort} is refused`));
-    assert.deepEqual((await decisions(proxy, 6)).map(({ method, port, allowed }) => ({ method, port, allowed })), [
-      { method: 'CONNECT', port: httpsPort, allowed: true },
-      { method: 'CONNECT', port: httpPort, allowed: true },
-      { method: 'CONNECT', port: otherPort, allowed: false },
-      { method: 'CONNECT', port: otherPort, allowed: false },
-      { method: 'GET', port: httpPort, allowed: true },
-      { method: 'GET', port: otherPort, allowed: false },
-    ]);
-    await client.close();
-  });
+      assert.equal(await fetchText(`https://localhost:${httpsPort}/over-tls`), '200 tls hello /over-tls');
+      assert.equal(await fetchText(`http://localhost:${httpPort}/plain`), '200 plain hello /plain');
+      // Node's fetch (undici's proxy agent) tunnels http: URLs with CONNECT too, so a refusal is a failed fetch.
+      assert.match(await fetchText(`http://localhost:${otherPort}/`), /^error fetch failed/);
+      assert.match(await fetchText(`https://localhost:${otherPort}/`), /^error fetch failed/);
+      // node:http sends http: URLs in absolute form: the refusal's body reaches the server.
+      const httpGet = async (url: string) => textOf(await client.callTool({ name: 'http_get', arguments: { url } }));
+      assert.equal(await httpGet(`http://localhost:${httpPort}/absolute`), '200 plain hello /absolute');
+      assert.match(await httpGet(`http://localhost:${otherPort}/`), new RegExp(`^403 egress to localhost:${otherPort} is refused`));
+      assert.deepEqual(
+        (await decisions(proxy, 6)).map(({ method, port, allowed }) => ({ method, port, allowed })),
+        [
+          { method: 'CONNECT', port: httpsPort, allowed: true },
+          { method: 'CONNECT', port: httpPort, allowed: true },
+          { method: 'CONNECT', port: otherPort, allowed: false },
+          { method: 'CONNECT', port: otherPort, allowed: false },
+          { method: 'GET', port: httpPort, allowed: true },
+          { method: 'GET', port: otherPort, allowed: false },
+        ],
+      );
+      await client.close();
+    },
+  );
 
   test('/healthz and /readyz answer for the probes; SIGTERM stops the proxy with exit code 0', async () => {
     const proxy = await start(runEgressProxy([...localhost(httpPort)]));

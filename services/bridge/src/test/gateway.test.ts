@@ -17,7 +17,11 @@ after(async () => {
 });
 
 /** A gateway Upstream for the McpServer `name` whose url is the bridge's endpoint; started, first start awaited. */
-async function upstreamThrough(bridge: BridgeProcess, name: string, options: Partial<UpstreamOptions> = {}): Promise<{ upstream: Upstream; log: string[]; close(): Promise<void> }> {
+async function upstreamThrough(
+  bridge: BridgeProcess,
+  name: string,
+  options: Partial<UpstreamOptions> = {},
+): Promise<{ upstream: Upstream; log: string[]; close(): Promise<void> }> {
   const log: string[] = [];
   const sink = new Writable({ write: (chunk, _encoding, done) => void (log.push(String(chunk)), done()) });
   const workDir = await mkdtemp(join(tmpdir(), 'punk-bridge-gateway-'));
@@ -59,16 +63,16 @@ test('the gateway connects to server-everything through the bridge over Streamab
     assert.equal(catalog.state, 'ready', catalog.lastError);
     assert.equal(catalog.transport, 'streamable-http', 'no HTTP+SSE fallback: the bridge takes the Streamable HTTP handshake');
     assert.equal((catalog.serverInfo as { name?: string }).name, 'mcp-servers/everything');
-    assert.ok(catalog.tools.some(tool => tool.name === 'echo'));
+    assert.ok(catalog.tools.some((tool) => tool.name === 'echo'));
     const outcome = await upstream.callTool('echo', { message: 'from the gateway' }, undefined);
     assert.ok(outcome.ok, JSON.stringify(outcome));
     assert.deepEqual(outcome.result.content, [{ type: 'text', text: 'Echo: from the gateway' }]);
-    assert.equal(bridge.logs.filter(line => line.msg === 'session started').length, 1);
+    assert.equal(bridge.logs.filter((line) => line.msg === 'session started').length, 1);
   } finally {
     await close();
   }
   // Stopping the upstream ends its session (DELETE), and the bridge stops that child.
-  await bridge.waitForLog(line => line.msg === 'session ended');
+  await bridge.waitForLog((line) => line.msg === 'session ended');
 });
 
 test('after the bridge ends an idle session, the very next call starts a new session and is answered by a new child', async () => {
@@ -76,17 +80,18 @@ test('after the bridge ends an idle session, the very next call starts a new ses
   running.push(bridge);
   const { upstream, log, close } = await upstreamThrough(bridge, 'fixture', { initialBackoffMs: 50 });
   try {
-    const pid = (outcome: Awaited<ReturnType<Upstream['callTool']>>) => (outcome.ok ? (outcome.result.content as { text: string }[])[0]!.text : undefined);
+    const pid = (outcome: Awaited<ReturnType<Upstream['callTool']>>) =>
+      outcome.ok ? (outcome.result.content as { text: string }[])[0]!.text : undefined;
     const first = await upstream.callTool('pid', {}, undefined);
     assert.ok(first.ok, JSON.stringify(first));
-    await bridge.waitForLog(line => line.msg === 'session ended' && /idle/.test(String(line.reason)));
+    await bridge.waitForLog((line) => line.msg === 'session ended' && /idle/.test(String(line.reason)));
     // The bridge answers the ended session's request 404; the gateway starts a new session at once and sends the
     // call again (MCP 2025-11-25 basic/transports, session management), so the caller never sees the loss.
     const second = await upstream.callTool('pid', {}, undefined);
     assert.ok(second.ok, JSON.stringify(second));
     assert.notEqual(pid(second), pid(first));
-    assert.equal(bridge.logs.filter(line => line.msg === 'session started').length, 2);
-    assert.ok(log.some(line => /ended its session \(HTTP 404\); starting a new session and retrying once/.test(line)));
+    assert.equal(bridge.logs.filter((line) => line.msg === 'session started').length, 2);
+    assert.ok(log.some((line) => /ended its session \(HTTP 404\); starting a new session and retrying once/.test(line)));
     assert.equal(upstream.catalog().state, 'ready');
   } finally {
     await close();

@@ -46,12 +46,17 @@ export interface BridgeProcess {
 }
 
 /** Runs `program <args>` (`node dist/main.js` by default) and resolves once it logged `ready` (its URL), or rejects with what it said. */
-export async function runPunkBridge(args: string[], ready: string, env: NodeJS.ProcessEnv = {}, program: string[] = NODE_BRIDGE): Promise<BridgeProcess> {
+export async function runPunkBridge(
+  args: string[],
+  ready: string,
+  env: NodeJS.ProcessEnv = {},
+  program: string[] = NODE_BRIDGE,
+): Promise<BridgeProcess> {
   const child = spawn(program[0]!, [...program.slice(1), ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: Record<string, unknown>[] = [];
   const waiters: { match: (line: Record<string, unknown>) => boolean; resolve: (line: Record<string, unknown>) => void }[] = [];
-  const exited = new Promise<Exit>(resolve => child.once('exit', (code, signal) => resolve({ code, signal })));
-  createInterface({ input: child.stderr! }).on('line', text => {
+  const exited = new Promise<Exit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  createInterface({ input: child.stderr! }).on('line', (text) => {
     let line: Record<string, unknown>;
     try {
       line = JSON.parse(text) as Record<string, unknown>;
@@ -59,16 +64,19 @@ export async function runPunkBridge(args: string[], ready: string, env: NodeJS.P
       line = { msg: text, unparsed: true };
     }
     logs.push(line);
-    for (const waiter of [...waiters]) if (waiter.match(line)) waiters.splice(waiters.indexOf(waiter), 1), waiter.resolve(line);
+    for (const waiter of [...waiters]) if (waiter.match(line)) (waiters.splice(waiters.indexOf(waiter), 1), waiter.resolve(line));
   });
   const waitForLog = (match: (line: Record<string, unknown>) => boolean) =>
-    new Promise<Record<string, unknown>>(resolve => {
+    new Promise<Record<string, unknown>>((resolve) => {
       const seen = logs.find(match);
       if (seen) return resolve(seen);
       waiters.push({ match, resolve });
     });
-  const listening = await Promise.race([waitForLog(line => line.msg === ready), exited]);
-  if (!('msg' in listening)) throw new Error(`punk-bridge ${args.join(' ')} exited (${JSON.stringify(listening)}) before it was ready:\n${logs.map(l => JSON.stringify(l)).join('\n')}`);
+  const listening = await Promise.race([waitForLog((line) => line.msg === ready), exited]);
+  if (!('msg' in listening))
+    throw new Error(
+      `punk-bridge ${args.join(' ')} exited (${JSON.stringify(listening)}) before it was ready:\n${logs.map((l) => JSON.stringify(l)).join('\n')}`,
+    );
   const url = new URL(String(listening.url)).origin;
   return {
     url,
@@ -84,7 +92,12 @@ export async function runPunkBridge(args: string[], ready: string, env: NodeJS.P
 }
 
 /** Runs `punk-bridge serve` on 127.0.0.1 and a free port with `flags`, serving `command`. */
-export function runBridge(command: string[], flags: string[] = [], env: NodeJS.ProcessEnv = {}, program: string[] = NODE_BRIDGE): Promise<BridgeProcess> {
+export function runBridge(
+  command: string[],
+  flags: string[] = [],
+  env: NodeJS.ProcessEnv = {},
+  program: string[] = NODE_BRIDGE,
+): Promise<BridgeProcess> {
   return runPunkBridge(['serve', '--host', '127.0.0.1', '--port', '0', ...flags, '--', ...command], 'bridge listening', env, program);
 }
 
@@ -98,14 +111,17 @@ export async function runToExit(args: string[], program: string[] = NODE_BRIDGE)
   const child = spawn(program[0]!, [...program.slice(1), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
-  child.stdout!.on('data', chunk => (stdout += chunk));
-  child.stderr!.on('data', chunk => (stderr += chunk));
-  const exit = await new Promise<Exit>(resolve => child.once('close', (code, signal) => resolve({ code, signal })));
+  child.stdout!.on('data', (chunk) => (stdout += chunk));
+  child.stderr!.on('data', (chunk) => (stderr += chunk));
+  const exit = await new Promise<Exit>((resolve) => child.once('close', (code, signal) => resolve({ code, signal })));
   return { ...exit, stdout, stderr };
 }
 
 /** An SDK client connected to the bridge's MCP endpoint; `transport` can end the session (DELETE). */
-export async function connectClient(bridge: { url: string }, options: ClientOptions = {}): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
+export async function connectClient(
+  bridge: { url: string },
+  options: ClientOptions = {},
+): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
   const client = new Client({ name: 'bridge-test', version: '1.0.0' }, options);
   const transport = new StreamableHTTPClientTransport(new URL('/mcp', bridge.url));
   await client.connect(transport);
@@ -133,7 +149,7 @@ export async function eventually(check: () => boolean | Promise<boolean>, what: 
   const deadline = Date.now() + limitMs;
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`never happened: ${what}`);
-    await new Promise(resolve => setTimeout(resolve, 50));
+    await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
 
@@ -143,7 +159,25 @@ export function selfSignedCertificate(): { key: string; cert: string; certPath: 
   try {
     execFileSync(
       'openssl',
-      ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1'],
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-keyout',
+        join(dir, 'key.pem'),
+        '-out',
+        join(dir, 'cert.pem'),
+        '-days',
+        '1',
+        '-subj',
+        '/CN=localhost',
+        '-addext',
+        'subjectAltName=DNS:localhost,IP:127.0.0.1',
+      ],
       { stdio: 'ignore' },
     );
   } catch {
@@ -151,5 +185,10 @@ export function selfSignedCertificate(): { key: string; cert: string; certPath: 
     return undefined;
   }
   const read = (name: string) => readFileSync(join(dir, name), 'utf8');
-  return { key: read('key.pem'), cert: read('cert.pem'), certPath: join(dir, 'cert.pem'), dispose: () => rmSync(dir, { recursive: true, force: true }) };
+  return {
+    key: read('key.pem'),
+    cert: read('cert.pem'),
+    certPath: join(dir, 'cert.pem'),
+    dispose: () => rmSync(dir, { recursive: true, force: true }),
+  };
 }

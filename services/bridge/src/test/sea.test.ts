@@ -23,16 +23,19 @@ test('the single executable serves a stdio server to the SDK client and stops on
 
 test('the single executable runs the egress proxy and refuses what it does not allow', { skip }, async () => {
   const server = createServer((req, res) => res.end(`hello ${req.url}`));
-  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
-  const proxy = await runEgressProxy(['--allow', `localhost:${port}`, '--allow', `127.0.0.1/32:${port}`, '--allow', 'localhost:1'], [SEA_BINARY]);
+  const proxy = await runEgressProxy(
+    ['--allow', `localhost:${port}`, '--allow', `127.0.0.1/32:${port}`, '--allow', 'localhost:1'],
+    [SEA_BINARY],
+  );
   try {
     const { hostname, port: proxyPort } = new URL(proxy.url);
     const through = (url: string) =>
       new Promise<{ status: number; body: string }>((resolve, reject) => {
-        const req = request({ host: hostname, port: proxyPort, path: url, agent: false }, res => {
+        const req = request({ host: hostname, port: proxyPort, path: url, agent: false }, (res) => {
           let body = '';
-          res.setEncoding('utf8').on('data', chunk => (body += chunk));
+          res.setEncoding('utf8').on('data', (chunk) => (body += chunk));
           res.on('end', () => resolve({ status: res.statusCode!, body }));
         });
         req.on('error', reject);
@@ -41,7 +44,10 @@ test('the single executable runs the egress proxy and refuses what it does not a
     assert.deepEqual(await through(`http://localhost:${port}/ok`), { status: 200, body: 'hello /ok' });
     assert.equal((await through(`http://127.0.0.2:${port}/`)).status, 403);
     // A name rule alone never leads to loopback (the address classes bundled in the executable).
-    assert.match((await through('http://localhost:1/')).body, /^egress to localhost:1 is refused: localhost resolves to a loopback address 127\.0\.0\.1/);
+    assert.match(
+      (await through('http://localhost:1/')).body,
+      /^egress to localhost:1 is refused: localhost resolves to a loopback address 127\.0\.0\.1/,
+    );
   } finally {
     await proxy.stop();
     server.close();

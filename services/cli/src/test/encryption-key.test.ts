@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import { loadConfig } from '@punk/lib';
 import { embeddedKeyring, KEY_FILE, localEncryptionKey } from '../encryption-key.js';
 
-test('punk up keeps one credentials key in its data directory, created once with mode 0600', async t => {
+test('punk up keeps one credentials key in its data directory, created once with mode 0600', async (t) => {
   const root = await mkdtemp(join(tmpdir(), 'punk-key-'));
   t.after(() => rm(root, { recursive: true, force: true }));
   const config = loadConfig({});
@@ -22,7 +22,7 @@ test('punk up keeps one credentials key in its data directory, created once with
   assert.deepEqual((await embeddedKeyring(configured, dataDir)).keyIds(), ['ops-2026']);
 });
 
-test('a key file that does not hold a key stops start-up naming the file', async t => {
+test('a key file that does not hold a key stops start-up naming the file', async (t) => {
   const root = await mkdtemp(join(tmpdir(), 'punk-key-'));
   t.after(() => rm(root, { recursive: true, force: true }));
   await writeFile(join(root, KEY_FILE), 'not a key\n');

@@ -11,7 +11,13 @@ export function credentialRunId(id: string): string {
 }
 
 /** A `credential.*` event of one credential; `principal` is the admin of a create or delete, absent for a refresh. */
-export function credentialEvent(type: Extract<LedgerEventType, `credential.${string}`>, tenant: string, id: string, data: Record<string, unknown>, principal?: Principal): LedgerEvent {
+export function credentialEvent(
+  type: Extract<LedgerEventType, `credential.${string}`>,
+  tenant: string,
+  id: string,
+  data: Record<string, unknown>,
+  principal?: Principal,
+): LedgerEvent {
   return {
     id: randomUUID(),
     type,

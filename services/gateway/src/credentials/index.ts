@@ -1,5 +1,22 @@
-export { CredentialVault, type CredentialVaultOptions, type CredentialInfo, type ApplyResult, type ResolvedValue, type ReencryptResult } from './vault.js';
+export {
+  CredentialVault,
+  type CredentialVaultOptions,
+  type CredentialInfo,
+  type ApplyResult,
+  type ResolvedValue,
+  type ReencryptResult,
+} from './vault.js';
 export { Keyring, parseEncryptionKey, type EncryptionKey, type EncryptedRecord } from './keyring.js';
-export { parseCredentialInput, parseReference, isCredentialReference, referenceText, OAUTH2_KEYS, REFERENCE_PREFIX, type CredentialInput, type CredentialReference, type CredentialType } from './input.js';
+export {
+  parseCredentialInput,
+  parseReference,
+  isCredentialReference,
+  referenceText,
+  OAUTH2_KEYS,
+  REFERENCE_PREFIX,
+  type CredentialInput,
+  type CredentialReference,
+  type CredentialType,
+} from './input.js';
 export { REFRESH_AHEAD_MS } from './refresh.js';
 export { referencesCredential } from './references.js';

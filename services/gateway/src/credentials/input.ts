@@ -45,15 +45,18 @@ export function isCredentialId(id: string): boolean {
  * @throws PunkError `InvalidCredential` naming the field (`id`, `type`, `data.<key>`, or an unknown field).
  */
 export function parseCredentialInput(body: unknown): CredentialInput {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalid('(body)', 'must be a JSON object { id, type?, data }');
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
+    throw invalid('(body)', 'must be a JSON object { id, type?, data }');
   const fields = body as Record<string, unknown>;
   for (const field of Object.keys(fields)) {
     if (!bodyFields.has(field)) throw invalid(field, 'unknown field; a credential has id, type and data');
   }
   const { id, type, data } = fields;
-  if (typeof id !== 'string' || !isCredentialId(id)) throw invalid('id', 'must be a DNS label: 1-63 lower-case letters, digits or "-", starting and ending with a letter or digit');
+  if (typeof id !== 'string' || !isCredentialId(id))
+    throw invalid('id', 'must be a DNS label: 1-63 lower-case letters, digits or "-", starting and ending with a letter or digit');
   if (type !== undefined && type !== 'static' && type !== 'oauth2') throw invalid('type', 'must be "static" or "oauth2"');
-  if (typeof data !== 'object' || data === null || Array.isArray(data)) throw invalid('data', 'must be an object of string keys and string values');
+  if (typeof data !== 'object' || data === null || Array.isArray(data))
+    throw invalid('data', 'must be an object of string keys and string values');
   const entries = Object.entries(data as Record<string, unknown>);
   if (entries.length === 0) throw invalid('data', 'must hold at least one key');
   if (entries.length > MAX_KEYS) throw invalid('data', `holds more than ${MAX_KEYS} keys`);
@@ -67,7 +70,8 @@ export function parseCredentialInput(body: unknown): CredentialInput {
     if (typeof value !== 'string' || value === '') throw invalid(`data.${key}`, 'must be a non-empty string');
     if (Buffer.byteLength(value) > MAX_VALUE_BYTES) throw invalid(`data.${key}`, `is longer than ${MAX_VALUE_BYTES} bytes`);
     // No environment variable or HTTP header can hold a NUL; line breaks stay allowed (PEM keys in env values).
-    if (value.includes('\0')) throw invalid(`data.${key}`, 'must not contain a NUL character (no environment variable or header can hold one)');
+    if (value.includes('\0'))
+      throw invalid(`data.${key}`, 'must not contain a NUL character (no environment variable or header can hold one)');
     values[key] = value;
   }
   const resolvedType: CredentialType = type ?? (values.refresh_token !== undefined || values.token_url !== undefined ? 'oauth2' : 'static');
@@ -80,11 +84,15 @@ function checkOAuth2(data: Record<string, string>): void {
   for (const key of Object.keys(data)) {
     if (!allowed.has(key)) throw invalid(`data.${key}`, `is not a key of an oauth2 credential (${OAUTH2_KEYS.join(', ')})`);
   }
-  if (data.refresh_token !== undefined && data.token_url === undefined) throw invalid('data.token_url', 'is required with data.refresh_token (the endpoint that refreshes it)');
-  if (data.access_token === undefined && data.refresh_token === undefined) throw invalid('data.access_token', 'is required unless data.refresh_token and data.token_url are set');
-  if (data.client_secret !== undefined && data.client_id === undefined) throw invalid('data.client_id', 'is required with data.client_secret (RFC 6749 §2.3.1)');
+  if (data.refresh_token !== undefined && data.token_url === undefined)
+    throw invalid('data.token_url', 'is required with data.refresh_token (the endpoint that refreshes it)');
+  if (data.access_token === undefined && data.refresh_token === undefined)
+    throw invalid('data.access_token', 'is required unless data.refresh_token and data.token_url are set');
+  if (data.client_secret !== undefined && data.client_id === undefined)
+    throw invalid('data.client_id', 'is required with data.client_secret (RFC 6749 §2.3.1)');
   if (data.expires_at !== undefined) {
-    if (!/^\d{1,16}$/.test(data.expires_at)) throw invalid('data.expires_at', 'must be the expiry time in epoch milliseconds (a non-negative integer)');
+    if (!/^\d{1,16}$/.test(data.expires_at))
+      throw invalid('data.expires_at', 'must be the expiry time in epoch milliseconds (a non-negative integer)');
     data.expires_at = String(Number(data.expires_at));
   }
   if (data.token_url !== undefined) {
@@ -95,7 +103,8 @@ function checkOAuth2(data: Record<string, string>): void {
       throw invalid('data.token_url', 'must be an absolute URL');
     }
     if (url.protocol !== 'https:' && url.protocol !== 'http:') throw invalid('data.token_url', 'must be an http or https URL');
-    if (url.username !== '' || url.password !== '') throw invalid('data.token_url', 'must not carry user info; put the client in data.client_id and data.client_secret');
+    if (url.username !== '' || url.password !== '')
+      throw invalid('data.token_url', 'must not carry user info; put the client in data.client_id and data.client_secret');
   }
 }
 
@@ -130,7 +139,10 @@ export function parseReference(value: string): CredentialReference | undefined {
   const id = slash < 0 ? rest : rest.slice(0, slash);
   const key = slash < 0 ? undefined : rest.slice(slash + 1);
   if (!isCredentialId(id) || (key !== undefined && !keyPattern.test(key))) {
-    throw new PunkError('InvalidCredentialReference', 'a value starting with "cred:" must be cred:<id> or cred:<id>/<key>, the id a DNS label and the key a key name');
+    throw new PunkError(
+      'InvalidCredentialReference',
+      'a value starting with "cred:" must be cred:<id> or cred:<id>/<key>, the id a DNS label and the key a key name',
+    );
   }
   return key === undefined ? { id } : { id, key };
 }

@@ -46,7 +46,11 @@ export function parseEncryptionKey(spec: string, variable: string): EncryptionKe
   }
   const key = /^[A-Za-z0-9+/_-]+={0,2}$/.test(encoded) ? Buffer.from(encoded, 'base64') : Buffer.alloc(0);
   if (key.length !== KEY_BYTES) {
-    throw new PunkError('InvalidConfig', `${variable}: a key must be 32 bytes in base64 or base64url (e.g. the output of \`openssl rand -base64 32\`), optionally prefixed "<keyId>:"`, { variable });
+    throw new PunkError(
+      'InvalidConfig',
+      `${variable}: a key must be 32 bytes in base64 or base64url (e.g. the output of \`openssl rand -base64 32\`), optionally prefixed "<keyId>:"`,
+      { variable },
+    );
   }
   return { id: id ?? createHash('sha256').update(key).digest('hex').slice(0, 16), key };
 }
@@ -70,7 +74,11 @@ export class Keyring {
     for (const key of [current, ...previous]) {
       const known = this.keys.get(key.id);
       if (known && !known.equals(key.key)) {
-        throw new PunkError('InvalidConfig', `PUNK_ENCRYPTION_KEY / PUNK_ENCRYPTION_PREVIOUS_KEYS: two different keys have the key id ${key.id}`, { keyId: key.id });
+        throw new PunkError(
+          'InvalidConfig',
+          `PUNK_ENCRYPTION_KEY / PUNK_ENCRYPTION_PREVIOUS_KEYS: two different keys have the key id ${key.id}`,
+          { keyId: key.id },
+        );
       }
       this.keys.set(key.id, key.key);
     }
@@ -83,7 +91,7 @@ export class Keyring {
    */
   static fromConfig(config: Pick<PunkConfig, 'encryptionKey' | 'encryptionPreviousKeys'>): Keyring | undefined {
     if (config.encryptionKey === undefined) return undefined;
-    const previous = config.encryptionPreviousKeys.map(spec => parseEncryptionKey(spec, 'PUNK_ENCRYPTION_PREVIOUS_KEYS'));
+    const previous = config.encryptionPreviousKeys.map((spec) => parseEncryptionKey(spec, 'PUNK_ENCRYPTION_PREVIOUS_KEYS'));
     return new Keyring(parseEncryptionKey(config.encryptionKey, 'PUNK_ENCRYPTION_KEY'), previous);
   }
 
@@ -120,7 +128,11 @@ export class Keyring {
       );
     }
     if (record.iv.length !== IV_BYTES || record.tag.length !== TAG_BYTES) {
-      throw new PunkError('DecryptionFailed', `not decryptable: the stored IV or tag has the wrong length (expected ${IV_BYTES} and ${TAG_BYTES} bytes)`, { keyId: record.keyId });
+      throw new PunkError(
+        'DecryptionFailed',
+        `not decryptable: the stored IV or tag has the wrong length (expected ${IV_BYTES} and ${TAG_BYTES} bytes)`,
+        { keyId: record.keyId },
+      );
     }
     const decipher = createDecipheriv('aes-256-gcm', key, record.iv, { authTagLength: TAG_BYTES });
     decipher.setAAD(aad);
@@ -128,7 +140,11 @@ export class Keyring {
     try {
       return Buffer.concat([decipher.update(record.ciphertext), decipher.final()]);
     } catch {
-      throw new PunkError('DecryptionFailed', `not decryptable: it failed its integrity check under key id ${record.keyId} (the record was altered, or copied from another tenant or id)`, { keyId: record.keyId });
+      throw new PunkError(
+        'DecryptionFailed',
+        `not decryptable: it failed its integrity check under key id ${record.keyId} (the record was altered, or copied from another tenant or id)`,
+        { keyId: record.keyId },
+      );
     }
   }
 }

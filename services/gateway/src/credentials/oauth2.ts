@@ -111,7 +111,10 @@ export async function refreshAccessToken(request: RefreshRequest): Promise<Token
     });
     text = await response.text();
   } catch (error) {
-    const reason = error instanceof Error && error.name === 'TimeoutError' ? `did not answer within ${request.timeoutMs} ms` : `could not be reached: ${describeFetchError(error)}`;
+    const reason =
+      error instanceof Error && error.name === 'TimeoutError'
+        ? `did not answer within ${request.timeoutMs} ms`
+        : `could not be reached: ${describeFetchError(error)}`;
     throw new TokenEndpointError(redact(`the token endpoint ${where} ${reason}`, secrets));
   }
   let body: unknown;
@@ -123,10 +126,14 @@ export async function refreshAccessToken(request: RefreshRequest): Promise<Token
   const fields = typeof body === 'object' && body !== null ? (body as Record<string, unknown>) : {};
   if (!response.ok) {
     if (typeof fields.error === 'string') {
-      const description = typeof fields.error_description === 'string' ? `: ${redact(fields.error_description, secrets).slice(0, 300)}` : '';
+      const description =
+        typeof fields.error_description === 'string' ? `: ${redact(fields.error_description, secrets).slice(0, 300)}` : '';
       // The error code is the endpoint's text too: it must not carry a secret either.
       const code = redact(fields.error, secrets).slice(0, 100);
-      const hint = fields.error === 'invalid_grant' ? ' (the refresh token was revoked, expired or already used: store the credential again with a new grant)' : '';
+      const hint =
+        fields.error === 'invalid_grant'
+          ? ' (the refresh token was revoked, expired or already used: store the credential again with a new grant)'
+          : '';
       throw new TokenEndpointError(`the token endpoint ${where} answered HTTP ${response.status} ${code}${description}${hint}`, code);
     }
     throw new TokenEndpointError(`the token endpoint ${where} answered HTTP ${response.status} without an OAuth error`);
@@ -135,7 +142,9 @@ export async function refreshAccessToken(request: RefreshRequest): Promise<Token
     throw new TokenEndpointError(`the token endpoint ${where} answered HTTP ${response.status} without an access_token (RFC 6749 §5.1)`);
   }
   if (fields.token_type !== undefined && (typeof fields.token_type !== 'string' || fields.token_type.toLowerCase() !== 'bearer')) {
-    throw new TokenEndpointError(`the token endpoint ${where} issued a token of type ${String(fields.token_type).slice(0, 40)}, not Bearer`);
+    throw new TokenEndpointError(
+      `the token endpoint ${where} issued a token of type ${String(fields.token_type).slice(0, 40)}, not Bearer`,
+    );
   }
   const expiresIn = typeof fields.expires_in === 'string' ? Number(fields.expires_in) : fields.expires_in;
   const tokens: TokenResponse = { accessToken: fields.access_token };

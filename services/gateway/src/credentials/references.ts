@@ -10,7 +10,7 @@ import { parseReference } from './input.js';
  * fails at connect time with its own error).
  */
 export function referencesCredential(server: McpServer, id: string): boolean {
-  return [...(server.spec.headers ?? []), ...(server.spec.env ?? [])].some(entry => {
+  return [...(server.spec.headers ?? []), ...(server.spec.env ?? [])].some((entry) => {
     if (entry.valueFrom?.credentialRef) return entry.valueFrom.credentialRef.name === id;
     if (entry.value === undefined) return false;
     try {

@@ -41,7 +41,7 @@ export const expiringSoon: RefreshNeed = (data, refreshedMeanwhile) => {
 
 /** Need after an upstream answered 401 to the `Authorization` value `rejected`: the stored token is still that one. */
 export function stillRejected(rejected: string): RefreshNeed {
-  return data => data.access_token === undefined || `Bearer ${data.access_token}` === rejected;
+  return (data) => data.access_token === undefined || `Bearer ${data.access_token}` === rejected;
 }
 
 /** Settings of a {@link LeasedRefresher}. */
@@ -138,13 +138,19 @@ export class LeasedRefresher {
   }
 
   /** With the lease held: refresh unless the claimed row no longer needs it, store, release. */
-  private async refreshHolding(claimed: CredentialRow, seenVersion: string, need: RefreshNeed, trigger: RefreshTrigger): Promise<Record<string, string>> {
+  private async refreshHolding(
+    claimed: CredentialRow,
+    seenVersion: string,
+    need: RefreshNeed,
+    trigger: RefreshTrigger,
+  ): Promise<Record<string, string>> {
     const { store, sealer, holder, log } = this.options;
     const { tenant, id } = claimed;
     let held = true;
     try {
       const refreshedMeanwhile = claimed.version !== seenVersion;
-      if (refreshedMeanwhile && claimed.refreshError !== null) throw new PunkError('CredentialRefreshFailed', claimed.refreshError, { id, tenant });
+      if (refreshedMeanwhile && claimed.refreshError !== null)
+        throw new PunkError('CredentialRefreshFailed', claimed.refreshError, { id, tenant });
       const data = sealer.open(tenant, id, claimed.sealed);
       if (!need(data, refreshedMeanwhile)) return data;
       const tokenUrl = data.token_url!;
@@ -165,22 +171,41 @@ export class LeasedRefresher {
       } catch (error) {
         // The message is stored, logged, recorded and answered: no spelling of a secret of the refresh may stay in it.
         const reason = redact(
-          error instanceof TokenEndpointError ? error.message : `the token endpoint ${describeTokenUrl(tokenUrl)} failed: ${errorMessage(error)}`,
+          error instanceof TokenEndpointError
+            ? error.message
+            : `the token endpoint ${describeTokenUrl(tokenUrl)} failed: ${errorMessage(error)}`,
           refreshSecrets(request),
         );
         const message = `refreshing credential ${id} in tenant ${tenant} failed: ${reason}`;
         await store.storeRefreshFailure(tenant, id, holder, message);
         held = false;
         log.warn({ tenant, credential: id, trigger, error: error instanceof TokenEndpointError ? error.error : undefined }, message);
-        await this.record(credentialEvent('credential.refresh_failed', tenant, id, { trigger, ...(error instanceof TokenEndpointError && error.error && { error: error.error }), message }));
-        throw new PunkError('CredentialRefreshFailed', message, { id, tenant, ...(error instanceof TokenEndpointError && error.error && { error: error.error }) });
+        await this.record(
+          credentialEvent('credential.refresh_failed', tenant, id, {
+            trigger,
+            ...(error instanceof TokenEndpointError && error.error && { error: error.error }),
+            message,
+          }),
+        );
+        throw new PunkError('CredentialRefreshFailed', message, {
+          id,
+          tenant,
+          ...(error instanceof TokenEndpointError && error.error && { error: error.error }),
+        });
       }
       const refreshed: Record<string, string> = { ...data, access_token: tokens.accessToken };
       if (tokens.refreshToken !== undefined) refreshed.refresh_token = tokens.refreshToken;
       if (tokens.expiresIn !== undefined) refreshed.expires_at = String(Date.now() + Math.round(tokens.expiresIn * 1000));
       else delete refreshed.expires_at;
       const expiresAt = refreshed.expires_at === undefined ? null : new Date(Number(refreshed.expires_at));
-      const stored = await store.storeRefreshed(tenant, id, holder, Object.keys(refreshed).sort(), sealer.seal(tenant, id, refreshed), expiresAt);
+      const stored = await store.storeRefreshed(
+        tenant,
+        id,
+        holder,
+        Object.keys(refreshed).sort(),
+        sealer.seal(tenant, id, refreshed),
+        expiresAt,
+      );
       held = false;
       if (!stored) {
         const gone = (await store.get(tenant, id)) === undefined;
@@ -193,10 +218,17 @@ export class LeasedRefresher {
       }
       const rotated = tokens.refreshToken !== undefined && tokens.refreshToken !== data.refresh_token;
       log.info({ tenant, credential: id, trigger, rotated, ms: Date.now() - started }, 'refreshed an oauth2 credential');
-      await this.record(credentialEvent('credential.refreshed', tenant, id, { trigger, rotated, ...(expiresAt && { expiresAt: expiresAt.toISOString() }) }));
+      await this.record(
+        credentialEvent('credential.refreshed', tenant, id, { trigger, rotated, ...(expiresAt && { expiresAt: expiresAt.toISOString() }) }),
+      );
       return refreshed;
     } finally {
-      if (held) await store.releaseLease(tenant, id, holder).catch((error: unknown) => log.warn({ tenant, credential: id, err: error }, 'could not release a refresh lease; it expires by itself'));
+      if (held)
+        await store
+          .releaseLease(tenant, id, holder)
+          .catch((error: unknown) =>
+            log.warn({ tenant, credential: id, err: error }, 'could not release a refresh lease; it expires by itself'),
+          );
     }
   }
 
@@ -210,7 +242,9 @@ export class LeasedRefresher {
   private async record(event: Parameters<typeof appendLedgerEvent>[1]): Promise<void> {
     const { bus, log } = this.options;
     if (!bus) return;
-    await appendLedgerEvent(bus, event).catch((error: unknown) => log.error({ err: error, type: event.type, tenant: event.tenant }, 'could not append a credential event to the ledger'));
+    await appendLedgerEvent(bus, event).catch((error: unknown) =>
+      log.error({ err: error, type: event.type, tenant: event.tenant }, 'could not append a credential event to the ledger'),
+    );
   }
 }
 

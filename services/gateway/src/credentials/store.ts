@@ -94,7 +94,18 @@ export class CredentialStore {
       `INSERT INTO gateway.credentials (tenant, id, type, key_names, key_id, iv, ciphertext, tag, expires_at, created_by)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (tenant, id) DO NOTHING
        RETURNING ${COLUMNS}`,
-      [row.tenant, row.id, row.type, row.keyNames, row.sealed.keyId, row.sealed.iv, row.sealed.ciphertext, row.sealed.tag, row.expiresAt, row.createdBy],
+      [
+        row.tenant,
+        row.id,
+        row.type,
+        row.keyNames,
+        row.sealed.keyId,
+        row.sealed.iv,
+        row.sealed.ciphertext,
+        row.sealed.tag,
+        row.expiresAt,
+        row.createdBy,
+      ],
     );
     const inserted = result.rows[0];
     return inserted && rowOf(inserted);
@@ -107,7 +118,10 @@ export class CredentialStore {
    * written when the stored credential was applied from the same checksum.
    * @returns the row written and whether it was `created` or `replaced`, or `unchanged` with no row.
    */
-  async apply(row: NewCredentialRow, sourceChecksum: string): Promise<{ outcome: 'created' | 'replaced'; row: CredentialRow } | { outcome: 'unchanged' }> {
+  async apply(
+    row: NewCredentialRow,
+    sourceChecksum: string,
+  ): Promise<{ outcome: 'created' | 'replaced'; row: CredentialRow } | { outcome: 'unchanged' }> {
     const result = await this.db.query<SqlRow & { inserted: boolean }>(
       `INSERT INTO gateway.credentials AS c (tenant, id, type, key_names, key_id, iv, ciphertext, tag, expires_at, created_by, source, source_checksum)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'secret', $11)
@@ -116,8 +130,22 @@ export class CredentialStore {
          last_refresh_at = NULL, refresh_error = NULL, refresh_lease_holder = NULL, refresh_lease_until = NULL,
          source = 'secret', source_checksum = EXCLUDED.source_checksum, version = c.version + 1, updated_at = now()
        WHERE c.source <> 'secret' OR c.source_checksum IS DISTINCT FROM EXCLUDED.source_checksum
-       RETURNING ${COLUMNS.split(', ').map(column => `c.${column}`).join(', ')}, (xmax = 0) AS inserted`,
-      [row.tenant, row.id, row.type, row.keyNames, row.sealed.keyId, row.sealed.iv, row.sealed.ciphertext, row.sealed.tag, row.expiresAt, row.createdBy, sourceChecksum],
+       RETURNING ${COLUMNS.split(', ')
+         .map((column) => `c.${column}`)
+         .join(', ')}, (xmax = 0) AS inserted`,
+      [
+        row.tenant,
+        row.id,
+        row.type,
+        row.keyNames,
+        row.sealed.keyId,
+        row.sealed.iv,
+        row.sealed.ciphertext,
+        row.sealed.tag,
+        row.expiresAt,
+        row.createdBy,
+        sourceChecksum,
+      ],
     );
     const written = result.rows[0];
     if (!written) return { outcome: 'unchanged' };
@@ -174,7 +202,14 @@ export class CredentialStore {
    * @returns `false` when the lease is no longer `holder`'s (it expired and was claimed again, or the credential
    *   was deleted): nothing is written.
    */
-  async storeRefreshed(tenant: string, id: string, holder: string, keyNames: string[], sealed: EncryptedRecord, expiresAt: Date | null): Promise<boolean> {
+  async storeRefreshed(
+    tenant: string,
+    id: string,
+    holder: string,
+    keyNames: string[],
+    sealed: EncryptedRecord,
+    expiresAt: Date | null,
+  ): Promise<boolean> {
     const result = await this.db.query(
       `UPDATE gateway.credentials SET key_names = $4, key_id = $5, iv = $6, ciphertext = $7, tag = $8, expires_at = $9,
          last_refresh_at = now(), refresh_error = NULL, refresh_lease_holder = NULL, refresh_lease_until = NULL,
@@ -202,7 +237,10 @@ export class CredentialStore {
 
   /** `(tenant, id)` of every credential whose key id is not `keyId`, in a stable order. */
   async listNotUnderKey(keyId: string): Promise<Array<{ tenant: string; id: string }>> {
-    const result = await this.db.query<{ tenant: string; id: string }>('SELECT tenant, id FROM gateway.credentials WHERE key_id <> $1 ORDER BY tenant, id', [keyId]);
+    const result = await this.db.query<{ tenant: string; id: string }>(
+      'SELECT tenant, id FROM gateway.credentials WHERE key_id <> $1 ORDER BY tenant, id',
+      [keyId],
+    );
     return result.rows;
   }
 

@@ -137,7 +137,11 @@ export class CredentialVault {
       expiresAt,
       createdBy: principal.subject,
     });
-    if (!row) throw new PunkError('CredentialExists', `credential ${input.id} already exists in tenant ${tenant}; delete it first to replace it`, { id: input.id, tenant });
+    if (!row)
+      throw new PunkError('CredentialExists', `credential ${input.id} already exists in tenant ${tenant}; delete it first to replace it`, {
+        id: input.id,
+        tenant,
+      });
     this.log.info({ tenant, credential: input.id, type: input.type, by: principal.subject }, 'credential created');
     await this.record(credentialEvent('credential.created', tenant, input.id, { type: input.type, keys: row.keyNames }, principal));
     return infoOf(row);
@@ -169,8 +173,19 @@ export class CredentialVault {
     );
     if (written.outcome === 'unchanged') return { credential: await this.get(tenant, input.id), outcome: 'unchanged' };
     const { outcome, row } = written;
-    this.log.info({ tenant, credential: input.id, type: input.type, by: principal.subject, outcome }, `credential ${outcome} from a Secret`);
-    await this.record(credentialEvent(outcome === 'created' ? 'credential.created' : 'credential.replaced', tenant, input.id, { type: input.type, keys: row.keyNames, source: 'secret' }, principal));
+    this.log.info(
+      { tenant, credential: input.id, type: input.type, by: principal.subject, outcome },
+      `credential ${outcome} from a Secret`,
+    );
+    await this.record(
+      credentialEvent(
+        outcome === 'created' ? 'credential.created' : 'credential.replaced',
+        tenant,
+        input.id,
+        { type: input.type, keys: row.keyNames, source: 'secret' },
+        principal,
+      ),
+    );
     return { credential: infoOf(row), outcome };
   }
 
@@ -236,7 +251,11 @@ export class CredentialVault {
   async renewAfterUnauthorized(tenant: string, id: string, rejected: string): Promise<string> {
     const row = await this.read(tenant, id);
     if (row.type !== 'oauth2') {
-      throw new PunkError('CredentialNotRefreshable', `credential ${id} in tenant ${tenant} is static: the upstream rejected it, and only an oauth2 credential can be refreshed`, { id, tenant });
+      throw new PunkError(
+        'CredentialNotRefreshable',
+        `credential ${id} in tenant ${tenant} is static: the upstream rejected it, and only an oauth2 credential can be refreshed`,
+        { id, tenant },
+      );
     }
     const data = await this.refresher!.fresh(row, stillRejected(rejected), 'unauthorized');
     return `Bearer ${data.access_token!}`;
@@ -283,7 +302,10 @@ export class CredentialVault {
 
   private requireSealer(): CredentialSealer {
     if (!this.sealer) {
-      throw new PunkError('CredentialsUnavailable', 'the credentials vault needs PUNK_ENCRYPTION_KEY (32 random bytes in base64, e.g. `openssl rand -base64 32`) on every gateway replica');
+      throw new PunkError(
+        'CredentialsUnavailable',
+        'the credentials vault needs PUNK_ENCRYPTION_KEY (32 random bytes in base64, e.g. `openssl rand -base64 32`) on every gateway replica',
+      );
     }
     return this.sealer;
   }
@@ -305,13 +327,21 @@ function pickKey(row: CredentialRow, data: Record<string, string>, key: string |
   const names = Object.keys(data).sort().join(', ');
   if (key !== undefined) {
     const value = data[key];
-    if (value === undefined) throw new PunkError('CredentialKeyNotFound', `credential ${row.id} in tenant ${row.tenant} has no key ${key} (its keys: ${names})`, { id: row.id, key });
+    if (value === undefined)
+      throw new PunkError('CredentialKeyNotFound', `credential ${row.id} in tenant ${row.tenant} has no key ${key} (its keys: ${names})`, {
+        id: row.id,
+        key,
+      });
     return value;
   }
   const only = Object.values(data);
   const value = data.value ?? (only.length === 1 ? only[0] : undefined);
   if (value === undefined) {
-    throw new PunkError('CredentialKeyAmbiguous', `credential ${row.id} in tenant ${row.tenant} has several keys (${names}) and none named value: reference one as cred:${row.id}/<key>`, { id: row.id });
+    throw new PunkError(
+      'CredentialKeyAmbiguous',
+      `credential ${row.id} in tenant ${row.tenant} has several keys (${names}) and none named value: reference one as cred:${row.id}/<key>`,
+      { id: row.id },
+    );
   }
   return value;
 }

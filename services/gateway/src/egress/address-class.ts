@@ -10,7 +10,9 @@ import ipaddr from 'ipaddr.js';
  * Cloud instance metadata endpoints: AWS, GCP, Azure, OCI, DigitalOcean (169.254.169.254), AWS over
  * IPv6 (fd00:ec2::254), Alibaba (100.100.100.200), Azure WireServer (168.63.129.16, in a public range).
  */
-const CLOUD_METADATA_ADDRESSES = new Set(['169.254.169.254', 'fd00:ec2::254', '100.100.100.200', '168.63.129.16'].map(text => ipaddr.parse(text).toString()));
+const CLOUD_METADATA_ADDRESSES = new Set(
+  ['169.254.169.254', 'fd00:ec2::254', '100.100.100.200', '168.63.129.16'].map((text) => ipaddr.parse(text).toString()),
+);
 
 /** Host names of cloud metadata services (GCP `metadata.google.internal` and `metadata`; AWS `instance-data`). */
 const CLOUD_METADATA_NAMES = new Set(['metadata.google.internal', 'metadata', 'instance-data', 'instance-data.ec2.internal']);
@@ -92,7 +94,7 @@ function embeddedIPv4(address: ipaddr.IPv6, range: string): ipaddr.IPv4 | undefi
       return fromWords(parts[1]!, parts[2]!);
     case 'unicast':
       // ::a.b.c.d (deprecated IPv4-compatible); :: and ::1 are ranges of their own and never get here.
-      return parts.slice(0, 6).every(part => part === 0) ? fromWords(parts[6]!, parts[7]!) : undefined;
+      return parts.slice(0, 6).every((part) => part === 0) ? fromWords(parts[6]!, parts[7]!) : undefined;
     default:
       return undefined;
   }

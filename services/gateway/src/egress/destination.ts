@@ -48,7 +48,8 @@ export interface CheckedDestination {
 }
 
 /** How to allow what the policy refused, for messages. */
-const HOW_TO_ALLOW = 'to allow it, add its network to PUNK_UPSTREAM_ALLOWED_NETWORKS, or, for local development only, turn authentication off (PUNK_AUTH_MODE=off)';
+const HOW_TO_ALLOW =
+  'to allow it, add its network to PUNK_UPSTREAM_ALLOWED_NETWORKS, or, for local development only, turn authentication off (PUNK_AUTH_MODE=off)';
 
 /**
  * The destination policy a gateway runs with: the open-dev carve-out (`allowPrivate`) exactly when
@@ -78,7 +79,11 @@ export async function checkDestination(url: string | URL, policy: DestinationPol
   const hostname = parsed.hostname.startsWith('[') ? parsed.hostname.slice(1, -1) : parsed.hostname;
   const networks = parseNetworks(policy.allowedNetworks);
   if (!policy.allowPrivate && isCloudMetadataName(hostname)) {
-    throw egressRefused(url, `${hostname} is the name of a cloud metadata service; for local development only, turn authentication off (PUNK_AUTH_MODE=off)`, { class: 'cloud metadata service' });
+    throw egressRefused(
+      url,
+      `${hostname} is the name of a cloud metadata service; for local development only, turn authentication off (PUNK_AUTH_MODE=off)`,
+      { class: 'cloud metadata service' },
+    );
   }
   const family = isIP(hostname);
   const addresses = family !== 0 ? [{ address: hostname, family }] : await resolve(url, hostname, policy.lookup ?? defaultLookup);
@@ -93,12 +98,15 @@ export async function checkDestination(url: string | URL, policy: DestinationPol
     const addressClass = addressClassOf(ip);
     if (addressClass === undefined) continue;
     const where = address === hostname ? `${address} is` : `${hostname} resolves to ${address}, which is`;
-    throw egressRefused(url, `${where} a special-purpose address, class ${addressClass}; ${HOW_TO_ALLOW}`, { address, class: addressClass });
+    throw egressRefused(url, `${where} a special-purpose address, class ${addressClass}; ${HOW_TO_ALLOW}`, {
+      address,
+      class: addressClass,
+    });
   }
   return { url: parsed, hostname, addresses };
 }
 
-const defaultLookup: HostLookup = hostname => dnsLookup(hostname, { all: true });
+const defaultLookup: HostLookup = (hostname) => dnsLookup(hostname, { all: true });
 
 /** All addresses of `hostname` (never empty). */
 async function resolve(url: string | URL, hostname: string, lookup: HostLookup): Promise<ResolvedAddress[]> {
@@ -106,25 +114,37 @@ async function resolve(url: string | URL, hostname: string, lookup: HostLookup):
   try {
     addresses = await lookup(hostname);
   } catch (error) {
-    throw new PunkError('UpstreamUnreachable', `upstream URL ${redactUrl(url)}: cannot resolve ${hostname} (${errorMessage(error)})`, { url: redactUrl(url) }, { cause: error });
+    throw new PunkError(
+      'UpstreamUnreachable',
+      `upstream URL ${redactUrl(url)}: cannot resolve ${hostname} (${errorMessage(error)})`,
+      { url: redactUrl(url) },
+      { cause: error },
+    );
   }
-  if (addresses.length === 0) throw new PunkError('UpstreamUnreachable', `upstream URL ${redactUrl(url)}: ${hostname} resolves to no address`, { url: redactUrl(url) });
+  if (addresses.length === 0)
+    throw new PunkError('UpstreamUnreachable', `upstream URL ${redactUrl(url)}: ${hostname} resolves to no address`, {
+      url: redactUrl(url),
+    });
   return addresses;
 }
 
 /** Whether `ip`, or the IPv4 address of an IPv4-mapped `ip` (`::ffff:10.0.0.1`), lies in one of `networks`. */
 function inNetworks(ip: ipaddr.IPv4 | ipaddr.IPv6, networks: [ipaddr.IPv4 | ipaddr.IPv6, number][]): boolean {
   const forms = ip.kind() === 'ipv6' && (ip as ipaddr.IPv6).isIPv4MappedAddress() ? [ip, (ip as ipaddr.IPv6).toIPv4Address()] : [ip];
-  return forms.some(form => networks.some(([network, bits]) => network.kind() === form.kind() && form.match(network, bits)));
+  return forms.some((form) => networks.some(([network, bits]) => network.kind() === form.kind() && form.match(network, bits)));
 }
 
 /** `allowedNetworks` parsed. */
 function parseNetworks(allowedNetworks: readonly string[]): [ipaddr.IPv4 | ipaddr.IPv6, number][] {
-  return allowedNetworks.map(cidr => {
+  return allowedNetworks.map((cidr) => {
     try {
       return ipaddr.parseCIDR(cidr);
     } catch {
-      throw new PunkError('InvalidConfig', `PUNK_UPSTREAM_ALLOWED_NETWORKS: ${JSON.stringify(cidr)} is not a CIDR such as 10.0.0.0/8 or fd00::/8`, { key: 'upstreamAllowedNetworks' });
+      throw new PunkError(
+        'InvalidConfig',
+        `PUNK_UPSTREAM_ALLOWED_NETWORKS: ${JSON.stringify(cidr)} is not a CIDR such as 10.0.0.0/8 or fd00::/8`,
+        { key: 'upstreamAllowedNetworks' },
+      );
     }
   });
 }

@@ -60,7 +60,7 @@ export interface GuardedFetch {
 export function guardedFetch(policy: DestinationPolicy, options: GuardedFetchOptions = {}): GuardedFetch {
   const dispatchers = new PinnedDispatchers();
   const maxRedirects = options.maxRedirects ?? DEFAULT_MAX_REDIRECTS;
-  const credentialHeaders = [...CREDENTIAL_HEADERS, ...(options.credentialHeaders ?? []).map(name => name.toLowerCase())];
+  const credentialHeaders = [...CREDENTIAL_HEADERS, ...(options.credentialHeaders ?? []).map((name) => name.toLowerCase())];
 
   const guarded = async (input: string | URL, init: RequestInit = {}): Promise<Response> => {
     const mode = init.redirect ?? 'follow';
@@ -73,7 +73,9 @@ export function guardedFetch(policy: DestinationPolicy, options: GuardedFetchOpt
       init.signal?.throwIfAborted();
       const destination = await checkDestination(url, policy).catch((error: unknown) => {
         if (!(redirectedFrom && error instanceof PunkError)) throw error;
-        throw new PunkError(error.code, `${error.message} (a redirect from ${redactUrl(redirectedFrom)} led there)`, error.details, { cause: error });
+        throw new PunkError(error.code, `${error.message} (a redirect from ${redactUrl(redirectedFrom)} led there)`, error.details, {
+          cause: error,
+        });
       });
       // The pool is undici 7.16.0, the version Node 24.11's fetch is built on; @types/node declares the
       // dispatcher with the types of another undici release, hence the cast.
@@ -82,22 +84,38 @@ export function guardedFetch(policy: DestinationPolicy, options: GuardedFetchOpt
       const location = REDIRECT_STATUSES.has(response.status) ? response.headers.get('location') : null;
       if (location === null || mode === 'manual') return response;
       await response.body?.cancel();
-      if (mode === 'error') throw new TypeError(`fetch failed: ${redactUrl(destination.url)} redirects, and the request's redirect mode is 'error'`);
+      if (mode === 'error')
+        throw new TypeError(`fetch failed: ${redactUrl(destination.url)} redirects, and the request's redirect mode is 'error'`);
       let target: URL;
       try {
         target = new URL(location, destination.url);
       } catch {
-        throw new PunkError('EgressRefused', `upstream URL ${redactUrl(destination.url)} redirects to ${JSON.stringify(redactUrl(location))}, which is not a URL`, { url: redactUrl(destination.url) });
+        throw new PunkError(
+          'EgressRefused',
+          `upstream URL ${redactUrl(destination.url)} redirects to ${JSON.stringify(redactUrl(location))}, which is not a URL`,
+          { url: redactUrl(destination.url) },
+        );
       }
       if (redirects === maxRedirects) {
-        throw new PunkError('TooManyRedirects', `upstream URL ${redactUrl(input)} redirected more than ${maxRedirects} times (the last time to ${redactUrl(target)})`, { url: redactUrl(input), maxRedirects });
+        throw new PunkError(
+          'TooManyRedirects',
+          `upstream URL ${redactUrl(input)} redirected more than ${maxRedirects} times (the last time to ${redactUrl(target)})`,
+          { url: redactUrl(input), maxRedirects },
+        );
       }
-      if (((response.status === 301 || response.status === 302) && method === 'POST') || (response.status === 303 && method !== 'GET' && method !== 'HEAD')) {
+      if (
+        ((response.status === 301 || response.status === 302) && method === 'POST') ||
+        (response.status === 303 && method !== 'GET' && method !== 'HEAD')
+      ) {
         method = 'GET';
         body = null;
         for (const name of BODY_HEADERS) headers.delete(name);
       } else if (body instanceof ReadableStream || (typeof body === 'object' && body !== null && Symbol.asyncIterator in body)) {
-        throw new PunkError('UpstreamError', `upstream URL ${redactUrl(destination.url)} answered ${response.status} to ${redactUrl(target)}, and the request's streamed body cannot be sent again`, { url: redactUrl(destination.url) });
+        throw new PunkError(
+          'UpstreamError',
+          `upstream URL ${redactUrl(destination.url)} answered ${response.status} to ${redactUrl(target)}, and the request's streamed body cannot be sent again`,
+          { url: redactUrl(destination.url) },
+        );
       }
       if (target.origin !== destination.url.origin) for (const name of credentialHeaders) headers.delete(name);
       redirectedFrom = destination.url;

@@ -19,7 +19,7 @@ export class PinnedDispatchers {
 
   /** The dispatcher that sends requests for `destination` to its checked addresses only. */
   for(destination: CheckedDestination): Dispatcher {
-    const key = `${destination.url.origin} ${destination.addresses.map(entry => entry.address).join(',')}`;
+    const key = `${destination.url.origin} ${destination.addresses.map((entry) => entry.address).join(',')}`;
     let pool = this.pools.get(key);
     if (pool) {
       this.pools.delete(key);
@@ -39,7 +39,7 @@ export class PinnedDispatchers {
   async close(): Promise<void> {
     const pools = [...this.pools.values()];
     this.pools.clear();
-    await Promise.all(pools.map(pool => pool.destroy()));
+    await Promise.all(pools.map((pool) => pool.destroy()));
   }
 }
 
@@ -47,11 +47,14 @@ export class PinnedDispatchers {
 function pinnedLookup(addresses: ResolvedAddress[]) {
   return (_hostname: string, options: LookupOptions, callback: LookupCallback): void => {
     const family = options.family === 'IPv4' ? 4 : options.family === 'IPv6' ? 6 : options.family;
-    const usable = family === 4 || family === 6 ? addresses.filter(entry => entry.family === family) : addresses;
+    const usable = family === 4 || family === 6 ? addresses.filter((entry) => entry.family === family) : addresses;
     if (usable.length === 0) {
       callback(Object.assign(new Error(`no checked IPv${family} address`), { code: 'ENOTFOUND' }), '');
     } else if (options.all) {
-      callback(null, usable.map(entry => ({ address: entry.address, family: entry.family })));
+      callback(
+        null,
+        usable.map((entry) => ({ address: entry.address, family: entry.family })),
+      );
     } else {
       callback(null, usable[0]!.address, usable[0]!.family);
     }

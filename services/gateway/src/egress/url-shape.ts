@@ -54,17 +54,24 @@ export function egressRefused(url: string | URL, reason: string, details: Record
  */
 export function checkUrlShape(url: string | URL): URL {
   const text = String(url);
-  if (/[\u0000-\u0020\u007f\\]/.test(text)) throw egressRefused(text, 'it contains whitespace, a control character or a backslash, which URL parsers read differently');
+  if (/[\u0000-\u0020\u007f\\]/.test(text))
+    throw egressRefused(text, 'it contains whitespace, a control character or a backslash, which URL parsers read differently');
   let parsed: URL;
   try {
     parsed = new URL(text);
   } catch {
     throw egressRefused(text, 'it is not an absolute URL');
   }
-  if (!ALLOWED_SCHEMES.has(parsed.protocol)) throw egressRefused(text, `the scheme ${parsed.protocol} is not allowed: an upstream is reached over http: or https: only`, { scheme: parsed.protocol });
-  if (parsed.username !== '' || parsed.password !== '') throw egressRefused(parsed, 'credentials in the URL are not allowed: put them in a header or a credential (cred:<id>)');
-  if (parsed.hash !== '' || parsed.href.endsWith('#')) throw egressRefused(text, 'a fragment (#...) is not allowed: it is never sent to the server');
+  if (!ALLOWED_SCHEMES.has(parsed.protocol))
+    throw egressRefused(text, `the scheme ${parsed.protocol} is not allowed: an upstream is reached over http: or https: only`, {
+      scheme: parsed.protocol,
+    });
+  if (parsed.username !== '' || parsed.password !== '')
+    throw egressRefused(parsed, 'credentials in the URL are not allowed: put them in a header or a credential (cred:<id>)');
+  if (parsed.hash !== '' || parsed.href.endsWith('#'))
+    throw egressRefused(text, 'a fragment (#...) is not allowed: it is never sent to the server');
   // WHATWG reads `http:host` and `http:///host` as `http://host/`; RFC 3986 readers see no host there.
-  if (parsed.hostname === '' || !/^https?:\/\/[^/]/i.test(text)) throw egressRefused(text, 'the host must follow the scheme as in http://host/');
+  if (parsed.hostname === '' || !/^https?:\/\/[^/]/i.test(text))
+    throw egressRefused(text, 'the host must follow the scheme as in http://host/');
   return parsed;
 }

@@ -44,7 +44,14 @@ export function definitionChangedEvent(change: ChangedDefinition): LedgerEvent {
 }
 
 /** A `tool.definition_accepted` event (`data`: `tool`, `fingerprint`, `previousFingerprint`) by the accepting admin. */
-export function definitionAcceptedEvent(tenant: string, server: string, tool: string, fingerprint: string, previousFingerprint: string, principal: Principal): LedgerEvent {
+export function definitionAcceptedEvent(
+  tenant: string,
+  server: string,
+  tool: string,
+  fingerprint: string,
+  previousFingerprint: string,
+  principal: Principal,
+): LedgerEvent {
   return {
     id: randomUUID(),
     type: 'tool.definition_accepted',

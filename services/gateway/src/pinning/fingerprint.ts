@@ -24,7 +24,10 @@ export type PinnedDefinition = Partial<Record<(typeof PINNED_FIELDS)[number], un
  */
 export function pinnedDefinition(tool: Record<string, unknown>): PinnedDefinition {
   if (typeof tool.name !== 'string' || tool.name === '') {
-    throw new PunkError('InvalidToolDefinition', `a listed tool has no name (name: ${JSON.stringify(tool.name) ?? 'undefined'}); a tool must have a non-empty string name`);
+    throw new PunkError(
+      'InvalidToolDefinition',
+      `a listed tool has no name (name: ${JSON.stringify(tool.name) ?? 'undefined'}); a tool must have a non-empty string name`,
+    );
   }
   const definition: Record<string, unknown> = {};
   for (const field of PINNED_FIELDS) if (tool[field] !== undefined) definition[field] = tool[field];
@@ -53,5 +56,7 @@ export function canonicalJson(value: unknown): string {
  * @throws PunkError `InvalidToolDefinition` as {@link pinnedDefinition} and {@link canonicalJson} do.
  */
 export function toolFingerprint(tool: Record<string, unknown>): string {
-  return createHash('sha256').update(canonicalJson(pinnedDefinition(tool)), 'utf8').digest('hex');
+  return createHash('sha256')
+    .update(canonicalJson(pinnedDefinition(tool)), 'utf8')
+    .digest('hex');
 }

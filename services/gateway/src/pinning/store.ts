@@ -52,13 +52,19 @@ export class PinStore {
 
   /** The pins of a server's tools, by tool name. */
   async list(tenant: string, server: string): Promise<PinRow[]> {
-    const { rows } = await this.db.query<PinRow>(`SELECT ${COLUMNS} FROM gateway.tool_pins WHERE tenant = $1 AND server = $2 ORDER BY tool`, [tenant, server]);
+    const { rows } = await this.db.query<PinRow>(
+      `SELECT ${COLUMNS} FROM gateway.tool_pins WHERE tenant = $1 AND server = $2 ORDER BY tool`,
+      [tenant, server],
+    );
     return rows;
   }
 
   /** The pin of one tool, or undefined. */
   async get(tenant: string, server: string, tool: string): Promise<PinRow | undefined> {
-    const { rows } = await this.db.query<PinRow>(`SELECT ${COLUMNS} FROM gateway.tool_pins WHERE tenant = $1 AND server = $2 AND tool = $3`, [tenant, server, tool]);
+    const { rows } = await this.db.query<PinRow>(
+      `SELECT ${COLUMNS} FROM gateway.tool_pins WHERE tenant = $1 AND server = $2 AND tool = $3`,
+      [tenant, server, tool],
+    );
     return rows[0];
   }
 
@@ -75,7 +81,7 @@ export class PinStore {
        RETURNING tool`,
       [tenant, server, JSON.stringify(definitions), FIRST_LISTING_PINNER],
     );
-    return rows.map(row => row.tool);
+    return rows.map((row) => row.tool);
   }
 
   /** Pins `next` in place of `row`'s pin, by `pinnedBy`, and clears any pending change. False when the row changed since it was read. */

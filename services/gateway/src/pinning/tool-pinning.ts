@@ -3,7 +3,16 @@
  * listing that differs is recorded once on the ledger (`tool.definition_changed`) and handled by the server's
  * policy until an admin accepts the new definition.
  */
-import { appendLedgerEvent, errorMessage, PunkError, type Bus, type Logger, type McpServer, type Principal, type Queryable } from '@punk/lib';
+import {
+  appendLedgerEvent,
+  errorMessage,
+  PunkError,
+  type Bus,
+  type Logger,
+  type McpServer,
+  type Principal,
+  type Queryable,
+} from '@punk/lib';
 import type { McpItem } from '../catalog.js';
 import { diffDefinitions, type DefinitionDiff } from './diff.js';
 import { definitionAcceptedEvent, definitionChangedEvent } from './events.js';
@@ -128,7 +137,11 @@ export class ToolPinning {
     for (let attempt = 1; attempt <= ACCEPT_ATTEMPTS; attempt++) {
       const pin = await this.store.get(tenant, server, tool);
       if (!pin) {
-        throw new PunkError('ToolNotFound', `tool ${tool} of server ${server} has no pinned definition in tenant ${tenant}: the gateway has never listed it`, { tool, server });
+        throw new PunkError(
+          'ToolNotFound',
+          `tool ${tool} of server ${server} has no pinned definition in tenant ${tenant}: the gateway has never listed it`,
+          { tool, server },
+        );
       }
       if (pin.pendingFingerprint === null || pin.pendingDefinition === null) {
         throw new PunkError(
@@ -149,15 +162,28 @@ export class ToolPinning {
       try {
         await appendLedgerEvent(this.options.bus, definitionAcceptedEvent(tenant, server, tool, fingerprint, pin.fingerprint, principal));
       } catch (error) {
-        await this.store.restore(pin).catch(undo => this.options.log.error({ tenant, server, tool, err: errorMessage(undo) }, 'could not undo an acceptance whose ledger event failed'));
+        await this.store
+          .restore(pin)
+          .catch((undo) =>
+            this.options.log.error(
+              { tenant, server, tool, err: errorMessage(undo) },
+              'could not undo an acceptance whose ledger event failed',
+            ),
+          );
         throw error;
       }
       const approvals = this.approvals.get(`${tenant}/${server}`);
       if (approvals?.get(tool) === fingerprint) approvals.delete(tool);
-      this.options.log.info({ tenant, server, tool, fingerprint, previousFingerprint: pin.fingerprint, by: principal.subject }, `the changed definition of tool ${tool} of server ${tenant}/${server} was accepted`);
+      this.options.log.info(
+        { tenant, server, tool, fingerprint, previousFingerprint: pin.fingerprint, by: principal.subject },
+        `the changed definition of tool ${tool} of server ${tenant}/${server} was accepted`,
+      );
       return { tool, fingerprint };
     }
-    throw new PunkError('Conflict', `the pin of tool ${tool} of server ${server} kept changing while it was being accepted; try again`, { tool, server });
+    throw new PunkError('Conflict', `the pin of tool ${tool} of server ${server} kept changing while it was being accepted; try again`, {
+      tool,
+      server,
+    });
   }
 
   /**
@@ -166,7 +192,7 @@ export class ToolPinning {
    */
   async pins(tenant: string, server: string): Promise<ToolPin[]> {
     const rows = await this.store.list(tenant, server);
-    return rows.map(row => ({
+    return rows.map((row) => ({
       tool: row.tool,
       fingerprint: row.fingerprint,
       pinnedAt: row.pinnedAt.toISOString(),
@@ -193,16 +219,24 @@ export class ToolPinning {
     const tenant = server.metadata.namespace ?? 'default';
     const name = server.metadata.name;
     const policy = this.policyOf(server);
-    const listed: Listed[] = tools.map(item => {
+    const listed: Listed[] = tools.map((item) => {
       const definition = pinnedDefinition(item);
       return { item, name: definition.name, definition, fingerprint: toolFingerprint(item) };
     });
-    let pins = new Map((await this.store.list(tenant, name)).map(row => [row.tool, row]));
-    const unseen = listed.filter(entry => !pins.has(entry.name));
+    let pins = new Map((await this.store.list(tenant, name)).map((row) => [row.tool, row]));
+    const unseen = listed.filter((entry) => !pins.has(entry.name));
     if (unseen.length > 0) {
-      const pinned = await this.store.pinFirst(tenant, name, unseen.map(({ name: tool, fingerprint, definition }) => ({ tool, fingerprint, definition })));
-      if (pinned.length > 0) this.options.log.info({ tenant, server: name, tools: pinned }, `pinned the definitions of ${pinned.length} tools of server ${tenant}/${name} on first listing`);
-      pins = new Map((await this.store.list(tenant, name)).map(row => [row.tool, row]));
+      const pinned = await this.store.pinFirst(
+        tenant,
+        name,
+        unseen.map(({ name: tool, fingerprint, definition }) => ({ tool, fingerprint, definition })),
+      );
+      if (pinned.length > 0)
+        this.options.log.info(
+          { tenant, server: name, tools: pinned },
+          `pinned the definitions of ${pinned.length} tools of server ${tenant}/${name} on first listing`,
+        );
+      pins = new Map((await this.store.list(tenant, name)).map((row) => [row.tool, row]));
     }
     const served: McpItem[] = [];
     const approvals = new Map<string, string>();
@@ -224,7 +258,10 @@ export class ToolPinning {
     const { tenant, server, tool } = pin;
     if (listed.fingerprint === pin.fingerprint) {
       if (pin.pendingFingerprint !== null && (await this.store.clearPending(pin))) {
-        this.options.log.info({ tenant, server, tool, fingerprint: pin.fingerprint }, `tool ${tool} of server ${tenant}/${server} is listed with its pinned definition again`);
+        this.options.log.info(
+          { tenant, server, tool, fingerprint: pin.fingerprint },
+          `tool ${tool} of server ${tenant}/${server} is listed with its pinned definition again`,
+        );
       }
       return 'serve';
     }
@@ -233,10 +270,27 @@ export class ToolPinning {
       const diff = diffDefinitions(pin.definition, listed.definition);
       await appendLedgerEvent(
         this.options.bus,
-        definitionChangedEvent({ tenant, server, tool, previousFingerprint: pin.fingerprint, fingerprint: listed.fingerprint, diff, policy, revision: pin.revision }),
+        definitionChangedEvent({
+          tenant,
+          server,
+          tool,
+          previousFingerprint: pin.fingerprint,
+          fingerprint: listed.fingerprint,
+          diff,
+          policy,
+          revision: pin.revision,
+        }),
       );
       this.options.log.warn(
-        { tenant, server, tool, previousFingerprint: pin.fingerprint, fingerprint: listed.fingerprint, changes: diff.changes.map(change => change.path), policy },
+        {
+          tenant,
+          server,
+          tool,
+          previousFingerprint: pin.fingerprint,
+          fingerprint: listed.fingerprint,
+          changes: diff.changes.map((change) => change.path),
+          policy,
+        },
         `the definition of tool ${tool} of server ${tenant}/${server} changed from the pinned one; policy ${policy}: ${POLICY_EFFECT[policy]}`,
       );
       if (policy === 'serve') await this.store.repin(pin, listed, SERVE_POLICY_PINNER);

@@ -102,7 +102,8 @@ export interface ServerView {
   updatedBy?: string;
 }
 
-type Target = { managed: true; server: McpServer; record: ServerRecord } | { managed: false; stored: StoredRegistration; record: ServerRecord };
+type Target =
+  { managed: true; server: McpServer; record: ServerRecord } | { managed: false; stored: StoredRegistration; record: ServerRecord };
 
 /**
  * Builds the `punk.gateway.admin` handler. Replies: `servers.list` `{ servers }`; `servers.get`, `servers.create`,
@@ -120,7 +121,8 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
   const { store, served } = deps;
 
   /** The ServerNotFound of `id`, thrown at once when `id` cannot be a server name (nothing is queried). */
-  const notFound = (tenant: string, id: string) => new PunkError('ServerNotFound', `tenant ${tenant} has no server named ${id}`, { server: id });
+  const notFound = (tenant: string, id: string) =>
+    new PunkError('ServerNotFound', `tenant ${tenant} has no server named ${id}`, { server: id });
   const checkName = (tenant: string, id: string) => {
     if (!dnsLabel.safeParse(id).success) throw notFound(tenant, id);
   };
@@ -154,7 +156,12 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
       ...(catalog?.circuit !== undefined && { circuit: catalog.circuit }),
       ...(catalog?.transport !== undefined && { transport: catalog.transport }),
       registration: found.managed ? managedSummary(found.server) : maskedRegistration(found.stored.body),
-      ...(!found.managed && { createdAt: found.stored.createdAt, createdBy: found.stored.createdBy, updatedAt: found.stored.updatedAt, updatedBy: found.stored.updatedBy }),
+      ...(!found.managed && {
+        createdAt: found.stored.createdAt,
+        createdBy: found.stored.createdBy,
+        updatedAt: found.stored.updatedAt,
+        updatedBy: found.stored.updatedBy,
+      }),
     };
   };
 
@@ -177,11 +184,16 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
 
   const refuseManaged = (tenant: string, id: string, what: string) => {
     if (served.managedServer(tenant, id)) {
-      throw new PunkError('ServerManaged', `server ${id} of tenant ${tenant} comes from a manifest or custom resource and cannot be ${what} through the API; change its McpServer instead`, { server: id });
+      throw new PunkError(
+        'ServerManaged',
+        `server ${id} of tenant ${tenant} comes from a manifest or custom resource and cannot be ${what} through the API; change its McpServer instead`,
+        { server: id },
+      );
     }
   };
 
-  const audit = (type: LedgerEventType, tenant: string, name: string, principal: Principal, data: Record<string, unknown>) => appendLedgerEvent(deps.bus, registryEvent(type, tenant, name, principal, data));
+  const audit = (type: LedgerEventType, tenant: string, name: string, principal: Principal, data: Record<string, unknown>) =>
+    appendLedgerEvent(deps.bus, registryEvent(type, tenant, name, principal, data));
 
   const validRegistration = (tenant: string, body: unknown, fixedName?: string): Registration => {
     const registration = parseRegistration(body, fixedName);
@@ -196,7 +208,8 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
       try {
         await checkDestination(registration.url, deps.egress);
       } catch (error) {
-        if (error instanceof PunkError) throw new PunkError(error.code, `body.url: ${error.message}`, { field: 'body.url', ...error.details });
+        if (error instanceof PunkError)
+          throw new PunkError(error.code, `body.url: ${error.message}`, { field: 'body.url', ...error.details });
         throw error;
       }
     }
@@ -206,9 +219,13 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
     switch (request.op) {
       case 'servers.list': {
         const { tenant } = request;
-        const managed = served.managedOf(tenant).map(server => view(tenant, { managed: true, server, record: served.managedRecord(tenant, server.metadata.name) }));
-        const names = new Set(managed.map(s => s.name));
-        const registered = (await store.list(tenant)).filter(s => !names.has(s.name)).map(stored => view(tenant, { managed: false, stored, record: stored }));
+        const managed = served
+          .managedOf(tenant)
+          .map((server) => view(tenant, { managed: true, server, record: served.managedRecord(tenant, server.metadata.name) }));
+        const names = new Set(managed.map((s) => s.name));
+        const registered = (await store.list(tenant))
+          .filter((s) => !names.has(s.name))
+          .map((stored) => view(tenant, { managed: false, stored, record: stored }));
         return { servers: [...managed, ...registered].sort((a, b) => a.name.localeCompare(b.name)) };
       }
       case 'servers.get':
@@ -251,11 +268,29 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
         const { tenant, principal, id } = request;
         const found = await target(tenant, id);
         const result = await deps.probe(serverOf(tenant, found));
-        const outcome: TestOutcome = { ok: result.ok, toolCount: result.tools.length, tools: result.tools, latencyMs: result.latencyMs, at: new Date().toISOString(), ...(result.error !== undefined && { error: result.error }) };
+        const outcome: TestOutcome = {
+          ok: result.ok,
+          toolCount: result.tools.length,
+          tools: result.tools,
+          latencyMs: result.latencyMs,
+          at: new Date().toISOString(),
+          ...(result.error !== undefined && { error: result.error }),
+        };
         if (found.managed) served.recordManagedTest(tenant, id, outcome);
         else await store.recordTest(tenant, id, outcome);
-        await audit('server.tested', tenant, id, principal, { ok: outcome.ok, toolCount: outcome.toolCount, latencyMs: outcome.latencyMs, ...(outcome.error !== undefined && { error: outcome.error }) });
-        return { ok: outcome.ok, toolCount: outcome.toolCount, tools: outcome.tools, latencyMs: outcome.latencyMs, ...(outcome.error !== undefined && { error: outcome.error }) };
+        await audit('server.tested', tenant, id, principal, {
+          ok: outcome.ok,
+          toolCount: outcome.toolCount,
+          latencyMs: outcome.latencyMs,
+          ...(outcome.error !== undefined && { error: outcome.error }),
+        });
+        return {
+          ok: outcome.ok,
+          toolCount: outcome.toolCount,
+          tools: outcome.tools,
+          latencyMs: outcome.latencyMs,
+          ...(outcome.error !== undefined && { error: outcome.error }),
+        };
       }
       case 'servers.tools': {
         const { tenant, id } = request;
@@ -264,7 +299,10 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
         const pins = await deps.pins.pins(tenant, id);
         if (tools && listedAt && Date.now() - Date.parse(listedAt) < TOOLS_CACHE_MAX_AGE_MS) return { tools, listedAt, cached: true, pins };
         const result = await deps.probe(serverOf(tenant, found));
-        if (!result.ok) throw new PunkError('ServerUnavailable', `the tools of server ${id} could not be listed: ${result.error ?? 'unknown error'}`, { server: id });
+        if (!result.ok)
+          throw new PunkError('ServerUnavailable', `the tools of server ${id} could not be listed: ${result.error ?? 'unknown error'}`, {
+            server: id,
+          });
         const at = new Date().toISOString();
         await served.recordListing(tenant, id, result.tools, at);
         return { tools: result.tools, listedAt: at, cached: false, pins };
@@ -297,7 +335,7 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
     }
   };
 
-  return async data => handle(parseMessage(gatewayAdminRequestSchema, subjects.gatewayAdmin, data));
+  return async (data) => handle(parseMessage(gatewayAdminRequestSchema, subjects.gatewayAdmin, data));
 }
 
 /** Run id of a server's registry events: `registry.<tenant>.<name>` (no `/`, so it fits a URL path segment). */
@@ -306,18 +344,44 @@ export function registryRunId(tenant: string, name: string): string {
 }
 
 /** A registry ledger event (`server.registered`, `server.updated`, `server.deregistered`, `server.tested`) by an admin. */
-function registryEvent(type: LedgerEventType, tenant: string, name: string, principal: Principal, data: Record<string, unknown>): LedgerEvent {
-  return { id: randomUUID(), type, tenant, runId: registryRunId(tenant, name), occurredAt: new Date().toISOString(), source: 'gateway', principal, server: name, data };
+function registryEvent(
+  type: LedgerEventType,
+  tenant: string,
+  name: string,
+  principal: Principal,
+  data: Record<string, unknown>,
+): LedgerEvent {
+  return {
+    id: randomUUID(),
+    type,
+    tenant,
+    runId: registryRunId(tenant, name),
+    occurredAt: new Date().toISOString(),
+    source: 'gateway',
+    principal,
+    server: name,
+    data,
+  };
 }
 
-const acceptBody = z.object({ fingerprint: z.string().regex(/^[0-9a-f]{64}$/, 'must be a SHA-256 fingerprint (64 lower-case hex digits)').optional() }).strict();
+const acceptBody = z
+  .object({
+    fingerprint: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/, 'must be a SHA-256 fingerprint (64 lower-case hex digits)')
+      .optional(),
+  })
+  .strict();
 
 /** The body of an accept: empty, or the fingerprint the admin reviewed. @throws PunkError `InvalidRequest` naming the field. */
 function acceptBodyOf(body: unknown): { fingerprint?: string | undefined } {
   const parsed = acceptBody.safeParse(body ?? {});
   if (parsed.success) return parsed.data;
   const issue = parsed.error.issues[0]!;
-  const field = issue.code === 'unrecognized_keys' ? `body.${issue.keys[0]}: unknown field` : `body${issue.path.map(p => `.${String(p)}`).join('')}: ${issue.message}`;
+  const field =
+    issue.code === 'unrecognized_keys'
+      ? `body.${issue.keys[0]}: unknown field`
+      : `body${issue.path.map((p) => `.${String(p)}`).join('')}: ${issue.message}`;
   throw new PunkError('InvalidRequest', field, { field });
 }
 
@@ -330,7 +394,8 @@ export const MASKED_VALUE = '<redacted>';
  */
 export function maskedRegistration(body: Registration): Record<string, unknown> {
   const mask = (values: Record<string, string> | undefined) =>
-    values && Object.fromEntries(Object.entries(values).map(([name, value]) => [name, isCredentialReference(value) ? value : MASKED_VALUE]));
+    values &&
+    Object.fromEntries(Object.entries(values).map(([name, value]) => [name, isCredentialReference(value) ? value : MASKED_VALUE]));
   return { ...body, ...(body.env && { env: mask(body.env) }), ...(body.headers && { headers: mask(body.headers) }) };
 }
 
@@ -351,11 +416,20 @@ function unmaskedBody(body: unknown, stored: Registration | undefined): unknown 
       Object.entries(values as Record<string, unknown>).map(([name, value]) => {
         if (value !== MASKED_VALUE) return [name, value];
         // Header names are case-insensitive (RFC 9110 §5.1); variable names are not.
-        const storedName = field === 'headers' ? Object.keys(previous).find(key => key.toLowerCase() === name.toLowerCase()) : Object.hasOwn(previous, name) ? name : undefined;
+        const storedName =
+          field === 'headers'
+            ? Object.keys(previous).find((key) => key.toLowerCase() === name.toLowerCase())
+            : Object.hasOwn(previous, name)
+              ? name
+              : undefined;
         if (storedName === undefined) {
-          throw new PunkError('InvalidRegistration', `body.${field}.${name}: is ${MASKED_VALUE}, which stands for a stored value, but none is stored for this entry; send the value itself`, {
-            field: `body.${field}.${name}`,
-          });
+          throw new PunkError(
+            'InvalidRegistration',
+            `body.${field}.${name}: is ${MASKED_VALUE}, which stands for a stored value, but none is stored for this entry; send the value itself`,
+            {
+              field: `body.${field}.${name}`,
+            },
+          );
         }
         return [name, previous[storedName]];
       }),

@@ -4,7 +4,16 @@
  * and serves its entries beside the manifests' (read-only in the registry API, like them). An entry that is not a
  * valid McpServer is logged with its key and the bad field and not served; the others still are.
  */
-import { buckets, kvKey, managedServerSchema, mcpServerSchema, type Bus, type BusSubscription, type Logger, type McpServer } from '@punk/lib';
+import {
+  buckets,
+  kvKey,
+  managedServerSchema,
+  mcpServerSchema,
+  type Bus,
+  type BusSubscription,
+  type Logger,
+  type McpServer,
+} from '@punk/lib';
 import type { z } from 'zod';
 
 /** Options of {@link watchManagedServers}. */
@@ -28,7 +37,7 @@ export async function watchManagedServers(options: ManagedServersOptions): Promi
   const kv = await bus.keyValue(buckets.mcpServers);
   const servers = new Map<string, McpServer>();
   let caughtUp = false;
-  const subscription = await kv.watch(async change => {
+  const subscription = await kv.watch(async (change) => {
     const server = change.operation === 'put' ? validServer(change.key, change.value, log) : undefined;
     if (server) servers.set(change.key, server);
     else if (!servers.delete(change.key)) return;
@@ -51,7 +60,8 @@ function validServer(key: string, value: unknown, log: Logger): McpServer | unde
   if (!parsed.success) return refuse(...firstIssue(parsed.error, 'server'));
   const server = parsed.data;
   const { namespace = 'default', name } = server.metadata;
-  if (kvKey(namespace, name) !== key) return refuse('server.metadata', `names ${namespace}/${name}, whose key is ${kvKey(namespace, name)}, not ${key}`);
+  if (kvKey(namespace, name) !== key)
+    return refuse('server.metadata', `names ${namespace}/${name}, whose key is ${kvKey(namespace, name)}, not ${key}`);
   return server;
 }
 

@@ -5,10 +5,25 @@
  * stands for, so the gateway serves it exactly like a manifest. Pure functions.
  */
 import { z } from 'zod';
-import { API_VERSION, dnsLabel, durationSchema, HTTP_FIELD_VALUE_RULE, isEnvValue, isHttpFieldValue, mcpServerSchema, PunkError, RESERVED_HEADER_NAMES, RESERVED_HEADER_RULE, transportOf, type McpServer } from '@punk/lib';
+import {
+  API_VERSION,
+  dnsLabel,
+  durationSchema,
+  HTTP_FIELD_VALUE_RULE,
+  isEnvValue,
+  isHttpFieldValue,
+  mcpServerSchema,
+  PunkError,
+  RESERVED_HEADER_NAMES,
+  RESERVED_HEADER_RULE,
+  transportOf,
+  type McpServer,
+} from '@punk/lib';
 import { isCredentialReference, parseReference } from '../credentials/input.js';
 
-const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name (letters, digits and _, not starting with a digit)');
+const envName = z
+  .string()
+  .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name (letters, digits and _, not starting with a digit)');
 /** Most `headers` of an http registration. */
 export const MAX_HEADERS = 100;
 /** Most `env` entries of a stdio registration. */
@@ -19,7 +34,7 @@ const headerName = z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'must be an
 /** One of `values`; the error lists them (`must be a, b or c`), or says `required` when the field is absent. */
 function choice<const T extends readonly [string, ...string[]]>(values: T) {
   const listed = values.length === 2 ? values.join(' or ') : `${values.slice(0, -1).join(', ')} or ${values.at(-1)}`;
-  return z.enum(values, { error: issue => (issue.input === undefined ? 'required' : `must be ${listed}`) });
+  return z.enum(values, { error: (issue) => (issue.input === undefined ? 'required' : `must be ${listed}`) });
 }
 
 const toolOverride = z
@@ -68,8 +83,14 @@ export const registrationSchema = z
     checkValues(body.headers, 'headers', MAX_HEADERS, isHttpFieldValue, HTTP_FIELD_VALUE_RULE, ctx);
     const seen = new Set<string>();
     for (const name of Object.keys(body.headers ?? {})) {
-      if (RESERVED_HEADER_NAMES.has(name.toLowerCase())) ctx.addIssue({ code: 'custom', path: ['headers', name], message: RESERVED_HEADER_RULE });
-      if (seen.has(name.toLowerCase())) ctx.addIssue({ code: 'custom', path: ['headers', name], message: 'duplicates another header name (header names are case-insensitive)' });
+      if (RESERVED_HEADER_NAMES.has(name.toLowerCase()))
+        ctx.addIssue({ code: 'custom', path: ['headers', name], message: RESERVED_HEADER_RULE });
+      if (seen.has(name.toLowerCase()))
+        ctx.addIssue({
+          code: 'custom',
+          path: ['headers', name],
+          message: 'duplicates another header name (header names are case-insensitive)',
+        });
       seen.add(name.toLowerCase());
     }
     if (body.type === 'stdio') {
@@ -121,15 +142,20 @@ function pathOf(path: readonly PropertyKey[]): string {
  *   `body.command: required for a stdio registration`, `body.foo: unknown field`.
  */
 export function parseRegistration(body: unknown, fixedName?: string): Registration {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new PunkError('InvalidRegistration', 'body: must be a JSON object');
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
+    throw new PunkError('InvalidRegistration', 'body: must be a JSON object');
   let input = body as Record<string, unknown>;
   if (fixedName !== undefined) {
     if (input.name !== undefined && input.name !== fixedName) {
-      throw new PunkError('InvalidRegistration', `body.name: must be ${JSON.stringify(fixedName)}, the server named in the path (a server cannot be renamed)`, { field: 'body.name' });
+      throw new PunkError(
+        'InvalidRegistration',
+        `body.name: must be ${JSON.stringify(fixedName)}, the server named in the path (a server cannot be renamed)`,
+        { field: 'body.name' },
+      );
     }
     input = { ...input, name: fixedName };
   }
-  const parsed = registrationSchema.safeParse(input, { error: issue => (issue.input === undefined ? 'required' : undefined) });
+  const parsed = registrationSchema.safeParse(input, { error: (issue) => (issue.input === undefined ? 'required' : undefined) });
   if (parsed.success) return parsed.data;
   const issue = parsed.error.issues[0]!;
   let field = pathOf(issue.path);
@@ -158,14 +184,26 @@ export function toMcpServer(tenant: string, registration: Registration): McpServ
   };
   const spec =
     registration.type === 'stdio'
-      ? { image: `local/${registration.name}`, command: [registration.command], ...(registration.args && { args: registration.args }), env: entries(registration.env), transport: 'stdio', ...common }
+      ? {
+          image: `local/${registration.name}`,
+          command: [registration.command],
+          ...(registration.args && { args: registration.args }),
+          env: entries(registration.env),
+          transport: 'stdio',
+          ...common,
+        }
       : {
           url: registration.url,
           ...(registration.headers && { headers: entries(registration.headers) }),
           transport: registration.transport ?? 'streamable-http',
           ...common,
         };
-  const parsed = mcpServerSchema.safeParse({ apiVersion: API_VERSION, kind: 'McpServer', metadata: { name: registration.name, namespace: tenant }, spec });
+  const parsed = mcpServerSchema.safeParse({
+    apiVersion: API_VERSION,
+    kind: 'McpServer',
+    metadata: { name: registration.name, namespace: tenant },
+    spec,
+  });
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const where = issue.path[0] === 'metadata' && issue.path[1] === 'namespace' ? 'tenant' : `McpServer ${issue.path.join('.')}`;
@@ -207,7 +245,9 @@ export function auditedRegistration(registration: Registration): Record<string, 
 export function managedSummary(server: McpServer): Record<string, unknown> {
   const spec = server.spec;
   const literalFree = (list: Array<{ name: string; value?: string | undefined }> | undefined) =>
-    (list ?? []).map(entry => (entry.value !== undefined && isCredentialReference(entry.value) ? { name: entry.name, value: entry.value } : { name: entry.name }));
+    (list ?? []).map((entry) =>
+      entry.value !== undefined && isCredentialReference(entry.value) ? { name: entry.name, value: entry.value } : { name: entry.name },
+    );
   return {
     name: server.metadata.name,
     type: typeOf(server),

@@ -7,7 +7,17 @@
  * change another replica made, it reloads that registration from the database
  * and restarts, starts or stops its pooled connection.
  */
-import { errorMessage, ORIGIN_HEADER, parseMessage, registryChangedSchema, subjects, type Bus, type BusSubscription, type Logger, type McpServer } from '@punk/lib';
+import {
+  errorMessage,
+  ORIGIN_HEADER,
+  parseMessage,
+  registryChangedSchema,
+  subjects,
+  type Bus,
+  type BusSubscription,
+  type Logger,
+  type McpServer,
+} from '@punk/lib';
 import type { McpItem } from '../catalog.js';
 import { toMcpServer } from './registration.js';
 import type { RegistrationStore, ServerRecord, StoredRegistration, TestOutcome } from './store.js';
@@ -55,7 +65,7 @@ export class ServedSet {
    * @throws PunkError `DatabaseUnavailable`, or a bus error when the subscription cannot be made.
    */
   async start(managed: McpServer[]): Promise<void> {
-    this.managed = new Map(managed.map(s => [serverKey(s.metadata.namespace ?? 'default', s.metadata.name), s]));
+    this.managed = new Map(managed.map((s) => [serverKey(s.metadata.namespace ?? 'default', s.metadata.name), s]));
     for (const stored of await this.options.store.list()) this.adopt(stored.tenant, stored.name, stored);
     this.subscription = await this.options.bus.subscribe(subjects.registryChanged, async (data, info) => {
       if (info.headers[ORIGIN_HEADER] === this.options.instanceId) return;
@@ -64,7 +74,10 @@ export class ServedSet {
       try {
         await this.reload(change.tenant, change.server, false);
       } catch (error) {
-        this.options.log.warn({ server: serverKey(change.tenant, change.server), err: errorMessage(error) }, 'could not reload a registration another gateway replica changed');
+        this.options.log.warn(
+          { server: serverKey(change.tenant, change.server), err: errorMessage(error) },
+          'could not reload a registration another gateway replica changed',
+        );
       }
     });
     await this.apply(true);
@@ -78,7 +91,7 @@ export class ServedSet {
 
   /** Replaces the managed servers (manifests, custom resources) and serves the result, announcing each change. */
   async setManaged(servers: McpServer[]): Promise<void> {
-    this.managed = new Map(servers.map(s => [serverKey(s.metadata.namespace ?? 'default', s.metadata.name), s]));
+    this.managed = new Map(servers.map((s) => [serverKey(s.metadata.namespace ?? 'default', s.metadata.name), s]));
     await this.apply(true);
   }
 
@@ -89,7 +102,7 @@ export class ServedSet {
 
   /** The managed servers of a tenant. */
   managedOf(tenant: string): McpServer[] {
-    return [...this.managed.values()].filter(s => (s.metadata.namespace ?? 'default') === tenant);
+    return [...this.managed.values()].filter((s) => (s.metadata.namespace ?? 'default') === tenant);
   }
 
   /** Why a stored registration is not served by this replica (stdio not allowed, invalid), if it is not. */
@@ -146,7 +159,11 @@ export class ServedSet {
     this.registered.delete(key);
     this.refused.delete(key);
     if (!stored) return;
-    if (this.managed.has(key)) this.options.log.warn({ server: key }, `registration ${key} has the name of a managed server, which wins; the registration is not served`);
+    if (this.managed.has(key))
+      this.options.log.warn(
+        { server: key },
+        `registration ${key} has the name of a managed server, which wins; the registration is not served`,
+      );
     if (stored.body.type === 'stdio' && !this.options.allowStdioRegistrations) {
       this.refuse(key, 'stdio registrations run a child process on the gateway host and are allowed only in embedded mode (punk up)');
       return;

@@ -65,7 +65,8 @@ interface Row {
   listed_at: Date | null;
 }
 
-const COLUMNS = 'tenant, name, body, created_at, created_by, updated_at, updated_by, status, tool_count, last_error, latency_ms, tested_at, tools, listed_at';
+const COLUMNS =
+  'tenant, name, body, created_at, created_by, updated_at, updated_by, status, tool_count, last_error, latency_ms, tested_at, tools, listed_at';
 
 function fromRow(row: Row): StoredRegistration {
   return {
@@ -120,7 +121,8 @@ export class RegistrationStore {
       );
       return fromRow(result.rows[0]!);
     } catch (error) {
-      if ((error as { code?: unknown }).code === UNIQUE_VIOLATION) throw new PunkError('ServerExists', `tenant ${tenant} already has a server named ${body.name}`, { server: body.name });
+      if ((error as { code?: unknown }).code === UNIQUE_VIOLATION)
+        throw new PunkError('ServerExists', `tenant ${tenant} already has a server named ${body.name}`, { server: body.name });
       throw error;
     }
   }
@@ -153,12 +155,26 @@ export class RegistrationStore {
           SET status = $3, tool_count = $4, last_error = $5, latency_ms = $6, tested_at = $7, tools = CASE WHEN $3 = 'ok' THEN $8::jsonb ELSE tools END,
               listed_at = CASE WHEN $3 = 'ok' THEN $7 ELSE listed_at END
         WHERE tenant = $1 AND name = $2`,
-      [tenant, name, outcome.ok ? 'ok' : 'error', outcome.toolCount, outcome.error ?? null, outcome.latencyMs, outcome.at, JSON.stringify(outcome.tools)],
+      [
+        tenant,
+        name,
+        outcome.ok ? 'ok' : 'error',
+        outcome.toolCount,
+        outcome.error ?? null,
+        outcome.latencyMs,
+        outcome.at,
+        JSON.stringify(outcome.tools),
+      ],
     );
   }
 
   /** Records a tool listing made at `at` (RFC 3339); a no-op when the registration is gone. */
   async recordListing(tenant: string, name: string, tools: McpItem[], at: string): Promise<void> {
-    await this.db.query(`UPDATE gateway.registrations SET tools = $3, listed_at = $4 WHERE tenant = $1 AND name = $2`, [tenant, name, JSON.stringify(tools), at]);
+    await this.db.query(`UPDATE gateway.registrations SET tools = $3, listed_at = $4 WHERE tenant = $1 AND name = $2`, [
+      tenant,
+      name,
+      JSON.stringify(tools),
+      at,
+    ]);
   }
 }

@@ -14,9 +14,10 @@ import { startUpstream } from './upstream-harness.js';
 
 type ToolResult = { content: { type: string; text: string }[]; isError?: boolean };
 
-const counter = (tenant: string, timeout: string) => manifest(tenant, 'counter', { image: 'local/counter', command: [process.execPath, fixture('counter.mjs')], timeout });
+const counter = (tenant: string, timeout: string) =>
+  manifest(tenant, 'counter', { image: 'local/counter', command: [process.execPath, fixture('counter.mjs')], timeout });
 
-test('a server that goes down opens the circuit after repeated failures, calls fail fast, and the probe brings it back', async t => {
+test('a server that goes down opens the circuit after repeated failures, calls fail fast, and the probe brings it back', async (t) => {
   let server = await startProtectedMcpServer();
   const port = server.port;
   t.after(() => server.close());
@@ -49,10 +50,10 @@ test('a server that goes down opens the circuit after repeated failures, calls f
   const back = await upstream.callTool('echo', { text: 'back' }, undefined);
   assert.ok(back.ok);
   assert.equal((back.result as ToolResult).content[0]!.text, 'back');
-  assert.ok(under.lines.some(line => line.includes('circuit open: probing the server after backoff')));
+  assert.ok(under.lines.some((line) => line.includes('circuit open: probing the server after backoff')));
 });
 
-test('call timeouts open the circuit; errors the server answers do not', async t => {
+test('call timeouts open the circuit; errors the server answers do not', async (t) => {
   const under = await startUpstream(counter('t-timeouts', '150ms'), { initialBackoffMs: 100 });
   t.after(() => under.close());
   const upstream = under.upstream;
@@ -68,16 +69,22 @@ test('call timeouts open the circuit; errors the server answers do not', async t
     assert.equal(!outcome.ok && outcome.kind, 'timeout');
   }
   assert.notEqual(upstream.catalog().circuit, 'closed');
-  assert.match(upstream.error!, /circuit open after 3 consecutive failures.*calls failed 3 times in a row \(last: server t-timeouts\/counter did not answer within 150 ms/);
+  assert.match(
+    upstream.error!,
+    /circuit open after 3 consecutive failures.*calls failed 3 times in a row \(last: server t-timeouts\/counter did not answer within 150 ms/,
+  );
   await waitFor(() => upstream.state === 'ready', 15_000, 'the probe');
   assert.equal(upstream.catalog().circuit, 'closed');
   assert.ok((await upstream.callTool('count', {}, undefined)).ok);
 });
 
-test('a server that keeps failing to start has its circuit open, and the gateway answers calls at once saying so', async t => {
-  const h = await startHarness(tenant => [manifest(tenant, 'exits', { image: 'x:1', command: [process.execPath, fixture('exit-at-start.mjs')] })], {
-    upstream: { initialBackoffMs: 50 },
-  });
+test('a server that keeps failing to start has its circuit open, and the gateway answers calls at once saying so', async (t) => {
+  const h = await startHarness(
+    (tenant) => [manifest(tenant, 'exits', { image: 'x:1', command: [process.execPath, fixture('exit-at-start.mjs')] })],
+    {
+      upstream: { initialBackoffMs: 50 },
+    },
+  );
   t.after(() => h.close());
   await waitFor(() => h.gateway.catalog(h.tenant)[0]!.circuit === 'open', 15_000, 'the circuit opening');
   const entry = h.gateway.catalog(h.tenant)[0]!;
@@ -88,27 +95,32 @@ test('a server that keeps failing to start has its circuit open, and the gateway
   assert.match(result.content[0]!.text, /exits is unavailable .*circuit open/);
 });
 
-test('a destination the SSRF guard refuses fails for good: no retry, one record on the ledger', async t => {
-  const h = await startHarness(tenant => [manifest(tenant, 'metadata', { url: 'http://169.254.169.254/mcp' })], { upstream: { initialBackoffMs: 50 }, egress: destinationPolicyOf({ authMode: 'on', upstreamAllowedNetworks: [] }) });
+test('a destination the SSRF guard refuses fails for good: no retry, one record on the ledger', async (t) => {
+  const h = await startHarness((tenant) => [manifest(tenant, 'metadata', { url: 'http://169.254.169.254/mcp' })], {
+    upstream: { initialBackoffMs: 50 },
+    egress: destinationPolicyOf({ authMode: 'on', upstreamAllowedNetworks: [] }),
+  });
   t.after(() => h.close());
   await h.gateway.ready();
   const entry = h.gateway.catalog(h.tenant)[0]!;
   assert.equal(entry.state, 'failed');
   assert.match(entry.lastError!, /169\.254\.169\.254.*(metadata|link-local)/);
-  await new Promise(resolve => setTimeout(resolve, 500));
-  const failures = h.events.filter(e => e.type === 'server.state_changed' && e.server === 'metadata' && e.data.state === 'failed');
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  const failures = h.events.filter((e) => e.type === 'server.state_changed' && e.server === 'metadata' && e.data.state === 'failed');
   assert.equal(failures.length, 1, 'refused once, not retried');
   assert.equal(h.gateway.catalog(h.tenant)[0]!.state, 'failed');
 });
 
-test('a server that keeps failing for one reason is recorded once, not at every probe', async t => {
+test('a server that keeps failing for one reason is recorded once, not at every probe', async (t) => {
   const port = await freePort();
-  const h = await startHarness(tenant => [manifest(tenant, 'gone', { url: `http://127.0.0.1:${port}/mcp` })], { upstream: { initialBackoffMs: 20 } });
+  const h = await startHarness((tenant) => [manifest(tenant, 'gone', { url: `http://127.0.0.1:${port}/mcp` })], {
+    upstream: { initialBackoffMs: 20 },
+  });
   t.after(() => h.close());
   await h.gateway.ready();
   // Retries at 20, 40, 80, 160, 320 ms …: several probes happen within a second.
-  await new Promise(resolve => setTimeout(resolve, 1_000));
-  const states = h.events.filter(e => e.type === 'server.state_changed' && e.server === 'gone').map(e => e.data.state);
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  const states = h.events.filter((e) => e.type === 'server.state_changed' && e.server === 'gone').map((e) => e.data.state);
   assert.deepEqual(states, ['starting', 'failed']);
-  assert.equal(h.changes.filter(c => c.server === 'gone' && c.change === 'state').length, 2);
+  assert.equal(h.changes.filter((c) => c.server === 'gone' && c.change === 'state').length, 2);
 });

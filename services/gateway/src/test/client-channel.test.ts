@@ -14,10 +14,15 @@ import { busClientLink, PendingRequests } from '../client-channel.js';
 const log = createLogger('client-channel-test', 'silent');
 
 /** A link for a fresh call of `sessionId`, and the messages published on the call's subject. */
-async function linkOn(bus: MemoryBus, pending: PendingRequests, sessionId: string, clientCapabilities: Record<string, unknown> = { elicitation: {} }) {
+async function linkOn(
+  bus: MemoryBus,
+  pending: PendingRequests,
+  sessionId: string,
+  clientCapabilities: Record<string, unknown> = { elicitation: {} },
+) {
   const callId = randomUUID();
   const published: Record<string, unknown>[] = [];
-  await bus.subscribe(subjects.callOut(callId), data => void published.push((data as { message: Record<string, unknown> }).message));
+  await bus.subscribe(subjects.callOut(callId), (data) => void published.push((data as { message: Record<string, unknown> }).message));
   return { link: busClientLink({ bus, log, pending }, sessionId, { callId, clientCapabilities }), published };
 }
 
@@ -25,7 +30,7 @@ async function until<T>(read: () => T | undefined): Promise<T> {
   for (let i = 0; i < 100; i++) {
     const value = read();
     if (value !== undefined) return value;
-    await new Promise(resolve => setTimeout(resolve, 10));
+    await new Promise((resolve) => setTimeout(resolve, 10));
   }
   throw new Error('nothing arrived');
 }
@@ -41,17 +46,26 @@ describe('a call channel to the client', () => {
     const sent = await until(() => published[0]);
     assert.equal(sent['method'], 'elicitation/create');
     const id = String(sent['id']);
-    await assert.rejects(sendClientAnswer(bus, id, { sessionId: 'session-b', response: { jsonrpc: '2.0', id, result: { action: 'cancel' } } }), (error: unknown) => {
-      assert.ok(error instanceof PunkError && error.code === 'SessionMismatch');
-      return true;
+    await assert.rejects(
+      sendClientAnswer(bus, id, { sessionId: 'session-b', response: { jsonrpc: '2.0', id, result: { action: 'cancel' } } }),
+      (error: unknown) => {
+        assert.ok(error instanceof PunkError && error.code === 'SessionMismatch');
+        return true;
+      },
+    );
+    await sendClientAnswer(bus, id, {
+      sessionId: 'session-a',
+      response: { jsonrpc: '2.0', id, result: { action: 'accept', content: { name: 'Ada' } } },
     });
-    await sendClientAnswer(bus, id, { sessionId: 'session-a', response: { jsonrpc: '2.0', id, result: { action: 'accept', content: { name: 'Ada' } } } });
     assert.deepEqual(await result, { action: 'accept', content: { name: 'Ada' } });
     assert.equal(pending.size, 0, 'the slot is given back');
-    await assert.rejects(sendClientAnswer(bus, id, { sessionId: 'session-a', response: { jsonrpc: '2.0', id, result: {} } }), (error: unknown) => {
-      assert.ok(error instanceof PunkError && error.code === 'BusNoResponders', 'nobody waits for an answered request');
-      return true;
-    });
+    await assert.rejects(
+      sendClientAnswer(bus, id, { sessionId: 'session-a', response: { jsonrpc: '2.0', id, result: {} } }),
+      (error: unknown) => {
+        assert.ok(error instanceof PunkError && error.code === 'BusNoResponders', 'nobody waits for an answered request');
+        return true;
+      },
+    );
     await bus.close();
   });
 
@@ -60,8 +74,14 @@ describe('a call channel to the client', () => {
     const { link, published } = await linkOn(bus, new PendingRequests(), 'session-a');
     const result = link.request('elicitation/create', { message: 'Name?' });
     const id = String((await until(() => published[0]))['id']);
-    await sendClientAnswer(bus, id, { sessionId: 'session-a', response: { jsonrpc: '2.0', id, error: { code: -32600, message: 'user closed the dialog' } } });
-    await assert.rejects(result, (error: unknown) => error instanceof ProtocolError && error.code === -32600 && /user closed the dialog/.test(error.message));
+    await sendClientAnswer(bus, id, {
+      sessionId: 'session-a',
+      response: { jsonrpc: '2.0', id, error: { code: -32600, message: 'user closed the dialog' } },
+    });
+    await assert.rejects(
+      result,
+      (error: unknown) => error instanceof ProtocolError && error.code === -32600 && /user closed the dialog/.test(error.message),
+    );
     await bus.close();
   });
 

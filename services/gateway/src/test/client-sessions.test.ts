@@ -48,7 +48,11 @@ async function startCluster(options: { ttlMs?: number } = {}): Promise<Cluster> 
   const bus = new MemoryBus(log);
   await bus.ensureStream(streams.ledger);
   const events: LedgerEvent[] = [];
-  const consumer = await bus.consume(streams.ledger.name, 'test-reader', async batch => void events.push(...batch.map(m => m.data as LedgerEvent)));
+  const consumer = await bus.consume(
+    streams.ledger.name,
+    'test-reader',
+    async (batch) => void events.push(...batch.map((m) => m.data as LedgerEvent)),
+  );
   const governance = await startGovernance({ bus, log });
   const workDir = await mkdtemp(join(tmpdir(), 'punk-sessions-'));
   const servers = [
@@ -59,10 +63,21 @@ async function startCluster(options: { ttlMs?: number } = {}): Promise<Cluster> 
   const gateways: Gateway[] = [];
   for (const instanceId of ['gw-a', 'gw-b']) {
     gateways.push(
-      await startGateway({ egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }), bus, log, db: database.db, servers, workDir: join(workDir, instanceId), startTimeoutMs: 20_000, callTimeoutMs: 20_000, instanceId, ...(options.ttlMs && { upstreamSessionTtlMs: options.ttlMs }) }),
+      await startGateway({
+        egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }),
+        bus,
+        log,
+        db: database.db,
+        servers,
+        workDir: join(workDir, instanceId),
+        startTimeoutMs: 20_000,
+        callTimeoutMs: 20_000,
+        instanceId,
+        ...(options.ttlMs && { upstreamSessionTtlMs: options.ttlMs }),
+      }),
     );
   }
-  await Promise.all(gateways.map(g => g.ready()));
+  await Promise.all(gateways.map((g) => g.ready()));
   const owners = await bus.keyValue(buckets.upstreamSessions(options.ttlMs ?? DEFAULT_UPSTREAM_SESSION_TTL_MS));
   return {
     tenant,
@@ -73,14 +88,23 @@ async function startCluster(options: { ttlMs?: number } = {}): Promise<Cluster> 
     count: async (sessionId, server = 'solo') => {
       const result = (await requestGateway(
         bus,
-        { method: 'tools/call', tenant, server, principal: anonymousPrincipal(tenant), runId: `run-${randomUUID()}`, name: 'count', arguments: {}, ...(sessionId !== undefined && { sessionId }) },
+        {
+          method: 'tools/call',
+          tenant,
+          server,
+          principal: anonymousPrincipal(tenant),
+          runId: `run-${randomUUID()}`,
+          name: 'count',
+          arguments: {},
+          ...(sessionId !== undefined && { sessionId }),
+        },
         30_000,
       )) as { content: { text: string }[] };
       const [, calls, pid] = /calls=(\d+) pid=(\d+)/.exec(result.content[0]!.text)!;
       return { calls: Number(calls), pid: Number(pid) };
     },
     close: async () => {
-      await Promise.all(gateways.map(g => g.stop()));
+      await Promise.all(gateways.map((g) => g.stop()));
       await governance.stop();
       await consumer.stop();
       await bus.close();
@@ -90,7 +114,8 @@ async function startCluster(options: { ttlMs?: number } = {}): Promise<Cluster> 
   };
 }
 
-const ownerOf = async (cluster: Cluster, sessionId: string) => ((await cluster.owners.get(upstreamSessionKey(cluster.tenant, 'solo', sessionId)))?.value as { instance?: string } | undefined)?.instance;
+const ownerOf = async (cluster: Cluster, sessionId: string) =>
+  ((await cluster.owners.get(upstreamSessionKey(cluster.tenant, 'solo', sessionId)))?.value as { instance?: string } | undefined)?.instance;
 
 describe('per-client upstream sessions across two gateway replicas', () => {
   let cluster: Cluster;
@@ -108,10 +133,18 @@ describe('per-client upstream sessions across two gateway replicas', () => {
     for (let i = 0; i < 4; i++) first.push(await cluster.count(s1));
     const second = [];
     for (let i = 0; i < 3; i++) second.push(await cluster.count(s2));
-    assert.deepEqual(first.map(r => r.calls), [1, 2, 3, 4], 'one upstream counted every call of session 1');
-    assert.equal(new Set(first.map(r => r.pid)).size, 1);
-    assert.deepEqual(second.map(r => r.calls), [1, 2, 3], 'session 2 has an upstream of its own');
-    assert.equal(new Set(second.map(r => r.pid)).size, 1);
+    assert.deepEqual(
+      first.map((r) => r.calls),
+      [1, 2, 3, 4],
+      'one upstream counted every call of session 1',
+    );
+    assert.equal(new Set(first.map((r) => r.pid)).size, 1);
+    assert.deepEqual(
+      second.map((r) => r.calls),
+      [1, 2, 3],
+      'session 2 has an upstream of its own',
+    );
+    assert.equal(new Set(second.map((r) => r.pid)).size, 1);
     assert.notEqual(first[0]!.pid, second[0]!.pid);
     const shared = await cluster.count(undefined);
     assert.ok(![first[0]!.pid, second[0]!.pid].includes(shared.pid), 'a request without a session uses the shared pool');
@@ -120,11 +153,11 @@ describe('per-client upstream sessions across two gateway replicas', () => {
     assert.notEqual(pooled[0]!.pid, first[0]!.pid, 'a shared server ignores the session');
   });
 
-  it('opens one upstream when a session\'s first two calls reach both replicas at once', async () => {
+  it("opens one upstream when a session's first two calls reach both replicas at once", async () => {
     const session = randomUUID();
     const both = await Promise.all([cluster.count(session), cluster.count(session)]);
     assert.equal(both[0]!.pid, both[1]!.pid, 'both calls reached the same upstream process');
-    assert.deepEqual(both.map(r => r.calls).sort(), [1, 2]);
+    assert.deepEqual(both.map((r) => r.calls).sort(), [1, 2]);
   });
 
   it('closes the upstream sessions of a client session that ended (DELETE), and forgets their owner', async () => {
@@ -154,10 +187,17 @@ describe('a per-client upstream session whose owner dies', () => {
       assert.notEqual(after.pid, before[0]!.pid, 'on a new process');
       const survivor = owner === 'gw-a' ? 'gw-b' : 'gw-a';
       assert.equal(await ownerOf(cluster, session), survivor);
-      await waitFor(() => cluster.events.some(e => e.type === 'upstream.session_reestablished' && e.sessionId === session), 5_000, 'the ledger event');
-      const event = cluster.events.find(e => e.type === 'upstream.session_reestablished')!;
+      await waitFor(
+        () => cluster.events.some((e) => e.type === 'upstream.session_reestablished' && e.sessionId === session),
+        5_000,
+        'the ledger event',
+      );
+      const event = cluster.events.find((e) => e.type === 'upstream.session_reestablished')!;
       assert.equal(event.server, 'solo');
-      assert.deepEqual({ previousOwner: event.data['previousOwner'], owner: event.data['owner'] }, { previousOwner: owner, owner: survivor });
+      assert.deepEqual(
+        { previousOwner: event.data['previousOwner'], owner: event.data['owner'] },
+        { previousOwner: owner, owner: survivor },
+      );
       assert.equal((await cluster.count(session)).calls, 2, 'later calls stay on the re-established session');
     } finally {
       await cluster.close();

@@ -12,7 +12,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startGovernance, type GovernanceService } from '@punk/governance';
-import { anonymousPrincipal, createLogger, NatsBus, PunkError, requestGateway, streams, subjects, type GatewayRequest, type LedgerEvent, type Principal } from '@punk/lib';
+import {
+  anonymousPrincipal,
+  createLogger,
+  NatsBus,
+  PunkError,
+  requestGateway,
+  streams,
+  subjects,
+  type GatewayRequest,
+  type LedgerEvent,
+  type Principal,
+} from '@punk/lib';
 import { destinationPolicyOf, startGateway, type Gateway } from '../index.js';
 import { openScratchDb, type ScratchDb } from '../../../lib/dist/test/pgtest.js';
 import { startPrivateNats, type PrivateNats } from '../../../lib/dist/test/natstest.js';
@@ -43,12 +54,20 @@ describe('credentials.apply', () => {
   const apply = (body: Record<string, unknown>, sourceChecksum: string) => admin({ op: 'credentials.apply', body, sourceChecksum });
   /** The environment server `reader` (or `server`) runs with, through a real tools/call. */
   const envOfReader = async (server = 'reader') => {
-    const request = { method: 'tools/call', tenant, server, principal: anonymousPrincipal(tenant), runId: `run-${randomUUID()}`, name: 'env', arguments: {} } as GatewayRequest;
+    const request = {
+      method: 'tools/call',
+      tenant,
+      server,
+      principal: anonymousPrincipal(tenant),
+      runId: `run-${randomUUID()}`,
+      name: 'env',
+      arguments: {},
+    } as GatewayRequest;
     const result = (await requestGateway(bus, request, 30_000)) as { content: { text: string }[] };
     const text = result.content[0]!.text;
     return text.startsWith('{') ? (JSON.parse(text) as { env: Record<string, string> }).env : {};
   };
-  const credentialEvents = () => events.filter(e => e.tenant === tenant && e.type.startsWith('credential.'));
+  const credentialEvents = () => events.filter((e) => e.tenant === tenant && e.type.startsWith('credential.'));
 
   before(async () => {
     nats = await startPrivateNats();
@@ -57,7 +76,7 @@ describe('credentials.apply', () => {
     tokens = await startOAuthTokenServer({ clientId: 'punk-gateway' });
     bus = await NatsBus.connect({ url: nats.url, name: 'credentials-apply-test', log });
     await bus.ensureStream(streams.ledger);
-    await bus.consume(streams.ledger.name, 'test-reader', async batch => void events.push(...batch.map(m => m.data as LedgerEvent)));
+    await bus.consume(streams.ledger.name, 'test-reader', async (batch) => void events.push(...batch.map((m) => m.data as LedgerEvent)));
     governance = await startGovernance({ bus, log });
     gateway = await startGateway({
       egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }),
@@ -66,7 +85,11 @@ describe('credentials.apply', () => {
       db: database.db,
       keyring: keyringOf(newKeySpec()),
       servers: [
-        manifest(tenant, 'reader', { image: 'local/counter', command: [process.execPath, fixture('counter.mjs')], env: [{ name: 'API_KEY', valueFrom: { credentialRef: { name: 'github' } } }] }),
+        manifest(tenant, 'reader', {
+          image: 'local/counter',
+          command: [process.execPath, fixture('counter.mjs')],
+          env: [{ name: 'API_KEY', valueFrom: { credentialRef: { name: 'github' } } }],
+        }),
         manifest(tenant, 'crm-reader', {
           image: 'local/counter',
           command: [process.execPath, fixture('counter.mjs')],
@@ -99,9 +122,16 @@ describe('credentials.apply', () => {
     const { credential } = await admin({ op: 'credentials.get', id: 'github' });
     assert.deepEqual(credential, created.credential);
     await waitFor(() => credentialEvents().length >= 1, 10_000, 'credential.created on the ledger');
-    assert.deepEqual(credentialEvents().map(e => [e.type, e.data]), [['credential.created', { id: 'github', type: 'static', keys: ['value'], source: 'secret' }]]);
+    assert.deepEqual(
+      credentialEvents().map((e) => [e.type, e.data]),
+      [['credential.created', { id: 'github', type: 'static', keys: ['value'], source: 'secret' }]],
+    );
     // The server could not start without the credential; it is reconnected once the credential exists.
-    await waitFor(async () => (await envOfReader().catch(() => ({}) as Record<string, string>)).API_KEY === 'secret-v1', 20_000, 'reader started with the credential');
+    await waitFor(
+      async () => (await envOfReader().catch(() => ({}) as Record<string, string>)).API_KEY === 'secret-v1',
+      20_000,
+      'reader started with the credential',
+    );
   });
 
   it('a new checksum replaces the keys and reconnects the servers that reference it', async () => {
@@ -109,7 +139,11 @@ describe('credentials.apply', () => {
     assert.equal(replaced.outcome, 'replaced');
     assert.equal(replaced.credential.sourceChecksum, 'sha256:bbb');
     assert.ok(replaced.credential.updatedAt > replaced.credential.createdAt);
-    await waitFor(async () => (await envOfReader().catch(() => ({}) as Record<string, string>)).API_KEY === 'secret-v2', 20_000, 'reader reconnected with v2');
+    await waitFor(
+      async () => (await envOfReader().catch(() => ({}) as Record<string, string>)).API_KEY === 'secret-v2',
+      20_000,
+      'reader reconnected with v2',
+    );
     await waitFor(() => credentialEvents().length >= 2, 10_000);
     assert.deepEqual(credentialEvents()[1]!.type, 'credential.replaced');
     assert.equal(credentialEvents()[1]!.principal?.subject, operator.subject);
@@ -127,18 +161,28 @@ describe('credentials.apply', () => {
   it('a token the gateway rotated survives a resync with the same checksum; a new checksum resets the refresh state', async () => {
     const grant = tokens.issueGrant();
     // Expired already: the reader's next connect refreshes it at the token endpoint.
-    const secret = { access_token: grant.accessToken, refresh_token: grant.refreshToken, expires_at: Date.now() - 1000, token_url: tokens.tokenUrl, client_id: 'punk-gateway' };
+    const secret = {
+      access_token: grant.accessToken,
+      refresh_token: grant.refreshToken,
+      expires_at: Date.now() - 1000,
+      token_url: tokens.tokenUrl,
+      client_id: 'punk-gateway',
+    };
     const created = await apply({ id: 'crm', type: 'oauth2', data: secret }, 'sha256:crm-1');
     assert.equal(created.outcome, 'created');
     let rotated = '';
-    await waitFor(async () => {
-      rotated = (await envOfReader('crm-reader').catch(() => ({}) as Record<string, string>)).CRM_TOKEN ?? '';
-      return rotated !== '' && rotated !== grant.accessToken;
-    }, 20_000, 'the reader got a refreshed token');
+    await waitFor(
+      async () => {
+        rotated = (await envOfReader('crm-reader').catch(() => ({}) as Record<string, string>)).CRM_TOKEN ?? '';
+        return rotated !== '' && rotated !== grant.accessToken;
+      },
+      20_000,
+      'the reader got a refreshed token',
+    );
     assert.ok(tokens.issuedTokens().includes(rotated), 'the token endpoint issued it');
     const refreshed = (await admin({ op: 'credentials.get', id: 'crm' })).credential;
     assert.ok(refreshed.lastRefreshAt, 'lastRefreshAt is set after the rotation');
-    assert.ok(Date.parse(refreshed.expiresAt) > Date.now(), 'expiresAt is the new token\'s');
+    assert.ok(Date.parse(refreshed.expiresAt) > Date.now(), "expiresAt is the new token's");
     assert.equal(refreshed.refreshError, undefined);
 
     // The operator resyncs the unchanged Secret (which still holds the spent refresh token).
@@ -150,25 +194,47 @@ describe('credentials.apply', () => {
 
     // The Secret changed: its content wins, the refresh state starts over.
     const next = tokens.issueGrant();
-    const replaced = await apply({ id: 'crm', type: 'oauth2', data: { ...secret, access_token: next.accessToken, refresh_token: next.refreshToken, expires_at: next.expiresAt } }, 'sha256:crm-2');
+    const replaced = await apply(
+      {
+        id: 'crm',
+        type: 'oauth2',
+        data: { ...secret, access_token: next.accessToken, refresh_token: next.refreshToken, expires_at: next.expiresAt },
+      },
+      'sha256:crm-2',
+    );
     assert.equal(replaced.outcome, 'replaced');
     assert.equal(replaced.credential.lastRefreshAt, undefined);
     assert.equal(replaced.credential.expiresAt, new Date(next.expiresAt).toISOString());
-    await waitFor(async () => (await envOfReader('crm-reader').catch(() => ({}) as Record<string, string>)).CRM_TOKEN === next.accessToken, 20_000, 'the reader reconnected with the new Secret\'s token');
+    await waitFor(
+      async () => (await envOfReader('crm-reader').catch(() => ({}) as Record<string, string>)).CRM_TOKEN === next.accessToken,
+      20_000,
+      "the reader reconnected with the new Secret's token",
+    );
   });
 
   it('refuses a bad body naming the field, and lists credentials with their source', async () => {
-    await assert.rejects(apply({ id: 'Bad_Id', data: { value: 'x' } }, 'sha256:x'), (e: PunkError) => e.code === 'InvalidCredential' && /^id: /.test(e.message));
-    await assert.rejects(admin({ op: 'credentials.apply', body: { id: 'x', data: { value: 'x' } } }), (e: PunkError) => e.code === 'InvalidMessage' && /sourceChecksum/.test(e.message));
+    await assert.rejects(
+      apply({ id: 'Bad_Id', data: { value: 'x' } }, 'sha256:x'),
+      (e: PunkError) => e.code === 'InvalidCredential' && /^id: /.test(e.message),
+    );
+    await assert.rejects(
+      admin({ op: 'credentials.apply', body: { id: 'x', data: { value: 'x' } } }),
+      (e: PunkError) => e.code === 'InvalidMessage' && /sourceChecksum/.test(e.message),
+    );
     await admin({ op: 'credentials.create', body: { id: 'typed-in', data: { value: 'by-hand' } } });
     const { credentials } = await admin({ op: 'credentials.list' });
     assert.deepEqual(
       credentials.map((c: { id: string; source: string; sourceChecksum?: string }) => [c.id, c.source, c.sourceChecksum]),
-      [['crm', 'secret', 'sha256:crm-2'], ['github', 'secret', 'sha256:bbb'], ['typed-in', 'api', undefined]],
+      [
+        ['crm', 'secret', 'sha256:crm-2'],
+        ['github', 'secret', 'sha256:bbb'],
+        ['typed-in', 'api', undefined],
+      ],
     );
     // An apply takes over a credential typed in through the API.
     assert.equal((await apply({ id: 'typed-in', data: { value: 'from-secret' } }, 'sha256:t')).outcome, 'replaced');
     const text = JSON.stringify([answers, credentialEvents()]);
-    for (const value of ['secret-v1', 'secret-v2', 'secret-v3', 'by-hand', 'from-secret', ...tokens.issuedTokens()]) assert.ok(!text.includes(value), `an answer or event holds ${value}`);
+    for (const value of ['secret-v1', 'secret-v2', 'secret-v3', 'by-hand', 'from-secret', ...tokens.issuedTokens()])
+      assert.ok(!text.includes(value), `an answer or event holds ${value}`);
   });
 });

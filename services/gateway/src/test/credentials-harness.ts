@@ -21,7 +21,7 @@ export function newKeySpec(keyId?: string): string {
 export function keyringOf(current: string, ...previous: string[]): Keyring {
   return new Keyring(
     parseEncryptionKey(current, 'PUNK_ENCRYPTION_KEY'),
-    previous.map(spec => parseEncryptionKey(spec, 'PUNK_ENCRYPTION_PREVIOUS_KEYS')),
+    previous.map((spec) => parseEncryptionKey(spec, 'PUNK_ENCRYPTION_PREVIOUS_KEYS')),
   );
 }
 
@@ -77,7 +77,7 @@ export async function startVaultWorld(): Promise<VaultWorld> {
   const bus = new MemoryBus(log);
   await bus.ensureStream(streams.ledger);
   const events: LedgerEvent[] = [];
-  const consumer = await bus.consume(streams.ledger.name, 'credentials-test', async batch => {
+  const consumer = await bus.consume(streams.ledger.name, 'credentials-test', async (batch) => {
     for (const message of batch) events.push(message.data as LedgerEvent);
   });
   return {
@@ -99,7 +99,10 @@ export async function startVaultWorld(): Promise<VaultWorld> {
 }
 
 /** Runs `fn`, which must throw a PunkError with `code`; returns the error. */
-export async function rejection(fn: () => Promise<unknown>, code: string): Promise<Error & { code: string; details?: Record<string, unknown> }> {
+export async function rejection(
+  fn: () => Promise<unknown>,
+  code: string,
+): Promise<Error & { code: string; details?: Record<string, unknown> }> {
   try {
     await fn();
   } catch (error) {
@@ -114,10 +117,17 @@ export async function rejection(fn: () => Promise<unknown>, code: string): Promi
  * lines (each serialised as JSON, and errors also by message).
  */
 export function assertNoSecrets(secrets: readonly string[], outputs: readonly unknown[]): void {
-  const texts = outputs.map(output => (output instanceof Error ? `${output.message} ${JSON.stringify(output)} ${JSON.stringify((output as { details?: unknown }).details ?? null)}` : typeof output === 'string' ? output : JSON.stringify(output)));
+  const texts = outputs.map((output) =>
+    output instanceof Error
+      ? `${output.message} ${JSON.stringify(output)} ${JSON.stringify((output as { details?: unknown }).details ?? null)}`
+      : typeof output === 'string'
+        ? output
+        : JSON.stringify(output),
+  );
   secrets.forEach((secret, index) => {
     assert.ok(secret.length >= 8, 'a planted secret is long enough to be recognised');
     // The failure message shows where, with the secret itself masked.
-    for (const text of texts) assert.ok(!text.includes(secret), `secret #${index} leaked into: ${text.split(secret).join('<secret>').slice(0, 300)}`);
+    for (const text of texts)
+      assert.ok(!text.includes(secret), `secret #${index} leaked into: ${text.split(secret).join('<secret>').slice(0, 300)}`);
   });
 }

@@ -78,7 +78,11 @@ test('a tampered ciphertext, IV or tag, or another AAD, fails the integrity chec
     'truncated tag': { ...record, tag: record.tag.subarray(0, 12) },
   };
   for (const [what, altered] of Object.entries(cases)) {
-    assert.throws(() => keyring.decrypt(altered, aad('t', 'x')), (e: unknown) => e instanceof PunkError && e.code === 'DecryptionFailed', what);
+    assert.throws(
+      () => keyring.decrypt(altered, aad('t', 'x')),
+      (e: unknown) => e instanceof PunkError && e.code === 'DecryptionFailed',
+      what,
+    );
   }
   assert.throws(() => keyring.decrypt(record, aad('other', 'x')), /failed its integrity check/);
   assert.throws(() => keyring.decrypt(record, aad('t', 'y')), /failed its integrity check/);
@@ -99,5 +103,8 @@ test('a record under a key the keyring lacks names the key id and PUNK_ENCRYPTIO
   );
   // A different key under the same id is not "unknown": its tag does not match.
   const impostor = keyringOf(newKeySpec('retired-2025'));
-  assert.throws(() => impostor.decrypt(record, aad('t', 'x')), (e: unknown) => e instanceof PunkError && e.code === 'DecryptionFailed');
+  assert.throws(
+    () => impostor.decrypt(record, aad('t', 'x')),
+    (e: unknown) => e instanceof PunkError && e.code === 'DecryptionFailed',
+  );
 });

@@ -18,10 +18,15 @@ let cwd: string;
 
 /** Runs `punk credentials reencrypt …` with only the given PUNK_* settings. */
 function reencrypt(env: Record<string, string>, args: string[] = []): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise(done => {
-    execFile(process.execPath, [punk, 'credentials', 'reencrypt', ...args], { cwd, env: { PATH: process.env.PATH ?? '', ...env }, timeout: 60_000 }, (error, stdout, stderr) => {
-      done({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
+  return new Promise((done) => {
+    execFile(
+      process.execPath,
+      [punk, 'credentials', 'reencrypt', ...args],
+      { cwd, env: { PATH: process.env.PATH ?? '', ...env }, timeout: 60_000 },
+      (error, stdout, stderr) => {
+        done({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -54,14 +59,20 @@ test('punk credentials reencrypt moves a Postgres vault to the new key; the old 
   assert.equal(second.stdout, 're-encrypted 0 credential(s) under key key-b; 2 already under it; 0 failed\n');
 
   const onlyB = world.vault(keyringOf(b));
-  assert.deepEqual((await onlyB.list(tenant)).map(c => c.keyId), ['key-b', 'key-b']);
+  assert.deepEqual(
+    (await onlyB.list(tenant)).map((c) => c.keyId),
+    ['key-b', 'key-b'],
+  );
   assert.equal((await onlyB.resolveValue(tenant, 'cred:two/password')).value, planted[2]);
 
   // A record under a key nobody configured is reported by key id, left alone, and fails the command.
   await world.vault(keyringOf(newKeySpec('key-lost'))).create(tenant, adminOf(tenant), { id: 'orphan', data: { value: planted[3]! } });
   const incomplete = await reencrypt({ PUNK_DATABASE_URL: world.url, PUNK_ENCRYPTION_KEY: b });
   assert.equal(incomplete.code, 2);
-  assert.match(incomplete.stdout, /^re-encrypted 0 credential\(s\) under key key-b; 2 already under it; 1 failed\n {2}EncryptionKeyUnknown: credential orphan in tenant \S+ is encrypted under key id key-lost/);
+  assert.match(
+    incomplete.stdout,
+    /^re-encrypted 0 credential\(s\) under key key-b; 2 already under it; 1 failed\n {2}EncryptionKeyUnknown: credential orphan in tenant \S+ is encrypted under key id key-lost/,
+  );
   assert.match(incomplete.stderr, /1 credential\(s\) could not be decrypted and stay as they are/);
   assertNoSecrets([...planted, a.slice(6), b.slice(6)], [missingKey, first, second, incomplete]);
 });
@@ -76,7 +87,10 @@ test('punk credentials reencrypt works on the embedded database of punk up (--da
     const db = await openDatabase({ dataDir: data, log: world.log });
     try {
       await migrateGateway(db, world.log);
-      await new CredentialVault({ db, log: world.log, keyring: keyringOf(a) }).create(tenant, adminOf(tenant), { id: 'embedded', data: { value: planted[0]! } });
+      await new CredentialVault({ db, log: world.log, keyring: keyringOf(a) }).create(tenant, adminOf(tenant), {
+        id: 'embedded',
+        data: { value: planted[0]! },
+      });
     } finally {
       await db.close();
     }
@@ -89,7 +103,10 @@ test('punk credentials reencrypt works on the embedded database of punk up (--da
     await writeFile(keyFile, `${a}\n`, { mode: 0o600 });
     const moved = await reencrypt({ PUNK_ENCRYPTION_KEY: b }, ['--data', data]);
     assert.equal(moved.code, 0, moved.stderr);
-    assert.equal(moved.stdout, `re-encrypted 1 credential(s) under key new; 0 already under it; 0 failed\n${keyFile} now holds the new key: punk up and punk cluster use it without PUNK_ENCRYPTION_KEY\n`);
+    assert.equal(
+      moved.stdout,
+      `re-encrypted 1 credential(s) under key new; 0 already under it; 0 failed\n${keyFile} now holds the new key: punk up and punk cluster use it without PUNK_ENCRYPTION_KEY\n`,
+    );
     assert.equal((await readFile(keyFile, 'utf8')).trim(), b);
     const again = await reencrypt({ PUNK_ENCRYPTION_KEY: b }, ['--data', data]);
     assert.equal(again.stdout, 're-encrypted 0 credential(s) under key new; 1 already under it; 0 failed\n');
@@ -120,7 +137,10 @@ test('with PUNK_DATABASE_URL (punk cluster), the key file in the data directory 
 
     const moved = await reencrypt({ PUNK_DATABASE_URL: cluster.url, PUNK_DATA_DIR: dir, PUNK_ENCRYPTION_KEY: b });
     assert.equal(moved.code, 0, moved.stderr);
-    assert.equal(moved.stdout, `re-encrypted 1 credential(s) under key rotated; 0 already under it; 0 failed\n${keyFile} now holds the new key: punk up and punk cluster use it without PUNK_ENCRYPTION_KEY\n`);
+    assert.equal(
+      moved.stdout,
+      `re-encrypted 1 credential(s) under key rotated; 0 already under it; 0 failed\n${keyFile} now holds the new key: punk up and punk cluster use it without PUNK_ENCRYPTION_KEY\n`,
+    );
     assert.equal((await readFile(keyFile, 'utf8')).trim(), b);
     assert.equal((await cluster.vault(keyringOf(b)).resolveValue(tenant, 'cred:clustered')).value, planted[0]);
 

@@ -1,6 +1,15 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { adminOf, assertNoSecrets, keyringOf, newKeySpec, newTenant, rejection, startVaultWorld, type VaultWorld } from './credentials-harness.js';
+import {
+  adminOf,
+  assertNoSecrets,
+  keyringOf,
+  newKeySpec,
+  newTenant,
+  rejection,
+  startVaultWorld,
+  type VaultWorld,
+} from './credentials-harness.js';
 
 let world: VaultWorld;
 before(async () => {
@@ -36,15 +45,26 @@ test('an admin stores, lists, reads and deletes credentials; answers and events 
   assert.equal(created.keyId, 'k1');
   assert.equal(created.createdBy, 'alice@example.com');
   assert.ok(Date.parse(created.createdAt) > 0);
-  const basic = await vault.create(tenant, admin, { id: 'db-login', type: 'static', data: { username: planted.user, password: planted.password } });
-  const bearer = await vault.create(tenant, admin, { id: 'static-bearer', type: 'oauth2', data: { access_token: planted.access, expires_at: 4102444800000 } });
+  const basic = await vault.create(tenant, admin, {
+    id: 'db-login',
+    type: 'static',
+    data: { username: planted.user, password: planted.password },
+  });
+  const bearer = await vault.create(tenant, admin, {
+    id: 'static-bearer',
+    type: 'oauth2',
+    data: { access_token: planted.access, expires_at: 4102444800000 },
+  });
   assert.equal(bearer.type, 'oauth2');
   assert.equal(bearer.expiresAt, '2100-01-01T00:00:00.000Z');
   assert.deepEqual(basic.keys, ['password', 'username']);
 
   const listed = await vault.list(tenant);
   outputs.push(listed, await vault.get(tenant, 'db-login'));
-  assert.deepEqual(listed.map(c => c.id), ['db-login', 'github', 'static-bearer']);
+  assert.deepEqual(
+    listed.map((c) => c.id),
+    ['db-login', 'github', 'static-bearer'],
+  );
   assert.deepEqual(await vault.get(tenant, 'github'), created);
 
   // The stored row is ciphertext.
@@ -61,8 +81,11 @@ test('an admin stores, lists, reads and deletes credentials; answers and events 
   assert.equal(nul.message, `credential x\0y not found in tenant ${tenant}`);
   await failing(() => vault.get(tenant, '\0'), 'CredentialNotFound');
 
-  const mine = world.events.filter(e => e.tenant === tenant);
-  assert.deepEqual(mine.map(e => e.type), ['credential.created', 'credential.created', 'credential.created', 'credential.deleted']);
+  const mine = world.events.filter((e) => e.tenant === tenant);
+  assert.deepEqual(
+    mine.map((e) => e.type),
+    ['credential.created', 'credential.created', 'credential.created', 'credential.deleted'],
+  );
   assert.deepEqual(mine[1]!.data, { id: 'db-login', type: 'static', keys: ['password', 'username'] });
   assert.equal(mine[0]!.principal?.subject, 'alice@example.com');
   assert.equal(mine[3]!.runId, 'credential.github');
@@ -87,11 +110,29 @@ test('validation names the field and never echoes a value', async () => {
     [{ id: 'x', data: { 'bad key': 'PLANTED-v5-abcdef' } }, /^data: key names must be/],
     [{ id: 'x', data: { refresh_token: 'PLANTED-rt-abcdef' } }, /^data\.token_url: is required with data\.refresh_token/],
     [{ id: 'x', type: 'oauth2', data: { client_id: 'c' } }, /^data\.access_token: is required unless/],
-    [{ id: 'x', type: 'oauth2', data: { access_token: 'PLANTED-at-abcdef', api_key: 'PLANTED-v6-abcdef' } }, /^data\.api_key: is not a key of an oauth2 credential/],
-    [{ id: 'x', type: 'oauth2', data: { access_token: 'PLANTED-at-abcdef', expires_at: 'PLANTED-soon' } }, /^data\.expires_at: must be the expiry time in epoch milliseconds/],
-    [{ id: 'x', data: { refresh_token: 'PLANTED-rt-abcdef', token_url: 'ftp://issuer.example/token' } }, /^data\.token_url: must be an http or https URL/],
-    [{ id: 'x', data: { refresh_token: 'PLANTED-rt-abcdef', token_url: 'https://me:PLANTED-pw-abcdef@issuer.example/token' } }, /^data\.token_url: must not carry user info/],
-    [{ id: 'x', data: { refresh_token: 'PLANTED-rt-abcdef', token_url: 'https://issuer.example/token', client_secret: 'PLANTED-cs-abcdef' } }, /^data\.client_id: is required with data\.client_secret/],
+    [
+      { id: 'x', type: 'oauth2', data: { access_token: 'PLANTED-at-abcdef', api_key: 'PLANTED-v6-abcdef' } },
+      /^data\.api_key: is not a key of an oauth2 credential/,
+    ],
+    [
+      { id: 'x', type: 'oauth2', data: { access_token: 'PLANTED-at-abcdef', expires_at: 'PLANTED-soon' } },
+      /^data\.expires_at: must be the expiry time in epoch milliseconds/,
+    ],
+    [
+      { id: 'x', data: { refresh_token: 'PLANTED-rt-abcdef', token_url: 'ftp://issuer.example/token' } },
+      /^data\.token_url: must be an http or https URL/,
+    ],
+    [
+      { id: 'x', data: { refresh_token: 'PLANTED-rt-abcdef', token_url: 'https://me:PLANTED-pw-abcdef@issuer.example/token' } },
+      /^data\.token_url: must not carry user info/,
+    ],
+    [
+      {
+        id: 'x',
+        data: { refresh_token: 'PLANTED-rt-abcdef', token_url: 'https://issuer.example/token', client_secret: 'PLANTED-cs-abcdef' },
+      },
+      /^data\.client_id: is required with data\.client_secret/,
+    ],
   ];
   for (const [body, message] of cases) {
     const error = await failing(() => vault.create(tenant, adminOf(tenant), body), 'InvalidCredential');
@@ -100,7 +141,10 @@ test('validation names the field and never echoes a value', async () => {
   }
   assert.deepEqual(await vault.list(tenant), [], 'nothing was stored');
   // type defaults to oauth2 when the data holds a refresh_token or a token_url.
-  const inferred = await vault.create(tenant, adminOf(tenant), { id: 'inferred', data: { refresh_token: 'PLANTED-rt-abcdef', token_url: 'https://issuer.example/token' } });
+  const inferred = await vault.create(tenant, adminOf(tenant), {
+    id: 'inferred',
+    data: { refresh_token: 'PLANTED-rt-abcdef', token_url: 'https://issuer.example/token' },
+  });
   assert.equal(inferred.type, 'oauth2');
 });
 
@@ -114,7 +158,11 @@ test("another tenant's credential is indistinguishable from a missing one", asyn
   assert.equal(existing.message, `credential shared-name not found in tenant ${intruder}`);
   assert.equal(missing.message, `credential never-created not found in tenant ${intruder}`);
   assert.deepEqual(Object.keys(existing.details!), Object.keys(missing.details!));
-  for (const op of [() => vault.get(intruder, 'shared-name'), () => vault.delete(intruder, adminOf(intruder), 'shared-name'), () => vault.renewAfterUnauthorized(intruder, 'shared-name', 'Bearer x')]) {
+  for (const op of [
+    () => vault.get(intruder, 'shared-name'),
+    () => vault.delete(intruder, adminOf(intruder), 'shared-name'),
+    () => vault.renewAfterUnauthorized(intruder, 'shared-name', 'Bearer x'),
+  ]) {
     const error = await failing(op, 'CredentialNotFound');
     assert.equal(error.message, `credential shared-name not found in tenant ${intruder}`);
   }
@@ -143,13 +191,21 @@ test('cred: references resolve to the named key, the value key, or the only key;
   assert.deepEqual(await vault.resolveValue(tenant, 'cred:bearer'), { value: `Bearer ${planted.access}`, oauth2: 'bearer' });
   assert.deepEqual(await vault.resolveValue(tenant, 'cred:bearer/access_token'), { value: planted.access });
   assert.deepEqual(await vault.resolveValue(tenant, 'plain literal'), { value: 'plain literal' });
-  assert.deepEqual(await vault.resolveValue(tenant, 'Bearer cred:only'), { value: 'Bearer cred:only' }, 'only a whole value is a reference');
+  assert.deepEqual(
+    await vault.resolveValue(tenant, 'Bearer cred:only'),
+    { value: 'Bearer cred:only' },
+    'only a whole value is a reference',
+  );
 
   const ambiguous = await failing(() => vault.resolveValue(tenant, 'cred:pair'), 'CredentialKeyAmbiguous');
-  assert.match(ambiguous.message, /credential pair in tenant \S+ has several keys \(password, username\) and none named value: reference one as cred:pair\/<key>/);
+  assert.match(
+    ambiguous.message,
+    /credential pair in tenant \S+ has several keys \(password, username\) and none named value: reference one as cred:pair\/<key>/,
+  );
   const noKey = await failing(() => vault.resolveValue(tenant, 'cred:pair/token'), 'CredentialKeyNotFound');
   assert.match(noKey.message, /has no key token \(its keys: password, username\)/);
-  for (const bad of ['cred:', 'cred:Upper', 'cred:pair/', 'cred:pair/a/b']) await failing(() => vault.resolveValue(tenant, bad), 'InvalidCredentialReference');
+  for (const bad of ['cred:', 'cred:Upper', 'cred:pair/', 'cred:pair/a/b'])
+    await failing(() => vault.resolveValue(tenant, bad), 'InvalidCredentialReference');
   await failing(() => vault.renewAfterUnauthorized(tenant, 'only', `Bearer ${planted.api}`), 'CredentialNotRefreshable');
   const cannot = await failing(() => vault.renewAfterUnauthorized(tenant, 'bearer', `Bearer ${planted.access}`), 'CredentialRefreshFailed');
   assert.match(cannot.message, /cannot be refreshed \(it has no refresh_token and token_url\)/);
@@ -171,14 +227,23 @@ test('a record copied to another tenant or id does not decrypt (the AAD binds it
   assert.match(copied.message, new RegExp(`^credential copied in tenant ${tenant} is not decryptable: it failed its integrity check`));
   await failing(() => vault.resolveValue(other, 'cred:source'), 'DecryptionFailed');
   // Altering one byte of the stored ciphertext is detected too.
-  await world.db.query(`UPDATE gateway.credentials SET ciphertext = set_byte(ciphertext, 0, get_byte(ciphertext, 0) # 1) WHERE tenant = $1 AND id = 'source'`, [tenant]);
+  await world.db.query(
+    `UPDATE gateway.credentials SET ciphertext = set_byte(ciphertext, 0, get_byte(ciphertext, 0) # 1) WHERE tenant = $1 AND id = 'source'`,
+    [tenant],
+  );
   await failing(() => vault.resolveValue(tenant, 'cred:source'), 'DecryptionFailed');
 });
 
 test('without PUNK_ENCRYPTION_KEY the vault is unavailable, and literals still resolve', async () => {
   const tenant = newTenant();
   const vault = world.vault(undefined);
-  for (const op of [() => vault.create(tenant, adminOf(tenant), { id: 'x', data: { value: planted.api } }), () => vault.list(tenant), () => vault.get(tenant, 'x'), () => vault.resolveValue(tenant, 'cred:x'), () => vault.reencryptAll()]) {
+  for (const op of [
+    () => vault.create(tenant, adminOf(tenant), { id: 'x', data: { value: planted.api } }),
+    () => vault.list(tenant),
+    () => vault.get(tenant, 'x'),
+    () => vault.resolveValue(tenant, 'cred:x'),
+    () => vault.reencryptAll(),
+  ]) {
     const error = await failing(op, 'CredentialsUnavailable');
     assert.match(error.message, /needs PUNK_ENCRYPTION_KEY/);
   }
@@ -196,7 +261,10 @@ test('key rotation: records under A still decrypt with A previous, re-encryption
   // Rotated to B without A: the records name their key id and the fix.
   const withoutA = world.vault(keyringOf(b));
   const unknown = await failing(() => withoutA.resolveValue(tenant, 'cred:one'), 'EncryptionKeyUnknown');
-  assert.match(unknown.message, /^credential one in tenant \S+ is encrypted under key id key-a, which is neither PUNK_ENCRYPTION_KEY nor in PUNK_ENCRYPTION_PREVIOUS_KEYS .*add that key to PUNK_ENCRYPTION_PREVIOUS_KEYS/);
+  assert.match(
+    unknown.message,
+    /^credential one in tenant \S+ is encrypted under key id key-a, which is neither PUNK_ENCRYPTION_KEY nor in PUNK_ENCRYPTION_PREVIOUS_KEYS .*add that key to PUNK_ENCRYPTION_PREVIOUS_KEYS/,
+  );
   // A wrong key under the right id fails the integrity check instead of decrypting garbage.
   await failing(() => world.vault(keyringOf(newKeySpec('key-a'))).resolveValue(tenant, 'cred:one'), 'DecryptionFailed');
 
@@ -210,7 +278,10 @@ test('key rotation: records under A still decrypt with A previous, re-encryption
   // Other tests' records share the database; those of this tenant are what this test checks.
   assert.equal(result.keyId, 'key-b');
   assert.ok(result.reencrypted >= 2);
-  assert.deepEqual((await rotated.list(tenant)).map(c => c.keyId), ['key-b', 'key-b', 'key-b']);
+  assert.deepEqual(
+    (await rotated.list(tenant)).map((c) => c.keyId),
+    ['key-b', 'key-b', 'key-b'],
+  );
   const again = await rotated.reencryptAll();
   assert.equal(again.reencrypted, 0, 'idempotent');
 

@@ -34,7 +34,7 @@ async function listen(host: string, handler: Handler, port = 0): Promise<Listeni
     hits.push(`${request.method} ${request.url}`);
     let body = '';
     request.setEncoding('utf8');
-    request.on('data', chunk => (body += chunk));
+    request.on('data', (chunk) => (body += chunk));
     request.on('end', () => handler(request, response, body));
   });
   await new Promise<void>((resolve, reject) => {
@@ -46,7 +46,7 @@ async function listen(host: string, handler: Handler, port = 0): Promise<Listeni
     hits,
     close: async () => {
       server.closeAllConnections();
-      await new Promise(resolve => server.close(resolve));
+      await new Promise((resolve) => server.close(resolve));
     },
   };
 }
@@ -71,25 +71,37 @@ const redirectTo = (response: ServerResponse, location: string, status = 302) =>
   response.end();
 };
 
-test('a public URL that redirects to a private one is refused before anything connects to the target', async t => {
+test('a public URL that redirects to a private one is refused before anything connects to the target', async (t) => {
   const target = await listen('::', (_request, response) => response.end('private'));
   t.after(() => target.close());
   const front = await listen('127.0.0.2', (request, response) => {
-    const to = { '/to-private': 'http://10.0.0.1/', '/to-metadata': 'http://169.254.169.254/latest/meta-data', '/to-localhost': `http://localhost:${target.port}/`, '/to-loopback': `http://[::ffff:127.0.0.1]:${target.port}/` }[request.url!];
+    const to = {
+      '/to-private': 'http://10.0.0.1/',
+      '/to-metadata': 'http://169.254.169.254/latest/meta-data',
+      '/to-localhost': `http://localhost:${target.port}/`,
+      '/to-loopback': `http://[::ffff:127.0.0.1]:${target.port}/`,
+    }[request.url!];
     if (to) redirectTo(response, to);
     else response.end('front');
   });
   t.after(() => front.close());
   const lookup = tableLookup({ 'public.example.test': ['127.0.0.2'] });
   // localhost goes to the system resolver, like any name the table does not know.
-  const policy: DestinationPolicy = { allowPrivate: false, allowedNetworks: ['127.0.0.2/32'], lookup: name => (name === 'localhost' ? systemLookup(name, { all: true }) : lookup(name)) };
+  const policy: DestinationPolicy = {
+    allowPrivate: false,
+    allowedNetworks: ['127.0.0.2/32'],
+    lookup: (name) => (name === 'localhost' ? systemLookup(name, { all: true }) : lookup(name)),
+  };
   const fetchGuarded = guardedFetch(policy);
   t.after(() => fetchGuarded.close());
 
   const base = `http://public.example.test:${front.port}`;
   assert.equal(await (await fetchGuarded(`${base}/`)).text(), 'front', 'the public stand-in is reachable');
   const cases: [string, RegExp][] = [
-    ['/to-private', /http:\/\/10\.0\.0\.1\/ refused: 10\.0\.0\.1 is a special-purpose address, class private.* \(a redirect from http:\/\/public\.example\.test:\d+\/to-private led there\)$/],
+    [
+      '/to-private',
+      /http:\/\/10\.0\.0\.1\/ refused: 10\.0\.0\.1 is a special-purpose address, class private.* \(a redirect from http:\/\/public\.example\.test:\d+\/to-private led there\)$/,
+    ],
     ['/to-metadata', /http:\/\/169\.254\.169\.254\/latest\/meta-data refused: .*class cloud metadata service/],
     ['/to-localhost', /http:\/\/localhost:\d+\/ refused: localhost resolves to .* class loopback/],
     ['/to-loopback', /refused: .*form of 127\.0\.0\.1, which is loopback/],
@@ -105,12 +117,16 @@ test('a public URL that redirects to a private one is refused before anything co
   const manual = await fetchGuarded(`${base}/to-localhost`, { redirect: 'manual' });
   assert.equal(manual.status, 302);
   assert.equal(manual.headers.get('location'), `http://localhost:${target.port}/`);
-  await assert.rejects(fetchGuarded(manual.headers.get('location')!), { code: 'EgressRefused' }, 'following it through the guard is refused too');
+  await assert.rejects(
+    fetchGuarded(manual.headers.get('location')!),
+    { code: 'EgressRefused' },
+    'following it through the guard is refused too',
+  );
   await assert.rejects(fetchGuarded(`${base}/to-private`, { redirect: 'error' }), TypeError);
   assert.deepEqual(target.hits, []);
 });
 
-test('DNS rebinding: the request connects to the address that was checked, resolved once', async t => {
+test('DNS rebinding: the request connects to the address that was checked, resolved once', async (t) => {
   const checked = await listen('127.0.0.2', (request, response) => response.end(`checked, Host ${request.headers.host}`));
   t.after(() => checked.close());
   // The rebinding target listens on the same port of 127.0.0.1: a second resolution would land there.
@@ -127,13 +143,16 @@ test('DNS rebinding: the request connects to the address that was checked, resol
   assert.deepEqual(rebound.hits, []);
 
   // The next request resolves again (now to 127.0.0.1), and that answer is checked and refused.
-  await assert.rejects(fetchGuarded(url), { code: 'EgressRefused', message: /rebind\.example\.test resolves to 127\.0\.0\.1, which is .* class loopback/ });
+  await assert.rejects(fetchGuarded(url), {
+    code: 'EgressRefused',
+    message: /rebind\.example\.test resolves to 127\.0\.0\.1, which is .* class loopback/,
+  });
   assert.equal(lookup.calls.get('rebind.example.test'), 2);
   assert.deepEqual(rebound.hits, [], 'nothing ever reached the rebound address');
   assert.deepEqual(checked.hits, ['GET /mcp']);
 });
 
-test('redirects: followed within the bound, credentials kept on the origin and dropped off it, methods per the Fetch Standard', async t => {
+test('redirects: followed within the bound, credentials kept on the origin and dropped off it, methods per the Fetch Standard', async (t) => {
   const echo: Handler = (request, response, body) => {
     response.setHeader('content-type', 'application/json');
     response.end(JSON.stringify({ method: request.method, headers: request.headers, body }));
@@ -151,10 +170,19 @@ test('redirects: followed within the bound, credentials kept on the origin and d
   });
   t.after(() => front.close());
   const lookup = tableLookup({ 'front.example.test': ['127.0.0.2'], 'other.example.test': ['127.0.0.3'] });
-  const fetchGuarded = guardedFetch({ allowPrivate: false, allowedNetworks: ['127.0.0.2/32', '127.0.0.3/32'], lookup }, { credentialHeaders: ['X-Api-Key'] });
+  const fetchGuarded = guardedFetch(
+    { allowPrivate: false, allowedNetworks: ['127.0.0.2/32', '127.0.0.3/32'], lookup },
+    { credentialHeaders: ['X-Api-Key'] },
+  );
   t.after(() => fetchGuarded.close());
   const base = `http://front.example.test:${front.port}`;
-  const headers = { authorization: 'Bearer tok-123', cookie: 'session=abc', 'x-api-key': 'key-456', 'x-trace': 'kept', 'content-type': 'application/json' };
+  const headers = {
+    authorization: 'Bearer tok-123',
+    cookie: 'session=abc',
+    'x-api-key': 'key-456',
+    'x-trace': 'kept',
+    'content-type': 'application/json',
+  };
   type Echoed = { method: string; headers: Record<string, string>; body: string };
 
   const same = (await (await fetchGuarded(`${base}/same`, { method: 'POST', headers, body: '{"a":1}' })).json()) as Echoed;
@@ -173,23 +201,30 @@ test('redirects: followed within the bound, credentials kept on the origin and d
   assert.equal(cross.headers['x-trace'], 'kept');
 
   const seeOther = (await (await fetchGuarded(`${base}/see-other`, { method: 'POST', headers, body: '{"a":3}' })).json()) as Echoed;
-  assert.deepEqual([seeOther.method, seeOther.body, seeOther.headers['content-type']], ['GET', '', undefined], '303 turns a POST into a GET without body');
+  assert.deepEqual(
+    [seeOther.method, seeOther.body, seeOther.headers['content-type']],
+    ['GET', '', undefined],
+    '303 turns a POST into a GET without body',
+  );
   const found = (await (await fetchGuarded(`${base}/found`, { method: 'POST', headers, body: '{"a":4}' })).json()) as Echoed;
   assert.equal(found.method, 'GET', '302 after a POST becomes a GET');
 
-  const loopsBefore = front.hits.filter(hit => hit.endsWith('/loop')).length;
+  const loopsBefore = front.hits.filter((hit) => hit.endsWith('/loop')).length;
   await assert.rejects(fetchGuarded(`${base}/loop`), { code: 'TooManyRedirects', message: /redirected more than 5 times/ });
-  assert.equal(front.hits.filter(hit => hit.endsWith('/loop')).length - loopsBefore, 6, 'the request and 5 redirects, then an error');
+  assert.equal(front.hits.filter((hit) => hit.endsWith('/loop')).length - loopsBefore, 6, 'the request and 5 redirects, then an error');
   const fetchTwice = guardedFetch({ allowPrivate: false, allowedNetworks: ['127.0.0.2/32'], lookup }, { maxRedirects: 1 });
   await assert.rejects(fetchTwice(`${base}/loop`), { code: 'TooManyRedirects', message: /more than 1 times/ });
   await fetchTwice.close();
   await assert.rejects(fetchGuarded(`${base}/bad-location`), { code: 'EgressRefused', message: /which is not a URL/ });
 
-  const stream = new ReadableStream({ start: controller => (controller.enqueue(new TextEncoder().encode('{}')), controller.close()) });
-  await assert.rejects(fetchGuarded(`${base}/same`, { method: 'POST', body: stream, duplex: 'half' } as RequestInit), (error: unknown) => error instanceof PunkError && /streamed body cannot be sent again/.test(error.message));
+  const stream = new ReadableStream({ start: (controller) => (controller.enqueue(new TextEncoder().encode('{}')), controller.close()) });
+  await assert.rejects(
+    fetchGuarded(`${base}/same`, { method: 'POST', body: stream, duplex: 'half' } as RequestInit),
+    (error: unknown) => error instanceof PunkError && /streamed body cannot be sent again/.test(error.message),
+  );
 });
 
-test('a streamed response (SSE) arrives event by event, through a redirect', async t => {
+test('a streamed response (SSE) arrives event by event, through a redirect', async (t) => {
   let sendRest: () => void = () => {};
   const server = await listen('127.0.0.2', (request, response) => {
     if (request.url === '/sse-moved') return redirectTo(response, '/sse');
@@ -202,7 +237,11 @@ test('a streamed response (SSE) arrives event by event, through a redirect', asy
     sendRest = () => response.end('event: message\ndata: second\n\n');
   });
   t.after(() => server.close());
-  const fetchGuarded = guardedFetch({ allowPrivate: false, allowedNetworks: ['127.0.0.2/32'], lookup: tableLookup({ 'events.example.test': ['127.0.0.2'] }) });
+  const fetchGuarded = guardedFetch({
+    allowPrivate: false,
+    allowedNetworks: ['127.0.0.2/32'],
+    lookup: tableLookup({ 'events.example.test': ['127.0.0.2'] }),
+  });
   t.after(() => fetchGuarded.close());
 
   const response = await fetchGuarded(`http://events.example.test:${server.port}/sse-moved`, { headers: { accept: 'text/event-stream' } });
@@ -217,31 +256,53 @@ test('a streamed response (SSE) arrives event by event, through a redirect', asy
   assert.match(received, /data: first\n\n.*data: second\n\n/s);
 });
 
-test('https: the connection goes to the checked address while SNI and the certificate check use the host name', async t => {
+test('https: the connection goes to the checked address while SNI and the certificate check use the host name', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'punk-egress-tls-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
   await promisify(execFile)('openssl', [
-    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
-    '-subj', '/CN=secure.example.test', '-addext', 'subjectAltName=DNS:secure.example.test',
-    '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'),
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:prime256v1',
+    '-nodes',
+    '-days',
+    '1',
+    '-subj',
+    '/CN=secure.example.test',
+    '-addext',
+    'subjectAltName=DNS:secure.example.test',
+    '-keyout',
+    join(dir, 'key.pem'),
+    '-out',
+    join(dir, 'cert.pem'),
   ]);
   const [key, cert] = await Promise.all([readFile(join(dir, 'key.pem'), 'utf8'), readFile(join(dir, 'cert.pem'), 'utf8')]);
   // This test file runs in its own process: trusting the test certificate here affects nothing else.
   setDefaultCACertificates([cert]);
   const serverNames: string[] = [];
   const server = createHttpsServer({ key, cert }, (request, response) => response.end(`secure, Host ${request.headers.host}`));
-  server.on('secureConnection', socket => serverNames.push(String(socket.servername)));
-  await new Promise<void>(resolve => server.listen(0, '127.0.0.2', resolve));
-  t.after(() => new Promise(resolve => (server.closeAllConnections(), server.close(resolve))));
+  server.on('secureConnection', (socket) => serverNames.push(String(socket.servername)));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.2', resolve));
+  t.after(() => new Promise((resolve) => (server.closeAllConnections(), server.close(resolve))));
   const port = (server.address() as AddressInfo).port;
-  const fetchGuarded = guardedFetch({ allowPrivate: false, allowedNetworks: ['127.0.0.2/32'], lookup: tableLookup({ 'secure.example.test': ['127.0.0.2'], 'wrong.example.test': ['127.0.0.2'] }) });
+  const fetchGuarded = guardedFetch({
+    allowPrivate: false,
+    allowedNetworks: ['127.0.0.2/32'],
+    lookup: tableLookup({ 'secure.example.test': ['127.0.0.2'], 'wrong.example.test': ['127.0.0.2'] }),
+  });
   t.after(() => fetchGuarded.close());
 
   const response = await fetchGuarded(`https://secure.example.test:${port}/mcp`);
   assert.equal(await response.text(), `secure, Host secure.example.test:${port}`);
   assert.deepEqual(serverNames, ['secure.example.test'], 'SNI carries the host name, not the address');
   await assert.rejects(fetchGuarded(`https://wrong.example.test:${port}/mcp`), (error: unknown) => {
-    assert.equal((error as { cause?: { code?: string } }).cause?.code, 'ERR_TLS_CERT_ALTNAME_INVALID', 'the certificate is checked against the URL host');
+    assert.equal(
+      (error as { cause?: { code?: string } }).cause?.code,
+      'ERR_TLS_CERT_ALTNAME_INVALID',
+      'the certificate is checked against the URL host',
+    );
     return true;
   });
 });

@@ -23,7 +23,7 @@ const names: Record<string, { address: string; family: number }[]> = {
     { address: '2606:2800:21f:cb07:6820:80da:af6b:8b2c', family: 6 },
   ],
 };
-const testLookup: HostLookup = async hostname => {
+const testLookup: HostLookup = async (hostname) => {
   const answer = names[hostname];
   if (!answer) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' });
   return answer;
@@ -42,13 +42,13 @@ before(async () => {
   // Listening on :: (dual stack) receives 127.0.0.1, ::1, ::ffff:127.0.0.1 and 0.0.0.0 alike.
   server = createServer((_request, response) => response.end('reached'));
   server.on('connection', () => connections++);
-  await new Promise<void>(resolve => server.listen(0, '::', resolve));
+  await new Promise<void>((resolve) => server.listen(0, '::', resolve));
   port = (server.address() as AddressInfo).port;
 });
 
 after(async () => {
   server.closeAllConnections();
-  await new Promise(resolve => server.close(resolve));
+  await new Promise((resolve) => server.close(resolve));
 });
 
 interface Row {
@@ -62,19 +62,29 @@ interface Row {
 
 const table: Row[] = [
   { url: () => `http://127.0.0.1:${port}/mcp`, refused: /127\.0\.0\.1 is a special-purpose address, class loopback/ },
-  { url: () => `http://localhost:${port}/mcp`, refused: /localhost resolves to (127\.0\.0\.1|::1), which is a special-purpose address, class loopback/, policy: closedRealDns },
+  {
+    url: () => `http://localhost:${port}/mcp`,
+    refused: /localhost resolves to (127\.0\.0\.1|::1), which is a special-purpose address, class loopback/,
+    policy: closedRealDns,
+  },
   { url: () => `http://0.0.0.0:${port}/`, refused: /0\.0\.0\.0 is a special-purpose address, class unspecified/ },
   { url: () => `http://[::]:${port}/`, refused: /:: is a special-purpose address, class unspecified/ },
   { url: () => `http://[::1]:${port}/`, refused: /::1 is a special-purpose address, class loopback/ },
   { url: () => `http://[::ffff:127.0.0.1]:${port}/`, refused: /IPv4-mapped \(RFC 4291\) form of 127\.0\.0\.1, which is loopback/ },
-  { url: () => `http://2130706433:${port}/`, refused: /^upstream URL http:\/\/2130706433:\d+\/ refused: 127\.0\.0\.1 is .* class loopback/ },
+  {
+    url: () => `http://2130706433:${port}/`,
+    refused: /^upstream URL http:\/\/2130706433:\d+\/ refused: 127\.0\.0\.1 is .* class loopback/,
+  },
   { url: () => `http://0x7f.1:${port}/`, refused: /127\.0\.0\.1 is .* class loopback/ },
   { url: () => `http://017700000001:${port}/`, refused: /127\.0\.0\.1 is .* class loopback/ },
   { url: () => `http://127.1:${port}/`, refused: /127\.0\.0\.1 is .* class loopback/ },
   { url: () => `http://127.0.0.1.:${port}/`, refused: /127\.0\.0\.1 is .* class loopback/ },
   { url: () => `http://[64:ff9b::7f00:1]:${port}/`, refused: /NAT64 \(RFC 6052\) form of 127\.0\.0\.1, which is loopback/ },
   { url: () => 'http://169.254.169.254/latest/meta-data', refused: /169\.254\.169\.254 is .* class cloud metadata service/ },
-  { url: () => 'http://metadata.google.internal/computeMetadata/v1/', refused: /metadata\.google\.internal is the name of a cloud metadata service/ },
+  {
+    url: () => 'http://metadata.google.internal/computeMetadata/v1/',
+    refused: /metadata\.google\.internal is the name of a cloud metadata service/,
+  },
   { url: () => 'http://metadata/computeMetadata/v1/', refused: /metadata is the name of a cloud metadata service/ },
   { url: () => 'http://METADATA.Google.Internal./', refused: /metadata\.google\.internal\. is the name of a cloud metadata service/ },
   { url: () => 'http://[fd00:ec2::254]/latest/meta-data', refused: /fd00:ec2::254 is .* class cloud metadata service/ },
@@ -91,14 +101,26 @@ const table: Row[] = [
   { url: () => 'http://255.255.255.255/', refused: /class broadcast/ },
   { url: () => 'http://240.0.0.1/', refused: /class reserved/ },
   { url: () => 'http://[2002:c0a8:101::1]/', refused: /6to4 \(RFC 3056\) form of 192\.168\.1\.1, which is private/ },
-  { url: () => 'http://internal.example.test/mcp', refused: /internal\.example\.test resolves to 10\.1\.2\.3, which is a special-purpose address, class private/ },
+  {
+    url: () => 'http://internal.example.test/mcp',
+    refused: /internal\.example\.test resolves to 10\.1\.2\.3, which is a special-purpose address, class private/,
+  },
   { url: () => 'http://mixed.example.test/mcp', refused: /mixed\.example\.test resolves to 10\.1\.2\.3, which is .* class private/ },
   { url: () => 'file:///etc/passwd', refused: /the scheme file: is not allowed/ },
   { url: () => 'gopher://x/', refused: /the scheme gopher: is not allowed/ },
   { url: () => 'ftp://example.com/', refused: /the scheme ftp: is not allowed/ },
   { url: () => 'data:text/plain,hello', refused: /the scheme data: is not allowed/ },
-  { url: () => 'http://user:pass@example.com/mcp', refused: /^upstream URL http:\/\/example\.com\/mcp refused: credentials in the URL are not allowed: put them in a header or a credential/, secret: /user|pass/ },
-  { url: () => 'gopher://user:pass@example.com/', refused: /^upstream URL gopher:\/\/example\.com\/ refused: the scheme gopher:/, secret: /user|pass/ },
+  {
+    url: () => 'http://user:pass@example.com/mcp',
+    refused:
+      /^upstream URL http:\/\/example\.com\/mcp refused: credentials in the URL are not allowed: put them in a header or a credential/,
+    secret: /user|pass/,
+  },
+  {
+    url: () => 'gopher://user:pass@example.com/',
+    refused: /^upstream URL gopher:\/\/example\.com\/ refused: the scheme gopher:/,
+    secret: /user|pass/,
+  },
   { url: () => 'http://user:pass@exa mple.com/', refused: /whitespace/, secret: /user|pass/ },
   { url: () => 'http://public.example.test\\@internal.example.test/', refused: /backslash/ },
   { url: () => 'http://public.example.test/#@internal.example.test', refused: /a fragment \(#\.\.\.\) is not allowed/ },
@@ -131,7 +153,8 @@ test('with authentication on, every special-purpose destination, odd URL form an
 
 test('a refusal for a special-purpose address says how to allow it', async () => {
   await assert.rejects(checkDestination('http://10.0.0.1/', closed), {
-    message: /to allow it, add its network to PUNK_UPSTREAM_ALLOWED_NETWORKS, or, for local development only, turn authentication off \(PUNK_AUTH_MODE=off\)/,
+    message:
+      /to allow it, add its network to PUNK_UPSTREAM_ALLOWED_NETWORKS, or, for local development only, turn authentication off \(PUNK_AUTH_MODE=off\)/,
   });
 });
 
@@ -146,7 +169,10 @@ test('public destinations pass, and the checked addresses are all those the host
 });
 
 test('a host that does not resolve is UpstreamUnreachable, not a refusal', async () => {
-  await assert.rejects(checkDestination('http://nowhere.example.test/', closed), { code: 'UpstreamUnreachable', message: /cannot resolve nowhere\.example\.test/ });
+  await assert.rejects(checkDestination('http://nowhere.example.test/', closed), {
+    code: 'UpstreamUnreachable',
+    message: /cannot resolve nowhere\.example\.test/,
+  });
 });
 
 test('open-dev carve-out (allowPrivate, authentication off) reaches 127.0.0.1 but still refuses file:, gopher: and credentials in the URL', async () => {
@@ -157,7 +183,10 @@ test('open-dev carve-out (allowPrivate, authentication off) reaches 127.0.0.1 bu
     const response = await fetchGuarded(`http://127.0.0.1:${port}/mcp`);
     assert.equal(await response.text(), 'reached');
     assert.equal(connections, before + 1);
-    const metadata = await checkDestination('http://metadata.google.internal/', { ...openDev, lookup: async () => [{ address: '169.254.169.254', family: 4 }] });
+    const metadata = await checkDestination('http://metadata.google.internal/', {
+      ...openDev,
+      lookup: async () => [{ address: '169.254.169.254', family: 4 }],
+    });
     assert.equal(metadata.addresses[0]!.address, '169.254.169.254', 'the carve-out lifts every destination class');
     await assert.rejects(fetchGuarded('file:///etc/passwd'), { code: 'EgressRefused', message: /scheme file:/ });
     await assert.rejects(fetchGuarded('gopher://127.0.0.1:70/'), { code: 'EgressRefused', message: /scheme gopher:/ });
@@ -186,7 +215,10 @@ test('PUNK_UPSTREAM_ALLOWED_NETWORKS lets a listed network through and nothing e
   } finally {
     await fetchGuarded.close();
   }
-  await assert.rejects(checkDestination('http://10.2.0.1/', { allowPrivate: false, allowedNetworks: ['10.0.0.0/33'] }), { code: 'InvalidConfig', message: /PUNK_UPSTREAM_ALLOWED_NETWORKS: "10\.0\.0\.0\/33" is not a CIDR/ });
+  await assert.rejects(checkDestination('http://10.2.0.1/', { allowPrivate: false, allowedNetworks: ['10.0.0.0/33'] }), {
+    code: 'InvalidConfig',
+    message: /PUNK_UPSTREAM_ALLOWED_NETWORKS: "10\.0\.0\.0\/33" is not a CIDR/,
+  });
 });
 
 test('checkUrlShape returns the normalized URL of an acceptable one', () => {

@@ -17,22 +17,25 @@ const everythingBin = installed('@modelcontextprotocol/server-everything/dist/in
 /** Starts server-everything in `mode` on a free port; resolves once it accepts connections. */
 async function startEverything(t: TestContext, mode: 'streamableHttp' | 'sse'): Promise<number> {
   const port = await freePort();
-  const child = spawn(process.execPath, [everythingBin, mode], { env: { ...process.env, PORT: String(port) }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, [everythingBin, mode], {
+    env: { ...process.env, PORT: String(port) },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let stderr = '';
-  child.stderr.on('data', chunk => (stderr += chunk));
-  const exited = new Promise(resolve => child.once('exit', resolve));
+  child.stderr.on('data', (chunk) => (stderr += chunk));
+  const exited = new Promise((resolve) => child.once('exit', resolve));
   t.after(async () => {
     child.kill();
     await exited;
   });
   for (;;) {
     if (child.exitCode !== null) throw new Error(`server-everything ${mode} exited: ${stderr}`);
-    const listening = await new Promise<boolean>(resolve => {
+    const listening = await new Promise<boolean>((resolve) => {
       const socket = connect(port, '127.0.0.1', () => (socket.destroy(), resolve(true)));
       socket.once('error', () => resolve(false));
     });
     if (listening) return port;
-    await new Promise(resolve => setTimeout(resolve, 100));
+    await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
 
@@ -41,14 +44,14 @@ function policyFor(lookups: string[]): DestinationPolicy {
   return {
     allowPrivate: false,
     allowedNetworks: ['127.0.0.1/32'],
-    lookup: async hostname => {
+    lookup: async (hostname) => {
       lookups.push(hostname);
       return [{ address: '127.0.0.1', family: 4 }];
     },
   };
 }
 
-test('Streamable HTTP: an SDK client lists and calls tools of server-everything through guardedFetch', async t => {
+test('Streamable HTTP: an SDK client lists and calls tools of server-everything through guardedFetch', async (t) => {
   const port = await startEverything(t, 'streamableHttp');
   const lookups: string[] = [];
   const fetchGuarded = guardedFetch(policyFor(lookups));
@@ -58,13 +61,19 @@ test('Streamable HTTP: an SDK client lists and calls tools of server-everything 
   t.after(() => client.close());
 
   const { tools } = await client.listTools();
-  assert.ok(tools.some(tool => tool.name === 'echo'), 'the everything server lists echo');
+  assert.ok(
+    tools.some((tool) => tool.name === 'echo'),
+    'the everything server lists echo',
+  );
   const echoed = (await client.callTool({ name: 'echo', arguments: { message: 'through the guard' } })) as { content: { text: string }[] };
   assert.match(echoed.content[0]!.text, /through the guard/);
-  assert.ok(lookups.length >= 3 && lookups.every(name => name === 'everything.example.test'), 'every request resolved the name once through the policy');
+  assert.ok(
+    lookups.length >= 3 && lookups.every((name) => name === 'everything.example.test'),
+    'every request resolved the name once through the policy',
+  );
 });
 
-test('HTTP+SSE (2024-11-05): an SDK client lists tools of server-everything through guardedFetch, the event stream included', async t => {
+test('HTTP+SSE (2024-11-05): an SDK client lists tools of server-everything through guardedFetch, the event stream included', async (t) => {
   const port = await startEverything(t, 'sse');
   const lookups: string[] = [];
   const fetchGuarded = guardedFetch(policyFor(lookups));
@@ -74,19 +83,22 @@ test('HTTP+SSE (2024-11-05): an SDK client lists tools of server-everything thro
   t.after(() => client.close());
 
   const { tools } = await client.listTools();
-  assert.ok(tools.some(tool => tool.name === 'echo'));
+  assert.ok(tools.some((tool) => tool.name === 'echo'));
   const echoed = (await client.callTool({ name: 'echo', arguments: { message: 'over sse' } })) as { content: { text: string }[] };
   assert.match(echoed.content[0]!.text, /over sse/, 'the result came back on the event stream');
   assert.ok(lookups.length >= 2, 'the GET stream and the POSTs all went through the guard');
 });
 
-test('without an allowed network the same connection is refused (authentication on, loopback upstream)', async t => {
+test('without an allowed network the same connection is refused (authentication on, loopback upstream)', async (t) => {
   const port = await startEverything(t, 'streamableHttp');
   const fetchGuarded = guardedFetch({ allowPrivate: false, allowedNetworks: [] });
   t.after(() => fetchGuarded.close());
   const client = new Client({ name: 'egress-test', version: '1.0.0' });
-  await assert.rejects(client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`), { fetch: fetchGuarded })), {
-    code: 'EgressRefused',
-    message: /refused: 127\.0\.0\.1 is a special-purpose address, class loopback/,
-  });
+  await assert.rejects(
+    client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`), { fetch: fetchGuarded })),
+    {
+      code: 'EgressRefused',
+      message: /refused: 127\.0\.0\.1 is a special-purpose address, class loopback/,
+    },
+  );
 });

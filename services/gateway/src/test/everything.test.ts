@@ -8,8 +8,8 @@ import { descendantPids, freePort, installed, manifest, startHarness } from './h
 
 const everythingBin = installed('@modelcontextprotocol/server-everything/dist/index.js');
 
-test('server-everything over stdio: list, call echo, read a resource, get a prompt, all on the ledger', async t => {
-  const h = await startHarness(tenant => [
+test('server-everything over stdio: list, call echo, read a resource, get a prompt, all on the ledger', async (t) => {
+  const h = await startHarness((tenant) => [
     manifest(tenant, 'everything', { package: { name: '@modelcontextprotocol/server-everything' }, args: ['stdio'] }),
   ]);
   t.after(() => h.close());
@@ -19,32 +19,48 @@ test('server-everything over stdio: list, call echo, read a resource, get a prom
   assert.equal(catalog.servers.length, 1);
   const server = catalog.servers[0]!;
   assert.equal(server.state, 'ready', server.lastError);
-  assert.ok(server.tools.some(tool => tool.name === 'echo'), 'echo is listed');
+  assert.ok(
+    server.tools.some((tool) => tool.name === 'echo'),
+    'echo is listed',
+  );
   assert.ok(server.resources.length > 0 || server.resourceTemplates.length > 0, 'resources are listed');
   assert.ok(server.prompts.length > 0, 'prompts are listed');
   assert.match(server.protocolVersion ?? '', /^2025-/);
 
-  const echoed = (await h.call({ method: 'tools/call', server: 'everything', name: 'echo', arguments: { message: 'hello punk' } })) as { content: { text: string }[] };
+  const echoed = (await h.call({ method: 'tools/call', server: 'everything', name: 'echo', arguments: { message: 'hello punk' } })) as {
+    content: { text: string }[];
+  };
   assert.match(echoed.content[0]!.text, /hello punk/);
 
   const resource = server.resources[0]!;
   assert.ok(resource, 'resources are listed');
   const read = (await h.call({ method: 'resources/read', server: 'everything', uri: resource.uri })) as { contents: { uri: string }[] };
   assert.equal(read.contents[0]!.uri, resource.uri);
-  const prompt = server.prompts.find(p => !Array.isArray(p.arguments) || (p.arguments as { required?: boolean }[]).every(a => !a.required))!;
+  const prompt = server.prompts.find(
+    (p) => !Array.isArray(p.arguments) || (p.arguments as { required?: boolean }[]).every((a) => !a.required),
+  )!;
   const got = (await h.call({ method: 'prompts/get', server: 'everything', name: prompt.name })) as { messages: unknown[] };
   assert.ok(got.messages.length > 0);
 
-  const types = h.events.map(e => e.type);
-  for (const type of ['resource.read', 'resource.completed', 'tool.called', 'tool.completed', 'prompt.got', 'prompt.completed', 'governance.decision', 'server.state_changed']) {
+  const types = h.events.map((e) => e.type);
+  for (const type of [
+    'resource.read',
+    'resource.completed',
+    'tool.called',
+    'tool.completed',
+    'prompt.got',
+    'prompt.completed',
+    'governance.decision',
+    'server.state_changed',
+  ]) {
     assert.ok(types.includes(type as never), `ledger holds ${type}`);
   }
-  const called = h.events.find(e => e.type === 'tool.called')!;
+  const called = h.events.find((e) => e.type === 'tool.called')!;
   assert.deepEqual(called.data.arguments, { message: 'hello punk' });
   assert.equal(called.data.sideEffectLevel, 1);
-  const decision = h.events.find(e => e.id === called.data.decisionId)!;
+  const decision = h.events.find((e) => e.id === called.data.decisionId)!;
   assert.equal(decision.type, 'governance.decision');
-  const completed = h.events.find(e => e.type === 'tool.completed')!;
+  const completed = h.events.find((e) => e.type === 'tool.completed')!;
   assert.equal(completed.data.isError, false);
   assert.equal(typeof completed.data.durationMs, 'number');
 
@@ -59,9 +75,9 @@ test('server-everything over stdio: list, call echo, read a resource, get a prom
   await assert.rejects(h.call({ method: 'tools/call', server: 'nope', name: 'echo' }), { code: 'ServerNotFound' });
 });
 
-test('server-everything over streamable HTTP, started by the gateway on a free port', async t => {
+test('server-everything over streamable HTTP, started by the gateway on a free port', async (t) => {
   const port = await freePort();
-  const h = await startHarness(tenant => [
+  const h = await startHarness((tenant) => [
     manifest(tenant, 'everything-http', {
       image: 'ghcr.io/example/everything:1',
       command: [process.execPath, everythingBin, 'streamableHttp'],
@@ -74,16 +90,18 @@ test('server-everything over streamable HTTP, started by the gateway on a free p
   await h.gateway.ready();
   const [server] = h.gateway.catalog(h.tenant);
   assert.equal(server!.state, 'ready', server!.lastError);
-  assert.ok(server!.tools.some(tool => tool.name === 'echo'));
+  assert.ok(server!.tools.some((tool) => tool.name === 'echo'));
   assert.match(server!.protocolVersion ?? '', /^2025-/, 'the auto probe fell back to the 2025 era');
-  const echoed = (await h.call({ method: 'tools/call', server: 'everything-http', name: 'echo', arguments: { message: 'over http' } })) as { content: { text: string }[] };
+  const echoed = (await h.call({ method: 'tools/call', server: 'everything-http', name: 'echo', arguments: { message: 'over http' } })) as {
+    content: { text: string }[];
+  };
   assert.match(echoed.content[0]!.text, /over http/);
 });
 
-test('filesystem server restricted to a directory reads a file there', async t => {
+test('filesystem server restricted to a directory reads a file there', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'punk-fs-'));
   await writeFile(join(dir, 'note.txt'), 'the quick brown fox');
-  const h = await startHarness(tenant => [
+  const h = await startHarness((tenant) => [
     manifest(tenant, 'files', {
       package: { name: '@modelcontextprotocol/server-filesystem' },
       args: ['$(ALLOWED_DIR)'],
@@ -98,23 +116,48 @@ test('filesystem server restricted to a directory reads a file there', async t =
   await h.gateway.ready();
   const [server] = h.gateway.catalog(h.tenant);
   assert.equal(server!.state, 'ready', server!.lastError);
-  assert.ok(!server!.tools.some(tool => tool.name === 'write_file'), 'denied tools are not listed');
-  const read = (await h.call({ method: 'tools/call', server: 'files', name: 'read_text_file', arguments: { path: join(dir, 'note.txt') } })) as { content: { text: string }[] };
+  assert.ok(!server!.tools.some((tool) => tool.name === 'write_file'), 'denied tools are not listed');
+  const read = (await h.call({
+    method: 'tools/call',
+    server: 'files',
+    name: 'read_text_file',
+    arguments: { path: join(dir, 'note.txt') },
+  })) as { content: { text: string }[] };
   assert.match(read.content[0]!.text, /quick brown fox/);
-  await assert.rejects(h.call({ method: 'tools/call', server: 'files', name: 'write_file', arguments: { path: join(dir, 'x'), content: 'x' } }), { code: 'ToolNotFound' });
-  const outside = (await h.call({ method: 'tools/call', server: 'files', name: 'read_text_file', arguments: { path: '/etc/hostname' } })) as { isError?: boolean };
+  await assert.rejects(
+    h.call({ method: 'tools/call', server: 'files', name: 'write_file', arguments: { path: join(dir, 'x'), content: 'x' } }),
+    { code: 'ToolNotFound' },
+  );
+  const outside = (await h.call({
+    method: 'tools/call',
+    server: 'files',
+    name: 'read_text_file',
+    arguments: { path: '/etc/hostname' },
+  })) as { isError?: boolean };
   assert.equal(outside.isError, true, 'reads outside the allowed directory fail');
 });
 
 test('stop() leaves no server process running', async () => {
   const port = await freePort();
-  const h = await startHarness(tenant => [
-    manifest(tenant, 'c', { image: 'x:1', command: [process.execPath, everythingBin, 'streamableHttp'], transport: 'streamable-http', port, env: [{ name: 'PORT', value: String(port) }] }),
+  const h = await startHarness((tenant) => [
+    manifest(tenant, 'c', {
+      image: 'x:1',
+      command: [process.execPath, everythingBin, 'streamableHttp'],
+      transport: 'streamable-http',
+      port,
+      env: [{ name: 'PORT', value: String(port) }],
+    }),
     manifest(tenant, 'a', { package: { name: '@modelcontextprotocol/server-everything' }, args: ['stdio'] }),
-    manifest(tenant, 'b', { package: { name: '@modelcontextprotocol/server-memory' }, env: [{ name: 'MEMORY_FILE_PATH', value: '$(HOME)/memory.jsonl' }] }),
+    manifest(tenant, 'b', {
+      package: { name: '@modelcontextprotocol/server-memory' },
+      env: [{ name: 'MEMORY_FILE_PATH', value: '$(HOME)/memory.jsonl' }],
+    }),
   ]);
   await h.gateway.ready();
-  assert.deepEqual(h.gateway.catalog(h.tenant).map(s => s.state), ['ready', 'ready', 'ready']);
+  assert.deepEqual(
+    h.gateway.catalog(h.tenant).map((s) => s.state),
+    ['ready', 'ready', 'ready'],
+  );
   const before = await descendantPids();
   assert.ok(before.length >= 3, `three server processes run (saw ${before.length})`);
   await h.close();

@@ -8,15 +8,19 @@ type ToolResult = { content: { type: string; text: string }[]; isError?: boolean
 const counter = (tenant: string, name = 'counter', extra: Record<string, unknown> = {}) =>
   manifest(tenant, name, { image: 'example/counter:1', command: [process.execPath, fixture('counter.mjs')], ...extra });
 
-test('servers that cannot start fail with a clear lastError, and the others still serve', async t => {
+test('servers that cannot start fail with a clear lastError, and the others still serve', async (t) => {
   const h = await startHarness(
-    tenant => [
+    (tenant) => [
       manifest(tenant, 'missing', { image: 'x:1', command: ['punk-no-such-command-xyz', '--flag'] }),
       manifest(tenant, 'exits', { image: 'x:1', command: [process.execPath, '$(FIXTURES)/exit-at-start.mjs'] }),
       manifest(tenant, 'silent', { image: 'x:1', command: [process.execPath, fixture('silent.mjs')] }),
       manifest(tenant, 'image-only', { image: 'ghcr.io/example/server:1' }),
       manifest(tenant, 'not-installed', { package: { registry: 'npm', name: '@punk-test/not-installed', version: '1.0.0' } }),
-      manifest(tenant, 'secret', { image: 'x:1', command: ['true'], env: [{ name: 'API_TOKEN', valueFrom: { secretKeyRef: { name: 'tokens', key: 'api' } } }] }),
+      manifest(tenant, 'secret', {
+        image: 'x:1',
+        command: ['true'],
+        env: [{ name: 'API_TOKEN', valueFrom: { secretKeyRef: { name: 'tokens', key: 'api' } } }],
+      }),
       counter(tenant),
     ],
     // Servers that failed retry after the backoff; a long one keeps them `failed` while the test reads them.
@@ -26,7 +30,7 @@ test('servers that cannot start fail with a clear lastError, and the others stil
   const started = Date.now();
   await h.gateway.ready();
   assert.ok(Date.now() - started < 15_000, 'ready() does not wait for servers that keep failing');
-  const byName = Object.fromEntries(h.gateway.catalog(h.tenant).map(s => [s.name, s]));
+  const byName = Object.fromEntries(h.gateway.catalog(h.tenant).map((s) => [s.name, s]));
   assert.equal(byName.missing!.state, 'failed');
   assert.match(byName.missing!.lastError!, /punk-no-such-command-xyz.*ENOENT/);
   assert.equal(byName.exits!.state, 'failed');
@@ -47,16 +51,16 @@ test('servers that cannot start fail with a clear lastError, and the others stil
   assert.equal(result.isError, true);
   assert.match(result.content[0]!.text, /exits is unavailable.*exited with code 2/);
   // The attempt is on the ledger: a decision and an outcome without an upstream call.
-  await waitFor(() => h.events.some(e => e.type === 'tool.completed' && e.server === 'exits' && e.data.upstreamCalled === false));
-  assert.ok(h.events.some(e => e.type === 'governance.decision' && e.server === 'exits'));
+  await waitFor(() => h.events.some((e) => e.type === 'tool.completed' && e.server === 'exits' && e.data.upstreamCalled === false));
+  assert.ok(h.events.some((e) => e.type === 'governance.decision' && e.server === 'exits'));
 
   // State transitions were broadcast and recorded.
-  assert.ok(h.changes.some(c => c.server === 'exits' && c.change === 'state' && c.state === 'failed'));
-  await waitFor(() => h.events.some(e => e.type === 'server.state_changed' && e.server === 'exits' && e.data.state === 'failed'));
+  assert.ok(h.changes.some((c) => c.server === 'exits' && c.change === 'state' && c.state === 'failed'));
+  await waitFor(() => h.events.some((e) => e.type === 'server.state_changed' && e.server === 'exits' && e.data.state === 'failed'));
 });
 
-test('a server that crashes mid-call: the call gets a tool error quickly and the server comes back', async t => {
-  const h = await startHarness(tenant => [counter(tenant)]);
+test('a server that crashes mid-call: the call gets a tool error quickly and the server comes back', async (t) => {
+  const h = await startHarness((tenant) => [counter(tenant)]);
   t.after(() => h.close());
   await h.gateway.ready();
   const first = (await h.call({ method: 'tools/call', server: 'counter', name: 'count' })) as ToolResult;
@@ -68,8 +72,8 @@ test('a server that crashes mid-call: the call gets a tool error quickly and the
   assert.ok(Date.now() - started < 3000, 'the in-flight call is answered quickly');
   assert.equal(crashed.isError, true);
   assert.match(crashed.content[0]!.text, /counter exited during the call \(exit code 3\)/);
-  await waitFor(() => h.events.some(e => e.type === 'tool.completed' && e.data.name === 'crash'));
-  const completed = h.events.find(e => e.type === 'tool.completed' && e.data.name === 'crash')!;
+  await waitFor(() => h.events.some((e) => e.type === 'tool.completed' && e.data.name === 'crash'));
+  const completed = h.events.find((e) => e.type === 'tool.completed' && e.data.name === 'crash')!;
   assert.equal(completed.data.isError, true);
 
   // The server restarts after the backoff and answers again, as a new process.
@@ -78,14 +82,16 @@ test('a server that crashes mid-call: the call gets a tool error quickly and the
   assert.match(again.content[0]!.text, /calls=1/);
   assert.notEqual(/pid=(\d+)/.exec(again.content[0]!.text)![1], firstPid);
   // The restart after a failure is a retry: broadcast are the failure and the recovery.
-  const states = h.changes.filter(c => c.change === 'state').map(c => c.state);
+  const states = h.changes.filter((c) => c.change === 'state').map((c) => c.state);
   assert.deepEqual(states, ['starting', 'ready', 'failed', 'ready']);
 });
 
-test('governance: a level-4 tool fails closed naming the rule; a declared level wins', async t => {
-  const h = await startHarness(tenant => [
+test('governance: a level-4 tool fails closed naming the rule; a declared level wins', async (t) => {
+  const h = await startHarness((tenant) => [
     counter(tenant),
-    counter(tenant, 'declared', { tools: { overrides: [{ name: 'delete_everything', sideEffectLevel: 2, annotations: { destructiveHint: false } }] } }),
+    counter(tenant, 'declared', {
+      tools: { overrides: [{ name: 'delete_everything', sideEffectLevel: 2, annotations: { destructiveHint: false } }] },
+    }),
   ]);
   t.after(() => h.close());
   await h.gateway.ready();
@@ -93,22 +99,27 @@ test('governance: a level-4 tool fails closed naming the rule; a declared level 
   assert.equal(refused.isError, true);
   assert.match(refused.content[0]!.text, /destroy:counter\/delete_everything requires an approval/);
   assert.match(refused.content[0]!.text, /default\/approval-for-level-4/);
-  assert.ok(!h.events.some(e => e.type === 'tool.called' && e.data.name === 'delete_everything' && e.server === 'counter'), 'nothing was called');
-  await waitFor(() => h.events.some(e => e.type === 'governance.decision' && e.data.decision === 'approval_required'));
+  assert.ok(
+    !h.events.some((e) => e.type === 'tool.called' && e.data.name === 'delete_everything' && e.server === 'counter'),
+    'nothing was called',
+  );
+  await waitFor(() => h.events.some((e) => e.type === 'governance.decision' && e.data.decision === 'approval_required'));
 
   const [, declared] = h.gateway.catalog(h.tenant);
   assert.equal(declared!.sideEffectLevels.delete_everything, 2);
-  assert.deepEqual(declared!.tools.find(tool => tool.name === 'delete_everything')!.annotations, { destructiveHint: false });
+  assert.deepEqual(declared!.tools.find((tool) => tool.name === 'delete_everything')!.annotations, { destructiveHint: false });
   const allowed = (await h.call({ method: 'tools/call', server: 'declared', name: 'delete_everything' })) as ToolResult;
   assert.equal(allowed.content[0]!.text, 'deleted');
 });
 
-test('allow lists hide the other tools; tool errors pass through; JSON-RPC errors keep their code; calls time out', async t => {
-  const h = await startHarness(tenant => [counter(tenant, 'limited', { tools: { allow: ['count', 'reject', 'sleep'] }, timeout: '300ms' })]);
+test('allow lists hide the other tools; tool errors pass through; JSON-RPC errors keep their code; calls time out', async (t) => {
+  const h = await startHarness((tenant) => [
+    counter(tenant, 'limited', { tools: { allow: ['count', 'reject', 'sleep'] }, timeout: '300ms' }),
+  ]);
   t.after(() => h.close());
   await h.gateway.ready();
   const [server] = h.gateway.catalog(h.tenant);
-  assert.deepEqual(server!.tools.map(tool => tool.name).sort(), ['count', 'reject', 'sleep']);
+  assert.deepEqual(server!.tools.map((tool) => tool.name).sort(), ['count', 'reject', 'sleep']);
   await assert.rejects(h.call({ method: 'tools/call', server: 'limited', name: 'crash' }), (error: unknown) => {
     assert.ok(error instanceof PunkError);
     assert.equal(error.code, 'ToolNotFound');
@@ -130,7 +141,7 @@ test('allow lists hide the other tools; tool errors pass through; JSON-RPC error
     assert.match(error.message, /Resource not found: counter:\/\/nope/);
     return true;
   });
-  await waitFor(() => h.events.some(e => e.type === 'resource.completed' && e.data.uri === 'counter://nope' && e.data.isError === true));
+  await waitFor(() => h.events.some((e) => e.type === 'resource.completed' && e.data.uri === 'counter://nope' && e.data.isError === true));
   const slow = (await h.call({ method: 'tools/call', server: 'limited', name: 'sleep', arguments: { ms: 2000 } })) as ToolResult;
   assert.equal(slow.isError, true);
   assert.match(slow.content[0]!.text, /timed out after 300 ms/);
@@ -138,11 +149,17 @@ test('allow lists hide the other tools; tool errors pass through; JSON-RPC error
   assert.equal(fine.content[0]!.text, 'slept 10');
 });
 
-test('servers run with a scrubbed environment in their own working directory', async t => {
+test('servers run with a scrubbed environment in their own working directory', async (t) => {
   process.env.PUNK_TEST_SECRET = 'must-not-leak';
   t.after(() => delete process.env.PUNK_TEST_SECRET);
-  const h = await startHarness(tenant => [
-    counter(tenant, 'envy', { env: [{ name: 'GREETING', value: 'hi' }, { name: 'BOTH', value: '$(GREETING)-$(FIXTURES)-$(UNKNOWN)' }], args: ['$(GREETING)'] }),
+  const h = await startHarness((tenant) => [
+    counter(tenant, 'envy', {
+      env: [
+        { name: 'GREETING', value: 'hi' },
+        { name: 'BOTH', value: '$(GREETING)-$(FIXTURES)-$(UNKNOWN)' },
+      ],
+      args: ['$(GREETING)'],
+    }),
   ]);
   t.after(() => h.close());
   await h.gateway.ready();
@@ -158,35 +175,44 @@ test('servers run with a scrubbed environment in their own working directory', a
   assert.deepEqual(Object.keys(seen.env).sort(), ['BOTH', 'GREETING', 'HOME', 'LANG', 'PATH', 'TMPDIR']);
 });
 
-test('setServers starts added servers, stops removed ones, and restarts changed ones', async t => {
-  const h = await startHarness(tenant => [counter(tenant, 'one')]);
+test('setServers starts added servers, stops removed ones, and restarts changed ones', async (t) => {
+  const h = await startHarness((tenant) => [counter(tenant, 'one')]);
   t.after(() => h.close());
   await h.gateway.ready();
   const tenant = h.tenant;
   await h.gateway.setServers([counter(tenant, 'one'), counter(tenant, 'two')]);
   await h.gateway.ready();
-  assert.deepEqual(h.gateway.catalog(tenant).map(s => [s.name, s.state]), [['one', 'ready'], ['two', 'ready']]);
+  assert.deepEqual(
+    h.gateway.catalog(tenant).map((s) => [s.name, s.state]),
+    [
+      ['one', 'ready'],
+      ['two', 'ready'],
+    ],
+  );
   const before = (await h.call({ method: 'tools/call', server: 'one', name: 'count' })) as ToolResult;
   await h.gateway.setServers([counter(tenant, 'one', { tools: { deny: ['crash'] } })]);
   await h.gateway.ready();
-  assert.deepEqual(h.gateway.catalog(tenant).map(s => s.name), ['one']);
+  assert.deepEqual(
+    h.gateway.catalog(tenant).map((s) => s.name),
+    ['one'],
+  );
   const after = (await h.call({ method: 'tools/call', server: 'one', name: 'count' })) as ToolResult;
   assert.notEqual(/pid=(\d+)/.exec(after.content[0]!.text)![1], /pid=(\d+)/.exec(before.content[0]!.text)![1], 'a changed server restarts');
   await assert.rejects(h.call({ method: 'tools/call', server: 'two', name: 'count' }), { code: 'ServerNotFound' });
-  assert.ok(h.changes.some(c => c.server === 'two' && c.change === 'added'));
-  assert.ok(h.changes.some(c => c.server === 'two' && c.change === 'removed'));
-  assert.ok(h.changes.some(c => c.server === 'one' && c.change === 'updated'));
+  assert.ok(h.changes.some((c) => c.server === 'two' && c.change === 'added'));
+  assert.ok(h.changes.some((c) => c.server === 'two' && c.change === 'removed'));
+  assert.ok(h.changes.some((c) => c.server === 'one' && c.change === 'updated'));
   assert.equal((await descendantPids()).length, 1, 'only the current server process runs');
 });
 
-test('a tools/list_changed from the upstream refreshes the catalog and is broadcast', async t => {
-  const h = await startHarness(tenant => [counter(tenant)]);
+test('a tools/list_changed from the upstream refreshes the catalog and is broadcast', async (t) => {
+  const h = await startHarness((tenant) => [counter(tenant)]);
   t.after(() => h.close());
   await h.gateway.ready();
   const grown = (await h.call({ method: 'tools/call', server: 'counter', name: 'grow' })) as ToolResult;
   const added = grown.content[0]!.text;
-  await waitFor(() => h.gateway.catalog(h.tenant)[0]!.tools.some(tool => tool.name === added), 5000, 'refreshed catalog');
-  await waitFor(() => h.changes.some(c => c.server === 'counter' && c.change === 'list_changed'), 5000, 'list_changed broadcast');
+  await waitFor(() => h.gateway.catalog(h.tenant)[0]!.tools.some((tool) => tool.name === added), 5000, 'refreshed catalog');
+  await waitFor(() => h.changes.some((c) => c.server === 'counter' && c.change === 'list_changed'), 5000, 'list_changed broadcast');
   const called = (await h.call({ method: 'tools/call', server: 'counter', name: added })) as ToolResult;
   assert.equal(called.content[0]!.text, added);
 });

@@ -20,7 +20,14 @@ import {
   type McpServer,
   type RegistryChanged,
 } from '@punk/lib';
-import { destinationPolicyOf, startGateway, type DestinationPolicy, type Gateway, type Keyring, type UpstreamPoolOptions } from '../index.js';
+import {
+  destinationPolicyOf,
+  startGateway,
+  type DestinationPolicy,
+  type Gateway,
+  type Keyring,
+  type UpstreamPoolOptions,
+} from '../index.js';
 import { openScratchDb, type ScratchDb } from '../../../lib/dist/test/pgtest.js';
 
 /** Absolute path of a fixture server script. */
@@ -77,7 +84,7 @@ export async function waitFor(condition: () => boolean | Promise<boolean>, timeo
   const until = Date.now() + timeoutMs;
   while (!(await condition())) {
     if (Date.now() > until) throw new Error(`${what} not met within ${timeoutMs} ms`);
-    await new Promise(r => setTimeout(r, 25));
+    await new Promise((r) => setTimeout(r, 25));
   }
 }
 
@@ -101,7 +108,14 @@ export interface Harness {
 /** Starts bus, ledger stream, governance and gateway for the given servers of a fresh tenant. */
 export async function startHarness(
   makeServers: (tenant: string) => McpServer[],
-  options: { startTimeoutMs?: number; callTimeoutMs?: number; upstream?: UpstreamPoolOptions; egress?: DestinationPolicy; allowStdioRegistrations?: boolean; keyring?: Keyring } = {},
+  options: {
+    startTimeoutMs?: number;
+    callTimeoutMs?: number;
+    upstream?: UpstreamPoolOptions;
+    egress?: DestinationPolicy;
+    allowStdioRegistrations?: boolean;
+    keyring?: Keyring;
+  } = {},
 ): Promise<Harness> {
   const tenant = `t-${randomUUID().slice(0, 8)}`;
   const log = createLogger('gateway-test', process.env.TEST_LOG_LEVEL ?? 'silent');
@@ -109,10 +123,10 @@ export async function startHarness(
   await bus.ensureStream(streams.ledger);
   const events: LedgerEvent[] = [];
   const changes: RegistryChanged[] = [];
-  const consumer = await bus.consume(streams.ledger.name, 'test-reader', async batch => {
+  const consumer = await bus.consume(streams.ledger.name, 'test-reader', async (batch) => {
     for (const m of batch) events.push(m.data as LedgerEvent);
   });
-  await bus.subscribe(subjects.registryChanged, data => void changes.push(data as RegistryChanged));
+  await bus.subscribe(subjects.registryChanged, (data) => void changes.push(data as RegistryChanged));
   const governance = await startGovernance({ bus, log });
   const workDir = await mkdtemp(join(tmpdir(), 'punk-gateway-'));
   const database = await openScratchDb(log);
@@ -139,7 +153,10 @@ export async function startHarness(
     changes,
     workDir,
     call: (request, timeoutMs = 30_000) => {
-      const full = request.method === 'catalog/list' ? { tenant, ...request } : { tenant, principal: anonymousPrincipal(tenant), runId: `run-${randomUUID()}`, ...request };
+      const full =
+        request.method === 'catalog/list'
+          ? { tenant, ...request }
+          : { tenant, principal: anonymousPrincipal(tenant), runId: `run-${randomUUID()}`, ...request };
       return requestGateway(bus, full as GatewayRequest, timeoutMs);
     },
     close: async () => {

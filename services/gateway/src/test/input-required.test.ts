@@ -42,20 +42,43 @@ describe('input_required for a 2026-07-28 client', () => {
     const first = await runWithInputRequired({ bus, log, pending }, channel(), caller, asking(2, []));
     assert.equal(first['resultType'], 'input_required');
     const id1 = keyOf(first);
-    assert.deepEqual((first as unknown as GatewayInputRequired).inputRequests[id1], { method: 'elicitation/create', params: { message: 'Name 0?' } });
+    assert.deepEqual((first as unknown as GatewayInputRequired).inputRequests[id1], {
+      method: 'elicitation/create',
+      params: { message: 'Name 0?' },
+    });
     await assert.rejects(
-      sendInputResponse(bus, id1, { caller: { tenant: 'acme', subject: 'mallory' }, response: { jsonrpc: '2.0', id: id1, result: accept('Mallory') } }, 5_000),
+      sendInputResponse(
+        bus,
+        id1,
+        { caller: { tenant: 'acme', subject: 'mallory' }, response: { jsonrpc: '2.0', id: id1, result: accept('Mallory') } },
+        5_000,
+      ),
       (error: unknown) => error instanceof PunkError && error.code === 'CallerMismatch',
     );
-    const second = (await sendInputResponse(bus, id1, { caller: { tenant: 'acme', subject: 'ada' }, response: { jsonrpc: '2.0', id: id1, result: accept('Ada') } }, 5_000)) as Record<string, unknown>;
+    const second = (await sendInputResponse(
+      bus,
+      id1,
+      { caller: { tenant: 'acme', subject: 'ada' }, response: { jsonrpc: '2.0', id: id1, result: accept('Ada') } },
+      5_000,
+    )) as Record<string, unknown>;
     assert.equal(second['resultType'], 'input_required', 'the upstream asked again');
     const id2 = keyOf(second);
     assert.notEqual(id2, id1);
-    const done = await sendInputResponse(bus, id2, { caller: { tenant: 'acme', subject: 'ada' }, response: { jsonrpc: '2.0', id: id2, result: accept('Grace') } }, 5_000);
+    const done = await sendInputResponse(
+      bus,
+      id2,
+      { caller: { tenant: 'acme', subject: 'ada' }, response: { jsonrpc: '2.0', id: id2, result: accept('Grace') } },
+      5_000,
+    );
     assert.deepEqual(done, { content: [{ type: 'text', text: 'Hello Ada and Grace' }] });
     assert.equal(pending.size, 0);
     await assert.rejects(
-      sendInputResponse(bus, id1, { caller: { tenant: 'acme', subject: 'ada' }, response: { jsonrpc: '2.0', id: id1, result: accept('Ada') } }, 5_000),
+      sendInputResponse(
+        bus,
+        id1,
+        { caller: { tenant: 'acme', subject: 'ada' }, response: { jsonrpc: '2.0', id: id1, result: accept('Ada') } },
+        5_000,
+      ),
       (error: unknown) => error instanceof PunkError && error.code === 'BusNoResponders',
     );
     await bus.close();
@@ -64,12 +87,14 @@ describe('input_required for a 2026-07-28 client', () => {
   it('a call that asks nothing answers with its result; one the client never retries gives the upstream an error at the time bound', async () => {
     const bus = new MemoryBus(log);
     const pending = new PendingRequests({ maxPending: 10, timeoutMs: 100 });
-    assert.deepEqual(await runWithInputRequired({ bus, log, pending }, channel(), caller, asking(0, [])), { content: [{ type: 'text', text: 'Hello ' }] });
+    assert.deepEqual(await runWithInputRequired({ bus, log, pending }, channel(), caller, asking(0, [])), {
+      content: [{ type: 'text', text: 'Hello ' }],
+    });
     const seen: unknown[] = [];
     const first = await runWithInputRequired({ bus, log, pending }, channel(), caller, asking(1, seen));
     assert.equal(first['resultType'], 'input_required');
     assert.equal(pending.size, 1);
-    await new Promise(resolve => setTimeout(resolve, 200));
+    await new Promise((resolve) => setTimeout(resolve, 200));
     assert.match(String((seen[0] as Error)?.message), /did not retry with an answer to elicitation\/create within 100 ms/);
     assert.equal(pending.size, 0, 'the slot is given back');
     await bus.close();

@@ -34,7 +34,11 @@ import { startPrivateNats, type PrivateNats } from '../../../lib/dist/test/natst
 import { fixture, manifest, waitFor } from './harness.js';
 
 const counter = (tenant: string, name: string, env: Record<string, string> = {}) =>
-  manifest(tenant, name, { image: 'local/counter', command: [process.execPath, fixture('counter.mjs')], env: Object.entries(env).map(([n, value]) => ({ name: n, value })) });
+  manifest(tenant, name, {
+    image: 'local/counter',
+    command: [process.execPath, fixture('counter.mjs')],
+    env: Object.entries(env).map(([n, value]) => ({ name: n, value })),
+  });
 
 describe('servers from bucket PUNK_MCP_SERVERS', () => {
   const tenant = `t-${randomUUID().slice(0, 8)}`;
@@ -68,11 +72,24 @@ describe('servers from bucket PUNK_MCP_SERVERS', () => {
   };
   const put = (name: string, server: unknown, generation: number) => kv.put(kvKey(tenant, name), { server, generation });
   const call = (server: string, name: string) =>
-    requestGateway(buses[0]!, { method: 'tools/call', tenant, server, principal: anonymousPrincipal(tenant), runId: `run-${randomUUID()}`, name, arguments: {} } as GatewayRequest, 30_000) as Promise<{
+    requestGateway(
+      buses[0]!,
+      {
+        method: 'tools/call',
+        tenant,
+        server,
+        principal: anonymousPrincipal(tenant),
+        runId: `run-${randomUUID()}`,
+        name,
+        arguments: {},
+      } as GatewayRequest,
+      30_000,
+    ) as Promise<{
       content: { text: string }[];
     }>;
-  const served = (gateway: Gateway, name: string) => gateway.catalog(tenant).some(c => c.name === name && c.state === 'ready');
-  const admin$ = (request: Record<string, unknown>) => buses[0]!.request(subjects.gatewayAdmin, { tenant, principal: admin, ...request }, { timeoutMs: 30_000 }) as Promise<any>;
+  const served = (gateway: Gateway, name: string) => gateway.catalog(tenant).some((c) => c.name === name && c.state === 'ready');
+  const admin$ = (request: Record<string, unknown>) =>
+    buses[0]!.request(subjects.gatewayAdmin, { tenant, principal: admin, ...request }, { timeoutMs: 30_000 }) as Promise<any>;
 
   before(async () => {
     nats = await startPrivateNats();
@@ -109,8 +126,10 @@ describe('servers from bucket PUNK_MCP_SERVERS', () => {
   it('serves a put entry: its tools are listed and called through the gateway, read-only in the registry API', async () => {
     await put('counter', counter(tenant, 'counter'), 1);
     await waitFor(() => served(gateways[0]!, 'counter'), 20_000, 'counter served');
-    const listing = (await requestGateway(buses[0]!, { method: 'catalog/list', tenant } as GatewayRequest, 10_000)) as { servers: { name: string; tools: { name: string }[] }[] };
-    const tools = listing.servers.find(s => s.name === "counter")?.tools.map(t => t.name);
+    const listing = (await requestGateway(buses[0]!, { method: 'catalog/list', tenant } as GatewayRequest, 10_000)) as {
+      servers: { name: string; tools: { name: string }[] }[];
+    };
+    const tools = listing.servers.find((s) => s.name === 'counter')?.tools.map((t) => t.name);
     assert.ok(tools?.includes('count'), `tools of counter: ${tools}`);
     assert.match((await call('counter', 'count')).content[0]!.text, /^calls=1 /);
     const { servers } = await admin$({ op: 'servers.list' });
@@ -134,13 +153,15 @@ describe('servers from bucket PUNK_MCP_SERVERS', () => {
     // A call that meets the restart is answered `unavailable`: count it as not yet settled.
     const generationOf = async () => {
       const text = await replyOf('env').catch(() => '');
-      return text.startsWith('{') ? ((JSON.parse(text) as { env: Record<string, string> }).env.GENERATION ?? 'none') : `restarting: ${text}`;
+      return text.startsWith('{')
+        ? ((JSON.parse(text) as { env: Record<string, string> }).env.GENERATION ?? 'none')
+        : `restarting: ${text}`;
     };
     assert.equal(await generationOf(), 'none');
     const before = await pidOf();
     await put('counter', counter(tenant, 'counter', { GENERATION: '2' }), 2);
     // Each replica restarts it: once settled, every call, whichever replica takes it, reaches a server of generation 2.
-    const settled = async () => (await Promise.all([1, 2, 3, 4, 5, 6].map(generationOf))).every(g => g === '2');
+    const settled = async () => (await Promise.all([1, 2, 3, 4, 5, 6].map(generationOf))).every((g) => g === '2');
     await waitFor(settled, 20_000, 'generation 2 served');
     assert.notEqual(await pidOf(), before);
     for (const gateway of gateways) assert.ok(served(gateway, 'counter'));
@@ -151,13 +172,22 @@ describe('servers from bucket PUNK_MCP_SERVERS', () => {
     await put('broken', bad, 1);
     await put('misnamed', counter(tenant, 'other-name'), 1);
     await kv.put(kvKey(tenant, 'not-an-entry'), { server: 'nope' });
-    await waitFor(() => logs.filter(l => /is not served/.test(l)).length >= 2 * 3, 10_000, 'each replica logs each bad entry');
-    const refusals = logs.filter(l => /is not served/.test(l)).map(l => JSON.parse(l) as { key: string; field: string; msg: string });
-    assert.ok(refusals.some(r => r.key === kvKey(tenant, 'broken') && r.field === 'server.spec.transport'), JSON.stringify(refusals));
-    assert.ok(refusals.some(r => r.key === kvKey(tenant, 'misnamed') && r.field === 'server.metadata'), JSON.stringify(refusals));
-    assert.ok(refusals.some(r => r.key === kvKey(tenant, 'not-an-entry') && r.field === 'server'), JSON.stringify(refusals));
+    await waitFor(() => logs.filter((l) => /is not served/.test(l)).length >= 2 * 3, 10_000, 'each replica logs each bad entry');
+    const refusals = logs.filter((l) => /is not served/.test(l)).map((l) => JSON.parse(l) as { key: string; field: string; msg: string });
+    assert.ok(
+      refusals.some((r) => r.key === kvKey(tenant, 'broken') && r.field === 'server.spec.transport'),
+      JSON.stringify(refusals),
+    );
+    assert.ok(
+      refusals.some((r) => r.key === kvKey(tenant, 'misnamed') && r.field === 'server.metadata'),
+      JSON.stringify(refusals),
+    );
+    assert.ok(
+      refusals.some((r) => r.key === kvKey(tenant, 'not-an-entry') && r.field === 'server'),
+      JSON.stringify(refusals),
+    );
     for (const gateway of gateways) {
-      assert.ok(!gateway.catalog(tenant).some(c => ["broken", "other-name"].includes(c.name)));
+      assert.ok(!gateway.catalog(tenant).some((c) => ['broken', 'other-name'].includes(c.name)));
       assert.ok(served(gateway, 'counter') && served(gateway, 'early'));
     }
     assert.match((await call('counter', 'count')).content[0]!.text, /^calls=\d+ /);
@@ -165,7 +195,8 @@ describe('servers from bucket PUNK_MCP_SERVERS', () => {
 
   it('a deleted entry stops the server; the manifest server stays', async () => {
     await kv.delete(kvKey(tenant, 'counter'));
-    for (const gateway of gateways) await waitFor(() => !gateway.catalog(tenant).some(c => c.name === 'counter'), 20_000, 'counter stopped');
+    for (const gateway of gateways)
+      await waitFor(() => !gateway.catalog(tenant).some((c) => c.name === 'counter'), 20_000, 'counter stopped');
     await assert.rejects(call('counter', 'count'), (e: PunkError) => e.code === 'ServerNotFound');
     await assert.rejects(admin$({ op: 'servers.get', id: 'counter' }), (e: PunkError) => e.code === 'ServerNotFound');
     assert.match((await call('from-manifest', 'count')).content[0]!.text, /^calls=\d+ /);

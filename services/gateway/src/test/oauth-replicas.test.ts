@@ -19,10 +19,10 @@ import { manifest } from './harness.js';
 
 const log = createLogger('oauth-replicas-test', process.env.TEST_LOG_LEVEL ?? 'silent');
 
-test('two gateway replicas starting at once refresh a shared OAuth2 credential once', async t => {
+test('two gateway replicas starting at once refresh a shared OAuth2 credential once', async (t) => {
   const tokens = await startOAuthTokenServer({ clientId: 'punk', clientSecret: 'client-secret-for-the-test', accessTokenTtlSeconds: 3600 });
   t.after(() => tokens.close());
-  const upstream = await startProtectedMcpServer({ accepts: token => tokens.isValid(token) });
+  const upstream = await startProtectedMcpServer({ accepts: (token) => tokens.isValid(token) });
   t.after(() => upstream.close());
   const database = await openScratchDb(log);
   t.after(() => database.close());
@@ -33,7 +33,10 @@ test('two gateway replicas starting at once refresh a shared OAuth2 credential o
   t.after(() => rm(workDir, { recursive: true, force: true }));
   const server = manifest(tenant, 'protected', { url: upstream.url, headers: [{ name: 'Authorization', value: 'cred:upstream' }] });
 
-  const replica = async (name: string, servers: typeof server[]): Promise<{ gateway: Gateway; bus: MemoryBus; close(): Promise<void> }> => {
+  const replica = async (
+    name: string,
+    servers: (typeof server)[],
+  ): Promise<{ gateway: Gateway; bus: MemoryBus; close(): Promise<void> }> => {
     const bus = new MemoryBus(log);
     await bus.ensureStream(streams.ledger);
     const db = await openDatabase({ url: database.url, log });
@@ -55,12 +58,26 @@ test('two gateway replicas starting at once refresh a shared OAuth2 credential o
   // The credential is stored through one replica's admin API, already expired.
   const setup = await replica('setup', []);
   const grant = tokens.issueGrant();
-  await setup.bus.request(subjects.gatewayAdmin, {
-    op: 'credentials.create',
-    tenant,
-    principal: adminOf(tenant),
-    body: { id: 'upstream', data: { access_token: grant.accessToken, refresh_token: grant.refreshToken, expires_at: String(Date.now() - 1_000), token_url: tokens.tokenUrl, client_id: 'punk', client_secret: 'client-secret-for-the-test' } },
-  }, { timeoutMs: 10_000 });
+  await setup.bus.request(
+    subjects.gatewayAdmin,
+    {
+      op: 'credentials.create',
+      tenant,
+      principal: adminOf(tenant),
+      body: {
+        id: 'upstream',
+        data: {
+          access_token: grant.accessToken,
+          refresh_token: grant.refreshToken,
+          expires_at: String(Date.now() - 1_000),
+          token_url: tokens.tokenUrl,
+          client_id: 'punk',
+          client_secret: 'client-secret-for-the-test',
+        },
+      },
+    },
+    { timeoutMs: 10_000 },
+  );
   await setup.close();
 
   const [a, b] = await Promise.all([replica('gateway-a', [server]), replica('gateway-b', [server])]);
@@ -69,9 +86,9 @@ test('two gateway replicas starting at once refresh a shared OAuth2 credential o
   for (const replica of [a, b]) {
     const entry = replica.gateway.catalog(tenant)[0]!;
     assert.equal(entry.state, 'ready', entry.lastError);
-    assert.ok(entry.tools.some(tool => tool.name === 'echo'));
+    assert.ok(entry.tools.some((tool) => tool.name === 'echo'));
   }
-  const refreshes = tokens.requests.filter(r => r.grantType === 'refresh_token');
+  const refreshes = tokens.requests.filter((r) => r.grantType === 'refresh_token');
   assert.equal(refreshes.length, 1, 'one refresh for both replicas');
   assert.equal(refreshes[0]!.status, 200);
   assert.equal(tokens.reusedRefreshTokens, 0, 'the rotating refresh token was never spent twice');

@@ -11,7 +11,19 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 import { startGovernance } from '@punk/governance';
-import { anonymousPrincipal, createLogger, MemoryBus, migrate, openDatabase, queues, requestGateway, streams, subjects, type GatewayRequest, type LedgerEvent } from '@punk/lib';
+import {
+  anonymousPrincipal,
+  createLogger,
+  MemoryBus,
+  migrate,
+  openDatabase,
+  queues,
+  requestGateway,
+  streams,
+  subjects,
+  type GatewayRequest,
+  type LedgerEvent,
+} from '@punk/lib';
 import { createScratchDatabase } from '../../../lib/dist/test/pgtest.js';
 import { DEFAULT_PENDING_LIMITS, PendingRequests } from '../client-channel.js';
 import { ToolPinning } from '../pinning/tool-pinning.js';
@@ -23,9 +35,13 @@ import { manifest, waitFor } from './harness.js';
 const log = createLogger('pinning-relay-test', process.env.TEST_LOG_LEVEL ?? 'silent');
 const migrations = resolve(fileURLToPath(new URL('.', import.meta.url)), '../../migrations');
 
-const readFile: MutableTool = { name: 'read_file', description: 'Reads a file.', inputSchema: { type: 'object', properties: { path: { type: 'string' } } } };
+const readFile: MutableTool = {
+  name: 'read_file',
+  description: 'Reads a file.',
+  inputSchema: { type: 'object', properties: { path: { type: 'string' } } },
+};
 
-test('policy approval: calls to a changed tool fail closed with the accept route until an admin accepts it', async t => {
+test('policy approval: calls to a changed tool fail closed with the accept route until an admin accepts it', async (t) => {
   const tenant = `t-${randomUUID().slice(0, 8)}`;
   const scratch = await createScratchDatabase();
   const db = await openDatabase({ url: scratch.url, log });
@@ -33,7 +49,13 @@ test('policy approval: calls to a changed tool fail closed with the accept route
   const workDir = await mkdtemp(join(tmpdir(), 'punk-pinning-'));
   const fixture = await startMutableToolsServer([readFile]);
   // Torn down last started first.
-  const teardown: (() => Promise<unknown>)[] = [() => rm(workDir, { recursive: true, force: true }), () => scratch.drop(), () => db.close(), () => bus.close(), () => fixture.close()];
+  const teardown: (() => Promise<unknown>)[] = [
+    () => rm(workDir, { recursive: true, force: true }),
+    () => scratch.drop(),
+    () => db.close(),
+    () => bus.close(),
+    () => fixture.close(),
+  ];
   t.after(async () => {
     for (const step of teardown.reverse()) await step();
   });
@@ -52,7 +74,7 @@ test('policy approval: calls to a changed tool fail closed with the accept route
     callTimeoutMs: 10_000,
     onState: () => undefined,
     // What the pool's reviewTools hook does with each new listing.
-    onListChanged: u => void pinning.review(u.server, u.catalog().tools).then(() => reviews++),
+    onListChanged: (u) => void pinning.review(u.server, u.catalog().tools).then(() => reviews++),
     onResourceUpdated: () => undefined,
   });
   upstream.start();
@@ -73,7 +95,15 @@ test('policy approval: calls to a changed tool fail closed with the accept route
   const call = async () =>
     (await requestGateway(
       bus,
-      { method: 'tools/call', tenant, principal: anonymousPrincipal(tenant), runId: `run-${randomUUID()}`, server: 'files', name: 'read_file', arguments: { path: '/etc/hostname' } } as GatewayRequest,
+      {
+        method: 'tools/call',
+        tenant,
+        principal: anonymousPrincipal(tenant),
+        runId: `run-${randomUUID()}`,
+        server: 'files',
+        name: 'read_file',
+        arguments: { path: '/etc/hostname' },
+      } as GatewayRequest,
       20_000,
     )) as { content: { text: string }[]; isError?: boolean };
 
@@ -92,13 +122,18 @@ test('policy approval: calls to a changed tool fail closed with the accept route
       'an admin must accept the new definition (POST /api/v1/mcp/servers/files/tools/read_file/accept)',
   );
   assert.equal(fixture.calls.length, 1, 'the upstream was not called');
-  const events = (await bus.readStream(streams.ledger.name, { subject: subjects.ledgerEvents, afterSeq: 0, limit: 100_000 })).map(m => m.data as LedgerEvent);
-  const completed = events.filter(e => e.tenant === tenant && e.type === 'tool.completed').at(-1)!;
+  const events = (await bus.readStream(streams.ledger.name, { subject: subjects.ledgerEvents, afterSeq: 0, limit: 100_000 })).map(
+    (m) => m.data as LedgerEvent,
+  );
+  const completed = events.filter((e) => e.tenant === tenant && e.type === 'tool.completed').at(-1)!;
   assert.deepEqual(
     { upstreamCalled: completed.data.upstreamCalled, isError: completed.data.isError, error: completed.data.error },
     { upstreamCalled: false, isError: true, error: refused.content[0]!.text },
   );
-  assert.ok(events.some(e => e.id === completed.data.decisionId && e.type === 'governance.decision'), 'the decision is on the ledger');
+  assert.ok(
+    events.some((e) => e.id === completed.data.decisionId && e.type === 'governance.decision'),
+    'the decision is on the ledger',
+  );
 
   await pinning.accept(tenant, 'files', 'read_file', { subject: 'alice@example.com', tenant, groups: [] });
   assert.match((await call()).content[0]!.text, /read_file called with/);

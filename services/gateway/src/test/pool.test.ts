@@ -17,8 +17,8 @@ const counter = (tenant: string, name = 'counter', extra: Record<string, unknown
   manifest(tenant, name, { image: 'local/counter', command: [process.execPath, fixture('counter.mjs')], ...extra });
 const pidOf = (result: unknown) => Number(/pid=(\d+)/.exec((result as ToolResult).content[0]!.text)![1]);
 
-test('an idle connection is closed, the catalog keeps its tools, and the next call reconnects transparently', async t => {
-  const h = await startHarness(tenant => [counter(tenant)], { upstream: { idleTimeoutMs: 300 } });
+test('an idle connection is closed, the catalog keeps its tools, and the next call reconnects transparently', async (t) => {
+  const h = await startHarness((tenant) => [counter(tenant)], { upstream: { idleTimeoutMs: 300 } });
   t.after(() => h.close());
   await h.gateway.ready();
   const first = await h.call({ method: 'tools/call', server: 'counter', name: 'count' });
@@ -28,38 +28,51 @@ test('an idle connection is closed, the catalog keeps its tools, and the next ca
   await waitFor(async () => !(await descendantPids()).includes(firstPid), 10_000, 'the idle server process stopped');
   // What fronts list comes from the catalog: the idle server's tools are still there.
   const listed = (await h.call({ method: 'catalog/list' })) as CatalogReply;
-  const entry = listed.servers.find(s => s.name === 'counter')!;
+  const entry = listed.servers.find((s) => s.name === 'counter')!;
   assert.equal(entry.state, 'idle');
   assert.equal(entry.lastError, undefined);
-  assert.ok(entry.tools.some(tool => tool.name === 'count'));
+  assert.ok(entry.tools.some((tool) => tool.name === 'count'));
 
   const again = await h.call({ method: 'tools/call', server: 'counter', name: 'count' });
   assert.match((again as ToolResult).content[0]!.text, /calls=1 /, 'a new process answered');
   assert.notEqual(pidOf(again), firstPid);
   assert.equal(h.gateway.catalog(h.tenant)[0]!.state, 'ready');
   // The idle close and the reconnect change nothing clients see: no broadcast (no list_changed storm), no ledger entry.
-  const states = h.changes.filter(c => c.server === 'counter' && c.change === 'state').map(c => c.state);
+  const states = h.changes.filter((c) => c.server === 'counter' && c.change === 'state').map((c) => c.state);
   assert.deepEqual(states, ['starting', 'ready']);
-  assert.ok(!h.events.some(e => e.type === 'server.state_changed' && e.data.state === 'idle'));
+  assert.ok(!h.events.some((e) => e.type === 'server.state_changed' && e.data.state === 'idle'));
 });
 
-test('calls beyond maxConcurrentCalls fail at once with ServerBusy naming the server and the limit', async t => {
+test('calls beyond maxConcurrentCalls fail at once with ServerBusy naming the server and the limit', async (t) => {
   const server = await startProtectedMcpServer();
   t.after(() => server.close());
-  const h = await startHarness(tenant => [manifest(tenant, 'slow', { url: server.url })], { upstream: { maxConcurrentCalls: 2 } });
+  const h = await startHarness((tenant) => [manifest(tenant, 'slow', { url: server.url })], { upstream: { maxConcurrentCalls: 2 } });
   t.after(() => h.close());
   await h.gateway.ready();
-  const held = [h.call({ method: 'tools/call', server: 'slow', name: 'wait' }), h.call({ method: 'tools/call', server: 'slow', name: 'wait' })];
+  const held = [
+    h.call({ method: 'tools/call', server: 'slow', name: 'wait' }),
+    h.call({ method: 'tools/call', server: 'slow', name: 'wait' }),
+  ];
   await waitFor(() => server.waiting === 2, 10_000, 'two calls held by the server');
 
-  await assert.rejects(h.call({ method: 'tools/call', server: 'slow', name: 'echo', arguments: { text: 'one more' } }), (error: unknown) => {
-    assert.ok(error instanceof PunkError);
-    assert.equal(error.code, 'ServerBusy');
-    assert.match(error.message, new RegExp(`server ${h.tenant}/slow is busy: 2 calls are in flight .*PUNK_UPSTREAM_MAX_CONCURRENT_CALLS=2`));
-    return true;
-  });
+  await assert.rejects(
+    h.call({ method: 'tools/call', server: 'slow', name: 'echo', arguments: { text: 'one more' } }),
+    (error: unknown) => {
+      assert.ok(error instanceof PunkError);
+      assert.equal(error.code, 'ServerBusy');
+      assert.match(
+        error.message,
+        new RegExp(`server ${h.tenant}/slow is busy: 2 calls are in flight .*PUNK_UPSTREAM_MAX_CONCURRENT_CALLS=2`),
+      );
+      return true;
+    },
+  );
   assert.equal(server.waiting, 2, 'the refused call never reached the server');
-  await waitFor(() => h.events.some(e => e.type === 'tool.completed' && e.data.name === 'echo' && /is busy/.test(String(e.data.error))), 5_000, 'the refusal on the ledger');
+  await waitFor(
+    () => h.events.some((e) => e.type === 'tool.completed' && e.data.name === 'echo' && /is busy/.test(String(e.data.error))),
+    5_000,
+    'the refusal on the ledger',
+  );
 
   server.release();
   for (const result of await Promise.all(held)) assert.equal((result as ToolResult).content[0]!.text, 'released');
@@ -67,21 +80,21 @@ test('calls beyond maxConcurrentCalls fail at once with ServerBusy naming the se
   assert.equal(after.content[0]!.text, 'room again');
 });
 
-test('reviewTools decides what is served; when it fails the previous listing is kept', async t => {
+test('reviewTools decides what is served; when it fails the previous listing is kept', async (t) => {
   let reviews = 0;
   const under = await startUpstream(counter('t-review'), {
     reviewTools: async (upstream, tools) => {
       reviews++;
       assert.equal(upstream.key, 't-review/counter');
       if (reviews > 1) throw new Error('the pinning store is down');
-      return tools.filter(tool => tool.name !== 'delete_everything');
+      return tools.filter((tool) => tool.name !== 'delete_everything');
     },
   });
   t.after(() => under.close());
   assert.equal(under.upstream.state, 'ready');
   assert.equal(under.upstream.knownTool('delete_everything'), undefined, 'the dropped tool is not served');
   assert.ok(under.upstream.knownTool('count'));
-  const servedFirst = under.upstream.catalog().tools.map(tool => tool.name);
+  const servedFirst = under.upstream.catalog().tools.map((tool) => tool.name);
 
   // `grow` adds a tool and sends notifications/tools/list_changed: the refreshed listing's review fails.
   const grown = await under.upstream.callTool('grow', {}, undefined);
@@ -90,12 +103,15 @@ test('reviewTools decides what is served; when it fails the previous listing is 
   await waitFor(() => reviews === 2, 10_000, 'the second review');
   await waitFor(() => under.listChanges === 1, 10_000, 'the refresh');
   assert.equal(under.upstream.knownTool(added), undefined, 'the unreviewed listing is not served');
-  assert.deepEqual(under.upstream.catalog().tools.map(tool => tool.name), servedFirst);
-  assert.ok(under.lines.some(line => line.includes('the pinning store is down') && line.includes('the previous listing is kept')));
+  assert.deepEqual(
+    under.upstream.catalog().tools.map((tool) => tool.name),
+    servedFirst,
+  );
+  assert.ok(under.lines.some((line) => line.includes('the pinning store is down') && line.includes('the previous listing is kept')));
 });
 
-test('a changed registration evicts the pooled connections, shared and per-client', async t => {
-  const h = await startHarness(tenant => [counter(tenant, 'pooled'), counter(tenant, 'solo', { sessionMode: 'per-client' })]);
+test('a changed registration evicts the pooled connections, shared and per-client', async (t) => {
+  const h = await startHarness((tenant) => [counter(tenant, 'pooled'), counter(tenant, 'solo', { sessionMode: 'per-client' })]);
   t.after(() => h.close());
   await h.gateway.ready();
   const sessionId = randomUUID();
@@ -113,7 +129,7 @@ test('a changed registration evicts the pooled connections, shared and per-clien
   const after = await descendantPids();
   assert.ok(!after.includes(pooledPid), 'the shared connection was closed');
   assert.ok(!after.includes(soloPid), 'the per-client session was closed');
-  assert.ok(h.changes.some(c => c.server === 'pooled' && c.change === 'updated'));
+  assert.ok(h.changes.some((c) => c.server === 'pooled' && c.change === 'updated'));
 
   await h.gateway.ready();
   const pooled = await h.call({ method: 'tools/call', server: 'pooled', name: 'count' });

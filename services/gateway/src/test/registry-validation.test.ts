@@ -44,11 +44,17 @@ test('each invalid registration is refused with a message naming the field', () 
     [{ name: 'x', type: 'stdio' }, 'body.command: required for a stdio registration'],
     [{ ...stdio, command: '' }, 'body.command: must be a non-empty string'],
     [{ ...stdio, args: ['ok', 3] }, 'body.args[1]: Invalid input: expected string, received number'],
-    [{ ...stdio, env: { '1BAD': 'x' } }, 'body.env.1BAD: must be an environment variable name (letters, digits and _, not starting with a digit)'],
+    [
+      { ...stdio, env: { '1BAD': 'x' } },
+      'body.env.1BAD: must be an environment variable name (letters, digits and _, not starting with a digit)',
+    ],
     [{ ...stdio, url: 'https://x.test/' }, 'body.url: applies only to an http registration'],
     [{ ...stdio, headers: {} }, 'body.headers: applies only to an http registration'],
     [{ ...stdio, tools: { allowed: [] } }, 'body.tools.allowed: unknown field'],
-    [{ ...stdio, tools: { overrides: [{ name: 'x', sideEffectLevel: 9 }] } }, 'body.tools.overrides[0].sideEffectLevel: Too big: expected number to be <=4'],
+    [
+      { ...stdio, tools: { overrides: [{ name: 'x', sideEffectLevel: 9 }] } },
+      'body.tools.overrides[0].sideEffectLevel: Too big: expected number to be <=4',
+    ],
     [{ ...stdio, tools: { overrides: [{ name: 'x', level: 1 }] } }, 'body.tools.overrides[0].level: unknown field'],
     [{ ...stdio, tools: { pinning: 'warn' } }, 'body.tools.pinning: must be serve, hide or approval'],
     [{ ...stdio, sessionMode: 'private' }, 'body.sessionMode: must be shared or per-client'],
@@ -58,7 +64,8 @@ test('each invalid registration is refused with a message naming the field', () 
 });
 
 test('env and header values: no control characters in literal headers, no NUL in env, well-formed cred: references, bounded counts; never echoed', () => {
-  const fieldValue = 'must be a valid HTTP field value (RFC 9110 §5.5): visible ASCII, spaces, tabs and Latin-1 letters; no line break or other control character';
+  const fieldValue =
+    'must be a valid HTTP field value (RFC 9110 §5.5): visible ASCII, spaces, tabs and Latin-1 letters; no line break or other control character';
   const reserved = 'is set by Punk itself (connection, framing, content negotiation or MCP protocol header) and cannot be configured';
   const reference = 'a value starting with "cred:" must be cred:<id> or cred:<id>/<key>, the id a DNS label and the key a key name';
   const cases: Array<[unknown, string]> = [
@@ -68,12 +75,30 @@ test('env and header values: no control characters in literal headers, no NUL in
     [{ ...http, headers: { 'X-Key': 'PLANTED-del-4\x7f' } }, `body.headers.X-Key: ${fieldValue}`],
     [{ ...http, headers: { 'X-Key': 'PLANTED-wide-5\u2028' } }, `body.headers.X-Key: ${fieldValue}`],
     [{ ...stdio, env: { TOKEN: 'PLANTED-nul-6\0z' } }, 'body.env.TOKEN: must not contain a NUL character'],
-    [{ ...http, headers: { 'X-Key': 'PLANTED-a', 'x-key': 'PLANTED-b' } }, 'body.headers.x-key: duplicates another header name (header names are case-insensitive)'],
+    [
+      { ...http, headers: { 'X-Key': 'PLANTED-a', 'x-key': 'PLANTED-b' } },
+      'body.headers.x-key: duplicates another header name (header names are case-insensitive)',
+    ],
     [{ ...http, headers: { 'X-Key': 'euro-\u20ac' } }, `body.headers.X-Key: ${fieldValue}`],
-    [{ ...http, headers: Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`X-H${i}`, 'v'])) }, 'body.headers: holds more than 100 entries'],
-    [{ ...stdio, env: Object.fromEntries(Array.from({ length: 1001 }, (_, i) => [`V${i}`, 'v'])) }, 'body.env: holds more than 1000 entries'],
+    [
+      { ...http, headers: Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`X-H${i}`, 'v'])) },
+      'body.headers: holds more than 100 entries',
+    ],
+    [
+      { ...stdio, env: Object.fromEntries(Array.from({ length: 1001 }, (_, i) => [`V${i}`, 'v'])) },
+      'body.env: holds more than 1000 entries',
+    ],
   ];
-  for (const name of ['Host', 'content-length', 'Transfer-Encoding', 'Connection', 'Content-Type', 'Accept', 'Mcp-Session-Id', 'MCP-Protocol-Version']) {
+  for (const name of [
+    'Host',
+    'content-length',
+    'Transfer-Encoding',
+    'Connection',
+    'Content-Type',
+    'Accept',
+    'Mcp-Session-Id',
+    'MCP-Protocol-Version',
+  ]) {
     cases.push([{ ...http, headers: { [name]: 'x' } }, `body.headers.${name}: ${reserved}`]);
   }
   for (const bad of ['cred:', 'cred:UPPER', 'cred:a/b/c', 'cred:../x']) {
@@ -82,7 +107,10 @@ test('env and header values: no control characters in literal headers, no NUL in
   }
   for (const [body, message] of cases) refuses(body, message);
   // Accepted: HTAB, obs-text, a line break in an env value (PEM keys), well-formed references.
-  parseRegistration({ ...http, headers: { 'X-A': 'a\tb', 'X-B': 'caf\u00e9', Authorization: 'cred:api/token', Cookie: 'session=cred:api' } });
+  parseRegistration({
+    ...http,
+    headers: { 'X-A': 'a\tb', 'X-B': 'caf\u00e9', Authorization: 'cred:api/token', Cookie: 'session=cred:api' },
+  });
   parseRegistration({ ...stdio, env: { PEM: '-----BEGIN KEY-----\nabc\n-----END KEY-----', TOKEN: 'cred:api' } });
 });
 
@@ -92,7 +120,13 @@ test('an update may omit the name, and may not rename the server', () => {
 });
 
 test('an http registration becomes a url McpServer in the tenant namespace, with cred: references kept as given', () => {
-  const registration = parseRegistration({ ...http, headers: { Authorization: 'cred:github-token' }, transport: 'sse', tools: { deny: ['drop'], pinning: 'hide' }, timeout: '5s' });
+  const registration = parseRegistration({
+    ...http,
+    headers: { Authorization: 'cred:github-token' },
+    transport: 'sse',
+    tools: { deny: ['drop'], pinning: 'hide' },
+    timeout: '5s',
+  });
   const server = toMcpServer('acme', registration);
   assert.deepEqual(server.metadata, { name: 'remote', namespace: 'acme' });
   assert.equal(server.spec.url, 'https://mcp.example.com/mcp');
@@ -104,27 +138,41 @@ test('an http registration becomes a url McpServer in the tenant namespace, with
 });
 
 test('a stdio registration becomes a local command McpServer', () => {
-  const server = toMcpServer('acme', parseRegistration({ ...stdio, args: ['server.js'], env: { TOKEN: 'cred:t1', DEBUG: '1' }, sessionMode: 'per-client' }));
+  const server = toMcpServer(
+    'acme',
+    parseRegistration({ ...stdio, args: ['server.js'], env: { TOKEN: 'cred:t1', DEBUG: '1' }, sessionMode: 'per-client' }),
+  );
   assert.deepEqual(server.spec.command, ['node']);
   assert.deepEqual(server.spec.args, ['server.js']);
-  assert.deepEqual(server.spec.env, [{ name: 'TOKEN', value: 'cred:t1' }, { name: 'DEBUG', value: '1' }]);
+  assert.deepEqual(server.spec.env, [
+    { name: 'TOKEN', value: 'cred:t1' },
+    { name: 'DEBUG', value: '1' },
+  ]);
   assert.equal(server.spec.transport, 'stdio');
   assert.equal(server.spec.sessionMode, 'per-client');
   assert.equal(server.spec.url, undefined);
 });
 
 test('a tenant that cannot be a namespace is named as such', () => {
-  assert.throws(() => toMcpServer('Acme Corp', parseRegistration(http)), { code: 'InvalidRegistration', message: /^tenant: must be a DNS-1035 label/ });
+  assert.throws(() => toMcpServer('Acme Corp', parseRegistration(http)), {
+    code: 'InvalidRegistration',
+    message: /^tenant: must be a DNS-1035 label/,
+  });
 });
 
 test('the ledger copy of a registration keeps names and cred: references, never literal values or URL secrets', () => {
   const audited = auditedRegistration(
-    parseRegistration({ ...http, url: 'https://user:pw-in-url@mcp.example.com/mcp?api_key=query-secret#frag', headers: { 'X-Api-Key': 'literal-header-secret', Authorization: 'cred:gh' } }),
+    parseRegistration({
+      ...http,
+      url: 'https://user:pw-in-url@mcp.example.com/mcp?api_key=query-secret#frag',
+      headers: { 'X-Api-Key': 'literal-header-secret', Authorization: 'cred:gh' },
+    }),
   );
   assert.deepEqual(audited.headers, [{ name: 'X-Api-Key' }, { name: 'Authorization', value: 'cred:gh' }]);
   assert.equal(audited.url, 'https://mcp.example.com/mcp');
   const text = JSON.stringify(audited);
-  for (const secret of ['literal-header-secret', 'pw-in-url', 'query-secret']) assert.ok(!text.includes(secret), `${secret} is not recorded`);
+  for (const secret of ['literal-header-secret', 'pw-in-url', 'query-secret'])
+    assert.ok(!text.includes(secret), `${secret} is not recorded`);
   const local = auditedRegistration(parseRegistration({ ...stdio, env: { TOKEN: 'literal-env-secret', REF: 'cred:x' } }));
   assert.deepEqual(local.env, [{ name: 'TOKEN' }, { name: 'REF', value: 'cred:x' }]);
 });

@@ -58,11 +58,14 @@ export interface MapSecrets extends Secrets {
 }
 
 /** A real, simple resolver: `values` maps each reference to what it resolves to. */
-export function mapSecrets(values: Record<string, { value: string; oauth2?: string }>, renew?: (credentialId: string, rejected: string) => string): MapSecrets {
+export function mapSecrets(
+  values: Record<string, { value: string; oauth2?: string }>,
+  renew?: (credentialId: string, rejected: string) => string,
+): MapSecrets {
   const renewals: { credentialId: string; rejected: string }[] = [];
   return {
     renewals,
-    resolve: async reference => {
+    resolve: async (reference) => {
       const found = values[reference];
       if (!found) throw new PunkError('CredentialNotFound', `credential ${reference.slice('cred:'.length)} does not exist`);
       return found;

@@ -55,9 +55,14 @@ function recordingLink(): { link: ClientLink; levels: string[] } {
 describe('log messages of a shared connection', () => {
   it('reach the call in flight at or above its log level', async () => {
     const { link, levels } = recordingLink();
-    const outcome = await upstream.callTool('log', { levels: ['debug', 'info', 'warning', 'error'] }, { 'io.modelcontextprotocol/logLevel': 'warning' }, link);
+    const outcome = await upstream.callTool(
+      'log',
+      { levels: ['debug', 'info', 'warning', 'error'] },
+      { 'io.modelcontextprotocol/logLevel': 'warning' },
+      link,
+    );
     assert.equal(outcome.ok, true);
-    await new Promise(resolve => setImmediate(resolve));
+    await new Promise((resolve) => setImmediate(resolve));
     assert.deepEqual(levels, ['warning', 'error']);
   });
 
@@ -65,7 +70,7 @@ describe('log messages of a shared connection', () => {
     const { link, levels } = recordingLink();
     const outcome = await upstream.callTool('log', { levels: ['debug', 'error'] }, undefined, link);
     assert.equal(outcome.ok, true);
-    await new Promise(resolve => setImmediate(resolve));
+    await new Promise((resolve) => setImmediate(resolve));
     assert.deepEqual(levels, ['debug', 'error']);
   });
 });

@@ -23,20 +23,54 @@ test('tool names split into words across naming styles', () => {
 
 test('tool names are classified by their most severe verb', () => {
   const table: [string, number][] = [
-    ['delete_file', 4], ['removeUser', 4], ['drop-table', 4], ['purge.cache', 4], ['pay_invoice', 4], ['refundOrder', 4],
-    ['transfer_funds', 4], ['get_and_delete', 4],
-    ['send_email', 3], ['createIssue', 3], ['write_file', 3], ['update-record', 3], ['move_file', 3], ['run_query', 3],
-    ['get_weather', 1], ['list_files', 1], ['read_text_file', 1], ['search', 1], ['echo', 1], ['lookupUser', 1], ['status', 1],
-    ['frobnicate', 3], ['get-sum', 1],
+    ['delete_file', 4],
+    ['removeUser', 4],
+    ['drop-table', 4],
+    ['purge.cache', 4],
+    ['pay_invoice', 4],
+    ['refundOrder', 4],
+    ['transfer_funds', 4],
+    ['get_and_delete', 4],
+    ['send_email', 3],
+    ['createIssue', 3],
+    ['write_file', 3],
+    ['update-record', 3],
+    ['move_file', 3],
+    ['run_query', 3],
+    ['get_weather', 1],
+    ['list_files', 1],
+    ['read_text_file', 1],
+    ['search', 1],
+    ['echo', 1],
+    ['lookupUser', 1],
+    ['status', 1],
+    ['frobnicate', 3],
+    ['get-sum', 1],
   ];
   for (const [name, level] of table) assert.equal(heuristicToolLevel(name), level, name);
 });
 
 test('declared levels win; resources are reads and prompts level 0', () => {
-  assert.deepEqual(classify({ kind: 'tool', server: 'fs', target: 'delete_file', declaredLevel: 1 }), { level: 1, levelSource: 'declared', action: 'read:fs/delete_file' });
-  assert.deepEqual(classify({ kind: 'tool', server: 'fs', target: 'write_file' }), { level: 3, levelSource: 'heuristic', action: 'write:fs/write_file' });
-  assert.deepEqual(classify({ kind: 'tool', server: 'bank', target: 'pay' }), { level: 4, levelSource: 'heuristic', action: 'destroy:bank/pay' });
-  assert.deepEqual(classify({ kind: 'resource', server: 'fs', target: 'file:///a' }), { level: 1, levelSource: 'kind', action: 'read:fs/file:///a' });
+  assert.deepEqual(classify({ kind: 'tool', server: 'fs', target: 'delete_file', declaredLevel: 1 }), {
+    level: 1,
+    levelSource: 'declared',
+    action: 'read:fs/delete_file',
+  });
+  assert.deepEqual(classify({ kind: 'tool', server: 'fs', target: 'write_file' }), {
+    level: 3,
+    levelSource: 'heuristic',
+    action: 'write:fs/write_file',
+  });
+  assert.deepEqual(classify({ kind: 'tool', server: 'bank', target: 'pay' }), {
+    level: 4,
+    levelSource: 'heuristic',
+    action: 'destroy:bank/pay',
+  });
+  assert.deepEqual(classify({ kind: 'resource', server: 'fs', target: 'file:///a' }), {
+    level: 1,
+    levelSource: 'kind',
+    action: 'read:fs/file:///a',
+  });
   assert.deepEqual(classify({ kind: 'prompt', server: 'fs', target: 'greet' }), { level: 0, levelSource: 'kind', action: 'read:fs/greet' });
 });
 
@@ -50,7 +84,7 @@ test('the default policy allows levels 0-3 and requires approval at level 4', ()
   assert.equal(evaluatePolicy([], { kind: 'tool', server: 's', target: 't', subject: 'u', level: 0 }).decision, 'deny');
 });
 
-test('governance answers checks over the bus and records each decision on the ledger first', async t => {
+test('governance answers checks over the bus and records each decision on the ledger first', async (t) => {
   const bus = new MemoryBus();
   await bus.ensureStream(streams.ledger);
   const log = createLogger('governance-test', 'silent');
@@ -65,7 +99,14 @@ test('governance answers checks over the bus and records each decision on the le
     await bus.close();
   });
   const tenant = `t-${randomUUID().slice(0, 8)}`;
-  const base: GovernanceCheck = { tenant, principal: anonymousPrincipal(tenant), server: 'fs', kind: 'tool', target: 'read_file', runId: 'run-1' };
+  const base: GovernanceCheck = {
+    tenant,
+    principal: anonymousPrincipal(tenant),
+    server: 'fs',
+    kind: 'tool',
+    target: 'read_file',
+    runId: 'run-1',
+  };
 
   // Given a read-shaped tool, when the gateway asks, then it is allowed.
   const allowed = await requestDecision(bus, base);
@@ -98,14 +139,23 @@ test('governance answers checks over the bus and records each decision on the le
 
   // The ledger holds one governance.decision per answered check, with the decision's id.
   await waitFor(() => events.length >= 4);
-  assert.deepEqual(events.map(e => e.id), [allowed.decisionId, destroy.decisionId, declared.decisionId, after.decisionId]);
+  assert.deepEqual(
+    events.map((e) => e.id),
+    [allowed.decisionId, destroy.decisionId, declared.decisionId, after.decisionId],
+  );
   const recorded = events[1]!;
   assert.equal(recorded.type, 'governance.decision');
   assert.equal(recorded.source, 'governance');
   assert.equal(recorded.tenant, tenant);
   assert.deepEqual(recorded.data, {
-    decision: 'approval_required', level: 4, levelSource: 'heuristic', action: 'destroy:fs/delete_file',
-    rule: 'default/approval-for-level-4', reason: destroy.reason, kind: 'tool', target: 'delete_file',
+    decision: 'approval_required',
+    level: 4,
+    levelSource: 'heuristic',
+    action: 'destroy:fs/delete_file',
+    rule: 'default/approval-for-level-4',
+    reason: destroy.reason,
+    kind: 'tool',
+    target: 'delete_file',
   });
 });
 
@@ -113,6 +163,6 @@ async function waitFor(condition: () => boolean, timeoutMs = 2000): Promise<void
   const until = Date.now() + timeoutMs;
   while (!condition()) {
     if (Date.now() > until) throw new Error('condition not met in time');
-    await new Promise(resolve => setTimeout(resolve, 10));
+    await new Promise((resolve) => setTimeout(resolve, 10));
   }
 }

@@ -6,7 +6,18 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { API_VERSION, buckets, createLogger, kvKey, NatsBus, requestDecision, streams, subjects, type GovernanceCheck, type Principal } from '@punk/lib';
+import {
+  API_VERSION,
+  buckets,
+  createLogger,
+  kvKey,
+  NatsBus,
+  requestDecision,
+  streams,
+  subjects,
+  type GovernanceCheck,
+  type Principal,
+} from '@punk/lib';
 import { startGovernance, type GovernanceService } from '../index.js';
 import { startPrivateNats, type PrivateNats } from '../../../lib/dist/test/natstest.js';
 import { registryValue } from '../../../lib/dist/test/metricstest.js';
@@ -34,29 +45,41 @@ describe('governance metrics', () => {
     await nats?.stop();
   });
 
-  const check = (target: string, kind: GovernanceCheck['kind'] = 'tool') => requestDecision(client, { tenant, principal: alice, server: 'fs', kind, target, runId: `run-${randomUUID()}` });
+  const check = (target: string, kind: GovernanceCheck['kind'] = 'tool') =>
+    requestDecision(client, { tenant, principal: alice, server: 'fs', kind, target, runId: `run-${randomUUID()}` });
 
   it('counts decisions by outcome and kind, rate-limit refusals, and times every check', async () => {
     // Fixed windows of an hour: wait out the last seconds of one so both uses of `limited` share a window.
     const untilNext = 3_600_000 - (Date.now() % 3_600_000);
-    if (untilNext < 15_000) await new Promise(r => setTimeout(r, untilNext + 100));
+    if (untilNext < 15_000) await new Promise((r) => setTimeout(r, untilNext + 100));
     const kv = await client.keyValue(buckets.mcpPolicies);
     await kv.put(kvKey(tenant, 'quota'), {
       apiVersion: API_VERSION,
       kind: 'McpPolicy',
       metadata: { name: 'quota', namespace: tenant, generation: 1 },
-      spec: { rules: [{ name: 'blocked', tools: ['blocked'], decision: 'deny' }], rateLimits: [{ name: 'once', tools: ['limited'], requests: 1, per: '1h' }] },
+      spec: {
+        rules: [{ name: 'blocked', tools: ['blocked'], decision: 'deny' }],
+        rateLimits: [{ name: 'once', tools: ['limited'], requests: 1, per: '1h' }],
+      },
     });
     const deadline = Date.now() + 10_000;
-    while ((await check('blocked')).rule !== 'quota/blocked' && Date.now() < deadline) await new Promise(r => setTimeout(r, 50));
+    while ((await check('blocked')).rule !== 'quota/blocked' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
 
     const counters = async () => ({
       allow: await registryValue('punk_governance_decisions_total', { decision: 'allow', kind: 'tool' }),
       deny: await registryValue('punk_governance_decisions_total', { decision: 'deny', kind: 'tool' }),
       resourceAllow: await registryValue('punk_governance_decisions_total', { decision: 'allow', kind: 'resource' }),
       limited: await registryValue('punk_governance_rate_limited_total', { kind: 'tool' }),
-      timedDeny: await registryValue('punk_governance_check_duration_seconds', { decision: 'deny', error_type: '' }, 'punk_governance_check_duration_seconds_count'),
-      malformed: await registryValue('punk_governance_check_duration_seconds', { decision: '', error_type: 'InvalidMessage' }, 'punk_governance_check_duration_seconds_count'),
+      timedDeny: await registryValue(
+        'punk_governance_check_duration_seconds',
+        { decision: 'deny', error_type: '' },
+        'punk_governance_check_duration_seconds_count',
+      ),
+      malformed: await registryValue(
+        'punk_governance_check_duration_seconds',
+        { decision: '', error_type: 'InvalidMessage' },
+        'punk_governance_check_duration_seconds_count',
+      ),
     });
     const before = await counters();
     assert.equal((await check('limited')).decision, 'allow');

@@ -48,7 +48,12 @@ describe('McpPolicy objects from bucket PUNK_MCP_POLICIES', () => {
     await replicas.get(name)!.stop();
     replicas.delete(name);
   };
-  const policy = (name: string, spec: Record<string, unknown>) => ({ apiVersion: API_VERSION, kind: 'McpPolicy', metadata: { name, namespace: tenant, generation: 1 }, spec });
+  const policy = (name: string, spec: Record<string, unknown>) => ({
+    apiVersion: API_VERSION,
+    kind: 'McpPolicy',
+    metadata: { name, namespace: tenant, generation: 1 },
+    spec,
+  });
   const put = (name: string, spec: Record<string, unknown>) => kv.put(kvKey(tenant, name), policy(name, spec));
   const check = (principal: Principal, target: string, server = 'fs') =>
     requestDecision(client, { tenant, principal, server, kind: 'tool', target, runId: `run-${randomUUID()}` } satisfies GovernanceCheck);
@@ -57,9 +62,9 @@ describe('McpPolicy objects from bucket PUNK_MCP_POLICIES', () => {
     const deadline = Date.now() + 10_000;
     for (;;) {
       const rules = await Promise.all([1, 2, 3, 4, 5, 6].map(async () => (await check(principal, target)).rule));
-      if (rules.every(rule => rule === expected)) return expected;
+      if (rules.every((rule) => rule === expected)) return expected;
       if (Date.now() > deadline) return rules.join(', ');
-      await new Promise(r => setTimeout(r, 50));
+      await new Promise((r) => setTimeout(r, 50));
     }
   };
 
@@ -67,7 +72,7 @@ describe('McpPolicy objects from bucket PUNK_MCP_POLICIES', () => {
     nats = await startPrivateNats();
     client = await open('test-client');
     await client.ensureStream(streams.ledger);
-    await client.consume(streams.ledger.name, 'test-reader', async batch => void events.push(...batch.map(m => m.data as LedgerEvent)));
+    await client.consume(streams.ledger.name, 'test-reader', async (batch) => void events.push(...batch.map((m) => m.data as LedgerEvent)));
     kv = await client.keyValue(buckets.mcpPolicies);
     await startReplica('governance-a');
     await startReplica('governance-b');
@@ -95,22 +100,43 @@ describe('McpPolicy objects from bucket PUNK_MCP_POLICIES', () => {
     assert.equal(await settledRule(bot, 'write_file', 'lockdown/agents-no-writes'), 'lockdown/agents-no-writes');
     const denied = await check(bot, 'write_file');
     assert.deepEqual([denied.decision, denied.reason], ['deny', 'agents only read']);
-    assert.equal((await check(bot, 'read_file')).rule, 'default/allow-up-to-level-3', 'a use no rule of the policy matches falls through to the defaults');
+    assert.equal(
+      (await check(bot, 'read_file')).rule,
+      'default/allow-up-to-level-3',
+      'a use no rule of the policy matches falls through to the defaults',
+    );
     assert.equal((await check(alice, 'write_file')).rule, 'default/allow-up-to-level-3', 'groups match the principal');
     const secret = await check(alice, 'read_secret');
     assert.deepEqual([secret.decision, secret.rule], ['approval_required', 'lockdown/secrets-need-approval']);
     // The list filter sees the same rules: the agent's lists drop the write.
-    const { decisions } = await requestFilter(client, { tenant, principal: bot, items: [{ server: 'fs', kind: 'tool', target: 'write_file' }, { server: 'fs', kind: 'tool', target: 'read_file' }] });
+    const { decisions } = await requestFilter(client, {
+      tenant,
+      principal: bot,
+      items: [
+        { server: 'fs', kind: 'tool', target: 'write_file' },
+        { server: 'fs', kind: 'tool', target: 'read_file' },
+      ],
+    });
     assert.deepEqual(decisions, ['deny', 'allow']);
     // Other tenants are untouched.
     const other = `t-${randomUUID().slice(0, 8)}`;
-    const elsewhere = await requestDecision(client, { tenant: other, principal: { ...bot, tenant: other }, server: 'fs', kind: 'tool', target: 'write_file', runId: 'r' });
+    const elsewhere = await requestDecision(client, {
+      tenant: other,
+      principal: { ...bot, tenant: other },
+      server: 'fs',
+      kind: 'tool',
+      target: 'write_file',
+      runId: 'r',
+    });
     assert.equal(elsewhere.rule, 'default/allow-up-to-level-3');
   });
 
   it('policies apply by ascending priority, then name', async () => {
     await put('alice-writes', { priority: 10, rules: [{ name: 'alice', principals: ['alice'], servers: ['fs'], decision: 'allow' }] });
-    await put('a-agents-servers', { priority: 50, rules: [{ name: 'agents-fs', groups: ['agents'], servers: ['fs'], decision: 'approval_required' }] });
+    await put('a-agents-servers', {
+      priority: 50,
+      rules: [{ name: 'agents-fs', groups: ['agents'], servers: ['fs'], decision: 'approval_required' }],
+    });
     assert.equal(await settledRule(alice, 'read_secret', 'alice-writes/alice'), 'alice-writes/alice', 'priority 10 comes before 50');
     // Same priority 50: a-agents-servers sorts before lockdown.
     assert.equal(await settledRule(bot, 'write_file', 'a-agents-servers/agents-fs'), 'a-agents-servers/agents-fs');
@@ -118,15 +144,29 @@ describe('McpPolicy objects from bucket PUNK_MCP_POLICIES', () => {
   });
 
   it('a bad entry is logged with its key and field and skipped; the policies already served stay', async () => {
-    await kv.put(kvKey(tenant, 'broken'), policy('broken', { rules: [{ name: 'r', sideEffectLevels: { min: 3, max: 1 }, decision: 'deny' }] }));
+    await kv.put(
+      kvKey(tenant, 'broken'),
+      policy('broken', { rules: [{ name: 'r', sideEffectLevels: { min: 3, max: 1 }, decision: 'deny' }] }),
+    );
     await kv.put(kvKey(tenant, 'lockdown'), policy('lockdown', { rules: [{ name: 'x', decision: 'perhaps' }] }));
     await kv.put(kvKey(tenant, 'misfiled'), policy('other-name', {}));
-    const skipped = () => logs.filter(l => /is skipped/.test(l)).map(l => JSON.parse(l) as { key: string; field: string; msg: string });
+    const skipped = () => logs.filter((l) => /is skipped/.test(l)).map((l) => JSON.parse(l) as { key: string; field: string; msg: string });
     const deadline = Date.now() + 10_000;
-    while (skipped().length < 2 * 3 && Date.now() < deadline) await new Promise(r => setTimeout(r, 25));
-    assert.ok(skipped().some(s => s.key === kvKey(tenant, 'broken') && s.field === 'spec.rules.0.sideEffectLevels'), JSON.stringify(skipped()));
-    assert.ok(skipped().some(s => s.key === kvKey(tenant, 'lockdown') && s.field === 'spec.rules.0.decision' && /previous version stays served/.test(s.msg)), JSON.stringify(skipped()));
-    assert.ok(skipped().some(s => s.key === kvKey(tenant, 'misfiled') && s.field === 'metadata'), JSON.stringify(skipped()));
+    while (skipped().length < 2 * 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+    assert.ok(
+      skipped().some((s) => s.key === kvKey(tenant, 'broken') && s.field === 'spec.rules.0.sideEffectLevels'),
+      JSON.stringify(skipped()),
+    );
+    assert.ok(
+      skipped().some(
+        (s) => s.key === kvKey(tenant, 'lockdown') && s.field === 'spec.rules.0.decision' && /previous version stays served/.test(s.msg),
+      ),
+      JSON.stringify(skipped()),
+    );
+    assert.ok(
+      skipped().some((s) => s.key === kvKey(tenant, 'misfiled') && s.field === 'metadata'),
+      JSON.stringify(skipped()),
+    );
     assert.equal(await settledRule(bot, 'write_file', 'a-agents-servers/agents-fs'), 'a-agents-servers/agents-fs');
     assert.equal((await check(bot, 'write_file', 'mail')).rule, 'lockdown/agents-no-writes', 'the last valid lockdown is still served');
   });
@@ -140,13 +180,26 @@ describe('McpPolicy objects from bucket PUNK_MCP_POLICIES', () => {
   it('a rate limit denies the N+1th check of a window, counted across replicas; list filtering does not count', async () => {
     // Fixed windows of an hour: wait out the last seconds of one so the test's checks share a window.
     const untilNext = 3_600_000 - (Date.now() % 3_600_000);
-    if (untilNext < 15_000) await new Promise(r => setTimeout(r, untilNext + 100));
+    if (untilNext < 15_000) await new Promise((r) => setTimeout(r, untilNext + 100));
     await put('quota', {
       rules: [{ name: 'marker', tools: ['marker'], decision: 'deny' }],
-      rateLimits: [{ name: 'x', tools: ['count'], requests: 5, per: '1h' }, { name: 'burst', tools: ['burst'], requests: 5, per: '1h' }],
+      rateLimits: [
+        { name: 'x', tools: ['count'], requests: 5, per: '1h' },
+        { name: 'burst', tools: ['burst'], requests: 5, per: '1h' },
+      ],
     });
     // Every replica serves the policy (its marker rule shows in the filter) before counting starts; filtering counts nothing.
-    const filtered = async () => (await requestFilter(client, { tenant, principal: alice, items: [{ server: 'fs', kind: 'tool', target: 'marker' }, { server: 'fs', kind: 'tool', target: 'count' }] })).decisions;
+    const filtered = async () =>
+      (
+        await requestFilter(client, {
+          tenant,
+          principal: alice,
+          items: [
+            { server: 'fs', kind: 'tool', target: 'marker' },
+            { server: 'fs', kind: 'tool', target: 'count' },
+          ],
+        })
+      ).decisions;
     const deadline = Date.now() + 10_000;
     let agreed = 0;
     while (agreed < 10 && Date.now() < deadline) agreed = (await filtered())[0] === 'deny' ? agreed + 1 : 0;
@@ -166,11 +219,11 @@ describe('McpPolicy objects from bucket PUNK_MCP_POLICIES', () => {
     // Ten at once on two replicas: compare-and-set lets exactly five through.
     await startReplica('governance-d');
     const burst = await Promise.all(Array.from({ length: 10 }, () => check(bot, 'burst')));
-    assert.deepEqual(burst.map(d => d.decision).sort(), [...Array(5).fill('deny'), ...Array(5).fill('allow')].sort());
-    assert.ok(burst.filter(d => d.decision === 'deny').every(d => d.rule === 'quota/burst'));
-    const recorded = () => events.filter(e => e.tenant === tenant && e.type === 'governance.decision' && e.data.rule === 'quota/x');
+    assert.deepEqual(burst.map((d) => d.decision).sort(), [...Array(5).fill('deny'), ...Array(5).fill('allow')].sort());
+    assert.ok(burst.filter((d) => d.decision === 'deny').every((d) => d.rule === 'quota/burst'));
+    const recorded = () => events.filter((e) => e.tenant === tenant && e.type === 'governance.decision' && e.data.rule === 'quota/x');
     const ledgerDeadline = Date.now() + 10_000;
-    while (recorded().length < 2 && Date.now() < ledgerDeadline) await new Promise(r => setTimeout(r, 25));
+    while (recorded().length < 2 && Date.now() < ledgerDeadline) await new Promise((r) => setTimeout(r, 25));
     assert.equal(recorded().length, 2, 'both denials are on the ledger');
     assert.equal(recorded()[0]!.data.decision, 'deny');
     assert.equal(recorded()[0]!.data.reason, 'rate limit x: 5 requests per 1h exceeded');

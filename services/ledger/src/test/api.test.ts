@@ -14,7 +14,7 @@ for (const backend of backends) {
     const app = express();
     app.use('/api/v1', ledger.router);
     const server = app.listen(0, '127.0.0.1');
-    await new Promise(resolve => server.once('listening', resolve));
+    await new Promise((resolve) => server.once('listening', resolve));
     const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v1`;
     const get = async (path: string) => {
       const res = await fetch(base + path);
@@ -29,18 +29,27 @@ for (const backend of backends) {
 
       const list = await get(`/runs?tenant=${tenant}`);
       assert.equal(list.status, 200);
-      assert.deepEqual(list.body.runs.map((r: RunSummary) => [r.runId, r.tool, r.outcome, r.eventCount]), [
-        ['run-second', 'write_file', 'ok', 2],
-        ['run-first', 'read_file', 'ok', 2],
-      ]);
+      assert.deepEqual(
+        list.body.runs.map((r: RunSummary) => [r.runId, r.tool, r.outcome, r.eventCount]),
+        [
+          ['run-second', 'write_file', 'ok', 2],
+          ['run-first', 'read_file', 'ok', 2],
+        ],
+      );
       const page = await get(`/runs?tenant=${tenant}&limit=1&before=${encodeURIComponent(list.body.runs[0].lastAt)}`);
-      assert.deepEqual(page.body.runs.map((r: RunSummary) => r.runId), ['run-first']);
+      assert.deepEqual(
+        page.body.runs.map((r: RunSummary) => r.runId),
+        ['run-first'],
+      );
       assert.deepEqual((await get('/runs')).body, { runs: [] }, 'tenant defaults to default, which has no runs');
 
       const detail = await get(`/runs/run-first?tenant=${tenant}`);
       assert.equal(detail.status, 200);
       assert.equal(detail.body.run.runId, 'run-first');
-      assert.deepEqual(detail.body.events.map((e: { id: string }) => e.id), first.map(e => e.id));
+      assert.deepEqual(
+        detail.body.events.map((e: { id: string }) => e.id),
+        first.map((e) => e.id),
+      );
       assert.equal(detail.body.events[1].prevHash, detail.body.events[0].hash);
       assert.equal((await get('/runs/run-first')).status, 200, 'a run id of one tenant needs no tenant');
 
@@ -65,7 +74,7 @@ for (const backend of backends) {
       assert.deepEqual(verify.body, { ok: true, tenant, events: 4, head: newest.body.events[1].hash });
     } finally {
       await ledger.stop();
-      await new Promise(resolve => server.close(resolve));
+      await new Promise((resolve) => server.close(resolve));
       await bus.close();
       await close();
     }

@@ -10,7 +10,10 @@ test('[postgres] two ledger writers appending for one tenant at once build a sin
   const a = await openDatabase({ url: scratch.url, log });
   const b = await openDatabase({ url: scratch.url, log });
   try {
-    await Promise.all([migrate(a, { schema: 'ledger', dir: LEDGER_MIGRATIONS_DIR, log }), migrate(b, { schema: 'ledger', dir: LEDGER_MIGRATIONS_DIR, log })]);
+    await Promise.all([
+      migrate(a, { schema: 'ledger', dir: LEDGER_MIGRATIONS_DIR, log }),
+      migrate(b, { schema: 'ledger', dir: LEDGER_MIGRATIONS_DIR, log }),
+    ]);
     const tenant = uniqueTenant();
     const writers = [new LedgerStore(a), new LedgerStore(b)];
     const batches = Array.from({ length: 40 }, () => [...toolRun(tenant), ...toolRun(tenant)]);

@@ -36,9 +36,12 @@ for (const backend of backends) {
         return v.ok && v.events === 6 ? v : undefined;
       });
       assert.equal(verified.events, 6);
-      await new Promise(resolve => setTimeout(resolve, 100));
-      const runIds = runs.map(r => r[0]!.runId);
-      assert.deepEqual(await chainIds(ledger.store, tenant, runIds), events.map(e => e.id));
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const runIds = runs.map((r) => r[0]!.runId);
+      assert.deepEqual(
+        await chainIds(ledger.store, tenant, runIds),
+        events.map((e) => e.id),
+      );
       const count = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM ledger.events WHERE tenant = $1', [tenant]);
       assert.equal(count.rows[0]!.n, 6);
       await ledger.stop();
@@ -102,7 +105,10 @@ for (const backend of backends) {
         const list = await ledger.store.listRejected();
         return list.length === 2 ? list : undefined;
       });
-      assert.deepEqual(rejected.map(r => r.msgId), [badId, nul.id]);
+      assert.deepEqual(
+        rejected.map((r) => r.msgId),
+        [badId, nul.id],
+      );
       assert.match(rejected[0]!.error, /malformed message on punk\.ledger\.events: (type|runId)/);
       assert.deepEqual(rejected[0]!.payload, { id: badId, type: 'tool.exploded', tenant });
       assert.deepEqual(rejected[1]!.payload, JSON.parse(JSON.stringify(nul)));
@@ -110,7 +116,10 @@ for (const backend of backends) {
         const found = await ledger.store.getRun('run-1', tenant);
         return found && found !== 'ambiguous' && found.events.length === 2 ? found : undefined;
       });
-      assert.deepEqual(run.events.map(e => e.id), [before.id, after.id]);
+      assert.deepEqual(
+        run.events.map((e) => e.id),
+        [before.id, after.id],
+      );
       assert.equal((await ledger.store.verify(tenant)).ok, true);
       await ledger.stop();
       assert.equal(consumers.ledgerWriter, 'ledger-writer');

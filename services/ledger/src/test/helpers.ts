@@ -2,7 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { createLogger, openDatabase, type Database, type LedgerEvent, type LedgerEventType } from '@punk/lib';
 import { createScratchDatabase } from './pgtest.js';
 
-export const log = createLogger('ledger-test', process.env.PUNK_TEST_LOG_LEVEL === undefined ? 'silent' : (process.env.PUNK_TEST_LOG_LEVEL as 'debug'));
+export const log = createLogger(
+  'ledger-test',
+  process.env.PUNK_TEST_LOG_LEVEL === undefined ? 'silent' : (process.env.PUNK_TEST_LOG_LEVEL as 'debug'),
+);
 
 /** A database backend the ledger must behave the same on. */
 export interface Backend {
@@ -61,7 +64,10 @@ export function event(tenant: string, runId: string, type: LedgerEventType, data
 
 /** The events of one tools/call: called then completed. */
 export function toolRun(tenant: string, runId = `run-${randomUUID().slice(0, 8)}`, tool = 'read_file'): LedgerEvent[] {
-  return [event(tenant, runId, 'tool.called', { name: tool, arguments: { path: '/tmp/x' } }), event(tenant, runId, 'tool.completed', { name: tool, isError: false })];
+  return [
+    event(tenant, runId, 'tool.called', { name: tool, arguments: { path: '/tmp/x' } }),
+    event(tenant, runId, 'tool.completed', { name: tool, isError: false }),
+  ];
 }
 
 /** Polls `check` until it returns a value other than `undefined`, or fails after `timeoutMs`. */
@@ -71,6 +77,6 @@ export async function until<T>(what: string, check: () => Promise<T | undefined>
     const value = await check();
     if (value !== undefined) return value;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise(resolve => setTimeout(resolve, 25));
+    await new Promise((resolve) => setTimeout(resolve, 25));
   }
 }

@@ -22,20 +22,41 @@ for (const backend of backends) {
 
       const detail = await store.getRun('run-a');
       assert.ok(detail && detail !== 'ambiguous');
-      assert.deepEqual(detail.events.map(e => [e.id, e.tenantSeq]), [[runA[0]!.id, 1], [runA[1]!.id, 2]]);
+      assert.deepEqual(
+        detail.events.map((e) => [e.id, e.tenantSeq]),
+        [
+          [runA[0]!.id, 1],
+          [runA[1]!.id, 2],
+        ],
+      );
       assert.equal(detail.events[0]!.prevHash, GENESIS_HASH);
       assert.equal(detail.events[1]!.prevHash, detail.events[0]!.hash);
       assert.equal(detail.events[0]!.occurredAt, runA[0]!.occurredAt);
       assert.deepEqual(detail.events[0]!.principal, runA[0]!.principal);
       assert.deepEqual(detail.run, {
-        runId: 'run-a', tenant, firstAt: runA[0]!.occurredAt, lastAt: runA[1]!.occurredAt, eventCount: 2,
-        types: ['tool.called', 'tool.completed'], server: 'filesystem', tool: 'read_file', outcome: 'ok', subject: 'alice',
+        runId: 'run-a',
+        tenant,
+        firstAt: runA[0]!.occurredAt,
+        lastAt: runA[1]!.occurredAt,
+        eventCount: 2,
+        types: ['tool.called', 'tool.completed'],
+        server: 'filesystem',
+        tool: 'read_file',
+        outcome: 'ok',
+        subject: 'alice',
       });
 
       const runs = await store.listRuns({ tenant, limit: 10 });
-      assert.deepEqual(runs.map(r => r.runId), ['run-b', 'run-a'], 'newest first');
+      assert.deepEqual(
+        runs.map((r) => r.runId),
+        ['run-b', 'run-a'],
+        'newest first',
+      );
       const older = await store.listRuns({ tenant, limit: 10, before: new Date(runs[0]!.lastAt) });
-      assert.deepEqual(older.map(r => r.runId), ['run-a']);
+      assert.deepEqual(
+        older.map((r) => r.runId),
+        ['run-a'],
+      );
 
       // Events without the optional fields hash and verify the same way.
       const bare = { ...event(tenant, 'run-c', 'server.state_changed', { state: 'ready' }) };
@@ -47,7 +68,9 @@ for (const backend of backends) {
       const verified = await store.verify(tenant, 2);
       assert.equal(verified.ok, true);
       assert.equal(verified.events, 5);
-      const head = await db.query<{ hash: string }>('SELECT hash FROM ledger.events WHERE tenant = $1 ORDER BY tenant_seq DESC LIMIT 1', [tenant]);
+      const head = await db.query<{ hash: string }>('SELECT hash FROM ledger.events WHERE tenant = $1 ORDER BY tenant_seq DESC LIMIT 1', [
+        tenant,
+      ]);
       assert.deepEqual(verified, { ok: true, tenant, events: 5, head: head.rows[0]!.hash });
       const nobody = uniqueTenant('nobody');
       assert.deepEqual(await store.verify(nobody), { ok: true, tenant: nobody, events: 0, head: GENESIS_HASH });
@@ -72,7 +95,10 @@ for (const backend of backends) {
       const tampered = await store.verify(tenant, 2);
       assert.equal(tampered.ok, false);
       assert.ok(!tampered.ok);
-      assert.deepEqual({ ...tampered.firstBroken, message: undefined }, { id: victim.id, tenantSeq: 4, reason: 'HashMismatch', message: undefined });
+      assert.deepEqual(
+        { ...tampered.firstBroken, message: undefined },
+        { id: victim.id, tenantSeq: 4, reason: 'HashMismatch', message: undefined },
+      );
       assert.equal(tampered.events, 4);
       assert.match(tampered.firstBroken.message, /does not match the event's content/);
 

@@ -94,7 +94,7 @@ export class MemoryBus implements Bus {
   async request(subject: string, data: unknown, options: RequestOptions): Promise<unknown> {
     this.assertOpen();
     const payload = encode(data);
-    const candidates = this.responders.filter(r => r.subject === subject);
+    const candidates = this.responders.filter((r) => r.subject === subject);
     if (candidates.length === 0) {
       throw new PunkError('BusNoResponders', `no service answers requests on ${subject}`);
     }
@@ -116,7 +116,12 @@ export class MemoryBus implements Bus {
           return { ok: false as const, code: error.code, message: error.message, details: error.details };
         }
         this.log?.error({ err: error, subject }, 'bus request handler failed');
-        return { ok: false as const, code: 'BusHandlerFailed', message: `the service answering ${subject} failed: ${(error as Error)?.message ?? String(error)}`, details: undefined };
+        return {
+          ok: false as const,
+          code: 'BusHandlerFailed',
+          message: `the service answering ${subject} failed: ${(error as Error)?.message ?? String(error)}`,
+          details: undefined,
+        };
       }
     })();
     try {
@@ -139,13 +144,13 @@ export class MemoryBus implements Bus {
     this.assertOpen();
     const payload = encode(data);
     const headers = withTraceContext(published) ?? {};
-    const matching = this.subscribers.filter(s => subjectMatches(s.pattern, subject));
+    const matching = this.subscribers.filter((s) => subjectMatches(s.pattern, subject));
     for (const subscriber of this.oneOfEachQueue(subject, matching)) {
       // Delivery is asynchronous, as over the network: the publisher never waits for subscribers.
       queueMicrotask(() => {
         Promise.resolve()
           .then(() => runInHeaderContext(headers, () => subscriber.handler(JSON.parse(payload), { subject, headers: { ...headers } })))
-          .catch(error => this.log?.error({ err: error, subject }, 'bus subscriber failed'));
+          .catch((error) => this.log?.error({ err: error, subject }, 'bus subscriber failed'));
       });
     }
   }
@@ -166,7 +171,7 @@ export class MemoryBus implements Bus {
 
   async append(subject: string, data: unknown, options: { msgId: string; headers?: BusHeaders }): Promise<AppendAck> {
     this.assertOpen();
-    const stream = [...this.streams.values()].find(s => s.config.subjects.some(p => subjectMatches(p, subject)));
+    const stream = [...this.streams.values()].find((s) => s.config.subjects.some((p) => subjectMatches(p, subject)));
     if (!stream) throw new PunkError('BusStreamNotFound', `no stream captures subject ${subject}`);
     const payload = encode(data);
     const now = Date.now();
@@ -178,7 +183,7 @@ export class MemoryBus implements Bus {
     if (earlier) return { seq: earlier.seq, duplicate: true };
     if (stream.config.maxAgeMs !== undefined) {
       const oldest = now - stream.config.maxAgeMs;
-      const keep = stream.messages.findIndex(m => m.storedAt >= oldest);
+      const keep = stream.messages.findIndex((m) => m.storedAt >= oldest);
       stream.messages.splice(0, keep === -1 ? stream.messages.length : keep);
     }
     const seq = ++stream.lastSeq;
@@ -205,17 +210,24 @@ export class MemoryBus implements Bus {
     consumer.loop = (async () => {
       let failures = 0;
       while (consumer.running) {
-        const pending = stream.messages.filter(m => m.seq > consumer.ackFloor).slice(0, maxBatch);
+        const pending = stream.messages.filter((m) => m.seq > consumer.ackFloor).slice(0, maxBatch);
         if (pending.length === 0) {
           if (consumer.draining) break;
-          await new Promise<void>(resolve => (consumer.wake = resolve));
+          await new Promise<void>((resolve) => (consumer.wake = resolve));
           consumer.wake = undefined;
           continue;
         }
-        const batch: StreamMessage[] = pending.map(m => {
+        const batch: StreamMessage[] = pending.map((m) => {
           const count = (consumer.deliveries.get(m.seq) ?? 0) + 1;
           consumer.deliveries.set(m.seq, count);
-          return { seq: m.seq, subject: m.subject, msgId: m.msgId, data: JSON.parse(m.payload), headers: { ...m.headers }, deliveryCount: count };
+          return {
+            seq: m.seq,
+            subject: m.subject,
+            msgId: m.msgId,
+            data: JSON.parse(m.payload),
+            headers: { ...m.headers },
+            deliveryCount: count,
+          };
         });
         try {
           await handler(batch);
@@ -227,7 +239,7 @@ export class MemoryBus implements Bus {
         } catch (error) {
           const delay = REDELIVERY_BACKOFF_MS[Math.min(failures++, REDELIVERY_BACKOFF_MS.length - 1)]!;
           this.log?.warn({ err: error, stream: streamName, durable, delayMs: delay }, 'consumer batch failed; will redeliver');
-          await new Promise<void>(resolve => {
+          await new Promise<void>((resolve) => {
             const timer = setTimeout(resolve, delay);
             consumer.wake = () => {
               clearTimeout(timer);
@@ -247,10 +259,14 @@ export class MemoryBus implements Bus {
         let timer: NodeJS.Timeout | undefined;
         const drained = await Promise.race([
           consumer.loop!.then(() => true),
-          new Promise<boolean>(resolve => (timer = setTimeout(() => resolve(false), DRAIN_TIMEOUT_MS))),
+          new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), DRAIN_TIMEOUT_MS))),
         ]);
         clearTimeout(timer);
-        if (!drained) this.log?.error({ stream: streamName, durable }, 'consumer did not drain the in-process stream in time; undelivered messages are lost');
+        if (!drained)
+          this.log?.error(
+            { stream: streamName, durable },
+            'consumer did not drain the in-process stream in time; undelivered messages are lost',
+          );
         consumer.running = false;
         consumer.wake?.();
         await consumer.loop;
@@ -264,9 +280,16 @@ export class MemoryBus implements Bus {
     if (!stream) throw new PunkError('BusStreamNotFound', `stream ${streamName} does not exist`);
     // Read-only streams keep every message here (trim needs a consumer), so replay sees them all.
     return stream.messages
-      .filter(m => m.seq > options.afterSeq && subjectMatches(options.subject, m.subject))
+      .filter((m) => m.seq > options.afterSeq && subjectMatches(options.subject, m.subject))
       .slice(0, options.limit ?? 1000)
-      .map(m => ({ seq: m.seq, subject: m.subject, msgId: m.msgId, data: JSON.parse(m.payload), headers: { ...m.headers }, deliveryCount: 1 }));
+      .map((m) => ({
+        seq: m.seq,
+        subject: m.subject,
+        msgId: m.msgId,
+        data: JSON.parse(m.payload),
+        headers: { ...m.headers },
+        deliveryCount: 1,
+      }));
   }
 
   async keyValue(config: KvBucketConfig): Promise<KvStore> {
@@ -302,8 +325,8 @@ export class MemoryBus implements Bus {
   /** Drops messages every consumer has acknowledged (streams without consumers keep everything). */
   private trim(stream: MemoryStream): void {
     if (stream.consumers.size === 0) return;
-    const floor = Math.min(...[...stream.consumers.values()].map(c => c.ackFloor));
-    const index = stream.messages.findIndex(m => m.seq > floor);
+    const floor = Math.min(...[...stream.consumers.values()].map((c) => c.ackFloor));
+    const index = stream.messages.findIndex((m) => m.seq > floor);
     stream.messages.splice(0, index === -1 ? stream.messages.length : index);
   }
 
@@ -384,7 +407,7 @@ class MemoryKv implements KvStore {
   }
 
   async keys(): Promise<string[]> {
-    return [...this.entries.keys()].filter(key => this.live(key));
+    return [...this.entries.keys()].filter((key) => this.live(key));
   }
 
   async size(): Promise<number> {
@@ -392,7 +415,7 @@ class MemoryKv implements KvStore {
   }
 
   async watch(handler: KvWatchHandler): Promise<BusSubscription> {
-    const live = [...this.entries.keys()].flatMap(key => {
+    const live = [...this.entries.keys()].flatMap((key) => {
       const entry = this.live(key);
       return entry ? [{ key, entry }] : [];
     });
@@ -431,13 +454,16 @@ class MemoryKv implements KvStore {
     const entry = this.entries.get(key);
     if (!entry || entry.expiresAt === Infinity) return;
     clearTimeout(this.expiryTimers.get(key));
-    const timer = setTimeout(() => {
-      this.expiryTimers.delete(key);
-      if (this.entries.get(key) !== entry) return;
-      // Timers run on a monotonic clock and may fire a moment before Date.now() reaches the expiry: try again then.
-      if (entry.expiresAt > Date.now()) return this.scheduleExpiry(key);
-      this.live(key); // removes the expired entry and reports its delete
-    }, Math.max(0, entry.expiresAt - Date.now()));
+    const timer = setTimeout(
+      () => {
+        this.expiryTimers.delete(key);
+        if (this.entries.get(key) !== entry) return;
+        // Timers run on a monotonic clock and may fire a moment before Date.now() reaches the expiry: try again then.
+        if (entry.expiresAt > Date.now()) return this.scheduleExpiry(key);
+        this.live(key); // removes the expired entry and reports its delete
+      },
+      Math.max(0, entry.expiresAt - Date.now()),
+    );
     timer.unref();
     this.expiryTimers.set(key, timer);
   }

@@ -28,9 +28,9 @@ export function parseNatsUrl(url: string): NatsServers {
   let credentials: NatsCredentials = {};
   const servers = url
     .split(',')
-    .map(entry => entry.trim())
-    .filter(entry => entry !== '')
-    .map(entry => {
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '')
+    .map((entry) => {
       let parsed: URL;
       try {
         parsed = new URL(entry);
@@ -57,7 +57,7 @@ export function parseNatsUrl(url: string): NatsServers {
 export function redactNatsUrl(url: string): string {
   return url
     .split(',')
-    .map(entry => entry.replace(/\/\/.*@/, '//<redacted>@'))
+    .map((entry) => entry.replace(/\/\/.*@/, '//<redacted>@'))
     .join(',');
 }
 
@@ -66,6 +66,8 @@ function decodeUserinfo(part: string): string {
   try {
     return decodeURIComponent(part);
   } catch {
-    throw new PunkError('InvalidConfig', 'PUNK_NATS_URL: the user, password or token is not valid percent-encoding (write % as %25)', { variable: 'PUNK_NATS_URL' });
+    throw new PunkError('InvalidConfig', 'PUNK_NATS_URL: the user, password or token is not valid percent-encoding (write % as %25)', {
+      variable: 'PUNK_NATS_URL',
+    });
   }
 }

@@ -14,7 +14,15 @@ import {
   type NatsConnection,
   type Subscription,
 } from '@nats-io/transport-node';
-import { AckPolicy, jetstream, jetstreamManager, JetStreamApiError, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
+import {
+  AckPolicy,
+  jetstream,
+  jetstreamManager,
+  JetStreamApiError,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+} from '@nats-io/jetstream';
 import { Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
 import { runInHeaderContext, withTraceContext } from '../tracing/propagation.js';
 import { PunkError, errorMessage } from '../errors.js';
@@ -128,7 +136,12 @@ export class NatsBus implements Bus {
       return new NatsBus(nc, jsm, jetstream(nc, { timeout: 5000 }), options.log);
     } catch (error) {
       await nc.close();
-      throw new PunkError('BusUnavailable', `NATS at ${shown} has no JetStream (start nats-server with -js): ${errorMessage(error)}`, undefined, { cause: error });
+      throw new PunkError(
+        'BusUnavailable',
+        `NATS at ${shown} has no JetStream (start nats-server with -js): ${errorMessage(error)}`,
+        undefined,
+        { cause: error },
+      );
     }
   }
 
@@ -154,7 +167,7 @@ export class NatsBus implements Bus {
   }
 
   async serve(subject: string, handler: RequestHandler, options: ServeOptions = {}): Promise<BusSubscription> {
-    return this.listen(subject, options, msg => void this.answer(subject, handler, msg));
+    return this.listen(subject, options, (msg) => void this.answer(subject, handler, msg));
   }
 
   async publish(subject: string, data: unknown, headers?: BusHeaders): Promise<void> {
@@ -164,11 +177,11 @@ export class NatsBus implements Bus {
   }
 
   async subscribe(subject: string, handler: MessageHandler, options: ServeOptions = {}): Promise<BusSubscription> {
-    return this.listen(subject, options, msg => {
+    return this.listen(subject, options, (msg) => {
       try {
         const data = decode(msg.data, msg.subject);
         const headers = fromNatsHeaders(msg.headers);
-        Promise.resolve(runInHeaderContext(headers, () => handler(data, { subject: msg.subject, headers }))).catch(failure =>
+        Promise.resolve(runInHeaderContext(headers, () => handler(data, { subject: msg.subject, headers }))).catch((failure) =>
           this.log.error({ err: errorMessage(failure), subject: msg.subject }, 'bus subscriber failed'),
         );
       } catch (failure) {
@@ -207,7 +220,8 @@ export class NatsBus implements Bus {
       await this.jsm.streams.info(config.name);
       await this.jsm.streams.update(config.name, wanted);
     } catch (error) {
-      if (!(error instanceof JetStreamApiError) || !/not found/i.test(error.message)) throw this.unavailable(`stream ${config.name}`, error);
+      if (!(error instanceof JetStreamApiError) || !/not found/i.test(error.message))
+        throw this.unavailable(`stream ${config.name}`, error);
       try {
         await this.jsm.streams.add(wanted);
       } catch (addError) {
@@ -221,11 +235,19 @@ export class NatsBus implements Bus {
     this.assertOpen();
     try {
       const hdrs = toNatsHeaders(withTraceContext(options.headers));
-      const ack = await this.js.publish(subject, encode(data), { msgID: options.msgId, timeout: options.timeoutMs ?? 5000, ...(hdrs && { headers: hdrs }) });
+      const ack = await this.js.publish(subject, encode(data), {
+        msgID: options.msgId,
+        timeout: options.timeoutMs ?? 5000,
+        ...(hdrs && { headers: hdrs }),
+      });
       return { seq: ack.seq, duplicate: ack.duplicate };
     } catch (error) {
       // nats.js reports a publish nobody stores as "no responders" or "jetstream is not enabled".
-      if (error instanceof NoRespondersError || (error as Error)?.cause instanceof NoRespondersError || /no responders|jetstream is not enabled/i.test(errorMessage(error))) {
+      if (
+        error instanceof NoRespondersError ||
+        (error as Error)?.cause instanceof NoRespondersError ||
+        /no responders|jetstream is not enabled/i.test(errorMessage(error))
+      ) {
         throw new PunkError('BusStreamNotFound', `no stream captures subject ${subject}`);
       }
       if (error instanceof TimeoutError || (error as Error)?.cause instanceof TimeoutError) {
@@ -243,7 +265,12 @@ export class NatsBus implements Bus {
     } catch (error) {
       if (!(error instanceof JetStreamApiError) || !/not found/i.test(error.message)) throw this.unavailable(`consumer ${durable}`, error);
       try {
-        await this.jsm.consumers.add(stream, { durable_name: durable, ack_policy: AckPolicy.Explicit, ack_wait: 30_000_000_000, max_ack_pending: maxBatch * 10 });
+        await this.jsm.consumers.add(stream, {
+          durable_name: durable,
+          ack_policy: AckPolicy.Explicit,
+          ack_wait: 30_000_000_000,
+          max_ack_pending: maxBatch * 10,
+        });
       } catch (addError) {
         if (!/already in use|exists/i.test(errorMessage(addError))) throw this.unavailable(`consumer ${durable}`, addError);
       }
@@ -275,12 +302,19 @@ export class NatsBus implements Bus {
             // Not JSON: hand it over as text; the handler's schema check sets it aside.
             data = { __undecodable: decoder.decode(m.data) };
           }
-          delivered.push({ seq: m.seq, subject: m.subject, msgId: m.headers?.get('Nats-Msg-Id') ?? '', data, headers: fromNatsHeaders(m.headers), deliveryCount: m.info.deliveryCount });
+          delivered.push({
+            seq: m.seq,
+            subject: m.subject,
+            msgId: m.headers?.get('Nats-Msg-Id') ?? '',
+            data,
+            headers: fromNatsHeaders(m.headers),
+            deliveryCount: m.info.deliveryCount,
+          });
         }
         try {
           await handler(delivered);
           failures = 0;
-          await Promise.all(batch.map(m => m.ackAck().catch(() => false)));
+          await Promise.all(batch.map((m) => m.ackAck().catch(() => false)));
         } catch (error) {
           const wait = REDELIVERY_DELAYS_MS[Math.min(failures++, REDELIVERY_DELAYS_MS.length - 1)]!;
           this.log.warn({ err: errorMessage(error), stream, durable, delayMs: wait }, 'consumer batch failed; will redeliver');
@@ -317,7 +351,14 @@ export class NatsBus implements Bus {
         throw this.unavailable(`read of ${stream}`, error);
       }
       if (!stored) break;
-      out.push({ seq: stored.seq, subject: stored.subject, msgId: stored.header?.get('Nats-Msg-Id') ?? '', data: JSON.parse(decoder.decode(stored.data)), headers: fromNatsHeaders(stored.header), deliveryCount: 1 });
+      out.push({
+        seq: stored.seq,
+        subject: stored.subject,
+        msgId: stored.header?.get('Nats-Msg-Id') ?? '',
+        data: JSON.parse(decoder.decode(stored.data)),
+        headers: fromNatsHeaders(stored.header),
+        deliveryCount: 1,
+      });
       seq = stored.seq + 1;
     }
     return out;
@@ -339,13 +380,16 @@ export class NatsBus implements Bus {
 
   async close(): Promise<void> {
     if (this.closed) return;
-    await Promise.allSettled([...this.consumers].map(c => c.stop()));
+    await Promise.allSettled([...this.consumers].map((c) => c.stop()));
     this.closed = true;
     // A drain waits for the server; with NATS unreachable (reconnecting forever) it would never end, so it is bounded.
     let timer: NodeJS.Timeout | undefined;
     const drained = await Promise.race([
-      this.nc.drain().then(() => true, () => false),
-      new Promise<boolean>(resolve => (timer = setTimeout(resolve, CLOSE_DRAIN_TIMEOUT_MS, false))),
+      this.nc.drain().then(
+        () => true,
+        () => false,
+      ),
+      new Promise<boolean>((resolve) => (timer = setTimeout(resolve, CLOSE_DRAIN_TIMEOUT_MS, false))),
     ]);
     clearTimeout(timer);
     if (!drained && !this.nc.isClosed()) await this.nc.close().catch(() => undefined);
@@ -384,8 +428,11 @@ export class NatsBus implements Bus {
         if (sub.isClosed()) return;
         let timer: NodeJS.Timeout | undefined;
         const drained = await Promise.race([
-          sub.drain().then(() => true, () => false),
-          new Promise<boolean>(resolve => (timer = setTimeout(resolve, DRAIN_TIMEOUT_MS, false))),
+          sub.drain().then(
+            () => true,
+            () => false,
+          ),
+          new Promise<boolean>((resolve) => (timer = setTimeout(resolve, DRAIN_TIMEOUT_MS, false))),
         ]);
         clearTimeout(timer);
         if (!drained && !sub.isClosed()) sub.unsubscribe();
@@ -459,8 +506,8 @@ class NatsKv implements KvStore {
   async keys(): Promise<string[]> {
     const prefix = `$KV.${this.bucket}.`;
     const info = await this.jsm.streams.info(`KV_${this.bucket}`, { subjects_filter: `${prefix}>` });
-    const candidates = Object.keys(info.state.subjects ?? {}).map(subject => subject.slice(prefix.length));
-    const live = await Promise.all(candidates.map(async key => ((await this.get(key)) ? key : undefined)));
+    const candidates = Object.keys(info.state.subjects ?? {}).map((subject) => subject.slice(prefix.length));
+    const live = await Promise.all(candidates.map(async (key) => ((await this.get(key)) ? key : undefined)));
     return live.filter((key): key is string => key !== undefined);
   }
 
@@ -484,7 +531,7 @@ class NatsKv implements KvStore {
     const expiries = new Map<string, NodeJS.Timeout>();
     let stopped = false;
     let caughtUp!: () => void;
-    const ready = new Promise<void>(resolve => (caughtUp = resolve));
+    const ready = new Promise<void>((resolve) => (caughtUp = resolve));
     if (initial === 0) caughtUp();
     const deliver = async (change: KvChange) => {
       if (stopped) return;
@@ -499,10 +546,13 @@ class NatsKv implements KvStore {
     const expireLater = (entry: KvWatchEntry) => {
       clearTimeout(expiries.get(entry.key));
       if (this.ttlMs <= 0) return;
-      const timer = setTimeout(() => {
-        expiries.delete(entry.key);
-        queue = queue.then(() => deliver({ operation: 'delete', key: entry.key }));
-      }, Math.max(0, entry.created.getTime() + this.ttlMs - Date.now()));
+      const timer = setTimeout(
+        () => {
+          expiries.delete(entry.key);
+          queue = queue.then(() => deliver({ operation: 'delete', key: entry.key }));
+        },
+        Math.max(0, entry.created.getTime() + this.ttlMs - Date.now()),
+      );
       timer.unref();
       expiries.set(entry.key, timer);
     };
@@ -532,7 +582,7 @@ class NatsKv implements KvStore {
         await queue;
         if (seen === initial) caughtUp();
       }
-    })().catch(error => this.log.error({ err: errorMessage(error), bucket: this.bucket }, 'bucket watch ended'));
+    })().catch((error) => this.log.error({ err: errorMessage(error), bucket: this.bucket }, 'bucket watch ended'));
     await Promise.race([ready, loop]);
     return {
       unsubscribe: async () => {
@@ -547,5 +597,5 @@ class NatsKv implements KvStore {
 }
 
 function delay(ms: number): Promise<void> {
-  return new Promise(resolve => setTimeout(resolve, ms));
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -49,11 +49,24 @@ export interface DatabaseOptions {
 }
 
 /** Node network errors that mean "the server is not there", as opposed to a failing statement. */
-const unreachableCodes = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE']);
+const unreachableCodes = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'ECONNRESET',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EPIPE',
+]);
 /** SQLSTATE classes meaning the connection itself failed: 08 connection exception, 28 invalid authorization, 3D invalid catalog (no such database), 57P03 cannot connect now. */
 function isUnavailable(error: unknown): boolean {
   const code = (error as { code?: unknown })?.code;
-  if (typeof code === 'string' && (unreachableCodes.has(code) || code.startsWith('08') || code.startsWith('28') || code === '3D000' || code === '57P03')) return true;
+  if (
+    typeof code === 'string' &&
+    (unreachableCodes.has(code) || code.startsWith('08') || code.startsWith('28') || code === '3D000' || code === '57P03')
+  )
+    return true;
   const message = errorMessage(error);
   return /Connection terminated|timeout expired|connect ECONN/i.test(message);
 }
@@ -114,7 +127,9 @@ async function openPglite(dataDir: string | null, log: Logger): Promise<Database
     try {
       await makeDirectory(directory);
     } catch (error) {
-      throw new PunkError('DatabaseUnavailable', `cannot create data directory ${directory}: ${errorMessage(error)}`, undefined, { cause: error });
+      throw new PunkError('DatabaseUnavailable', `cannot create data directory ${directory}: ${errorMessage(error)}`, undefined, {
+        cause: error,
+      });
     }
     unlock = await lockDataDirectory(directory);
   }
@@ -124,7 +139,9 @@ async function openPglite(dataDir: string | null, log: Logger): Promise<Database
     lite = await PGlite.create(directory);
   } catch (error) {
     await unlock();
-    throw new PunkError('DatabaseUnavailable', `cannot open embedded database ${where}: ${errorMessage(error)}`, undefined, { cause: error });
+    throw new PunkError('DatabaseUnavailable', `cannot open embedded database ${where}: ${errorMessage(error)}`, undefined, {
+      cause: error,
+    });
   }
   // The pool below uses one connection; the server accepts a few so that a reconnect can
   // overlap the teardown of a connection the pool discarded.
@@ -134,7 +151,9 @@ async function openPglite(dataDir: string | null, log: Logger): Promise<Database
   } catch (error) {
     await lite.close().catch(() => {});
     await unlock();
-    throw new PunkError('DatabaseUnavailable', `cannot expose embedded database ${where}: ${errorMessage(error)}`, undefined, { cause: error });
+    throw new PunkError('DatabaseUnavailable', `cannot expose embedded database ${where}: ${errorMessage(error)}`, undefined, {
+      cause: error,
+    });
   }
   const [host, port] = server.getServerConn().split(':');
   // One connection: PGlite is a single Postgres session, and interleaving several
@@ -169,14 +188,22 @@ async function makeDirectory(directory: string): Promise<void> {
 }
 
 async function isDirectory(path: string): Promise<boolean> {
-  return stat(path).then(s => s.isDirectory(), () => false);
+  return stat(path).then(
+    (s) => s.isDirectory(),
+    () => false,
+  );
 }
 
 function wrapPool(pool: pg.Pool, kind: Database['kind'], where: string, log: Logger, afterEnd: () => Promise<void>): Database {
-  pool.on('error', error => log.warn({ err: error, database: where }, 'idle database connection failed'));
+  pool.on('error', (error) => log.warn({ err: error, database: where }, 'idle database connection failed'));
   const unavailable = (error: unknown): never => {
     if (isUnavailable(error)) {
-      throw new PunkError('DatabaseUnavailable', `database ${where} is unavailable: ${errorMessage(error)}`, { database: where }, { cause: error });
+      throw new PunkError(
+        'DatabaseUnavailable',
+        `database ${where} is unavailable: ${errorMessage(error)}`,
+        { database: where },
+        { cause: error },
+      );
     }
     throw error;
   };

@@ -34,7 +34,9 @@ export async function lockDataDirectory(directory: string): Promise<() => Promis
       };
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') {
-        throw new PunkError('DatabaseUnavailable', `cannot lock data directory ${directory}: ${errorMessage(error)}`, undefined, { cause: error });
+        throw new PunkError('DatabaseUnavailable', `cannot lock data directory ${directory}: ${errorMessage(error)}`, undefined, {
+          cause: error,
+        });
       }
       const holder = Number((await readFile(path, 'utf8').catch(() => '')).trim());
       if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && alive(holder)) {

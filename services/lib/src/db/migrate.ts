@@ -45,10 +45,15 @@ export async function migrate(db: Database, options: MigrateOptions): Promise<st
         error: (message: string) => log.error({ schema }, message),
       },
     });
-    if (applied.length > 0) log.info({ schema, migrations: applied.map(m => m.name) }, 'applied migrations');
-    return applied.map(m => m.name);
+    if (applied.length > 0) log.info({ schema, migrations: applied.map((m) => m.name) }, 'applied migrations');
+    return applied.map((m) => m.name);
   } catch (error) {
-    throw new PunkError('MigrationFailed', `migrating schema ${schema} from ${dir} failed: ${errorMessage(error)}`, { schema, dir }, { cause: error });
+    throw new PunkError(
+      'MigrationFailed',
+      `migrating schema ${schema} from ${dir} failed: ${errorMessage(error)}`,
+      { schema, dir },
+      { cause: error },
+    );
   } finally {
     // The runner sets search_path on this session; PGlite keeps one session for every client, so restore it.
     await client.query('RESET search_path').catch((error: Error) => (broken = error));

@@ -15,7 +15,7 @@ const ID_TOKEN = 'punkmetricsid';
  * Every subject of contracts.ts as a NATS pattern, an id token replaced by `*`
  * (`punk.client-request.*.answer`, `punk.gateway.instance.*.call`, …): the bounded `subject` label values.
  */
-const SUBJECT_FAMILIES: readonly string[] = Object.values(subjects).map(subject =>
+const SUBJECT_FAMILIES: readonly string[] = Object.values(subjects).map((subject) =>
   typeof subject === 'string' ? subject : (subject as (...ids: string[]) => string)(ID_TOKEN, ID_TOKEN).replaceAll(ID_TOKEN, '*'),
 );
 
@@ -24,7 +24,7 @@ const SUBJECT_FAMILIES: readonly string[] = Object.values(subjects).map(subject 
  * (`punk.client-request.7f…/answer` → `punk.client-request.*.answer`), or `_OTHER` for a subject Punk does not define.
  */
 export function subjectFamily(subject: string): string {
-  return SUBJECT_FAMILIES.find(pattern => subjectMatches(pattern, subject)) ?? OTHER;
+  return SUBJECT_FAMILIES.find((pattern) => subjectMatches(pattern, subject)) ?? OTHER;
 }
 
 /**
@@ -64,7 +64,7 @@ export function observeBusCall<T>(histogram: typeof busRequestDuration, subject:
   const startedAt = performance.now();
   const family = subjectFamily(subject);
   return call.then(
-    value => {
+    (value) => {
       histogram.observe({ subject: family, error_type: NO_ERROR }, secondsSince(startedAt));
       return value;
     },

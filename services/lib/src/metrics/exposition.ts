@@ -32,13 +32,17 @@ export function serveMetrics(req: IncomingMessage, res: ServerResponse): void {
     return;
   }
   register.metrics().then(
-    text => {
+    (text) => {
       res.writeHead(200, { 'content-type': register.contentType, 'cache-control': 'no-store' });
       res.end(req.method === 'HEAD' ? undefined : text);
     },
     (error: unknown) => {
       res.writeHead(500, { 'content-type': 'application/json', 'cache-control': 'no-store' });
-      res.end(JSON.stringify({ error: { code: 'MetricsFailed', message: `collecting metrics failed: ${error instanceof Error ? error.message : String(error)}` } }));
+      res.end(
+        JSON.stringify({
+          error: { code: 'MetricsFailed', message: `collecting metrics failed: ${error instanceof Error ? error.message : String(error)}` },
+        }),
+      );
     },
   );
 }

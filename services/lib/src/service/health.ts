@@ -53,7 +53,13 @@ function json(res: ServerResponse, status: number, body: unknown): void {
  *
  * @throws Error naming `host:port` when the port cannot be bound.
  */
-export async function listenHealth(host: string, port: number, ready: () => Promise<void>, portHint = 'set PUNK_PORT', options: ListenOptions = {}): Promise<HealthServer> {
+export async function listenHealth(
+  host: string,
+  port: number,
+  ready: () => Promise<void>,
+  portHint = 'set PUNK_PORT',
+  options: ListenOptions = {},
+): Promise<HealthServer> {
   let handler: HttpHandler | undefined;
   const requestTimeout = options.requestTimeoutMs ?? 30_000;
   const headersTimeout = Math.min(options.headersTimeoutMs ?? 10_000, requestTimeout);
@@ -72,7 +78,12 @@ export async function listenHealth(host: string, port: number, ready: () => Prom
     }
     if (path === '/metrics' && metricsHere) return serveMetrics(req, res);
     if (allowedHosts && !isAllowedHost(req.headers.host, allowedHosts)) {
-      return json(res, 403, { error: { code: 'ForbiddenHost', message: `Host ${JSON.stringify(req.headers.host ?? '')} is not a name of this listener (PUNK_ALLOWED_HOSTS)` } });
+      return json(res, 403, {
+        error: {
+          code: 'ForbiddenHost',
+          message: `Host ${JSON.stringify(req.headers.host ?? '')} is not a name of this listener (PUNK_ALLOWED_HOSTS)`,
+        },
+      });
     }
     if (handler) return handler(req, res);
     json(res, 503, { error: { code: 'Starting', message: 'the service is starting' } });
@@ -80,7 +91,7 @@ export async function listenHealth(host: string, port: number, ready: () => Prom
   const url = await bind(server, host, port, portHint);
   return {
     url,
-    setHandler: h => (handler = h),
+    setHandler: (h) => (handler = h),
     close: () => closeServer(server),
   };
 }
@@ -125,5 +136,5 @@ async function bind(server: Server, host: string, port: number, portHint: string
 
 async function closeServer(server: Server): Promise<void> {
   server.closeAllConnections();
-  await new Promise<void>(done => server.close(() => done()));
+  await new Promise<void>((done) => server.close(() => done()));
 }

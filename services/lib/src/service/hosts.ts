@@ -34,5 +34,5 @@ export function allowedHostsOf(config: Pick<PunkConfig, 'allowedHosts' | 'host' 
 export function isAllowedHost(hostHeader: string | undefined, allowed: readonly string[]): boolean {
   if (!hostHeader) return false;
   const name = /^(\[[0-9a-f:.]+\]|[^:[\]]+)(?::\d{1,5})?$/i.exec(hostHeader.trim())?.[1]?.toLowerCase();
-  return name !== undefined && allowed.some(host => host.toLowerCase() === name);
+  return name !== undefined && allowed.some((host) => host.toLowerCase() === name);
 }

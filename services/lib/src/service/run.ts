@@ -73,7 +73,9 @@ const notFound: HttpHandler = (req, res) => {
 
 function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms)));
+  const timeout = new Promise<never>(
+    (_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms)),
+  );
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
@@ -102,13 +104,25 @@ export async function runService(definition: ServiceDefinition, options: RunOpti
   const config = loadConfig(env);
   const log = createLogger(definition.name, config.logLevel);
   if (!config.natsUrl) {
-    throw new PunkError('InvalidConfig', `PUNK_NATS_URL is required to run ${definition.name} as its own process (e.g. PUNK_NATS_URL=nats://127.0.0.1:4222)`, { variable: 'PUNK_NATS_URL' });
+    throw new PunkError(
+      'InvalidConfig',
+      `PUNK_NATS_URL is required to run ${definition.name} as its own process (e.g. PUNK_NATS_URL=nats://127.0.0.1:4222)`,
+      { variable: 'PUNK_NATS_URL' },
+    );
   }
   if (definition.needsDatabase && !config.databaseUrl) {
-    throw new PunkError('InvalidConfig', `PUNK_DATABASE_URL is required to run ${definition.name} (e.g. PUNK_DATABASE_URL=postgres://postgres@127.0.0.1:5432/punk)`, { variable: 'PUNK_DATABASE_URL' });
+    throw new PunkError(
+      'InvalidConfig',
+      `PUNK_DATABASE_URL is required to run ${definition.name} (e.g. PUNK_DATABASE_URL=postgres://postgres@127.0.0.1:5432/punk)`,
+      { variable: 'PUNK_DATABASE_URL' },
+    );
   }
   if (config.metricsPort !== undefined && config.metricsPort !== 0 && config.metricsPort === config.port) {
-    throw new PunkError('InvalidConfig', `PUNK_METRICS_PORT=${config.metricsPort}: must differ from PUNK_PORT (it is a second listener, for /metrics alone; unset it to serve /metrics on PUNK_PORT)`, { variable: 'PUNK_METRICS_PORT' });
+    throw new PunkError(
+      'InvalidConfig',
+      `PUNK_METRICS_PORT=${config.metricsPort}: must differ from PUNK_PORT (it is a second listener, for /metrics alone; unset it to serve /metrics on PUNK_PORT)`,
+      { variable: 'PUNK_METRICS_PORT' },
+    );
   }
 
   let bus: TrackedBus | undefined;
@@ -124,7 +138,10 @@ export async function runService(definition: ServiceDefinition, options: RunOpti
   const tracing = startTracing(definition.name, env);
   const allowedHosts = allowedHostsOf(config);
   const separateMetrics = config.metricsPort !== undefined;
-  const http: HealthServer = await listenHealth(config.host, config.port, ready, undefined, { serveMetrics: !separateMetrics, ...(allowedHosts && { allowedHosts }) });
+  const http: HealthServer = await listenHealth(config.host, config.port, ready, undefined, {
+    serveMetrics: !separateMetrics,
+    ...(allowedHosts && { allowedHosts }),
+  });
   let metricsServer: MetricsServer | undefined;
   try {
     if (separateMetrics) metricsServer = await listenMetrics(config.host, config.metricsPort!);
@@ -164,7 +181,13 @@ export async function runService(definition: ServiceDefinition, options: RunOpti
     })());
 
   try {
-    bus = new TrackedBus(await NatsBus.connect({ url: config.natsUrl, name: `punk-${definition.name}-${config.instanceId}`, log: createLogger('bus', config.logLevel) }));
+    bus = new TrackedBus(
+      await NatsBus.connect({
+        url: config.natsUrl,
+        name: `punk-${definition.name}-${config.instanceId}`,
+        log: createLogger('bus', config.logLevel),
+      }),
+    );
     if (definition.needsDatabase) db = await openDatabase({ url: config.databaseUrl!, log: createLogger('db', config.logLevel) });
     for (const stream of definition.streams ?? []) await bus.ensureStream(stream);
     started = await definition.start({ config, bus, db, log });
@@ -174,7 +197,10 @@ export async function runService(definition: ServiceDefinition, options: RunOpti
     await shutdown('start failed').catch(() => undefined);
     throw error;
   }
-  log.info({ url: http.url, ...(metricsServer && { metricsUrl: metricsServer.url }), instanceId: config.instanceId }, `${definition.name} is ready`);
+  log.info(
+    { url: http.url, ...(metricsServer && { metricsUrl: metricsServer.url }), instanceId: config.instanceId },
+    `${definition.name} is ready`,
+  );
 
   if (options.handleSignals ?? true) {
     const onSignal = (signal: NodeJS.Signals) => {

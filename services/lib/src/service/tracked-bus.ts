@@ -40,7 +40,7 @@ export class TrackedBus implements Bus {
   async stopServing(): Promise<void> {
     const all = [...this.served];
     this.served.clear();
-    await Promise.allSettled(all.map(s => s.unsubscribe()));
+    await Promise.allSettled(all.map((s) => s.unsubscribe()));
   }
 
   /**
@@ -49,7 +49,7 @@ export class TrackedBus implements Bus {
    */
   async idle(timeoutMs: number): Promise<boolean> {
     if (this.inFlight === 0) return true;
-    return new Promise<boolean>(resolve => {
+    return new Promise<boolean>((resolve) => {
       const timer = setTimeout(() => resolve(false), timeoutMs);
       this.idleWaiters.push(() => {
         clearTimeout(timer);

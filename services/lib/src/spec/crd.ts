@@ -49,14 +49,51 @@ export const MCPPOLICY_CRD_FILE = `${API_GROUP}_mcppolicies.yaml`;
 // every bad value twice. zod's other formats (such as `starts_with`) always come with a `pattern` that
 // carries the rule, and are dropped instead.
 const KUBERNETES_FORMATS = new Set([
-  'bsonobjectid', 'uri', 'email', 'hostname', 'ipv4', 'ipv6', 'cidr', 'mac', 'uuid', 'uuid3', 'uuid4', 'uuid5',
-  'isbn', 'isbn10', 'isbn13', 'creditcard', 'ssn', 'hexcolor', 'rgbcolor', 'byte', 'password', 'date', 'duration',
-  'datetime', 'date-time', 'int32', 'int64', 'float', 'double',
+  'bsonobjectid',
+  'uri',
+  'email',
+  'hostname',
+  'ipv4',
+  'ipv6',
+  'cidr',
+  'mac',
+  'uuid',
+  'uuid3',
+  'uuid4',
+  'uuid5',
+  'isbn',
+  'isbn10',
+  'isbn13',
+  'creditcard',
+  'ssn',
+  'hexcolor',
+  'rgbcolor',
+  'byte',
+  'password',
+  'date',
+  'duration',
+  'datetime',
+  'date-time',
+  'int32',
+  'int64',
+  'float',
+  'double',
 ]);
 
 // Keywords copied as they are; anything else zod emits is either rewritten below or refused.
 const COPIED_KEYWORDS = new Set([
-  'description', 'type', 'default', 'enum', 'minimum', 'maximum', 'minLength', 'maxLength', 'pattern', 'minItems', 'maxItems', 'required',
+  'description',
+  'type',
+  'default',
+  'enum',
+  'minimum',
+  'maximum',
+  'minLength',
+  'maxLength',
+  'pattern',
+  'minItems',
+  'maxItems',
+  'required',
 ]);
 
 /**
@@ -75,7 +112,11 @@ export function structuralSchema(schema: z.ZodType): JsonSchemaProps {
 
 function structural(node: JsonSchemaProps, path: string): JsonSchemaProps {
   if (Array.isArray(node.type)) {
-    throw new PunkError('UnsupportedSchema', `${path || '<root>'}: a Kubernetes structural schema has one type per node, not ${node.type.join(' or ')}`, { path });
+    throw new PunkError(
+      'UnsupportedSchema',
+      `${path || '<root>'}: a Kubernetes structural schema has one type per node, not ${node.type.join(' or ')}`,
+      { path },
+    );
   }
   const out: JsonSchemaProps = {};
   if (node.description !== undefined) out.description = node.description;
@@ -99,7 +140,11 @@ function structural(node: JsonSchemaProps, path: string): JsonSchemaProps {
     } else if (keyword === 'propertyNames' && JSON.stringify(value) === '{"type":"string"}') {
       continue; // map keys are always strings in Kubernetes
     } else {
-      throw new PunkError('UnsupportedSchema', `${path || '<root>'}: JSON Schema keyword "${keyword}" has no form in a Kubernetes structural schema`, { path, keyword });
+      throw new PunkError(
+        'UnsupportedSchema',
+        `${path || '<root>'}: JSON Schema keyword "${keyword}" has no form in a Kubernetes structural schema`,
+        { path, keyword },
+      );
     }
   }
   if (preserveUnknownFields) out['x-kubernetes-preserve-unknown-fields'] = true;
@@ -117,7 +162,10 @@ function placeRules(schema: JsonSchemaProps, placed: readonly PlacedRule[]): voi
   }
 }
 
-const valueXorValueFrom: ValidationRule = { rule: 'has(self.value) != has(self.valueFrom)', message: 'set exactly one of value and valueFrom' };
+const valueXorValueFrom: ValidationRule = {
+  rule: 'has(self.value) != has(self.valueFrom)',
+  message: 'set exactly one of value and valueFrom',
+};
 
 /**
  * The checks of `mcpServerSpecSchema` that zod makes in code (its `superRefine` and `refine`), as CEL
@@ -135,14 +183,29 @@ const MCPSERVER_SPEC_RULES: readonly PlacedRule[] = [
         rule: '(has(self.image) ? 1 : 0) + (has(self.package) ? 1 : 0) + (has(self.url) ? 1 : 0) == 1',
         message: 'set exactly one of image, package and url',
       },
-      { rule: '!has(self.url) || !has(self.command)', message: 'command applies only to image and package servers, not to url', fieldPath: '.command', reason: 'FieldValueForbidden' },
-      { rule: '!has(self.url) || !has(self.args)', message: 'args apply only to image and package servers, not to url', fieldPath: '.args', reason: 'FieldValueForbidden' },
+      {
+        rule: '!has(self.url) || !has(self.command)',
+        message: 'command applies only to image and package servers, not to url',
+        fieldPath: '.command',
+        reason: 'FieldValueForbidden',
+      },
+      {
+        rule: '!has(self.url) || !has(self.args)',
+        message: 'args apply only to image and package servers, not to url',
+        fieldPath: '.args',
+        reason: 'FieldValueForbidden',
+      },
       {
         rule: "!has(self.url) || !has(self.transport) || self.transport != 'stdio'",
         message: 'a url server speaks streamable-http or sse, not stdio',
         fieldPath: '.transport',
       },
-      { rule: 'has(self.url) || !has(self.headers)', message: 'headers apply only to url servers', fieldPath: '.headers', reason: 'FieldValueForbidden' },
+      {
+        rule: 'has(self.url) || !has(self.headers)',
+        message: 'headers apply only to url servers',
+        fieldPath: '.headers',
+        reason: 'FieldValueForbidden',
+      },
       {
         rule: "has(self.url) || !has(self.transport) || self.transport == 'stdio' || has(self.port)",
         message: 'a streamable-http or sse server that Punk starts needs the port it listens on',
@@ -173,7 +236,10 @@ const MCPCREDENTIAL_SPEC_RULES: readonly PlacedRule[] = [
       },
     ],
   },
-  { at: ['oauth2', 'tokenUrl'], rules: [{ rule: "isURL(self) && url(self).getScheme() in ['http', 'https']", message: 'must be an http or https URL' }] },
+  {
+    at: ['oauth2', 'tokenUrl'],
+    rules: [{ rule: "isURL(self) && url(self).getScheme() in ['http', 'https']", message: 'must be an http or https URL' }],
+  },
 ];
 
 /**
@@ -214,7 +280,8 @@ const MCPSERVER_OBJECT_RULES: readonly ValidationRule[] = [
   },
   {
     rule: 'self.metadata.name.size() <= 56 || (!has(self.spec.package) && !(has(self.spec.sandbox) && has(self.spec.sandbox.egress) && self.spec.sandbox.egress.exists(e, has(e.host))))',
-    message: 'metadata.name must have at most 56 characters when the server needs an egress proxy (a package, or a host in spec.sandbox.egress): its children are named <name>-egress, at most 63 characters',
+    message:
+      'metadata.name must have at most 56 characters when the server needs an egress proxy (a package, or a host in spec.sandbox.egress): its children are named <name>-egress, at most 63 characters',
     fieldPath: '.metadata.name',
   },
 ];
@@ -324,8 +391,11 @@ export function mcpServerCrd(): JsonSchemaProps {
     kind: 'McpServer',
     plural: 'mcpservers',
     shortNames: ['mcps'],
-    description: 'An MCP server that Punk runs in a sandboxed pod (image or package) or reaches at a url, and serves through its gateway. The namespace is the tenant.',
-    spec: mcpServerSpecSchema.describe('Desired state of the server: where it comes from, how it speaks MCP, its environment, sandbox and tools.'),
+    description:
+      'An MCP server that Punk runs in a sandboxed pod (image or package) or reaches at a url, and serves through its gateway. The namespace is the tenant.',
+    spec: mcpServerSpecSchema.describe(
+      'Desired state of the server: where it comes from, how it speaks MCP, its environment, sandbox and tools.',
+    ),
     specRules: MCPSERVER_SPEC_RULES,
     objectRules: MCPSERVER_OBJECT_RULES,
     status: mcpServerStatusSchema.describe('Observed state of the server, written by the operator.'),
@@ -349,10 +419,13 @@ export function mcpCredentialCrd(): JsonSchemaProps {
     kind: 'McpCredential',
     plural: 'mcpcredentials',
     shortNames: ['mcpcred'],
-    description: 'A credential of the namespace\'s tenant, held by the gateway\'s vault as credential <metadata.name>: the keys of a Secret of the same namespace, used as they are or as an OAuth 2.0 grant the gateway refreshes. Servers reference it by name; it never holds a value.',
+    description:
+      "A credential of the namespace's tenant, held by the gateway's vault as credential <metadata.name>: the keys of a Secret of the same namespace, used as they are or as an OAuth 2.0 grant the gateway refreshes. Servers reference it by name; it never holds a value.",
     spec: mcpCredentialSpecSchema.describe('Desired state of the credential: its type and the Secret holding its values.'),
     specRules: MCPCREDENTIAL_SPEC_RULES,
-    status: mcpCredentialStatusSchema.describe('Observed state of the credential, written by the operator: names and times, never a value.'),
+    status: mcpCredentialStatusSchema.describe(
+      'Observed state of the credential, written by the operator: names and times, never a value.',
+    ),
     columns: [
       { name: 'Type', type: 'string', jsonPath: '.spec.type' },
       { name: 'Secret', type: 'string', jsonPath: '.spec.secretRef.name' },
@@ -373,7 +446,8 @@ export function mcpPolicyCrd(): JsonSchemaProps {
     kind: 'McpPolicy',
     plural: 'mcppolicies',
     shortNames: ['mcppol'],
-    description: 'Governance rules and rate limits of the namespace\'s tenant: every use of a tool, resource or prompt is checked against the tenant\'s policies by ascending priority, then the built-in defaults.',
+    description:
+      "Governance rules and rate limits of the namespace's tenant: every use of a tool, resource or prompt is checked against the tenant's policies by ascending priority, then the built-in defaults.",
     spec: mcpPolicySpecSchema.describe('Desired state of the policy: its priority, ordered rules and rate limits.'),
     specRules: MCPPOLICY_SPEC_RULES,
     status: mcpPolicyStatusSchema.describe('Observed state of the policy, written by the operator.'),

@@ -51,13 +51,19 @@ export function parseManifests(text: string, file: string, defaultNamespace: str
   list.forEach((doc, index) => {
     const document = index + 1;
     if (doc.errors.length > 0) {
-      for (const error of doc.errors) result.errors.push({ file, document, field: '(document)', message: `YAML: ${error.message.split('\n')[0]}` });
+      for (const error of doc.errors)
+        result.errors.push({ file, document, field: '(document)', message: `YAML: ${error.message.split('\n')[0]}` });
       return;
     }
     const value: unknown = doc.toJS();
     if (value === null || value === undefined) return; // empty document
     if (typeof value !== 'object' || Array.isArray(value)) {
-      result.errors.push({ file, document, field: '(document)', message: 'a manifest must be a mapping with apiVersion, kind, metadata and spec' });
+      result.errors.push({
+        file,
+        document,
+        field: '(document)',
+        message: 'a manifest must be a mapping with apiVersion, kind, metadata and spec',
+      });
       return;
     }
     const object = value as Record<string, unknown>;
@@ -96,8 +102,8 @@ export function parseManifests(text: string, file: string, defaultNamespace: str
 export async function loadManifestDirectory(dir: string, defaultNamespace: string): Promise<ManifestLoadResult> {
   const result: ManifestLoadResult = { servers: [], errors: [] };
   const files = (await readdir(dir, { recursive: true, withFileTypes: true }))
-    .filter(entry => entry.isFile() && /\.ya?ml$/.test(entry.name))
-    .map(entry => join(entry.parentPath, entry.name))
+    .filter((entry) => entry.isFile() && /\.ya?ml$/.test(entry.name))
+    .map((entry) => join(entry.parentPath, entry.name))
     .sort();
   const seen = new Set<string>();
   for (const path of files) {
@@ -114,7 +120,12 @@ export async function loadManifestDirectory(dir: string, defaultNamespace: strin
     for (const entry of loaded.servers) {
       const key = `${entry.server.metadata.namespace}/${entry.server.metadata.name}`;
       if (seen.has(key)) {
-        result.errors.push({ file, document: entry.document, field: 'metadata.name', message: `McpServer ${key} is already defined by an earlier manifest` });
+        result.errors.push({
+          file,
+          document: entry.document,
+          field: 'metadata.name',
+          message: `McpServer ${key} is already defined by an earlier manifest`,
+        });
         continue;
       }
       seen.add(key);

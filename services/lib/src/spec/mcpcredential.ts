@@ -12,7 +12,9 @@ export const mcpCredentialSpecSchema = z
     type: z
       .enum(['static', 'oauth2'])
       .default('static')
-      .describe('static: the Secret\'s keys are used as they are. oauth2: an RFC 6749 grant sent as a bearer token and refreshed by the gateway.'),
+      .describe(
+        "static: the Secret's keys are used as they are. oauth2: an RFC 6749 grant sent as a bearer token and refreshed by the gateway.",
+      ),
     secretRef: z
       .object({
         name: dnsLabel.describe('Name of the Secret in the same namespace.'),
@@ -23,12 +25,17 @@ export const mcpCredentialSpecSchema = z
           .describe('Only these keys of the Secret; all of them when absent.'),
       })
       .strict()
-      .describe('The Secret that holds the values. For oauth2 its keys are among access_token, refresh_token, expires_at (epoch milliseconds), client_id, client_secret, token_url and scope.'),
+      .describe(
+        'The Secret that holds the values. For oauth2 its keys are among access_token, refresh_token, expires_at (epoch milliseconds), client_id, client_secret, token_url and scope.',
+      ),
     oauth2: z
       .object({
-        tokenUrl: z.url({ protocol: /^https?$/, error: 'must be an http or https URL' }).optional().describe('Token endpoint (RFC 6749 §3.2); overrides the Secret\'s token_url.'),
-        clientId: z.string().min(1).optional().describe('Client identifier (RFC 6749 §2.2); overrides the Secret\'s client_id.'),
-        scopes: z.array(z.string().min(1)).optional().describe('Scopes requested on refresh (RFC 6749 §3.3); override the Secret\'s scope.'),
+        tokenUrl: z
+          .url({ protocol: /^https?$/, error: 'must be an http or https URL' })
+          .optional()
+          .describe("Token endpoint (RFC 6749 §3.2); overrides the Secret's token_url."),
+        clientId: z.string().min(1).optional().describe("Client identifier (RFC 6749 §2.2); overrides the Secret's client_id."),
+        scopes: z.array(z.string().min(1)).optional().describe("Scopes requested on refresh (RFC 6749 §3.3); override the Secret's scope."),
       })
       .strict()
       .optional()
@@ -46,11 +53,19 @@ export type McpCredentialSpec = z.infer<typeof mcpCredentialSpecSchema>;
 export const mcpCredentialStatusSchema = z
   .object({
     observedGeneration: z.number().int().min(0).optional().describe('metadata.generation of the spec this status was computed from.'),
-    conditions: z.array(conditionSchema).optional().describe('Conditions Ready (the vault holds the Secret\'s current values) and Degraded (Secret missing, key missing, refresh failing).'),
+    conditions: z
+      .array(conditionSchema)
+      .optional()
+      .describe(
+        "Conditions Ready (the vault holds the Secret's current values) and Degraded (Secret missing, key missing, refresh failing).",
+      ),
     keys: z.array(z.string()).optional().describe('Names of the keys the vault holds.'),
     expiresAt: z.iso.datetime({ offset: true }).optional().describe('When the current access token expires (oauth2).'),
     lastRefreshTime: z.iso.datetime({ offset: true }).optional().describe('When the gateway last refreshed the token (oauth2).'),
-    refreshHealth: z.enum(['Healthy', 'Failing', 'NotApplicable']).optional().describe('Whether the last refresh succeeded (oauth2); NotApplicable for static credentials.'),
+    refreshHealth: z
+      .enum(['Healthy', 'Failing', 'NotApplicable'])
+      .optional()
+      .describe('Whether the last refresh succeeded (oauth2); NotApplicable for static credentials.'),
     lastError: z.string().optional().describe('Last error met applying or refreshing the credential; never contains a secret value.'),
   })
   .strict();

@@ -25,15 +25,21 @@ const policyRuleSchema = z
       .object({ min: level.optional().describe('Inclusive lower bound.'), max: level.optional().describe('Inclusive upper bound.') })
       .strict()
       .optional()
-      .describe('Side-effect levels matched (0 none, 1 read, 2 reversible write, 3 write or send, 4 destructive or payment); all when absent.'),
+      .describe(
+        'Side-effect levels matched (0 none, 1 read, 2 reversible write, 3 write or send, 4 destructive or payment); all when absent.',
+      ),
     decision: z.enum(['allow', 'deny', 'approval_required']).describe('What happens to a use the rule matches.'),
     reason: z.string().max(1024).optional().describe('A sentence for people, reported with the decision.'),
   })
   .strict()
-  .refine(r => r.sideEffectLevels?.min === undefined || r.sideEffectLevels.max === undefined || r.sideEffectLevels.min <= r.sideEffectLevels.max, {
-    path: ['sideEffectLevels'],
-    message: 'min must not be greater than max',
-  });
+  .refine(
+    (r) =>
+      r.sideEffectLevels?.min === undefined || r.sideEffectLevels.max === undefined || r.sideEffectLevels.min <= r.sideEffectLevels.max,
+    {
+      path: ['sideEffectLevels'],
+      message: 'min must not be greater than max',
+    },
+  );
 
 const rateLimitSchema = z
   .object({
@@ -47,13 +53,16 @@ const rateLimitSchema = z
 /** The `spec` of an McpPolicy. */
 export const mcpPolicySpecSchema = z
   .object({
-    priority: z.number().int().min(0).max(1000).default(100).describe('Order among the tenant\'s policies: lower first; ties by name.'),
+    priority: z.number().int().min(0).max(1000).default(100).describe("Order among the tenant's policies: lower first; ties by name."),
     rules: z.array(policyRuleSchema).default([]).describe('Ordered rules: the first that matches decides.'),
     rateLimits: z.array(rateLimitSchema).default([]).describe('Rate limits per principal; a use over any limit that matches it is denied.'),
   })
   .strict()
   .superRefine((spec, ctx) => {
-    for (const [list, items] of [['rules', spec.rules], ['rateLimits', spec.rateLimits]] as const) {
+    for (const [list, items] of [
+      ['rules', spec.rules],
+      ['rateLimits', spec.rateLimits],
+    ] as const) {
       const seen = new Set<string>();
       items.forEach((item, i) => {
         if (seen.has(item.name)) ctx.addIssue({ code: 'custom', path: [list, i, 'name'], message: `duplicate name ${item.name}` });

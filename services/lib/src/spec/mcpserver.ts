@@ -39,7 +39,8 @@ export function isHttpFieldValue(value: string): boolean {
 }
 
 /** The rule a literal header value must follow, as error messages state it. */
-export const HTTP_FIELD_VALUE_RULE = 'must be a valid HTTP field value (RFC 9110 §5.5): visible ASCII, spaces, tabs and Latin-1 letters; no line break or other control character';
+export const HTTP_FIELD_VALUE_RULE =
+  'must be a valid HTTP field value (RFC 9110 §5.5): visible ASCII, spaces, tabs and Latin-1 letters; no line break or other control character';
 
 /**
  * Header names a server's configuration may not set: the HTTP connection and framing headers (RFC 9110 §7.6.1,
@@ -68,7 +69,8 @@ export const RESERVED_HEADER_NAMES: ReadonlySet<string> = new Set([
 ]);
 
 /** The rule a header name must follow beyond its syntax, as error messages state it. */
-export const RESERVED_HEADER_RULE = 'is set by Punk itself (connection, framing, content negotiation or MCP protocol header) and cannot be configured';
+export const RESERVED_HEADER_RULE =
+  'is set by Punk itself (connection, framing, content negotiation or MCP protocol header) and cannot be configured';
 
 /** Whether `value` can be an environment variable's value: any string without a NUL (which ends a C string). */
 export function isEnvValue(value: string): boolean {
@@ -77,7 +79,10 @@ export function isEnvValue(value: string): boolean {
 
 const envVar = z
   .object({
-    name: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name').describe('Name of the variable.'),
+    name: z
+      .string()
+      .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')
+      .describe('Name of the variable.'),
     value: z
       .string()
       .refine(isEnvValue, 'must not contain a NUL character')
@@ -91,7 +96,10 @@ const envVar = z
           .optional()
           .describe('A key of a Secret in the same namespace.'),
         credentialRef: z
-          .object({ name: dnsLabel.describe('McpCredential name.'), key: z.string().min(1).optional().describe('Key of the credential; its `value` key or only key when absent.') })
+          .object({
+            name: dnsLabel.describe('McpCredential name.'),
+            key: z.string().min(1).optional().describe('Key of the credential; its `value` key or only key when absent.'),
+          })
           .strict()
           .optional()
           .describe('A key of an McpCredential in the same namespace.'),
@@ -101,14 +109,14 @@ const envVar = z
       .describe('Where the value comes from, instead of a literal.'),
   })
   .strict()
-  .refine(v => (v.value === undefined) !== (v.valueFrom === undefined), { message: 'set exactly one of value and valueFrom' });
+  .refine((v) => (v.value === undefined) !== (v.valueFrom === undefined), { message: 'set exactly one of value and valueFrom' });
 
 const header = z
   .object({
     name: z
       .string()
       .regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'must be an HTTP header name (RFC 9110 token)')
-      .refine(name => !RESERVED_HEADER_NAMES.has(name.toLowerCase()), RESERVED_HEADER_RULE)
+      .refine((name) => !RESERVED_HEADER_NAMES.has(name.toLowerCase()), RESERVED_HEADER_RULE)
       .describe('Header name (not one Punk sets itself: Host, Content-Length, Content-Type, Accept, Mcp-Session-Id, …).'),
     value: z
       .string()
@@ -118,10 +126,13 @@ const header = z
     valueFrom: envVar.shape.valueFrom,
   })
   .strict()
-  .refine(v => (v.value === undefined) !== (v.valueFrom === undefined), { message: 'set exactly one of value and valueFrom' });
+  .refine((v) => (v.value === undefined) !== (v.valueFrom === undefined), { message: 'set exactly one of value and valueFrom' });
 
 const quantityMap = z
-  .object({ cpu: z.string().optional().describe('CPU quantity, such as 100m.'), memory: z.string().optional().describe('Memory quantity, such as 128Mi.') })
+  .object({
+    cpu: z.string().optional().describe('CPU quantity, such as 100m.'),
+    memory: z.string().optional().describe('Memory quantity, such as 128Mi.'),
+  })
   .strict();
 
 const toolOverride = z
@@ -133,8 +144,10 @@ const toolOverride = z
       .min(0)
       .max(4)
       .optional()
-      .describe('Declared side-effect level (0 none, 1 read, 2 reversible write, 3 write or send, 4 destructive or payment); wins over heuristics.'),
-    annotations: z.record(z.string(), z.unknown()).optional().describe('MCP tool annotations that replace the server\'s own.'),
+      .describe(
+        'Declared side-effect level (0 none, 1 read, 2 reversible write, 3 write or send, 4 destructive or payment); wins over heuristics.',
+      ),
+    annotations: z.record(z.string(), z.unknown()).optional().describe("MCP tool annotations that replace the server's own."),
     streaming: z.boolean().optional().describe('The tool streams progress: answer over SSE when the client accepts it.'),
   })
   .strict();
@@ -151,23 +164,47 @@ export const mcpServerSpecSchema = z
       })
       .strict()
       .optional()
-      .describe('An npm or PyPI package run by Punk\'s runner.'),
-    url: z.url({ protocol: /^https?$/, error: 'must be an http or https URL' }).optional().describe('URL of a remote MCP server; no pod is made.'),
-    command: z.array(z.string().min(1)).min(1).optional().describe('Entrypoint, replacing the image\'s or package\'s own.'),
+      .describe("An npm or PyPI package run by Punk's runner."),
+    url: z
+      .url({ protocol: /^https?$/, error: 'must be an http or https URL' })
+      .optional()
+      .describe('URL of a remote MCP server; no pod is made.'),
+    command: z.array(z.string().min(1)).min(1).optional().describe("Entrypoint, replacing the image's or package's own."),
     args: z.array(z.string()).optional().describe('Arguments. $(VAR) expands an environment variable of `env`.'),
-    transport: z.enum(['stdio', 'streamable-http', 'sse']).optional().describe('How the server speaks MCP. Default: streamable-http with url, else stdio.'),
-    port: z.number().int().min(1).max(65535).optional().describe('Port the server listens on, for streamable-http and sse servers that Punk starts.'),
-    path: z.string().startsWith('/').default('/mcp').describe('HTTP path of the MCP endpoint (streamable-http) or of the SSE stream (sse).'),
-    env: z.array(envVar).default([]).describe('Environment of the server process; nothing else of Punk\'s environment reaches it. A literal `cred:<id>` is replaced by that credential\'s value at start.'),
+    transport: z
+      .enum(['stdio', 'streamable-http', 'sse'])
+      .optional()
+      .describe('How the server speaks MCP. Default: streamable-http with url, else stdio.'),
+    port: z
+      .number()
+      .int()
+      .min(1)
+      .max(65535)
+      .optional()
+      .describe('Port the server listens on, for streamable-http and sse servers that Punk starts.'),
+    path: z
+      .string()
+      .startsWith('/')
+      .default('/mcp')
+      .describe('HTTP path of the MCP endpoint (streamable-http) or of the SSE stream (sse).'),
+    env: z
+      .array(envVar)
+      .default([])
+      .describe(
+        "Environment of the server process; nothing else of Punk's environment reaches it. A literal `cred:<id>` is replaced by that credential's value at start.",
+      ),
     headers: z.array(header).optional().describe('HTTP headers sent to a url server on every request (e.g. Authorization: cred:<id>).'),
     replicas: z.number().int().min(0).default(1).describe('Pod replicas (cluster).'),
     resources: z
       .object({
         requests: quantityMap.optional().describe('Resources the scheduler reserves for the container.'),
-        limits: quantityMap.optional().describe('Most the container may use: CPU is throttled above it, memory above it kills the container.'),
+        limits: quantityMap
+          .optional()
+          .describe('Most the container may use: CPU is throttled above it, memory above it kills the container.'),
       })
       .strict()
-      .optional().describe('Compute resources of the server container.'),
+      .optional()
+      .describe('Compute resources of the server container.'),
     sandbox: z
       .object({
         egress: z
@@ -179,12 +216,17 @@ export const mcpServerSpecSchema = z
                 ports: z.array(z.number().int().min(1).max(65535)).optional().describe('Ports; all when absent.'),
               })
               .strict()
-              .refine(e => (e.host === undefined) !== (e.cidr === undefined), { message: 'set exactly one of host and cidr' }),
+              .refine((e) => (e.host === undefined) !== (e.cidr === undefined), { message: 'set exactly one of host and cidr' }),
           )
           .default([])
           .describe('Destinations the server may reach; everything else is denied.'),
         runtimeClassName: z.string().optional().describe('RuntimeClass of the pod (gVisor, Kata); podTemplate cannot replace it.'),
-        volumes: z.array(z.record(z.string(), z.unknown())).optional().describe('Extra pod volumes, mounted at /mnt/<name> (the restricted Pod Security Standard\'s volume types; no projected serviceAccountToken).'),
+        volumes: z
+          .array(z.record(z.string(), z.unknown()))
+          .optional()
+          .describe(
+            "Extra pod volumes, mounted at /mnt/<name> (the restricted Pod Security Standard's volume types; no projected serviceAccountToken).",
+          ),
       })
       .strict()
       .optional()
@@ -194,16 +236,16 @@ export const mcpServerSpecSchema = z
       .optional()
       .describe(
         'A partial PodTemplateSpec (metadata and spec) merged last into the pods the operator makes for the server (cluster only; `punk up` ignores it). ' +
-          'Merge rule: maps are merged key by key; scalars and lists replace Punk\'s, except these lists, merged item by item on a key: ' +
-          'containers and initContainers by name (the server\'s container is `server`; a container of the same name is merged field by field, a new one starts from Punk\'s container securityContext), ' +
-          'volumes, env, imagePullSecrets and resourceClaims by name, volumeMounts by mountPath, ports by containerPort (an item of the same key replaces Punk\'s whole, a new one is appended). ' +
-          'Refused, because they would break the sandbox (the Pod Security Standards\' restricted profile): null values, hostNetwork, hostPID, hostIPC, hostPort, sysctls, ' +
+          "Merge rule: maps are merged key by key; scalars and lists replace Punk's, except these lists, merged item by item on a key: " +
+          "containers and initContainers by name (the server's container is `server`; a container of the same name is merged field by field, a new one starts from Punk's container securityContext), " +
+          "volumes, env, imagePullSecrets and resourceClaims by name, volumeMounts by mountPath, ports by containerPort (an item of the same key replaces Punk's whole, a new one is appended). " +
+          "Refused, because they would break the sandbox (the Pod Security Standards' restricted profile): null values, hostNetwork, hostPID, hostIPC, hostPort, sysctls, " +
           'volume types other than configMap, csi, downwardAPI, emptyDir, ephemeral, persistentVolumeClaim, projected and secret, ' +
           'serviceAccountName and automountServiceAccountToken true, runAsUser, runAsGroup or fsGroup 0, runAsNonRoot false, privileged, allowPrivilegeEscalation true, ' +
           'readOnlyRootFilesystem false, added capabilities other than NET_BIND_SERVICE, a capabilities drop list without ALL, procMount other than Default, ' +
           'Unconfined seccomp or AppArmor profiles (and the legacy seccomp/AppArmor annotations with a value other than runtime/default, docker/default or localhost/<profile>), ' +
           'projected serviceAccountToken sources, a runtimeClassName other than sandbox.runtimeClassName when that is set, ' +
-          'seLinuxOptions with a user, role or non-container type, and other values for Punk\'s labels or its mcp.punk.dev/secret-checksum annotation.',
+          "seLinuxOptions with a user, role or non-container type, and other values for Punk's labels or its mcp.punk.dev/secret-checksum annotation.",
       ),
     tools: z
       .object({
@@ -213,19 +255,28 @@ export const mcpServerSpecSchema = z
         pinning: z
           .enum(['serve', 'hide', 'approval'])
           .optional()
-          .describe('When a tool\'s definition changes from the pinned one: serve the new one, hide the tool until an admin accepts it, or require approval per call. Default: the gateway\'s PUNK_TOOL_PINNING.'),
+          .describe(
+            "When a tool's definition changes from the pinned one: serve the new one, hide the tool until an admin accepts it, or require approval per call. Default: the gateway's PUNK_TOOL_PINNING.",
+          ),
       })
       .strict()
       .optional()
       .describe('Which tools are served, and how they are classified.'),
-    sessionMode: z.enum(['shared', 'per-client']).default('shared').describe('One upstream session shared by all clients, or one per client session.'),
+    sessionMode: z
+      .enum(['shared', 'per-client'])
+      .default('shared')
+      .describe('One upstream session shared by all clients, or one per client session.'),
     timeout: durationSchema.default('60s').describe('Deadline of one call to the server.'),
   })
   .strict()
   .superRefine((spec, ctx) => {
-    const sources = (['image', 'package', 'url'] as const).filter(k => spec[k] !== undefined);
+    const sources = (['image', 'package', 'url'] as const).filter((k) => spec[k] !== undefined);
     if (sources.length !== 1) {
-      ctx.addIssue({ code: 'custom', path: sources.length === 0 ? [] : [sources[1]!], message: `set exactly one of image, package and url (found ${sources.length === 0 ? 'none' : sources.join(', ')})` });
+      ctx.addIssue({
+        code: 'custom',
+        path: sources.length === 0 ? [] : [sources[1]!],
+        message: `set exactly one of image, package and url (found ${sources.length === 0 ? 'none' : sources.join(', ')})`,
+      });
     }
     if (spec.url !== undefined && (spec.command !== undefined || spec.args !== undefined)) {
       ctx.addIssue({ code: 'custom', path: ['command'], message: 'command and args apply only to image and package servers, not to url' });
@@ -277,9 +328,13 @@ export const EGRESS_PROXY_SUFFIX = '-egress';
 export const mcpServerSchema = customResourceSchema('McpServer', mcpServerSpecSchema).superRefine((server, ctx) => {
   const name = server.metadata.name;
   if (name.endsWith(EGRESS_PROXY_SUFFIX)) {
-    ctx.addIssue({ code: 'custom', path: ['metadata', 'name'], message: `must not end in ${EGRESS_PROXY_SUFFIX}: Punk names the egress proxy of McpServer <name> <name>${EGRESS_PROXY_SUFFIX}` });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['metadata', 'name'],
+      message: `must not end in ${EGRESS_PROXY_SUFFIX}: Punk names the egress proxy of McpServer <name> <name>${EGRESS_PROXY_SUFFIX}`,
+    });
   }
-  const proxied = server.spec.package !== undefined || (server.spec.sandbox?.egress ?? []).some(entry => entry.host !== undefined);
+  const proxied = server.spec.package !== undefined || (server.spec.sandbox?.egress ?? []).some((entry) => entry.host !== undefined);
   if (proxied && name.length + EGRESS_PROXY_SUFFIX.length > 63) {
     ctx.addIssue({
       code: 'custom',
@@ -326,25 +381,39 @@ export type Condition = z.infer<typeof conditionSchema>;
 export const mcpServerStatusSchema = z
   .object({
     observedGeneration: z.number().int().min(0).optional().describe('metadata.generation of the spec this status was computed from.'),
-    conditions: z.array(conditionSchema).optional().describe('Conditions Ready, Available, Progressing and Degraded; at most one of each type.'),
+    conditions: z
+      .array(conditionSchema)
+      .optional()
+      .describe('Conditions Ready, Available, Progressing and Degraded; at most one of each type.'),
     endpoint: z
       .string()
       .optional()
-      .describe('Where MCP clients reach this server through Punk: <PUNK_PUBLIC_URL>/servers/<namespace>/<name>/mcp, or that path alone when the operator has no PUNK_PUBLIC_URL.'),
-    upstreamUrl: z.string().optional().describe('URL the gateway connects to: the server pod\'s Service, or the url of a remote server.'),
+      .describe(
+        'Where MCP clients reach this server through Punk: <PUNK_PUBLIC_URL>/servers/<namespace>/<name>/mcp, or that path alone when the operator has no PUNK_PUBLIC_URL.',
+      ),
+    upstreamUrl: z.string().optional().describe("URL the gateway connects to: the server pod's Service, or the url of a remote server."),
     toolCount: z.number().int().min(0).optional().describe('Number of tools of the last live listing through the gateway.'),
     tools: z
       .array(
         z
           .object({
             name: z.string().min(1).describe('Tool name as the server lists it.'),
-            sideEffectLevel: z.number().int().min(0).max(4).optional().describe('Side-effect level the gateway classified the tool at (0 none to 4 destructive or payment).'),
+            sideEffectLevel: z
+              .number()
+              .int()
+              .min(0)
+              .max(4)
+              .optional()
+              .describe('Side-effect level the gateway classified the tool at (0 none to 4 destructive or payment).'),
           })
           .strict(),
       )
       .optional()
       .describe('Tools of the last live listing through the gateway.'),
-    lastError: z.string().optional().describe('Last error met while starting, connecting to or listing the server; never contains a secret value.'),
+    lastError: z
+      .string()
+      .optional()
+      .describe('Last error met while starting, connecting to or listing the server; never contains a secret value.'),
   })
   .strict();
 export type McpServerStatus = z.infer<typeof mcpServerStatusSchema>;

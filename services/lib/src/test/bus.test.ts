@@ -9,7 +9,17 @@ import { after, describe, test, type TestContext } from 'node:test';
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { startPrivateNats } from './natstest.js';
-import { MemoryBus, NatsBus, PunkError, createLogger, subjectMatches, type Bus, type KvChange, type KvStore, type StreamMessage } from '../index.js';
+import {
+  MemoryBus,
+  NatsBus,
+  PunkError,
+  createLogger,
+  subjectMatches,
+  type Bus,
+  type KvChange,
+  type KvStore,
+  type StreamMessage,
+} from '../index.js';
 
 const natsUrl = process.env.PUNK_TEST_NATS_URL ?? 'nats://127.0.0.1:4222';
 const log = createLogger('bus-test', 'silent');
@@ -49,7 +59,7 @@ function names() {
 
 async function until(check: () => boolean, ms = 5000): Promise<void> {
   const deadline = Date.now() + ms;
-  while (!check() && Date.now() < deadline) await new Promise(r => setTimeout(r, 20));
+  while (!check() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
 }
 
 /** Whether `key` left the bucket within `ms`: the NATS server drops aged-out entries on its own expiry scan, late. */
@@ -57,7 +67,7 @@ async function goneWithin(kv: KvStore, key: string, ms = 10_000): Promise<boolea
   const deadline = Date.now() + ms;
   while (Date.now() < deadline) {
     if ((await kv.get(key)) === undefined) return true;
-    await new Promise(r => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, 50));
   }
   return false;
 }
@@ -71,19 +81,22 @@ test('NATS-style subject patterns', () => {
 
 for (const [kind, open] of implementations) {
   describe(`the ${kind} bus`, () => {
-    test('a request reaches one member of the queue group and its reply comes back', async t => {
+    test('a request reaches one member of the queue group and its reply comes back', async (t) => {
       const bus = await opened(t, open);
       const n = names();
       const seen: string[] = [];
-      await bus.serve(n.subject('echo'), async data => (seen.push('a'), { data }), { queue: 'svc' });
-      await bus.serve(n.subject('echo'), async data => (seen.push('b'), { data }), { queue: 'svc' });
-      const replies = await Promise.all([1, 2, 3, 4, 5, 6].map(i => bus.request(n.subject('echo'), { i }, { timeoutMs: 2000 })));
-      assert.deepEqual(replies.map(r => (r as { data: { i: number } }).data.i), [1, 2, 3, 4, 5, 6]);
+      await bus.serve(n.subject('echo'), async (data) => (seen.push('a'), { data }), { queue: 'svc' });
+      await bus.serve(n.subject('echo'), async (data) => (seen.push('b'), { data }), { queue: 'svc' });
+      const replies = await Promise.all([1, 2, 3, 4, 5, 6].map((i) => bus.request(n.subject('echo'), { i }, { timeoutMs: 2000 })));
+      assert.deepEqual(
+        replies.map((r) => (r as { data: { i: number } }).data.i),
+        [1, 2, 3, 4, 5, 6],
+      );
       assert.equal(seen.length, 6, 'each request answered once');
       await bus.close();
     });
 
-    test('errors cross the bus with their code; timeouts and missing responders are typed', async t => {
+    test('errors cross the bus with their code; timeouts and missing responders are typed', async (t) => {
       const bus = await opened(t, open);
       const n = names();
       await bus.serve(n.subject('fail'), async () => {
@@ -92,15 +105,21 @@ for (const [kind, open] of implementations) {
       await bus.serve(n.subject('crash'), async () => {
         throw new TypeError('boom');
       });
-      await bus.serve(n.subject('slow'), () => new Promise(resolve => setTimeout(resolve, 500)));
-      await assert.rejects(bus.request(n.subject('fail'), {}, { timeoutMs: 2000 }), (e: PunkError) => e.code === 'ToolNotFound' && e.message === 'no tool x' && e.details?.tool === 'x');
-      await assert.rejects(bus.request(n.subject('crash'), {}, { timeoutMs: 2000 }), (e: PunkError) => e.code === 'BusHandlerFailed' && /boom/.test(e.message));
+      await bus.serve(n.subject('slow'), () => new Promise((resolve) => setTimeout(resolve, 500)));
+      await assert.rejects(
+        bus.request(n.subject('fail'), {}, { timeoutMs: 2000 }),
+        (e: PunkError) => e.code === 'ToolNotFound' && e.message === 'no tool x' && e.details?.tool === 'x',
+      );
+      await assert.rejects(
+        bus.request(n.subject('crash'), {}, { timeoutMs: 2000 }),
+        (e: PunkError) => e.code === 'BusHandlerFailed' && /boom/.test(e.message),
+      );
       await assert.rejects(bus.request(n.subject('slow'), {}, { timeoutMs: 50 }), (e: PunkError) => e.code === 'BusTimeout');
       await assert.rejects(bus.request(n.subject('nobody'), {}, { timeoutMs: 500 }), (e: PunkError) => e.code === 'BusNoResponders');
       await bus.close();
     });
 
-    test('headers travel with requests and broadcasts', async t => {
+    test('headers travel with requests and broadcasts', async (t) => {
       const bus = await opened(t, open);
       const n = names();
       await bus.serve(n.subject('h'), async (_d, info) => info.headers['traceparent']);
@@ -108,19 +127,19 @@ for (const [kind, open] of implementations) {
       await bus.close();
     });
 
-    test('broadcasts reach every matching subscriber', async t => {
+    test('broadcasts reach every matching subscriber', async (t) => {
       const bus = await opened(t, open);
       const n = names();
       const got: string[] = [];
       await bus.subscribe(n.subject('reg.>'), (_d, info) => void got.push(`wild:${info.subject}`));
-      await bus.subscribe(n.subject('reg.changed'), d => void got.push(`exact:${(d as { x: number }).x}`));
+      await bus.subscribe(n.subject('reg.changed'), (d) => void got.push(`exact:${(d as { x: number }).x}`));
       await bus.publish(n.subject('reg.changed'), { x: 1 });
       await until(() => got.length >= 2);
       assert.deepEqual(got.sort(), [`exact:1`, `wild:${n.subject('reg.changed')}`]);
       await bus.close();
     });
 
-    test('a stream stores a msgId once; a durable consumer gets every message at least once, in order, after a failure', async t => {
+    test('a stream stores a msgId once; a durable consumer gets every message at least once, in order, after a failure', async (t) => {
       const bus = await opened(t, open);
       const n = names();
       await bus.ensureStream(n.stream);
@@ -133,7 +152,7 @@ for (const [kind, open] of implementations) {
       await assert.rejects(bus.append(`nostream${n.id}.x`, {}, { msgId: 'x' }), (e: PunkError) => e.code === 'BusStreamNotFound');
       const delivered: StreamMessage[] = [];
       let failOnce = true;
-      const consumer = await bus.consume(n.stream.name, 'writer', async batch => {
+      const consumer = await bus.consume(n.stream.name, 'writer', async (batch) => {
         delivered.push(...batch);
         if (failOnce) {
           failOnce = false;
@@ -141,46 +160,59 @@ for (const [kind, open] of implementations) {
         }
       });
       await bus.append(`test${n.id}.events.c`, { i: 3 }, { msgId: 'm3' });
-      await until(() => !failOnce && new Set(delivered.filter(m => m.deliveryCount > 1 || m.msgId === 'm3').map(m => m.msgId)).size === 3, 10_000);
+      await until(
+        () => !failOnce && new Set(delivered.filter((m) => m.deliveryCount > 1 || m.msgId === 'm3').map((m) => m.msgId)).size === 3,
+        10_000,
+      );
       await consumer.stop();
-      assert.ok(delivered.some(m => m.msgId === 'm1' && m.deliveryCount >= 2), 'redelivered after a failed batch');
-      assert.deepEqual([...new Set(delivered.map(m => m.msgId))], ['m1', 'm2', 'm3']);
-      assert.deepEqual(delivered.find(m => m.msgId === 'm2')?.data, { i: 2 });
+      assert.ok(
+        delivered.some((m) => m.msgId === 'm1' && m.deliveryCount >= 2),
+        'redelivered after a failed batch',
+      );
+      assert.deepEqual([...new Set(delivered.map((m) => m.msgId))], ['m1', 'm2', 'm3']);
+      assert.deepEqual(delivered.find((m) => m.msgId === 'm2')?.data, { i: 2 });
       await bus.close();
     });
 
-    test('a consumer started later resumes from its acknowledged position', async t => {
+    test('a consumer started later resumes from its acknowledged position', async (t) => {
       const bus = await opened(t, open);
       const n = names();
       await bus.ensureStream(n.stream);
       await bus.append(`test${n.id}.events.a`, {}, { msgId: 'a' });
       const got: string[] = [];
-      let consumer = await bus.consume(n.stream.name, 'w', async batch => void got.push(...batch.map(m => m.msgId)));
+      let consumer = await bus.consume(n.stream.name, 'w', async (batch) => void got.push(...batch.map((m) => m.msgId)));
       await until(() => got.length >= 1);
       await consumer.stop();
       await bus.append(`test${n.id}.events.a`, {}, { msgId: 'b' });
-      consumer = await bus.consume(n.stream.name, 'w', async batch => void got.push(...batch.map(m => m.msgId)));
+      consumer = await bus.consume(n.stream.name, 'w', async (batch) => void got.push(...batch.map((m) => m.msgId)));
       await until(() => got.length >= 2);
       await consumer.stop();
       assert.deepEqual(got, ['a', 'b']);
       await bus.close();
     });
 
-    test('a stream read replays what follows a sequence, filtered by subject', async t => {
+    test('a stream read replays what follows a sequence, filtered by subject', async (t) => {
       const bus = await opened(t, open);
       const n = names();
       await bus.ensureStream(n.stream);
       const seqs: number[] = [];
-      for (const [i, s] of ['x', 'y', 'x', 'x'].entries()) seqs.push((await bus.append(`test${n.id}.events.${s}`, { i }, { msgId: `r${i}` })).seq);
+      for (const [i, s] of ['x', 'y', 'x', 'x'].entries())
+        seqs.push((await bus.append(`test${n.id}.events.${s}`, { i }, { msgId: `r${i}` })).seq);
       const all = await bus.readStream(n.stream.name, { subject: `test${n.id}.events.x`, afterSeq: 0 });
-      assert.deepEqual(all.map(m => (m.data as { i: number }).i), [0, 2, 3]);
+      assert.deepEqual(
+        all.map((m) => (m.data as { i: number }).i),
+        [0, 2, 3],
+      );
       const after = await bus.readStream(n.stream.name, { subject: `test${n.id}.events.x`, afterSeq: seqs[2]! });
-      assert.deepEqual(after.map(m => (m.data as { i: number }).i), [3]);
+      assert.deepEqual(
+        after.map((m) => (m.data as { i: number }).i),
+        [3],
+      );
       assert.deepEqual(await bus.readStream(n.stream.name, { subject: `test${n.id}.events.x`, afterSeq: seqs[3]! }), []);
       await bus.close();
     });
 
-    test('a key-value bucket supports get, put, create, compare-and-set and delete', async t => {
+    test('a key-value bucket supports get, put, create, compare-and-set and delete', async (t) => {
       const bus = await opened(t, open);
       const n = names();
       const kv = await bus.keyValue({ name: n.bucket, ttlMs: 60_000 });
@@ -205,18 +237,18 @@ for (const [kind, open] of implementations) {
       await bus.close();
     });
 
-    test('key-value entries expire after the bucket TTL', async t => {
+    test('key-value entries expire after the bucket TTL', async (t) => {
       const bus = await opened(t, open);
       const n = names();
       const kv = await bus.keyValue({ name: n.bucket, ttlMs: 1000 });
       await kv.put('short', 1);
       assert.ok(await kv.get('short'));
-      await new Promise(r => setTimeout(r, 1000));
+      await new Promise((r) => setTimeout(r, 1000));
       assert.ok(await goneWithin(kv, 'short'), 'the entry expired');
       await bus.close();
     });
 
-    test('a bucket watch hands over the live entries first, then every put and delete in order, until unsubscribed', async t => {
+    test('a bucket watch hands over the live entries first, then every put and delete in order, until unsubscribed', async (t) => {
       const bus = await opened(t, open);
       const n = names();
       const kv = await bus.keyValue({ name: n.bucket, ttlMs: 0 });
@@ -225,10 +257,13 @@ for (const [kind, open] of implementations) {
       await kv.put('gone', { v: 1 });
       await kv.delete('gone');
       const seen: KvChange[] = [];
-      const watch = await kv.watch(change => void seen.push(change));
+      const watch = await kv.watch((change) => void seen.push(change));
       assert.deepEqual(
-        seen.map(c => [c.operation, c.key, c.operation === 'put' && c.value]),
-        [['put', 'a', { v: 1 }], ['put', 'b', { v: 1 }]],
+        seen.map((c) => [c.operation, c.key, c.operation === 'put' && c.value]),
+        [
+          ['put', 'a', { v: 1 }],
+          ['put', 'b', { v: 1 }],
+        ],
         'live entries are delivered before watch() resolves; a deleted key is not',
       );
       await kv.put('a', { v: 2 });
@@ -236,27 +271,35 @@ for (const [kind, open] of implementations) {
       await kv.put('c', { v: 1 });
       await until(() => seen.length >= 5);
       assert.deepEqual(
-        seen.slice(2).map(c => [c.operation, c.key, c.operation === 'put' && c.value]),
-        [['put', 'a', { v: 2 }], ['delete', 'b', false], ['put', 'c', { v: 1 }]],
+        seen.slice(2).map((c) => [c.operation, c.key, c.operation === 'put' && c.value]),
+        [
+          ['put', 'a', { v: 2 }],
+          ['delete', 'b', false],
+          ['put', 'c', { v: 1 }],
+        ],
       );
-      const revisions = seen.flatMap(c => (c.operation === 'put' ? [c.revision] : []));
-      assert.deepEqual(revisions, [...revisions].sort((x, y) => x - y), 'revisions grow');
+      const revisions = seen.flatMap((c) => (c.operation === 'put' ? [c.revision] : []));
+      assert.deepEqual(
+        revisions,
+        [...revisions].sort((x, y) => x - y),
+        'revisions grow',
+      );
       await watch.unsubscribe();
       await kv.put('d', {});
       const other = await bus.keyValue({ name: n.bucket, ttlMs: 0 });
       const after: KvChange[] = [];
-      await (await other.watch(change => void after.push(change))).unsubscribe();
-      assert.deepEqual(after.map(c => c.key).sort(), ['a', 'c', 'd'], 'a second watch sees the bucket as it is');
+      await (await other.watch((change) => void after.push(change))).unsubscribe();
+      assert.deepEqual(after.map((c) => c.key).sort(), ['a', 'c', 'd'], 'a second watch sees the bucket as it is');
       assert.equal(seen.length, 5, 'nothing after unsubscribe');
       await bus.close();
     });
 
-    test('a bucket watch keeps going when its handler throws, and reports expiry as a delete', async t => {
+    test('a bucket watch keeps going when its handler throws, and reports expiry as a delete', async (t) => {
       const bus = await opened(t, open);
       const n = names();
       const kv = await bus.keyValue({ name: n.bucket, ttlMs: 1000 });
       const seen: string[] = [];
-      await kv.watch(change => {
+      await kv.watch((change) => {
         seen.push(`${change.operation}:${change.key}`);
         if (change.key === 'bad') throw new Error('handler failed');
       });
@@ -270,10 +313,10 @@ for (const [kind, open] of implementations) {
       await bus.close();
     });
 
-    test('payloads are copied and a closed bus refuses work', async t => {
+    test('payloads are copied and a closed bus refuses work', async (t) => {
       const bus = await opened(t, open);
       const n = names();
-      await bus.serve(n.subject('mutate'), async data => {
+      await bus.serve(n.subject('mutate'), async (data) => {
         (data as { x: number }).x = 99;
         return data;
       });
@@ -293,17 +336,22 @@ test('stopping an in-process consumer first delivers what the stream still holds
   const n = names();
   await bus.ensureStream(n.stream);
   const got: string[] = [];
-  const consumer = await bus.consume(n.stream.name, 'w', async batch => {
-    await new Promise(r => setTimeout(r, 20));
-    got.push(...batch.map(m => m.msgId));
-  }, { maxBatch: 1 });
+  const consumer = await bus.consume(
+    n.stream.name,
+    'w',
+    async (batch) => {
+      await new Promise((r) => setTimeout(r, 20));
+      got.push(...batch.map((m) => m.msgId));
+    },
+    { maxBatch: 1 },
+  );
   for (const id of ['a', 'b', 'c']) await bus.append(`test${n.id}.events.a`, {}, { msgId: id });
   await consumer.stop();
   assert.deepEqual(got, ['a', 'b', 'c']);
   await bus.close();
 });
 
-test('a NATS bucket watch survives the server restarting and resumes where it was', async t => {
+test('a NATS bucket watch survives the server restarting and resumes where it was', async (t) => {
   const nats = await startPrivateNats();
   t.after(() => nats.stop());
   const bus = await NatsBus.connect({ url: nats.url, name: 'punk-bus-restart-test', log });
@@ -311,7 +359,7 @@ test('a NATS bucket watch survives the server restarting and resumes where it wa
   const kv = await bus.keyValue({ name: 'watched', ttlMs: 0 });
   await kv.put('before', 1);
   const seen: string[] = [];
-  await kv.watch(change => void seen.push(`${change.operation}:${change.key}`));
+  await kv.watch((change) => void seen.push(`${change.operation}:${change.key}`));
   assert.deepEqual(seen, ['put:before']);
   await nats.restart();
   await until(() => bus.isConnected(), 15_000);
@@ -328,7 +376,7 @@ async function retry<T>(work: () => Promise<T>): Promise<T> {
       return await work();
     } catch (error) {
       if (attempt > 50) throw error;
-      await new Promise(r => setTimeout(r, 200));
+      await new Promise((r) => setTimeout(r, 200));
     }
   }
 }

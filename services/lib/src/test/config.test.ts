@@ -52,7 +52,8 @@ test('a bad secret is named with its length, never its value', () => {
       assert.match(error.message, /PUNK_SESSION_SIGNING_KEY=<redacted, 13 characters>: must be at least 32 characters/);
       assert.match(error.message, /PUNK_DATABASE_URL=<redacted, 10 characters>: must be a URL/);
       assert.match(error.message, /PUNK_PORT="eighty"/);
-      for (const value of ['short-admin', 'short-signing', 'hunter2']) assert.ok(!error.message.includes(value), `the message shows ${value}: ${error.message}`);
+      for (const value of ['short-admin', 'short-signing', 'hunter2'])
+        assert.ok(!error.message.includes(value), `the message shows ${value}: ${error.message}`);
       return true;
     },
   );
@@ -68,8 +69,20 @@ test('numbers and booleans are refused with a sentence', () => {
 });
 
 test('PUNK_MCP_PATH may not take a path Punk serves itself', () => {
-  for (const path of ['/healthz', '/readyz', '/metrics', '/api/v1/runs', '/API', '/servers/memory/mcp', '/.well-known/oauth-protected-resource']) {
-    assert.throws(() => loadConfig({ PUNK_MCP_PATH: path }), /PUNK_MCP_PATH=.*must not be or lie under a path Punk serves itself: \/healthz, \/readyz, \/metrics, \/api, \/servers, \/.well-known/, path);
+  for (const path of [
+    '/healthz',
+    '/readyz',
+    '/metrics',
+    '/api/v1/runs',
+    '/API',
+    '/servers/memory/mcp',
+    '/.well-known/oauth-protected-resource',
+  ]) {
+    assert.throws(
+      () => loadConfig({ PUNK_MCP_PATH: path }),
+      /PUNK_MCP_PATH=.*must not be or lie under a path Punk serves itself: \/healthz, \/readyz, \/metrics, \/api, \/servers, \/.well-known/,
+      path,
+    );
   }
   for (const path of ['/mcp', '/v1/mcp', '/apis', '/serversx']) assert.equal(loadConfig({ PUNK_MCP_PATH: path }).mcpPath, path);
 });
@@ -78,42 +91,64 @@ test('a non-loopback listener without authentication gets a warning', () => {
   assert.equal(unauthenticatedExposureWarning(loadConfig({}), 'the MCP endpoint'), undefined);
   assert.equal(unauthenticatedExposureWarning(loadConfig({ PUNK_HOST: '::1' }), 'the MCP endpoint'), undefined);
   assert.equal(unauthenticatedExposureWarning(loadConfig({ PUNK_HOST: '0.0.0.0', PUNK_AUTH_MODE: 'on' }), 'the MCP endpoint'), undefined);
-  assert.match(unauthenticatedExposureWarning(loadConfig({ PUNK_HOST: '0.0.0.0' }), 'the MCP endpoint') ?? '', /^listening on 0\.0\.0\.0, which is not a loopback address, with PUNK_AUTH_MODE=off: anyone on the network can use the MCP endpoint without authentication/);
+  assert.match(
+    unauthenticatedExposureWarning(loadConfig({ PUNK_HOST: '0.0.0.0' }), 'the MCP endpoint') ?? '',
+    /^listening on 0\.0\.0\.0, which is not a loopback address, with PUNK_AUTH_MODE=off: anyone on the network can use the MCP endpoint without authentication/,
+  );
 });
 
 test('gateway settings: networks must be CIDRs, keys 32 bytes, and a key is never shown', () => {
-  assert.deepEqual(loadConfig({ PUNK_UPSTREAM_ALLOWED_NETWORKS: '10.96.0.0/12, fd00::/8' }).upstreamAllowedNetworks, ['10.96.0.0/12', 'fd00::/8']);
+  assert.deepEqual(loadConfig({ PUNK_UPSTREAM_ALLOWED_NETWORKS: '10.96.0.0/12, fd00::/8' }).upstreamAllowedNetworks, [
+    '10.96.0.0/12',
+    'fd00::/8',
+  ]);
   for (const bad of ['10.0.0.0/33', 'fd00::/129', '10.0.0/8', 'example.com/8', '10.0.0.1']) {
-    assert.throws(() => loadConfig({ PUNK_UPSTREAM_ALLOWED_NETWORKS: bad }), /PUNK_UPSTREAM_ALLOWED_NETWORKS entry 1=.*each entry must be a CIDR/, bad);
+    assert.throws(
+      () => loadConfig({ PUNK_UPSTREAM_ALLOWED_NETWORKS: bad }),
+      /PUNK_UPSTREAM_ALLOWED_NETWORKS entry 1=.*each entry must be a CIDR/,
+      bad,
+    );
   }
   const key = Buffer.alloc(32, 1).toString('base64');
   assert.equal(loadConfig({ PUNK_ENCRYPTION_KEY: `k1:${key}` }).encryptionKey, `k1:${key}`);
   const short = Buffer.alloc(16, 1).toString('base64');
-  assert.throws(() => loadConfig({ PUNK_ENCRYPTION_KEY: short }), (error: Error) => {
-    assert.match(error.message, /PUNK_ENCRYPTION_KEY=<redacted, 24 characters>: must decode to exactly 32 bytes/);
-    assert.ok(!error.message.includes(short));
-    return true;
-  });
+  assert.throws(
+    () => loadConfig({ PUNK_ENCRYPTION_KEY: short }),
+    (error: Error) => {
+      assert.match(error.message, /PUNK_ENCRYPTION_KEY=<redacted, 24 characters>: must decode to exactly 32 bytes/);
+      assert.ok(!error.message.includes(short));
+      return true;
+    },
+  );
   assert.throws(() => loadConfig({ PUNK_TOOL_PINNING: 'ignore' }), /PUNK_TOOL_PINNING="ignore"/);
 });
 
 test('a bad entry of a list setting is named by its position and length, each problem once', () => {
   const good = Buffer.alloc(32, 2).toString('base64');
-  assert.throws(() => loadConfig({ PUNK_ENCRYPTION_PREVIOUS_KEYS: `${good}, ab,c` }), (error: Error & { details?: { problems?: string[] } }) => {
-    assert.deepEqual(error.details?.problems, [
-      'PUNK_ENCRYPTION_PREVIOUS_KEYS entry 2=<redacted, 2 characters>: must decode to exactly 32 bytes (AES-256)',
-      'PUNK_ENCRYPTION_PREVIOUS_KEYS entry 3=<redacted, 1 characters>: must decode to exactly 32 bytes (AES-256)',
-    ]);
-    assert.ok(!error.message.includes(good));
-    return true;
-  });
+  assert.throws(
+    () => loadConfig({ PUNK_ENCRYPTION_PREVIOUS_KEYS: `${good}, ab,c` }),
+    (error: Error & { details?: { problems?: string[] } }) => {
+      assert.deepEqual(error.details?.problems, [
+        'PUNK_ENCRYPTION_PREVIOUS_KEYS entry 2=<redacted, 2 characters>: must decode to exactly 32 bytes (AES-256)',
+        'PUNK_ENCRYPTION_PREVIOUS_KEYS entry 3=<redacted, 1 characters>: must decode to exactly 32 bytes (AES-256)',
+      ]);
+      assert.ok(!error.message.includes(good));
+      return true;
+    },
+  );
   // Two entries breaking the same rule in the same way are still two problems: each names its entry.
-  assert.throws(() => loadConfig({ PUNK_ENCRYPTION_PREVIOUS_KEYS: 'a,b' }), (error: Error & { details?: { problems?: string[] } }) => {
-    assert.deepEqual(error.details?.problems, [
-      'PUNK_ENCRYPTION_PREVIOUS_KEYS entry 1=<redacted, 1 characters>: must decode to exactly 32 bytes (AES-256)',
-      'PUNK_ENCRYPTION_PREVIOUS_KEYS entry 2=<redacted, 1 characters>: must decode to exactly 32 bytes (AES-256)',
-    ]);
-    return true;
-  });
-  assert.throws(() => loadConfig({ PUNK_UPSTREAM_ALLOWED_NETWORKS: '10.0.0.0/8,10.0.0.1' }), /^.*PUNK_UPSTREAM_ALLOWED_NETWORKS entry 2="10\.0\.0\.1": each entry must be a CIDR/);
+  assert.throws(
+    () => loadConfig({ PUNK_ENCRYPTION_PREVIOUS_KEYS: 'a,b' }),
+    (error: Error & { details?: { problems?: string[] } }) => {
+      assert.deepEqual(error.details?.problems, [
+        'PUNK_ENCRYPTION_PREVIOUS_KEYS entry 1=<redacted, 1 characters>: must decode to exactly 32 bytes (AES-256)',
+        'PUNK_ENCRYPTION_PREVIOUS_KEYS entry 2=<redacted, 1 characters>: must decode to exactly 32 bytes (AES-256)',
+      ]);
+      return true;
+    },
+  );
+  assert.throws(
+    () => loadConfig({ PUNK_UPSTREAM_ALLOWED_NETWORKS: '10.0.0.0/8,10.0.0.1' }),
+    /^.*PUNK_UPSTREAM_ALLOWED_NETWORKS entry 2="10\.0\.0\.1": each entry must be a CIDR/,
+  );
 });

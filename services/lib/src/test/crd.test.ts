@@ -25,14 +25,16 @@ import { z } from 'zod';
 
 const root = join(import.meta.dirname, '../../../..');
 const crd = mcpServerCrd();
-const schemaOf = (definition: JsonSchemaProps) => (definition.spec as { versions: { schema: { openAPIV3Schema: JsonSchemaProps } }[] }).versions[0]!.schema.openAPIV3Schema;
+const schemaOf = (definition: JsonSchemaProps) =>
+  (definition.spec as { versions: { schema: { openAPIV3Schema: JsonSchemaProps } }[] }).versions[0]!.schema.openAPIV3Schema;
 const openAPIV3Schema = schemaOf(crd);
 const crds = { McpServer: crd, McpCredential: mcpCredentialCrd(), McpPolicy: mcpPolicyCrd() };
 
 /** Every schema node with its path (`spec.env[].name`), depth first. */
 function* nodes(node: JsonSchemaProps, path = ''): Generator<[string, JsonSchemaProps]> {
   yield [path, node];
-  for (const [name, child] of Object.entries((node.properties ?? {}) as Record<string, JsonSchemaProps>)) yield* nodes(child, path ? `${path}.${name}` : name);
+  for (const [name, child] of Object.entries((node.properties ?? {}) as Record<string, JsonSchemaProps>))
+    yield* nodes(child, path ? `${path}.${name}` : name);
   if (node.items !== undefined) yield* nodes(node.items as JsonSchemaProps, `${path}[]`);
   if (typeof node.additionalProperties === 'object') yield* nodes(node.additionalProperties as JsonSchemaProps, `${path}.*`);
 }
@@ -41,7 +43,11 @@ function* nodes(node: JsonSchemaProps, path = ''): Generator<[string, JsonSchema
 function withoutKubernetesExtensions(node: unknown): unknown {
   if (Array.isArray(node)) return node.map(withoutKubernetesExtensions);
   if (typeof node !== 'object' || node === null) return node;
-  return Object.fromEntries(Object.entries(node).filter(([key]) => !key.startsWith('x-kubernetes-')).map(([key, value]) => [key, withoutKubernetesExtensions(value)]));
+  return Object.fromEntries(
+    Object.entries(node)
+      .filter(([key]) => !key.startsWith('x-kubernetes-'))
+      .map(([key, value]) => [key, withoutKubernetesExtensions(value)]),
+  );
 }
 
 /** An Ajv validator of whole objects of a CRD (McpServer by default) that fills in defaults, as the API server does. */
@@ -53,20 +59,37 @@ function objectValidator(schema: JsonSchemaProps = openAPIV3Schema): ValidateFun
 
 test('the committed crds/ are what the schema in code generates', async () => {
   const rendered = renderCrds();
-  const committed = (await readdir(join(root, 'crds'))).filter(file => file.endsWith('.yaml')).sort();
-  assert.deepEqual(committed, [...rendered.keys()].sort(), 'crds/ holds other files than `npm run crds` writes: run `npm run crds` and commit crds/');
+  const committed = (await readdir(join(root, 'crds'))).filter((file) => file.endsWith('.yaml')).sort();
+  assert.deepEqual(
+    committed,
+    [...rendered.keys()].sort(),
+    'crds/ holds other files than `npm run crds` writes: run `npm run crds` and commit crds/',
+  );
   for (const [file, text] of rendered) {
     const onDisk = await readFile(join(root, 'crds', file), 'utf8');
-    assert.ok(onDisk === text, `crds/${file} differs from services/lib/src/spec/mcpserver.ts: run \`npm run crds\` and commit crds/${file}`);
+    assert.ok(
+      onDisk === text,
+      `crds/${file} differs from services/lib/src/spec/mcpserver.ts: run \`npm run crds\` and commit crds/${file}`,
+    );
   }
-  assert.equal(renderCrds().get(MCPSERVER_CRD_FILE), rendered.get(MCPSERVER_CRD_FILE), 'two renderings differ: the output is not deterministic');
+  assert.equal(
+    renderCrds().get(MCPSERVER_CRD_FILE),
+    rendered.get(MCPSERVER_CRD_FILE),
+    'two renderings differ: the output is not deterministic',
+  );
 });
 
 test('the McpServer CRD names, scope, subresource and printer columns', () => {
   const spec = crd.spec as Record<string, any>;
   assert.equal((crd.metadata as { name: string }).name, 'mcpservers.mcp.punk.dev');
   assert.equal(spec.group, 'mcp.punk.dev');
-  assert.deepEqual(spec.names, { kind: 'McpServer', listKind: 'McpServerList', plural: 'mcpservers', singular: 'mcpserver', shortNames: ['mcps'] });
+  assert.deepEqual(spec.names, {
+    kind: 'McpServer',
+    listKind: 'McpServerList',
+    plural: 'mcpservers',
+    singular: 'mcpserver',
+    shortNames: ['mcps'],
+  });
   assert.equal(spec.scope, 'Namespaced');
   const [version] = spec.versions;
   assert.deepEqual([version.name, version.served, version.storage], ['v1alpha1', true, true]);
@@ -92,13 +115,37 @@ test('every schema is structural and every field has kubectl explain text', () =
 });
 
 function assertStructural(kind: string, openAPIV3Schema: JsonSchemaProps): void {
-  const forbidden = ['$ref', '$schema', '$defs', 'definitions', 'dependencies', 'patternProperties', 'propertyNames', 'additionalItems', 'anyOf', 'oneOf', 'allOf', 'not', 'const', 'id'];
+  const forbidden = [
+    '$ref',
+    '$schema',
+    '$defs',
+    'definitions',
+    'dependencies',
+    'patternProperties',
+    'propertyNames',
+    'additionalItems',
+    'anyOf',
+    'oneOf',
+    'allOf',
+    'not',
+    'const',
+    'id',
+  ];
   for (const [path, node] of nodes(openAPIV3Schema)) {
     const where = `${kind} ${path || '<root>'}`;
-    assert.ok(node.type !== undefined || node['x-kubernetes-preserve-unknown-fields'] === true, `${where} has neither a type nor x-kubernetes-preserve-unknown-fields`);
+    assert.ok(
+      node.type !== undefined || node['x-kubernetes-preserve-unknown-fields'] === true,
+      `${where} has neither a type nor x-kubernetes-preserve-unknown-fields`,
+    );
     for (const keyword of forbidden) assert.ok(!(keyword in node), `${where} has ${keyword}, which a structural schema forbids`);
-    assert.ok(node.additionalProperties !== false, `${where} has additionalProperties: false (the API server prunes unknown fields instead)`);
-    assert.ok(!(node.properties !== undefined && node.additionalProperties !== undefined), `${where} has both properties and additionalProperties`);
+    assert.ok(
+      node.additionalProperties !== false,
+      `${where} has additionalProperties: false (the API server prunes unknown fields instead)`,
+    );
+    assert.ok(
+      !(node.properties !== undefined && node.additionalProperties !== undefined),
+      `${where} has both properties and additionalProperties`,
+    );
     assert.ok(node.uniqueItems !== true, `${where} has uniqueItems: true`);
     if (path.startsWith('spec.') || path.startsWith('status.')) {
       const isItem = path.endsWith('[]');
@@ -109,10 +156,10 @@ function assertStructural(kind: string, openAPIV3Schema: JsonSchemaProps): void 
 
 test('every cross-field rule of the zod schema has its CEL rule, with a message', () => {
   const rules = [...nodes(openAPIV3Schema)].flatMap(([path, node]) =>
-    ((node['x-kubernetes-validations'] ?? []) as { rule: string; message: string; fieldPath?: string }[]).map(r => ({ path, ...r })),
+    ((node['x-kubernetes-validations'] ?? []) as { rule: string; message: string; fieldPath?: string }[]).map((r) => ({ path, ...r })),
   );
   for (const r of rules) assert.ok(r.message.length > 0, `${r.path}: rule ${r.rule} has no message`);
-  const at = (path: string) => rules.filter(r => r.path === path).map(r => r.fieldPath ?? r.message);
+  const at = (path: string) => rules.filter((r) => r.path === path).map((r) => r.fieldPath ?? r.message);
   assert.deepEqual(at('spec'), ['set exactly one of image, package and url', '.command', '.args', '.transport', '.headers', '.port']);
   assert.deepEqual(at('spec.env[]'), ['set exactly one of value and valueFrom']);
   assert.deepEqual(at('spec.headers[]'), ['set exactly one of value and valueFrom']);
@@ -138,9 +185,17 @@ test('the McpServer name rules of the CRD and of mcpServerSchema refuse the same
   for (const [name, spec, refused] of cases) {
     const manifest = { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpServer', metadata: { name }, spec };
     const zod = mcpServerSchema.safeParse(manifest);
-    assert.equal(!zod.success && zod.error.issues.some(issue => issue.path.join('.') === 'metadata.name'), refused, `zod, ${name}: ${JSON.stringify(spec)}`);
-    if (!zod.success) assert.deepEqual(zod.error.issues.map(issue => issue.path.join('.')), ['metadata.name']);
-    const failing = objectRules.filter(r => parseCel(r.rule)({ self: manifest }) !== true);
+    assert.equal(
+      !zod.success && zod.error.issues.some((issue) => issue.path.join('.') === 'metadata.name'),
+      refused,
+      `zod, ${name}: ${JSON.stringify(spec)}`,
+    );
+    if (!zod.success)
+      assert.deepEqual(
+        zod.error.issues.map((issue) => issue.path.join('.')),
+        ['metadata.name'],
+      );
+    const failing = objectRules.filter((r) => parseCel(r.rule)({ self: manifest }) !== true);
     assert.equal(failing.length > 0, refused, `CEL, ${name}: ${JSON.stringify(spec)}`);
     for (const r of failing) assert.equal(r.fieldPath, '.metadata.name');
   }
@@ -149,7 +204,7 @@ test('the McpServer name rules of the CRD and of mcpServerSchema refuse the same
 test('the example manifests validate against the CRD schema, with the defaults zod gives them', async () => {
   const validate = objectValidator();
   const dir = join(root, 'examples');
-  const files = (await readdir(dir)).filter(file => file.endsWith('.yaml'));
+  const files = (await readdir(dir)).filter((file) => file.endsWith('.yaml'));
   assert.ok(files.length >= 4, `only ${files.length} examples`);
   for (const file of files) {
     const manifest = parse(await readFile(join(dir, file), 'utf8')) as { spec: unknown };
@@ -174,7 +229,10 @@ test('the CRD schema refuses what the OpenAPI part of the zod schema refuses, na
   for (const [spec, field] of cases) {
     assert.equal(mcpServerSpecSchema.safeParse(spec).success, false, `zod accepts ${JSON.stringify(spec)}`);
     assert.equal(validate(manifest(spec)), false, `the CRD schema accepts ${JSON.stringify(spec)}`);
-    assert.ok(validate.errors!.some(e => e.instancePath === field), `${JSON.stringify(spec)}: ${JSON.stringify(validate.errors)}`);
+    assert.ok(
+      validate.errors!.some((e) => e.instancePath === field),
+      `${JSON.stringify(spec)}: ${JSON.stringify(validate.errors)}`,
+    );
   }
 });
 
@@ -186,13 +244,19 @@ test('the CRD schema refuses what the OpenAPI part of the zod schema refuses, na
 function celFailures(node: JsonSchemaProps, value: unknown, path: string): string[] {
   if (value === undefined) return [];
   const failures: string[] = [];
-  for (const { rule, message, fieldPath } of (node['x-kubernetes-validations'] ?? []) as { rule: string; message: string; fieldPath?: string }[]) {
+  for (const { rule, message, fieldPath } of (node['x-kubernetes-validations'] ?? []) as {
+    rule: string;
+    message: string;
+    fieldPath?: string;
+  }[]) {
     if (/\burl\(|\bisURL\(/.test(rule)) continue;
     if (parseCel(rule)({ self: value }) !== true) failures.push(`${path}${fieldPath ?? ''}: ${message}`);
   }
-  if (Array.isArray(value) && node.items !== undefined) value.forEach((item, i) => failures.push(...celFailures(node.items as JsonSchemaProps, item, `${path}[${i}]`)));
+  if (Array.isArray(value) && node.items !== undefined)
+    value.forEach((item, i) => failures.push(...celFailures(node.items as JsonSchemaProps, item, `${path}[${i}]`)));
   else if (typeof value === 'object' && value !== null && node.properties !== undefined) {
-    for (const [name, child] of Object.entries(node.properties as Record<string, JsonSchemaProps>)) failures.push(...celFailures(child, (value as Record<string, unknown>)[name], `${path}.${name}`));
+    for (const [name, child] of Object.entries(node.properties as Record<string, JsonSchemaProps>))
+      failures.push(...celFailures(child, (value as Record<string, unknown>)[name], `${path}.${name}`));
   }
   return failures;
 }
@@ -205,7 +269,17 @@ test('the CEL rules accept and refuse the same specs as the zod superRefine, nam
     [{ image: 'ghcr.io/x/y' }, undefined],
     [{ package: { name: 'p' }, transport: 'streamable-http', port: 8080 }, undefined],
     [{ url: 'https://example.com/mcp', transport: 'sse', headers: [{ name: 'Authorization', valueFrom: secret }] }, undefined],
-    [{ image: 'x', env: [{ name: 'A', value: 'a' }, { name: 'B', valueFrom: secret }], sandbox: { egress: [{ host: 'example.com' }, { cidr: '10.0.0.0/8', ports: [443] }] } }, undefined],
+    [
+      {
+        image: 'x',
+        env: [
+          { name: 'A', value: 'a' },
+          { name: 'B', valueFrom: secret },
+        ],
+        sandbox: { egress: [{ host: 'example.com' }, { cidr: '10.0.0.0/8', ports: [443] }] },
+      },
+      undefined,
+    ],
     [{}, 'spec'],
     [{ transport: 'stdio' }, 'spec'],
     [{ image: 'x', package: { name: 'p' } }, 'spec'],
@@ -216,7 +290,16 @@ test('the CEL rules accept and refuse the same specs as the zod superRefine, nam
     [{ image: 'x', transport: 'streamable-http' }, 'spec.port'],
     [{ package: { name: 'p' }, transport: 'sse' }, 'spec.port'],
     [{ image: 'x', env: [{ name: 'A' }] }, 'spec.env[0]'],
-    [{ image: 'x', env: [{ name: 'A', value: 'a' }, { name: 'B', value: 'b', valueFrom: secret }] }, 'spec.env[1]'],
+    [
+      {
+        image: 'x',
+        env: [
+          { name: 'A', value: 'a' },
+          { name: 'B', value: 'b', valueFrom: secret },
+        ],
+      },
+      'spec.env[1]',
+    ],
     [{ url: 'https://example.com/mcp', headers: [{ name: 'X-Key' }] }, 'spec.headers[0]'],
     [{ image: 'x', sandbox: { egress: [{ host: 'example.com', cidr: '10.0.0.0/8' }] } }, 'spec.sandbox.egress[0]'],
     [{ image: 'x', sandbox: { egress: [{ ports: [443] }] } }, 'spec.sandbox.egress[0]'],
@@ -225,7 +308,10 @@ test('the CEL rules accept and refuse the same specs as the zod superRefine, nam
   for (const [spec, field] of cases) {
     const zod = mcpServerSpecSchema.safeParse(spec);
     const defaulted = structuredClone(spec);
-    assert.ok(validate({ apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpServer', metadata: { name: 'x' }, spec: defaulted }), `${JSON.stringify(spec)}: ${JSON.stringify(validate.errors)}`);
+    assert.ok(
+      validate({ apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpServer', metadata: { name: 'x' }, spec: defaulted }),
+      `${JSON.stringify(spec)}: ${JSON.stringify(validate.errors)}`,
+    );
     const cel = celFailures(specSchema, defaulted, 'spec');
     if (field === undefined) {
       assert.ok(zod.success, `zod refuses ${JSON.stringify(spec)}: ${zod.error?.message}`);
@@ -233,27 +319,52 @@ test('the CEL rules accept and refuse the same specs as the zod superRefine, nam
       continue;
     }
     assert.ok(!zod.success, `zod accepts ${JSON.stringify(spec)}`);
-    const zodFields = zod.error.issues.map(issue => issue.path.reduce<string>((at, step) => (typeof step === 'number' ? `${at}[${step}]` : `${at}.${String(step)}`), 'spec'));
-    const celFields = cel.map(failure => failure.slice(0, failure.indexOf(':')));
-    assert.ok(celFields.includes(field), `the CRD does not refuse ${JSON.stringify(spec)} at ${field}: ${cel.join('; ') || 'no CEL failure'}`);
+    const zodFields = zod.error.issues.map((issue) =>
+      issue.path.reduce<string>((at, step) => (typeof step === 'number' ? `${at}[${step}]` : `${at}.${String(step)}`), 'spec'),
+    );
+    const celFields = cel.map((failure) => failure.slice(0, failure.indexOf(':')));
+    assert.ok(
+      celFields.includes(field),
+      `the CRD does not refuse ${JSON.stringify(spec)} at ${field}: ${cel.join('; ') || 'no CEL failure'}`,
+    );
     // zod names the second source where the CRD names the spec, as it has no single field to blame.
-    assert.ok(zodFields.includes(field) || (field === 'spec' && zodFields.every(f => /^spec(\.(image|package|url))?$/.test(f))), `zod names ${zodFields.join(', ')}, not ${field}, for ${JSON.stringify(spec)}`);
+    assert.ok(
+      zodFields.includes(field) || (field === 'spec' && zodFields.every((f) => /^spec(\.(image|package|url))?$/.test(f))),
+      `zod names ${zodFields.join(', ')}, not ${field}, for ${JSON.stringify(spec)}`,
+    );
   }
 });
 
 test('a schema with no structural form is refused, naming the field', () => {
-  const refused = (schema: z.ZodType, message: RegExp) => assert.throws(() => structuralSchema(schema), { name: 'PunkError', code: 'UnsupportedSchema', message });
-  refused(z.object({ spec: z.object({ either: z.union([z.object({ a: z.string() }), z.object({ b: z.string() })]) }) }), /^\.spec\.either: JSON Schema keyword "anyOf"/);
-  refused(z.object({ spec: z.object({ either: z.union([z.string(), z.number()]) }) }), /^\.spec\.either: a Kubernetes structural schema has one type per node, not string or number/);
+  const refused = (schema: z.ZodType, message: RegExp) =>
+    assert.throws(() => structuralSchema(schema), { name: 'PunkError', code: 'UnsupportedSchema', message });
+  refused(
+    z.object({ spec: z.object({ either: z.union([z.object({ a: z.string() }), z.object({ b: z.string() })]) }) }),
+    /^\.spec\.either: JSON Schema keyword "anyOf"/,
+  );
+  refused(
+    z.object({ spec: z.object({ either: z.union([z.string(), z.number()]) }) }),
+    /^\.spec\.either: a Kubernetes structural schema has one type per node, not string or number/,
+  );
   refused(z.object({ anything: z.unknown() }), /^\.anything: a Kubernetes structural schema needs a type on every node/);
 });
 
 test('the McpCredential and McpPolicy CRDs: names, subresource, printer columns, conditions and named lists', () => {
   const columns = (definition: JsonSchemaProps) =>
-    ((definition.spec as any).versions[0].additionalPrinterColumns as { name: string; type: string; jsonPath: string }[]).map(c => [c.name.toUpperCase(), c.type, c.jsonPath]);
+    ((definition.spec as any).versions[0].additionalPrinterColumns as { name: string; type: string; jsonPath: string }[]).map((c) => [
+      c.name.toUpperCase(),
+      c.type,
+      c.jsonPath,
+    ]);
   const credential = crds.McpCredential.spec as Record<string, any>;
   assert.equal((crds.McpCredential.metadata as { name: string }).name, 'mcpcredentials.mcp.punk.dev');
-  assert.deepEqual(credential.names, { kind: 'McpCredential', listKind: 'McpCredentialList', plural: 'mcpcredentials', singular: 'mcpcredential', shortNames: ['mcpcred'] });
+  assert.deepEqual(credential.names, {
+    kind: 'McpCredential',
+    listKind: 'McpCredentialList',
+    plural: 'mcpcredentials',
+    singular: 'mcpcredential',
+    shortNames: ['mcpcred'],
+  });
   assert.deepEqual(columns(crds.McpCredential), [
     ['TYPE', 'string', '.spec.type'],
     ['SECRET', 'string', '.spec.secretRef.name'],
@@ -263,7 +374,13 @@ test('the McpCredential and McpPolicy CRDs: names, subresource, printer columns,
   ]);
   const policy = crds.McpPolicy.spec as Record<string, any>;
   assert.equal((crds.McpPolicy.metadata as { name: string }).name, 'mcppolicies.mcp.punk.dev');
-  assert.deepEqual(policy.names, { kind: 'McpPolicy', listKind: 'McpPolicyList', plural: 'mcppolicies', singular: 'mcppolicy', shortNames: ['mcppol'] });
+  assert.deepEqual(policy.names, {
+    kind: 'McpPolicy',
+    listKind: 'McpPolicyList',
+    plural: 'mcppolicies',
+    singular: 'mcppolicy',
+    shortNames: ['mcppol'],
+  });
   assert.deepEqual(columns(crds.McpPolicy), [
     ['PRIORITY', 'integer', '.spec.priority'],
     ['RULES', 'integer', '.status.ruleCount'],
@@ -289,7 +406,7 @@ test('the McpCredential and McpPolicy CRDs: names, subresource, printer columns,
 async function clusterExamples(): Promise<{ file: string; object: { kind: string; spec: unknown } }[]> {
   const dir = join(root, 'examples', 'cluster');
   const out: { file: string; object: { kind: string; spec: unknown } }[] = [];
-  for (const file of (await readdir(dir)).filter(name => name.endsWith('.yaml')).sort()) {
+  for (const file of (await readdir(dir)).filter((name) => name.endsWith('.yaml')).sort()) {
     for (const doc of parseAllDocuments(await readFile(join(dir, file), 'utf8'))) out.push({ file, object: doc.toJS() });
   }
   return out;
@@ -297,7 +414,7 @@ async function clusterExamples(): Promise<{ file: string; object: { kind: string
 
 test('the examples of examples/cluster validate against their CRD and zod, with the same defaults', async () => {
   const examples = await clusterExamples();
-  assert.deepEqual([...new Set(examples.map(e => e.object.kind))].sort(), ['McpCredential', 'McpPolicy']);
+  assert.deepEqual([...new Set(examples.map((e) => e.object.kind))].sort(), ['McpCredential', 'McpPolicy']);
   const validators = { McpCredential: objectValidator(schemaOf(crds.McpCredential)), McpPolicy: objectValidator(schemaOf(crds.McpPolicy)) };
   const schemas = { McpCredential: mcpCredentialSchema, McpPolicy: mcpPolicySchema };
   for (const { file, object } of examples) {
@@ -327,17 +444,32 @@ function agree(kind: 'McpCredential' | 'McpPolicy', spec: Record<string, unknown
     return;
   }
   assert.ok(!zod.success, `zod accepts ${what}`);
-  const zodFields = zod.error.issues.map(issue => issue.path.reduce<string>((at, step) => (typeof step === 'number' ? `${at}[${step}]` : `${at}.${String(step)}`), 'spec'));
+  const zodFields = zod.error.issues.map((issue) =>
+    issue.path.reduce<string>((at, step) => (typeof step === 'number' ? `${at}[${step}]` : `${at}.${String(step)}`), 'spec'),
+  );
   assert.ok(zodFields.includes(field), `zod names ${zodFields.join(', ')}, not ${field}, for ${what}`);
   const crdFields = openApi
-    ? cel.map(failure => failure.slice(0, failure.indexOf(':')))
-    : validate.errors!.map(e => e.instancePath.replace(/^\//, '').replace(/\/(\d+)/g, '[$1]').replaceAll('/', '.'));
+    ? cel.map((failure) => failure.slice(0, failure.indexOf(':')))
+    : validate.errors!.map((e) =>
+        e.instancePath
+          .replace(/^\//, '')
+          .replace(/\/(\d+)/g, '[$1]')
+          .replaceAll('/', '.'),
+      );
   assert.ok(crdFields.includes(field), `the CRD does not refuse ${what} at ${field}: ${crdFields.join('; ') || 'no failure'}`);
 }
 
 test('the McpCredential CRD accepts and refuses the same specs as zod, naming the same field', () => {
   agree('McpCredential', { secretRef: { name: 'tok' } }, undefined);
-  agree('McpCredential', { type: 'oauth2', secretRef: { name: 'tok', keys: ['access_token', 'refresh_token'] }, oauth2: { tokenUrl: 'https://auth.example.com/token', scopes: ['a'] } }, undefined);
+  agree(
+    'McpCredential',
+    {
+      type: 'oauth2',
+      secretRef: { name: 'tok', keys: ['access_token', 'refresh_token'] },
+      oauth2: { tokenUrl: 'https://auth.example.com/token', scopes: ['a'] },
+    },
+    undefined,
+  );
   agree('McpCredential', { type: 'static', secretRef: { name: 'tok' }, oauth2: { clientId: 'c' } }, 'spec.oauth2');
   agree('McpCredential', { secretRef: { name: 'tok' }, oauth2: {} }, 'spec.oauth2');
   agree('McpCredential', { type: 'oauth2', secretRef: { name: 'Bad_Name' } }, 'spec.secretRef.name');
@@ -347,14 +479,42 @@ test('the McpCredential CRD accepts and refuses the same specs as zod, naming th
 
 test('the McpPolicy CRD accepts and refuses the same specs as zod, naming the same field', () => {
   agree('McpPolicy', {}, undefined);
-  agree('McpPolicy', { priority: 5, rules: [{ name: 'a', sideEffectLevels: { min: 2, max: 2 }, decision: 'deny' }, { name: 'b', decision: 'allow' }], rateLimits: [{ name: 'a', requests: 5, per: '1m' }] }, undefined);
-  agree('McpPolicy', { rules: [{ name: 'a', decision: 'allow' }, { name: 'b', sideEffectLevels: { min: 3, max: 1 }, decision: 'deny' }] }, 'spec.rules[1].sideEffectLevels');
+  agree(
+    'McpPolicy',
+    {
+      priority: 5,
+      rules: [
+        { name: 'a', sideEffectLevels: { min: 2, max: 2 }, decision: 'deny' },
+        { name: 'b', decision: 'allow' },
+      ],
+      rateLimits: [{ name: 'a', requests: 5, per: '1m' }],
+    },
+    undefined,
+  );
+  agree(
+    'McpPolicy',
+    {
+      rules: [
+        { name: 'a', decision: 'allow' },
+        { name: 'b', sideEffectLevels: { min: 3, max: 1 }, decision: 'deny' },
+      ],
+    },
+    'spec.rules[1].sideEffectLevels',
+  );
   agree('McpPolicy', { rules: [{ name: 'a', sideEffectLevels: { min: 5 }, decision: 'deny' }] }, 'spec.rules[0].sideEffectLevels.min');
   agree('McpPolicy', { rules: [{ name: 'a', decision: 'maybe' }] }, 'spec.rules[0].decision');
   agree('McpPolicy', { priority: 1001 }, 'spec.priority');
   agree('McpPolicy', { rateLimits: [{ name: 'r', requests: 0, per: '1m' }] }, 'spec.rateLimits[0].requests');
   agree('McpPolicy', { rateLimits: [{ name: 'r', requests: 1, per: 'a minute' }] }, 'spec.rateLimits[0].per');
   // A repeated name: zod names the second item; the API server's list-map check refuses it (see the named-lists test).
-  const duplicate = mcpPolicySpecSchema.safeParse({ rules: [{ name: 'a', decision: 'allow' }, { name: 'a', decision: 'deny' }] });
-  assert.deepEqual(duplicate.error?.issues.map(i => [i.path.join('.'), i.message]), [['rules.1.name', 'duplicate name a']]);
+  const duplicate = mcpPolicySpecSchema.safeParse({
+    rules: [
+      { name: 'a', decision: 'allow' },
+      { name: 'a', decision: 'deny' },
+    ],
+  });
+  assert.deepEqual(
+    duplicate.error?.issues.map((i) => [i.path.join('.'), i.message]),
+    [['rules.1.name', 'duplicate name a']],
+  );
 });

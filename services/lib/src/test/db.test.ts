@@ -49,19 +49,23 @@ async function migrationStory(db: Database, dir: string): Promise<void> {
   await assert.rejects(db.query('SELECT * FROM notes'), /does not exist/);
 
   await assert.rejects(
-    db.transaction(async tx => {
+    db.transaction(async (tx) => {
       await tx.query('INSERT INTO notes_svc.notes (body) VALUES ($1)', ['lost']);
       throw new Error('changed my mind');
     }),
     /changed my mind/,
   );
-  const committed = await db.transaction(async tx => {
+  const committed = await db.transaction(async (tx) => {
     await tx.query('INSERT INTO notes_svc.notes (body) VALUES ($1)', ['kept']);
     return (await tx.query<{ n: number }>('SELECT count(*)::int AS n FROM notes_svc.notes')).rows[0]!.n;
   });
   assert.equal(committed, 2);
   const bodies = await db.query<{ body: string }>('SELECT body FROM notes_svc.notes ORDER BY id');
-  assert.deepEqual(bodies.rows.map(r => r.body), ['seeded by migration', 'kept'], 'the thrown transaction left nothing');
+  assert.deepEqual(
+    bodies.rows.map((r) => r.body),
+    ['seeded by migration', 'kept'],
+    'the thrown transaction left nothing',
+  );
   await db.ping();
 }
 
@@ -122,7 +126,10 @@ test('PGlite with a data directory keeps its data across close and reopen', asyn
     try {
       assert.deepEqual(await migrate(reopened, { schema: 'notes_svc', dir, log }), [], 'nothing to apply after reopening');
       const bodies = await reopened.query<{ body: string }>('SELECT body FROM notes_svc.notes ORDER BY id');
-      assert.deepEqual(bodies.rows.map(r => r.body), ['seeded by migration', 'kept']);
+      assert.deepEqual(
+        bodies.rows.map((r) => r.body),
+        ['seeded by migration', 'kept'],
+      );
     } finally {
       await reopened.close();
     }
@@ -164,7 +171,7 @@ test('a database that does not exist gives DatabaseUnavailable naming the host',
   });
 });
 
-test('a PGlite data directory held by another live process is refused; a stale lock is taken over', async t => {
+test('a PGlite data directory held by another live process is refused; a stale lock is taken over', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'punk-lock-'));
   const holder = spawn('sleep', ['30']);
   t.after(async () => {
@@ -179,7 +186,7 @@ test('a PGlite data directory held by another live process is refused; a stale l
     return true;
   });
   holder.kill();
-  await new Promise(resolve => holder.once('exit', resolve));
+  await new Promise((resolve) => holder.once('exit', resolve));
   const db = await openDatabase({ dataDir: dir, log });
   await db.ping();
   await db.close();

@@ -9,7 +9,7 @@ import { allowedHostsOf, isAllowedHost, listenHealth, LOOPBACK_HOST_NAMES } from
 
 function get(url: string, host: string): Promise<number> {
   return new Promise((resolve, reject) => {
-    request(url, { headers: { host } }, res => {
+    request(url, { headers: { host } }, (res) => {
       res.resume();
       resolve(res.statusCode ?? 0);
     })
@@ -21,7 +21,10 @@ function get(url: string, host: string): Promise<number> {
 describe('allowed hosts', () => {
   it('loopback listeners answer loopback names and the public URL host; others any host unless PUNK_ALLOWED_HOSTS says', () => {
     assert.deepEqual(allowedHostsOf({ host: '127.0.0.1', allowedHosts: undefined, publicUrl: undefined }), [...LOOPBACK_HOST_NAMES]);
-    assert.deepEqual(allowedHostsOf({ host: '::1', allowedHosts: undefined, publicUrl: 'https://punk.example.com' }), [...LOOPBACK_HOST_NAMES, 'punk.example.com']);
+    assert.deepEqual(allowedHostsOf({ host: '::1', allowedHosts: undefined, publicUrl: 'https://punk.example.com' }), [
+      ...LOOPBACK_HOST_NAMES,
+      'punk.example.com',
+    ]);
     assert.equal(allowedHostsOf({ host: '0.0.0.0', allowedHosts: undefined, publicUrl: undefined }), undefined);
     assert.deepEqual(allowedHostsOf({ host: '0.0.0.0', allowedHosts: ['punk.internal'], publicUrl: undefined }), ['punk.internal']);
   });
@@ -29,7 +32,16 @@ describe('allowed hosts', () => {
   it('matches names on any port, case-insensitively, IPv6 in brackets; never a missing or malformed header', () => {
     const hosts = [...LOOPBACK_HOST_NAMES];
     for (const ok of ['localhost', 'LOCALHOST:4100', '127.0.0.1:80', '[::1]:4100', '[::1]']) assert.ok(isAllowedHost(ok, hosts), ok);
-    for (const bad of [undefined, '', 'evil.example', 'evil.example:4100', 'localhost.evil.example', '127.0.0.1.nip.io', 'localhost:4100:1', '[::2]']) {
+    for (const bad of [
+      undefined,
+      '',
+      'evil.example',
+      'evil.example:4100',
+      'localhost.evil.example',
+      '127.0.0.1.nip.io',
+      'localhost:4100:1',
+      '[::2]',
+    ]) {
       assert.ok(!isAllowedHost(bad, hosts), String(bad));
     }
   });

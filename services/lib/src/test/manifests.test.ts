@@ -57,14 +57,32 @@ spec:
   url: ftp://example.com/
 `;
   const { servers, errors } = parseManifests(text, 'many.yaml', 'default');
-  assert.deepEqual(servers.map(s => s.server.metadata.name), ['everything']);
-  const lines = errors.map(e => `${e.document} ${e.field}: ${e.message}`);
-  assert.ok(lines.some(l => /^2 spec.url: set exactly one of image, package and url/.test(l)), lines.join('\n'));
-  assert.ok(lines.some(l => /^3 spec: Unrecognized key: "surprise"/.test(l) || /^3 spec.*surprise/.test(l)), lines.join('\n'));
-  assert.ok(lines.some(l => /^4 kind: expected apiVersion mcp\.punk\.dev\/v1alpha1 and kind McpServer/.test(l)), lines.join('\n'));
-  assert.ok(lines.some(l => /^5 \(document\): a manifest must be a mapping/.test(l)), lines.join('\n'));
-  assert.ok(lines.some(l => /^6 spec\.url: must be an http or https URL/.test(l)), lines.join('\n'));
-  assert.ok(errors.every(e => e.file === 'many.yaml'));
+  assert.deepEqual(
+    servers.map((s) => s.server.metadata.name),
+    ['everything'],
+  );
+  const lines = errors.map((e) => `${e.document} ${e.field}: ${e.message}`);
+  assert.ok(
+    lines.some((l) => /^2 spec.url: set exactly one of image, package and url/.test(l)),
+    lines.join('\n'),
+  );
+  assert.ok(
+    lines.some((l) => /^3 spec: Unrecognized key: "surprise"/.test(l) || /^3 spec.*surprise/.test(l)),
+    lines.join('\n'),
+  );
+  assert.ok(
+    lines.some((l) => /^4 kind: expected apiVersion mcp\.punk\.dev\/v1alpha1 and kind McpServer/.test(l)),
+    lines.join('\n'),
+  );
+  assert.ok(
+    lines.some((l) => /^5 \(document\): a manifest must be a mapping/.test(l)),
+    lines.join('\n'),
+  );
+  assert.ok(
+    lines.some((l) => /^6 spec\.url: must be an http or https URL/.test(l)),
+    lines.join('\n'),
+  );
+  assert.ok(errors.every((e) => e.file === 'many.yaml'));
 });
 
 test('a streamable-http server that Punk starts needs a port; env entries need exactly one source', () => {
@@ -82,7 +100,7 @@ spec:
       valueFrom: { secretKeyRef: { name: s, key: k } }
 `;
   const { errors } = parseManifests(text, 'web.yaml', 'default');
-  const fields = errors.map(e => e.field);
+  const fields = errors.map((e) => e.field);
   assert.ok(fields.includes('spec.port'), fields.join());
   assert.ok(fields.includes('spec.env.0'), fields.join());
   assert.ok(fields.includes('spec.env.1'), fields.join());
@@ -98,8 +116,8 @@ test('a directory load reads every yaml file, reports YAML errors and duplicate 
     const { servers, errors } = await loadManifestDirectory(dir, 'team-a');
     assert.equal(servers.length, 1);
     assert.equal(servers[0]!.server.metadata.namespace, 'team-a');
-    assert.ok(errors.some(e => e.file.endsWith('b.yml') && e.field === 'metadata.name' && /already defined/.test(e.message)));
-    assert.ok(errors.some(e => e.file.endsWith('c.yaml') && /^YAML/.test(e.message)));
+    assert.ok(errors.some((e) => e.file.endsWith('b.yml') && e.field === 'metadata.name' && /already defined/.test(e.message)));
+    assert.ok(errors.some((e) => e.file.endsWith('c.yaml') && /^YAML/.test(e.message)));
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
@@ -123,14 +141,20 @@ metadata: { name: g }
 spec: {}
 `;
   const { servers, errors } = parseManifests(text, 'mixed.yaml', 'default');
-  assert.deepEqual(servers.map(s => s.server.metadata.name), ['everything']);
-  assert.deepEqual(errors.map(e => [e.document, e.field]), [[4, 'kind']]);
+  assert.deepEqual(
+    servers.map((s) => s.server.metadata.name),
+    ['everything'],
+  );
+  assert.deepEqual(
+    errors.map((e) => [e.document, e.field]),
+    [[4, 'kind']],
+  );
 });
 
 test('the example manifests are valid, and the cluster-only ones of examples/cluster are not served', async () => {
   const { servers, errors } = await loadManifestDirectory(join(import.meta.dirname, '../../../../examples'), 'default');
   assert.deepEqual(errors, []);
-  assert.deepEqual(servers.map(s => s.server.metadata.name).sort(), ['everything', 'everything-http', 'filesystem', 'memory']);
+  assert.deepEqual(servers.map((s) => s.server.metadata.name).sort(), ['everything', 'everything-http', 'filesystem', 'memory']);
 });
 
 test('literal header values must be HTTP field values and env values hold no NUL; errors never echo the value', () => {
@@ -156,10 +180,10 @@ spec:
       value: "NULSECRET-2\\0z"
 `;
   const { errors } = parseManifests(text, 'm.yaml', 'default');
-  const fields = errors.map(e => e.field);
+  const fields = errors.map((e) => e.field);
   assert.deepEqual(fields.sort(), ['spec.env.0.value', 'spec.headers.0.value'], JSON.stringify(errors));
   assert.ok(!JSON.stringify(errors).includes('SECRET'), JSON.stringify(errors));
-  assert.match(errors.find(e => e.field === 'spec.headers.0.value')!.message, /HTTP field value/);
+  assert.match(errors.find((e) => e.field === 'spec.headers.0.value')!.message, /HTTP field value/);
 });
 
 test('a manifest may not set the headers Punk sets itself', () => {
@@ -174,6 +198,6 @@ spec:
     - { name: X-Api-Version, value: "2" }
 `;
   const { errors } = parseManifests(text, 'm.yaml', 'default');
-  assert.deepEqual(errors.map(e => e.field).sort(), ['spec.headers.0.name', 'spec.headers.1.name']);
+  assert.deepEqual(errors.map((e) => e.field).sort(), ['spec.headers.0.name', 'spec.headers.1.name']);
   assert.match(errors[0]!.message, /set by Punk itself/);
 });

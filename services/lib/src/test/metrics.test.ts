@@ -7,16 +7,30 @@
 import { strict as assert } from 'node:assert';
 import { request } from 'node:http';
 import { after, before, describe, it } from 'node:test';
-import { createLogger, jsonRpcErrorTypeOf, listenHealth, NatsBus, PunkError, subjectFamily, subjects, TrackedBus, type HealthServer } from '../index.js';
+import {
+  createLogger,
+  jsonRpcErrorTypeOf,
+  listenHealth,
+  NatsBus,
+  PunkError,
+  subjectFamily,
+  subjects,
+  TrackedBus,
+  type HealthServer,
+} from '../index.js';
 import { startPrivateNats, type PrivateNats } from './natstest.js';
 import { registryValue } from './metricstest.js';
 
 /** One request with an explicit Host header: status, headers and body. */
-function send(url: string, method: string, host: string): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
+function send(
+  url: string,
+  method: string,
+  host: string,
+): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
   return new Promise((resolve, reject) => {
-    request(url, { method, headers: { host } }, res => {
+    request(url, { method, headers: { host } }, (res) => {
       let body = '';
-      res.on('data', chunk => (body += chunk));
+      res.on('data', (chunk) => (body += chunk));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
     })
       .on('error', reject)
@@ -69,8 +83,10 @@ describe('bus subject families', () => {
 
 describe('JSON-RPC error codes as error_type', () => {
   it('keep the codes JSON-RPC defines or reserves and fold every other value into _OTHER', () => {
-    for (const code of [-32700, -32600, -32601, -32602, -32603, -32000, -32002, -32042, -32099]) assert.equal(jsonRpcErrorTypeOf(code), String(code));
-    for (const code of [-32604, -32100, -31999, 0, 1, 42, 123456, -1.5, Number.NaN, '-32602', null]) assert.equal(jsonRpcErrorTypeOf(code), '_OTHER', `code ${String(code)}`);
+    for (const code of [-32700, -32600, -32601, -32602, -32603, -32000, -32002, -32042, -32099])
+      assert.equal(jsonRpcErrorTypeOf(code), String(code));
+    for (const code of [-32604, -32100, -31999, 0, 1, 42, 123456, -1.5, Number.NaN, '-32602', null])
+      assert.equal(jsonRpcErrorTypeOf(code), '_OTHER', `code ${String(code)}`);
   });
 });
 
@@ -88,24 +104,45 @@ describe('TrackedBus metrics over NATS', () => {
 
   it('times requests by subject family and error type, and appends', async () => {
     const family = 'punk.client-request.*.answer';
-    const count = (errorType: string) => registryValue('punk_bus_request_duration_seconds', { subject: family, error_type: errorType }, 'punk_bus_request_duration_seconds_count');
+    const count = (errorType: string) =>
+      registryValue(
+        'punk_bus_request_duration_seconds',
+        { subject: family, error_type: errorType },
+        'punk_bus_request_duration_seconds_count',
+      );
     const before = { ok: await count(''), refused: await count('CallerMismatch'), none: await count('BusNoResponders') };
-    const served = await bus.serve(subjects.clientAnswer('r1'), async data => {
+    const served = await bus.serve(subjects.clientAnswer('r1'), async (data) => {
       if ((data as { refuse?: boolean }).refuse) throw new PunkError('CallerMismatch', 'not yours');
       return { ok: true };
     });
     assert.deepEqual(await bus.request(subjects.clientAnswer('r1'), {}, { timeoutMs: 5000 }), { ok: true });
     await assert.rejects(bus.request(subjects.clientAnswer('r1'), { refuse: true }, { timeoutMs: 5000 }), /not yours/);
     await served.unsubscribe();
-    await assert.rejects(bus.request(subjects.clientAnswer('r2'), {}, { timeoutMs: 5000 }), (e: unknown) => e instanceof PunkError && e.code === 'BusNoResponders');
+    await assert.rejects(
+      bus.request(subjects.clientAnswer('r2'), {}, { timeoutMs: 5000 }),
+      (e: unknown) => e instanceof PunkError && e.code === 'BusNoResponders',
+    );
     assert.equal((await count('')) - before.ok, 1, 'the answered request, under its family, not its id');
     assert.equal((await count('CallerMismatch')) - before.refused, 1, "the responder's error code");
     assert.equal((await count('BusNoResponders')) - before.none, 1);
-    assert.equal(await registryValue('punk_bus_request_duration_seconds', { subject: subjects.clientAnswer('r1') }, 'punk_bus_request_duration_seconds_count'), 0, 'no series per id');
+    assert.equal(
+      await registryValue(
+        'punk_bus_request_duration_seconds',
+        { subject: subjects.clientAnswer('r1') },
+        'punk_bus_request_duration_seconds_count',
+      ),
+      0,
+      'no series per id',
+    );
 
     const stream = { name: 'METRICS_TEST', subjects: ['punk.sse.>'], duplicateWindowMs: 60_000 };
     await bus.ensureStream(stream);
-    const appends = () => registryValue('punk_bus_append_duration_seconds', { subject: 'punk.sse.*.*', error_type: '' }, 'punk_bus_append_duration_seconds_count');
+    const appends = () =>
+      registryValue(
+        'punk_bus_append_duration_seconds',
+        { subject: 'punk.sse.*.*', error_type: '' },
+        'punk_bus_append_duration_seconds_count',
+      );
     const appended = await appends();
     await bus.append(subjects.sseEvent('s1', 'st1'), { n: 1 }, { msgId: 'm1' });
     assert.equal((await appends()) - appended, 1);

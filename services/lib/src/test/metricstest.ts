@@ -14,5 +14,7 @@ export async function registryValue(family: string, labels: Record<string, strin
   const metric = register.getSingleMetric(family);
   if (!metric) throw new Error(`no metric family ${family} is registered in this process`);
   const values = (await metric.get()).values as MetricValueWithName<string>[];
-  return values.filter(v => (v.metricName ?? family) === sample && Object.entries(labels).every(([k, value]) => String(v.labels[k]) === value)).reduce((sum, v) => sum + v.value, 0);
+  return values
+    .filter((v) => (v.metricName ?? family) === sample && Object.entries(labels).every(([k, value]) => String(v.labels[k]) === value))
+    .reduce((sum, v) => sum + v.value, 0);
 }

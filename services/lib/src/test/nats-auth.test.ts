@@ -21,11 +21,19 @@ test('parseNatsUrl takes credentials out of the server list and redacts what it 
     shown: 'nats://<redacted>@a:4222,nats://b:4222',
   });
   assert.deepEqual(parseNatsUrl('nats://s3cr3t-token@a:4222').credentials, { token: 's3cr3t-token' });
-  assert.deepEqual(parseNatsUrl('nats://a:4222, 127.0.0.1:4223'), { servers: ['nats://a:4222', '127.0.0.1:4223'], credentials: {}, shown: 'nats://a:4222, 127.0.0.1:4223' });
+  assert.deepEqual(parseNatsUrl('nats://a:4222, 127.0.0.1:4223'), {
+    servers: ['nats://a:4222', '127.0.0.1:4223'],
+    credentials: {},
+    shown: 'nats://a:4222, 127.0.0.1:4223',
+  });
   assert.equal(redactNatsUrl('tls://u:p@a:4222,tls://t@b:4222'), 'tls://<redacted>@a:4222,tls://<redacted>@b:4222');
   // An unencoded @, / or # in a password: nothing of it is shown.
   assert.equal(redactNatsUrl('nats://punk:p@ss/w#rd@127.0.0.1:4222'), 'nats://<redacted>@127.0.0.1:4222');
-  assert.throws(() => parseNatsUrl('nats://punk:S3cr3t%pw@a:4222'), (error: PunkError) => error.code === 'InvalidConfig' && /PUNK_NATS_URL.*percent-encoding/.test(error.message) && !error.message.includes('S3cr3t'));
+  assert.throws(
+    () => parseNatsUrl('nats://punk:S3cr3t%pw@a:4222'),
+    (error: PunkError) =>
+      error.code === 'InvalidConfig' && /PUNK_NATS_URL.*percent-encoding/.test(error.message) && !error.message.includes('S3cr3t'),
+  );
 });
 
 describe('a nats-server that requires a user and password', () => {

@@ -33,7 +33,9 @@ export async function startPrivateNats(serverArgs: readonly string[] = []): Prom
   // The first start lets nats-server pick a free port (-p -1) and reads it from its ports file: a port probed free
   // and bound later could be taken by another test file's server in between, and both would share one server.
   const start = async () => {
-    server = spawn(binary, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir, '--ports_file_dir', dir, ...serverArgs], { stdio: 'ignore' });
+    server = spawn(binary, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir, '--ports_file_dir', dir, ...serverArgs], {
+      stdio: 'ignore',
+    });
     if (port === -1) port = await portOf(server, dir);
     await listening(port);
   };
@@ -63,19 +65,19 @@ async function portOf(server: ChildProcess, dir: string): Promise<number> {
     const text = await readFile(join(dir, `nats-server_${server.pid}.ports`), 'utf8').catch(() => undefined);
     const url = text && (JSON.parse(text) as { nats?: string[] }).nats?.[0];
     if (url) return Number(new URL(url).port);
-    await new Promise(r => setTimeout(r, 25));
+    await new Promise((r) => setTimeout(r, 25));
   }
   throw new Error('nats-server wrote no ports file within 5 s');
 }
 
 async function listening(port: number): Promise<void> {
   for (let attempt = 0; attempt < 100; attempt++) {
-    const up = await new Promise<boolean>(resolve => {
+    const up = await new Promise<boolean>((resolve) => {
       const socket = connect(port, '127.0.0.1', () => (socket.destroy(), resolve(true)));
       socket.once('error', () => resolve(false));
     });
     if (up) return;
-    await new Promise(r => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error(`nats-server did not listen on 127.0.0.1:${port}`);
 }

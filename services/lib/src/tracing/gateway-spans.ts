@@ -36,8 +36,15 @@ export function traceGatewayCalls(handler: RequestHandler): RequestHandler {
     const message = (typeof data === 'object' && data !== null ? data : {}) as RoutedMessage;
     const target = mcpTargetAttributes(text(message.method) ?? 'unknown', message);
     const [tenant, server, runId, sessionId] = [text(message.tenant), text(message.server), text(message.runId), text(message.sessionId)];
-    const attributes = { ...target.attributes, ...(tenant && { [PUNK_TENANT]: tenant }), ...(server && { [PUNK_SERVER]: server }), ...(sessionId && { [ATTR_MCP_SESSION_ID]: sessionId }) };
-    return inSpan(`route ${target.spanName}`, { kind: SpanKind.SERVER, attributes, logFields: { runId, tenant } }, () => handler(data, info));
+    const attributes = {
+      ...target.attributes,
+      ...(tenant && { [PUNK_TENANT]: tenant }),
+      ...(server && { [PUNK_SERVER]: server }),
+      ...(sessionId && { [ATTR_MCP_SESSION_ID]: sessionId }),
+    };
+    return inSpan(`route ${target.spanName}`, { kind: SpanKind.SERVER, attributes, logFields: { runId, tenant } }, () =>
+      handler(data, info),
+    );
   };
 }
 
@@ -51,7 +58,7 @@ export interface UpstreamOutcome {
 
 /** Sets `error.type` from an upstream call's outcome: its failure kind, or `tool_error` for a result with `isError: true`. */
 function recordOutcome(span: Span, outcome: UpstreamOutcome): void {
-  const type = !outcome.ok ? outcome.kind ?? '_OTHER' : outcome.result?.['isError'] === true ? 'tool_error' : undefined;
+  const type = !outcome.ok ? (outcome.kind ?? '_OTHER') : outcome.result?.['isError'] === true ? 'tool_error' : undefined;
   if (type === undefined) return;
   span.setAttribute(ATTR_ERROR_TYPE, type);
   span.setStatus({ code: SpanStatusCode.ERROR });
@@ -78,15 +85,19 @@ export function traceUpstreamCall<T extends UpstreamOutcome>(
   send: (meta: Record<string, unknown> | undefined) => Promise<T>,
 ): Promise<T> {
   const target = mcpTargetAttributes(method, params);
-  return inSpan(target.spanName, { kind: SpanKind.CLIENT, attributes: { ...target.attributes, [PUNK_SERVER]: server }, errorType: jsonRpcCode }, async span => {
-    try {
-      const outcome = await send(withTraceContext(meta));
-      recordOutcome(span, outcome);
-      return outcome;
-    } catch (error) {
-      const code = jsonRpcCode(error);
-      if (code !== undefined) span.setAttribute(ATTR_RPC_RESPONSE_STATUS_CODE, code);
-      throw error;
-    }
-  });
+  return inSpan(
+    target.spanName,
+    { kind: SpanKind.CLIENT, attributes: { ...target.attributes, [PUNK_SERVER]: server }, errorType: jsonRpcCode },
+    async (span) => {
+      try {
+        const outcome = await send(withTraceContext(meta));
+        recordOutcome(span, outcome);
+        return outcome;
+      } catch (error) {
+        const code = jsonRpcCode(error);
+        if (code !== undefined) span.setAttribute(ATTR_RPC_RESPONSE_STATUS_CODE, code);
+        throw error;
+      }
+    },
+  );
 }

@@ -23,14 +23,29 @@ const text = (value: unknown): string | undefined => (typeof value === 'string' 
 export function traceGovernanceChecks(handler: RequestHandler): RequestHandler {
   return (data, info) => {
     const check = (typeof data === 'object' && data !== null ? data : {}) as Record<string, unknown>;
-    const [kind, target, tenant, server, runId] = [text(check['kind']), text(check['target']), text(check['tenant']), text(check['server']), text(check['runId'])];
-    const attributes = { ...(kind && { [PUNK_POLICY_KIND]: kind }), ...(target && { [PUNK_POLICY_TARGET]: target }), ...(tenant && { [PUNK_TENANT]: tenant }), ...(server && { [PUNK_SERVER]: server }) };
-    return inSpan(`policy check${kind ? ` ${kind}` : ''}`, { kind: SpanKind.SERVER, attributes, logFields: { runId, tenant } }, async span => {
-      const decision = (await handler(data, info)) as { decision?: unknown; rule?: unknown } | undefined;
-      const [outcome, rule] = [text(decision?.decision), text(decision?.rule)];
-      if (outcome) span.setAttribute(PUNK_POLICY_DECISION, outcome);
-      if (rule) span.setAttribute(PUNK_POLICY_RULE, rule);
-      return decision;
-    });
+    const [kind, target, tenant, server, runId] = [
+      text(check['kind']),
+      text(check['target']),
+      text(check['tenant']),
+      text(check['server']),
+      text(check['runId']),
+    ];
+    const attributes = {
+      ...(kind && { [PUNK_POLICY_KIND]: kind }),
+      ...(target && { [PUNK_POLICY_TARGET]: target }),
+      ...(tenant && { [PUNK_TENANT]: tenant }),
+      ...(server && { [PUNK_SERVER]: server }),
+    };
+    return inSpan(
+      `policy check${kind ? ` ${kind}` : ''}`,
+      { kind: SpanKind.SERVER, attributes, logFields: { runId, tenant } },
+      async (span) => {
+        const decision = (await handler(data, info)) as { decision?: unknown; rule?: unknown } | undefined;
+        const [outcome, rule] = [text(decision?.decision), text(decision?.rule)];
+        if (outcome) span.setAttribute(PUNK_POLICY_DECISION, outcome);
+        if (rule) span.setAttribute(PUNK_POLICY_RULE, rule);
+        return decision;
+      },
+    );
   };
 }

@@ -4,7 +4,11 @@
  * the event), covering the batch's write to Postgres (OpenTelemetry messaging conventions, "process" spans).
  */
 import { context, SpanKind, trace } from '@opentelemetry/api';
-import { ATTR_MESSAGING_DESTINATION_NAME, ATTR_MESSAGING_MESSAGE_ID, ATTR_MESSAGING_OPERATION_TYPE } from '@opentelemetry/semantic-conventions/incubating';
+import {
+  ATTR_MESSAGING_DESTINATION_NAME,
+  ATTR_MESSAGING_MESSAGE_ID,
+  ATTR_MESSAGING_OPERATION_TYPE,
+} from '@opentelemetry/semantic-conventions/incubating';
 import type { StreamMessage } from '../bus/bus.js';
 import { PUNK_TENANT } from './mcp-attributes.js';
 import { extractTraceContext } from './propagation.js';
@@ -18,7 +22,7 @@ export const PUNK_LEDGER_EVENT_TYPE = 'punk.ledger.event_type';
  * and is rethrown. With a single message its span is active during the write, so the write's log lines carry it.
  */
 export async function traceLedgerBatch(messages: StreamMessage[], write: () => Promise<void>): Promise<void> {
-  const spans = messages.map(message => {
+  const spans = messages.map((message) => {
     const event = (typeof message.data === 'object' && message.data !== null ? message.data : {}) as { type?: unknown; tenant?: unknown };
     const type = typeof event.type === 'string' ? event.type : 'unknown';
     const attributes = {

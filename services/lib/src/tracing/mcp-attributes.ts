@@ -5,7 +5,13 @@
  * never part of the name (high cardinality).
  */
 import type { Attributes } from '@opentelemetry/api';
-import { ATTR_GEN_AI_OPERATION_NAME, ATTR_GEN_AI_PROMPT_NAME, ATTR_GEN_AI_TOOL_NAME, ATTR_MCP_METHOD_NAME, ATTR_MCP_RESOURCE_URI } from '@opentelemetry/semantic-conventions/incubating';
+import {
+  ATTR_GEN_AI_OPERATION_NAME,
+  ATTR_GEN_AI_PROMPT_NAME,
+  ATTR_GEN_AI_TOOL_NAME,
+  ATTR_MCP_METHOD_NAME,
+  ATTR_MCP_RESOURCE_URI,
+} from '@opentelemetry/semantic-conventions/incubating';
 
 /** Punk's own attribute: the tenant (Kubernetes namespace) the request belongs to. */
 export const PUNK_TENANT = 'punk.tenant';

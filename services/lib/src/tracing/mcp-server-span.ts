@@ -8,8 +8,20 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { context, SpanKind, SpanStatusCode, trace, type Attributes, type Link, type Span } from '@opentelemetry/api';
-import { ATTR_CLIENT_ADDRESS, ATTR_CLIENT_PORT, ATTR_ERROR_TYPE, ATTR_NETWORK_PROTOCOL_NAME, ATTR_NETWORK_PROTOCOL_VERSION, ATTR_NETWORK_TRANSPORT } from '@opentelemetry/semantic-conventions';
-import { ATTR_JSONRPC_REQUEST_ID, ATTR_MCP_PROTOCOL_VERSION, ATTR_MCP_SESSION_ID, ATTR_RPC_RESPONSE_STATUS_CODE } from '@opentelemetry/semantic-conventions/incubating';
+import {
+  ATTR_CLIENT_ADDRESS,
+  ATTR_CLIENT_PORT,
+  ATTR_ERROR_TYPE,
+  ATTR_NETWORK_PROTOCOL_NAME,
+  ATTR_NETWORK_PROTOCOL_VERSION,
+  ATTR_NETWORK_TRANSPORT,
+} from '@opentelemetry/semantic-conventions';
+import {
+  ATTR_JSONRPC_REQUEST_ID,
+  ATTR_MCP_PROTOCOL_VERSION,
+  ATTR_MCP_SESSION_ID,
+  ATTR_RPC_RESPONSE_STATUS_CODE,
+} from '@opentelemetry/semantic-conventions/incubating';
 import { withRequestLogFields } from './log-fields.js';
 import { mcpTargetAttributes, PUNK_TENANT } from './mcp-attributes.js';
 import { extractTraceContext } from './propagation.js';
@@ -36,7 +48,10 @@ function header(req: IncomingMessage, name: string): string | undefined {
 
 function protocolVersionOf(req: IncomingMessage, message: JsonRpcMessage): string | undefined {
   const meta = message.params?._meta as Record<string, unknown> | undefined;
-  const stated = header(req, 'mcp-protocol-version') ?? meta?.[PROTOCOL_VERSION_META_KEY] ?? (message.method === 'initialize' ? message.params?.protocolVersion : undefined);
+  const stated =
+    header(req, 'mcp-protocol-version') ??
+    meta?.[PROTOCOL_VERSION_META_KEY] ??
+    (message.method === 'initialize' ? message.params?.protocolVersion : undefined);
   return typeof stated === 'string' ? stated : undefined;
 }
 
@@ -76,7 +91,13 @@ export function recordMcpResponse(response: { id?: unknown; result?: unknown; er
  * `network.protocol.name=http`, `network.protocol.version`, `client.address`, `client.port`, `punk.tenant`,
  * and on failure `error.type` and `rpc.response.status_code`.
  */
-export async function traceMcpRequest(req: IncomingMessage, res: ServerResponse, body: unknown, tenant: string, handle: () => Promise<void>): Promise<void> {
+export async function traceMcpRequest(
+  req: IncomingMessage,
+  res: ServerResponse,
+  body: unknown,
+  tenant: string,
+  handle: () => Promise<void>,
+): Promise<void> {
   const message = body as JsonRpcMessage | undefined;
   if (typeof message !== 'object' || message === null || Array.isArray(message) || typeof message.method !== 'string') return handle();
   const method = message.method;

@@ -10,7 +10,7 @@ import type { BusHeaders } from '../bus/bus.js';
 
 /** Reads string values only: `_meta` is client-supplied JSON, where a key may hold anything. */
 const stringGetter: TextMapGetter<Record<string, unknown>> = {
-  keys: carrier => Object.keys(carrier),
+  keys: (carrier) => Object.keys(carrier),
   get: (carrier, key) => {
     const value = carrier[key];
     return typeof value === 'string' ? value : undefined;

@@ -9,7 +9,8 @@ import { PunkError } from '../errors.js';
 export type OtlpHttpProtocol = 'http/protobuf' | 'http/json';
 
 /** Samplers of `OTEL_TRACES_SAMPLER` (the specification's known values, minus the vendor-specific ones). */
-export type SamplerName = 'always_on' | 'always_off' | 'traceidratio' | 'parentbased_always_on' | 'parentbased_always_off' | 'parentbased_traceidratio';
+export type SamplerName =
+  'always_on' | 'always_off' | 'traceidratio' | 'parentbased_always_on' | 'parentbased_always_off' | 'parentbased_traceidratio';
 
 /** What `startTracing` sets up; absent when tracing is off. */
 export interface TracingSettings {
@@ -26,7 +27,14 @@ export interface TracingSettings {
 }
 
 const PROTOCOLS: readonly OtlpHttpProtocol[] = ['http/protobuf', 'http/json'];
-const SAMPLERS: readonly SamplerName[] = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'];
+const SAMPLERS: readonly SamplerName[] = [
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
+];
 
 /** A set, non-blank variable, trimmed. */
 function read(env: NodeJS.ProcessEnv, name: string): string | undefined {
@@ -73,17 +81,23 @@ export function tracingSettings(service: string, env: NodeJS.ProcessEnv): Tracin
   const general = read(env, 'OTEL_EXPORTER_OTLP_ENDPOINT');
   if (specific === undefined && general === undefined) return undefined;
   const tracesUrl =
-    specific !== undefined ? url('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', specific) : `${url('OTEL_EXPORTER_OTLP_ENDPOINT', general!).replace(/\/$/, '')}/v1/traces`;
+    specific !== undefined
+      ? url('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', specific)
+      : `${url('OTEL_EXPORTER_OTLP_ENDPOINT', general!).replace(/\/$/, '')}/v1/traces`;
 
-  const protocolVariable = read(env, 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL') !== undefined ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL';
+  const protocolVariable =
+    read(env, 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL') !== undefined ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL';
   const protocol = read(env, protocolVariable) ?? 'http/protobuf';
-  if (!(PROTOCOLS as readonly string[]).includes(protocol)) throw invalid(protocolVariable, `must be http/protobuf or http/json (got ${JSON.stringify(protocol)})`);
+  if (!(PROTOCOLS as readonly string[]).includes(protocol))
+    throw invalid(protocolVariable, `must be http/protobuf or http/json (got ${JSON.stringify(protocol)})`);
 
   const sampler = read(env, 'OTEL_TRACES_SAMPLER') ?? 'parentbased_always_on';
-  if (!(SAMPLERS as readonly string[]).includes(sampler)) throw invalid('OTEL_TRACES_SAMPLER', `must be one of ${SAMPLERS.join(', ')} (got ${JSON.stringify(sampler)})`);
+  if (!(SAMPLERS as readonly string[]).includes(sampler))
+    throw invalid('OTEL_TRACES_SAMPLER', `must be one of ${SAMPLERS.join(', ')} (got ${JSON.stringify(sampler)})`);
   const ratioText = read(env, 'OTEL_TRACES_SAMPLER_ARG');
   const samplerRatio = ratioText === undefined ? 1 : Number(ratioText);
-  if (!(samplerRatio >= 0 && samplerRatio <= 1)) throw invalid('OTEL_TRACES_SAMPLER_ARG', `must be a number from 0 to 1 (got ${JSON.stringify(ratioText)})`);
+  if (!(samplerRatio >= 0 && samplerRatio <= 1))
+    throw invalid('OTEL_TRACES_SAMPLER_ARG', `must be a number from 0 to 1 (got ${JSON.stringify(ratioText)})`);
 
   const batch: TracingSettings['batch'] = {};
   const delay = wholeNumber(env, 'OTEL_BSP_SCHEDULE_DELAY');
@@ -95,5 +109,12 @@ export function tracingSettings(service: string, env: NodeJS.ProcessEnv): Tracin
   if (queue !== undefined) batch.maxQueueSize = queue;
   if (size !== undefined) batch.maxExportBatchSize = size;
 
-  return { serviceName: read(env, 'OTEL_SERVICE_NAME') ?? `punk-${service}`, tracesUrl, protocol: protocol as OtlpHttpProtocol, sampler: sampler as SamplerName, samplerRatio, batch };
+  return {
+    serviceName: read(env, 'OTEL_SERVICE_NAME') ?? `punk-${service}`,
+    tracesUrl,
+    protocol: protocol as OtlpHttpProtocol,
+    sampler: sampler as SamplerName,
+    samplerRatio,
+    batch,
+  };
 }

@@ -9,7 +9,15 @@ import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } 
 import { OTLPTraceExporter as OtlpJsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPTraceExporter as OtlpProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { defaultResource, detectResources, resourceAttributesEnvDetector, resourceFromAttributes } from '@opentelemetry/resources';
-import { AlwaysOffSampler, AlwaysOnSampler, BatchSpanProcessor, ParentBasedSampler, TraceIdRatioBasedSampler, TracerProvider, type Sampler } from '@opentelemetry/sdk-trace';
+import {
+  AlwaysOffSampler,
+  AlwaysOnSampler,
+  BatchSpanProcessor,
+  ParentBasedSampler,
+  TraceIdRatioBasedSampler,
+  TracerProvider,
+  type Sampler,
+} from '@opentelemetry/sdk-trace';
 import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
 import { tracingSettings, type TracingSettings } from './settings.js';
 
@@ -47,12 +55,19 @@ function samplerOf(settings: TracingSettings): Sampler {
 }
 
 function register(settings: TracingSettings): TracerProvider {
-  const exporter = settings.protocol === 'http/json' ? new OtlpJsonExporter({ url: settings.tracesUrl }) : new OtlpProtobufExporter({ url: settings.tracesUrl });
+  const exporter =
+    settings.protocol === 'http/json'
+      ? new OtlpJsonExporter({ url: settings.tracesUrl })
+      : new OtlpProtobufExporter({ url: settings.tracesUrl });
   // OTEL_RESOURCE_ATTRIBUTES adds to the resource; the service name is Punk's unless OTEL_SERVICE_NAME says otherwise.
   const resource = defaultResource()
     .merge(detectResources({ detectors: [resourceAttributesEnvDetector] }))
     .merge(resourceFromAttributes({ [ATTR_SERVICE_NAME]: settings.serviceName }));
-  const provider = new TracerProvider({ resource, sampler: samplerOf(settings), spanProcessors: [new BatchSpanProcessor({ exporter, ...settings.batch })] });
+  const provider = new TracerProvider({
+    resource,
+    sampler: samplerOf(settings),
+    spanProcessors: [new BatchSpanProcessor({ exporter, ...settings.batch })],
+  });
   trace.setGlobalTracerProvider(provider);
   propagation.setGlobalPropagator(new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator()] }));
   return provider;
@@ -84,7 +99,10 @@ export function startTracing(service: string, env: NodeJS.ProcessEnv = process.e
       trace.disable();
       propagation.disable();
       let timer: NodeJS.Timeout | undefined;
-      await Promise.race([held.provider.shutdown().catch(() => undefined), new Promise(resolve => (timer = setTimeout(resolve, SHUTDOWN_TIMEOUT_MS)))]);
+      await Promise.race([
+        held.provider.shutdown().catch(() => undefined),
+        new Promise((resolve) => (timer = setTimeout(resolve, SHUTDOWN_TIMEOUT_MS))),
+      ]);
       clearTimeout(timer);
     },
   };

@@ -45,7 +45,11 @@ export function recordFailure(span: Span, error: unknown, type?: string): void {
  */
 export async function inSpan<T>(name: string, start: SpanStart, work: (span: Span) => Promise<T>): Promise<T> {
   const parent = start.parent ?? context.active();
-  const span = punkTracer().startSpan(name, { kind: start.kind, ...(start.attributes && { attributes: start.attributes }), ...(start.links && { links: start.links }) }, parent);
+  const span = punkTracer().startSpan(
+    name,
+    { kind: start.kind, ...(start.attributes && { attributes: start.attributes }), ...(start.links && { links: start.links }) },
+    parent,
+  );
   const active = trace.setSpan(start.logFields ? withRequestLogFields(start.logFields, parent) : parent, span);
   try {
     return await context.with(active, () => work(span));

@@ -26,7 +26,10 @@ const createBody = z
   .object({
     name: z.string().trim().min(1).max(200),
     tenant: z.string().regex(tenantPattern, 'must be a DNS label (lower-case letters, digits, -)').optional(),
-    scopes: z.array(z.string().regex(scopePattern, 'must be a scope token (RFC 6749 §3.3: printable ASCII, no space, " or \\)')).max(100).optional(),
+    scopes: z
+      .array(z.string().regex(scopePattern, 'must be a scope token (RFC 6749 §3.3: printable ASCII, no space, " or \\)'))
+      .max(100)
+      .optional(),
     groups: z.array(z.string().min(1).max(200)).max(100).optional(),
   })
   .strict();
@@ -64,7 +67,12 @@ export function adminGuard(auth: Authenticator | undefined, whenOff: 'open' | 'r
         next();
         return;
       }
-      refusal = { status: 403, error: 'insufficient_scope', message: `this API needs the scope ${auth.adminScope}`, scopes: [auth.adminScope] };
+      refusal = {
+        status: 403,
+        error: 'insufficient_scope',
+        message: `this API needs the scope ${auth.adminScope}`,
+        scopes: [auth.adminScope],
+      };
     } else {
       refusal = identified.refusal;
     }
@@ -101,7 +109,10 @@ export function adminRouter(options: AdminApiOptions): Router {
       createdBy,
     });
     options.log.info({ id: info.id, name: info.name, tenant: info.tenant, scopes: info.scopes, by: createdBy }, 'API key created');
-    res.status(201).set('Cache-Control', 'no-store').json({ key, ...info });
+    res
+      .status(201)
+      .set('Cache-Control', 'no-store')
+      .json({ key, ...info });
   });
 
   router.get('/api-keys', requireAdmin, async (req, res) => {
@@ -136,7 +147,12 @@ export function adminRouter(options: AdminApiOptions): Router {
 }
 
 /** The `error.code` of each refusal status. */
-const REFUSAL_CODES: Record<Refusal['status'], string> = { 400: 'InvalidRequest', 401: 'Unauthorized', 403: 'Forbidden', 503: 'Unavailable' };
+const REFUSAL_CODES: Record<Refusal['status'], string> = {
+  400: 'InvalidRequest',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  503: 'Unavailable',
+};
 
 function fail(res: Response, status: number, code: string, message: string): void {
   if (res.headersSent) {

@@ -99,7 +99,8 @@ export class ApiKeyStore {
    * @throws PunkError `ApiKeyNotFound` when no key has this id.
    */
   async revoke(id: string): Promise<void> {
-    if (!/^[0-9a-f]{16}$/.test(id) || !(await this.kv.get(id))) throw new PunkError('ApiKeyNotFound', `no API key with id ${JSON.stringify(id)}`, { id });
+    if (!/^[0-9a-f]{16}$/.test(id) || !(await this.kv.get(id)))
+      throw new PunkError('ApiKeyNotFound', `no API key with id ${JSON.stringify(id)}`, { id });
     await this.kv.delete(id);
   }
 }

@@ -92,13 +92,23 @@ export interface Authenticator {
  */
 export function authOptionsFromConfig(config: PunkConfig): AuthOptions | undefined {
   if (config.authMode === 'off') return undefined;
-  if (!config.publicUrl) throw new PunkError('InvalidConfig', 'PUNK_AUTH_MODE=on needs PUNK_PUBLIC_URL, the URL clients reach Punk at (token audiences and the resource metadata derive from it)');
-  const sources = (['authJwksUrl', 'authJwtKey', 'authIntrospectionUrl'] as const).filter(key => config[key] !== undefined);
+  if (!config.publicUrl)
+    throw new PunkError(
+      'InvalidConfig',
+      'PUNK_AUTH_MODE=on needs PUNK_PUBLIC_URL, the URL clients reach Punk at (token audiences and the resource metadata derive from it)',
+    );
+  const sources = (['authJwksUrl', 'authJwtKey', 'authIntrospectionUrl'] as const).filter((key) => config[key] !== undefined);
   if (sources.length > 1) {
-    throw new PunkError('InvalidConfig', 'set only one of PUNK_AUTH_JWKS_URL, PUNK_AUTH_JWT_KEY and PUNK_AUTH_INTROSPECTION_URL (how OAuth access tokens are verified)');
+    throw new PunkError(
+      'InvalidConfig',
+      'set only one of PUNK_AUTH_JWKS_URL, PUNK_AUTH_JWT_KEY and PUNK_AUTH_INTROSPECTION_URL (how OAuth access tokens are verified)',
+    );
   }
   if (config.authIntrospectionUrl && (!config.authIntrospectionClientId || !config.authIntrospectionClientSecret)) {
-    throw new PunkError('InvalidConfig', 'PUNK_AUTH_INTROSPECTION_URL needs PUNK_AUTH_INTROSPECTION_CLIENT_ID and PUNK_AUTH_INTROSPECTION_CLIENT_SECRET');
+    throw new PunkError(
+      'InvalidConfig',
+      'PUNK_AUTH_INTROSPECTION_URL needs PUNK_AUTH_INTROSPECTION_CLIENT_ID and PUNK_AUTH_INTROSPECTION_CLIENT_SECRET',
+    );
   }
   // Read the static key now, so a bad one stops start-up before anything runs.
   if (config.authJwtKey !== undefined) staticKey(config.authJwtKey, config.authAlgorithms);
@@ -111,7 +121,11 @@ export function authOptionsFromConfig(config: PunkConfig): AuthOptions | undefin
     ...(config.authJwksUrl && { jwksUrl: config.authJwksUrl }),
     ...(config.authJwtKey && { jwtKey: config.authJwtKey }),
     ...(config.authIntrospectionUrl && {
-      introspection: { url: config.authIntrospectionUrl, clientId: config.authIntrospectionClientId!, clientSecret: config.authIntrospectionClientSecret! },
+      introspection: {
+        url: config.authIntrospectionUrl,
+        clientId: config.authIntrospectionClientId!,
+        clientSecret: config.authIntrospectionClientSecret!,
+      },
     }),
     audiences: config.authAudiences,
     algorithms: config.authAlgorithms,
@@ -126,7 +140,13 @@ export function authOptionsFromConfig(config: PunkConfig): AuthOptions | undefin
  * @throws PunkError `InvalidConfig` for unusable options (bad public URL, static key, `none` algorithm,
  *   several token sources), or the bus's error when the bucket cannot be opened.
  */
-export async function createAuthenticator(options: { auth: AuthOptions; bus: Bus; log: Logger; tenant: string; mcpPath?: string }): Promise<Authenticator> {
+export async function createAuthenticator(options: {
+  auth: AuthOptions;
+  bus: Bus;
+  log: Logger;
+  tenant: string;
+  mcpPath?: string;
+}): Promise<Authenticator> {
   const { auth, tenant } = options;
   const log = options.log.child({ module: 'auth' });
   let urls: ResourceUrls;
@@ -147,7 +167,8 @@ export async function createAuthenticator(options: { auth: AuthOptions; bus: Bus
   const bootstrapHash = auth.bootstrapAdminKey === undefined ? undefined : sha256(auth.bootstrapAdminKey);
   const mcpPath = options.mcpPath ?? '/mcp';
 
-  const audiencesFor = (path: string): string[] => (auth.audiences && auth.audiences.length > 0 ? auth.audiences : [urls.canonical(path), urls.canonical()]);
+  const audiencesFor = (path: string): string[] =>
+    auth.audiences && auth.audiences.length > 0 ? auth.audiences : [urls.canonical(path), urls.canonical()];
 
   const principalOf = (claims: TokenClaims): Identification => {
     const subject = stringClaim(claims['sub']) ?? stringClaim(claims['client_id']);
@@ -155,7 +176,13 @@ export async function createAuthenticator(options: { auth: AuthOptions; bus: Bus
     if (auth.tenantClaim !== undefined) {
       const claimed = stringClaim(claims[auth.tenantClaim]);
       if (claimed !== tenant) {
-        return refuse(403, undefined, claimed === undefined ? `the access token names no tenant (claim ${auth.tenantClaim})` : `the access token is for tenant ${claimed}, not ${tenant}`);
+        return refuse(
+          403,
+          undefined,
+          claimed === undefined
+            ? `the access token names no tenant (claim ${auth.tenantClaim})`
+            : `the access token is for tenant ${claimed}, not ${tenant}`,
+        );
       }
     }
     const scopes = listClaim(claims['scope'] ?? claims['scp']);
@@ -164,7 +191,8 @@ export async function createAuthenticator(options: { auth: AuthOptions; bus: Bus
 
   const identify = async (req: IncomingMessage): Promise<Identification> => {
     const url = new URL(req.url ?? '/', 'http://localhost');
-    if (url.searchParams.has('access_token')) return refuse(400, 'invalid_request', 'access tokens are accepted only in the Authorization header, never in the URL');
+    if (url.searchParams.has('access_token'))
+      return refuse(400, 'invalid_request', 'access tokens are accepted only in the Authorization header, never in the URL');
     const header = req.headers.authorization;
     const match = header === undefined ? null : /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i.exec(header);
     if (!match) {
@@ -208,19 +236,27 @@ export async function createAuthenticator(options: { auth: AuthOptions; bus: Bus
       scopes: requiredScopes,
       resourceName: auth.resourceName ?? 'Punk MCP endpoint',
     }),
-    metadataUrl: path => urls.metadataUrl(path),
+    metadataUrl: (path) => urls.metadataUrl(path),
     identify,
     async authenticate(req, res) {
       const path = pathOf(req);
       const identified = await identify(req);
       let refusal: Refusal;
       if (identified.ok) {
-        const missing = requiredScopes.filter(scope => !identified.principal.scopes?.includes(scope));
+        const missing = requiredScopes.filter((scope) => !identified.principal.scopes?.includes(scope));
         if (missing.length === 0) return identified.principal;
-        refusal = { status: 403, error: 'insufficient_scope', message: `the token lacks the scope(s) ${missing.join(', ')}`, scopes: requiredScopes };
+        refusal = {
+          status: 403,
+          error: 'insufficient_scope',
+          message: `the token lacks the scope(s) ${missing.join(', ')}`,
+          scopes: requiredScopes,
+        };
       } else {
         // A 401 tells the client which scopes to ask the authorization server for (RFC 6750 §3).
-        refusal = { ...identified.refusal, ...(identified.refusal.status === 401 && requiredScopes.length > 0 && { scopes: requiredScopes }) };
+        refusal = {
+          ...identified.refusal,
+          ...(identified.refusal.status === 401 && requiredScopes.length > 0 && { scopes: requiredScopes }),
+        };
       }
       log.debug({ path, status: refusal.status, reason: refusal.message }, 'request refused');
       sendMcpRefusal(res, refusal, urls.metadataUrl(path));
@@ -235,7 +271,12 @@ function oauthVerifier(auth: AuthOptions, clockToleranceMs: number): AccessToken
   if (auth.introspection) return introspectionVerifier({ ...auth.introspection, ...issuer, clockToleranceMs });
   const algorithms = auth.algorithms && auth.algorithms.length > 0 ? auth.algorithms : DEFAULT_ALGORITHMS;
   if (auth.jwksUrl) {
-    return jwtVerifier({ source: { jwksUrl: auth.jwksUrl, ...(auth.jwksCooldownMs !== undefined && { cooldownMs: auth.jwksCooldownMs }) }, ...issuer, algorithms, clockToleranceMs });
+    return jwtVerifier({
+      source: { jwksUrl: auth.jwksUrl, ...(auth.jwksCooldownMs !== undefined && { cooldownMs: auth.jwksCooldownMs }) },
+      ...issuer,
+      algorithms,
+      clockToleranceMs,
+    });
   }
   if (auth.jwtKey) return jwtVerifier({ source: { key: auth.jwtKey }, ...issuer, algorithms, clockToleranceMs });
   return undefined;
@@ -257,7 +298,7 @@ function stringClaim(value: unknown): string | undefined {
 
 /** A claim holding a list: an array of strings, or one space-separated string (RFC 6749 §3.3 `scope`). */
 function listClaim(value: unknown): string[] {
-  if (typeof value === 'string') return value.split(' ').filter(s => s.length > 0);
+  if (typeof value === 'string') return value.split(' ').filter((s) => s.length > 0);
   if (Array.isArray(value)) return value.filter((v): v is string => typeof v === 'string');
   return [];
 }

@@ -84,7 +84,12 @@ export function metadataRouter(options: ResourceMetadataOptions): Router {
   router.options(documentPath, (req, res) => {
     const requested = req.headers['access-control-request-headers'];
     res
-      .set({ 'Cache-Control': 'no-store', 'Access-Control-Allow-Origin': '*', 'Access-Control-Allow-Methods': 'GET', ...(requested && { 'Access-Control-Allow-Headers': requested }) })
+      .set({
+        'Cache-Control': 'no-store',
+        'Access-Control-Allow-Origin': '*',
+        'Access-Control-Allow-Methods': 'GET',
+        ...(requested && { 'Access-Control-Allow-Headers': requested }),
+      })
       .status(204)
       .end();
   });

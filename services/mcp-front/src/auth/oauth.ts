@@ -48,11 +48,15 @@ export interface JwtVerifierOptions {
  * @throws PunkError `InvalidConfig` when a static key cannot be read or `algorithms` names `none`.
  */
 export function jwtVerifier(options: JwtVerifierOptions): AccessTokenVerifier {
-  if (options.algorithms.some(alg => alg.toLowerCase() === 'none')) throw new PunkError('InvalidConfig', 'the JWT algorithm allow-list must not contain none');
+  if (options.algorithms.some((alg) => alg.toLowerCase() === 'none'))
+    throw new PunkError('InvalidConfig', 'the JWT algorithm allow-list must not contain none');
   const { source } = options;
   let verifyJwt: (token: string, checks: JWTVerifyOptions) => Promise<{ payload: JWTPayload }>;
   if ('jwksUrl' in source) {
-    const jwks = createRemoteJWKSet(new URL(source.jwksUrl), source.cooldownMs === undefined ? {} : { cooldownDuration: source.cooldownMs });
+    const jwks = createRemoteJWKSet(
+      new URL(source.jwksUrl),
+      source.cooldownMs === undefined ? {} : { cooldownDuration: source.cooldownMs },
+    );
     verifyJwt = (token, checks) => jwtVerify(token, jwks, checks);
   } else {
     const key = staticKey(source.key, options.algorithms);
@@ -88,7 +92,7 @@ const HMAC_ALGORITHMS = ['HS256', 'HS384', 'HS512'];
  */
 export function staticKey(text: string, algorithms: readonly string[]): KeyObject {
   const key = readStaticKey(text);
-  const hmac = algorithms.filter(alg => HMAC_ALGORITHMS.includes(alg));
+  const hmac = algorithms.filter((alg) => HMAC_ALGORITHMS.includes(alg));
   if (key.type === 'secret' && hmac.length === 0) {
     throw new PunkError(
       'InvalidConfig',
@@ -96,7 +100,10 @@ export function staticKey(text: string, algorithms: readonly string[]): KeyObjec
     );
   }
   if (key.type !== 'secret' && hmac.length === algorithms.length) {
-    throw new PunkError('InvalidConfig', `PUNK_AUTH_JWT_KEY is a public key, but PUNK_AUTH_ALGORITHMS (${algorithms.join(',')}) names only HMAC algorithms, so no token would ever verify: name the key's algorithm (such as RS256 or ES256)`);
+    throw new PunkError(
+      'InvalidConfig',
+      `PUNK_AUTH_JWT_KEY is a public key, but PUNK_AUTH_ALGORITHMS (${algorithms.join(',')}) names only HMAC algorithms, so no token would ever verify: name the key's algorithm (such as RS256 or ES256)`,
+    );
   }
   return key;
 }
@@ -180,19 +187,25 @@ export function introspectionVerifier(options: IntrospectionOptions): AccessToke
       try {
         claims = (await response.json()) as TokenClaims;
       } catch (error) {
-        throw new PunkError('TokenVerifierUnavailable', `the introspection endpoint ${options.url} answered no JSON: ${errorMessage(error)}`);
+        throw new PunkError(
+          'TokenVerifierUnavailable',
+          `the introspection endpoint ${options.url} answered no JSON: ${errorMessage(error)}`,
+        );
       }
-      if (typeof claims !== 'object' || claims === null || claims['active'] !== true) throw invalid('the access token is not active (revoked, expired or unknown)');
+      if (typeof claims !== 'object' || claims === null || claims['active'] !== true)
+        throw invalid('the access token is not active (revoked, expired or unknown)');
       const now = Date.now();
       const exp = claims['exp'];
       if (typeof exp === 'number' && exp * 1000 + options.clockToleranceMs <= now) throw invalid('the access token expired');
       const nbf = claims['nbf'];
       if (typeof nbf === 'number' && nbf * 1000 - options.clockToleranceMs > now) throw invalid('the access token is not valid yet (nbf)');
       const iss = claims['iss'];
-      if (options.issuer !== undefined && iss !== undefined && iss !== options.issuer) throw invalid('the access token was issued by another authorization server (iss)');
+      if (options.issuer !== undefined && iss !== undefined && iss !== options.issuer)
+        throw invalid('the access token was issued by another authorization server (iss)');
       const aud = claims['aud'];
       const stated = typeof aud === 'string' ? [aud] : Array.isArray(aud) ? aud.filter((a): a is string => typeof a === 'string') : [];
-      if (!stated.some(a => audiences.includes(a))) throw invalid('the access token is not meant for this resource (aud does not name it)');
+      if (!stated.some((a) => audiences.includes(a)))
+        throw invalid('the access token is not meant for this resource (aud does not name it)');
       return claims;
     },
   };

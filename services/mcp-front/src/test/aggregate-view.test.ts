@@ -18,8 +18,14 @@ const beta = server('beta', {
   capabilities: { tools: {}, prompts: {} },
   tools: [{ name: 'a' }],
   prompts: [{ name: 'p' }],
-  resources: [{ uri: 'x://shared', name: 'shared too' }, { uri: 'x://beta', name: 'beta' }],
-  resourceTemplates: [{ uriTemplate: 'x://items/{id}', name: 'items too' }, { uriTemplate: 'y://{path}', name: 'y' }],
+  resources: [
+    { uri: 'x://shared', name: 'shared too' },
+    { uri: 'x://beta', name: 'beta' },
+  ],
+  resourceTemplates: [
+    { uriTemplate: 'x://items/{id}', name: 'items too' },
+    { uriTemplate: 'y://{path}', name: 'y' },
+  ],
 });
 
 describe('the view of an endpoint', () => {
@@ -40,18 +46,27 @@ describe('the view of an endpoint', () => {
   it('is the same whatever order the catalog lists servers and items in', () => {
     const one = buildView([alpha, beta], { kind: 'aggregate' });
     const other = buildView([beta, alpha], { kind: 'aggregate' });
-    assert.deepEqual([...one.tools.entries()].map(([name]) => name), [...other.tools.entries()].map(([name]) => name));
+    assert.deepEqual(
+      [...one.tools.entries()].map(([name]) => name),
+      [...other.tools.entries()].map(([name]) => name),
+    );
     assert.deepEqual([...one.resources.keys()], [...other.resources.keys()]);
-    assert.deepEqual(one.templates.map(t => [t.server, t.template.uriTemplate]), other.templates.map(t => [t.server, t.template.uriTemplate]));
+    assert.deepEqual(
+      one.templates.map((t) => [t.server, t.template.uriTemplate]),
+      other.templates.map((t) => [t.server, t.template.uriTemplate]),
+    );
   });
 
   it('gives each URI and URI template to the first server by name that lists it', () => {
     const view = buildView([beta, alpha], { kind: 'aggregate' });
     assert.equal(view.resources.get('x://shared')?.server, 'alpha');
-    assert.deepEqual(view.templates.map(t => [t.server, t.template.uriTemplate]), [
-      ['alpha', 'x://items/{id}'],
-      ['beta', 'y://{path}'],
-    ]);
+    assert.deepEqual(
+      view.templates.map((t) => [t.server, t.template.uriTemplate]),
+      [
+        ['alpha', 'x://items/{id}'],
+        ['beta', 'y://{path}'],
+      ],
+    );
     assert.equal(routeResource(view, 'x://items/7'), 'alpha');
     assert.equal(routeResource(view, 'y://a'), 'beta');
     assert.equal(routeResource(view, 'x://beta'), 'beta');

@@ -33,7 +33,12 @@ function upstream(tenant: string, name: string, mode: string, eventLog: string, 
     apiVersion: 'mcp.punk.dev/v1alpha1',
     kind: 'McpServer',
     metadata: { name, namespace: tenant },
-    spec: { image: 'local/aggregate', command: [process.execPath, join(fixtures, 'aggregate-upstream.mjs'), mode], env: [{ name: 'EVENT_LOG', value: eventLog }], ...extra },
+    spec: {
+      image: 'local/aggregate',
+      command: [process.execPath, join(fixtures, 'aggregate-upstream.mjs'), mode],
+      env: [{ name: 'EVENT_LOG', value: eventLog }],
+      ...extra,
+    },
   });
 }
 
@@ -46,7 +51,13 @@ function recordingFetch(results: Map<string, Record<string, unknown>[]>): typeof
     const raw = await response.clone().text();
     if (raw.trim() === '') return response;
     const type = response.headers.get('content-type') ?? '';
-    const payloads = type.includes('text/event-stream') ? raw.split('\n').filter(l => l.startsWith('data:')).map(l => l.slice(5).trim()).filter(Boolean) : [raw];
+    const payloads = type.includes('text/event-stream')
+      ? raw
+          .split('\n')
+          .filter((l) => l.startsWith('data:'))
+          .map((l) => l.slice(5).trim())
+          .filter(Boolean)
+      : [raw];
     for (const payload of payloads) {
       const message = JSON.parse(payload) as { result?: Record<string, unknown> };
       if (message.result) results.set(body.method, [...(results.get(body.method) ?? []), message.result]);
@@ -65,7 +76,10 @@ async function connect(url: string, era: '2025' | '2026', options: { fetch?: typ
 }
 
 function text(result: { content?: unknown }): string {
-  return (result.content as { type: string; text?: string }[]).filter(c => c.type === 'text').map(c => c.text).join('\n');
+  return (result.content as { type: string; text?: string }[])
+    .filter((c) => c.type === 'text')
+    .map((c) => c.text)
+    .join('\n');
 }
 
 async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
@@ -74,7 +88,7 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, timeo
     const value = await probe();
     if (value !== undefined) return value;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise(done => setTimeout(done, 100));
+    await new Promise((done) => setTimeout(done, 100));
   }
 }
 
@@ -106,37 +120,54 @@ describe('aggregation across upstreams and replicas', { timeout: 180_000 }, () =
     const a = await connect(`${replicas.a.base}/mcp`, '2026', { fetch: recordingFetch(results) });
     const b = await connect(`${replicas.b.base}/mcp`, '2026');
     try {
-      const expected = ['alpha', 'beta', 'gamma'].flatMap(s => definitions.tools.map(t => `${s}__${String(t['name'])}`)).sort();
+      const expected = ['alpha', 'beta', 'gamma'].flatMap((s) => definitions.tools.map((t) => `${s}__${String(t['name'])}`)).sort();
       // Without a cursor the SDK client walks every page itself.
       const { tools } = await a.listTools();
-      assert.deepEqual(tools.map(t => t.name), expected, 'the union of both servers, each once, sorted');
+      assert.deepEqual(
+        tools.map((t) => t.name),
+        expected,
+        'the union of both servers, each once, sorted',
+      );
       const pages = results.get('tools/list')!;
       assert.equal(pages.length, Math.ceil(expected.length / PAGE_SIZE));
-      assert.ok(pages.every(p => (p['tools'] as unknown[]).length <= PAGE_SIZE));
+      assert.ok(pages.every((p) => (p['tools'] as unknown[]).length <= PAGE_SIZE));
       assert.equal(pages[pages.length - 1]!['nextCursor'], undefined);
 
       // A cursor minted by one replica is valid on the other: walk the pages alternating replicas.
-      const names = (pages[0]!['tools'] as { name: string }[]).map(t => t.name);
+      const names = (pages[0]!['tools'] as { name: string }[]).map((t) => t.name);
       let cursor = pages[0]!['nextCursor'] as string | undefined;
       for (let i = 1; cursor; i++) {
         const page = await (i % 2 === 1 ? b : a).listTools({ cursor });
-        names.push(...page.tools.map(t => t.name));
+        names.push(...page.tools.map((t) => t.name));
         cursor = page.nextCursor;
       }
       assert.deepEqual(names, expected);
 
       const prompts = await a.listPrompts();
-      assert.deepEqual(prompts.prompts.map(p => p.name), ['alpha__greet', 'beta__greet', 'gamma__greet']);
+      assert.deepEqual(
+        prompts.prompts.map((p) => p.name),
+        ['alpha__greet', 'beta__greet', 'gamma__greet'],
+      );
       // alpha and gamma list the same URIs and template: the first server by name owns each, once.
       const resources = await b.listResources();
-      assert.deepEqual(resources.resources.map(r => r.uri), ['fix://static/a', 'fix://static/b']);
+      assert.deepEqual(
+        resources.resources.map((r) => r.uri),
+        ['fix://static/a', 'fix://static/b'],
+      );
       const templates = await a.listResourceTemplates();
-      assert.deepEqual(templates.resourceTemplates.map(t => t.uriTemplate), ['fix://items/{id}']);
+      assert.deepEqual(
+        templates.resourceTemplates.map((t) => t.uriTemplate),
+        ['fix://items/{id}'],
+      );
       const read = await b.readResource({ uri: 'fix://items/42' });
       assert.equal((read.contents[0] as { text?: string }).text, 'content of fix://items/42');
 
       for (const bad of ['not-a-cursor', Buffer.from('{"v":1,"list":"prompts/list","after":"x"}').toString('base64url')]) {
-        await assert.rejects(a.listTools({ cursor: bad }), (error: unknown) => error instanceof ProtocolError && error.code === -32602 && /Invalid cursor for tools\/list/.test(error.message));
+        await assert.rejects(
+          a.listTools({ cursor: bad }),
+          (error: unknown) =>
+            error instanceof ProtocolError && error.code === -32602 && /Invalid cursor for tools\/list/.test(error.message),
+        );
       }
     } finally {
       await a.close();
@@ -153,7 +184,10 @@ describe('aggregation across upstreams and replicas', { timeout: 180_000 }, () =
       assert.equal(pages.length, Math.ceil(tools.length / PAGE_SIZE));
       assert.equal((pages[0]!['tools'] as unknown[]).length, PAGE_SIZE);
       const second = await client.listTools({ cursor: pages[0]!['nextCursor'] as string });
-      assert.deepEqual(second.tools.map(t => t.name), tools.slice(PAGE_SIZE, 2 * PAGE_SIZE).map(t => t.name));
+      assert.deepEqual(
+        second.tools.map((t) => t.name),
+        tools.slice(PAGE_SIZE, 2 * PAGE_SIZE).map((t) => t.name),
+      );
     } finally {
       await client.close();
     }
@@ -167,13 +201,16 @@ describe('aggregation across upstreams and replicas', { timeout: 180_000 }, () =
       let cursor: string | undefined;
       do {
         const page = await client.listTools(cursor ? { cursor } : undefined);
-        all.push(...page.tools.map(t => t.name));
+        all.push(...page.tools.map((t) => t.name));
         cursor = page.nextCursor;
       } while (cursor);
       assert.equal(all.length, definitions.tools.length);
       assert.equal(text(await client.callTool({ name: 't03', arguments: {} })), 'no-resources:t03');
       assert.deepEqual((await client.listResources()).resources, []);
-      assert.deepEqual((await client.listPrompts()).prompts.map(p => p.name), ['greet']);
+      assert.deepEqual(
+        (await client.listPrompts()).prompts.map((p) => p.name),
+        ['greet'],
+      );
     } finally {
       await client.close();
     }
@@ -191,7 +228,7 @@ describe('aggregation across upstreams and replicas', { timeout: 180_000 }, () =
         await client.listResources();
         await client.listResourceTemplates();
         await client.readResource({ uri: 'fix://static/a' });
-        const listed = results.get('tools/list')!.flatMap(r => r['tools'] as Record<string, unknown>[]);
+        const listed = results.get('tools/list')!.flatMap((r) => r['tools'] as Record<string, unknown>[]);
         const byName = (list: Record<string, unknown>[]) => [...list].sort((x, y) => String(x['name']).localeCompare(String(y['name'])));
         assert.deepEqual(byName(listed), byName(definitions.tools), `${era}: tools deep-equal the upstream's`);
         assert.deepEqual(results.get('prompts/list')![0]!['prompts'], definitions.prompts);
@@ -238,7 +275,7 @@ describe('aggregation across upstreams and replicas', { timeout: 180_000 }, () =
       const client = await connect(`${replicas.a.base}/mcp`, era);
       try {
         const seen: number[] = [];
-        const result = await client.callTool({ name: 'alpha__progress', arguments: {} }, { onprogress: p => seen.push(p.progress) });
+        const result = await client.callTool({ name: 'alpha__progress', arguments: {} }, { onprogress: (p) => seen.push(p.progress) });
         assert.equal(text(result), 'done');
         assert.deepEqual(seen, [1, 2, 3], era);
       } finally {
@@ -253,15 +290,18 @@ describe('aggregation across upstreams and replicas', { timeout: 180_000 }, () =
     // On alpha's own endpoint, so that the 2025 session's level reaches no per-client server (gamma).
     try {
       const heard: Record<string, string[]> = { '2025': [], '2026': [] };
-      current.setNotificationHandler('notifications/message', n => void heard['2025']!.push(String(n.params.level)));
-      modern.setNotificationHandler('notifications/message', n => void heard['2026']!.push(String(n.params.level)));
+      current.setNotificationHandler('notifications/message', (n) => void heard['2025']!.push(String(n.params.level)));
+      modern.setNotificationHandler('notifications/message', (n) => void heard['2026']!.push(String(n.params.level)));
       await current.setLoggingLevel('info');
       assert.equal(text(await current.callTool({ name: 'log', arguments: {} })), 'logged');
       assert.deepEqual(heard['2025'], ['info', 'error'], 'a 2025 session: its logging/setLevel threshold');
       assert.equal(text(await modern.callTool({ name: 'log', arguments: {} })), 'logged');
       assert.deepEqual(heard['2026'], [], 'a 2026 request without a log level hears no log messages');
       // A 2026 client's level travels in each request's _meta envelope (io.modelcontextprotocol/logLevel).
-      assert.equal(text(await modern.callTool({ name: 'log', arguments: {}, _meta: { 'io.modelcontextprotocol/logLevel': 'error' } })), 'logged');
+      assert.equal(
+        text(await modern.callTool({ name: 'log', arguments: {}, _meta: { 'io.modelcontextprotocol/logLevel': 'error' } })),
+        'logged',
+      );
       assert.deepEqual(heard['2026'], ['error'], 'a 2026 request: the log level of its _meta');
     } finally {
       await current.close();
@@ -280,7 +320,10 @@ describe('aggregation across upstreams and replicas', { timeout: 180_000 }, () =
         assert.equal(result.isError, true);
         assert.match(text(result), /invalid arguments for tool alpha__rich: field "point\/y" must be integer/);
       }
-      await assert.rejects(older.callTool({ name: 'alpha__rich', arguments: bad }), (error: unknown) => error instanceof ProtocolError && error.code === -32602 && /point\/y/.test(error.message));
+      await assert.rejects(
+        older.callTool({ name: 'alpha__rich', arguments: bad }),
+        (error: unknown) => error instanceof ProtocolError && error.code === -32602 && /point\/y/.test(error.message),
+      );
       const good = await current.callTool({ name: 'alpha__rich', arguments: { valid: true, point: { x: 1, y: 2 } } });
       assert.equal(good.isError ?? false, false);
       assert.deepEqual(good.structuredContent, { total: 3, items: [{ id: 'a' }] });
@@ -307,13 +350,22 @@ describe('aggregation across upstreams and replicas', { timeout: 180_000 }, () =
       const client = await connect(`${replicas.a.base}/mcp`, era);
       try {
         assert.ok(client.getServerCapabilities()?.completions, 'alpha offers completions, so /mcp does');
-        const prompt = await client.complete({ ref: { type: 'ref/prompt', name: 'alpha__greet' }, argument: { name: 'name', value: 'al' } });
+        const prompt = await client.complete({
+          ref: { type: 'ref/prompt', name: 'alpha__greet' },
+          argument: { name: 'name', value: 'al' },
+        });
         assert.deepEqual(prompt.completion.values, ['alice@greet', 'albert@greet'], 'the upstream saw its own prompt name');
-        const template = await client.complete({ ref: { type: 'ref/resource', uri: 'fix://items/{id}' }, argument: { name: 'id', value: 'a' } });
+        const template = await client.complete({
+          ref: { type: 'ref/resource', uri: 'fix://items/{id}' },
+          argument: { name: 'id', value: 'a' },
+        });
         assert.deepEqual(template.completion.values, ['a1@fix://items/{id}', 'a2@fix://items/{id}']);
         const none = await client.complete({ ref: { type: 'ref/prompt', name: 'beta__greet' }, argument: { name: 'name', value: 'a' } });
         assert.deepEqual(none.completion.values, [], 'beta offers no completions');
-        await assert.rejects(client.complete({ ref: { type: 'ref/prompt', name: 'nope' }, argument: { name: 'name', value: '' } }), (error: unknown) => error instanceof ProtocolError && error.code === -32602);
+        await assert.rejects(
+          client.complete({ ref: { type: 'ref/prompt', name: 'nope' }, argument: { name: 'name', value: '' } }),
+          (error: unknown) => error instanceof ProtocolError && error.code === -32602,
+        );
       } finally {
         await client.close();
       }
@@ -321,25 +373,28 @@ describe('aggregation across upstreams and replicas', { timeout: 180_000 }, () =
   });
 
   it('a 2026 client closing the response stream of its retry (input_required answered) cancels the upstream call', async () => {
-    const client = new Client(clientInfo, { capabilities: { elicitation: { form: {} } }, versionNegotiation: { mode: { pin: '2026-07-28' } } });
+    const client = new Client(clientInfo, {
+      capabilities: { elicitation: { form: {} } },
+      versionNegotiation: { mode: { pin: '2026-07-28' } },
+    });
     let asked = 0;
     client.setRequestHandler('elicitation/create', async () => {
       asked++;
       return { action: 'accept', content: {} };
     });
     await client.connect(new StreamableHTTPClientTransport(new URL(`${replicas.a.base}/mcp`)));
-    const before = (await readFile(cancelLog, 'utf8').catch(() => '')).split('\n').filter(l => l.startsWith('cancelled ')).length;
+    const before = (await readFile(cancelLog, 'utf8').catch(() => '')).split('\n').filter((l) => l.startsWith('cancelled ')).length;
     try {
       const controller = new AbortController();
       const call = client.callTool({ name: 'alpha__ask-then-wait', arguments: {} }, { signal: controller.signal });
       call.catch(() => undefined);
       await until('the question to be answered', async () => (asked === 1 ? true : undefined));
       // The retry (requestState, inputResponses) is now in flight, held while the upstream waits.
-      await new Promise(done => setTimeout(done, 1_000));
+      await new Promise((done) => setTimeout(done, 1_000));
       controller.abort();
       await assert.rejects(call);
       await until('the upstream to record the cancellation', async () => {
-        const lines = (await readFile(cancelLog, 'utf8').catch(() => '')).split('\n').filter(l => l.startsWith('cancelled '));
+        const lines = (await readFile(cancelLog, 'utf8').catch(() => '')).split('\n').filter((l) => l.startsWith('cancelled '));
         return lines.length === before + 1 ? true : undefined;
       });
     } finally {
@@ -351,7 +406,7 @@ describe('aggregation across upstreams and replicas', { timeout: 180_000 }, () =
     const client = await connect(`${replicas.a.base}/mcp`, '2025');
     try {
       await client.setLoggingLevel('warning');
-      const levels = (await readFile(cancelLog, 'utf8').catch(() => '')).split('\n').filter(l => l.startsWith('level '));
+      const levels = (await readFile(cancelLog, 'utf8').catch(() => '')).split('\n').filter((l) => l.startsWith('level '));
       assert.deepEqual(levels, ['level warning'], 'gamma (per-client) heard it once; alpha (shared) did not');
     } finally {
       await client.close();
@@ -369,7 +424,8 @@ describe('aggregation across upstreams and replicas', { timeout: 180_000 }, () =
       ['2026', replicas.a.base, undefined],
       ['2025', replicas.b.base, cancelElsewhere],
     ] as const;
-    const cancelled = async () => (await readFile(cancelLog, 'utf8').catch(() => '')).split('\n').filter(l => l.startsWith('cancelled ')).length;
+    const cancelled = async () =>
+      (await readFile(cancelLog, 'utf8').catch(() => '')).split('\n').filter((l) => l.startsWith('cancelled ')).length;
     const before = await cancelled();
     for (const [index, [era, base, viaFetch]] of eras.entries()) {
       const client = await connect(`${base}/mcp`, era, viaFetch ? { fetch: viaFetch } : {});
@@ -377,10 +433,12 @@ describe('aggregation across upstreams and replicas', { timeout: 180_000 }, () =
         const controller = new AbortController();
         const call = client.callTool({ name: 'alpha__wait', arguments: {} }, { signal: controller.signal });
         call.catch(() => undefined);
-        await new Promise(done => setTimeout(done, 1_000));
+        await new Promise((done) => setTimeout(done, 1_000));
         controller.abort();
         await assert.rejects(call);
-        await until(`the upstream to record the cancellation by the ${era} client`, async () => ((await cancelled()) === before + index + 1 ? true : undefined));
+        await until(`the upstream to record the cancellation by the ${era} client`, async () =>
+          (await cancelled()) === before + index + 1 ? true : undefined,
+        );
       } finally {
         await client.close();
       }
@@ -391,21 +449,27 @@ describe('aggregation across upstreams and replicas', { timeout: 180_000 }, () =
     const legacy = await connect(`${replicas.a.base}/mcp`, '2025');
     const modern = await connect(`${replicas.b.base}/mcp`, '2026');
     const within = (what: string, heard: Promise<void>) =>
-      Promise.race([heard, new Promise((_, reject) => setTimeout(() => reject(new Error(`no list_changed for the ${what} client within 10 s`)), 10_000))]);
+      Promise.race([
+        heard,
+        new Promise((_, reject) => setTimeout(() => reject(new Error(`no list_changed for the ${what} client within 10 s`)), 10_000)),
+      ]);
     try {
-      const legacyHeard = new Promise<void>(done => legacy.setNotificationHandler('notifications/tools/list_changed', () => done()));
-      const modernHeard = new Promise<void>(done => modern.setNotificationHandler('notifications/tools/list_changed', () => done()));
+      const legacyHeard = new Promise<void>((done) => legacy.setNotificationHandler('notifications/tools/list_changed', () => done()));
+      const modernHeard = new Promise<void>((done) => modern.setNotificationHandler('notifications/tools/list_changed', () => done()));
       const subscription = await modern.listen({ toolsListChanged: true });
       assert.equal(subscription.honoredFilter.toolsListChanged, true);
       // Let the 2025 client's GET stream open before the change.
-      await new Promise(done => setTimeout(done, 500));
+      await new Promise((done) => setTimeout(done, 500));
       assert.equal(text(await legacy.callTool({ name: 'alpha__grow', arguments: {} })), 'grown to 1');
       await within('2025', legacyHeard);
       await within('2026', modernHeard);
       await subscription.close();
       for (const client of [legacy, modern]) {
         const { tools } = await client.listTools(undefined, { cacheMode: 'refresh' });
-        assert.ok(tools.some(t => t.name === 'alpha__grown0'), tools.map(t => t.name).join(', '));
+        assert.ok(
+          tools.some((t) => t.name === 'alpha__grown0'),
+          tools.map((t) => t.name).join(', '),
+        );
       }
     } finally {
       await legacy.close();
@@ -417,9 +481,16 @@ describe('aggregation across upstreams and replicas', { timeout: 180_000 }, () =
     const legacy = await connect(`${replicas.a.base}/mcp`, '2025');
     const modern = await connect(`${replicas.b.base}/mcp`, '2026');
     const heard = (client: Client) =>
-      new Promise<string>(done => client.setNotificationHandler('notifications/resources/updated', notification => done(notification.params.uri)));
+      new Promise<string>((done) =>
+        client.setNotificationHandler('notifications/resources/updated', (notification) => done(notification.params.uri)),
+      );
     const within = <T>(what: string, promise: Promise<T>) =>
-      Promise.race([promise, new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`no resources/updated for the ${what} client within 10 s`)), 10_000))]);
+      Promise.race([
+        promise,
+        new Promise<T>((_, reject) =>
+          setTimeout(() => reject(new Error(`no resources/updated for the ${what} client within 10 s`)), 10_000),
+        ),
+      ]);
     try {
       assert.equal(modern.getServerCapabilities()?.resources?.subscribe, true);
       const modernHeard = heard(modern);
@@ -427,10 +498,14 @@ describe('aggregation across upstreams and replicas', { timeout: 180_000 }, () =
       const subscription = await modern.listen({ resourceSubscriptions: ['fix://static/b'] });
       assert.deepEqual(subscription.honoredFilter.resourceSubscriptions, ['fix://static/b']);
       await legacy.subscribeResource({ uri: 'fix://static/a' });
-      const subscribed = (await readFile(cancelLog, 'utf8')).split('\n').filter(l => l.startsWith('subscribed '));
-      assert.deepEqual(subscribed.sort(), ['subscribed fix://static/a', 'subscribed fix://static/b'], 'alpha, the owner, was subscribed once to each');
+      const subscribed = (await readFile(cancelLog, 'utf8')).split('\n').filter((l) => l.startsWith('subscribed '));
+      assert.deepEqual(
+        subscribed.sort(),
+        ['subscribed fix://static/a', 'subscribed fix://static/b'],
+        'alpha, the owner, was subscribed once to each',
+      );
       // Let the 2025 client's GET stream open before the updates.
-      await new Promise(done => setTimeout(done, 500));
+      await new Promise((done) => setTimeout(done, 500));
       await legacy.callTool({ name: 'alpha__touch', arguments: { uri: 'fix://static/b' } });
       await legacy.callTool({ name: 'alpha__touch', arguments: { uri: 'fix://static/a' } });
       assert.equal(await within('2026', modernHeard), 'fix://static/b');

@@ -36,7 +36,10 @@ interface CreatedKey {
 function api(base: string, token: string | undefined, method: string, path: string, body?: unknown): Promise<Response> {
   return fetch(`${base}/api/v1${path}`, {
     method,
-    headers: { ...(token !== undefined && { authorization: `Bearer ${token}` }), ...(body !== undefined && { 'content-type': 'application/json' }) },
+    headers: {
+      ...(token !== undefined && { authorization: `Bearer ${token}` }),
+      ...(body !== undefined && { 'content-type': 'application/json' }),
+    },
     ...(body !== undefined && { body: JSON.stringify(body) }),
   });
 }
@@ -48,7 +51,10 @@ async function createKey(base: string, token: string, body: Record<string, unkno
 }
 
 async function connect(url: string, token: string, era: '2025-11-25' | '2026-07-28'): Promise<Client> {
-  const client = era === '2026-07-28' ? new Client({ name: 'keys-test', version: '1.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } }) : new Client({ name: 'keys-test', version: '1.0.0' });
+  const client =
+    era === '2026-07-28'
+      ? new Client({ name: 'keys-test', version: '1.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } })
+      : new Client({ name: 'keys-test', version: '1.0.0' });
   await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { Authorization: `Bearer ${token}` } } }));
   return client;
 }
@@ -69,7 +75,12 @@ function initialize(base: string, token: string): Promise<Response> {
   return fetch(`${base}/mcp`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${token}` },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'keys-test', version: '1.0.0' } } }),
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'keys-test', version: '1.0.0' } },
+    }),
   });
 }
 
@@ -78,7 +89,12 @@ describe('API keys on two replicas', () => {
 
   before(async () => {
     const auth = { publicUrl: PUBLIC, bootstrapAdminKey: BOOTSTRAP, requiredScopes: [REQUIRED_SCOPE] };
-    replicas = await startReplicaSet(log, { prefix: 'keys', servers: tenant => [everything('everything', tenant)], policy, frontOptions: () => ({ auth }) });
+    replicas = await startReplicaSet(log, {
+      prefix: 'keys',
+      servers: (tenant) => [everything('everything', tenant)],
+      policy,
+      frontOptions: () => ({ auth }),
+    });
   });
 
   after(async () => {
@@ -97,7 +113,7 @@ describe('API keys on two replicas', () => {
     assert.ok(!text.includes(created.key.slice(20)), 'the list never shows a key');
     assert.ok(!text.includes('sha256'));
     const { apiKeys } = JSON.parse(text) as { apiKeys: Array<{ id: string; name: string }> };
-    assert.ok(apiKeys.some(k => k.id === created.id && k.name === 'ci robot'));
+    assert.ok(apiKeys.some((k) => k.id === created.id && k.name === 'ci robot'));
 
     for (const era of ['2025-11-25', '2026-07-28'] as const) {
       const client = await connect(`${replicas.b.base}/mcp`, created.key, era);
@@ -108,17 +124,28 @@ describe('API keys on two replicas', () => {
         await client.close();
       }
     }
-    const events = (await replicas.core.readStream(streams.ledger.name, { subject: subjects.ledgerEvents, afterSeq: 0, limit: 10_000 })).map(m => ledgerEventSchema.parse(m.data));
-    const called = events.filter(e => e.type === 'tool.called' && e.tenant === replicas.tenant && e.principal?.subject === `api-key:${created.id}`);
+    const events = (
+      await replicas.core.readStream(streams.ledger.name, { subject: subjects.ledgerEvents, afterSeq: 0, limit: 10_000 })
+    ).map((m) => ledgerEventSchema.parse(m.data));
+    const called = events.filter(
+      (e) => e.type === 'tool.called' && e.tenant === replicas.tenant && e.principal?.subject === `api-key:${created.id}`,
+    );
     assert.equal(called.length, 2, 'both calls are on the ledger under the key subject');
   });
 
   it('without a token, or without the admin scope, the admin API refuses: 401 and 403 insufficient_scope', async () => {
     const anonymous = await api(replicas.a.base, undefined, 'POST', '/api-keys', { name: 'x' });
     assert.equal(anonymous.status, 401);
-    assert.match(anonymous.headers.get('www-authenticate') ?? '', /^Bearer resource_metadata="https:\/\/punk\.example\.test\/\.well-known\/oauth-protected-resource"/);
+    assert.match(
+      anonymous.headers.get('www-authenticate') ?? '',
+      /^Bearer resource_metadata="https:\/\/punk\.example\.test\/\.well-known\/oauth-protected-resource"/,
+    );
     const user = await createKey(replicas.a.base, BOOTSTRAP, { name: 'a user' });
-    for (const [method, path] of [['POST', '/api-keys'], ['GET', '/api-keys'], ['DELETE', `/api-keys/${user.id}`]] as const) {
+    for (const [method, path] of [
+      ['POST', '/api-keys'],
+      ['GET', '/api-keys'],
+      ['DELETE', `/api-keys/${user.id}`],
+    ] as const) {
       const response = await api(replicas.a.base, user.key, method, path, method === 'POST' ? { name: 'sneaky' } : undefined);
       assert.equal(response.status, 403, `${method} ${path}`);
       assert.match(response.headers.get('www-authenticate') ?? '', /error="insufficient_scope"/);
@@ -134,7 +161,10 @@ describe('API keys on two replicas', () => {
       body: JSON.stringify({ name: 'x' }),
     });
     assert.equal(garbled.status, 400);
-    assert.deepEqual(((await garbled.json()) as { error: unknown }).error, { code: 'InvalidRequest', message: 'the body does not match its Content-Encoding (incorrect header check)' });
+    assert.deepEqual(((await garbled.json()) as { error: unknown }).error, {
+      code: 'InvalidRequest',
+      message: 'the body does not match its Content-Encoding (incorrect header check)',
+    });
   });
 
   it('an admin key made through the API administers keys; a key without the required scope cannot call MCP (403)', async () => {
@@ -156,11 +186,12 @@ describe('API keys on two replicas', () => {
         const readable = await listNames(readerClient);
         const all = await listNames(writerClient);
         assert.ok(readable.length > 0);
-        for (const tool of readable) assert.ok(heuristicToolLevel(tool.name.replace(/^everything__/, '')) <= 1, `${era}: ${tool.name} is listed to a reader`);
-        const hidden = all.filter(t => !readable.some(r => r.name === t.name));
+        for (const tool of readable)
+          assert.ok(heuristicToolLevel(tool.name.replace(/^everything__/, '')) <= 1, `${era}: ${tool.name} is listed to a reader`);
+        const hidden = all.filter((t) => !readable.some((r) => r.name === t.name));
         assert.ok(hidden.length > 0, `${era}: the policy hides something from readers`);
-        const callable = hidden.find(t => (t.inputSchema.required ?? []).length === 0);
-        assert.ok(callable, `a hidden tool without required arguments: ${hidden.map(t => t.name).join(', ')}`);
+        const callable = hidden.find((t) => (t.inputSchema.required ?? []).length === 0);
+        assert.ok(callable, `a hidden tool without required arguments: ${hidden.map((t) => t.name).join(', ')}`);
         const result = await readerClient.callTool({ name: callable.name, arguments: {} });
         assert.equal(result.isError, true);
         assert.match(JSON.stringify(result.content), /denied by policy rule test\/readers-read-only/);
@@ -181,16 +212,21 @@ describe('API keys on two replicas', () => {
       assert.match(response.headers.get('www-authenticate') ?? '', /error="invalid_token"/);
     }
     const listed = (await (await api(replicas.b.base, BOOTSTRAP, 'GET', '/api-keys')).json()) as { apiKeys: Array<{ id: string }> };
-    assert.ok(!listed.apiKeys.some(k => k.id === key.id));
+    assert.ok(!listed.apiKeys.some((k) => k.id === key.id));
     const again = await api(replicas.b.base, BOOTSTRAP, 'DELETE', `/api-keys/${key.id}`);
     assert.equal(again.status, 404);
     assert.equal(((await again.json()) as { error: { code: string } }).error.code, 'ApiKeyNotFound');
   });
 
-  it("a key of another tenant is refused with 403; a forged key with a known id is 401", async () => {
+  it('a key of another tenant is refused with 403; a forged key with a known id is 401', async () => {
     const foreign = await createKey(replicas.a.base, BOOTSTRAP, { name: 'elsewhere', tenant: 'another-tenant' });
-    const listed = (await (await api(replicas.a.base, BOOTSTRAP, 'GET', '/api-keys?tenant=another-tenant')).json()) as { apiKeys: Array<{ id: string }> };
-    assert.deepEqual(listed.apiKeys.map(k => k.id), [foreign.id]);
+    const listed = (await (await api(replicas.a.base, BOOTSTRAP, 'GET', '/api-keys?tenant=another-tenant')).json()) as {
+      apiKeys: Array<{ id: string }>;
+    };
+    assert.deepEqual(
+      listed.apiKeys.map((k) => k.id),
+      [foreign.id],
+    );
     const response = await initialize(replicas.a.base, foreign.key);
     assert.equal(response.status, 403);
     assert.match(((await response.json()) as { error: { message: string } }).error.message, /for tenant another-tenant/);

@@ -20,7 +20,16 @@ import { McpServer } from '@modelcontextprotocol/server';
 import { destinationPolicyOf, startGateway, type Gateway } from '@punk/gateway';
 import { openScratchDb, type ScratchDb } from '../../../lib/dist/test/pgtest.js';
 import { startGovernance, type GovernanceService } from '@punk/governance';
-import { createLogger, ledgerEventSchema, loadConfig, mcpServerSpecSchema, MemoryBus, streams, subjects, type McpServer as McpServerManifest } from '@punk/lib';
+import {
+  createLogger,
+  ledgerEventSchema,
+  loadConfig,
+  mcpServerSpecSchema,
+  MemoryBus,
+  streams,
+  subjects,
+  type McpServer as McpServerManifest,
+} from '@punk/lib';
 import express from 'express';
 import { exportJWK, exportSPKI, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 import { z } from 'zod';
@@ -44,19 +53,24 @@ interface IssuerKey {
 
 async function issuerKey(kid: string): Promise<IssuerKey> {
   const { privateKey, publicKey } = await generateKeyPair('RS256', { extractable: true });
-  return { kid, privateKey, publicJwk: { ...(await exportJWK(publicKey)), kid, alg: 'RS256', use: 'sig' }, publicPem: await exportSPKI(publicKey) };
+  return {
+    kid,
+    privateKey,
+    publicJwk: { ...(await exportJWK(publicKey)), kid, alg: 'RS256', use: 'sig' },
+    publicPem: await exportSPKI(publicKey),
+  };
 }
 
 /** Listens on a free port of 127.0.0.1; resolves with the server and its base URL. */
 async function listen(handler: Parameters<typeof createServer>[1]): Promise<{ http: HttpServer; base: string }> {
   const http = createServer(handler);
-  await new Promise<void>(resolve => http.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
   return { http, base: `http://127.0.0.1:${(http.address() as AddressInfo).port}` };
 }
 
 async function closeHttp(http: HttpServer): Promise<void> {
   http.closeAllConnections();
-  await new Promise(resolve => http.close(resolve));
+  await new Promise((resolve) => http.close(resolve));
 }
 
 /**
@@ -64,13 +78,17 @@ async function closeHttp(http: HttpServer): Promise<void> {
  * `tokens`, and `/token` grants `client_credentials` to {@link ROBOT} (RFC 8414 metadata at
  * `/.well-known/oauth-authorization-server`), minting with `mint`.
  */
-async function startIssuer(keys: { current: IssuerKey[] }, tokens: Map<string, Record<string, unknown>>, mint: (clientId: string, params: URLSearchParams) => Promise<string>) {
+async function startIssuer(
+  keys: { current: IssuerKey[] },
+  tokens: Map<string, Record<string, unknown>>,
+  mint: (clientId: string, params: URLSearchParams) => Promise<string>,
+) {
   const introspections: Array<{ authorization: string | undefined; body: string }> = [];
   const tokenRequests: URLSearchParams[] = [];
   const jwksFetches: string[][] = [];
   const { http, base } = await listen((req, res) => {
     let body = '';
-    req.on('data', chunk => (body += chunk));
+    req.on('data', (chunk) => (body += chunk));
     req.on('end', async () => {
       if (req.url === '/.well-known/oauth-authorization-server') {
         res.writeHead(200, { 'content-type': 'application/json' }).end(
@@ -94,12 +112,14 @@ async function startIssuer(keys: { current: IssuerKey[] }, tokens: Map<string, R
           return;
         }
         const accessToken = await mint(ROBOT.id, params);
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ access_token: accessToken, token_type: 'Bearer', expires_in: 300 }));
+        res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ access_token: accessToken, token_type: 'Bearer', expires_in: 300 }));
         return;
       }
       if (req.url === '/jwks') {
-        jwksFetches.push(keys.current.map(k => k.kid));
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: keys.current.map(k => k.publicJwk) }));
+        jwksFetches.push(keys.current.map((k) => k.kid));
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: keys.current.map((k) => k.publicJwk) }));
         return;
       }
       if (req.url === '/introspect' && req.method === 'POST') {
@@ -129,7 +149,9 @@ async function startRecorder(): Promise<{ http: HttpServer; url: string; headers
   const { http, base } = await listen(async (req, res) => {
     headers.push(req.headers);
     const server = new McpServer({ name: 'recorder', version: '1.0.0' });
-    server.registerTool('whoami', { description: 'Says hello', inputSchema: z.object({}) }, async () => ({ content: [{ type: 'text', text: 'hello from the recorder' }] }));
+    server.registerTool('whoami', { description: 'Says hello', inputSchema: z.object({}) }, async () => ({
+      content: [{ type: 'text', text: 'hello from the recorder' }],
+    }));
     const transport = new NodeStreamableHTTPServerTransport({ sessionIdGenerator: undefined });
     res.on('close', () => void server.close().catch(() => undefined));
     await server.connect(transport);
@@ -139,15 +161,24 @@ async function startRecorder(): Promise<{ http: HttpServer; url: string; headers
 }
 
 function remote(name: string, namespace: string, url: string): McpServerManifest {
-  return { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpServer', metadata: { name, namespace }, spec: mcpServerSpecSchema.parse({ url }) } as McpServerManifest;
+  return {
+    apiVersion: 'mcp.punk.dev/v1alpha1',
+    kind: 'McpServer',
+    metadata: { name, namespace },
+    spec: mcpServerSpecSchema.parse({ url }),
+  } as McpServerManifest;
 }
 
 /** A front with `auth` on its own port. */
-async function startFront(bus: MemoryBus, tenant: string, auth: FrontOptions['auth']): Promise<{ front: Front; http: HttpServer; base: string }> {
+async function startFront(
+  bus: MemoryBus,
+  tenant: string,
+  auth: FrontOptions['auth'],
+): Promise<{ front: Front; http: HttpServer; base: string }> {
   const front = await createFront({ bus, log, tenant, maxBodyBytes: 1024 * 1024, callTimeoutMs: 30_000, ...(auth && { auth }) });
   const app = express();
   app.use(front.router);
-  const http = await new Promise<HttpServer>(resolve => {
+  const http = await new Promise<HttpServer>((resolve) => {
     const server = app.listen(0, '127.0.0.1', () => resolve(server));
   });
   return { front, http, base: `http://127.0.0.1:${(http.address() as AddressInfo).port}` };
@@ -163,13 +194,21 @@ function initialize(url: string, token?: string): Promise<Response> {
       'mcp-protocol-version': '2025-11-25',
       ...(token !== undefined && { authorization: `Bearer ${token}` }),
     },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'auth-test', version: '1.0.0' } } }),
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'auth-test', version: '1.0.0' } },
+    }),
   });
 }
 
 /** Connects an SDK client of `era` sending `token` on every request. */
 async function connect(url: string, token: string, era: '2025-11-25' | '2026-07-28'): Promise<Client> {
-  const client = era === '2026-07-28' ? new Client({ name: 'auth-test', version: '1.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } }) : new Client({ name: 'auth-test', version: '1.0.0' });
+  const client =
+    era === '2026-07-28'
+      ? new Client({ name: 'auth-test', version: '1.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } })
+      : new Client({ name: 'auth-test', version: '1.0.0' });
   await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { Authorization: `Bearer ${token}` } } }));
   return client;
 }
@@ -178,7 +217,7 @@ async function connect(url: string, token: string, era: '2025-11-25' | '2026-07-
 function challengeOf(response: Response): Record<string, string> {
   const header = response.headers.get('www-authenticate') ?? '';
   assert.match(header, /^Bearer /, `a Bearer challenge, got ${JSON.stringify(header)}`);
-  return Object.fromEntries([...header.matchAll(/(\w+)="([^"]*)"/g)].map(m => [m[1]!, m[2]!]));
+  return Object.fromEntries([...header.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1]!, m[2]!]));
 }
 
 describe('mcp-front as an OAuth 2.1 resource server', () => {
@@ -200,7 +239,10 @@ describe('mcp-front as an OAuth 2.1 resource server', () => {
   let staticKey: Awaited<ReturnType<typeof startFront>>;
 
   /** A JWT signed by `key` (default the first issuer key) with good claims for `/mcp`, changed by `claims`. */
-  async function jwt(claims: Record<string, unknown> = {}, options: { key?: IssuerKey; expiresIn?: string; issuer?: string; audience?: string } = {}): Promise<string> {
+  async function jwt(
+    claims: Record<string, unknown> = {},
+    options: { key?: IssuerKey; expiresIn?: string; issuer?: string; audience?: string } = {},
+  ): Promise<string> {
     const key = options.key ?? key1;
     return new SignJWT({ scope: `openid ${REQUIRED_SCOPE}`, groups: ['engineering'], ...claims })
       .setProtectedHeader({ alg: 'RS256', kid: key.kid, typ: 'at+jwt' })
@@ -231,9 +273,24 @@ describe('mcp-front as an OAuth 2.1 resource server', () => {
     workDir = await mkdtemp(join(tmpdir(), 'punk-auth-'));
     governance = await startGovernance({ bus, log });
     database = await openScratchDb(log);
-    gateway = await startGateway({ egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }), bus, log, db: database.db, servers: [everything('everything', tenant), remote('recorder', tenant, recorder.url)], workDir, startTimeoutMs: 60_000, callTimeoutMs: 30_000 });
+    gateway = await startGateway({
+      egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }),
+      bus,
+      log,
+      db: database.db,
+      servers: [everything('everything', tenant), remote('recorder', tenant, recorder.url)],
+      workDir,
+      startTimeoutMs: 60_000,
+      callTimeoutMs: 30_000,
+    });
     await gateway.ready();
-    jwks = await startFront(bus, tenant, { publicUrl: PUBLIC, issuer: issuer.issuer, jwksUrl: `${issuer.base}/jwks`, jwksCooldownMs: 0, requiredScopes: [REQUIRED_SCOPE] });
+    jwks = await startFront(bus, tenant, {
+      publicUrl: PUBLIC,
+      issuer: issuer.issuer,
+      jwksUrl: `${issuer.base}/jwks`,
+      jwksCooldownMs: 0,
+      requiredScopes: [REQUIRED_SCOPE],
+    });
     introspected = await startFront(bus, tenant, {
       publicUrl: PUBLIC,
       issuer: issuer.issuer,
@@ -290,7 +347,11 @@ describe('mcp-front as an OAuth 2.1 resource server', () => {
     assert.equal((await fetch(`${jwks.base}/.well-known/oauth-protected-resource/not/an/endpoint`)).status, 404);
     const preflight = await fetch(`${jwks.base}/.well-known/oauth-protected-resource/mcp`, {
       method: 'OPTIONS',
-      headers: { origin: 'https://app.example.test', 'access-control-request-method': 'GET', 'access-control-request-headers': 'mcp-protocol-version' },
+      headers: {
+        origin: 'https://app.example.test',
+        'access-control-request-method': 'GET',
+        'access-control-request-headers': 'mcp-protocol-version',
+      },
     });
     assert.equal(preflight.status, 204, 'a browser client may read the metadata');
     assert.equal(preflight.headers.get('access-control-allow-origin'), '*');
@@ -303,25 +364,30 @@ describe('mcp-front as an OAuth 2.1 resource server', () => {
       const client = await connect(`${jwks.base}/mcp`, token, era);
       try {
         const { tools } = await client.listTools();
-        assert.ok(tools.some(t => t.name === 'everything__echo'), `${era}: ${tools.map(t => t.name).join(', ')}`);
+        assert.ok(
+          tools.some((t) => t.name === 'everything__echo'),
+          `${era}: ${tools.map((t) => t.name).join(', ')}`,
+        );
         const result = await client.callTool({ name: 'everything__echo', arguments: { message: `hello ${era}` } });
         assert.match(JSON.stringify(result.content), new RegExp(`hello ${era}`));
       } finally {
         await client.close();
       }
     }
-    const events = (await bus.readStream(streams.ledger.name, { subject: subjects.ledgerEvents, afterSeq: 0, limit: 10_000 })).map(m => ledgerEventSchema.parse(m.data));
-    const called = events.filter(e => e.type === 'tool.called' && e.tenant === tenant);
+    const events = (await bus.readStream(streams.ledger.name, { subject: subjects.ledgerEvents, afterSeq: 0, limit: 10_000 })).map((m) =>
+      ledgerEventSchema.parse(m.data),
+    );
+    const called = events.filter((e) => e.type === 'tool.called' && e.tenant === tenant);
     assert.equal(called.length, 2);
     for (const event of called) {
       assert.equal(event.principal?.subject, 'alice');
       assert.deepEqual(event.principal?.groups, ['engineering']);
     }
-    const decisions = events.filter(e => e.type === 'governance.decision' && e.tenant === tenant);
-    assert.ok(decisions.length >= 2 && decisions.every(e => e.principal?.subject === 'alice'));
+    const decisions = events.filter((e) => e.type === 'governance.decision' && e.tenant === tenant);
+    assert.ok(decisions.length >= 2 && decisions.every((e) => e.principal?.subject === 'alice'));
   });
 
-  it("the SDK client discovers everything from the 401 (RFC 9728, RFC 8414), gets a token for this resource (RFC 8707) and calls, through a TLS-terminating ingress", async () => {
+  it('the SDK client discovers everything from the 401 (RFC 9728, RFC 8414), gets a token for this resource (RFC 8707) and calls, through a TLS-terminating ingress', async () => {
     // The client knows only the public https URL; the "ingress" (its fetch) forwards to the plain-http listener.
     const ingress: typeof fetch = (input, init) => {
       const url = new URL(input instanceof Request ? input.url : String(input));
@@ -361,10 +427,25 @@ describe('mcp-front as an OAuth 2.1 resource server', () => {
   const refused: Array<[string, () => Promise<string>, RegExp]> = [
     ['expired', () => jwt({}, { expiresIn: '-2m' }), /expired/],
     ['for another audience', () => jwt({}, { audience: 'https://elsewhere.example.test/mcp' }), /not meant for this resource/],
-    ['for another endpoint (per-server token on /mcp)', () => jwt({}, { audience: `${PUBLIC}/servers/everything/mcp` }), /not meant for this resource/],
+    [
+      'for another endpoint (per-server token on /mcp)',
+      () => jwt({}, { audience: `${PUBLIC}/servers/everything/mcp` }),
+      /not meant for this resource/,
+    ],
     ['from another issuer', () => jwt({}, { issuer: 'https://evil.example.test/' }), /another authorization server/],
     ['signed by a key the issuer does not publish', () => jwt({}, { key: strangerKey }), /no key .* matches|signature/],
-    ['unsigned (alg: none)', async () => unsecured({ sub: 'alice', iss: issuer.issuer, aud: `${PUBLIC}/mcp`, scope: REQUIRED_SCOPE, exp: Math.floor(Date.now() / 1000) + 300 }), /algorithm|malformed/],
+    [
+      'unsigned (alg: none)',
+      async () =>
+        unsecured({
+          sub: 'alice',
+          iss: issuer.issuer,
+          aud: `${PUBLIC}/mcp`,
+          scope: REQUIRED_SCOPE,
+          exp: Math.floor(Date.now() / 1000) + 300,
+        }),
+      /algorithm|malformed/,
+    ],
     ['with a tampered payload', async () => tamper(await jwt()), /signature/],
     ['not a JWT at all', async () => 'opaque-but-not-introspected', /malformed/],
   ];
@@ -388,7 +469,10 @@ describe('mcp-front as an OAuth 2.1 resource server', () => {
   });
 
   it('a token for the per-server endpoint works there', async () => {
-    const response = await initialize(`${jwks.base}/servers/everything/mcp`, await jwt({}, { audience: `${PUBLIC}/servers/everything/mcp` }));
+    const response = await initialize(
+      `${jwks.base}/servers/everything/mcp`,
+      await jwt({}, { audience: `${PUBLIC}/servers/everything/mcp` }),
+    );
     assert.equal(response.status, 200);
   });
 
@@ -412,7 +496,15 @@ describe('mcp-front as an OAuth 2.1 resource server', () => {
 
   it('introspection (RFC 7662): an active token works; inactive or foreign-audience ones are refused', async () => {
     const exp = Math.floor(Date.now() / 1000) + 300;
-    tokens.set('opaque-good', { active: true, sub: 'bob', aud: `${PUBLIC}/mcp`, iss: issuer.issuer, scope: REQUIRED_SCOPE, exp, groups: ['ops'] });
+    tokens.set('opaque-good', {
+      active: true,
+      sub: 'bob',
+      aud: `${PUBLIC}/mcp`,
+      iss: issuer.issuer,
+      scope: REQUIRED_SCOPE,
+      exp,
+      groups: ['ops'],
+    });
     tokens.set('opaque-inactive', { active: false });
     tokens.set('opaque-elsewhere', { active: true, sub: 'bob', aud: 'https://elsewhere.example.test/mcp', exp });
     tokens.set('opaque-expired', { active: true, sub: 'bob', aud: `${PUBLIC}/mcp`, exp: Math.floor(Date.now() / 1000) - 120 });
@@ -438,7 +530,10 @@ describe('mcp-front as an OAuth 2.1 resource server', () => {
   });
 
   it('introspection that fails on the authorization server: 503, not a refusal of the token', async () => {
-    const broken = await startFront(bus, tenant, { publicUrl: PUBLIC, introspection: { url: `${issuer.base}/introspect`, clientId: INTROSPECTION_CLIENT.id, clientSecret: 'wrong' } });
+    const broken = await startFront(bus, tenant, {
+      publicUrl: PUBLIC,
+      introspection: { url: `${issuer.base}/introspect`, clientId: INTROSPECTION_CLIENT.id, clientSecret: 'wrong' },
+    });
     try {
       const response = await initialize(`${broken.base}/mcp`, 'opaque-good');
       assert.equal(response.status, 503);
@@ -455,7 +550,11 @@ describe('mcp-front as an OAuth 2.1 resource server', () => {
       assert.equal((await initialize(`${open.base}/mcp`)).status, 200);
       assert.equal((await initialize(`${open.base}/mcp`, 'whatever')).status, 200, 'a token is ignored');
       assert.equal((await fetch(`${open.base}/.well-known/oauth-protected-resource/mcp`)).status, 404);
-      const admin = await fetch(`${open.base}/api/v1/api-keys`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"x"}' });
+      const admin = await fetch(`${open.base}/api/v1/api-keys`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{"name":"x"}',
+      });
       assert.equal(admin.status, 404);
       assert.match(((await admin.json()) as { error: { message: string } }).error.message, /PUNK_AUTH_MODE=on/);
     } finally {
@@ -478,13 +577,32 @@ describe('mcp-front as an OAuth 2.1 resource server', () => {
 
   it('an oct (HMAC) key verifies HS256 tokens once PUNK_AUTH_ALGORITHMS names HS256; start-up refuses it with the default algorithms, and refuses a garbage key', async () => {
     const secret = randomBytes(32);
-    const env = { PUNK_AUTH_MODE: 'on', PUNK_PUBLIC_URL: PUBLIC, PUNK_AUTH_JWT_KEY: JSON.stringify({ kty: 'oct', k: secret.toString('base64url') }) };
-    assert.throws(() => authOptionsFromConfig(loadConfig(env)), /PUNK_AUTH_JWT_KEY is an oct \(HMAC\) key, but PUNK_AUTH_ALGORITHMS \(RS256,.*\) names none of HS256, HS384, HS512.*set PUNK_AUTH_ALGORITHMS=HS256/);
-    assert.throws(() => authOptionsFromConfig(loadConfig({ ...env, PUNK_AUTH_JWT_KEY: 'garbage' })), /PUNK_AUTH_JWT_KEY: not a PEM public key or a JWK/);
-    assert.throws(() => authOptionsFromConfig(loadConfig({ ...env, PUNK_AUTH_JWT_KEY: key1.publicPem, PUNK_AUTH_ALGORITHMS: 'HS256' })), /PUNK_AUTH_JWT_KEY is a public key, but PUNK_AUTH_ALGORITHMS \(HS256\) names only HMAC algorithms/);
+    const env = {
+      PUNK_AUTH_MODE: 'on',
+      PUNK_PUBLIC_URL: PUBLIC,
+      PUNK_AUTH_JWT_KEY: JSON.stringify({ kty: 'oct', k: secret.toString('base64url') }),
+    };
+    assert.throws(
+      () => authOptionsFromConfig(loadConfig(env)),
+      /PUNK_AUTH_JWT_KEY is an oct \(HMAC\) key, but PUNK_AUTH_ALGORITHMS \(RS256,.*\) names none of HS256, HS384, HS512.*set PUNK_AUTH_ALGORITHMS=HS256/,
+    );
+    assert.throws(
+      () => authOptionsFromConfig(loadConfig({ ...env, PUNK_AUTH_JWT_KEY: 'garbage' })),
+      /PUNK_AUTH_JWT_KEY: not a PEM public key or a JWK/,
+    );
+    assert.throws(
+      () => authOptionsFromConfig(loadConfig({ ...env, PUNK_AUTH_JWT_KEY: key1.publicPem, PUNK_AUTH_ALGORITHMS: 'HS256' })),
+      /PUNK_AUTH_JWT_KEY is a public key, but PUNK_AUTH_ALGORITHMS \(HS256\) names only HMAC algorithms/,
+    );
     const hmac = await startFront(bus, tenant, authOptionsFromConfig(loadConfig({ ...env, PUNK_AUTH_ALGORITHMS: 'HS256' })));
     try {
-      const token = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setSubject('alice').setAudience(`${PUBLIC}/mcp`).setIssuedAt().setExpirationTime('5m').sign(secret);
+      const token = await new SignJWT({})
+        .setProtectedHeader({ alg: 'HS256' })
+        .setSubject('alice')
+        .setAudience(`${PUBLIC}/mcp`)
+        .setIssuedAt()
+        .setExpirationTime('5m')
+        .sign(secret);
       assert.equal((await initialize(`${hmac.base}/mcp`, token)).status, 200);
       assert.equal((await initialize(`${hmac.base}/mcp`, await jwt())).status, 401, 'an RS256 token is refused');
     } finally {

@@ -27,7 +27,10 @@ const log = createLogger('bridge-test', process.env.TEST_LOG_LEVEL ?? 'silent');
 const fixture = resolve(fileURLToPath(new URL('.', import.meta.url)), '../../src/test/fixtures/modern-upstream.mjs');
 
 function text(result: { content?: unknown }): string {
-  return (result.content as { type: string; text?: string }[]).filter(c => c.type === 'text').map(c => c.text).join('\n');
+  return (result.content as { type: string; text?: string }[])
+    .filter((c) => c.type === 'text')
+    .map((c) => c.text)
+    .join('\n');
 }
 
 describe('a 2026-07-28 upstream asking for input, behind clients of both eras', { timeout: 120_000 }, () => {
@@ -51,16 +54,31 @@ describe('a 2026-07-28 upstream asking for input, behind clients of both eras', 
       apiVersion: 'mcp.punk.dev/v1alpha1',
       kind: 'McpServer',
       metadata: { name: 'modern', namespace: tenant },
-      spec: { image: 'local/modern', command: [process.execPath, fixture], transport: 'streamable-http', port, env: [{ name: 'PORT', value: String(port) }] },
+      spec: {
+        image: 'local/modern',
+        command: [process.execPath, fixture],
+        transport: 'streamable-http',
+        port,
+        env: [{ name: 'PORT', value: String(port) }],
+      },
     });
     database = await openScratchDb(log);
-    gateway = await startGateway({ egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }), bus, log, db: database.db, servers: [modern], workDir, startTimeoutMs: 60_000, callTimeoutMs: 30_000 });
+    gateway = await startGateway({
+      egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }),
+      bus,
+      log,
+      db: database.db,
+      servers: [modern],
+      workDir,
+      startTimeoutMs: 60_000,
+      callTimeoutMs: 30_000,
+    });
     await gateway.ready();
     assert.equal(gateway.catalog(tenant)[0]?.protocolVersion, '2026-07-28', 'the gateway speaks 2026-07-28 to the upstream');
     front = await createFront({ bus, log, tenant, maxBodyBytes: 1024 * 1024, callTimeoutMs: 30_000 });
     const app = express();
     app.use(front.router);
-    http = await new Promise<HttpServer>(done => {
+    http = await new Promise<HttpServer>((done) => {
       const server = app.listen(0, '127.0.0.1', () => done(server));
     });
     base = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
@@ -69,7 +87,7 @@ describe('a 2026-07-28 upstream asking for input, behind clients of both eras', 
   after(async () => {
     await front?.close();
     http?.closeAllConnections();
-    if (http) await new Promise(done => http.close(done));
+    if (http) await new Promise((done) => http.close(done));
     await gateway?.stop();
     await database?.close();
     await governance?.stop();
@@ -84,7 +102,7 @@ describe('a 2026-07-28 upstream asking for input, behind clients of both eras', 
         { capabilities: { elicitation: { form: {} } }, ...(era === '2026' && { versionNegotiation: { mode: { pin: '2026-07-28' } } }) },
       );
       const asked: string[] = [];
-      client.setRequestHandler('elicitation/create', async request => {
+      client.setRequestHandler('elicitation/create', async (request) => {
         asked.push(String(request.params.message));
         return { action: 'accept', content: { confirm: true } };
       });
@@ -113,11 +131,11 @@ describe('a 2026-07-28 upstream asking for input, behind clients of both eras', 
 
   it('two 2025-era clients calling at once on the shared connection each answer their own input request', async () => {
     const clients = await Promise.all(
-      ['ann', 'bob'].map(async who => {
+      ['ann', 'bob'].map(async (who) => {
         const client = new Client({ name: who, version: '1.0.0' }, { capabilities: { elicitation: { form: {} } } });
-        client.setRequestHandler('elicitation/create', async request => {
+        client.setRequestHandler('elicitation/create', async (request) => {
           // Both calls are in flight when the first question is answered.
-          await new Promise(done => setTimeout(done, 200));
+          await new Promise((done) => setTimeout(done, 200));
           return { action: 'accept', content: { confirm: String(request.params.message).includes(who) } };
         });
         await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/mcp`)));
@@ -125,7 +143,9 @@ describe('a 2026-07-28 upstream asking for input, behind clients of both eras', 
       }),
     );
     try {
-      const results = await Promise.all(clients.map(({ who, client }) => client.callTool({ name: 'modern__confirm', arguments: { action: `${who}-task` } })));
+      const results = await Promise.all(
+        clients.map(({ who, client }) => client.callTool({ name: 'modern__confirm', arguments: { action: `${who}-task` } })),
+      );
       assert.deepEqual(results.map(text), ['ann-task: confirm=true', 'bob-task: confirm=true']);
     } finally {
       await Promise.all(clients.map(({ client }) => client.close()));

@@ -9,7 +9,7 @@ function all(items: string[], pageSize: number): string[][] {
   const pages: string[][] = [];
   let cursor: string | undefined;
   do {
-    const page = paginate({ list: 'tools/list', endpoint: '*' }, items, name => name, pageSize, cursor);
+    const page = paginate({ list: 'tools/list', endpoint: '*' }, items, (name) => name, pageSize, cursor);
     pages.push(page.items);
     cursor = page.nextCursor;
   } while (cursor !== undefined);
@@ -29,23 +29,36 @@ describe('composite pagination cursors', () => {
   });
 
   it('is keyset-based: items added or removed between pages are neither repeated nor skipped', () => {
-    const first = paginate({ list: 'tools/list', endpoint: '*' }, names(6), n => n, 3, undefined);
-    const changed = [...names(6).filter(n => n !== 'tool-001' && n !== 'tool-003'), 'tool-002a', 'tool-000a'];
-    const second = paginate({ list: 'tools/list', endpoint: '*' }, changed, n => n, 3, first.nextCursor);
+    const first = paginate({ list: 'tools/list', endpoint: '*' }, names(6), (n) => n, 3, undefined);
+    const changed = [...names(6).filter((n) => n !== 'tool-001' && n !== 'tool-003'), 'tool-002a', 'tool-000a'];
+    const second = paginate({ list: 'tools/list', endpoint: '*' }, changed, (n) => n, 3, first.nextCursor);
     assert.deepEqual(second.items, ['tool-002a', 'tool-004', 'tool-005']);
   });
 
   it('is self-contained: a cursor decodes anywhere to the key it names', () => {
-    assert.equal(decodeCursor({ list: 'prompts/list', endpoint: '*' }, encodeCursor({ list: 'prompts/list', endpoint: '*' }, 'a__b')), 'a__b');
+    assert.equal(
+      decodeCursor({ list: 'prompts/list', endpoint: '*' }, encodeCursor({ list: 'prompts/list', endpoint: '*' }, 'a__b')),
+      'a__b',
+    );
   });
 
   it('refuses, with -32602, cursors it did not mint or minted for another list', () => {
     invalidCursor(() => decodeCursor({ list: 'tools/list', endpoint: '*' }, 'not base64!'), /Invalid cursor for tools\/list/);
     invalidCursor(() => decodeCursor({ list: 'tools/list', endpoint: '*' }, ''), /not a cursor this server returned/);
-    invalidCursor(() => decodeCursor({ list: 'tools/list', endpoint: '*' }, Buffer.from('{"v":2,"list":"tools/list","after":"x"}').toString('base64url')), /not a cursor/);
+    invalidCursor(
+      () =>
+        decodeCursor({ list: 'tools/list', endpoint: '*' }, Buffer.from('{"v":2,"list":"tools/list","after":"x"}').toString('base64url')),
+      /not a cursor/,
+    );
     invalidCursor(() => decodeCursor({ list: 'tools/list', endpoint: '*' }, Buffer.from('[1]').toString('base64url')), /not a cursor/);
-    invalidCursor(() => decodeCursor({ list: 'tools/list', endpoint: '*' }, encodeCursor({ list: 'resources/list', endpoint: '*' }, 'x')), /returned by resources\/list/);
+    invalidCursor(
+      () => decodeCursor({ list: 'tools/list', endpoint: '*' }, encodeCursor({ list: 'resources/list', endpoint: '*' }, 'x')),
+      /returned by resources\/list/,
+    );
     invalidCursor(() => decodeCursor({ list: 'tools/list', endpoint: '*' }, 'A'.repeat(20_000)), /not a cursor/);
-    invalidCursor(() => decodeCursor({ list: 'tools/list', endpoint: 'everything' }, encodeCursor({ list: 'tools/list', endpoint: '*' }, 'x')), /returned by another endpoint/);
+    invalidCursor(
+      () => decodeCursor({ list: 'tools/list', endpoint: 'everything' }, encodeCursor({ list: 'tools/list', endpoint: '*' }, 'x')),
+      /returned by another endpoint/,
+    );
   });
 });

@@ -8,7 +8,13 @@ describe('gateway errors as JSON-RPC errors', () => {
   const context = { method: 'tools/call', server: 'everything', target: 'everything__echo', timeoutMs: 250 };
 
   it('an upstream error keeps its MCP code and data', () => {
-    const mapped = toProtocolError(new PunkError('UpstreamError', 'server default/everything answered with an error: boom', { mcpCode: -32042, data: { elicitations: [] } }), context);
+    const mapped = toProtocolError(
+      new PunkError('UpstreamError', 'server default/everything answered with an error: boom', {
+        mcpCode: -32042,
+        data: { elicitations: [] },
+      }),
+      context,
+    );
     assert.equal(mapped.code, -32042);
     assert.deepEqual(mapped.data, { elicitations: [] });
     assert.match(mapped.message, /boom/);

@@ -59,7 +59,7 @@ async function startStack(): Promise<Stack> {
     async close() {
       await front.close();
       http.closeAllConnections();
-      await new Promise(resolve => http.close(resolve));
+      await new Promise((resolve) => http.close(resolve));
       await gateway.stop();
       await database.close();
       await governance.stop();
@@ -86,7 +86,10 @@ async function connect2026(url: string): Promise<Client> {
 
 function text(result: { content?: unknown }): string {
   const content = result.content as { type: string; text?: string }[];
-  return content.filter(c => c.type === 'text').map(c => c.text).join('\n');
+  return content
+    .filter((c) => c.type === 'text')
+    .map((c) => c.text)
+    .join('\n');
 }
 
 async function rejectsWith(promise: Promise<unknown>, code: number, pattern: RegExp): Promise<void> {
@@ -116,7 +119,11 @@ async function errorOf(response: Response): Promise<{ jsonrpc: string; id: null;
 async function jsonRpcOf(response: Response): Promise<{ result?: Record<string, unknown>; error?: { code: number; message: string } }> {
   const raw = await response.text();
   if ((response.headers.get('content-type') ?? '').includes('text/event-stream')) {
-    const data = raw.split('\n').filter(l => l.startsWith('data:')).map(l => l.slice(5).trim()).filter(Boolean);
+    const data = raw
+      .split('\n')
+      .filter((l) => l.startsWith('data:'))
+      .map((l) => l.slice(5).trim())
+      .filter(Boolean);
     return JSON.parse(data[data.length - 1]!);
   }
   return JSON.parse(raw);
@@ -141,10 +148,13 @@ describe('mcp-front in front of the real gateway', { timeout: 180_000 }, () => {
       assert.ok(caps?.resources && caps.prompts);
 
       const { tools } = await client.listTools();
-      const names = tools.map(t => t.name);
+      const names = tools.map((t) => t.name);
       assert.ok(names.includes('everything__echo'), names.join(', '));
-      assert.ok(names.every(n => /^[A-Za-z0-9_-]{1,64}$/.test(n)), 'every name fits what clients accept');
-      const echo = tools.find(t => t.name === 'everything__echo')!;
+      assert.ok(
+        names.every((n) => /^[A-Za-z0-9_-]{1,64}$/.test(n)),
+        'every name fits what clients accept',
+      );
+      const echo = tools.find((t) => t.name === 'everything__echo')!;
       assert.equal(echo.inputSchema.type, 'object');
 
       const result = await client.callTool({ name: 'everything__echo', arguments: { message: 'hello from 2025' } });
@@ -156,12 +166,12 @@ describe('mcp-front in front of the real gateway', { timeout: 180_000 }, () => {
       const listed = await client.readResource({ uri: resources[0]!.uri });
       assert.equal(listed.contents[0]?.uri, resources[0]!.uri);
       const { resourceTemplates } = await client.listResourceTemplates();
-      assert.ok(resourceTemplates.some(t => t.uriTemplate === 'demo://resource/dynamic/text/{resourceId}'));
+      assert.ok(resourceTemplates.some((t) => t.uriTemplate === 'demo://resource/dynamic/text/{resourceId}'));
       const templated = await client.readResource({ uri: 'demo://resource/dynamic/text/7' });
       assert.match(String((templated.contents[0] as { text?: string }).text), /Resource 7/);
 
       const { prompts } = await client.listPrompts();
-      assert.ok(prompts.some(p => p.name === 'everything__simple-prompt'));
+      assert.ok(prompts.some((p) => p.name === 'everything__simple-prompt'));
       const prompt = await client.getPrompt({ name: 'everything__simple-prompt' });
       assert.match(JSON.stringify(prompt.messages), /simple prompt without arguments/);
     } finally {
@@ -183,7 +193,7 @@ describe('mcp-front in front of the real gateway', { timeout: 180_000 }, () => {
     try {
       assert.equal(client.getProtocolEra(), 'modern');
       const { tools } = await client.listTools();
-      assert.ok(tools.some(t => t.name === 'everything__echo'));
+      assert.ok(tools.some((t) => t.name === 'everything__echo'));
       const result = await client.callTool({ name: 'everything__echo', arguments: { message: 'hello from 2026' } });
       assert.equal(text(result), 'Echo: hello from 2026');
       const { resources } = await client.listResources();
@@ -219,8 +229,11 @@ describe('mcp-front in front of the real gateway', { timeout: 180_000 }, () => {
       const { client } = await connect2025(`${stack.base}${path}`);
       try {
         const { tools } = await client.listTools();
-        assert.ok(tools.some(t => t.name === 'echo'), `${path}: ${tools.map(t => t.name).join(', ')}`);
-        assert.ok(!tools.some(t => t.name.includes('__')));
+        assert.ok(
+          tools.some((t) => t.name === 'echo'),
+          `${path}: ${tools.map((t) => t.name).join(', ')}`,
+        );
+        assert.ok(!tools.some((t) => t.name.includes('__')));
         assert.equal(text(await client.callTool({ name: 'echo', arguments: { message: 'direct' } })), 'Echo: direct');
       } finally {
         await client.close();
@@ -265,13 +278,25 @@ describe('mcp-front in front of the real gateway', { timeout: 180_000 }, () => {
 
     // A 2025-06-18 client, by hand: initialize, initialized, then the bad call.
     const url = `${stack.base}/mcp`;
-    const init = await post(url, JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo } }));
+    const init = await post(
+      url,
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo },
+      }),
+    );
     assert.equal(init.status, 200);
     const sessionId = init.headers.get('mcp-session-id')!;
     assert.equal((await jsonRpcOf(init)).result?.['protocolVersion'], '2025-06-18');
     const headers = { 'mcp-session-id': sessionId, 'mcp-protocol-version': '2025-06-18' };
     assert.equal((await post(url, JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }), headers)).status, 202);
-    const bad = await post(url, JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'everything__echo', arguments: {} } }), headers);
+    const bad = await post(
+      url,
+      JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'everything__echo', arguments: {} } }),
+      headers,
+    );
     const answer = await jsonRpcOf(bad);
     assert.equal(answer.error?.code, -32602);
     assert.match(answer.error!.message, /field "message" is required/);
@@ -284,9 +309,13 @@ describe('mcp-front in front of the real gateway', { timeout: 180_000 }, () => {
     assert.match(expected, new RegExp(`^${LONG_SERVER.slice(0, 55)}_[0-9a-f]{8}$`));
     const { client } = await connect2025(`${stack.base}/mcp`);
     try {
-      const first = (await client.listTools()).tools.map(t => t.name);
+      const first = (await client.listTools()).tools.map((t) => t.name);
       assert.ok(first.includes(expected), first.join(', '));
-      assert.deepEqual((await client.listTools()).tools.map(t => t.name), first, 'same names on every listing');
+      assert.deepEqual(
+        (await client.listTools()).tools.map((t) => t.name),
+        first,
+        'same names on every listing',
+      );
       assert.equal(text(await client.callTool({ name: expected, arguments: { message: 'long' } })), 'Echo: long');
     } finally {
       await client.close();
@@ -311,12 +340,12 @@ describe('mcp-front in front of the real gateway', { timeout: 180_000 }, () => {
 
   it('live 2025 sessions hear tools/list_changed when the registry changes', async () => {
     const client = new Client(clientInfo);
-    const heard = new Promise<void>(resolve => client.setNotificationHandler('notifications/tools/list_changed', () => resolve()));
+    const heard = new Promise<void>((resolve) => client.setNotificationHandler('notifications/tools/list_changed', () => resolve()));
     await client.connect(new StreamableHTTPClientTransport(new URL(`${stack.base}/mcp`)));
     try {
       await client.listTools();
       // Give the client's GET stream a moment to open, then announce a change as the gateway would.
-      await new Promise(resolve => setTimeout(resolve, 300));
+      await new Promise((resolve) => setTimeout(resolve, 300));
       await stack.bus.publish(subjects.registryChanged, { tenant: stack.tenant, server: 'everything', change: 'updated' });
       await Promise.race([heard, new Promise((_, reject) => setTimeout(() => reject(new Error('no list_changed within 10 s')), 10_000))]);
     } finally {
@@ -331,14 +360,14 @@ describe('mcp-front in front of the real gateway', { timeout: 180_000 }, () => {
     await client.connect(new StreamableHTTPClientTransport(new URL(`${stack.base}/mcp`)));
     try {
       await client.listTools();
-      await new Promise(resolve => setTimeout(resolve, 300));
+      await new Promise((resolve) => setTimeout(resolve, 300));
       for (const change of [{ change: 'added' }, { change: 'state', state: 'starting' }, { change: 'state', state: 'ready' }]) {
         await stack.bus.publish(subjects.registryChanged, { tenant: stack.tenant, server: 'everything', ...change });
       }
       const deadline = Date.now() + 10_000;
-      while (heard === 0 && Date.now() < deadline) await new Promise(resolve => setTimeout(resolve, 25));
+      while (heard === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25));
       // Anything more would come within the window: wait several windows.
-      await new Promise(resolve => setTimeout(resolve, 500));
+      await new Promise((resolve) => setTimeout(resolve, 500));
       assert.equal(heard, 1);
     } finally {
       await client.close();
@@ -351,11 +380,20 @@ describe('mcp-front in front of the real gateway', { timeout: 180_000 }, () => {
       assert.equal(response.status, 400);
       assert.equal(response.headers.get('cache-control'), 'no-store');
       const body = await errorOf(response);
-      assert.deepEqual(body, { jsonrpc: '2.0', error: { code: -32700, message: 'Parse error: the request body is not valid JSON' }, id: null });
+      assert.deepEqual(body, {
+        jsonrpc: '2.0',
+        error: { code: -32700, message: 'Parse error: the request body is not valid JSON' },
+        id: null,
+      });
     });
 
     it('a body over maxBodyBytes is 413 with a JSON-RPC error', async () => {
-      const big = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'everything__echo', arguments: { message: 'x'.repeat(MAX_BODY_BYTES) } } });
+      const big = JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: { name: 'everything__echo', arguments: { message: 'x'.repeat(MAX_BODY_BYTES) } },
+      });
       const response = await post(`${stack.base}/mcp`, big);
       assert.equal(response.status, 413);
       const body = await errorOf(response);
@@ -377,17 +415,32 @@ describe('mcp-front in front of the real gateway', { timeout: 180_000 }, () => {
     });
 
     it('every MCP answer carries Cache-Control: no-store, SSE included', async () => {
-      const init = await post(`${stack.base}/mcp`, JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo } }));
+      const init = await post(
+        `${stack.base}/mcp`,
+        JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'initialize',
+          params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo },
+        }),
+      );
       assert.equal(init.status, 200);
       assert.equal(init.headers.get('cache-control'), 'no-store');
       await init.text();
       // A request with a progress token streams (response mode auto): the SSE answer is no-store too.
       const headers = { 'mcp-session-id': init.headers.get('mcp-session-id')!, 'mcp-protocol-version': '2025-11-25' };
-      const streamed = await post(`${stack.base}/mcp`, JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'ping', params: { _meta: { progressToken: 1 } } }), headers);
+      const streamed = await post(
+        `${stack.base}/mcp`,
+        JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'ping', params: { _meta: { progressToken: 1 } } }),
+        headers,
+      );
       assert.match(streamed.headers.get('content-type') ?? '', /text\/event-stream/);
       assert.equal(streamed.headers.get('cache-control'), 'no-store');
       await streamed.text();
-      await fetch(`${stack.base}/mcp`, { method: 'DELETE', headers: { 'mcp-session-id': init.headers.get('mcp-session-id')!, 'mcp-protocol-version': '2025-11-25' } });
+      await fetch(`${stack.base}/mcp`, {
+        method: 'DELETE',
+        headers: { 'mcp-session-id': init.headers.get('mcp-session-id')!, 'mcp-protocol-version': '2025-11-25' },
+      });
     });
   });
 });
@@ -408,7 +461,7 @@ describe('mcp-front when the gateway is slow', { timeout: 180_000 }, () => {
       await client.close();
       await slow.close();
       http.closeAllConnections();
-      await new Promise(resolve => http.close(resolve));
+      await new Promise((resolve) => http.close(resolve));
       await stack.close();
     }
   });

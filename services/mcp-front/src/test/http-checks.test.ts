@@ -34,7 +34,15 @@ interface TestFront {
 async function startFront(options: Partial<FrontOptions> = {}, allowedHosts?: readonly string[]): Promise<TestFront> {
   const tenant = `checks-${randomBytes(4).toString('hex')}`;
   const bus = new MemoryBus(log);
-  const front = await createFront({ bus, log, tenant, maxBodyBytes: 64 * 1024, callTimeoutMs: 5_000, allowedOrigins: [APP_ORIGIN], ...options });
+  const front = await createFront({
+    bus,
+    log,
+    tenant,
+    maxBodyBytes: 64 * 1024,
+    callTimeoutMs: 5_000,
+    allowedOrigins: [APP_ORIGIN],
+    ...options,
+  });
   const app = express();
   app.use(front.router);
   const http = await listenHealth('127.0.0.1', 0, async () => undefined, 'test', allowedHosts ? { allowedHosts } : {});
@@ -69,7 +77,10 @@ async function initialize(base: string, headers: Record<string, string> = {}): P
 }
 
 /** Status and JSON-RPC error of an answer; `id` is the one it must carry (null where the request's is unknown). */
-async function errorOf(response: Response, id: string | number | null = null): Promise<{ status: number; code: number; message: string; data?: unknown }> {
+async function errorOf(
+  response: Response,
+  id: string | number | null = null,
+): Promise<{ status: number; code: number; message: string; data?: unknown }> {
   const body = (await response.json()) as { id: unknown; error: { code: number; message: string; data?: unknown } };
   assert.equal(body.id, id, 'HTTP-level errors echo the request id where it could be read, else null');
   return { status: response.status, ...body.error };
@@ -104,10 +115,17 @@ describe('mcp-front HTTP checks, in order', () => {
       const send = (host: string) =>
         new Promise<{ status: number; body: string }>((resolve, reject) => {
           const body = JSON.stringify(initializeBody());
-          const req = httpRequest(`${guarded.base}/mcp`, { method: 'POST', headers: { ...GOOD, host, origin: `http://${host}` } }, res => {
-            let text = '';
-            res.setEncoding('utf8').on('data', chunk => (text += chunk)).on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
-          });
+          const req = httpRequest(
+            `${guarded.base}/mcp`,
+            { method: 'POST', headers: { ...GOOD, host, origin: `http://${host}` } },
+            (res) => {
+              let text = '';
+              res
+                .setEncoding('utf8')
+                .on('data', (chunk) => (text += chunk))
+                .on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+            },
+          );
           req.on('error', reject).end(body);
         });
       const refused = await send('evil.example');
@@ -122,7 +140,12 @@ describe('mcp-front HTTP checks, in order', () => {
   });
 
   it('initialize asking for a revision the endpoint does not accept gets a counter-offer of one it does', async () => {
-    const response = await post(`${t.base}/mcp`, { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2024-11-05', capabilities: {}, clientInfo } });
+    const response = await post(`${t.base}/mcp`, {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2024-11-05', capabilities: {}, clientInfo },
+    });
     assert.equal(response.status, 200);
     const { result } = (await response.json()) as { result: { protocolVersion: string } };
     assert.equal(result.protocolVersion, V2025);
@@ -130,7 +153,10 @@ describe('mcp-front HTTP checks, in order', () => {
 
   it('initialize on a live session is refused: a session is initialized once', async () => {
     const sessionId = await initialize(t.base);
-    const again = await errorOf(await post(`${t.base}/mcp`, initializeBody(5), { 'mcp-session-id': sessionId, 'mcp-protocol-version': V2025 }), 5);
+    const again = await errorOf(
+      await post(`${t.base}/mcp`, initializeBody(5), { 'mcp-session-id': sessionId, 'mcp-protocol-version': V2025 }),
+      5,
+    );
     assert.equal(again.status, 400);
     assert.match(again.message, /initialized already/);
   });
@@ -139,21 +165,56 @@ describe('mcp-front HTTP checks, in order', () => {
     const url = `${t.base}/mcp`;
     const huge = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping', params: { pad: 'x'.repeat(100 * 1024) } });
     const cases: { name: string; init: RequestInit; status: number; code: number; id?: number }[] = [
-      { name: 'Origin before everything', init: { method: 'PUT', headers: { origin: 'http://evil.example', accept: 'text/plain', 'content-type': 'text/plain' } }, status: 403, code: -32000 },
+      {
+        name: 'Origin before everything',
+        init: { method: 'PUT', headers: { origin: 'http://evil.example', accept: 'text/plain', 'content-type': 'text/plain' } },
+        status: 403,
+        code: -32000,
+      },
       { name: 'method before Accept', init: { method: 'PUT', headers: { accept: 'text/plain' } }, status: 405, code: -32000 },
-      { name: 'Accept before Content-Type', init: { method: 'POST', headers: { accept: 'application/json', 'content-type': 'text/plain' }, body: '{}' }, status: 406, code: -32000 },
+      {
+        name: 'Accept before Content-Type',
+        init: { method: 'POST', headers: { accept: 'application/json', 'content-type': 'text/plain' }, body: '{}' },
+        status: 406,
+        code: -32000,
+      },
       {
         name: 'Content-Type before protocol version',
         init: { method: 'POST', headers: { ...GOOD, 'content-type': 'text/plain', 'mcp-protocol-version': '1999-01-01' }, body: '{}' },
         status: 415,
         code: -32000,
       },
-      { name: 'protocol version before session id', init: { method: 'POST', headers: { ...GOOD, 'mcp-protocol-version': '1999-01-01' }, body: '{"jsonrpc":"2.0","id":1,"method":"ping"}' }, status: 400, code: -32022, id: 1 },
-      { name: 'protocol version before body size', init: { method: 'POST', headers: { ...GOOD, 'mcp-protocol-version': '1999-01-01' }, body: huge }, status: 400, code: -32022 },
-      { name: 'body size before JSON', init: { method: 'POST', headers: GOOD, body: `{${'x'.repeat(100 * 1024)}` }, status: 413, code: -32600 },
+      {
+        name: 'protocol version before session id',
+        init: {
+          method: 'POST',
+          headers: { ...GOOD, 'mcp-protocol-version': '1999-01-01' },
+          body: '{"jsonrpc":"2.0","id":1,"method":"ping"}',
+        },
+        status: 400,
+        code: -32022,
+        id: 1,
+      },
+      {
+        name: 'protocol version before body size',
+        init: { method: 'POST', headers: { ...GOOD, 'mcp-protocol-version': '1999-01-01' }, body: huge },
+        status: 400,
+        code: -32022,
+      },
+      {
+        name: 'body size before JSON',
+        init: { method: 'POST', headers: GOOD, body: `{${'x'.repeat(100 * 1024)}` },
+        status: 413,
+        code: -32600,
+      },
       { name: 'JSON before session', init: { method: 'POST', headers: GOOD, body: '{"jsonrpc":' }, status: 400, code: -32700 },
       { name: 'GET Accept before session id', init: { method: 'GET', headers: { accept: 'application/json' } }, status: 406, code: -32000 },
-      { name: 'GET under 2026-07-28 has no stream', init: { method: 'GET', headers: { accept: 'text/event-stream', 'mcp-protocol-version': V2026 } }, status: 405, code: -32000 },
+      {
+        name: 'GET under 2026-07-28 has no stream',
+        init: { method: 'GET', headers: { accept: 'text/event-stream', 'mcp-protocol-version': V2026 } },
+        status: 405,
+        code: -32000,
+      },
       { name: 'then the session id', init: { method: 'GET', headers: { accept: 'text/event-stream' } }, status: 400, code: -32000 },
     ];
     for (const c of cases) {
@@ -166,18 +227,36 @@ describe('mcp-front HTTP checks, in order', () => {
   });
 
   it('an unsupported MCP-Protocol-Version is 400 with the request id, naming every version and listing those of the request’s era', async () => {
-    const error = await errorOf(await post(`${t.base}/mcp`, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, { 'mcp-protocol-version': '2024-01-01' }), 1);
+    const error = await errorOf(
+      await post(`${t.base}/mcp`, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, { 'mcp-protocol-version': '2024-01-01' }),
+      1,
+    );
     assert.equal(error.status, 400);
     assert.match(error.message, /2024-01-01/);
     assert.match(error.message, /2026-07-28, 2025-11-25, 2025-06-18, 2025-03-26/);
     assert.deepEqual(error.data, { supported: [V2025, '2025-06-18', '2025-03-26'], requested: '2024-01-01' });
-    const meta = { 'io.modelcontextprotocol/protocolVersion': 'v999', 'io.modelcontextprotocol/clientInfo': clientInfo, 'io.modelcontextprotocol/clientCapabilities': {} };
-    const modern = await errorOf(await post(`${t.base}/mcp`, { jsonrpc: '2.0', id: 'd-1', method: 'server/discover', params: { _meta: meta } }, { 'mcp-protocol-version': 'v999' }), 'd-1');
+    const meta = {
+      'io.modelcontextprotocol/protocolVersion': 'v999',
+      'io.modelcontextprotocol/clientInfo': clientInfo,
+      'io.modelcontextprotocol/clientCapabilities': {},
+    };
+    const modern = await errorOf(
+      await post(
+        `${t.base}/mcp`,
+        { jsonrpc: '2.0', id: 'd-1', method: 'server/discover', params: { _meta: meta } },
+        { 'mcp-protocol-version': 'v999' },
+      ),
+      'd-1',
+    );
     assert.deepEqual(modern.data, { supported: [V2026], requested: 'v999' }, 'a 2026-style request lists what server/discover reports');
   });
 
   it('2026-07-28: the SDK checks MCP-Protocol-Version against _meta and Mcp-Method/Mcp-Name against the body (400, -32020 HeaderMismatch)', async () => {
-    const meta = { 'io.modelcontextprotocol/protocolVersion': V2026, 'io.modelcontextprotocol/clientInfo': clientInfo, 'io.modelcontextprotocol/clientCapabilities': {} };
+    const meta = {
+      'io.modelcontextprotocol/protocolVersion': V2026,
+      'io.modelcontextprotocol/clientInfo': clientInfo,
+      'io.modelcontextprotocol/clientCapabilities': {},
+    };
     const body = { jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: meta } };
     const versionMismatch = await post(`${t.base}/mcp`, body, { 'mcp-protocol-version': V2025, 'mcp-method': 'tools/list' });
     assert.equal(versionMismatch.status, 400);
@@ -197,7 +276,10 @@ describe('mcp-front HTTP checks, in order', () => {
 
   it('batches only under 2025-03-26; ids must be strings or integers', async () => {
     const id = await initialize(t.base);
-    const batch = [{ jsonrpc: '2.0', id: 1, method: 'ping' }, { jsonrpc: '2.0', id: 2, method: 'ping' }];
+    const batch = [
+      { jsonrpc: '2.0', id: 1, method: 'ping' },
+      { jsonrpc: '2.0', id: 2, method: 'ping' },
+    ];
     const refused = await errorOf(await post(`${t.base}/mcp`, batch, { 'mcp-session-id': id, 'mcp-protocol-version': V2025 }));
     assert.equal(refused.status, 400);
     assert.equal(refused.code, -32600);
@@ -205,7 +287,7 @@ describe('mcp-front HTTP checks, in order', () => {
     const allowed = await post(`${t.base}/mcp`, batch, { 'mcp-session-id': id, 'mcp-protocol-version': '2025-03-26' });
     assert.equal(allowed.status, 200);
     const answers = (await allowed.json()) as { id: number }[];
-    assert.deepEqual(answers.map(a => a.id).sort(), [1, 2]);
+    assert.deepEqual(answers.map((a) => a.id).sort(), [1, 2]);
     assert.equal((await errorOf(await post(`${t.base}/mcp`, [], { 'mcp-session-id': id }))).code, -32600, 'an empty batch');
   });
 });
@@ -219,7 +301,9 @@ describe('CORS and the authenticate hook', () => {
         seen.push(req.method!);
         const token = req.headers.authorization;
         if (token === 'Bearer alice' || token === 'Bearer bob') return { ...anonymousPrincipal('x'), subject: token.slice(7) };
-        res.writeHead(401, { 'WWW-Authenticate': 'Bearer realm="test"', 'Content-Type': 'application/json' }).end('{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Unauthorized"}}');
+        res
+          .writeHead(401, { 'WWW-Authenticate': 'Bearer realm="test"', 'Content-Type': 'application/json' })
+          .end('{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Unauthorized"}}');
         return null;
       },
     });
@@ -232,16 +316,32 @@ describe('CORS and the authenticate hook', () => {
     seen.length = 0;
     const preflight = await fetch(`${t.base}/mcp`, {
       method: 'OPTIONS',
-      headers: { origin: APP_ORIGIN, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type, mcp-session-id, mcp-protocol-version' },
+      headers: {
+        origin: APP_ORIGIN,
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'authorization, content-type, mcp-session-id, mcp-protocol-version',
+      },
     });
     assert.equal(preflight.status, 204);
     assert.equal(preflight.headers.get('access-control-allow-origin'), APP_ORIGIN);
     const allowed = preflight.headers.get('access-control-allow-headers')!.toLowerCase();
-    for (const header of ['authorization', 'content-type', 'mcp-session-id', 'mcp-protocol-version', 'mcp-method', 'mcp-name', 'last-event-id']) assert.ok(allowed.includes(header), header);
+    for (const header of [
+      'authorization',
+      'content-type',
+      'mcp-session-id',
+      'mcp-protocol-version',
+      'mcp-method',
+      'mcp-name',
+      'last-event-id',
+    ])
+      assert.ok(allowed.includes(header), header);
     assert.match(preflight.headers.get('access-control-allow-methods')!, /POST/);
     assert.equal(preflight.headers.get('cache-control'), 'no-store');
     assert.deepEqual(seen, [], 'preflights are not authenticated');
-    const foreign = await fetch(`${t.base}/mcp`, { method: 'OPTIONS', headers: { origin: 'http://evil.example', 'access-control-request-method': 'POST' } });
+    const foreign = await fetch(`${t.base}/mcp`, {
+      method: 'OPTIONS',
+      headers: { origin: 'http://evil.example', 'access-control-request-method': 'POST' },
+    });
     assert.equal(foreign.status, 403);
   });
 
@@ -260,8 +360,14 @@ describe('CORS and the authenticate hook', () => {
   it('the principal the hook returns owns the session: another principal gets 404', async () => {
     const id = await initialize(t.base, { authorization: 'Bearer alice' });
     const ping = { jsonrpc: '2.0', id: 2, method: 'ping' };
-    assert.equal((await post(`${t.base}/mcp`, ping, { authorization: 'Bearer alice', 'mcp-session-id': id, 'mcp-protocol-version': V2025 })).status, 200);
-    assert.equal((await post(`${t.base}/mcp`, ping, { authorization: 'Bearer bob', 'mcp-session-id': id, 'mcp-protocol-version': V2025 })).status, 404);
+    assert.equal(
+      (await post(`${t.base}/mcp`, ping, { authorization: 'Bearer alice', 'mcp-session-id': id, 'mcp-protocol-version': V2025 })).status,
+      200,
+    );
+    assert.equal(
+      (await post(`${t.base}/mcp`, ping, { authorization: 'Bearer bob', 'mcp-session-id': id, 'mcp-protocol-version': V2025 })).status,
+      404,
+    );
   });
 });
 
@@ -318,7 +424,11 @@ describe('2025-era initialize limits and response modes', () => {
         const a = await post(`${t.base}/mcp`, { jsonrpc: '2.0', id: 2, method: 'ping' }, headers);
         assert.equal(a.headers.get('content-type')?.split(';')[0], plain, `${mode}: ping`);
         await a.text();
-        const b = await post(`${t.base}/mcp`, { jsonrpc: '2.0', id: 3, method: 'ping', params: { _meta: { progressToken: 'p' } } }, headers);
+        const b = await post(
+          `${t.base}/mcp`,
+          { jsonrpc: '2.0', id: 3, method: 'ping', params: { _meta: { progressToken: 'p' } } },
+          headers,
+        );
         assert.equal(b.headers.get('content-type')?.split(';')[0], withProgress, `${mode}: ping with a progress token`);
         if (withProgress === 'text/event-stream') {
           assert.equal(b.headers.get('x-accel-buffering'), 'no');
@@ -336,7 +446,10 @@ describe('2025-era initialize limits and response modes', () => {
     try {
       const id = await initialize(t.base);
       const controller = new AbortController();
-      const stream = await fetch(`${t.base}/mcp`, { headers: { accept: 'text/event-stream', 'mcp-session-id': id, 'mcp-protocol-version': V2025 }, signal: controller.signal });
+      const stream = await fetch(`${t.base}/mcp`, {
+        headers: { accept: 'text/event-stream', 'mcp-session-id': id, 'mcp-protocol-version': V2025 },
+        signal: controller.signal,
+      });
       assert.equal(stream.status, 200);
       assert.equal(stream.headers.get('x-accel-buffering'), 'no');
       assert.equal(stream.headers.get('cache-control'), 'no-store');
@@ -361,8 +474,15 @@ describe('2025-era initialize limits and response modes', () => {
     try {
       assert.equal((await post(`${t.base}/mcp`, initializeBody())).status, 404, 'the default path is gone');
       const answer = await post(`${t.base}/rpc`, initializeBody());
-      const { result } = (await answer.json()) as { result: { serverInfo: Record<string, unknown>; instructions?: string; capabilities: Record<string, unknown> } };
-      assert.deepEqual(result.serverInfo, { name: 'punk', version: '0.1.0', title: 'Punk under test', websiteUrl: 'https://punk.example.com' });
+      const { result } = (await answer.json()) as {
+        result: { serverInfo: Record<string, unknown>; instructions?: string; capabilities: Record<string, unknown> };
+      };
+      assert.deepEqual(result.serverInfo, {
+        name: 'punk',
+        version: '0.1.0',
+        title: 'Punk under test',
+        websiteUrl: 'https://punk.example.com',
+      });
       assert.equal(result.instructions, 'Use the tools kindly.');
       assert.equal(result.capabilities['logging'], undefined);
     } finally {

@@ -8,7 +8,7 @@ import type { Front } from '../index.js';
 export async function listen(front: Front): Promise<{ http: HttpServer; base: string }> {
   const app = express();
   app.use(front.router);
-  const http = await new Promise<HttpServer>(resolve => {
+  const http = await new Promise<HttpServer>((resolve) => {
     const server = app.listen(0, '127.0.0.1', () => resolve(server));
   });
   return { http, base: `http://127.0.0.1:${(http.address() as AddressInfo).port}` };

@@ -14,8 +14,11 @@ type Operation = { responses: Record<string, { content?: Record<string, { schema
 
 /** The path template of `/api/v1/...` (`/mcp/servers/{id}`) that documents a concrete path (`/mcp/servers/echo`), if any. */
 export function documentedPathOf(path: string): string | undefined {
-  const concrete = path.replace(/^\/api\/v1/, '').replace(/\?.*$/, '').split('/');
-  return Object.keys(openApiDocument.paths).find(template => {
+  const concrete = path
+    .replace(/^\/api\/v1/, '')
+    .replace(/\?.*$/, '')
+    .split('/');
+  return Object.keys(openApiDocument.paths).find((template) => {
     const parts = template.split('/');
     return parts.length === concrete.length && parts.every((part, i) => part.startsWith('{') || part === concrete[i]);
   });
@@ -28,13 +31,20 @@ export function documentedPathOf(path: string): string | undefined {
 export function checkAnswer(method: string, path: string, status: number, body: unknown): void {
   const template = documentedPathOf(path);
   if (!template) throw new Error(`${method} ${path} is not in the OpenAPI document`);
-  const operation = (openApiDocument.paths as Record<string, Record<string, unknown>>)[template]![method.toLowerCase()] as Operation | undefined;
+  const operation = (openApiDocument.paths as Record<string, Record<string, unknown>>)[template]![method.toLowerCase()] as
+    Operation | undefined;
   if (!operation) throw new Error(`${method} ${template} is not in the OpenAPI document`);
   const documented = operation.responses[String(status)];
-  if (!documented) throw new Error(`${method} ${template} answered ${status}, which the OpenAPI document does not list (${Object.keys(operation.responses).join(', ')})`);
+  if (!documented)
+    throw new Error(
+      `${method} ${template} answered ${status}, which the OpenAPI document does not list (${Object.keys(operation.responses).join(', ')})`,
+    );
   const schema = documented.content?.['application/json']?.schema;
   if (!schema) return;
   const rewritten = JSON.parse(JSON.stringify(schema).replaceAll('"#/components/', '"punk-api#/components/')) as Record<string, unknown>;
   const validate = ajv.compile(rewritten);
-  if (!validate(body)) throw new Error(`${method} ${template} ${status}: the answer does not match the OpenAPI document: ${ajv.errorsText(validate.errors)}; answer ${JSON.stringify(body).slice(0, 500)}`);
+  if (!validate(body))
+    throw new Error(
+      `${method} ${template} ${status}: the answer does not match the OpenAPI document: ${ajv.errorsText(validate.errors)}; answer ${JSON.stringify(body).slice(0, 500)}`,
+    );
 }

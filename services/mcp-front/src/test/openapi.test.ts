@@ -14,7 +14,9 @@ test('the OpenAPI document is a valid OpenAPI 3.1 document', async () => {
 test('every operation has an operationId, a summary, and documents its error answers', () => {
   const ids = new Set<string>();
   for (const [path, item] of Object.entries(openApiDocument.paths)) {
-    for (const [method, operation] of Object.entries(item as Record<string, { operationId?: string; summary?: string; responses?: Record<string, unknown> }>)) {
+    for (const [method, operation] of Object.entries(
+      item as Record<string, { operationId?: string; summary?: string; responses?: Record<string, unknown> }>,
+    )) {
       if (method === 'parameters') continue;
       assert.ok(operation.operationId, `${method} ${path} has no operationId`);
       assert.ok(!ids.has(operation.operationId), `operationId ${operation.operationId} is used twice`);
@@ -27,9 +29,14 @@ test('every operation has an operationId, a summary, and documents its error ans
 
 test('checkAnswer accepts a documented answer and names what is wrong in an undocumented one', () => {
   assert.equal(documentedPathOf('/api/v1/mcp/servers/echo/tools'), '/mcp/servers/{id}/tools');
-  checkAnswer('GET', '/api/v1/mcp/servers', 200, { servers: [{ name: 'a', namespace: 'default', managed: true, state: 'ready', toolCount: 2 }] });
+  checkAnswer('GET', '/api/v1/mcp/servers', 200, {
+    servers: [{ name: 'a', namespace: 'default', managed: true, state: 'ready', toolCount: 2 }],
+  });
   checkAnswer('GET', '/api/v1/mcp/servers/x', 404, { error: { code: 'ServerNotFound', message: 'no server x' } });
-  assert.throws(() => checkAnswer('GET', '/api/v1/mcp/servers', 200, { servers: [{ name: 'a' }] }), /must have required property 'namespace'/);
+  assert.throws(
+    () => checkAnswer('GET', '/api/v1/mcp/servers', 200, { servers: [{ name: 'a' }] }),
+    /must have required property 'namespace'/,
+  );
   assert.throws(() => checkAnswer('GET', '/api/v1/mcp/servers', 418, {}), /does not list/);
   assert.throws(() => checkAnswer('GET', '/api/v1/nothing', 200, {}), /not in the OpenAPI document/);
 });

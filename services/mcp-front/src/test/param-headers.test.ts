@@ -21,7 +21,12 @@ const b64 = (text: string) => `=?base64?${Buffer.from(text, 'utf8').toString('ba
 describe('Mcp-Param-* headers against tools/call arguments', () => {
   it('accepts plain and Base64 values equal to the arguments, nested paths, integers and booleans', () => {
     const args = { region: 'us-west1', count: 42, dry: false, target: { zone: 'Hello, 世界' }, query: 'SELECT 1' };
-    const headers = { 'mcp-param-region': 'us-west1', 'mcp-param-count': '42', 'mcp-param-dry': 'false', 'mcp-param-zone': b64('Hello, 世界') };
+    const headers = {
+      'mcp-param-region': 'us-west1',
+      'mcp-param-count': '42',
+      'mcp-param-dry': 'false',
+      'mcp-param-zone': b64('Hello, 世界'),
+    };
     assert.equal(paramHeaderMismatch(headers, schema, args), undefined);
     assert.equal(paramHeaderMismatch({ 'mcp-param-region': b64(' padded ') }, schema, { region: ' padded ' }), undefined);
   });
@@ -34,10 +39,17 @@ describe('Mcp-Param-* headers against tools/call arguments', () => {
 
   it('refuses a missing header, a different value, malformed Base64 and characters a header may not carry', () => {
     assert.match(paramHeaderMismatch({}, schema, { region: 'eu' }) ?? '', /Mcp-Param-Region is missing/);
-    assert.match(paramHeaderMismatch({ 'mcp-param-region': 'us' }, schema, { region: 'eu' }) ?? '', /does not match the body's arguments.region/);
+    assert.match(
+      paramHeaderMismatch({ 'mcp-param-region': 'us' }, schema, { region: 'eu' }) ?? '',
+      /does not match the body's arguments.region/,
+    );
     assert.match(paramHeaderMismatch({ 'mcp-param-zone': 'a' }, schema, { target: { zone: 'b' } }) ?? '', /arguments.target.zone/);
     for (const bad of ['=?base64?SGVsbG8?=', '=?base64?SGVs!!!bG8=?=', 'caf\u00e9']) {
-      assert.match(paramHeaderMismatch({ 'mcp-param-region': bad }, schema, { region: 'Hello' }) ?? '', /malformed Base64|may not carry/, bad);
+      assert.match(
+        paramHeaderMismatch({ 'mcp-param-region': bad }, schema, { region: 'Hello' }) ?? '',
+        /malformed Base64|may not carry/,
+        bad,
+      );
     }
     assert.match(paramHeaderMismatch({ 'mcp-param-region': ['a', 'a'] }, schema, { region: 'a' }) ?? '', /repeated/);
   });
@@ -45,6 +57,9 @@ describe('Mcp-Param-* headers against tools/call arguments', () => {
   it('expects no header for an absent or null argument, and ignores tools without annotations', () => {
     assert.equal(paramHeaderMismatch({}, schema, { query: 'x' }), undefined);
     assert.equal(paramHeaderMismatch({}, schema, { region: null }), undefined);
-    assert.equal(paramHeaderMismatch({ 'mcp-param-region': 'x' }, { type: 'object', properties: { region: { type: 'string' } } }, { region: 'y' }), undefined);
+    assert.equal(
+      paramHeaderMismatch({ 'mcp-param-region': 'x' }, { type: 'object', properties: { region: { type: 'string' } } }, { region: 'y' }),
+      undefined,
+    );
   });
 });

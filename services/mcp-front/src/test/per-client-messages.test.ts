@@ -51,7 +51,7 @@ async function until<T>(what: string, probe: () => T | undefined, timeoutMs = 10
     const value = probe();
     if (value !== undefined) return value;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise(done => setTimeout(done, 50));
+    await new Promise((done) => setTimeout(done, 50));
   }
 }
 
@@ -70,19 +70,24 @@ describe('a per-client server talking to its client session outside calls, acros
     let roots = [{ uri: 'file:///work/alpha', name: 'alpha' }];
     const client = new Client(clientInfo, { capabilities: { roots: { listChanged: true } } });
     const logs: { level: string; data: unknown }[] = [];
-    client.setNotificationHandler('notifications/message', notification => void logs.push({ level: notification.params.level, data: notification.params.data }));
+    client.setNotificationHandler(
+      'notifications/message',
+      (notification) => void logs.push({ level: notification.params.level, data: notification.params.data }),
+    );
     client.setRequestHandler('roots/list', async () => ({ roots }));
     const posts: { base: string; body: string }[] = [];
-    const transport = new StreamableHTTPClientTransport(new URL(`${replicas.a.base}/mcp`), { fetch: spread(replicas.b.base, replicas.a.base, posts) });
+    const transport = new StreamableHTTPClientTransport(new URL(`${replicas.a.base}/mcp`), {
+      fetch: spread(replicas.b.base, replicas.a.base, posts),
+    });
     await client.connect(transport);
     try {
       await client.setLoggingLevel('warning');
-      await new Promise(done => setTimeout(done, 300)); // the SDK's GET stream (on B) is open by now
+      await new Promise((done) => setTimeout(done, 300)); // the SDK's GET stream (on B) is open by now
 
       const logged = await client.callTool({ name: 'session__log', arguments: { levels: ['debug', 'info', 'warning', 'error'] } });
       assert.equal(logged.isError, undefined, JSON.stringify(logged));
       await until('two log messages', () => (logs.length >= 2 ? true : undefined));
-      await new Promise(done => setTimeout(done, 200)); // nothing below the level follows
+      await new Promise((done) => setTimeout(done, 200)); // nothing below the level follows
       assert.deepEqual(logs, [
         { level: 'warning', data: 'a warning message' },
         { level: 'error', data: 'a error message' },
@@ -94,11 +99,14 @@ describe('a per-client server talking to its client session outside calls, acros
 
       roots = [{ uri: 'file:///work/beta', name: 'beta' }];
       await client.sendRootsListChanged();
-      const changed = await until('the upstream to log the new roots', () => logs.find(l => String(l.data).startsWith('roots now')));
+      const changed = await until('the upstream to log the new roots', () => logs.find((l) => String(l.data).startsWith('roots now')));
       assert.equal(changed.data, 'roots now file:///work/beta');
-      const answers = posts.filter(p => p.body.includes('"roots"') && p.body.includes('"result"'));
+      const answers = posts.filter((p) => p.body.includes('"roots"') && p.body.includes('"result"'));
       assert.equal(answers.length, 2, 'both roots/list answers went back as POSTs');
-      assert.ok(answers.every(p => p.base === replicas.a.base), 'to replica A, while B held the GET stream that asked');
+      assert.ok(
+        answers.every((p) => p.base === replicas.a.base),
+        'to replica A, while B held the GET stream that asked',
+      );
     } finally {
       await transport.terminateSession().catch(() => undefined);
       await client.close();
@@ -107,7 +115,9 @@ describe('a per-client server talking to its client session outside calls, acros
 
   it('a client that did not declare roots: the upstream’s roots/list gets -32601', async () => {
     const client = new Client(clientInfo);
-    const transport = new StreamableHTTPClientTransport(new URL(`${replicas.b.base}/mcp`), { fetch: spread(replicas.a.base, replicas.b.base) });
+    const transport = new StreamableHTTPClientTransport(new URL(`${replicas.b.base}/mcp`), {
+      fetch: spread(replicas.a.base, replicas.b.base),
+    });
     await client.connect(transport);
     try {
       const result = await client.callTool({ name: 'session__roots', arguments: {} });
@@ -120,18 +130,31 @@ describe('a per-client server talking to its client session outside calls, acros
   });
 
   it('a malformed or unknown-session message on punk.tenant.<tenant>.session-message is refused with an error, and the fronts keep serving', async () => {
-    await assert.rejects(replicas.core.request(subjects.sessionMessage(replicas.tenant), { sessionId: 'x', message: { method: 'notifications/message' } }, { timeoutMs: 5_000 }), (error: unknown) => {
-      assert.ok(error instanceof PunkError && error.code === 'InvalidMessage', String(error));
-      assert.match(error.message, /message\.jsonrpc/);
-      return true;
-    });
-    await assert.rejects(sendSessionMessage(replicas.core, replicas.tenant, { sessionId: 'no-such-session', message: { jsonrpc: '2.0', method: 'notifications/message' } }), (error: unknown) => {
-      assert.ok(error instanceof PunkError && error.code === 'SessionNotFound', String(error));
-      return true;
-    });
+    await assert.rejects(
+      replicas.core.request(
+        subjects.sessionMessage(replicas.tenant),
+        { sessionId: 'x', message: { method: 'notifications/message' } },
+        { timeoutMs: 5_000 },
+      ),
+      (error: unknown) => {
+        assert.ok(error instanceof PunkError && error.code === 'InvalidMessage', String(error));
+        assert.match(error.message, /message\.jsonrpc/);
+        return true;
+      },
+    );
+    await assert.rejects(
+      sendSessionMessage(replicas.core, replicas.tenant, {
+        sessionId: 'no-such-session',
+        message: { jsonrpc: '2.0', method: 'notifications/message' },
+      }),
+      (error: unknown) => {
+        assert.ok(error instanceof PunkError && error.code === 'SessionNotFound', String(error));
+        return true;
+      },
+    );
     const client = new Client(clientInfo);
     await client.connect(new StreamableHTTPClientTransport(new URL(`${replicas.a.base}/mcp`)));
-    assert.ok((await client.listTools()).tools.some(t => t.name === 'session__log'));
+    assert.ok((await client.listTools()).tools.some((t) => t.name === 'session__log'));
     await client.close();
   });
 });

@@ -41,11 +41,13 @@ function readSse(response: Response, controller: AbortController): SseReader {
   let retry: number | undefined;
   const reader = response
     .body!.pipeThrough(new TextDecoderStream())
-    .pipeThrough(new EventSourceParserStream({ onRetry: ms => (retry = ms) }))
+    .pipeThrough(new EventSourceParserStream({ onRetry: (ms) => (retry = ms) }))
     .getReader();
   const next = async (timeoutMs = 15_000): Promise<WireEvent | undefined> => {
     let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no SSE event within ${timeoutMs} ms`)), timeoutMs)));
+    const timeout = new Promise<never>(
+      (_, reject) => (timer = setTimeout(() => reject(new Error(`no SSE event within ${timeoutMs} ms`)), timeoutMs)),
+    );
     try {
       const { value, done } = await Promise.race([reader.read(), timeout]);
       if (done) return undefined;
@@ -82,7 +84,12 @@ function post(base: string, version: string, message: unknown, sessionId?: strin
 
 /** Starts a session at `version` with raw HTTP on `base`; resolves with its id. */
 async function initialize(base: string, version: string): Promise<string> {
-  const init = await post(base, version, { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: version, capabilities: {}, clientInfo } });
+  const init = await post(base, version, {
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'initialize',
+    params: { protocolVersion: version, capabilities: {}, clientInfo },
+  });
   assert.equal(init.status, 200);
   const id = init.headers.get('mcp-session-id');
   assert.ok(id, 'initialize answers with Mcp-Session-Id');
@@ -96,8 +103,18 @@ async function callLongRunning(base: string, version: string, sessionId: string,
   const controller = new AbortController();
   const response = await fetch(`${base}/mcp`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': version, 'mcp-session-id': sessionId },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: LONG_RUNNING, arguments: { duration, steps }, _meta: { progressToken: 'p' } } }),
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': version,
+      'mcp-session-id': sessionId,
+    },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 7,
+      method: 'tools/call',
+      params: { name: LONG_RUNNING, arguments: { duration, steps }, _meta: { progressToken: 'p' } },
+    }),
     signal: controller.signal,
   });
   assert.equal(response.status, 200);
@@ -109,7 +126,12 @@ async function callLongRunning(base: string, version: string, sessionId: string,
 async function openGet(base: string, version: string, sessionId: string, lastEventId?: string): Promise<SseReader> {
   const controller = new AbortController();
   const response = await fetch(`${base}/mcp`, {
-    headers: { accept: 'text/event-stream', 'mcp-protocol-version': version, 'mcp-session-id': sessionId, ...(lastEventId && { 'last-event-id': lastEventId }) },
+    headers: {
+      accept: 'text/event-stream',
+      'mcp-protocol-version': version,
+      'mcp-session-id': sessionId,
+      ...(lastEventId && { 'last-event-id': lastEventId }),
+    },
     signal: controller.signal,
   });
   assert.equal(response.status, 200);
@@ -129,7 +151,7 @@ describe('resumable POST streams across two mcp-front replicas', { timeout: 240_
   let replicas: ReplicaSet;
 
   before(async () => {
-    replicas = await startReplicaSet(log, { prefix: 'post-resume', servers: tenant => [everything('everything', tenant)] });
+    replicas = await startReplicaSet(log, { prefix: 'post-resume', servers: (tenant) => [everything('everything', tenant)] });
   });
 
   after(async () => {
@@ -145,13 +167,20 @@ describe('resumable POST streams across two mcp-front replicas', { timeout: 240_
     assert.equal(priming?.retry, 200, 'with the retry the front is configured with (sseRetryMs)');
     const streamId = priming!.id!.split(':')[0];
     assert.deepEqual(
-      rest.map(e => e.id?.split(':')[0]),
+      rest.map((e) => e.id?.split(':')[0]),
       rest.map(() => streamId),
       'every event has an id of the same stream',
     );
-    const seqs = events.map(e => Number(e.id!.split(':')[1]));
-    assert.deepEqual(seqs, [...seqs].sort((x, y) => x - y), 'ids increase along the stream');
-    assert.deepEqual(rest.map(progressOf).filter(p => p !== undefined), [1, 2]);
+    const seqs = events.map((e) => Number(e.id!.split(':')[1]));
+    assert.deepEqual(
+      seqs,
+      [...seqs].sort((x, y) => x - y),
+      'ids increase along the stream',
+    );
+    assert.deepEqual(
+      rest.map(progressOf).filter((p) => p !== undefined),
+      [1, 2],
+    );
     assert.ok(isResult(rest[rest.length - 1]!), 'the stream ends with the result');
   });
 
@@ -159,8 +188,14 @@ describe('resumable POST streams across two mcp-front replicas', { timeout: 240_
     const sessionId = await initialize(replicas.a.base, '2025-06-18');
     const events = await (await callLongRunning(replicas.a.base, '2025-06-18', sessionId, 2, 0.2)).rest();
     assert.ok(events.length >= 3, JSON.stringify(events));
-    assert.ok(events.every(e => e.data !== ''), 'no priming event');
-    assert.ok(events.every(e => e.id === undefined && e.retry === undefined), JSON.stringify(events));
+    assert.ok(
+      events.every((e) => e.data !== ''),
+      'no priming event',
+    );
+    assert.ok(
+      events.every((e) => e.id === undefined && e.retry === undefined),
+      JSON.stringify(events),
+    );
     assert.ok(isResult(events[events.length - 1]!));
   });
 
@@ -171,12 +206,15 @@ describe('resumable POST streams across two mcp-front replicas', { timeout: 240_
     assert.equal(priming?.data, '');
     stream.drop();
     // Let the call run on without a connection for a while: progress is stored meanwhile.
-    await new Promise(resolve => setTimeout(resolve, 700));
+    await new Promise((resolve) => setTimeout(resolve, 700));
     const events = await (await openGet(replicas.b.base, '2025-11-25', sessionId, priming!.id!)).rest();
     assert.deepEqual(events.map(progressOf).slice(0, -1), [1, 2, 3, 4], 'every progress notification, once, in order');
     assert.ok(isResult(events[events.length - 1]!), 'then the result, and the server ends the stream');
     assert.match(JSON.stringify(JSON.parse(events[events.length - 1]!.data)), /Long running operation completed/);
-    assert.ok(events.every(e => e.id?.startsWith(`${priming!.id!.split(':')[0]}:`)), 'all from the POST stream');
+    assert.ok(
+      events.every((e) => e.id?.startsWith(`${priming!.id!.split(':')[0]}:`)),
+      'all from the POST stream',
+    );
   });
 
   it('resuming after a progress event replays only what came after it, and does not take over the session GET stream', async () => {
@@ -193,7 +231,7 @@ describe('resumable POST streams across two mcp-front replicas', { timeout: 240_
     assert.ok(isResult(events[events.length - 1]!));
     // The session's GET stream stayed open (a resumed POST stream is not a second GET stream) and heard none of it.
     const state = await getStream.next(1000).then(
-      event => (event ? `event ${JSON.stringify(event)}` : 'ended'),
+      (event) => (event ? `event ${JSON.stringify(event)}` : 'ended'),
       () => 'open',
     );
     assert.equal(state, 'open');
@@ -210,14 +248,22 @@ describe('resumable POST streams across two mcp-front replicas', { timeout: 240_
       methods.push(resumed ? 'GET Last-Event-ID' : method);
       url.host = new URL(method === 'POST' ? replicas.a.base : replicas.b.base).host;
       const response = await fetch(url, init);
-      if (method !== 'POST' || !response.headers.get('content-type')?.startsWith('text/event-stream') || !String(init?.body).includes('tools/call')) return response;
+      if (
+        method !== 'POST' ||
+        !response.headers.get('content-type')?.startsWith('text/event-stream') ||
+        !String(init?.body).includes('tools/call')
+      )
+        return response;
       return new Response(firstEventOnly(response.body!), { status: response.status, headers: response.headers });
     };
     const client = new Client(clientInfo);
     await client.connect(new StreamableHTTPClientTransport(new URL(`${replicas.a.base}/mcp`), { fetch: split }));
     try {
       const progress: number[] = [];
-      const result = await client.callTool({ name: LONG_RUNNING, arguments: { duration: 0.9, steps: 3 } }, { onprogress: p => progress.push(p.progress) });
+      const result = await client.callTool(
+        { name: LONG_RUNNING, arguments: { duration: 0.9, steps: 3 } },
+        { onprogress: (p) => progress.push(p.progress) },
+      );
       assert.match(JSON.stringify(result.content), /Long running operation completed/);
       assert.deepEqual(progress, [1, 2, 3]);
       assert.ok(methods.includes('GET Last-Event-ID'), methods.join(', '));

@@ -20,14 +20,17 @@ import { startNats, startReplica, stopReplica, type Replica } from './replica-ha
 import { openScratchDb, type ScratchDb } from '../../../lib/dist/test/pgtest.js';
 
 const log = createLogger('registry-replicas-test', 'silent');
-const everythingBin = resolve(fileURLToPath(new URL('.', import.meta.url)), '../../../../node_modules/@modelcontextprotocol/server-everything/dist/index.js');
+const everythingBin = resolve(
+  fileURLToPath(new URL('.', import.meta.url)),
+  '../../../../node_modules/@modelcontextprotocol/server-everything/dist/index.js',
+);
 
 /** Polls until `condition` holds, or fails naming `what`. */
 async function until(what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await condition())) {
     if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise(done => setTimeout(done, 50));
+    await new Promise((done) => setTimeout(done, 50));
   }
 }
 
@@ -70,10 +73,24 @@ describe('registry changes across replicas', () => {
     for (const instanceId of ['gw-a', 'gw-b']) {
       const bus = await NatsBus.connect({ url: nats.url, name: instanceId, log });
       const workDir = join(root, instanceId);
-      const gateway = await startGateway({ egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }), bus, log, db: database.db, servers: [], workDir, startTimeoutMs: 60_000, callTimeoutMs: 30_000, instanceId, allowStdioRegistrations: true });
+      const gateway = await startGateway({
+        egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }),
+        bus,
+        log,
+        db: database.db,
+        servers: [],
+        workDir,
+        startTimeoutMs: 60_000,
+        callTimeoutMs: 30_000,
+        instanceId,
+        allowStdioRegistrations: true,
+      });
       gateways.push({ instanceId, bus, gateway, workDir });
     }
-    await core.subscribe(subjects.registryChanged, (data, info) => void changes.push({ change: data as RegistryChanged, origin: info.headers['Punk-Origin'] }));
+    await core.subscribe(
+      subjects.registryChanged,
+      (data, info) => void changes.push({ change: data as RegistryChanged, origin: info.headers['Punk-Origin'] }),
+    );
     front = await startReplica(nats.url, tenant, 'front', log);
   });
 
@@ -91,13 +108,16 @@ describe('registry changes across replicas', () => {
   });
 
   const api = (method: string, path: string, body?: unknown) =>
-    fetch(`${front.base}/api/v1${path}`, { method, ...(body !== undefined && { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }) });
-  const servedBy = (g: GatewayReplica) => g.gateway.catalog(tenant).find(s => s.name === 'everything');
+    fetch(`${front.base}/api/v1${path}`, {
+      method,
+      ...(body !== undefined && { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }),
+    });
+  const servedBy = (g: GatewayReplica) => g.gateway.catalog(tenant).find((s) => s.name === 'everything');
 
   it('a replacement on one replica restarts the pooled server on the other, and a live 2025 session hears list_changed', async () => {
     const body = { name: 'everything', type: 'stdio', command: process.execPath, args: [everythingBin, 'stdio'] };
     assert.equal((await api('POST', '/mcp/servers', body)).status, 201);
-    await until('both replicas serve the registration', () => gateways.every(g => servedBy(g)?.state === 'ready'));
+    await until('both replicas serve the registration', () => gateways.every((g) => servedBy(g)?.state === 'ready'));
     const before = new Map<string, number[]>();
     for (const g of gateways) {
       const pids = await processesUnder(g.workDir);
@@ -109,8 +129,8 @@ describe('registry changes across replicas', () => {
     const transport = new StreamableHTTPClientTransport(new URL(`${front.base}/mcp`));
     await client.connect(transport);
     try {
-      assert.ok((await client.listTools()).tools.some(t => t.name === 'everything__echo'));
-      const heard = new Promise<void>(done => client.setNotificationHandler('notifications/tools/list_changed', () => done()));
+      assert.ok((await client.listTools()).tools.some((t) => t.name === 'everything__echo'));
+      const heard = new Promise<void>((done) => client.setNotificationHandler('notifications/tools/list_changed', () => done()));
       const sessions = await core.keyValue(buckets.sessions(DEFAULT_SESSION_TTL_MS));
       await until('the session GET stream is open', async () => {
         const entry = await sessions.get(transport.sessionId!);
@@ -119,15 +139,15 @@ describe('registry changes across replicas', () => {
 
       const replaced = await api('PUT', '/mcp/servers/everything', { ...body, tools: { deny: ['echo'] } });
       assert.equal(replaced.status, 200);
-      await until('the update is broadcast', () => changes.some(c => c.change.server === 'everything' && c.change.change === 'updated'));
-      const origin = changes.find(c => c.change.server === 'everything' && c.change.change === 'updated')!.origin;
-      const other = gateways.find(g => g.instanceId !== origin)!;
+      await until('the update is broadcast', () => changes.some((c) => c.change.server === 'everything' && c.change.change === 'updated'));
+      const origin = changes.find((c) => c.change.server === 'everything' && c.change.change === 'updated')!.origin;
+      const other = gateways.find((g) => g.instanceId !== origin)!;
       assert.ok(origin && other, `the update came from one replica (${origin})`);
-      assert.equal(changes.filter(c => c.change.change === 'updated').length, 1, 'the other replica does not broadcast the change again');
+      assert.equal(changes.filter((c) => c.change.change === 'updated').length, 1, 'the other replica does not broadcast the change again');
 
       await until('the other replica serves the replaced registration', () => {
         const served = servedBy(other);
-        return served?.state === 'ready' && !served.tools.some(t => t.name === 'echo');
+        return served?.state === 'ready' && !served.tools.some((t) => t.name === 'echo');
       });
       const [oldPid] = before.get(other.instanceId)!;
       await until('the other replica replaced its server process', async () => {
@@ -135,15 +155,19 @@ describe('registry changes across replicas', () => {
         return now.length === 1 && now[0] !== oldPid;
       });
 
-      await Promise.race([heard, new Promise((_, reject) => setTimeout(() => reject(new Error('no notifications/tools/list_changed within 15 s')), 15_000))]);
+      await Promise.race([
+        heard,
+        new Promise((_, reject) => setTimeout(() => reject(new Error('no notifications/tools/list_changed within 15 s')), 15_000)),
+      ]);
       const { tools } = await client.listTools(undefined, { cacheMode: 'refresh' });
-      assert.ok(!tools.some(t => t.name === 'everything__echo'), 'the session lists the replaced server\'s tools');
+      assert.ok(!tools.some((t) => t.name === 'everything__echo'), "the session lists the replaced server's tools");
     } finally {
       await client.close();
     }
 
     assert.equal((await api('DELETE', '/mcp/servers/everything')).status, 204);
-    await until('neither replica serves the deleted registration', () => gateways.every(g => servedBy(g) === undefined));
-    for (const g of gateways) await until(`${g.instanceId} stopped its server process`, async () => (await processesUnder(g.workDir)).length === 0);
+    await until('neither replica serves the deleted registration', () => gateways.every((g) => servedBy(g) === undefined));
+    for (const g of gateways)
+      await until(`${g.instanceId} stopped its server process`, async () => (await processesUnder(g.workDir)).length === 0);
   });
 });

@@ -22,10 +22,18 @@ import { openScratchDb, type ScratchDb } from '../../../lib/dist/test/pgtest.js'
 const log = createLogger('registry-api-test', 'silent');
 const MAX_BODY_BYTES = 16 * 1024;
 const BOOTSTRAP = randomBytes(24).toString('base64url');
-const everythingBin = resolve(fileURLToPath(new URL('.', import.meta.url)), '../../../../node_modules/@modelcontextprotocol/server-everything/dist/index.js');
+const everythingBin = resolve(
+  fileURLToPath(new URL('.', import.meta.url)),
+  '../../../../node_modules/@modelcontextprotocol/server-everything/dist/index.js',
+);
 
 /** A request to `/api/v1<path>`; a `body` that is not a string is sent as JSON. */
-async function api(base: string, method: string, path: string, options: { token?: string; body?: unknown; contentType?: string; headers?: Record<string, string> } = {}): Promise<{ status: number; json: any; headers: Headers }> {
+async function api(
+  base: string,
+  method: string,
+  path: string,
+  options: { token?: string; body?: unknown; contentType?: string; headers?: Record<string, string> } = {},
+): Promise<{ status: number; json: any; headers: Headers }> {
   const body = options.body === undefined ? undefined : typeof options.body === 'string' ? options.body : JSON.stringify(options.body);
   const response = await fetch(`${base}/api/v1${path}`, {
     method,
@@ -54,14 +62,31 @@ describe('the registry API over HTTP', () => {
   before(async () => {
     bus = new MemoryBus(log);
     await bus.ensureStream(streams.ledger);
-    await bus.consume(streams.ledger.name, 'test-reader', async batch => void events.push(...batch.map(m => m.data as LedgerEvent)));
+    await bus.consume(streams.ledger.name, 'test-reader', async (batch) => void events.push(...batch.map((m) => m.data as LedgerEvent)));
     database = await openScratchDb(log);
     workDir = await mkdtemp(join(tmpdir(), 'punk-registry-api-'));
     governance = await startGovernance({ bus, log });
-    gateway = await startGateway({ egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }), bus, log, db: database.db, servers: [], workDir, startTimeoutMs: 60_000, callTimeoutMs: 30_000, allowStdioRegistrations: true });
+    gateway = await startGateway({
+      egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }),
+      bus,
+      log,
+      db: database.db,
+      servers: [],
+      workDir,
+      startTimeoutMs: 60_000,
+      callTimeoutMs: 30_000,
+      allowStdioRegistrations: true,
+    });
     const openFront = await createFront({ bus, log, tenant, maxBodyBytes: MAX_BODY_BYTES, callTimeoutMs: 30_000 });
     open = { front: openFront, ...(await listen(openFront)) };
-    const guardedFront = await createFront({ bus, log, tenant, maxBodyBytes: MAX_BODY_BYTES, callTimeoutMs: 30_000, auth: { publicUrl: 'https://punk.example.test', bootstrapAdminKey: BOOTSTRAP } });
+    const guardedFront = await createFront({
+      bus,
+      log,
+      tenant,
+      maxBodyBytes: MAX_BODY_BYTES,
+      callTimeoutMs: 30_000,
+      auth: { publicUrl: 'https://punk.example.test', bootstrapAdminKey: BOOTSTRAP },
+    });
     guarded = { front: guardedFront, ...(await listen(guardedFront)) };
   });
 
@@ -70,7 +95,7 @@ describe('the registry API over HTTP', () => {
       if (!stack) continue;
       await stack.front.close();
       stack.http.closeAllConnections();
-      await new Promise(done => stack.http.close(done));
+      await new Promise((done) => stack.http.close(done));
     }
     await gateway?.stop();
     await governance?.stop();
@@ -91,7 +116,10 @@ describe('the registry API over HTTP', () => {
     const listed = await api(open.base, 'GET', '/mcp/servers');
     assert.equal(listed.status, 200);
     assert.equal(listed.headers.get('cache-control'), 'no-store');
-    assert.deepEqual(listed.json.servers.map((s: { name: string }) => s.name), ['everything']);
+    assert.deepEqual(
+      listed.json.servers.map((s: { name: string }) => s.name),
+      ['everything'],
+    );
 
     const tested = await api(open.base, 'POST', '/mcp/servers/everything/test');
     assert.equal(tested.status, 200);
@@ -115,34 +143,106 @@ describe('the registry API over HTTP', () => {
     const gone = await api(open.base, 'GET', '/mcp/servers/everything');
     assert.equal(gone.status, 404);
     assert.deepEqual(gone.json, { error: { code: 'ServerNotFound', message: `tenant ${tenant} has no server named everything` } });
-    const registered = events.find(e => e.type === 'server.registered' && e.tenant === tenant);
+    const registered = events.find((e) => e.type === 'server.registered' && e.tenant === tenant);
     assert.equal(registered?.principal?.subject, 'anonymous');
   });
 
   it('answers bad requests with the status of the error and a message naming what is wrong', async () => {
-    const cases: Array<[string, string, { body?: unknown; contentType?: string; headers?: Record<string, string> }, number, string, RegExp]> = [
-      ['POST', '/mcp/servers', { body: { name: 'x', type: 'http' } }, 400, 'InvalidRegistration', /^body\.url: required for an http registration$/],
+    const cases: Array<
+      [string, string, { body?: unknown; contentType?: string; headers?: Record<string, string> }, number, string, RegExp]
+    > = [
+      [
+        'POST',
+        '/mcp/servers',
+        { body: { name: 'x', type: 'http' } },
+        400,
+        'InvalidRegistration',
+        /^body\.url: required for an http registration$/,
+      ],
       ['POST', '/mcp/servers', { body: { ...everything, nickname: 'e' } }, 400, 'InvalidRegistration', /^body\.nickname: unknown field$/],
-      ['POST', '/mcp/servers', { body: { name: 'x', type: 'http', url: 'ftp://x.test/' } }, 400, 'InvalidRegistration', /^body\.url: must be an http or https URL$/],
+      [
+        'POST',
+        '/mcp/servers',
+        { body: { name: 'x', type: 'http', url: 'ftp://x.test/' } },
+        400,
+        'InvalidRegistration',
+        /^body\.url: must be an http or https URL$/,
+      ],
       ['POST', '/mcp/servers', { body: '{"name": "x",' }, 400, 'InvalidRequest', /^body: not valid JSON$/],
       ['POST', '/mcp/servers', { body: [everything] }, 400, 'InvalidRequest', /^body: must be a JSON object$/],
       ['POST', '/mcp/servers', { body: 'null' }, 400, 'InvalidRequest', /^body: must be a JSON object$/],
-      ['POST', '/mcp/servers', { body: 'name=x', contentType: 'application/x-www-form-urlencoded' }, 415, 'UnsupportedMediaType', /Content-Type: application\/json/],
-      ['POST', '/mcp/servers', { body: { ...everything, args: ['x'.repeat(MAX_BODY_BYTES)] } }, 413, 'PayloadTooLarge', new RegExp(`larger than ${MAX_BODY_BYTES} bytes`)],
-      ['PUT', '/mcp/servers/ghost', { body: { type: 'http', url: 'http://127.0.0.1:9/mcp' } }, 404, 'ServerNotFound', /no server named ghost/],
-      ['POST', '/mcp/servers', { body: everything, headers: { 'content-encoding': 'gzip' } }, 400, 'InvalidRequest', /^the body does not match its Content-Encoding \(incorrect header check\)$/],
-      ['POST', '/mcp/servers', { body: everything, headers: { 'content-encoding': 'x-punk' } }, 415, 'UnsupportedMediaType', /^the body could not be read: unsupported content encoding "x-punk" \(encoding\.unsupported\)$/],
-      ['POST', '/mcp/servers', { body: everything, contentType: 'application/json; charset=iso-8859-1' }, 415, 'UnsupportedMediaType', /^the body could not be read: unsupported charset "ISO-8859-1" \(charset\.unsupported\)$/],
+      [
+        'POST',
+        '/mcp/servers',
+        { body: 'name=x', contentType: 'application/x-www-form-urlencoded' },
+        415,
+        'UnsupportedMediaType',
+        /Content-Type: application\/json/,
+      ],
+      [
+        'POST',
+        '/mcp/servers',
+        { body: { ...everything, args: ['x'.repeat(MAX_BODY_BYTES)] } },
+        413,
+        'PayloadTooLarge',
+        new RegExp(`larger than ${MAX_BODY_BYTES} bytes`),
+      ],
+      [
+        'PUT',
+        '/mcp/servers/ghost',
+        { body: { type: 'http', url: 'http://127.0.0.1:9/mcp' } },
+        404,
+        'ServerNotFound',
+        /no server named ghost/,
+      ],
+      [
+        'POST',
+        '/mcp/servers',
+        { body: everything, headers: { 'content-encoding': 'gzip' } },
+        400,
+        'InvalidRequest',
+        /^the body does not match its Content-Encoding \(incorrect header check\)$/,
+      ],
+      [
+        'POST',
+        '/mcp/servers',
+        { body: everything, headers: { 'content-encoding': 'x-punk' } },
+        415,
+        'UnsupportedMediaType',
+        /^the body could not be read: unsupported content encoding "x-punk" \(encoding\.unsupported\)$/,
+      ],
+      [
+        'POST',
+        '/mcp/servers',
+        { body: everything, contentType: 'application/json; charset=iso-8859-1' },
+        415,
+        'UnsupportedMediaType',
+        /^the body could not be read: unsupported charset "ISO-8859-1" \(charset\.unsupported\)$/,
+      ],
       ['GET', '/mcp/servers/%00', {}, 404, 'ServerNotFound', /no server named \0$/],
       ['DELETE', '/mcp/servers/x%00y', {}, 404, 'ServerNotFound', /no server named x\0y$/],
       ['PUT', '/mcp/servers/%00', { body: { type: 'http', url: 'http://127.0.0.1:9/mcp' } }, 404, 'ServerNotFound', /no server named \0$/],
-      ['PUT', '/mcp/servers/ghost', { body: { name: 'other', type: 'http', url: 'http://127.0.0.1:9/mcp' } }, 400, 'InvalidRegistration', /^body\.name: must be "ghost"/],
+      [
+        'PUT',
+        '/mcp/servers/ghost',
+        { body: { name: 'other', type: 'http', url: 'http://127.0.0.1:9/mcp' } },
+        400,
+        'InvalidRegistration',
+        /^body\.name: must be "ghost"/,
+      ],
       ['DELETE', '/mcp/servers/ghost', {}, 404, 'ServerNotFound', /ghost/],
       ['POST', '/mcp/servers/ghost/test', {}, 404, 'ServerNotFound', /ghost/],
       ['GET', '/mcp/servers/ghost/tools', {}, 404, 'ServerNotFound', /ghost/],
       ['POST', '/mcp/servers/ghost/tools/echo/accept', {}, 404, 'ServerNotFound', /ghost/],
       ['POST', '/mcp/servers/ghost/tools/echo/accept', { body: { fingerprint: 'a'.repeat(64) } }, 404, 'ServerNotFound', /ghost/],
-      ['POST', '/mcp/servers/ghost/tools/echo/accept', { body: 'fingerprint=x', contentType: 'text/plain' }, 415, 'UnsupportedMediaType', /Content-Type: application\/json/],
+      [
+        'POST',
+        '/mcp/servers/ghost/tools/echo/accept',
+        { body: 'fingerprint=x', contentType: 'text/plain' },
+        415,
+        'UnsupportedMediaType',
+        /Content-Type: application\/json/,
+      ],
       ['POST', '/mcp/servers/ghost/tools/echo/accept', { body: '{"fingerprint":' }, 400, 'InvalidRequest', /not valid JSON/],
       ['GET', '/mcp/servers?tenant=Not_A_Tenant', {}, 400, 'InvalidParameter', /query parameter tenant/],
       ['GET', '/credentials', {}, 503, 'CredentialsUnavailable', /needs PUNK_ENCRYPTION_KEY/],
@@ -165,13 +265,22 @@ describe('the registry API over HTTP', () => {
     assert.equal((await api(open.base, 'DELETE', '/mcp/servers/dup')).status, 204);
   });
 
-  it('with authentication on, only admins get in; the admin\'s tenant is the default and ?tenant= picks another', async () => {
+  it("with authentication on, only admins get in; the admin's tenant is the default and ?tenant= picks another", async () => {
     assert.equal((await api(guarded.base, 'GET', '/mcp/servers')).status, 401);
     assert.equal((await api(guarded.base, 'POST', '/mcp/servers', { body: everything })).status, 401);
     const key = await api(guarded.base, 'POST', '/api-keys', { token: BOOTSTRAP, body: { name: 'a user' } });
     assert.equal(key.status, 201);
-    for (const [method, path] of [['GET', '/mcp/servers'], ['POST', '/mcp/servers'], ['DELETE', '/mcp/servers/x'], ['POST', '/mcp/servers/x/test'], ['GET', '/credentials']] as const) {
-      const refused = await api(guarded.base, method, path, { token: key.json.key, ...(method === 'POST' && path === '/mcp/servers' && { body: everything }) });
+    for (const [method, path] of [
+      ['GET', '/mcp/servers'],
+      ['POST', '/mcp/servers'],
+      ['DELETE', '/mcp/servers/x'],
+      ['POST', '/mcp/servers/x/test'],
+      ['GET', '/credentials'],
+    ] as const) {
+      const refused = await api(guarded.base, method, path, {
+        token: key.json.key,
+        ...(method === 'POST' && path === '/mcp/servers' && { body: everything }),
+      });
       assert.equal(refused.status, 403, `${method} ${path}`);
       assert.equal(refused.json.error.code, 'Forbidden');
     }
@@ -185,7 +294,12 @@ describe('the registry API over HTTP', () => {
     const other = await api(guarded.base, 'POST', `/mcp/servers?tenant=${elsewhere}`, { token: BOOTSTRAP, body });
     assert.equal(other.status, 201);
     assert.equal(other.json.server.namespace, elsewhere);
-    assert.deepEqual((await api(guarded.base, 'GET', `/mcp/servers?tenant=${elsewhere}`, { token: BOOTSTRAP })).json.servers.map((s: { name: string }) => s.name), ['admins-only']);
+    assert.deepEqual(
+      (await api(guarded.base, 'GET', `/mcp/servers?tenant=${elsewhere}`, { token: BOOTSTRAP })).json.servers.map(
+        (s: { name: string }) => s.name,
+      ),
+      ['admins-only'],
+    );
     assert.equal((await api(guarded.base, 'DELETE', `/mcp/servers/admins-only?tenant=${elsewhere}`, { token: BOOTSTRAP })).status, 204);
     assert.equal((await api(guarded.base, 'DELETE', '/mcp/servers/admins-only', { token: BOOTSTRAP })).status, 204);
   });

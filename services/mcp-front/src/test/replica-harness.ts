@@ -21,7 +21,7 @@ import { createFront, type Front, type FrontOptions } from '../index.js';
 
 /** A free TCP port on 127.0.0.1. */
 export async function freePort(): Promise<number> {
-  return new Promise(resolve => {
+  return new Promise((resolve) => {
     const probe = createServer().listen(0, '127.0.0.1', () => {
       const { port } = probe.address() as AddressInfo;
       probe.close(() => resolve(port));
@@ -33,21 +33,23 @@ export async function freePort(): Promise<number> {
 export async function startNats(log: Logger): Promise<{ url: string; stop(): Promise<void> }> {
   const port = await freePort();
   const dir = await mkdtemp(join(tmpdir(), 'punk-nats-'));
-  const child: ChildProcess = spawn('/usr/sbin/nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: 'ignore' });
+  const child: ChildProcess = spawn('/usr/sbin/nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], {
+    stdio: 'ignore',
+  });
   const url = `nats://127.0.0.1:${port}`;
   for (let i = 0; i < 100; i++) {
     try {
       await (await NatsBus.connect({ url, name: 'probe', log })).close();
       break;
     } catch {
-      await new Promise(resolve => setTimeout(resolve, 100));
+      await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }
   return {
     url,
     async stop() {
       child.kill('SIGTERM');
-      await new Promise(resolve => child.once('exit', resolve));
+      await new Promise((resolve) => child.once('exit', resolve));
       await rm(dir, { recursive: true, force: true });
     },
   };
@@ -65,12 +67,18 @@ export interface Replica {
  * Starts a front on its own NATS connection and port (1 MiB bodies, 30 s calls,
  * `retry:` 200 ms); `options` adds to or replaces those.
  */
-export async function startReplica(url: string, tenant: string, name: string, log: Logger, options: Partial<FrontOptions> = {}): Promise<Replica> {
+export async function startReplica(
+  url: string,
+  tenant: string,
+  name: string,
+  log: Logger,
+  options: Partial<FrontOptions> = {},
+): Promise<Replica> {
   const bus = await NatsBus.connect({ url, name, log });
   const front = await createFront({ bus, log, tenant, maxBodyBytes: 1024 * 1024, callTimeoutMs: 30_000, sseRetryMs: 200, ...options });
   const app = express();
   app.use(front.router);
-  const http = await new Promise<HttpServer>(resolve => {
+  const http = await new Promise<HttpServer>((resolve) => {
     const server = app.listen(0, '127.0.0.1', () => resolve(server));
   });
   return { base: `http://127.0.0.1:${(http.address() as AddressInfo).port}`, front, bus, http };
@@ -80,7 +88,7 @@ export async function startReplica(url: string, tenant: string, name: string, lo
 export async function stopReplica(replica: Replica): Promise<void> {
   await replica.front.close();
   replica.http.closeAllConnections();
-  await new Promise(resolve => replica.http.close(resolve));
+  await new Promise((resolve) => replica.http.close(resolve));
   await replica.bus.close();
 }
 

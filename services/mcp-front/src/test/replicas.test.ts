@@ -25,7 +25,7 @@ const SIGNING_KEY = randomBytes(32).toString('base64url');
 /** Fronts whose caller is named by the `x-test-principal` header; both replicas share the signing key. */
 function testFrontOptions(tenant: string): Partial<FrontOptions> {
   return {
-    principalOf: req => ({ ...anonymousPrincipal(tenant), subject: String(req.headers['x-test-principal'] ?? 'anonymous') }),
+    principalOf: (req) => ({ ...anonymousPrincipal(tenant), subject: String(req.headers['x-test-principal'] ?? 'anonymous') }),
     sessionSigningKey: SIGNING_KEY,
   };
 }
@@ -44,14 +44,23 @@ function alternating(bases: string[]): typeof fetch {
 function post(base: string, message: unknown, headers: Record<string, string> = {}): Promise<Response> {
   return fetch(`${base}/mcp`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': V2025, ...headers },
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': V2025,
+      ...headers,
+    },
     body: JSON.stringify(message),
   });
 }
 
 /** Starts a session with raw HTTP on `base`; resolves with its id. */
 async function initialize(base: string, headers: Record<string, string> = {}): Promise<string> {
-  const init = await post(base, { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: V2025, capabilities: {}, clientInfo } }, headers);
+  const init = await post(
+    base,
+    { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: V2025, capabilities: {}, clientInfo } },
+    headers,
+  );
   assert.equal(init.status, 200);
   const id = init.headers.get('mcp-session-id');
   assert.ok(id, 'initialize answers with Mcp-Session-Id');
@@ -81,7 +90,12 @@ interface GetStream {
 async function openGet(base: string, sessionId: string, lastEventId?: string): Promise<GetStream> {
   const controller = new AbortController();
   const response = await fetch(`${base}/mcp`, {
-    headers: { accept: 'text/event-stream', 'mcp-session-id': sessionId, 'mcp-protocol-version': V2025, ...(lastEventId && { 'last-event-id': lastEventId }) },
+    headers: {
+      accept: 'text/event-stream',
+      'mcp-session-id': sessionId,
+      'mcp-protocol-version': V2025,
+      ...(lastEventId && { 'last-event-id': lastEventId }),
+    },
     signal: controller.signal,
   });
   const events: SseEvent[] = [];
@@ -120,7 +134,7 @@ async function openGet(base: string, sessionId: string, lastEventId?: string): P
       while (Date.now() < deadline) {
         const found = events.filter(predicate);
         if (found.length >= count) return found;
-        await new Promise(resolve => setTimeout(resolve, 50));
+        await new Promise((resolve) => setTimeout(resolve, 50));
       }
       throw new Error(`expected ${count} matching events within ${timeoutMs} ms; got ${JSON.stringify(events)}`);
     },
@@ -133,14 +147,19 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
   let replicas: ReplicaSet;
 
   before(async () => {
-    replicas = await startReplicaSet(log, { prefix: 'replicas', servers: tenant => [everything('everything', tenant)], frontOptions: testFrontOptions });
+    replicas = await startReplicaSet(log, {
+      prefix: 'replicas',
+      servers: (tenant) => [everything('everything', tenant)],
+      frontOptions: testFrontOptions,
+    });
   });
 
   after(async () => {
     await replicas?.stop();
   });
 
-  const announceChange = () => replicas.core.publish(subjects.registryChanged, { tenant: replicas.tenant, server: 'everything', change: 'updated' });
+  const announceChange = () =>
+    replicas.core.publish(subjects.registryChanged, { tenant: replicas.tenant, server: 'everything', change: 'updated' });
 
   it('a 2025-11-25 client whose requests alternate between replicas works through to DELETE, then both answer 404', async () => {
     const seen: string[] = [];
@@ -156,14 +175,14 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
     const sessionId = transport.sessionId!;
     assert.ok(sessionId, 'the client holds the session id Punk minted');
     assert.equal(client.getServerVersion()?.name, 'punk');
-    const tools = (await client.listTools()).tools.map(t => t.name);
+    const tools = (await client.listTools()).tools.map((t) => t.name);
     assert.ok(tools.includes('everything__echo'), tools.join(', '));
     for (let i = 0; i < 4; i++) {
       const result = await client.callTool({ name: 'everything__echo', arguments: { message: `hop ${i}` } });
       assert.deepEqual(result.content, [{ type: 'text', text: `Echo: hop ${i}` }]);
     }
     await client.setLoggingLevel('warning');
-    assert.ok(seen.filter(m => m === 'POST').length >= 7, 'every request went over HTTP, alternating');
+    assert.ok(seen.filter((m) => m === 'POST').length >= 7, 'every request went over HTTP, alternating');
     await transport.terminateSession();
     await client.close();
     for (const base of [replicas.a.base, replicas.b.base]) {
@@ -175,16 +194,18 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
 
   it('a 2025-11-25 client calling a long-running tool through alternating replicas gets its progress on the POST stream', async () => {
     const client = new Client(clientInfo);
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${replicas.a.base}/mcp`), { fetch: alternating([replicas.a.base, replicas.b.base]) }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${replicas.a.base}/mcp`), { fetch: alternating([replicas.a.base, replicas.b.base]) }),
+    );
     try {
       const progress: { progress: number; total?: number }[] = [];
       const result = await client.callTool(
         { name: 'everything__trigger-long-running-operation', arguments: { duration: 0.6, steps: 3 } },
-        { onprogress: p => progress.push(p) },
+        { onprogress: (p) => progress.push(p) },
       );
       assert.match(JSON.stringify(result.content), /Long running operation completed/);
       assert.deepEqual(
-        progress.map(p => [p.progress, p.total]),
+        progress.map((p) => [p.progress, p.total]),
         [
           [1, 3],
           [2, 3],
@@ -209,7 +230,7 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
     const posts: string[] = [];
     const client = new Client(clientInfo, { capabilities: { elicitation: { form: {} } } });
     const asked: string[] = [];
-    client.setRequestHandler('elicitation/create', async request => {
+    client.setRequestHandler('elicitation/create', async (request) => {
       asked.push(request.params.message);
       return { action: 'accept', content: { name: 'Ada Lovelace', check: true, email: 'ada@example.com' } };
     });
@@ -222,12 +243,15 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
       }),
     );
     try {
-      const tools = (await client.listTools()).tools.map(t => t.name);
+      const tools = (await client.listTools()).tools.map((t) => t.name);
       assert.ok(tools.includes('everything__trigger-elicitation-request'), tools.join(', '));
       const result = await client.callTool({ name: 'everything__trigger-elicitation-request', arguments: {} });
       assert.equal(asked.length, 1, 'the client was asked once');
       assert.match(JSON.stringify(result.content), /Ada Lovelace/);
-      assert.ok(posts.some(p => p.includes('"result"') && p.includes('Ada Lovelace')), 'the answer went back as a POST');
+      assert.ok(
+        posts.some((p) => p.includes('"result"') && p.includes('Ada Lovelace')),
+        'the answer went back as a POST',
+      );
       assert.deepEqual(answeredOn, [replicas.b.base], 'to the replica that did not serve the call');
     } finally {
       await client.close();
@@ -236,7 +260,9 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
 
   it('an upstream elicitation to a 2025-11-25 client that did not declare elicitation is refused upstream, and the call ends', async () => {
     const client = new Client(clientInfo);
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${replicas.b.base}/mcp`), { fetch: alternating([replicas.b.base, replicas.a.base]) }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${replicas.b.base}/mcp`), { fetch: alternating([replicas.b.base, replicas.a.base]) }),
+    );
     try {
       const result = await client.callTool({ name: 'everything__trigger-elicitation-request', arguments: {} });
       assert.equal(result.isError, true, JSON.stringify(result));
@@ -249,16 +275,18 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
   it('a 2025-11-25 client subscribes to a resource through one replica and hears its update on the GET stream held by another', async () => {
     const client = new Client(clientInfo);
     const updated: string[] = [];
-    client.setNotificationHandler('notifications/resources/updated', notification => void updated.push(notification.params.uri));
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${replicas.a.base}/mcp`), { fetch: alternating([replicas.a.base, replicas.b.base]) }));
+    client.setNotificationHandler('notifications/resources/updated', (notification) => void updated.push(notification.params.uri));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${replicas.a.base}/mcp`), { fetch: alternating([replicas.a.base, replicas.b.base]) }),
+    );
     try {
       assert.equal(client.getServerCapabilities()?.resources?.subscribe, true, 'subscribe is advertised: the upstream supports it');
       const uri = (await client.listResources()).resources[0]!.uri;
       await client.subscribeResource({ uri });
-      await new Promise(resolve => setTimeout(resolve, 300)); // the SDK's GET stream is open by now
+      await new Promise((resolve) => setTimeout(resolve, 300)); // the SDK's GET stream is open by now
       await client.callTool({ name: 'everything__toggle-subscriber-updates', arguments: {} });
       const deadline = Date.now() + 10_000;
-      while (!updated.includes(uri) && Date.now() < deadline) await new Promise(resolve => setTimeout(resolve, 50));
+      while (!updated.includes(uri) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
       assert.ok(updated.includes(uri), `notifications/resources/updated for ${uri} arrived (got ${JSON.stringify(updated)})`);
       await client.callTool({ name: 'everything__toggle-subscriber-updates', arguments: {} });
       await client.unsubscribeResource({ uri });
@@ -269,16 +297,30 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
 
   it('a session is bound to its principal: another principal gets 404, a missing id 400', async () => {
     const sessionId = await initialize(replicas.a.base, { 'x-test-principal': 'alice' });
-    const mine = await post(replicas.b.base, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, { 'mcp-session-id': sessionId, 'x-test-principal': 'alice' });
+    const mine = await post(
+      replicas.b.base,
+      { jsonrpc: '2.0', id: 2, method: 'tools/list' },
+      { 'mcp-session-id': sessionId, 'x-test-principal': 'alice' },
+    );
     assert.equal(mine.status, 200);
     await mine.text();
-    const theirs = await post(replicas.b.base, { jsonrpc: '2.0', id: 3, method: 'tools/list' }, { 'mcp-session-id': sessionId, 'x-test-principal': 'mallory' });
+    const theirs = await post(
+      replicas.b.base,
+      { jsonrpc: '2.0', id: 3, method: 'tools/list' },
+      { 'mcp-session-id': sessionId, 'x-test-principal': 'mallory' },
+    );
     assert.equal(theirs.status, 404);
     const none = await post(replicas.a.base, { jsonrpc: '2.0', id: 4, method: 'tools/list' });
     assert.equal(none.status, 400);
-    const gone = await fetch(`${replicas.b.base}/mcp`, { method: 'DELETE', headers: { 'mcp-session-id': sessionId, 'x-test-principal': 'mallory' } });
+    const gone = await fetch(`${replicas.b.base}/mcp`, {
+      method: 'DELETE',
+      headers: { 'mcp-session-id': sessionId, 'x-test-principal': 'mallory' },
+    });
     assert.equal(gone.status, 404, 'another principal cannot end it either');
-    const ended = await fetch(`${replicas.b.base}/mcp`, { method: 'DELETE', headers: { 'mcp-session-id': sessionId, 'x-test-principal': 'alice' } });
+    const ended = await fetch(`${replicas.b.base}/mcp`, {
+      method: 'DELETE',
+      headers: { 'mcp-session-id': sessionId, 'x-test-principal': 'alice' },
+    });
     assert.equal(ended.status, 204);
   });
 
@@ -286,52 +328,69 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
     const sessionId = await initialize(replicas.a.base);
     const first = await openGet(replicas.b.base, sessionId);
     assert.equal(first.status, 200);
-    const [priming] = await first.waitFor(e => e.data === '', 1);
+    const [priming] = await first.waitFor((e) => e.data === '', 1);
     assert.ok(priming!.id, 'the priming event carries an id');
     assert.equal(priming!.retry, 200, 'and a retry hint');
 
     await announceChange();
     await first.waitFor(toolsChanged, 1);
-    await new Promise(resolve => setTimeout(resolve, 1000));
+    await new Promise((resolve) => setTimeout(resolve, 1000));
     assert.equal(first.events.filter(toolsChanged).length, 1, 'once per session, not once per replica');
     const lastSeen = first.events[first.events.length - 1]!.id!;
     first.abort();
 
     // Two changes further apart than the fan-out's coalescing window: two notifications.
     await announceChange();
-    await new Promise(resolve => setTimeout(resolve, 3 * LIST_CHANGED_COALESCE_MS));
+    await new Promise((resolve) => setTimeout(resolve, 3 * LIST_CHANGED_COALESCE_MS));
     await announceChange();
-    await new Promise(resolve => setTimeout(resolve, 1000));
+    await new Promise((resolve) => setTimeout(resolve, 1000));
     const resumed = await openGet(replicas.a.base, sessionId, lastSeen);
     assert.equal(resumed.status, 200);
     const missed = await resumed.waitFor(toolsChanged, 2);
-    await new Promise(resolve => setTimeout(resolve, 500));
+    await new Promise((resolve) => setTimeout(resolve, 500));
     assert.equal(resumed.events.filter(toolsChanged).length, 2, 'each missed event once');
-    const seqs = resumed.events.filter(e => e.data !== '').map(e => Number(e.id!.split(':')[1]));
-    assert.deepEqual(seqs, [...seqs].sort((x, y) => x - y), 'in order');
-    assert.ok(seqs.every(s => s > Number(lastSeen.split(':')[1])), 'nothing from before Last-Event-ID');
-    assert.ok(missed.every(e => e.id!.startsWith(`${lastSeen.split(':')[0]}:`)), 'all from the same stream');
+    const seqs = resumed.events.filter((e) => e.data !== '').map((e) => Number(e.id!.split(':')[1]));
+    assert.deepEqual(
+      seqs,
+      [...seqs].sort((x, y) => x - y),
+      'in order',
+    );
+    assert.ok(
+      seqs.every((s) => s > Number(lastSeen.split(':')[1])),
+      'nothing from before Last-Event-ID',
+    );
+    assert.ok(
+      missed.every((e) => e.id!.startsWith(`${lastSeen.split(':')[0]}:`)),
+      'all from the same stream',
+    );
     resumed.abort();
 
     // A new stream (no Last-Event-ID) replays nothing from the old one.
     const fresh = await openGet(replicas.b.base, sessionId);
-    await new Promise(resolve => setTimeout(resolve, 500));
-    assert.deepEqual(fresh.events.filter(e => e.data !== ''), [], 'nothing from another stream');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    assert.deepEqual(
+      fresh.events.filter((e) => e.data !== ''),
+      [],
+      'nothing from another stream',
+    );
     fresh.abort();
   });
 
   it('a second GET closes the first, on whichever replica held it; DELETE closes the stream too', async () => {
     const sessionId = await initialize(replicas.b.base);
     const first = await openGet(replicas.a.base, sessionId);
-    await first.waitFor(e => e.data === '', 1);
+    await first.waitFor((e) => e.data === '', 1);
     const second = await openGet(replicas.b.base, sessionId);
-    await second.waitFor(e => e.data === '', 1);
+    await second.waitFor((e) => e.data === '', 1);
     await Promise.race([first.ended, new Promise((_, reject) => setTimeout(() => reject(new Error('the first GET stayed open')), 5000))]);
     await announceChange();
     await second.waitFor(toolsChanged, 1);
     const ended = await fetch(`${replicas.a.base}/mcp`, { method: 'DELETE', headers: { 'mcp-session-id': sessionId } });
     assert.equal(ended.status, 204);
-    await Promise.race([second.ended, new Promise((_, reject) => setTimeout(() => reject(new Error('DELETE did not close the GET stream')), 5000))]);
+    await Promise.race([
+      second.ended,
+      new Promise((_, reject) => setTimeout(() => reject(new Error('DELETE did not close the GET stream')), 5000)),
+    ]);
     const after = await openGet(replicas.b.base, sessionId);
     assert.equal(after.status, 404);
   });
@@ -342,7 +401,7 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
     let turn = 0;
     const client = new Client(clientInfo, { versionNegotiation: { mode: { pin: V2026 } }, capabilities: { elicitation: { form: {} } } });
     const asked: string[] = [];
-    client.setRequestHandler('elicitation/create', async request => {
+    client.setRequestHandler('elicitation/create', async (request) => {
       asked.push(request.params.message);
       return { action: 'accept', content: { name: 'Grace Hopper', check: true, email: 'grace@example.com' } };
     });
@@ -366,7 +425,10 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
       assert.equal(asked.length, 1, 'the client was asked once');
       assert.match(JSON.stringify(result.content), /Grace Hopper/);
       assert.equal(bodies.length, 2, 'a first call and one retry');
-      assert.ok(!bodies[0]!.includes('requestState') && bodies[1]!.includes('requestState') && bodies[1]!.includes('inputResponses'), 'the retry carries requestState and inputResponses');
+      assert.ok(
+        !bodies[0]!.includes('requestState') && bodies[1]!.includes('requestState') && bodies[1]!.includes('inputResponses'),
+        'the retry carries requestState and inputResponses',
+      );
       assert.notEqual(hosts[0], hosts[1], 'the retry reached the other replica');
     } finally {
       await client.close();
@@ -377,7 +439,13 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
     const call = (id: number, params: Record<string, unknown>) =>
       fetch(`${replicas.b.base}/mcp`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': V2026, 'mcp-method': 'tools/call', 'mcp-name': 'everything__trigger-elicitation-request' },
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-protocol-version': V2026,
+          'mcp-method': 'tools/call',
+          'mcp-name': 'everything__trigger-elicitation-request',
+        },
         body: JSON.stringify({
           jsonrpc: '2.0',
           id,
@@ -386,13 +454,22 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
             name: 'everything__trigger-elicitation-request',
             arguments: {},
             ...params,
-            _meta: { 'io.modelcontextprotocol/protocolVersion': V2026, 'io.modelcontextprotocol/clientInfo': clientInfo, 'io.modelcontextprotocol/clientCapabilities': { elicitation: { form: {} } } },
+            _meta: {
+              'io.modelcontextprotocol/protocolVersion': V2026,
+              'io.modelcontextprotocol/clientInfo': clientInfo,
+              'io.modelcontextprotocol/clientCapabilities': { elicitation: { form: {} } },
+            },
           },
         }),
       });
     const readJson = async (response: Response): Promise<Record<string, any>> => {
       const text = await response.text();
-      const data = text.startsWith('{') ? text : text.split('\n').find(line => line.startsWith('data: '))!.slice(6);
+      const data = text.startsWith('{')
+        ? text
+        : text
+            .split('\n')
+            .find((line) => line.startsWith('data: '))!
+            .slice(6);
       return JSON.parse(data) as Record<string, any>;
     };
     const first = await readJson(await call(1, {}));
@@ -428,13 +505,16 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
       return fetch(url, init);
     };
     const client = new Client(clientInfo, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
-    const heard = new Promise<void>(resolve => client.setNotificationHandler('notifications/tools/list_changed', () => resolve()));
+    const heard = new Promise<void>((resolve) => client.setNotificationHandler('notifications/tools/list_changed', () => resolve()));
     await client.connect(new StreamableHTTPClientTransport(new URL(`${replicas.a.base}/mcp`), { fetch: pinned }));
     try {
       const subscription = await client.listen({ toolsListChanged: true });
       assert.ok((await client.listTools()).tools.length > 0);
       await announceChange();
-      await Promise.race([heard, new Promise((_, reject) => setTimeout(() => reject(new Error('no list_changed on the listen stream within 10 s')), 10_000))]);
+      await Promise.race([
+        heard,
+        new Promise((_, reject) => setTimeout(() => reject(new Error('no list_changed on the listen stream within 10 s')), 10_000)),
+      ]);
       await subscription.close();
     } finally {
       await client.close();

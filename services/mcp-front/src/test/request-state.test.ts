@@ -5,8 +5,15 @@ import { describe, it } from 'node:test';
 import { ProtocolError } from '@modelcontextprotocol/server';
 import { RequestStateCodec } from '../request-state.js';
 
-const fields = { requestId: '6f1c7c2e-4a43-4f7b-9d5e-1c1a2b3c4d5e', method: 'tools/call', target: 'everything__echo', tenant: 'acme', principal: 'ada' };
-const refused = (pattern: RegExp) => (error: unknown) => error instanceof ProtocolError && error.code === -32602 && pattern.test(error.message);
+const fields = {
+  requestId: '6f1c7c2e-4a43-4f7b-9d5e-1c1a2b3c4d5e',
+  method: 'tools/call',
+  target: 'everything__echo',
+  tenant: 'acme',
+  principal: 'ada',
+};
+const refused = (pattern: RegExp) => (error: unknown) =>
+  error instanceof ProtocolError && error.code === -32602 && pattern.test(error.message);
 
 describe('requestState', () => {
   const key = randomBytes(32);

@@ -26,9 +26,17 @@ describe('tool arguments checked against inputSchema', () => {
   });
 
   it('uses draft-07 when $schema says so, 2020-12 otherwise', () => {
-    const draft7 = { $schema: 'http://json-schema.org/draft-07/schema#', type: 'object', properties: { a: { type: 'array', items: [{ type: 'string' }] } } };
+    const draft7 = {
+      $schema: 'http://json-schema.org/draft-07/schema#',
+      type: 'object',
+      properties: { a: { type: 'array', items: [{ type: 'string' }] } },
+    };
     assert.equal(validator.checkInput('t7', draft7, { a: [1] }).ok, false, 'draft-07 tuple items apply');
-    const v2020 = { $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'object', properties: { a: { type: 'array', prefixItems: [{ type: 'string' }] } } };
+    const v2020 = {
+      $schema: 'https://json-schema.org/draft/2020-12/schema',
+      type: 'object',
+      properties: { a: { type: 'array', prefixItems: [{ type: 'string' }] } },
+    };
     assert.equal(validator.checkInput('t20', v2020, { a: [1] }).ok, false, '2020-12 prefixItems apply');
     assert.equal(validator.checkInput('t20', v2020, { a: ['x'] }).ok, true);
   });
@@ -37,12 +45,23 @@ describe('tool arguments checked against inputSchema', () => {
     const tree = {
       type: 'object',
       properties: { root: { $ref: '#/$defs/node' } },
-      $defs: { node: { type: 'object', properties: { value: { type: 'integer' }, children: { type: 'array', items: { $ref: '#/$defs/node' } } }, required: ['value'] } },
+      $defs: {
+        node: {
+          type: 'object',
+          properties: { value: { type: 'integer' }, children: { type: 'array', items: { $ref: '#/$defs/node' } } },
+          required: ['value'],
+        },
+      },
     };
     assert.equal(validator.checkInput('tree', tree, { root: { value: 1, children: [{ value: 2, children: [] }] } }).ok, true);
     const bad = validator.checkInput('tree', tree, { root: { value: 1, children: [{ value: 'two' }] } });
     assert.ok(!bad.ok && bad.field === 'root/children/0/value', JSON.stringify(bad));
-    const draft7 = { $schema: 'http://json-schema.org/draft-07/schema#', type: 'object', properties: { a: { $ref: '#/definitions/s' } }, definitions: { s: { type: 'string' } } };
+    const draft7 = {
+      $schema: 'http://json-schema.org/draft-07/schema#',
+      type: 'object',
+      properties: { a: { $ref: '#/definitions/s' } },
+      definitions: { s: { type: 'string' } },
+    };
     assert.equal(validator.checkInput('d7', draft7, { a: 1 }).ok, false);
   });
 
@@ -54,8 +73,13 @@ describe('tool arguments checked against inputSchema', () => {
   });
 
   it('does not enforce a schema that does not compile, or one with an unresolvable $ref', () => {
-    assert.deepEqual(validator.checkInput('broken', { type: 'object', properties: { a: { type: 'no-such-type' } } }, { a: 1 }), { ok: true });
-    assert.deepEqual(validator.checkInput('remote', { type: 'object', properties: { a: { $ref: 'https://example.com/elsewhere.json' } } }, { a: 1 }), { ok: true });
+    assert.deepEqual(validator.checkInput('broken', { type: 'object', properties: { a: { type: 'no-such-type' } } }, { a: 1 }), {
+      ok: true,
+    });
+    assert.deepEqual(
+      validator.checkInput('remote', { type: 'object', properties: { a: { $ref: 'https://example.com/elsewhere.json' } } }, { a: 1 }),
+      { ok: true },
+    );
   });
 
   it('bounds composition: schemas past the limits are not enforced', () => {
