@@ -30,7 +30,9 @@ async function descendants(pid) {
       const stat = await readFile(`/proc/${entry}/stat`, 'utf8');
       const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
       if (ppid === pid) children.push(Number(entry), ...(await descendants(Number(entry))));
-    } catch {}
+    } catch {
+      // not up yet
+    }
   }
   return children;
 }

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import type { Copy, From } from 'dockerfile-ast';
+import type { Copy } from 'dockerfile-ast';
 import { chainInstructions, dockerfilePath, dockerfileStages, imageLabels, lastExecForm, stageChain } from './dockerfile-stages.js';
 import { repoRoot } from './harness.js';
 
@@ -65,7 +65,7 @@ test('every image target is a stage, and every stage name is unique', () => {
 for (const [target, runs] of Object.entries(targets)) {
   test(`${target}: copies its layout to /opt/punk, runs as 65532 under tini on a slim base, exposes a port, carries the OCI labels`, () => {
     const chain = stageChain(target);
-    const base = chain[0]!.from as From;
+    const base = chain[0]!.from;
     assert.match(`${base.getImageName()}:${base.getImageTag()}`, /^(node|debian|python):.*slim/, `${target} is built on a slim image`);
 
     const copies = chainInstructions(target, 'COPY') as Copy[];

@@ -71,7 +71,7 @@ describe('punk up on the examples (PGlite)', () => {
           );
         });
         assert.ok(withCall, 'a run holds tool.called, governance.decision and tool.completed');
-        const detail = (await (await fetch(`${punk.baseUrl}/api/v1/runs/${withCall!.runId}`)).json()) as {
+        const detail = (await (await fetch(`${punk.baseUrl}/api/v1/runs/${withCall.runId}`)).json()) as {
           events: Array<{ type: string; hash: string; prevHash: string }>;
         };
         assert.ok(detail.events.length >= 3);

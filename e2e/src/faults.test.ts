@@ -108,7 +108,7 @@ describe('faults and bad input', () => {
       assert.ok(Date.now() - started < 15_000, 'the error comes quickly, not at the call deadline');
       let counted: { content?: unknown; isError?: boolean } | undefined;
       for (let attempt = 0; attempt < 40; attempt++) {
-        counted = (await client.callTool({ name: 'crasher__count', arguments: {} })) as typeof counted;
+        counted = await client.callTool({ name: 'crasher__count', arguments: {} });
         if (!counted?.isError) break;
         await new Promise((resolve) => setTimeout(resolve, 500));
       }
@@ -172,7 +172,7 @@ describe('faults and bad input', () => {
       })) ?? [];
     const crashRun = runs.find((r) => r.tool === 'crash');
     assert.ok(crashRun, 'the crashed call is a run');
-    assert.ok(crashRun!.types.includes('tool.called') && crashRun!.types.includes('tool.completed'));
+    assert.ok(crashRun.types.includes('tool.called') && crashRun.types.includes('tool.completed'));
     const denied = runs.find((r) => r.tool === 'delete_entities');
     assert.ok(denied?.types.includes('governance.decision'));
     const verify = (await (await fetch(`${punk.baseUrl}/api/v1/ledger/verify`)).json()) as { ok: boolean };

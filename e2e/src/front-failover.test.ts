@@ -99,7 +99,7 @@ test('a GET stream survives the death of the replica that held it', async () => 
   await init.text();
   const sessionId = init.headers.get('mcp-session-id');
   assert.ok(sessionId, 'initialize answered a session id');
-  const session = { ...HEADERS, 'mcp-session-id': sessionId! };
+  const session = { ...HEADERS, 'mcp-session-id': sessionId };
   const initialized = await fetch(`${frontA.url}/mcp`, {
     method: 'POST',
     headers: session,

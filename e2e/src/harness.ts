@@ -80,8 +80,8 @@ export async function startPunk(options: {
     },
   );
   let output = '';
-  child.stdout!.on('data', (chunk) => (output += chunk));
-  child.stderr!.on('data', (chunk) => (output += chunk));
+  child.stdout.on('data', (chunk) => (output += chunk));
+  child.stderr.on('data', (chunk) => (output += chunk));
   const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
   const baseUrl = await new Promise<string>((resolveUrl, reject) => {
     const timer = setTimeout(
@@ -95,7 +95,7 @@ export async function startPunk(options: {
         resolveUrl(match[1]!);
       }
     };
-    child.stdout!.on('data', onData);
+    child.stdout.on('data', onData);
     void exited.then((code) => {
       clearTimeout(timer);
       reject(new Error(`punk up exited with ${code} before it was ready:\n${output}`));

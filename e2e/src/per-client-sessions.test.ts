@@ -65,7 +65,7 @@ test("two client sessions get two upstream processes; each session's calls reach
     for (const deadline = Date.now() + 15_000; ; await new Promise((r) => setTimeout(r, 100))) {
       const gone = await bus.request(subjects.gatewayInstanceCall(ownerId), {}, { timeoutMs: 500 }).then(
         () => false,
-        (error: PunkError) => error.code === 'BusNoResponders',
+        (error: unknown) => (error as PunkError).code === 'BusNoResponders',
       );
       if (gone) break;
       assert.ok(Date.now() < deadline, `NATS still routes to the killed gateway ${ownerId}`);

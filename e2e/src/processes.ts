@@ -57,8 +57,8 @@ export async function startService(
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
-  child.stdout!.on('data', (chunk) => (output += chunk));
-  child.stderr!.on('data', (chunk) => (output += chunk));
+  child.stdout.on('data', (chunk) => (output += chunk));
+  child.stderr.on('data', (chunk) => (output += chunk));
   const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
   const url = `http://127.0.0.1:${port}`;
   const service: ServiceProcess = {
@@ -76,7 +76,7 @@ export async function startService(
     const early = exited.then((code) => {
       throw new Error(`${name} exited with ${code} before it was ready:\n${output}`);
     });
-    await Promise.race([waitForReady(url, 200, 60_000, name), early]).catch(async (error) => {
+    await Promise.race([waitForReady(url, 200, 60_000, name), early]).catch(async (error: unknown) => {
       await service.stop('SIGKILL');
       throw new Error(`${(error as Error).message}\n${output}`);
     });

@@ -148,7 +148,7 @@ test('no planted secret appears in any answer, log line, ledger event or databas
     const beforeRevoked = tokens.requests.length;
     const failure = await call().then(
       (result) => assert.fail(`a call with a revoked grant answered ${JSON.stringify(result)}`),
-      (error: Error & { data?: unknown }) => `${error.message} ${JSON.stringify(error.data)}`,
+      (error: unknown) => `${(error as Error).message} ${JSON.stringify((error as { data?: unknown }).data)}`,
     );
     assert.match(failure, /CredentialRefreshFailed/);
     assert.match(failure, /grant was revoked/);
@@ -257,7 +257,7 @@ async function waitUntil<T>(probe: () => Promise<T | undefined | false>, what: s
   for (;;) {
     try {
       const value = await probe();
-      if (value !== undefined && value !== false) return value as T;
+      if (value !== undefined && value !== false) return value;
     } catch (error) {
       last = error;
     }

@@ -54,7 +54,10 @@ function schemaValidator(path: string): ValidateFunction {
 
 test('skaffold.yaml uses the newest config apiVersion of skaffold and is valid by its JSON schema', (t) => {
   const latest = skaffoldScript('latest');
-  if (!latest.ok && latest.skip) return t.skip(latest.skip);
+  if (!latest.ok && latest.skip) {
+    t.skip(latest.skip);
+    return;
+  }
   assert.ok(latest.ok, latest.ok ? '' : latest.error);
   assert.equal(config.apiVersion, latest.out);
   const schema = skaffoldScript('schema');
@@ -65,7 +68,10 @@ test('skaffold.yaml uses the newest config apiVersion of skaffold and is valid b
 
 test('each profile applies to skaffold.yaml (its JSON patches resolve) and gives a config valid by the schema', (t) => {
   const schema = skaffoldScript('schema');
-  if (!schema.ok && schema.skip) return t.skip(schema.skip);
+  if (!schema.ok && schema.skip) {
+    t.skip(schema.skip);
+    return;
+  }
   assert.ok(schema.ok, schema.ok ? '' : schema.error);
   const validate = schemaValidator(schema.out);
   assert.deepEqual(
@@ -83,7 +89,10 @@ test('each profile applies to skaffold.yaml (its JSON patches resolve) and gives
 
 test('the schema check is live: a misspelt field and a wrong type are rejected, naming where', (t) => {
   const schema = skaffoldScript('schema');
-  if (!schema.ok && schema.skip) return t.skip(schema.skip);
+  if (!schema.ok && schema.skip) {
+    t.skip(schema.skip);
+    return;
+  }
   assert.ok(schema.ok, schema.ok ? '' : schema.error);
   const validate = schemaValidator(schema.out);
   const broken = structuredClone(config) as unknown as { build: { artifacts: Record<string, unknown>[] } };
@@ -125,7 +134,10 @@ test('every image value skaffold sets names a built artifact', () => {
 test('every value skaffold sets, in any profile, is a key of the chart (when the chart is in this checkout)', (t) => {
   const release = config.deploy.helm.releases[0]!;
   const values = join(repoRoot, release.chartPath, 'values.yaml');
-  if (!existsSync(values)) return t.skip(`${release.chartPath} is not in this checkout`);
+  if (!existsSync(values)) {
+    t.skip(`${release.chartPath} is not in this checkout`);
+    return;
+  }
   const defaults = parse(readFileSync(values, 'utf8')) as Record<string, unknown>;
   const keys = [...Object.keys(release.setValueTemplates), ...Object.keys(release.setValues)];
   for (const profile of config.profiles)
@@ -151,7 +163,10 @@ test('every value skaffold sets, in any profile, is a key of the chart (when the
 
 test('skaffold itself reads skaffold.yaml with each profile applied (when built from its Go module)', (t) => {
   const path = skaffoldScript('path');
-  if (!path.ok) return t.skip(`${path.error}; the JSON schema checks above still ran`);
+  if (!path.ok) {
+    t.skip(`${path.error}; the JSON schema checks above still ran`);
+    return;
+  }
   for (const profile of ['', ...config.profiles.map((p) => p.name)]) {
     const run: SpawnSyncReturns<string> = spawnSync(
       path.out,

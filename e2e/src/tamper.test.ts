@@ -44,7 +44,7 @@ async function calledEventId(baseUrl: string): Promise<string> {
     run = runs.find((r) => r.types.includes('tool.called'));
   }
   assert.ok(run, 'a call is on the ledger');
-  const detail = (await (await fetch(`${baseUrl}/api/v1/runs/${run!.runId}`)).json()) as RunDetail;
+  const detail = (await (await fetch(`${baseUrl}/api/v1/runs/${run.runId}`)).json()) as RunDetail;
   return detail.events.find((e) => e.type === 'tool.called')!.id;
 }
 

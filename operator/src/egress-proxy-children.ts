@@ -92,7 +92,7 @@ export function packageRegistryEntries(registries: PackageRegistries, registry: 
       if (isIP(match[1]!) !== 0) throw new EgressItemError(`${at}.host`, 'is an address; name the registry by its DNS name');
       return entry;
     } catch (error) {
-      if (error instanceof EgressItemError) throw new Error(error.message);
+      if (error instanceof EgressItemError) throw new Error(error.message, { cause: error });
       throw error;
     }
   });

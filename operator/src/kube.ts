@@ -91,8 +91,7 @@ export function isPermanentApiError(error: unknown): boolean {
 export function apiErrorMessage(error: unknown): string {
   if (error instanceof ApiException) {
     const body: unknown = typeof error.body === 'string' ? safeJson(error.body) : error.body;
-    const message =
-      typeof body === 'object' && body !== null && 'message' in body ? String((body as { message: unknown }).message) : undefined;
+    const message = typeof body === 'object' && body !== null && 'message' in body ? String(body.message) : undefined;
     return `HTTP ${error.code}: ${message ?? error.message}`;
   }
   return error instanceof Error ? error.message : String(error);

@@ -296,16 +296,19 @@ export class Manager {
     }
   }
 
-  private async reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> {
+  private async reconcile(key: string): Promise<{ requeueAfterMs?: number } | undefined> {
     const [kind, namespace, name] = key.split('/') as [string, string, string];
     switch (kind) {
       case 'McpServer':
         return this.servers.reconcile(namespace, name);
       case 'McpCredential':
-        return this.credentials.reconcile(namespace, name);
+        await this.credentials.reconcile(namespace, name);
+        return undefined;
       case 'McpPolicy':
-        return this.policies.reconcile(namespace, name);
+        await this.policies.reconcile(namespace, name);
+        return undefined;
     }
+    return undefined;
   }
 
   /** Queues every custom resource of the caches. */
@@ -339,7 +342,9 @@ export class Manager {
 
   private resync(): void {
     this.enqueueAll();
-    this.sweepOrphans().catch((error) => this.log.warn({ err: errorMessage(error) }, 'orphan sweep failed; retried at the next resync'));
+    this.sweepOrphans().catch((error: unknown) =>
+      this.log.warn({ err: errorMessage(error) }, 'orphan sweep failed; retried at the next resync'),
+    );
   }
 
   private startLeading(): void {

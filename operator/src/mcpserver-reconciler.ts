@@ -122,7 +122,7 @@ export class McpServerReconciler {
   ) {}
 
   /** Brings server `namespace/name`'s children, bucket entry and status in line with the object. */
-  async reconcile(namespace: string, name: string): Promise<ReconcileResult | void> {
+  async reconcile(namespace: string, name: string): Promise<ReconcileResult | undefined> {
     const object = this.context.caches.McpServer.get(name, namespace) as ServerObject | undefined;
     const key = kvKey(namespace, name);
     if (!object || object.metadata?.deletionTimestamp) {
@@ -164,18 +164,21 @@ export class McpServerReconciler {
     const parsed = mcpServerSchema.safeParse({ apiVersion: object.apiVersion, kind: object.kind, metadata, spec: object.spec });
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
-      return void (await fail('InvalidSpec', `${fieldPath(issue.path) || '(object)'}: ${issue.message}`));
+      await fail('InvalidSpec', `${fieldPath(issue.path) || '(object)'}: ${issue.message}`);
+      return undefined;
     }
     const server = parsed.data;
     const credentials = credentialLookup(this.context.caches.McpCredential, namespace);
     const secrets: V1Secret[] = [];
     for (const secretName of referencedSecretNames(server, credentials)) {
       const secret = this.context.caches.Secret.get(secretName, namespace) as V1Secret | undefined;
-      if (!secret)
-        return void (await fail(
+      if (!secret) {
+        await fail(
           'SecretMissing',
           `${secretField(server, secretName, credentials)}: Secret ${secretName} not found in namespace ${namespace}`,
-        ));
+        );
+        return undefined;
+      }
       secrets.push(secret);
     }
 
@@ -184,7 +187,8 @@ export class McpServerReconciler {
       built = buildServerChildren(server, { ...this.options, credentialSecrets: credentials, secretChecksum: secretChecksum(secrets) });
     } catch (error) {
       if (!(error instanceof SpecError)) throw error;
-      return void (await fail(error.reason, error.message));
+      await fail(error.reason, error.message);
+      return undefined;
     }
 
     try {

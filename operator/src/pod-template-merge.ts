@@ -133,11 +133,11 @@ function merge(base: unknown, patch: unknown, path: string, field: string | unde
     if (!Array.isArray(patch)) throw new SpecError(path, 'must be a list, as in a PodTemplateSpec');
     const key = field === undefined ? undefined : MERGE_KEYS[field];
     if (key === undefined) return structuredClone(patch);
-    const out: unknown[] = [...base];
+    const out: unknown[] = [...(base as unknown[])];
     patch.forEach((item, i) => {
       const at = out.findIndex((existing) => isObject(existing) && existing[key] === (item as Json)[key]);
       if (at === -1) {
-        const added = MERGED_ITEMS.has(field!)
+        const added: unknown = MERGED_ITEMS.has(field!)
           ? merge({ securityContext: structuredClone(containerBase) }, item, `${path}[${i}]`, undefined, containerBase)
           : structuredClone(item);
         out.push(added);
@@ -276,7 +276,7 @@ function checkCommonSecurityContext(context: Json, path: string): void {
     for (const field of ['user', 'role'] as const) {
       if (seLinux[field] !== undefined) throw new SpecError(`${path}.seLinuxOptions.${field}`, 'must not be set (Pod Security Standards)');
     }
-    if (seLinux.type !== undefined && !ALLOWED_SELINUX_TYPES.has(String(seLinux.type))) {
+    if (seLinux.type !== undefined && !(typeof seLinux.type === 'string' && ALLOWED_SELINUX_TYPES.has(seLinux.type))) {
       throw new SpecError(`${path}.seLinuxOptions.type`, `must be one of ${[...ALLOWED_SELINUX_TYPES].join(', ')}`);
     }
   }

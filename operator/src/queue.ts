@@ -17,7 +17,7 @@ export interface ReconcileResult {
 }
 
 /** Reconciles one key; throwing (or passing the deadline) schedules a rate-limited retry. */
-export type ReconcileHandler = (key: string, signal: AbortSignal) => Promise<ReconcileResult | void>;
+export type ReconcileHandler = (key: string, signal: AbortSignal) => Promise<ReconcileResult | undefined>;
 
 /** Options of a {@link WorkQueue}; delays and deadlines in milliseconds. */
 export interface WorkQueueOptions {

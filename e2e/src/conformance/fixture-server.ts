@@ -87,7 +87,10 @@ const stateCodec = createRequestStateCodec<{ round: number; name?: string }>({ k
 const connected = new Set<McpServer>();
 /** Announces a list change to every 2025-era connection; the HTTP entry adds its 2026-07-28 `subscriptions/listen` streams. */
 const announceToConnections = (list: 'tools' | 'prompts') => {
-  for (const server of connected) void (list === 'tools' ? server.sendToolListChanged() : server.sendPromptListChanged());
+  for (const server of connected) {
+    if (list === 'tools') server.sendToolListChanged();
+    else server.sendPromptListChanged();
+  }
 };
 /** Called by `test_trigger_tool_change` / `test_trigger_prompt_change`: announces a list change to every client. */
 let announceChange: (list: 'tools' | 'prompts') => void = announceToConnections;
@@ -503,7 +506,11 @@ export function buildFixtureServer(): McpServer {
     { description: 'Data for an id', mimeType: 'application/json' },
     async (uri, { id }) => ({
       contents: [
-        { uri: uri.href, mimeType: 'application/json', text: JSON.stringify({ id, templateTest: true, data: `Data for ID: ${id}` }) },
+        {
+          uri: uri.href,
+          mimeType: 'application/json',
+          text: JSON.stringify({ id, templateTest: true, data: `Data for ID: ${String(id)}` }),
+        },
       ],
     }),
   );
@@ -574,7 +581,7 @@ export function buildFixtureServer(): McpServer {
               requestedSchema: { type: 'object', properties: { context: { type: 'string' } }, required: ['context'] },
             }),
           },
-        }) as never;
+        });
       }
       return { messages: [{ role: 'user', content: { type: 'text', text: `Prompt with context: ${answer.context}` } }] };
     },
@@ -602,7 +609,7 @@ function memoryEventStore(): EventStore {
       }
       return streamId;
     },
-  } as EventStore;
+  };
 }
 
 const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]']);
@@ -647,8 +654,14 @@ export async function startFixtureHttp(port: number): Promise<FixtureHttpServer>
     const sessionId = req.headers['mcp-session-id'] as string | undefined;
     const existing = sessionId === undefined ? undefined : sessions.get(sessionId);
     if (existing) return existing.handleRequest(req, res, body);
-    if (sessionId !== undefined) return jsonError(res, 404, -32001, 'Session not found');
-    if (req.method !== 'POST' || !isInitializeRequest(body)) return jsonError(res, 400, -32000, 'Bad Request: Mcp-Session-Id required');
+    if (sessionId !== undefined) {
+      jsonError(res, 404, -32001, 'Session not found');
+      return;
+    }
+    if (req.method !== 'POST' || !isInitializeRequest(body)) {
+      jsonError(res, 400, -32000, 'Bad Request: Mcp-Session-Id required');
+      return;
+    }
     const transport = new NodeStreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       eventStore: memoryEventStore(),
@@ -665,14 +678,18 @@ export async function startFixtureHttp(port: number): Promise<FixtureHttpServer>
 
   const http = createServer((req, res) => {
     void (async () => {
-      if (new URL(req.url ?? '/', 'http://x').pathname !== '/mcp') return jsonError(res, 404, -32000, 'Not found: the endpoint is /mcp');
+      if (new URL(req.url ?? '/', 'http://x').pathname !== '/mcp') {
+        jsonError(res, 404, -32000, 'Not found: the endpoint is /mcp');
+        return;
+      }
       // DNS-rebinding protection: a localhost server answers only requests addressed to the loopback.
       const origin = req.headers.origin;
       if (
         !isLoopbackHost(req.headers.host) ||
         (origin !== undefined && !isLoopbackHost(URL.canParse(origin) ? new URL(origin).host : undefined))
       ) {
-        return jsonError(res, 403, -32000, 'Forbidden: Host and Origin must name the loopback');
+        jsonError(res, 403, -32000, 'Forbidden: Host and Origin must name the loopback');
+        return;
       }
       if (req.method !== 'POST') return legacy(req, res, undefined);
       const raw = await readBody(req);
@@ -680,11 +697,12 @@ export async function startFixtureHttp(port: number): Promise<FixtureHttpServer>
       try {
         body = JSON.parse(raw);
       } catch {
-        return jsonError(res, 400, -32700, 'Parse error: the body is not JSON');
+        jsonError(res, 400, -32700, 'Parse error: the body is not JSON');
+        return;
       }
       if (await isLegacyRequest(await toWebRequest(req, body))) return legacy(req, res, body);
       return modernNode(req, res, body);
-    })().catch((error) => {
+    })().catch((error: unknown) => {
       if (!res.headersSent) jsonError(res, 500, -32603, `fixture failed: ${(error as Error).message}`);
       else res.destroy();
     });

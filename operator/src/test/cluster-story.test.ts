@@ -83,12 +83,10 @@ describe(
     });
 
     it('serves the server at its status.endpoint with the credential as its Authorization header', async () => {
-      await plane.kubeConfig
-        .makeApiClient(CoreV1Api)
-        .createNamespacedSecret({
-          namespace: ns,
-          body: { metadata: { name: 'tickets-auth' }, stringData: { authorization: `Bearer ${TOKEN}` } },
-        });
+      await plane.kubeConfig.makeApiClient(CoreV1Api).createNamespacedSecret({
+        namespace: ns,
+        body: { metadata: { name: 'tickets-auth' }, stringData: { authorization: `Bearer ${TOKEN}` } },
+      });
       await crs.create('mcpcredentials', ns, {
         apiVersion: 'mcp.punk.dev/v1alpha1',
         kind: 'McpCredential',

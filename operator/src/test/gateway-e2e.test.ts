@@ -127,7 +127,7 @@ describe('the operator with the real gateway', { skip: availability.available ? 
     await until('the object gone', () =>
       crs.get('mcpcredentials', ns, 'github').then(
         () => undefined,
-        (e: { code?: number }) => e.code === 404,
+        (e: unknown) => (e as { code?: number }).code === 404,
       ),
     );
   });

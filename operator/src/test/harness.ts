@@ -55,7 +55,7 @@ export function testOperatorOptions(kubeConfig: KubeConfig, bus: Bus, overrides:
   const defaults: OperatorOptions = {
     kubeConfig,
     bus,
-    log: createLogger('operator', (process.env.PUNK_TEST_LOG_LEVEL as 'info' | undefined) ?? 'silent'),
+    log: createLogger('operator', process.env.PUNK_TEST_LOG_LEVEL ?? 'silent'),
     namespaces: [],
     identity: `operator-${randomBytes(3).toString('hex')}`,
     lease: { namespace: 'default', name: 'punk-operator', durationMs: 3_000, renewDeadlineMs: 2_000, retryPeriodMs: 500 },
@@ -158,7 +158,7 @@ export interface TestServices {
  * with authentication off so it may reach upstreams on loopback, and 20 s start and call timeouts.
  */
 export async function startTestServices(nats: TestNats): Promise<TestServices> {
-  const log = createLogger('test-services', (process.env.PUNK_TEST_LOG_LEVEL as 'info' | undefined) ?? 'silent');
+  const log = createLogger('test-services', process.env.PUNK_TEST_LOG_LEVEL ?? 'silent');
   const bus = await nats.connect('services');
   const database: ScratchDb = await openScratchDb(log);
   const workDir = await mkdtemp(join(tmpdir(), 'punk-operator-services-'));

@@ -22,16 +22,14 @@ describe('200 McpServers', { skip: availability.available ? false : availability
     const names = Array.from({ length: COUNT }, (_, i) => `server-${String(i).padStart(3, '0')}`);
     for (let i = 0; i < names.length; i += 20) {
       await Promise.all(
-        names
-          .slice(i, i + 20)
-          .map((name) =>
-            crs.create('mcpservers', ns, {
-              apiVersion: 'mcp.punk.dev/v1alpha1',
-              kind: 'McpServer',
-              metadata: { name },
-              spec: { image: 'ghcr.io/example/s:1', command: ['s'] },
-            }),
-          ),
+        names.slice(i, i + 20).map((name) =>
+          crs.create('mcpservers', ns, {
+            apiVersion: 'mcp.punk.dev/v1alpha1',
+            kind: 'McpServer',
+            metadata: { name },
+            spec: { image: 'ghcr.io/example/s:1', command: ['s'] },
+          }),
+        ),
       );
     }
     const apps = plane.kubeConfig.makeApiClient(AppsV1Api);

@@ -101,7 +101,7 @@ describe('the operator syncing McpCredentials to the gateway', { skip: availabil
     const secret = await core.readNamespacedSecret({ name: 'crm-oauth', namespace: ns });
     const credential = await crs.get('mcpcredentials', ns, 'crm');
     assert.equal(apply.sourceChecksum, credentialChecksum(credential.metadata, secret));
-    const sorted = Object.fromEntries(Object.entries(apply.body!.data).sort(([a], [b]) => (a < b ? -1 : 1)));
+    const sorted = Object.fromEntries(Object.entries(apply.body.data).sort(([a], [b]) => (a < b ? -1 : 1)));
     assert.notEqual(
       apply.sourceChecksum,
       createHash('sha256')
@@ -301,7 +301,7 @@ describe('the operator syncing McpCredentials to the gateway', { skip: availabil
     await until('the object gone once the gateway answers', () =>
       crs.get('mcpcredentials', ns, 'github').then(
         () => undefined,
-        (e: { code?: number }) => e.code === 404,
+        (e: unknown) => (e as { code?: number }).code === 404,
       ),
     );
     assert.equal(stored.has('github'), false);
@@ -313,7 +313,7 @@ describe('the operator syncing McpCredentials to the gateway', { skip: availabil
     await until('the object gone', () =>
       crs.get('mcpcredentials', ns, 'crm').then(
         () => undefined,
-        (e: { code?: number }) => e.code === 404,
+        (e: unknown) => (e as { code?: number }).code === 404,
       ),
     );
     assert.equal(stored.has('crm'), false);

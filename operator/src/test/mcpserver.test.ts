@@ -270,7 +270,7 @@ describe('the operator reconciling McpServers', { skip: availability.available ?
     );
     assert.ok(proxy.metadata?.name);
     await assert.rejects(
-      apps.readNamespacedDeployment({ name: proxy.metadata!.name!, namespace: ns }),
+      apps.readNamespacedDeployment({ name: proxy.metadata.name, namespace: ns }),
       (e: { code?: number }) => e.code === 404,
     );
     assert.ok(await apps.readNamespacedDeployment({ name: 'fetcher', namespace: ns }), 'the server Deployment stays');

@@ -27,8 +27,7 @@ describe('WorkQueue', () => {
     let concurrent = 0;
     let most = 0;
     let runs = 0;
-    let queue: WorkQueue;
-    queue = new WorkQueue(
+    const queue: WorkQueue = new WorkQueue(
       async () => {
         concurrent++;
         most = Math.max(most, concurrent);

@@ -34,7 +34,8 @@ export function childrenOptions(overrides: Partial<ServerChildrenOptions> = {}):
   };
 }
 
-/** The child of `kind` named `name` among `objects`. */
+/** The child of `kind` named `name` among `objects`, typed as the caller expects. */
+// eslint-disable-next-line @typescript-eslint/no-unnecessary-type-parameters -- T is the caller's expected kind
 export function child<T extends KubernetesObject>(objects: readonly KubernetesObject[], kind: string, name: string): T {
   const found = objects.find((object) => object.kind === kind && object.metadata?.name === name);
   if (!found) throw new Error(`no ${kind} ${name} among ${objects.map((o) => `${o.kind}/${o.metadata?.name}`).join(', ')}`);

@@ -124,17 +124,17 @@ function parseServe(argv: string[]): Command {
     throw new UsageError(
       'serve: the stdio MCP server to run is missing: give it after --, e.g. punk-bridge serve -- npx -y @modelcontextprotocol/server-memory',
     );
-  const path = values.path as string;
+  const path = values.path;
   if (!/^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/.test(path) || ['/healthz', '/readyz'].includes(path)) {
     throw new UsageError(`--path ${JSON.stringify(path)} must be an absolute URL path such as /mcp, other than /healthz and /readyz`);
   }
   return {
     kind: 'serve',
-    host: host(values.host as string),
-    port: integer('port', values.port as string, 0, 65535),
+    host: host(values.host),
+    port: integer('port', values.port, 0, 65535),
     path,
-    maxSessions: integer('max-sessions', values['max-sessions'] as string, 1, 100_000),
-    sessionIdleTimeoutMs: duration('session-idle-timeout', values['session-idle-timeout'] as string),
+    maxSessions: integer('max-sessions', values['max-sessions'], 1, 100_000),
+    sessionIdleTimeoutMs: duration('session-idle-timeout', values['session-idle-timeout']),
     command: child[0]!,
     args: child.slice(1),
   };
@@ -157,7 +157,7 @@ function parseEgressProxy(argv: string[]): Command {
   });
   if (values.help) return { kind: 'help' };
   if (positionals.length > 0) throw new UsageError(`egress-proxy: unexpected argument ${JSON.stringify(positionals[0])}`);
-  const rules = (values.allow as string[]).map((text) => {
+  const rules = values.allow.map((text) => {
     try {
       return parseEgressRule(text);
     } catch (error) {
@@ -166,12 +166,12 @@ function parseEgressProxy(argv: string[]): Command {
   });
   return {
     kind: 'egress-proxy',
-    host: host(values.host as string),
-    port: integer('port', values.port as string, 0, 65535),
+    host: host(values.host),
+    port: integer('port', values.port, 0, 65535),
     rules,
-    idleTimeoutMs: duration('idle-timeout', values['idle-timeout'] as string),
-    connectTimeoutMs: duration('connect-timeout', values['connect-timeout'] as string),
-    maxConnections: integer('max-connections', values['max-connections'] as string, 1, 1_000_000),
+    idleTimeoutMs: duration('idle-timeout', values['idle-timeout']),
+    connectTimeoutMs: duration('connect-timeout', values['connect-timeout']),
+    maxConnections: integer('max-connections', values['max-connections'], 1, 1_000_000),
   };
 }
 

@@ -3,7 +3,7 @@
  * that Punk starts runs once, as its pod would, and every gateway reaches it
  * by URL; stdio servers stay as they are (each gateway starts its own).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { planLaunch } from '@punk/gateway';
@@ -54,7 +54,7 @@ export async function prepareServers(options: {
     let forGateways = pinManifestDir(server, options.manifestDir);
     if (isLocalHttpServer(server)) {
       const plan = await planLaunch(server, { workDir: options.workDir, extraEnv: { PUNK_MANIFEST_DIR: options.manifestDir } });
-      started.push({ name: `${namespace}/${name}`, process: options.start(`${name}`, plan.command, plan.args, plan.env, plan.cwd) });
+      started.push({ name: `${namespace}/${name}`, process: options.start(name, plan.command, plan.args, plan.env, plan.cwd) });
       const { image: _i, package: _p, command: _c, args: _a, env: _e, port, path, ...rest } = server.spec;
       forGateways = { ...server, spec: { ...rest, env: [], path, url: `http://127.0.0.1:${port}${path}` } };
     }

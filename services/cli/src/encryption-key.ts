@@ -33,14 +33,16 @@ export async function embeddedKeyring(config: PunkConfig, dataDir: string | null
 export async function localEncryptionKey(path: string): Promise<string> {
   try {
     const stored = (
-      await readFile(path, 'utf8').catch((error: NodeJS.ErrnoException) => (error.code === 'ENOENT' ? undefined : Promise.reject(error)))
+      await readFile(path, 'utf8').catch((error: unknown) =>
+        (error as NodeJS.ErrnoException).code === 'ENOENT' ? undefined : Promise.reject(error as Error),
+      )
     )?.trim();
     if (stored !== undefined) return stored;
     const fresh = randomBytes(32).toString('base64');
     await mkdir(dirname(path), { recursive: true });
     // `wx`: two processes starting at once must not each write a key of their own; the loser reads the winner's.
-    await writeFile(path, `${fresh}\n`, { mode: 0o600, flag: 'wx' }).catch((error: NodeJS.ErrnoException) =>
-      error.code === 'EEXIST' ? undefined : Promise.reject(error),
+    await writeFile(path, `${fresh}\n`, { mode: 0o600, flag: 'wx' }).catch((error: unknown) =>
+      (error as NodeJS.ErrnoException).code === 'EEXIST' ? undefined : Promise.reject(error as Error),
     );
     return (await readFile(path, 'utf8')).trim();
   } catch (error) {

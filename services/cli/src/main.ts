@@ -159,7 +159,7 @@ function stopOnSignals(log: Logger, what: string, close: () => Promise<void>): v
     log.info({ signal }, what);
     close().then(
       () => process.exit(0),
-      (error) => {
+      (error: unknown) => {
         log.error({ err: error }, `${what} failed`);
         process.exit(1);
       },
@@ -183,12 +183,18 @@ async function main(argv: string[]): Promise<void> {
       return up(rest);
     case 'cluster':
       return cluster(rest);
-    case 'gateway':
-      return runServiceMain(gatewayService);
-    case 'governance':
-      return runServiceMain(governanceService);
-    case 'ledger':
-      return runServiceMain(ledgerService);
+    case 'gateway': {
+      runServiceMain(gatewayService);
+      return;
+    }
+    case 'governance': {
+      runServiceMain(governanceService);
+      return;
+    }
+    case 'ledger': {
+      runServiceMain(ledgerService);
+      return;
+    }
     case 'credentials':
       return credentialsCommand(rest);
     case undefined:
@@ -202,7 +208,7 @@ async function main(argv: string[]): Promise<void> {
   }
 }
 
-main(process.argv.slice(2)).catch((error) => {
+main(process.argv.slice(2)).catch((error: unknown) => {
   const message = error instanceof Error ? error.message : String(error);
   process.stderr.write(`punk: ${message}\n`);
   process.exit(2);

@@ -74,15 +74,19 @@ export async function startProxy(options: {
     const group = isLedgerPath(path) ? 'ledgers' : 'fronts';
     if (group === 'ledgers' && options.ledgerApi === 'internal') {
       // The ledger processes do not authenticate: with authentication on, their API stays internal.
-      return fail(
+      fail(
         res,
         403,
         'InternalApi',
         `with PUNK_AUTH_MODE=on the ledger API is internal to the distributed topology (it does not authenticate callers): ask a ledger replica directly (${backends.ledgers.join(', ')})`,
       );
+      return;
     }
     const target = pick(group);
-    if (!target) return fail(res, 503, 'NoBackend', `no ${group === 'ledgers' ? 'ledger' : 'mcp-front'} replica runs behind this proxy`);
+    if (!target) {
+      fail(res, 503, 'NoBackend', `no ${group === 'ledgers' ? 'ledger' : 'mcp-front'} replica runs behind this proxy`);
+      return;
+    }
     const upstream = httpRequest(
       new URL(req.url ?? '/', target),
       { method: req.method, headers: forwardable(req.headers), agent },

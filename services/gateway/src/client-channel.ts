@@ -111,7 +111,7 @@ export function busClientLink(
       return capability !== undefined && channel.clientCapabilities[capability] !== undefined;
     },
     notify: (method, params) => {
-      publish({ jsonrpc: '2.0', method, params }).catch((error) =>
+      publish({ jsonrpc: '2.0', method, params }).catch((error: unknown) =>
         log.warn({ sessionId, method, err: errorMessage(error) }, 'could not forward a notification to the client'),
       );
     },
@@ -186,7 +186,7 @@ export async function clientResult(
     if (error)
       throw new ProtocolError(
         typeof error.code === 'number' ? error.code : ProtocolErrorCode.InternalError,
-        String(error.message ?? 'the client answered with an error'),
+        typeof error.message === 'string' ? error.message : 'the client answered with an error',
         error.data,
       );
     const result = response['result'];
@@ -216,6 +216,6 @@ export async function onCallCancelled(bus: Bus, log: Logger, callId: string): Pr
     close: () =>
       subscription
         .unsubscribe()
-        .catch((error) => log.warn({ callId, err: errorMessage(error) }, 'could not stop listening for a call cancellation')),
+        .catch((error: unknown) => log.warn({ callId, err: errorMessage(error) }, 'could not stop listening for a call cancellation')),
   };
 }

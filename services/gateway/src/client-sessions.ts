@@ -173,7 +173,7 @@ export class ClientSessions {
         if (control.type === 'ended') return this.endClientSession(sessionId);
         if (control.type === 'roots-changed') return this.rootsChanged(sessionId);
       })
-      .catch((error) => {
+      .catch((error: unknown) => {
         this.options.log.warn(
           { sessionId, err: errorMessage(error) },
           'could not watch a client session for its end; its upstream sessions close when idle',

@@ -24,9 +24,9 @@ export interface Connection {
   /** The resolved `spec.headers` of a url server (secret values: never log them). */
   headers: ResolvedHeader[];
   /** HTTP 401 answers the connection got so far (always 0 for stdio). */
-  unauthorized(): number;
+  unauthorized: () => number;
   /** HTTP 404 answers to the connection's session so far: the server ended it (always 0 for stdio). */
-  sessionLost(): number;
+  sessionLost: () => number;
   /** `text` with this connection's secret values (resolved headers and env values) hidden: apply to every error message of its calls. */
   redact(text: string): string;
 }

@@ -49,9 +49,9 @@ export interface HttpConnection {
   /** The transport the server spoke. */
   transport: HttpTransportKind;
   /** How many HTTP 401 answers this connection got so far (its attempts included). */
-  unauthorized(): number;
+  unauthorized: () => number;
   /** How many times the server answered HTTP 404 to this connection's session (see {@link HttpAnswers.sessionLost}). */
-  sessionLost(): number;
+  sessionLost: () => number;
 }
 
 /**

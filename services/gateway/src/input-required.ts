@@ -93,7 +93,7 @@ export async function runWithInputRequired(
     notify: (method, params) => {
       bus
         .publish(subjects.callOut(channel.callId), { message: { jsonrpc: '2.0', method, params } })
-        .catch((error) =>
+        .catch((error: unknown) =>
           log.warn({ callId: channel.callId, method, err: errorMessage(error) }, 'could not forward a notification to the client'),
         );
     },
@@ -154,7 +154,7 @@ export async function runWithInputRequired(
 
   run(link).then(
     (value) => emit({ ok: true, value }),
-    (error) => emit({ ok: false, error }),
+    (error: unknown) => emit({ ok: false, error }),
   );
   return take(first);
 }

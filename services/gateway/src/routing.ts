@@ -128,7 +128,7 @@ export function createSessionRouting(deps: SessionRoutingDeps, relay: RequestHan
   const renew = async (session: LocalSession, key: string, revision: number, request: SessionRequest): Promise<void> => {
     if (Date.now() - session.renewedAt < deps.ttlMs / 4) return;
     session.renewedAt = Date.now();
-    await owners.update(key, ownerValue(request), revision).catch((error) => {
+    await owners.update(key, ownerValue(request), revision).catch((error: unknown) => {
       // Another replica wrote the entry since it was read: the next request re-reads it and moves.
       log.warn({ session: key, err: errorMessage(error) }, 'could not renew upstream session ownership');
     });

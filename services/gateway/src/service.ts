@@ -34,7 +34,7 @@ import { watchUpstreams } from './metrics.js';
 import { migrateGateway } from './migrations.js';
 import { DEFAULT_PENDING_LIMITS, PendingRequests, type PendingLimits } from './client-channel.js';
 import { ClientSessions } from './client-sessions.js';
-import { createAdminHandler, type CredentialsAdmin, type PinsAdmin, type ProbeResult } from './registry/admin.js';
+import { createAdminHandler, type ProbeResult } from './registry/admin.js';
 import { watchManagedServers } from './registry/managed-servers.js';
 import { ServedSet } from './registry/served-set.js';
 import { RegistrationStore } from './registry/store.js';
@@ -133,7 +133,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     };
     bus
       .publish(subjects.registryChanged, message, { [ORIGIN_HEADER]: instanceId })
-      .catch((error) => log.warn({ err: errorMessage(error) }, 'could not broadcast a registry change'));
+      .catch((error: unknown) => log.warn({ err: errorMessage(error) }, 'could not broadcast a registry change'));
   };
 
   const egress = options.egress ?? { allowPrivate: false, allowedNetworks: [] };
@@ -171,7 +171,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     const { namespace = 'default', name } = u.server.metadata;
     served
       .recordListing(namespace, name, u.catalog().tools, new Date().toISOString())
-      .catch((error) => log.warn({ server: u.key, err: errorMessage(error) }, 'could not store a tool listing'));
+      .catch((error: unknown) => log.warn({ server: u.key, err: errorMessage(error) }, 'could not store a tool listing'));
   };
 
   const create = (server: McpServer): Upstream => {
@@ -197,7 +197,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         log[level]({ server: u.key, state, ...(lastError && { lastError }) }, `server ${u.key} is ${state}`);
         announce(u.server, 'state', state);
         const { namespace = 'default', name } = u.server.metadata;
-        appendLedgerEvent(bus, stateChangedEvent(namespace, name, state, lastError)).catch((error) =>
+        appendLedgerEvent(bus, stateChangedEvent(namespace, name, state, lastError)).catch((error: unknown) =>
           log.warn({ server: u.key, err: errorMessage(error) }, 'could not record a server state change on the ledger'),
         );
       },
@@ -209,7 +209,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         const updated: ResourceUpdated = { tenant: u.server.metadata.namespace ?? 'default', server: u.server.metadata.name, uri };
         bus
           .publish(subjects.resourceUpdated, updated)
-          .catch((error) => log.warn({ server: u.key, uri, err: errorMessage(error) }, 'could not broadcast a resource update'));
+          .catch((error: unknown) => log.warn({ server: u.key, uri, err: errorMessage(error) }, 'could not broadcast a resource update'));
       },
     });
     upstreams.set(upstream.key, upstream);
@@ -254,9 +254,10 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   /** Lists a server again on its pooled connection and on this replica's `per-client` sessions of it. */
   const relist = async (tenant: string, name: string): Promise<void> => {
     const key = `${tenant}/${name}`;
+    const listed = [upstreams.get(key), ...sessions.ofServer(key)].filter((u) => u !== undefined);
     await Promise.all(
-      [upstreams.get(key), ...sessions.ofServer(key)].map((u) =>
-        u?.relist().catch((error) => log.warn({ server: key, err: errorMessage(error) }, 'could not list a server again')),
+      listed.map((u) =>
+        u.relist().catch((error: unknown) => log.warn({ server: key, err: errorMessage(error) }, 'could not list a server again')),
       ),
     );
   };
@@ -405,7 +406,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       const change: CredentialsChanged = { tenant, id };
       await bus
         .publish(subjects.credentialsChanged, change, { [ORIGIN_HEADER]: instanceId })
-        .catch((error) =>
+        .catch((error: unknown) =>
           log.error(
             { tenant, credential: id, err: errorMessage(error) },
             'could not tell the other gateway replicas that a credential changed; their connections resolve it again when they reconnect',

@@ -58,7 +58,9 @@ export function busSessionLink(
         .then((reply) => {
           if (!reply.stored) log.debug({ sessionId, reason: reply.reason }, 'upstream log message not stored for the client');
         })
-        .catch((error) => log.warn({ sessionId, err: errorMessage(error) }, 'could not forward an upstream log message to the client'));
+        .catch((error: unknown) =>
+          log.warn({ sessionId, err: errorMessage(error) }, 'could not forward an upstream log message to the client'),
+        );
     },
     listRoots: async (params) => {
       if (clientCapabilities['roots'] === undefined)

@@ -335,10 +335,7 @@ export class Upstream {
     const client = connection?.client;
     if (!client) throw new PunkError('ServerUnavailable', `server ${this.key} is unavailable (${this.stateValue})`);
     try {
-      return (await client.complete(params as Parameters<Client['complete']>[0], { timeout: this.callTimeoutMs })) as unknown as Record<
-        string,
-        unknown
-      >;
+      return await client.complete(params as Parameters<Client['complete']>[0], { timeout: this.callTimeoutMs });
     } catch (error) {
       throw new PunkError(
         'UpstreamError',
@@ -632,7 +629,7 @@ export class Upstream {
             throw new PunkError('UpstreamError', `server ${this.key} still asked for input after ${MAX_INPUT_ROUNDS} rounds`, {
               mcpCode: ProtocolErrorCode.InternalError,
             });
-          retry = await answerInputRequests(this.key, value as Record<string, unknown>, link);
+          retry = await answerInputRequests(this.key, value, link);
         }
       };
       const result = await Promise.race([rounds().then((value) => ({ value })), exited]);
@@ -781,7 +778,7 @@ export class Upstream {
     this.listings = listings;
     this.listed = true;
     for (const uri of this.subscribed) {
-      subscribeOn(client, uri, this.options.startTimeoutMs).catch((error) =>
+      subscribeOn(client, uri, this.options.startTimeoutMs).catch((error: unknown) =>
         this.options.log.warn(
           { server: this.key, uri, err: connection.redact(errorMessage(error)) },
           'could not renew a resource subscription after a restart',
@@ -906,7 +903,7 @@ export class Upstream {
     if (renew || connection.sessionLost() !== lost) {
       // The upstream refused the credentials (renewed once) or ended the session while listing: reconnect, as a
       // call would (the reconnect lists again); until then the previous listings stay served.
-      await this.reconnectAfter(connection, renew).catch((error) =>
+      await this.reconnectAfter(connection, renew).catch((error: unknown) =>
         this.options.log.warn(
           { server: this.key, err: this.hide(errorMessage(error)) },
           `reconnecting after the upstream ${renew ? 'refused its credentials' : 'ended its session'} while listing failed`,

@@ -70,11 +70,17 @@ function validPolicy(key: string, value: unknown, log: Logger, previous: boolean
   const parsed = mcpPolicySchema.safeParse(value);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
-    return refuse(issue.path.map(String).join('.') || '(entry)', issue.message);
+    refuse(issue.path.map(String).join('.') || '(entry)', issue.message);
+    return;
   }
   const { namespace, name } = parsed.data.metadata;
-  if (namespace === undefined) return refuse('metadata.namespace', 'is required: it names the tenant');
-  if (kvKey(namespace, name) !== key)
-    return refuse('metadata', `names ${namespace}/${name}, whose key is ${kvKey(namespace, name)}, not ${key}`);
+  if (namespace === undefined) {
+    refuse('metadata.namespace', 'is required: it names the tenant');
+    return;
+  }
+  if (kvKey(namespace, name) !== key) {
+    refuse('metadata', `names ${namespace}/${name}, whose key is ${kvKey(namespace, name)}, not ${key}`);
+    return;
+  }
   return parsed.data;
 }

@@ -163,5 +163,9 @@ export async function startGovernance(options: GovernanceOptions): Promise<Gover
     },
     { queue: queues.governance },
   );
-  return { stop: async () => void (await Promise.all([subscription.unsubscribe(), filtering.unsubscribe(), policies.stop()])) };
+  return {
+    stop: async () => {
+      await Promise.all([subscription.unsubscribe(), filtering.unsubscribe(), policies.stop()]);
+    },
+  };
 }

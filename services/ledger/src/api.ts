@@ -60,7 +60,7 @@ export function createLedgerRouter(store: LedgerStore, log: Logger): express.Rou
   });
 
   router.get('/runs/:id', async (req, res) => {
-    const runId = String(req.params.id);
+    const runId = req.params.id;
     const tenant = single(req, 'tenant');
     const found = await store.getRun(runId, tenant);
     if (found === 'ambiguous') {

@@ -134,7 +134,7 @@ export const configSchema = z.object({
   /** `PUNK_MCP_PATH`: path of the aggregated MCP endpoint (per-server endpoints stay `/servers/…/mcp`). */
   mcpPath: z
     .string()
-    .regex(/^\/[A-Za-z0-9._~\/-]*$/, 'must be an absolute URL path such as /mcp')
+    .regex(/^\/[A-Za-z0-9._~/-]*$/, 'must be an absolute URL path such as /mcp')
     .refine((path) => !isReservedPath(path), `must not be or lie under a path Punk serves itself: ${RESERVED_PATH_PREFIXES.join(', ')}`)
     .default('/mcp'),
   /** `PUNK_SERVER_NAME`: `serverInfo.name` the endpoint reports to clients. */

@@ -42,7 +42,7 @@ export async function openCallChannel(
   const subscription = await bus.subscribe(subject, (data) => {
     const { message } = parseMessage(callOutSchema, subject, data);
     chain = chain.then(() =>
-      ('id' in message ? sink.request(message) : sink.notify(message)).catch((error) =>
+      ('id' in message ? sink.request(message) : sink.notify(message)).catch((error: unknown) =>
         log.warn({ callId, method: message.method, err: errorMessage(error) }, 'could not write a message of a call to its client'),
       ),
     );

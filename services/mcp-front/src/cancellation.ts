@@ -33,7 +33,7 @@ export function sessionCallId(sessionId: string, requestId: string | number): st
 export async function cancelCall(bus: Bus, log: Logger, callId: string, reason: string): Promise<void> {
   await bus
     .publish(subjects.callCancel(callId), { reason })
-    .catch((error) => log.warn({ callId, err: errorMessage(error) }, 'could not cancel a call upstream'));
+    .catch((error: unknown) => log.warn({ callId, err: errorMessage(error) }, 'could not cancel a call upstream'));
 }
 
 /**

@@ -57,7 +57,7 @@ export async function startListChangedFanOut(deps: FanOutDeps): Promise<BusSubsc
     );
     await Promise.all(
       live.map((session) =>
-        notify(deps, session).catch((error) =>
+        notify(deps, session).catch((error: unknown) =>
           deps.log.warn({ sessionId: session.id, err: errorMessage(error) }, 'list_changed not stored for a session'),
         ),
       ),
@@ -70,7 +70,7 @@ export async function startListChangedFanOut(deps: FanOutDeps): Promise<BusSubsc
       if (change.tenant !== deps.tenant) return;
       changed.add(change.server);
       timer ??= setTimeout(
-        () => void flush().catch((error) => deps.log.warn({ err: errorMessage(error) }, 'list_changed not stored')),
+        () => void flush().catch((error: unknown) => deps.log.warn({ err: errorMessage(error) }, 'list_changed not stored')),
         LIST_CHANGED_COALESCE_MS,
       );
     },
@@ -123,7 +123,7 @@ export async function startResourceUpdatedFanOut(deps: FanOutDeps): Promise<BusS
               method: 'notifications/resources/updated',
               params: { uri: updated.uri },
             })
-            .catch((error) =>
+            .catch((error: unknown) =>
               deps.log.warn({ sessionId: session.id, err: errorMessage(error) }, 'resources/updated not stored for a session'),
             ),
         ),

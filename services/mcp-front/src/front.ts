@@ -331,7 +331,7 @@ function checkOptions(options: FrontOptions): void {
   for (const [tool, ms] of Object.entries(options.toolTimeouts ?? {})) positive(`toolTimeouts[${JSON.stringify(tool)}]`, ms);
   if (options.trustProxy !== undefined && !(Number.isInteger(options.trustProxy) && options.trustProxy >= 0))
     throw new RangeError(`mcp-front option trustProxy must be a non-negative integer, got ${options.trustProxy}`);
-  if (options.path !== undefined && !/^\/[A-Za-z0-9._~\/-]*$/.test(options.path))
+  if (options.path !== undefined && !/^\/[A-Za-z0-9._~/-]*$/.test(options.path))
     throw new RangeError(`mcp-front option path must be an absolute URL path such as /mcp, got ${JSON.stringify(options.path)}`);
   if (options.responseMode !== undefined && !['auto', 'json', 'always'].includes(options.responseMode))
     throw new RangeError(`mcp-front option responseMode must be auto, json or always, got ${JSON.stringify(options.responseMode)}`);

@@ -115,7 +115,7 @@ export class GetStreams {
     if (!post) {
       const current = await sessions
         .update(session.id, (state) => ({ ...state, stream: stream.position.streamId }))
-        .catch((error) => {
+        .catch((error: unknown) => {
           this.deps.log.warn({ sessionId: session.id, err: errorMessage(error) }, 'could not record the GET stream of a session');
           return undefined;
         });

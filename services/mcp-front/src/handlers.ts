@@ -24,7 +24,6 @@ import {
   type ServerContext,
   type GetPromptResult,
   type Implementation,
-  type Prompt,
   type ReadResourceResult,
   type Resource,
   type ResourceTemplateType,
@@ -262,7 +261,7 @@ export async function buildMcpServer(
         name,
         ctx,
       );
-      if (isInputRequiredResult(result)) return result as unknown as CallToolResult;
+      if (isInputRequiredResult(result)) return result;
       const outputSchema = route.tool['outputSchema'] as Record<string, unknown> | undefined;
       const output = deps.validator.checkOutput(name, outputSchema, result as Record<string, unknown>);
       // MCP 2025-11-25 server/tools "Output Schema": a result that breaks the schema is not passed on as valid.
@@ -336,7 +335,7 @@ export async function buildMcpServer(
         request.params?.cursor,
       );
       return {
-        prompts: page.items.map(([name, route]) => ({ ...route.prompt, name }) as Prompt),
+        prompts: page.items.map(([name, route]) => ({ ...route.prompt, name })),
         ...(page.nextCursor && { nextCursor: page.nextCursor }),
       };
     });
@@ -424,7 +423,7 @@ async function setUpstreamLogLevels(deps: ServerDeps, view: CatalogView, session
           level,
         },
         deps.callTimeoutMs,
-      ).catch((error) =>
+      ).catch((error: unknown) =>
         deps.log.warn({ server: s.name, sessionId: session.id, err: errorMessage(error) }, 'logging/setLevel not applied upstream'),
       ),
     ),

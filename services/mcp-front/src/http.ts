@@ -112,7 +112,9 @@ export function createRouter(deps: HttpDeps): Router {
         cors(req, res, () => res.writeHead(204).end());
         return;
       }
-      await new Promise<void>((resolve, reject) => cors(req, res, (error) => (error ? reject(error) : resolve())));
+      await new Promise<void>((resolve, reject) =>
+        cors(req, res, (error: unknown) => (error ? reject(error instanceof Error ? error : new Error(JSON.stringify(error))) : resolve())),
+      );
       if (!(ALLOWED_METHODS as readonly string[]).includes(req.method)) {
         sendJsonRpcError(res, 405, -32000, `Method ${req.method} not allowed on an MCP endpoint; use ${ALLOWED_METHODS.join(', ')}`, {
           Allow: ALLOWED_METHODS.join(', '),
@@ -175,7 +177,7 @@ export function createRouter(deps: HttpDeps): Router {
         sendJsonRpcError(res, check.status, -32000, check.message);
         return;
       }
-      const message = req.method === 'POST' ? req.body : undefined;
+      const message: unknown = req.method === 'POST' ? req.body : undefined;
       await traceMcpRequest(req, res, message, principal.tenant, () => deps.endpoints.handle(scope, req, res, message, principal));
     } catch (error) {
       next(error);
@@ -340,11 +342,11 @@ function mediaRangesOf(accept: string | undefined): Set<string> {
 /** Sets `Cache-Control: no-store` now and again whenever a handler writes the head itself. */
 function noStore(_req: IncomingMessage, res: ServerResponse, next: () => void): void {
   res.setHeader('Cache-Control', 'no-store');
-  const writeHead = res.writeHead;
+  const writeHead = res.writeHead.bind(res);
   res.writeHead = function (this: ServerResponse, ...args: unknown[]) {
     for (const arg of args) replaceCacheControl(arg);
     return (writeHead as (...a: unknown[]) => ServerResponse).apply(this, args);
-  } as ServerResponse['writeHead'];
+  };
   next();
 }
 

@@ -55,11 +55,12 @@ export async function subscribeListened(deps: ListenSubscriptionDeps, scope: Sco
           deps.log.debug({ uri }, 'subscriptions/listen names a resource no server of the endpoint owns');
           return;
         }
-        await requestGateway(deps.bus, { method: 'resources/subscribe', tenant: deps.tenant, server, uri }, deps.timeoutMs).catch((error) =>
-          deps.log.warn(
-            { server, uri, err: errorMessage(error) },
-            'could not subscribe an upstream to a resource a listen stream asked for',
-          ),
+        await requestGateway(deps.bus, { method: 'resources/subscribe', tenant: deps.tenant, server, uri }, deps.timeoutMs).catch(
+          (error: unknown) =>
+            deps.log.warn(
+              { server, uri, err: errorMessage(error) },
+              'could not subscribe an upstream to a resource a listen stream asked for',
+            ),
         );
       }),
     );

@@ -155,7 +155,7 @@ interface Pending {
 
 function versionLabel(version: unknown): string {
   if (version === undefined || version === null || version === '') return '';
-  return SUPPORTED_VERSIONS.includes(String(version)) ? String(version) : OTHER;
+  return typeof version === 'string' && SUPPORTED_VERSIONS.includes(version) ? version : OTHER;
 }
 
 /**

@@ -82,7 +82,7 @@ export class PostStreamEvents implements EventStore {
       this.streamIds.set(streamId, minted);
     }
     try {
-      const position = await this.events.append(this.sessionId, minted, message as Record<string, unknown>);
+      const position = await this.events.append(this.sessionId, minted, message);
       this.started = true;
       return eventId(position);
     } catch (error) {

@@ -231,10 +231,19 @@ export function registryRouter(options: RegistryApiOptions): Router {
 
   router.use(['/mcp/servers', '/credentials'], (error: unknown, _req: Request, res: Response, _next: NextFunction) => {
     const type = (error as { type?: unknown })?.type;
-    if (type === 'entity.parse.failed') return fail(res, 400, 'InvalidRequest', 'body: not valid JSON');
-    if (type === 'entity.too.large') return fail(res, 413, 'PayloadTooLarge', `the body is larger than ${options.maxBodyBytes} bytes`);
+    if (type === 'entity.parse.failed') {
+      fail(res, 400, 'InvalidRequest', 'body: not valid JSON');
+      return;
+    }
+    if (type === 'entity.too.large') {
+      fail(res, 413, 'PayloadTooLarge', `the body is larger than ${options.maxBodyBytes} bytes`);
+      return;
+    }
     const refusal = bodyRefusal(error);
-    if (refusal) return fail(res, refusal.status, refusal.code, refusal.message);
+    if (refusal) {
+      fail(res, refusal.status, refusal.code, refusal.message);
+      return;
+    }
     const status = statusOf(error);
     if (status >= 500) options.log.warn({ err: errorMessage(error) }, 'registry API request failed');
     fail(

@@ -125,7 +125,7 @@ export class SessionStore {
   renew(session: StoredSession): void {
     if (Date.now() - Date.parse(session.state.renewedAt) < this.ttlMs / 4) return;
     const next = { ...session.state, renewedAt: new Date().toISOString() };
-    this.kv.update(session.id, next, session.revision).catch((error) => {
+    this.kv.update(session.id, next, session.revision).catch((error: unknown) => {
       if (!(error instanceof PunkError && error.code === 'KvConflict'))
         this.log.warn({ sessionId: session.id, err: errorMessage(error) }, 'could not renew a session');
     });

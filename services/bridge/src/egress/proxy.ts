@@ -159,16 +159,15 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Run
   const tunnel = async (req: IncomingMessage, client: Duplex, head: Buffer): Promise<void> => {
     const target = /^(\[[0-9a-fA-F:.]+\]|[^:[\]]+):(\d{1,5})$/.exec(req.url ?? '');
     if (!target || Number(target[2]) < 1 || Number(target[2]) > 65535) {
-      return rawResponse(
-        client,
-        400,
-        'Bad Request',
-        `CONNECT needs a host:port target (RFC 9110 §9.3.6), got ${JSON.stringify(req.url)}\n`,
-      );
+      rawResponse(client, 400, 'Bad Request', `CONNECT needs a host:port target (RFC 9110 §9.3.6), got ${JSON.stringify(req.url)}\n`);
+      return;
     }
     const port = Number(target[2]);
     const decided = await decide('CONNECT', target[1]!, port);
-    if (decided instanceof Refusal) return rawResponse(client, decided.status, decided.reason, decided.body);
+    if (decided instanceof Refusal) {
+      rawResponse(client, decided.status, decided.reason, decided.body);
+      return;
+    }
     const upstream = connect({ host: decided.address, port });
     upstreams.add(upstream);
     const connectTimer = setTimeout(() => {
@@ -267,19 +266,20 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Run
     if (clients.size >= options.maxConnections) {
       refusedSockets.add(socket);
       log.warn({ maxConnections: options.maxConnections, remote: socket.remoteAddress }, 'refused a connection: at the connection limit');
-      return rawResponse(
+      rawResponse(
         socket,
         503,
         'Service Unavailable',
         `the egress proxy is at its limit of ${options.maxConnections} connections (--max-connections); retry later\n`,
       );
+      return;
     }
     clients.add(socket);
     socket.on('close', () => clients.delete(socket));
   });
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     if (refusedSockets.has(req.socket)) return void res.destroy();
-    forward(req, res).catch((error) => {
+    forward(req, res).catch((error: unknown) => {
       log.error({ err: (error as Error).message }, 'proxying failed');
       res.destroy();
     });
@@ -287,7 +287,7 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Run
   server.on('connect', (req: IncomingMessage, client: Duplex, head: Buffer) => {
     if (refusedSockets.has(req.socket)) return void client.destroy();
     (client as Socket).setTimeout(options.idleTimeoutMs, () => client.destroy());
-    tunnel(req, client, head).catch((error) => {
+    tunnel(req, client, head).catch((error: unknown) => {
       log.error({ err: (error as Error).message }, 'tunnel failed');
       client.destroy();
     });

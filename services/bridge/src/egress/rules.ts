@@ -92,6 +92,7 @@ export function parseRequestHost(raw: string): RequestHost {
   if (!/^[\x21-\x7e]+$/.test(raw))
     throw new RequestHostError(
       raw,
+      // eslint-disable-next-line no-control-regex -- the range is every ASCII character
       /[^\x00-\x7f]/.test(raw)
         ? 'not ASCII: send an internationalized name in its A-label (xn--) form'
         : 'empty, or has spaces or control characters',

@@ -69,7 +69,7 @@ async function readBody(req: IncomingMessage): Promise<string | undefined> {
 }
 
 function idOf(body: unknown): unknown {
-  return body !== null && typeof body === 'object' && 'id' in body ? (body as { id: unknown }).id : null;
+  return body !== null && typeof body === 'object' && 'id' in body ? body.id : null;
 }
 
 /**
@@ -98,7 +98,8 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
     if (sessions.size + starting >= options.maxSessions) {
       log.warn({ sessions: sessions.size, maxSessions: options.maxSessions }, 'refused a new session: at the session limit');
       const message = `the bridge already serves its limit of ${options.maxSessions} sessions (--max-sessions), one MCP server process each; end a session (HTTP DELETE) or retry later`;
-      return jsonRpcError(res, 503, -32000, message, idOf(body), { 'retry-after': '5' });
+      jsonRpcError(res, 503, -32000, message, idOf(body), { 'retry-after': '5' });
+      return;
     }
     starting++;
     let registered = false;
@@ -126,7 +127,8 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
     } catch (error) {
       starting--;
       log.error({ err: (error as Error).message }, 'could not start the MCP server process');
-      return jsonRpcError(res, 502, -32603, (error as Error).message, idOf(body));
+      jsonRpcError(res, 502, -32603, (error as Error).message, idOf(body));
+      return;
     }
     try {
       await session.http.handleRequest(req, res, body);
@@ -139,41 +141,51 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
   };
 
   const mcp = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    if (stopping) return jsonRpcError(res, 503, -32000, 'the bridge is shutting down', null, { connection: 'close' });
+    if (stopping) {
+      jsonRpcError(res, 503, -32000, 'the bridge is shutting down', null, { connection: 'close' });
+      return;
+    }
     const sessionId = req.headers['mcp-session-id'];
     if (typeof sessionId === 'string') {
       const session = sessions.get(sessionId);
       // MCP 2025-11-25 basic/transports: an unknown or ended session is 404, and the client starts a new one.
-      if (!session)
-        return jsonRpcError(
+      if (!session) {
+        jsonRpcError(
           res,
           404,
           -32001,
           `Session not found: ${sessionId} does not exist or has ended; send initialize to start a new session`,
         );
+        return;
+      }
       session.touch();
       return session.http.handleRequest(req, res);
     }
     if (req.method !== 'POST') {
-      return jsonRpcError(
+      jsonRpcError(
         res,
         400,
         -32000,
         `Bad Request: ${req.method} needs the Mcp-Session-Id header of a session; a session starts with an initialize POST`,
       );
+      return;
     }
     const text = await readBody(req);
-    if (text === undefined) return jsonRpcError(res, 413, -32000, `Payload Too Large: the request body exceeds ${MAX_BODY_BYTES} bytes`);
+    if (text === undefined) {
+      jsonRpcError(res, 413, -32000, `Payload Too Large: the request body exceeds ${MAX_BODY_BYTES} bytes`);
+      return;
+    }
     let body: unknown;
     try {
       body = JSON.parse(text);
     } catch {
-      return jsonRpcError(res, 400, -32700, 'Parse error: the request body is not JSON');
+      jsonRpcError(res, 400, -32700, 'Parse error: the request body is not JSON');
+      return;
     }
     const method = body !== null && typeof body === 'object' && !Array.isArray(body) ? (body as { method?: unknown }).method : undefined;
     if (method === 'initialize') return newSession(req, res, body);
     // Also the answer to a 2026-07-28 stateless request: not a modern error, so a dual-era client falls back to initialize.
-    return jsonRpcError(
+    jsonRpcError(
       res,
       400,
       -32000,
@@ -184,15 +196,21 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
 
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
-    if (path === '/healthz') return json(res, 200, { status: 'ok' });
+    if (path === '/healthz') {
+      json(res, 200, { status: 'ok' });
+      return;
+    }
     if (path === '/readyz') {
       void ready().then((reason) =>
         reason === undefined ? json(res, 200, { status: 'ready' }) : json(res, 503, { status: 'not-ready', reason }),
       );
       return;
     }
-    if (path !== options.path) return json(res, 404, { error: `no route for ${path}: the MCP endpoint is ${options.path}` });
-    mcp(req, res).catch((error) => {
+    if (path !== options.path) {
+      json(res, 404, { error: `no route for ${path}: the MCP endpoint is ${options.path}` });
+      return;
+    }
+    mcp(req, res).catch((error: unknown) => {
       log.error({ err: (error as Error).message }, 'request failed');
       jsonRpcError(res, 500, -32603, `Internal error: ${(error as Error).message}`);
     });

@@ -145,7 +145,7 @@ export class BridgeSession {
     } else if (isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message)) {
       this.awaitingClient.delete(message.id as RequestId);
     }
-    this.child.send(message).catch((error) => {
+    this.child.send(message).catch((error: unknown) => {
       this.options.log.warn({ session: this.id, err: (error as Error).message }, 'could not write to the MCP server process');
       if (isJSONRPCRequest(message))
         this.answer(message.id, `the MCP server process did not take the request: ${(error as Error).message}`);
@@ -203,7 +203,7 @@ export class BridgeSession {
   }
 
   private toClient(message: JSONRPCMessage, relatedRequestId?: RequestId): void {
-    this.http.send(message, relatedRequestId === undefined ? undefined : { relatedRequestId }).catch((error) => {
+    this.http.send(message, relatedRequestId === undefined ? undefined : { relatedRequestId }).catch((error: unknown) => {
       this.options.log.debug(
         { session: this.id, err: (error as Error).message },
         'a message of the MCP server could not be delivered to the client',

@@ -229,15 +229,18 @@ function tunnel(proxy: BridgeProcess, target: string): Promise<{ status: number;
   return new Promise((resolve, reject) => {
     const req = request({ host: hostname, port, method: 'CONNECT', path: target, agent: false });
     req.on('connect', (res, socket: Socket, head: Buffer) => {
-      if (res.statusCode === 200) return resolve({ status: 200, socket, body: '' });
+      if (res.statusCode === 200) {
+        resolve({ status: 200, socket, body: '' });
+        return;
+      }
       let body = head.toString('utf8');
-      socket.setEncoding('utf8').on('data', (chunk) => (body += chunk));
+      socket.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
       socket.on('close', () => resolve({ status: res.statusCode!, socket, body }));
     });
     req.on('response', (res) => {
       let body = '';
       res.setEncoding('utf8').on('data', (chunk) => (body += chunk));
-      res.on('end', () => resolve({ status: res.statusCode!, socket: res.socket as Socket, body }));
+      res.on('end', () => resolve({ status: res.statusCode!, socket: res.socket, body }));
     });
     req.on('error', reject);
     req.end();
@@ -280,7 +283,10 @@ describe('punk-bridge egress-proxy', () => {
   });
   after(async () => {
     for (const p of processes) if (p.child.exitCode === null) await p.stop();
-    for (const server of [http, other, https]) (server?.closeAllConnections(), server?.close());
+    for (const server of [http, other, https]) {
+      server?.closeAllConnections();
+      server?.close();
+    }
     tls?.dispose();
   });
 

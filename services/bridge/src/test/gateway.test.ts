@@ -23,7 +23,7 @@ async function upstreamThrough(
   options: Partial<UpstreamOptions> = {},
 ): Promise<{ upstream: Upstream; log: string[]; close(): Promise<void> }> {
   const log: string[] = [];
-  const sink = new Writable({ write: (chunk, _encoding, done) => void (log.push(String(chunk)), done()) });
+  const sink = new Writable({ write: (chunk, _encoding, done) => (log.push(String(chunk)), done()) });
   const workDir = await mkdtemp(join(tmpdir(), 'punk-bridge-gateway-'));
   const server: McpServer = {
     apiVersion: API_VERSION,

@@ -56,7 +56,7 @@ export async function runPunkBridge(
   const logs: Record<string, unknown>[] = [];
   const waiters: { match: (line: Record<string, unknown>) => boolean; resolve: (line: Record<string, unknown>) => void }[] = [];
   const exited = new Promise<Exit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  createInterface({ input: child.stderr! }).on('line', (text) => {
+  createInterface({ input: child.stderr }).on('line', (text) => {
     let line: Record<string, unknown>;
     try {
       line = JSON.parse(text) as Record<string, unknown>;
@@ -64,12 +64,19 @@ export async function runPunkBridge(
       line = { msg: text, unparsed: true };
     }
     logs.push(line);
-    for (const waiter of [...waiters]) if (waiter.match(line)) (waiters.splice(waiters.indexOf(waiter), 1), waiter.resolve(line));
+    for (const waiter of [...waiters])
+      if (waiter.match(line)) {
+        waiters.splice(waiters.indexOf(waiter), 1);
+        waiter.resolve(line);
+      }
   });
   const waitForLog = (match: (line: Record<string, unknown>) => boolean) =>
     new Promise<Record<string, unknown>>((resolve) => {
       const seen = logs.find(match);
-      if (seen) return resolve(seen);
+      if (seen) {
+        resolve(seen);
+        return;
+      }
       waiters.push({ match, resolve });
     });
   const listening = await Promise.race([waitForLog((line) => line.msg === ready), exited]);
@@ -111,8 +118,8 @@ export async function runToExit(args: string[], program: string[] = NODE_BRIDGE)
   const child = spawn(program[0]!, [...program.slice(1), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
-  child.stdout!.on('data', (chunk) => (stdout += chunk));
-  child.stderr!.on('data', (chunk) => (stderr += chunk));
+  child.stdout.on('data', (chunk) => (stdout += chunk));
+  child.stderr.on('data', (chunk) => (stderr += chunk));
   const exit = await new Promise<Exit>((resolve) => child.once('close', (code, signal) => resolve({ code, signal })));
   return { ...exit, stdout, stderr };
 }

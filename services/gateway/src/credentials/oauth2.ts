@@ -143,7 +143,7 @@ export async function refreshAccessToken(request: RefreshRequest): Promise<Token
   }
   if (fields.token_type !== undefined && (typeof fields.token_type !== 'string' || fields.token_type.toLowerCase() !== 'bearer')) {
     throw new TokenEndpointError(
-      `the token endpoint ${where} issued a token of type ${String(fields.token_type).slice(0, 40)}, not Bearer`,
+      `the token endpoint ${where} issued a token of type ${JSON.stringify(fields.token_type).slice(0, 40)}, not Bearer`,
     );
   }
   const expiresIn = typeof fields.expires_in === 'string' ? Number(fields.expires_in) : fields.expires_in;

@@ -66,7 +66,8 @@ function rowOf(row: SqlRow): CredentialRow {
     refreshError: row.refresh_error,
     source: row.source,
     sourceChecksum: row.source_checksum,
-    version: String(row.version),
+    // PGlite reads int8 as a bigint, pg as a string.
+    version: String(row.version as unknown),
     createdAt: row.created_at,
     updatedAt: row.updated_at,
     createdBy: row.created_by,

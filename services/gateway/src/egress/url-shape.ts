@@ -54,6 +54,7 @@ export function egressRefused(url: string | URL, reason: string, details: Record
  */
 export function checkUrlShape(url: string | URL): URL {
   const text = String(url);
+  // eslint-disable-next-line no-control-regex -- control characters are what this refuses
   if (/[\u0000-\u0020\u007f\\]/.test(text))
     throw egressRefused(text, 'it contains whitespace, a control character or a backslash, which URL parsers read differently');
   let parsed: URL;

@@ -164,7 +164,7 @@ export class ToolPinning {
       } catch (error) {
         await this.store
           .restore(pin)
-          .catch((undo) =>
+          .catch((undo: unknown) =>
             this.options.log.error(
               { tenant, server, tool, err: errorMessage(undo) },
               'could not undo an acceptance whose ledger event failed',

@@ -24,7 +24,7 @@ export interface ManagedServersOptions {
    * Called with every valid server of the bucket: once when the watch has read the bucket, then after each change
    * (a put, an update, a delete), one call at a time.
    */
-  onChange(servers: McpServer[]): Promise<void>;
+  onChange: (servers: McpServer[]) => Promise<void>;
 }
 
 /**
@@ -55,13 +55,21 @@ function validServer(key: string, value: unknown, log: Logger): McpServer | unde
     return undefined;
   };
   const entry = managedServerSchema.safeParse(value);
-  if (!entry.success) return refuse(...firstIssue(entry.error));
+  if (!entry.success) {
+    refuse(...firstIssue(entry.error));
+    return;
+  }
   const parsed = mcpServerSchema.safeParse(entry.data.server);
-  if (!parsed.success) return refuse(...firstIssue(parsed.error, 'server'));
+  if (!parsed.success) {
+    refuse(...firstIssue(parsed.error, 'server'));
+    return;
+  }
   const server = parsed.data;
   const { namespace = 'default', name } = server.metadata;
-  if (kvKey(namespace, name) !== key)
-    return refuse('server.metadata', `names ${namespace}/${name}, whose key is ${kvKey(namespace, name)}, not ${key}`);
+  if (kvKey(namespace, name) !== key) {
+    refuse('server.metadata', `names ${namespace}/${name}, whose key is ${kvKey(namespace, name)}, not ${key}`);
+    return;
+  }
   return server;
 }
 

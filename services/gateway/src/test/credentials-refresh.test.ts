@@ -304,7 +304,7 @@ test('two gateway replicas on separate pools refresh one credential at once: one
   assert.equal(confidential.requests.length, beforeRevoked + 1);
   for (const outcome of outcomes) {
     assert.equal(outcome.status, 'rejected');
-    const reason = (outcome as PromiseRejectedResult).reason as { code: string; message: string };
+    const reason = outcome.reason as { code: string; message: string };
     assert.equal(reason.code, 'CredentialRefreshFailed');
     assert.match(reason.message, /answered HTTP 400 invalid_grant/);
     outputs.push(reason);

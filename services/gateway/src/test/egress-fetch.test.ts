@@ -219,7 +219,7 @@ test('redirects: followed within the bound, credentials kept on the origin and d
 
   const stream = new ReadableStream({ start: (controller) => (controller.enqueue(new TextEncoder().encode('{}')), controller.close()) });
   await assert.rejects(
-    fetchGuarded(`${base}/same`, { method: 'POST', body: stream, duplex: 'half' } as RequestInit),
+    fetchGuarded(`${base}/same`, { method: 'POST', body: stream, duplex: 'half' }),
     (error: unknown) => error instanceof PunkError && /streamed body cannot be sent again/.test(error.message),
   );
 });
@@ -227,7 +227,10 @@ test('redirects: followed within the bound, credentials kept on the origin and d
 test('a streamed response (SSE) arrives event by event, through a redirect', async (t) => {
   let sendRest: () => void = () => {};
   const server = await listen('127.0.0.2', (request, response) => {
-    if (request.url === '/sse-moved') return redirectTo(response, '/sse');
+    if (request.url === '/sse-moved') {
+      redirectTo(response, '/sse');
+      return;
+    }
     if (request.url === '/next') {
       sendRest();
       return response.end();

@@ -73,7 +73,11 @@ export async function descendantPids(root = process.pid): Promise<number[]> {
   }
   const found: number[] = [];
   const walk = (pid: number) => {
-    for (const [child, parent] of parents) if (parent === pid) (found.push(child), walk(child));
+    for (const [child, parent] of parents)
+      if (parent === pid) {
+        found.push(child);
+        walk(child);
+      }
   };
   walk(root);
   return found;

@@ -23,9 +23,7 @@ import {
   requestGateway,
   streams,
   subjects,
-  type GatewayRequest,
   type KvStore,
-  type McpServer,
   type Principal,
 } from '@punk/lib';
 import { destinationPolicyOf, startGateway, type Gateway } from '../index.js';
@@ -46,10 +44,10 @@ describe('servers from bucket PUNK_MCP_SERVERS', () => {
   const logs: string[] = [];
   const log = pino({ level: 'info' }, new Writable({ write: (chunk, _encoding, done) => (logs.push(String(chunk)), done()) }));
   let nats: PrivateNats;
-  let buses: NatsBus[] = [];
+  const buses: NatsBus[] = [];
   let database: ScratchDb;
   let governance: GovernanceService;
-  let gateways: Gateway[] = [];
+  const gateways: Gateway[] = [];
   let workDir: string;
   let kv: KvStore;
 
@@ -82,7 +80,7 @@ describe('servers from bucket PUNK_MCP_SERVERS', () => {
         runId: `run-${randomUUID()}`,
         name,
         arguments: {},
-      } as GatewayRequest,
+      },
       30_000,
     ) as Promise<{
       content: { text: string }[];
@@ -126,11 +124,11 @@ describe('servers from bucket PUNK_MCP_SERVERS', () => {
   it('serves a put entry: its tools are listed and called through the gateway, read-only in the registry API', async () => {
     await put('counter', counter(tenant, 'counter'), 1);
     await waitFor(() => served(gateways[0]!, 'counter'), 20_000, 'counter served');
-    const listing = (await requestGateway(buses[0]!, { method: 'catalog/list', tenant } as GatewayRequest, 10_000)) as {
+    const listing = (await requestGateway(buses[0]!, { method: 'catalog/list', tenant }, 10_000)) as {
       servers: { name: string; tools: { name: string }[] }[];
     };
     const tools = listing.servers.find((s) => s.name === 'counter')?.tools.map((t) => t.name);
-    assert.ok(tools?.includes('count'), `tools of counter: ${tools}`);
+    assert.ok(tools?.includes('count'), `tools of counter: ${String(tools)}`);
     assert.match((await call('counter', 'count')).content[0]!.text, /^calls=1 /);
     const { servers } = await admin$({ op: 'servers.list' });
     assert.equal(servers.find((s: { name: string }) => s.name === 'counter')?.managed, true);

@@ -21,7 +21,6 @@ import {
   requestGateway,
   streams,
   subjects,
-  type GatewayRequest,
   type LedgerEvent,
 } from '@punk/lib';
 import { createScratchDatabase } from '../../../lib/dist/test/pgtest.js';
@@ -103,7 +102,7 @@ test('policy approval: calls to a changed tool fail closed with the accept route
         server: 'files',
         name: 'read_file',
         arguments: { path: '/etc/hostname' },
-      } as GatewayRequest,
+      },
       20_000,
     )) as { content: { text: string }[]; isError?: boolean };
 

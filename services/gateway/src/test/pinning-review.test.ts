@@ -77,7 +77,10 @@ async function watch(url: string, era: '2025-11-25' | '2026-07-28'): Promise<Wat
   const onChanged = (error: Error | null, tools: unknown[] | null) => {
     // A refresh still in flight when the client closes fails; nobody waits for it any more.
     if (closed || !waiting) return;
-    if (error) return waiting.reject(error);
+    if (error) {
+      waiting.reject(error);
+      return;
+    }
     if (!waiting.wanted(tools as McpItem[])) return;
     waiting.resolve(tools as McpItem[]);
     waiting = undefined;
@@ -90,7 +93,7 @@ async function watch(url: string, era: '2025-11-25' | '2026-07-28'): Promise<Wat
   await client.connect(new StreamableHTTPClientTransport(new URL(url)));
   assert.equal(client.getProtocolEra(), era === '2026-07-28' ? 'modern' : 'legacy');
   return {
-    list: async () => (await client.listTools(undefined, { cacheMode: 'refresh' })).tools as McpItem[],
+    list: async () => (await client.listTools(undefined, { cacheMode: 'refresh' })).tools,
     nextChange: (wanted) => new Promise((resolve, reject) => (waiting = { wanted, resolve, reject })),
     close: async () => {
       closed = true;
@@ -120,7 +123,7 @@ async function scenario(
 
 /** Changes a tool on the server and answers the listing the client makes when told, once it shows the change. */
 async function change(upstream: MutableToolsServer, watcher: Watcher, tool: MutableTool): Promise<McpItem[]> {
-  const fingerprint = toolFingerprint(tool as McpItem);
+  const fingerprint = toolFingerprint(tool);
   const changed = watcher.nextChange((tools) =>
     tools.some((listed) => listed.name === tool.name && toolFingerprint(listed) === fingerprint),
   );

@@ -18,7 +18,6 @@ import {
   PunkError,
   requestGateway,
   subjects,
-  type GatewayAdminRequest,
   type McpServer,
   type Principal,
 } from '@punk/lib';
@@ -44,9 +43,13 @@ async function startWorld(options: { allowStdioRegistrations?: boolean; managed?
     ...h,
     admin,
     request: (request) =>
-      h.bus.request(subjects.gatewayAdmin, { tenant: h.tenant, principal: admin, ...request } as GatewayAdminRequest, {
-        timeoutMs: 45_000,
-      }) as Promise<any>,
+      h.bus.request(
+        subjects.gatewayAdmin,
+        { tenant: h.tenant, principal: admin, ...request },
+        {
+          timeoutMs: 45_000,
+        },
+      ) as Promise<any>,
   };
 }
 
@@ -62,7 +65,7 @@ async function startEverythingHttp(mode: 'streamableHttp' | 'sse' = 'streamableH
       const socket = connect(port, '127.0.0.1', () => (socket.destroy(), resolve(true)));
       socket.once('error', () => resolve(false));
     });
-  await waitFor(listening, 20_000, `server-everything ${mode} listening`).catch((error) => {
+  await waitFor(listening, 20_000, `server-everything ${mode} listening`).catch((error: unknown) => {
     child.kill();
     throw error;
   });
@@ -349,12 +352,12 @@ describe('the registry of http servers', () => {
     const asOther = (request: Record<string, unknown>) =>
       world.bus.request(
         subjects.gatewayAdmin,
-        { tenant: other, principal: { ...world.admin, tenant: other }, ...request } as GatewayAdminRequest,
+        { tenant: other, principal: { ...world.admin, tenant: other }, ...request },
         { timeoutMs: 10_000 },
       );
     await rejects(asOther({ op: 'servers.get', id: 'twice' }), 'ServerNotFound', /tenant other-tenant has no server named twice/);
     await rejects(asOther({ op: 'servers.delete', id: 'twice' }), 'ServerNotFound', /no server named twice/);
-    assert.deepEqual((await asOther({ op: 'servers.list' })) as unknown, { servers: [] });
+    assert.deepEqual(await asOther({ op: 'servers.list' }), { servers: [] });
     await rejects(world.request({ op: 'servers.list', tenant: '' }), 'InvalidMessage', /tenant/);
     await world.request({ op: 'servers.delete', id: 'twice' });
   });

@@ -22,7 +22,7 @@ export interface UpstreamUnderTest {
 /** Builds and starts an upstream for `server`; `close` stops it and removes its working directory. */
 export async function startUpstream(server: McpServer, options: Partial<UpstreamOptions> = {}): Promise<UpstreamUnderTest> {
   const lines: string[] = [];
-  const sink = new Writable({ write: (chunk, _encoding, done) => void (lines.push(String(chunk)), done()) });
+  const sink = new Writable({ write: (chunk, _encoding, done) => (lines.push(String(chunk)), done()) });
   const log = pino({ level: 'debug' }, sink);
   const workDir = await mkdtemp(join(tmpdir(), 'punk-upstream-'));
   const under: UpstreamUnderTest = {

@@ -2,10 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { createLogger, openDatabase, type Database, type LedgerEvent, type LedgerEventType } from '@punk/lib';
 import { createScratchDatabase } from './pgtest.js';
 
-export const log = createLogger(
-  'ledger-test',
-  process.env.PUNK_TEST_LOG_LEVEL === undefined ? 'silent' : (process.env.PUNK_TEST_LOG_LEVEL as 'debug'),
-);
+export const log = createLogger('ledger-test', process.env.PUNK_TEST_LOG_LEVEL === undefined ? 'silent' : process.env.PUNK_TEST_LOG_LEVEL);
 
 /** A database backend the ledger must behave the same on. */
 export interface Backend {

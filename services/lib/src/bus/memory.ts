@@ -110,7 +110,7 @@ export class MemoryBus implements Bus {
     const reply = (async () => {
       try {
         const result = await runInHeaderContext(info.headers, () => responder.handler(JSON.parse(payload), info));
-        return { ok: true as const, body: result === undefined ? null : JSON.parse(encode(result)) };
+        return { ok: true as const, body: result === undefined ? null : (JSON.parse(encode(result)) as unknown) };
       } catch (error) {
         if (error instanceof PunkError) {
           return { ok: false as const, code: error.code, message: error.message, details: error.details };
@@ -150,7 +150,7 @@ export class MemoryBus implements Bus {
       queueMicrotask(() => {
         Promise.resolve()
           .then(() => runInHeaderContext(headers, () => subscriber.handler(JSON.parse(payload), { subject, headers: { ...headers } })))
-          .catch((error) => this.log?.error({ err: error, subject }, 'bus subscriber failed'));
+          .catch((error: unknown) => this.log?.error({ err: error, subject }, 'bus subscriber failed'));
       });
     }
   }
@@ -224,7 +224,7 @@ export class MemoryBus implements Bus {
             seq: m.seq,
             subject: m.subject,
             msgId: m.msgId,
-            data: JSON.parse(m.payload),
+            data: JSON.parse(m.payload) as unknown,
             headers: { ...m.headers },
             deliveryCount: count,
           };
@@ -286,7 +286,7 @@ export class MemoryBus implements Bus {
         seq: m.seq,
         subject: m.subject,
         msgId: m.msgId,
-        data: JSON.parse(m.payload),
+        data: JSON.parse(m.payload) as unknown,
         headers: { ...m.headers },
         deliveryCount: 1,
       }));
@@ -459,7 +459,10 @@ class MemoryKv implements KvStore {
         this.expiryTimers.delete(key);
         if (this.entries.get(key) !== entry) return;
         // Timers run on a monotonic clock and may fire a moment before Date.now() reaches the expiry: try again then.
-        if (entry.expiresAt > Date.now()) return this.scheduleExpiry(key);
+        if (entry.expiresAt > Date.now()) {
+          this.scheduleExpiry(key);
+          return;
+        }
         this.live(key); // removes the expired entry and reports its delete
       },
       Math.max(0, entry.expiresAt - Date.now()),

@@ -161,8 +161,8 @@ export class NatsBus implements Bus {
       throw new PunkError('BusUnavailable', `request on ${subject} failed: ${errorMessage(error)}`, undefined, { cause: error });
     }
     const reply = decode(msg.data, subject) as Reply;
-    if (reply && reply.ok === true) return reply.body;
-    if (reply && reply.ok === false) throw new PunkError(reply.code, reply.message, reply.details);
+    if (reply && reply.ok) return reply.body;
+    if (reply && !reply.ok) throw new PunkError(reply.code, reply.message, reply.details);
     throw new PunkError('InvalidMessage', `reply on ${subject} is not a bus reply envelope`);
   }
 
@@ -181,7 +181,7 @@ export class NatsBus implements Bus {
       try {
         const data = decode(msg.data, msg.subject);
         const headers = fromNatsHeaders(msg.headers);
-        Promise.resolve(runInHeaderContext(headers, () => handler(data, { subject: msg.subject, headers }))).catch((failure) =>
+        Promise.resolve(runInHeaderContext(headers, () => handler(data, { subject: msg.subject, headers }))).catch((failure: unknown) =>
           this.log.error({ err: errorMessage(failure), subject: msg.subject }, 'bus subscriber failed'),
         );
       } catch (failure) {
@@ -280,7 +280,7 @@ export class NatsBus implements Bus {
     let failures = 0;
     const loop = (async () => {
       while (running && !this.closed) {
-        let batch: JsMsg[] = [];
+        const batch: JsMsg[] = [];
         try {
           const messages = await consumer.fetch({ max_messages: maxBatch, expires: 1000 });
           for await (const m of messages) {
@@ -321,7 +321,6 @@ export class NatsBus implements Bus {
           for (const m of batch) m.nak(wait);
           await delay(wait);
         }
-        batch = [];
       }
     })();
     const handle = {
@@ -582,7 +581,7 @@ class NatsKv implements KvStore {
         await queue;
         if (seen === initial) caughtUp();
       }
-    })().catch((error) => this.log.error({ err: errorMessage(error), bucket: this.bucket }, 'bucket watch ended'));
+    })().catch((error: unknown) => this.log.error({ err: errorMessage(error), bucket: this.bucket }, 'bucket watch ended'));
     await Promise.race([ready, loop]);
     return {
       unsubscribe: async () => {

@@ -176,12 +176,13 @@ async function openPglite(dataDir: string | null, log: Logger): Promise<Database
 async function makeDirectory(directory: string): Promise<void> {
   const parent = dirname(directory);
   if (parent !== directory) {
-    await mkdir(directory).catch(async (error: NodeJS.ErrnoException) => {
-      if (error.code === 'EEXIST') return;
-      if (error.code !== 'ENOENT' || (await isDirectory(parent))) throw error;
+    await mkdir(directory).catch(async (error: unknown) => {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'EEXIST') return;
+      if (code !== 'ENOENT' || (await isDirectory(parent))) throw error;
       await makeDirectory(parent);
-      await mkdir(directory).catch((again: NodeJS.ErrnoException) => {
-        if (again.code !== 'EEXIST') throw again;
+      await mkdir(directory).catch((again: unknown) => {
+        if ((again as NodeJS.ErrnoException).code !== 'EEXIST') throw again;
       });
     });
   }
@@ -249,7 +250,7 @@ function wrapPool(pool: pg.Pool, kind: Database['kind'], where: string, log: Log
         await run(client, 'COMMIT');
         return result;
       } catch (error) {
-        await client.query('ROLLBACK').catch((rollbackError: Error) => (broken = rollbackError));
+        await client.query('ROLLBACK').catch((rollbackError: unknown) => (broken = rollbackError as Error));
         throw error;
       } finally {
         client.release(broken);

@@ -56,7 +56,7 @@ export async function migrate(db: Database, options: MigrateOptions): Promise<st
     );
   } finally {
     // The runner sets search_path on this session; PGlite keeps one session for every client, so restore it.
-    await client.query('RESET search_path').catch((error: Error) => (broken = error));
+    await client.query('RESET search_path').catch((error: unknown) => (broken = error as Error));
     client.release(broken);
   }
 }

@@ -16,7 +16,7 @@ const ID_TOKEN = 'punkmetricsid';
  * (`punk.client-request.*.answer`, `punk.gateway.instance.*.call`, …): the bounded `subject` label values.
  */
 const SUBJECT_FAMILIES: readonly string[] = Object.values(subjects).map((subject) =>
-  typeof subject === 'string' ? subject : (subject as (...ids: string[]) => string)(ID_TOKEN, ID_TOKEN).replaceAll(ID_TOKEN, '*'),
+  typeof subject === 'string' ? subject : subject(ID_TOKEN, ID_TOKEN).replaceAll(ID_TOKEN, '*'),
 );
 
 /**

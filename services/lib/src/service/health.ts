@@ -68,7 +68,10 @@ export async function listenHealth(
   collectProcessMetrics();
   const server: Server = createServer({ requestTimeout, headersTimeout, connectionsCheckingInterval: 1000 }, (req, res) => {
     const path = (req.url ?? '/').split('?')[0];
-    if (path === '/healthz') return json(res, 200, { status: 'ok' });
+    if (path === '/healthz') {
+      json(res, 200, { status: 'ok' });
+      return;
+    }
     if (path === '/readyz') {
       ready().then(
         () => json(res, 200, { status: 'ready' }),
@@ -76,16 +79,23 @@ export async function listenHealth(
       );
       return;
     }
-    if (path === '/metrics' && metricsHere) return serveMetrics(req, res);
+    if (path === '/metrics' && metricsHere) {
+      serveMetrics(req, res);
+      return;
+    }
     if (allowedHosts && !isAllowedHost(req.headers.host, allowedHosts)) {
-      return json(res, 403, {
+      json(res, 403, {
         error: {
           code: 'ForbiddenHost',
           message: `Host ${JSON.stringify(req.headers.host ?? '')} is not a name of this listener (PUNK_ALLOWED_HOSTS)`,
         },
       });
+      return;
     }
-    if (handler) return handler(req, res);
+    if (handler) {
+      handler(req, res);
+      return;
+    }
     json(res, 503, { error: { code: 'Starting', message: 'the service is starting' } });
   });
   const url = await bind(server, host, port, portHint);
@@ -112,7 +122,10 @@ export interface MetricsServer {
 export async function listenMetrics(host: string, port: number, portHint = 'set PUNK_METRICS_PORT'): Promise<MetricsServer> {
   collectProcessMetrics();
   const server = createServer({ requestTimeout: 30_000, headersTimeout: 10_000, connectionsCheckingInterval: 1000 }, (req, res) => {
-    if ((req.url ?? '/').split('?')[0] === '/metrics') return serveMetrics(req, res);
+    if ((req.url ?? '/').split('?')[0] === '/metrics') {
+      serveMetrics(req, res);
+      return;
+    }
     json(res, 404, { error: { code: 'NotFound', message: 'this listener serves only /metrics' } });
   });
   const url = await bind(server, host, port, portHint);

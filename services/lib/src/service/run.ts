@@ -174,7 +174,7 @@ export async function runService(definition: ServiceDefinition, options: RunOpti
       if (bus) await step('bus close', () => bus!.close());
       if (db) await step('database close', () => db!.close());
       await step('http close', () => http.close());
-      if (metricsServer) await step('metrics listener close', () => metricsServer!.close());
+      if (metricsServer) await step('metrics listener close', () => metricsServer.close());
       await step('trace export', () => tracing.shutdown());
       log.info(`${definition.name} stopped`);
       if (failed) throw new Error(`${definition.name} did not shut down cleanly`);

@@ -81,7 +81,7 @@ export interface Authenticator {
    * carries the required scopes; otherwise writes the refusal (401/403/400/503 with its challenge and a
    * JSON-RPC error body) and resolves with null.
    */
-  authenticate(req: IncomingMessage, res: ServerResponse): Promise<Principal | null>;
+  authenticate: (req: IncomingMessage, res: ServerResponse) => Promise<Principal | null>;
 }
 
 /**

@@ -72,7 +72,7 @@ export function jwtVerifier(options: JwtVerifierOptions): AccessTokenVerifier {
           requiredClaims: ['exp'],
           ...(options.issuer !== undefined && { issuer: options.issuer }),
         });
-        return payload as TokenClaims;
+        return payload;
       } catch (error) {
         throw jwtFailure(error);
       }

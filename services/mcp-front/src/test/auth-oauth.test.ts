@@ -166,7 +166,7 @@ function remote(name: string, namespace: string, url: string): McpServerManifest
     kind: 'McpServer',
     metadata: { name, namespace },
     spec: mcpServerSpecSchema.parse({ url }),
-  } as McpServerManifest;
+  };
 }
 
 /** A front with `auth` on its own port. */

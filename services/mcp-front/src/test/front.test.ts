@@ -299,7 +299,7 @@ describe('mcp-front in front of the real gateway', { timeout: 180_000 }, () => {
     );
     const answer = await jsonRpcOf(bad);
     assert.equal(answer.error?.code, -32602);
-    assert.match(answer.error!.message, /field "message" is required/);
+    assert.match(answer.error.message, /field "message" is required/);
     await fetch(url, { method: 'DELETE', headers });
   });
 

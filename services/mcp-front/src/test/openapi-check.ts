@@ -8,7 +8,7 @@ import { openApiDocument } from '../openapi.js';
 
 const ajv = new Ajv2020({ strict: false, allErrors: true });
 (addFormats as unknown as (ajv: Ajv2020) => void)(ajv);
-ajv.addSchema({ $id: 'punk-api', components: openApiDocument.components } as Record<string, unknown>);
+ajv.addSchema({ $id: 'punk-api', components: openApiDocument.components });
 
 type Operation = { responses: Record<string, { content?: Record<string, { schema: Record<string, unknown> }> }> };
 

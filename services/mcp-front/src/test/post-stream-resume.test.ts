@@ -165,7 +165,7 @@ describe('resumable POST streams across two mcp-front replicas', { timeout: 240_
     assert.equal(priming?.data, '', 'the first event is the priming event');
     assert.match(priming?.id ?? '', EVENT_ID);
     assert.equal(priming?.retry, 200, 'with the retry the front is configured with (sseRetryMs)');
-    const streamId = priming!.id!.split(':')[0];
+    const streamId = priming.id!.split(':')[0];
     assert.deepEqual(
       rest.map((e) => e.id?.split(':')[0]),
       rest.map(() => streamId),
@@ -207,12 +207,12 @@ describe('resumable POST streams across two mcp-front replicas', { timeout: 240_
     stream.drop();
     // Let the call run on without a connection for a while: progress is stored meanwhile.
     await new Promise((resolve) => setTimeout(resolve, 700));
-    const events = await (await openGet(replicas.b.base, '2025-11-25', sessionId, priming!.id!)).rest();
+    const events = await (await openGet(replicas.b.base, '2025-11-25', sessionId, priming.id)).rest();
     assert.deepEqual(events.map(progressOf).slice(0, -1), [1, 2, 3, 4], 'every progress notification, once, in order');
     assert.ok(isResult(events[events.length - 1]!), 'then the result, and the server ends the stream');
     assert.match(JSON.stringify(JSON.parse(events[events.length - 1]!.data)), /Long running operation completed/);
     assert.ok(
-      events.every((e) => e.id?.startsWith(`${priming!.id!.split(':')[0]}:`)),
+      events.every((e) => e.id?.startsWith(`${priming.id!.split(':')[0]}:`)),
       'all from the POST stream',
     );
   });
@@ -226,7 +226,7 @@ describe('resumable POST streams across two mcp-front replicas', { timeout: 240_
     const first = await stream.next();
     assert.equal(first && progressOf(first), 1);
     stream.drop();
-    const events = await (await openGet(replicas.b.base, '2025-11-25', sessionId, first!.id!)).rest();
+    const events = await (await openGet(replicas.b.base, '2025-11-25', sessionId, first!.id)).rest();
     assert.deepEqual(events.map(progressOf).slice(0, -1), [2, 3]);
     assert.ok(isResult(events[events.length - 1]!));
     // The session's GET stream stayed open (a resumed POST stream is not a second GET stream) and heard none of it.
@@ -281,7 +281,10 @@ function firstEventOnly(body: ReadableStream<Uint8Array>): ReadableStream<Uint8A
   return new ReadableStream({
     async pull(controller) {
       const { value, done } = await reader.read();
-      if (done) return controller.close();
+      if (done) {
+        controller.close();
+        return;
+      }
       seen += decoder.decode(value, { stream: true });
       const end = seen.indexOf('\n\n');
       if (end === -1) return;

@@ -99,7 +99,7 @@ export function everything(name: string, namespace: string): McpServer {
     kind: 'McpServer',
     metadata: { name, namespace },
     spec: mcpServerSpecSchema.parse({ package: { name: '@modelcontextprotocol/server-everything' }, args: ['stdio'] }),
-  } as McpServer;
+  };
 }
 
 /** What {@link startReplicaSet} starts. */
