@@ -61,7 +61,7 @@ async function calledSubjects(base: string, tenant: string, tool: string, count:
   }, 20_000);
 }
 
-/** Runs the Inspector CLI's `tools/list` from e2e/, as the README does, with `headers`. */
+/** Runs the Inspector CLI's `tools/list` from e2e/, as docs/clients.md does, with `headers`. */
 function inspectorToolsList(url: string, headers: string[]): Promise<{ stdout: string }> {
   const cli = join(repoRoot, 'node_modules/.bin/mcp-inspector-cli');
   return exec(cli, ['--cli', url, '--transport', 'http', '--method', 'tools/list', ...headers.flatMap((h) => ['--header', h])], {

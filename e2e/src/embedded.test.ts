@@ -110,8 +110,8 @@ describe('punk up on the examples (PGlite)', () => {
     }
   });
 
-  test('the MCP Inspector CLI lists the tools of the running instance, as the README runs it', async () => {
-    // The README's command: `cd e2e && npx mcp-inspector-cli --cli <url> --transport http --method tools/list`.
+  test('the MCP Inspector CLI lists the tools of the running instance, as docs/clients.md runs it', async () => {
+    // The command of docs/clients.md: `cd e2e && npx mcp-inspector-cli --cli <url> --transport http --method tools/list`.
     const cli = join(repoRoot, 'node_modules/.bin/mcp-inspector-cli');
     const { stdout } = await exec(cli, ['--cli', `${punk.baseUrl}/mcp`, '--transport', 'http', '--method', 'tools/list'], {
       timeout: 60_000,
@@ -185,7 +185,7 @@ describe('punk up start-up checks and banner (no manifests)', () => {
         output,
         new RegExp(`claude mcp add --transport http punk ${punk.baseUrl}/v1/mcp --header "Authorization: Bearer <API key>"`),
       );
-      assert.match(output, /make an API key \(README "Authentication"\)/);
+      assert.match(output, /make an API key \(docs\/authentication\.md\)/);
       assert.ok(!output.includes(adminKey), 'the banner never shows the bootstrap key');
       assert.doesNotMatch(output, /not a loopback address/);
       assert.equal((await fetch(`${punk.baseUrl}/v1/mcp`, { method: 'POST' })).status, 401);

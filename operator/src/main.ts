@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // The operator process: `node operator/dist/main.js`, in a cluster (in-cluster service account) or against
-// KUBECONFIG; NATS at PUNK_NATS_URL; options in README "Configuration" (PUNK_OPERATOR_*).
+// KUBECONFIG; NATS at PUNK_NATS_URL; options in docs/configuration.md (PUNK_OPERATOR_*).
 import { KubeConfig } from '@kubernetes/client-node';
 import { runServiceMain } from '@punk/lib';
 import { startOperator } from './index.js';

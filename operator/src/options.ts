@@ -1,6 +1,6 @@
 /**
  * The operator's options from Punk's configuration (`PUNK_OPERATOR_*`, `PUNK_GATEWAY_*`, `PUNK_*_IMAGE`;
- * README "Configuration").
+ * docs/configuration.md).
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import { errorMessage, PunkError, type Bus, type Logger, type PunkConfig } from '@punk/lib';

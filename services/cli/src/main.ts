@@ -132,14 +132,14 @@ async function cluster(args: string[]): Promise<void> {
 
 /**
  * The banner's lines on connecting Claude Code to the endpoint at `baseUrl`: with `PUNK_AUTH_MODE=on`, with
- * the bearer header an API key goes in, and how to make one (README "Authentication").
+ * the bearer header an API key goes in, and how to make one (docs/authentication.md).
  */
 function connectHint(config: PunkConfig, baseUrl: string): string {
   const add = `  connect a client: claude mcp add --transport http punk ${baseUrl}${config.mcpPath}`;
   if (config.authMode === 'off') return `${add}\n`;
   return (
     `${add} --header "Authorization: Bearer <API key>"\n` +
-    `  make an API key (README "Authentication"): curl -s ${baseUrl}/api/v1/api-keys -H "authorization: Bearer $PUNK_AUTH_BOOTSTRAP_ADMIN_KEY" \\\n` +
+    `  make an API key (docs/authentication.md): curl -s ${baseUrl}/api/v1/api-keys -H "authorization: Bearer $PUNK_AUTH_BOOTSTRAP_ADMIN_KEY" \\\n` +
     `      -H 'content-type: application/json' -d '{"name":"my laptop"}'\n`
   );
 }

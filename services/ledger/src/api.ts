@@ -1,9 +1,8 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { PunkError, type Logger } from '@punk/lib';
+import { ledgerTenantQuerySchema, PunkError, runsQuerySchema, type Logger } from '@punk/lib';
 import type { LedgerStore } from './store.js';
 
-/** Largest `limit` of `GET /runs`. */
-export const MAX_RUNS_LIMIT = 500;
+export { MAX_RUNS_LIMIT } from '@punk/lib';
 const DEFAULT_RUNS_LIMIT = 50;
 const DEFAULT_TENANT = 'default';
 
@@ -19,10 +18,26 @@ function single(req: Request, name: string): string | undefined {
   return value;
 }
 
-function tenantOf(req: Request): string {
-  const tenant = single(req, 'tenant') ?? DEFAULT_TENANT;
-  if (tenant.length === 0) throw badParameter('tenant', 'must not be empty', tenant);
-  return tenant;
+/** What {@link queryOf} needs of a zod object schema of query parameters. */
+interface QuerySchema<T> {
+  shape: object;
+  safeParse(
+    input: unknown,
+  ): { success: true; data: T } | { success: false; error: { issues: ReadonlyArray<{ path: readonly PropertyKey[]; message: string }> } };
+}
+
+/**
+ * The query of `req` parsed with `schema` (`@punk/lib` api-schemas), each parameter given once.
+ * @throws PunkError `InvalidParameter` naming the first bad parameter, its rule and its value.
+ */
+function queryOf<T>(req: Request, schema: QuerySchema<T>): T {
+  const query: Record<string, string | undefined> = {};
+  for (const name of Object.keys(schema.shape)) query[name] = single(req, name);
+  const parsed = schema.safeParse(query);
+  if (parsed.success) return parsed.data;
+  const [issue] = parsed.error.issues;
+  const name = String(issue?.path[0]);
+  throw badParameter(name, issue?.message ?? 'is invalid', query[name]);
 }
 
 /**
@@ -40,28 +55,19 @@ export function createLedgerRouter(store: LedgerStore, log: Logger): express.Rou
   const router = express.Router();
 
   router.get('/runs', async (req, res) => {
-    const tenant = tenantOf(req);
-    const limitText = single(req, 'limit');
-    let limit = DEFAULT_RUNS_LIMIT;
-    if (limitText !== undefined) {
-      limit = /^\d+$/.test(limitText) ? Number(limitText) : NaN;
-      if (!(limit >= 1 && limit <= MAX_RUNS_LIMIT))
-        throw badParameter('limit', `must be an integer from 1 to ${MAX_RUNS_LIMIT}`, limitText);
-    }
-    const beforeText = single(req, 'before');
-    let before: Date | undefined;
-    if (beforeText !== undefined) {
-      before = new Date(beforeText);
-      if (!/^\d{4}-\d{2}-\d{2}T/.test(beforeText) || Number.isNaN(before.getTime())) {
-        throw badParameter('before', 'must be an RFC 3339 date-time', beforeText);
-      }
-    }
-    res.json({ runs: await store.listRuns({ tenant, limit, ...(before && { before }) }) });
+    const query = queryOf(req, runsQuerySchema);
+    res.json({
+      runs: await store.listRuns({
+        tenant: query.tenant ?? DEFAULT_TENANT,
+        limit: query.limit ?? DEFAULT_RUNS_LIMIT,
+        ...(query.before !== undefined && { before: new Date(query.before) }),
+      }),
+    });
   });
 
   router.get('/runs/:id', async (req, res) => {
     const runId = req.params.id;
-    const tenant = single(req, 'tenant');
+    const { tenant } = queryOf(req, ledgerTenantQuerySchema);
     const found = await store.getRun(runId, tenant);
     if (found === 'ambiguous') {
       throw new PunkError('AmbiguousRun', `run ${runId} exists in several tenants; add ?tenant=`, { runId });
@@ -74,7 +80,7 @@ export function createLedgerRouter(store: LedgerStore, log: Logger): express.Rou
   });
 
   router.get('/ledger/verify', async (req, res) => {
-    res.json(await store.verify(tenantOf(req)));
+    res.json(await store.verify(queryOf(req, ledgerTenantQuerySchema).tenant ?? DEFAULT_TENANT));
   });
 
   router.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {

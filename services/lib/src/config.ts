@@ -89,7 +89,7 @@ function isOrigin(value: string): boolean {
 
 /**
  * Every setting Punk reads from the environment, with its `PUNK_*` variable,
- * default and validation. The README's configuration reference mirrors this table.
+ * default and validation. docs/configuration.md mirrors this table.
  */
 export const configSchema = z.object({
   /** `PUNK_LOG_LEVEL`: pino level. */
@@ -130,7 +130,7 @@ export const configSchema = z.object({
    * that reach another process fail).
    */
   sessionSigningKey: z.string().min(32, 'must be at least 32 characters').optional(),
-  // mcp-front: the MCP endpoint (README "Configuration", endpoint options).
+  // mcp-front: the MCP endpoint (docs/configuration.md, endpoint options).
   /** `PUNK_MCP_PATH`: path of the aggregated MCP endpoint (per-server endpoints stay `/servers/…/mcp`). */
   mcpPath: z
     .string()
@@ -207,7 +207,7 @@ export const configSchema = z.object({
   loggingCapability: boolean.default(true),
   /** `PUNK_TRUST_PROXY`: how many reverse proxies in front append to `X-Forwarded-For`/`-Proto` (0: use the socket's address and scheme). */
   trustProxy: integer(0, 10).default(0),
-  // Who may call (README "Authentication"); cross-field rules are checked by mcp-front's authOptionsFromConfig.
+  // Who may call (docs/authentication.md); cross-field rules are checked by mcp-front's authOptionsFromConfig.
   /** `PUNK_AUTH_MODE`: `off` (every caller is the tenant's anonymous principal) or `on` (a bearer token is required). */
   authMode: z.enum(['off', 'on']).default('off'),
   /** `PUNK_PUBLIC_URL`: the URL clients reach Punk at (`https://punk.example.com`), behind any ingress; required when `PUNK_AUTH_MODE=on`. */
@@ -250,7 +250,7 @@ export const configSchema = z.object({
   authTenantClaim: z.string().min(1).optional(),
   /** `PUNK_AUTH_GROUPS_CLAIM`: token claim holding the caller's groups (an array, or a space-separated string). */
   authGroupsClaim: z.string().min(1).default('groups'),
-  // gateway: credentials, egress, pool, tool pinning (README "Configuration", gateway options).
+  // gateway: credentials, egress, pool, tool pinning (docs/configuration.md, gateway options).
   /**
    * `PUNK_ENCRYPTION_KEY`: the key that encrypts credentials at rest (AES-256-GCM): 32 bytes in base64 or
    * base64url, optionally prefixed `<keyId>:`. The key id stored with each record defaults to the first 16 hex
@@ -284,7 +284,7 @@ export const configSchema = z.object({
     .string()
     .regex(/^[A-Za-z0-9._-]+$/, 'must be letters, digits, ".", "_" or "-"')
     .default(() => `${hostname()}-${process.pid}`),
-  // operator: what it watches and what it makes (README "Configuration", operator options).
+  // operator: what it watches and what it makes (docs/configuration.md, operator options).
   /** `PUNK_OPERATOR_NAMESPACES`: comma-separated namespaces whose McpServer, McpCredential and McpPolicy objects the operator reconciles; empty: every namespace. */
   operatorNamespaces: commaSeparated
     .pipe(z.array(z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'each entry must be a namespace name (a DNS label)')))
@@ -498,6 +498,6 @@ export function unauthenticatedExposureWarning(config: PunkConfig, served: strin
   if (config.authMode !== 'off' || isLoopbackAddress(config.host)) return undefined;
   return (
     `listening on ${config.host}, which is not a loopback address, with PUNK_AUTH_MODE=off: anyone on the network can use ${served} without authentication; ` +
-    'set PUNK_AUTH_MODE=on (README "Authentication") or listen on 127.0.0.1'
+    'set PUNK_AUTH_MODE=on (docs/authentication.md) or listen on 127.0.0.1'
   );
 }

@@ -427,11 +427,14 @@ export type GovernanceFilterReply = z.infer<typeof governanceFilterReplySchema>;
  */
 export const apiKeySchema = z.object({
   /** 16 lower-case hex characters; also the key's prefix after `pk_`. */
-  id: z.string().regex(/^[0-9a-f]{16}$/),
+  id: z
+    .string()
+    .regex(/^[0-9a-f]{16}$/)
+    .describe('Key id.'),
   /** A label for people (who or what uses the key). */
-  name: z.string().min(1).max(200),
+  name: z.string().min(1).max(200).describe('Label.'),
   /** Tenant the key may call; another tenant's endpoint answers 403. */
-  tenant: z.string().min(1),
+  tenant: z.string().min(1).describe('Tenant.'),
   /** Scopes the key grants (`punk:admin` for the admin API, and the endpoint's required scopes). */
   scopes: z.array(z.string().min(1)),
   /** Groups of the key's principal, matched by policies. */
@@ -439,9 +442,9 @@ export const apiKeySchema = z.object({
   /** SHA-256 of the whole key, lower-case hex. */
   sha256: z.string().regex(/^[0-9a-f]{64}$/),
   /** RFC 3339 creation time. */
-  createdAt: z.iso.datetime({ offset: true }),
+  createdAt: z.iso.datetime({ offset: true }).describe('RFC 3339.'),
   /** Subject of the admin who created it. */
-  createdBy: z.string().min(1),
+  createdBy: z.string().min(1).describe('Subject of the admin who created it.'),
 });
 export type ApiKey = z.infer<typeof apiKeySchema>;
 

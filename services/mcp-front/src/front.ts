@@ -82,7 +82,7 @@ export interface FrontOptions {
    */
   authenticate?: (req: IncomingMessage, res: ServerResponse) => Promise<Principal | null>;
   /**
-   * Who may call (API keys, OAuth 2.1 resource server; auth/authenticator.ts, README "Authentication"): with it,
+   * Who may call (API keys, OAuth 2.1 resource server; auth/authenticator.ts, docs/authentication.md): with it,
    * the front authenticates every request (unless `authenticate` is given), serves the RFC 9728 metadata and
    * the admin API of API keys. Absent: every caller is anonymous.
    */

@@ -31,6 +31,7 @@ import {
   errorMessage,
   PunkError,
   subjects,
+  tenantSchema,
   type Bus,
   type GatewayAdminRequest,
   type Logger,
@@ -104,8 +105,6 @@ export interface RegistryApiOptions {
   maxBodyBytes: number;
 }
 
-const tenantPattern = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-
 /** Builds the router; mount it at `/api/v1`. */
 export function registryRouter(options: RegistryApiOptions): Router {
   const router = express.Router();
@@ -126,7 +125,7 @@ export function registryRouter(options: RegistryApiOptions): Router {
     const admin = res.locals['admin'] as Principal | undefined;
     const principal = admin ?? anonymousPrincipal(options.tenant);
     const query = req.query['tenant'];
-    if (query !== undefined && (typeof query !== 'string' || !tenantPattern.test(query))) {
+    if (query !== undefined && (typeof query !== 'string' || !tenantSchema.safeParse(query).success)) {
       fail(res, 400, 'InvalidParameter', `query parameter tenant must be one DNS label, got ${JSON.stringify(query)}`);
       return undefined;
     }

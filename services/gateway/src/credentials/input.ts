@@ -2,7 +2,7 @@
  * What the credentials API accepts: the body of a create, and `cred:` references in env and header values.
  * Every error names the field that is wrong and never echoes a value (it may be a secret).
  */
-import { PunkError } from '@punk/lib';
+import { credentialIdSchema, credentialInputSchema, credentialKeyPattern, PunkError } from '@punk/lib';
 
 /** `static`: string keys used as they are. `oauth2`: an RFC 6749 grant Punk sends as a bearer token and refreshes. */
 export type CredentialType = 'static' | 'oauth2';
@@ -18,13 +18,7 @@ export interface CredentialInput {
 /** The keys of an `oauth2` credential (the names McpCredential uses; `expires_at` in epoch milliseconds). */
 export const OAUTH2_KEYS = ['access_token', 'refresh_token', 'expires_at', 'token_url', 'client_id', 'client_secret', 'scope'] as const;
 
-/** A credential id: a DNS label (RFC 1123), as Kubernetes names McpCredential objects. */
-const idPattern = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
-/** A key name: what a Kubernetes Secret accepts as a data key. */
-const keyPattern = /^[A-Za-z0-9._-]{1,253}$/;
-const MAX_KEYS = 64;
 const MAX_VALUE_BYTES = 64 * 1024;
-const bodyFields = new Set(['id', 'type', 'data']);
 
 function invalid(field: string, problem: string): PunkError {
   return new PunkError('InvalidCredential', `${field}: ${problem}`, { field });
@@ -32,7 +26,7 @@ function invalid(field: string, problem: string): PunkError {
 
 /** `true` when `id` is a valid credential id (a DNS label of 1-63 characters). */
 export function isCredentialId(id: string): boolean {
-  return idPattern.test(id);
+  return credentialIdSchema.safeParse(id).success;
 }
 
 /**
@@ -47,28 +41,25 @@ export function isCredentialId(id: string): boolean {
 export function parseCredentialInput(body: unknown): CredentialInput {
   if (typeof body !== 'object' || body === null || Array.isArray(body))
     throw invalid('(body)', 'must be a JSON object { id, type?, data }');
-  const fields = body as Record<string, unknown>;
-  for (const field of Object.keys(fields)) {
-    if (!bodyFields.has(field)) throw invalid(field, 'unknown field; a credential has id, type and data');
+  const parsed = credentialInputSchema.safeParse(body);
+  if (!parsed.success) {
+    const { issues } = parsed.error;
+    const issue = issues.find((candidate) => candidate.code === 'unrecognized_keys') ?? issues[0];
+    if (issue === undefined) throw invalid('(body)', 'must be a JSON object { id, type?, data }');
+    if (issue.code === 'unrecognized_keys') throw invalid(issue.keys[0] ?? '(body)', 'unknown field; a credential has id, type and data');
+    if (issue.code === 'invalid_key') throw invalid('data', issue.issues[0]?.message ?? issue.message);
+    const [field, key] = issue.path;
+    throw invalid(key === undefined ? String(field) : `data.${String(key)}`, issue.message);
   }
-  const { id, type, data } = fields;
-  if (typeof id !== 'string' || !isCredentialId(id))
-    throw invalid('id', 'must be a DNS label: 1-63 lower-case letters, digits or "-", starting and ending with a letter or digit');
-  if (type !== undefined && type !== 'static' && type !== 'oauth2') throw invalid('type', 'must be "static" or "oauth2"');
-  if (typeof data !== 'object' || data === null || Array.isArray(data))
-    throw invalid('data', 'must be an object of string keys and string values');
-  const entries = Object.entries(data as Record<string, unknown>);
-  if (entries.length === 0) throw invalid('data', 'must hold at least one key');
-  if (entries.length > MAX_KEYS) throw invalid('data', `holds more than ${MAX_KEYS} keys`);
+  const { id, type, data } = parsed.data;
   const values: Record<string, string> = {};
-  for (const [key, value] of entries) {
-    if (!keyPattern.test(key)) throw invalid('data', 'key names must be 1-253 letters, digits, ".", "_" or "-"');
+  for (const [key, value] of Object.entries(data)) {
     if (key === 'expires_at' && typeof value === 'number') {
       values[key] = String(value);
       continue;
     }
     if (typeof value !== 'string' || value === '') throw invalid(`data.${key}`, 'must be a non-empty string');
-    if (Buffer.byteLength(value) > MAX_VALUE_BYTES) throw invalid(`data.${key}`, `is longer than ${MAX_VALUE_BYTES} bytes`);
+    if (Buffer.byteLength(value) > MAX_VALUE_BYTES) throw invalid(`data.${key}`, `is longer than ${String(MAX_VALUE_BYTES)} bytes`);
     // No environment variable or HTTP header can hold a NUL; line breaks stay allowed (PEM keys in env values).
     if (value.includes('\0'))
       throw invalid(`data.${key}`, 'must not contain a NUL character (no environment variable or header can hold one)');
@@ -138,7 +129,7 @@ export function parseReference(value: string): CredentialReference | undefined {
   const slash = rest.indexOf('/');
   const id = slash < 0 ? rest : rest.slice(0, slash);
   const key = slash < 0 ? undefined : rest.slice(slash + 1);
-  if (!isCredentialId(id) || (key !== undefined && !keyPattern.test(key))) {
+  if (!isCredentialId(id) || (key !== undefined && !credentialKeyPattern.test(key))) {
     throw new PunkError(
       'InvalidCredentialReference',
       'a value starting with "cred:" must be cred:<id> or cred:<id>/<key>, the id a DNS label and the key a key name',

@@ -7,8 +7,8 @@
  * over HTTP under `/api/v1`.
  */
 import { randomUUID } from 'node:crypto';
-import { z } from 'zod';
 import {
+  acceptToolBodySchema,
   appendLedgerEvent,
   dnsLabel,
   gatewayAdminRequestSchema,
@@ -364,18 +364,9 @@ function registryEvent(
   };
 }
 
-const acceptBody = z
-  .object({
-    fingerprint: z
-      .string()
-      .regex(/^[0-9a-f]{64}$/, 'must be a SHA-256 fingerprint (64 lower-case hex digits)')
-      .optional(),
-  })
-  .strict();
-
 /** The body of an accept: empty, or the fingerprint the admin reviewed. @throws PunkError `InvalidRequest` naming the field. */
 function acceptBodyOf(body: unknown): { fingerprint?: string | undefined } {
-  const parsed = acceptBody.safeParse(body ?? {});
+  const parsed = acceptToolBodySchema.safeParse(body ?? {});
   if (parsed.success) return parsed.data;
   const issue = parsed.error.issues[0]!;
   const field =

@@ -7,8 +7,6 @@
 import { z } from 'zod';
 import {
   API_VERSION,
-  dnsLabel,
-  durationSchema,
   HTTP_FIELD_VALUE_RULE,
   isEnvValue,
   isHttpFieldValue,
@@ -16,91 +14,50 @@ import {
   PunkError,
   RESERVED_HEADER_NAMES,
   RESERVED_HEADER_RULE,
+  registrationBodySchema,
   transportOf,
   type McpServer,
 } from '@punk/lib';
 import { isCredentialReference, parseReference } from '../credentials/input.js';
 
-const envName = z
-  .string()
-  .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name (letters, digits and _, not starting with a digit)');
 /** Most `headers` of an http registration. */
 export const MAX_HEADERS = 100;
 /** Most `env` entries of a stdio registration. */
 export const MAX_ENV = 1000;
 
-const headerName = z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'must be an HTTP header name (RFC 9110 token)');
-
-/** One of `values`; the error lists them (`must be a, b or c`), or says `required` when the field is absent. */
-function choice<const T extends readonly [string, ...string[]]>(values: T) {
-  const listed = values.length === 2 ? values.join(' or ') : `${values.slice(0, -1).join(', ')} or ${values.at(-1)}`;
-  return z.enum(values, { error: (issue) => (issue.input === undefined ? 'required' : `must be ${listed}`) });
-}
-
-const toolOverride = z
-  .object({
-    name: z.string().min(1, 'must be a non-empty tool name'),
-    sideEffectLevel: z.number().int().min(0).max(4).optional(),
-    annotations: z.record(z.string(), z.unknown()).optional(),
-  })
-  .strict();
-
 /**
- * The body of a registration. `type` says where the server comes from: `stdio` (a `command` the gateway
- * runs as a child process, with `args` and `env`) or `http` (a remote `url`, with `headers` and the
- * `transport`, default `streamable-http`). The other fields are the McpServer fields that apply to both:
- * `tools` (allow, deny, per-tool overrides, pinning), `sessionMode` and `timeout`. Any `env` or `headers`
- * value may be a `cred:<id>` reference, stored as given and resolved at connect time.
+ * The body of a registration: the fields of `registrationBodySchema` (`@punk/lib`, also the OpenAPI document's
+ * `Registration`) and the checks across them: `command` for stdio, `url` for http and no field of the other
+ * type; no reserved or duplicated header; at most {@link MAX_ENV} env entries and {@link MAX_HEADERS} headers,
+ * each value a well-formed `cred:<id>` reference (stored as given and resolved at connect time) or a literal
+ * that an environment variable or header can hold.
  */
-export const registrationSchema = z
-  .object({
-    name: dnsLabel,
-    type: choice(['stdio', 'http']),
-    command: z.string().min(1, 'must be a non-empty string').optional(),
-    args: z.array(z.string()).optional(),
-    env: z.record(envName, z.string()).optional(),
-    url: z.url({ protocol: /^https?$/, error: 'must be an http or https URL' }).optional(),
-    headers: z.record(headerName, z.string()).optional(),
-    transport: choice(['streamable-http', 'sse']).optional(),
-    tools: z
-      .object({
-        allow: z.array(z.string().min(1)).optional(),
-        deny: z.array(z.string().min(1)).optional(),
-        overrides: z.array(toolOverride).optional(),
-        pinning: choice(['serve', 'hide', 'approval']).optional(),
-      })
-      .strict()
-      .optional(),
-    sessionMode: choice(['shared', 'per-client']).optional(),
-    timeout: durationSchema.optional(),
-  })
-  .strict()
-  .superRefine((body, ctx) => {
-    const misplaced = (fields: readonly (keyof typeof body)[], message: string) => {
-      for (const field of fields) if (body[field] !== undefined) ctx.addIssue({ code: 'custom', path: [field], message });
-    };
-    checkValues(body.env, 'env', MAX_ENV, isEnvValue, 'must not contain a NUL character', ctx);
-    checkValues(body.headers, 'headers', MAX_HEADERS, isHttpFieldValue, HTTP_FIELD_VALUE_RULE, ctx);
-    const seen = new Set<string>();
-    for (const name of Object.keys(body.headers ?? {})) {
-      if (RESERVED_HEADER_NAMES.has(name.toLowerCase()))
-        ctx.addIssue({ code: 'custom', path: ['headers', name], message: RESERVED_HEADER_RULE });
-      if (seen.has(name.toLowerCase()))
-        ctx.addIssue({
-          code: 'custom',
-          path: ['headers', name],
-          message: 'duplicates another header name (header names are case-insensitive)',
-        });
-      seen.add(name.toLowerCase());
-    }
-    if (body.type === 'stdio') {
-      if (body.command === undefined) ctx.addIssue({ code: 'custom', path: ['command'], message: 'required for a stdio registration' });
-      misplaced(['url', 'headers', 'transport'], 'applies only to an http registration');
-    } else {
-      if (body.url === undefined) ctx.addIssue({ code: 'custom', path: ['url'], message: 'required for an http registration' });
-      misplaced(['command', 'args', 'env'], 'applies only to a stdio registration');
-    }
-  });
+export const registrationSchema = registrationBodySchema.superRefine((body, ctx) => {
+  const misplaced = (fields: readonly (keyof typeof body)[], message: string) => {
+    for (const field of fields) if (body[field] !== undefined) ctx.addIssue({ code: 'custom', path: [field], message });
+  };
+  checkValues(body.env, 'env', MAX_ENV, isEnvValue, 'must not contain a NUL character', ctx);
+  checkValues(body.headers, 'headers', MAX_HEADERS, isHttpFieldValue, HTTP_FIELD_VALUE_RULE, ctx);
+  const seen = new Set<string>();
+  for (const name of Object.keys(body.headers ?? {})) {
+    if (RESERVED_HEADER_NAMES.has(name.toLowerCase()))
+      ctx.addIssue({ code: 'custom', path: ['headers', name], message: RESERVED_HEADER_RULE });
+    if (seen.has(name.toLowerCase()))
+      ctx.addIssue({
+        code: 'custom',
+        path: ['headers', name],
+        message: 'duplicates another header name (header names are case-insensitive)',
+      });
+    seen.add(name.toLowerCase());
+  }
+  if (body.type === 'stdio') {
+    if (body.command === undefined) ctx.addIssue({ code: 'custom', path: ['command'], message: 'required for a stdio registration' });
+    misplaced(['url', 'headers', 'transport'], 'applies only to an http registration');
+  } else {
+    if (body.url === undefined) ctx.addIssue({ code: 'custom', path: ['url'], message: 'required for an http registration' });
+    misplaced(['command', 'args', 'env'], 'applies only to a stdio registration');
+  }
+});
 /**
  * Checks the `env` or `headers` values of a registration: at most `max` entries, each `cred:` value a
  * well-formed reference, each literal passing `valid`. Issues name the entry, never its value.

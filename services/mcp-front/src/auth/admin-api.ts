@@ -13,26 +13,10 @@
  * With authentication off every route answers 404 `AuthenticationOff`.
  */
 import express, { type NextFunction, type Request, type RequestHandler, type Response, type Router } from 'express';
-import { z } from 'zod';
-import { errorMessage, PunkError, type Logger, type Principal } from '@punk/lib';
+import { apiKeyInputSchema, errorMessage, PunkError, tenantSchema, type Logger, type Principal } from '@punk/lib';
 import { bodyRefusal } from '../body-errors.js';
 import type { Authenticator } from './authenticator.js';
 import { challengeOf, type Refusal } from './challenge.js';
-
-const tenantPattern = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-const scopePattern = /^[\x21\x23-\x5b\x5d-\x7e]+$/;
-
-const createBody = z
-  .object({
-    name: z.string().trim().min(1).max(200),
-    tenant: z.string().regex(tenantPattern, 'must be a DNS label (lower-case letters, digits, -)').optional(),
-    scopes: z
-      .array(z.string().regex(scopePattern, 'must be a scope token (RFC 6749 §3.3: printable ASCII, no space, " or \\)'))
-      .max(100)
-      .optional(),
-    groups: z.array(z.string().min(1).max(200)).max(100).optional(),
-  })
-  .strict();
 
 /** Options of {@link adminRouter}. */
 export interface AdminApiOptions {
@@ -94,7 +78,7 @@ export function adminRouter(options: AdminApiOptions): Router {
       fail(res, 415, 'UnsupportedMediaType', 'the body must be JSON, with Content-Type: application/json');
       return;
     }
-    const parsed = createBody.safeParse(req.body ?? {});
+    const parsed = apiKeyInputSchema.safeParse(req.body ?? {});
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
       fail(res, 400, 'InvalidRequest', `${issue.path.join('.') || 'body'}: ${issue.message}`);
@@ -117,7 +101,7 @@ export function adminRouter(options: AdminApiOptions): Router {
 
   router.get('/api-keys', requireAdmin, async (req, res) => {
     const tenant = req.query['tenant'];
-    if (tenant !== undefined && (typeof tenant !== 'string' || !tenantPattern.test(tenant))) {
+    if (tenant !== undefined && (typeof tenant !== 'string' || !tenantSchema.safeParse(tenant).success)) {
       fail(res, 400, 'InvalidParameter', `query parameter tenant must be one DNS label, got ${JSON.stringify(tenant)}`);
       return;
     }

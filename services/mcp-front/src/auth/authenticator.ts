@@ -25,7 +25,7 @@ export const DEFAULT_ADMIN_SCOPE = 'punk:admin';
 /** Subject of the bootstrap admin key. */
 export const BOOTSTRAP_ADMIN_SUBJECT = 'bootstrap-admin';
 
-/** How callers authenticate (README "Authentication"); absent in `FrontOptions`: everyone is anonymous. */
+/** How callers authenticate (docs/authentication.md); absent in `FrontOptions`: everyone is anonymous. */
 export interface AuthOptions {
   /** The URL clients reach Punk at (`PUNK_PUBLIC_URL`): audiences and metadata derive from it. */
   publicUrl: string;
