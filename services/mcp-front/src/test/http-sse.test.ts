@@ -233,7 +233,7 @@ void describe('the HTTP+SSE transport (MCP 2024-11-05) on two replicas', () => {
     bad.close();
   });
 
-  void it('a 2024-11-05 client by hand: agreed at 2024-11-05, answered on the stream, and the session ends with it', async () => {
+  void it('a 2024-11-05 client by hand: agreed at 2024-11-05, answered and notified on the stream, and the session ends with it', async () => {
     const { a, b } = replicas;
     const stream = await openRaw(a.base, '/sse', {});
     const endpoint = (await stream.next()).data;
@@ -253,6 +253,8 @@ void describe('the HTTP+SSE transport (MCP 2024-11-05) on two replicas', () => {
     const listed = JSON.parse((await stream.next()).data) as { id: number; result: { tools: unknown[] } };
     assert.equal(listed.id, 2);
     assert.ok(listed.result.tools.length > 0);
+    await replicas.core.publish(subjects.registryChanged, { tenant: replicas.tenant, server: 'everything', change: 'updated' });
+    assert.match((await stream.next()).data, /notifications\/(tools|resources|prompts)\/list_changed/, 'session-wide notifications too');
 
     const again = await postTo(a.base, endpoint, {
       jsonrpc: '2.0',
