@@ -20,6 +20,10 @@
  * and it ends right after the response to the POST's request, as the POST
  * would have (MCP 2025-11-25 basic/transports: "After the JSON-RPC response
  * has been sent, the server SHOULD terminate the SSE stream").
+ *
+ * The event stream of a 2024-11-05 HTTP+SSE session (http-sse.ts) is held the same way, its stream id
+ * the session id: it opens with the `endpoint` event instead of a priming event, before the session
+ * exists, and no GET replaces it.
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';

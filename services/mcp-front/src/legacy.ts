@@ -28,6 +28,10 @@
  * call: its server closes once the response is stored, and the client
  * resumes with GET and `Last-Event-ID` on any replica (get-stream.ts).
  * Earlier sessions' POST streams are neither stored nor resumable.
+ *
+ * Sessions of the 2024-11-05 HTTP+SSE transport (http-sse.ts) are sessions of this endpoint too
+ * (`handleHttpSse`): the same checks, limits and calls, but `initialize` takes the id of the client's
+ * event stream, and what a POST's server sends goes onto that stream (session-stream-transport.ts).
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
