@@ -114,126 +114,108 @@ export function createRouter(deps: HttpDeps): Router {
   const parseJson = express.json({ limit: deps.maxBodyBytes, strict: false, type: () => true });
   const corsOf = { 'streamable-http': deps.origins.middleware(ALLOWED_METHODS), 'http-sse': deps.origins.middleware(HTTP_SSE_METHODS) };
 
-  const serve =
-    (scopeOf: (req: Request) => Scope, transport: TransportKind = 'streamable-http') =>
-    async (req: Request, res: Response, next: NextFunction) => {
-      const httpSse = transport === 'http-sse';
-      const cors = corsOf[transport];
-      const methods: readonly string[] = httpSse ? HTTP_SSE_METHODS : ALLOWED_METHODS;
-      try {
-        if (!deps.origins.allows(req)) {
-          sendJsonRpcError(
-            res,
-            403,
-            -32000,
-            `Forbidden: Origin ${JSON.stringify(req.headers.origin)} may not use this endpoint (allowed: the endpoint's own origin and PUNK_ALLOWED_ORIGINS)`,
-          );
-          return;
-        }
-        if (req.method === 'OPTIONS') {
-          cors(req, res, () => res.writeHead(204).end());
-          return;
-        }
-        await new Promise<void>((resolve, reject) => cors(req, res, (error) => (error ? reject(error) : resolve())));
-        if (!methods.includes(req.method)) {
-          sendJsonRpcError(res, 405, -32000, `Method ${req.method} not allowed on an MCP endpoint; use ${methods.join(', ')}`, {
-            Allow: methods.join(', '),
-          });
-          return;
-        }
-        const principal = deps.authenticate ? await deps.authenticate(req, res) : deps.anonymous(req);
-        if (!principal) return;
-        const refusal = checkMediaTypes(req, httpSse);
-        if (refusal) {
-          sendJsonRpcError(res, refusal.status, refusal.code, refusal.message, {}, refusal.data);
-          return;
-        }
-        // The body is read before the version check so that its refusal can echo the request's id (2026-07-28
-        // basic/transports: every error response carries the id); a body error still answers after it.
-        const parseError =
-          req.method === 'POST' ? await new Promise<unknown>((resolve) => parseJson(req, res, (error) => resolve(error ?? null))) : null;
-        const body: unknown = parseError ? undefined : req.body;
-        const versionRefusal = checkVersion(req, body, httpSse);
-        if (versionRefusal) {
-          sendJsonRpcError(
-            res,
-            versionRefusal.status,
-            versionRefusal.code,
-            versionRefusal.message,
-            {},
-            versionRefusal.data,
-            requestIdOf(body),
-          );
-          return;
-        }
-        if (
-          req.method !== 'POST' &&
-          (MODERN_PROTOCOL_VERSIONS as readonly string[]).includes(headerOf(req, 'mcp-protocol-version') ?? '')
-        ) {
-          sendJsonRpcError(
-            res,
-            405,
-            -32000,
-            `Method ${req.method} not allowed under ${headerOf(req, 'mcp-protocol-version')}: it has no sessions or GET streams; POST every request (subscriptions/listen for notifications)`,
-            { Allow: 'POST' },
-          );
-          return;
-        }
-        if (req.method === 'POST') {
-          if (parseError) {
-            next(parseError);
-            return;
-          }
-          if (req.body === undefined) {
-            sendJsonRpcError(res, 400, -32700, 'Parse error: the request has no body (a POST carries one JSON-RPC message)');
-            return;
-          }
-          const batchRefusal = checkDepth(req.body) ?? checkBatch(req, req.body) ?? checkMessages(req.body);
-          if (batchRefusal) {
-            sendJsonRpcError(res, 400, ProtocolErrorCode.InvalidRequest, batchRefusal);
-            return;
-          }
-        }
-        const scope = scopeOf(req);
-        const check = await deps.checkScope(scope);
-        if (!check.ok) {
-          sendJsonRpcError(res, check.status, -32000, check.message);
-          return;
-        }
-        const message = req.method === 'POST' ? req.body : undefined;
-        await traceMcpRequest(req, res, message, principal.tenant, () =>
-          (httpSse ? deps.httpSse : deps.endpoints).handle(scope, req, res, message, principal),
+  const serve = (scopeOf: ScopeOf, kind: TransportKind) => async (req: Request, res: Response, next: NextFunction) => {
+    const httpSse = kind === 'http-sse';
+    const cors = corsOf[kind];
+    const methods: readonly string[] = httpSse ? HTTP_SSE_METHODS : ALLOWED_METHODS;
+    try {
+      if (!deps.origins.allows(req)) {
+        sendJsonRpcError(
+          res,
+          403,
+          -32000,
+          `Forbidden: Origin ${JSON.stringify(req.headers.origin)} may not use this endpoint (allowed: the endpoint's own origin and PUNK_ALLOWED_ORIGINS)`,
         );
-      } catch (error) {
-        next(error);
+        return;
       }
-    };
+      if (req.method === 'OPTIONS') {
+        cors(req, res, () => res.writeHead(204).end());
+        return;
+      }
+      await new Promise<void>((resolve, reject) => cors(req, res, (error) => (error ? reject(error) : resolve())));
+      if (!methods.includes(req.method)) {
+        sendJsonRpcError(res, 405, -32000, `Method ${req.method} not allowed on an MCP endpoint; use ${methods.join(', ')}`, {
+          Allow: methods.join(', '),
+        });
+        return;
+      }
+      const principal = deps.authenticate ? await deps.authenticate(req, res) : deps.anonymous(req);
+      if (!principal) return;
+      const refusal = checkMediaTypes(req, httpSse);
+      if (refusal) {
+        sendJsonRpcError(res, refusal.status, refusal.code, refusal.message, {}, refusal.data);
+        return;
+      }
+      // The body is read before the version check so that its refusal can echo the request's id (2026-07-28
+      // basic/transports: every error response carries the id); a body error still answers after it.
+      const parseError =
+        req.method === 'POST' ? await new Promise<unknown>((resolve) => parseJson(req, res, (error) => resolve(error ?? null))) : null;
+      const body: unknown = parseError ? undefined : req.body;
+      const versionRefusal = checkVersion(req, body, httpSse);
+      if (versionRefusal) {
+        sendJsonRpcError(
+          res,
+          versionRefusal.status,
+          versionRefusal.code,
+          versionRefusal.message,
+          {},
+          versionRefusal.data,
+          requestIdOf(body),
+        );
+        return;
+      }
+      if (req.method !== 'POST' && (MODERN_PROTOCOL_VERSIONS as readonly string[]).includes(headerOf(req, 'mcp-protocol-version') ?? '')) {
+        sendJsonRpcError(
+          res,
+          405,
+          -32000,
+          `Method ${req.method} not allowed under ${headerOf(req, 'mcp-protocol-version')}: it has no sessions or GET streams; POST every request (subscriptions/listen for notifications)`,
+          { Allow: 'POST' },
+        );
+        return;
+      }
+      if (req.method === 'POST') {
+        if (parseError) {
+          next(parseError);
+          return;
+        }
+        if (req.body === undefined) {
+          sendJsonRpcError(res, 400, -32700, 'Parse error: the request has no body (a POST carries one JSON-RPC message)');
+          return;
+        }
+        const batchRefusal = checkDepth(req.body) ?? checkBatch(req, req.body) ?? checkMessages(req.body);
+        if (batchRefusal) {
+          sendJsonRpcError(res, 400, ProtocolErrorCode.InvalidRequest, batchRefusal);
+          return;
+        }
+      }
+      const scope = scopeOf(req);
+      const check = await deps.checkScope(scope);
+      if (!check.ok) {
+        sendJsonRpcError(res, check.status, -32000, check.message);
+        return;
+      }
+      const message = req.method === 'POST' ? req.body : undefined;
+      await traceMcpRequest(req, res, message, principal.tenant, () =>
+        (httpSse ? deps.httpSse : deps.endpoints).handle(scope, req, res, message, principal),
+      );
+    } catch (error) {
+      next(error);
+    }
+  };
 
   router.use(noStore);
-  router.all(
-    deps.path,
-    serve(() => ({ kind: 'aggregate' })),
-  );
-  router.all(
-    '/servers/:name/mcp',
-    serve((req) => ({ kind: 'server', server: String(req.params['name']) })),
-  );
-  router.all(
-    '/servers/:namespace/:name/mcp',
-    serve((req) => ({ kind: 'server', server: String(req.params['name']), namespace: String(req.params['namespace']) })),
-  );
-  router.all(
-    '/sse',
-    serve(() => ({ kind: 'aggregate' }), 'http-sse'),
-  );
-  router.all(
-    '/servers/:name/sse',
-    serve((req) => ({ kind: 'server', server: String(req.params['name']) }), 'http-sse'),
-  );
-  router.all(
-    '/servers/:namespace/:name/sse',
-    serve((req) => ({ kind: 'server', server: String(req.params['name']), namespace: String(req.params['namespace']) }), 'http-sse'),
-  );
+  const aggregate: ScopeOf = () => ({ kind: 'aggregate' });
+  const server: ScopeOf = (req) => ({ kind: 'server', server: String(req.params['name']) });
+  const namespaced: ScopeOf = (req) => ({ kind: 'server', server: String(req.params['name']), namespace: String(req.params['namespace']) });
+  for (const [aggregatePath, last, kind] of [
+    [deps.path, 'mcp', 'streamable-http'],
+    ['/sse', 'sse', 'http-sse'],
+  ] as const) {
+    router.all(aggregatePath, serve(aggregate, kind));
+    router.all(`/servers/:name/${last}`, serve(server, kind));
+    router.all(`/servers/:namespace/:name/${last}`, serve(namespaced, kind));
+  }
   router.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
     const type = (error as { type?: unknown })?.type;
     if (type === 'entity.too.large') {
@@ -251,6 +233,9 @@ export function createRouter(deps: HttpDeps): Router {
   });
   return router;
 }
+
+/** The endpoint scope a route's request names. */
+type ScopeOf = (req: Request) => Scope;
 
 /** Which transport a route serves: Streamable HTTP (both eras) or the HTTP+SSE transport of 2024-11-05. */
 type TransportKind = 'streamable-http' | 'http-sse';
