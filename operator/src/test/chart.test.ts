@@ -218,7 +218,7 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
     assert.equal(ingress.metadata.annotations['nginx.ingress.kubernetes.io/proxy-buffering'], 'off');
     assert.equal(ingress.metadata.annotations['nginx.ingress.kubernetes.io/proxy-read-timeout'], '3600');
     const paths = ingress.spec.rules[0]!.http.paths.map((path) => path.path);
-    assert.deepEqual(paths, ['/mcp', '/servers', '/.well-known/oauth-protected-resource']);
+    assert.deepEqual(paths, ['/mcp', '/sse', '/servers', '/.well-known/oauth-protected-resource']);
     for (const component of ['mcp-front', 'gateway', 'governance', 'ledger']) {
       assert.equal(config(component)['OTEL_EXPORTER_OTLP_ENDPOINT'], 'http://otel-collector.observability:4318');
       assert.equal(config(component)['OTEL_TRACES_SAMPLER_ARG'], '0.1');

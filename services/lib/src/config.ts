@@ -59,11 +59,11 @@ function jsonOf<T extends z.ZodType>(schema: T) {
 }
 
 /**
- * Paths other routes own on the same listener (health, admin and ledger APIs, per-server endpoints, OAuth
- * metadata, metrics): `PUNK_MCP_PATH` may be none of them nor lie under one. Express matches paths
+ * Paths other routes own on the same listener (health, admin and ledger APIs, per-server endpoints, the HTTP+SSE
+ * endpoint, OAuth metadata, metrics): `PUNK_MCP_PATH` may be none of them nor lie under one. Express matches paths
  * case-insensitively, so the check does too.
  */
-const RESERVED_PATH_PREFIXES = ['/healthz', '/readyz', '/metrics', '/api', '/servers', '/.well-known'];
+const RESERVED_PATH_PREFIXES = ['/healthz', '/readyz', '/metrics', '/api', '/servers', '/sse', '/.well-known'];
 
 /** Whether `path` is a reserved prefix or lies under one. */
 function isReservedPath(path: string): boolean {

@@ -27,6 +27,7 @@ import { startListenUpdates, subscribeListened } from './listen-subscriptions.js
 import { GetStreams } from './get-stream.js';
 import { buildMcpServer } from './handlers.js';
 import { createRouter, type ScopeCheck } from './http.js';
+import { HttpSseEndpoint } from './http-sse.js';
 import { LegacyEndpoint } from './legacy.js';
 import { InitializeRateLimiter } from './rate-limit.js';
 import { DEFAULT_REQUEST_STATE_TTL_MS, RequestStateCodec, signingKeyOf } from './request-state.js';
@@ -59,6 +60,8 @@ export interface FrontOptions {
   instructions?: string;
   /** Path of the aggregated endpoint (`PUNK_MCP_PATH`). Default `/mcp`. */
   path?: string;
+  /** The URL clients reach Punk at (`PUNK_PUBLIC_URL`): its path prefixes the HTTP+SSE `endpoint` event for requests to its host (http-sse.ts). */
+  publicUrl?: string;
   /** Browser origins allowed besides the endpoint's own, also the CORS allow-list (`PUNK_ALLOWED_ORIGINS`). Default none. */
   allowedOrigins?: readonly string[];
   /** Reverse proxies in front whose `X-Forwarded-For`/`-Proto` are trusted (`PUNK_TRUST_PROXY`). Default 0. */
@@ -122,6 +125,7 @@ export function frontOptionsOf(config: PunkConfig): Omit<FrontOptions, 'bus' | '
   };
   return {
     path: config.mcpPath,
+    ...(config.publicUrl && { publicUrl: config.publicUrl }),
     serverInfo,
     ...(config.serverInstructions && { instructions: config.serverInstructions }),
     allowedOrigins: config.allowedOrigins,
@@ -142,7 +146,8 @@ export function frontOptionsOf(config: PunkConfig): Omit<FrontOptions, 'bus' | '
 /** A running mcp-front. */
 export interface Front {
   /**
-   * Serves `/mcp`, `/servers/<name>/mcp` and `/servers/<namespace>/<name>/mcp`, the admin API `/api/v1/api-keys`,
+   * Serves `/mcp`, `/servers/<name>/mcp` and `/servers/<namespace>/<name>/mcp`, the HTTP+SSE transport of
+   * MCP 2024-11-05 at `/sse`, `/servers/<name>/sse` and `/servers/<namespace>/<name>/sse` (http-sse.ts), the admin API `/api/v1/api-keys`,
    * the registry and credentials APIs `/api/v1/mcp/servers…` and `/api/v1/credentials…` (registry-api.ts; admins only with `auth`)
    * and, with `auth`, `/.well-known/oauth-protected-resource[/<endpoint path>]`; mount at the root of an express app.
    */
@@ -231,6 +236,14 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     trustedProxies: trustProxy,
     responseMode,
   });
+  const httpSse = new HttpSseEndpoint({
+    bus,
+    log,
+    sessions,
+    streams: getStreams,
+    legacy,
+    ...(options.publicUrl !== undefined && { publicUrl: options.publicUrl }),
+  });
   const listenDeps = { bus, log, tenant, catalog, timeoutMs: options.callTimeoutMs };
   const endpoints = new McpEndpoints({
     log,
@@ -282,6 +295,7 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     ...(authenticate && { authenticate }),
     anonymous: options.principalOf ?? (() => anonymousPrincipal(tenant)),
     endpoints,
+    httpSse,
     checkScope,
   });
   const router = express.Router();
@@ -307,6 +321,7 @@ export async function createFront(options: FrontOptions): Promise<Front> {
         await listenUpdates.unsubscribe();
         await sessionMessages.unsubscribe();
         await catalog.close();
+        httpSse.close();
         getStreams.closeAll();
         await endpoints.close();
       })()),
@@ -335,6 +350,10 @@ function checkOptions(options: FrontOptions): void {
     throw new RangeError(`mcp-front option path must be an absolute URL path such as /mcp, got ${JSON.stringify(options.path)}`);
   if (options.responseMode !== undefined && !['auto', 'json', 'always'].includes(options.responseMode))
     throw new RangeError(`mcp-front option responseMode must be auto, json or always, got ${JSON.stringify(options.responseMode)}`);
+  if (options.publicUrl !== undefined && !URL.canParse(options.publicUrl))
+    throw new RangeError(
+      `mcp-front option publicUrl must be a URL such as https://punk.example.com, got ${JSON.stringify(options.publicUrl)}`,
+    );
   for (const origin of options.allowedOrigins ?? []) {
     let parsed: string | undefined;
     try {

@@ -20,6 +20,10 @@
  * and it ends right after the response to the POST's request, as the POST
  * would have (MCP 2025-11-25 basic/transports: "After the JSON-RPC response
  * has been sent, the server SHOULD terminate the SSE stream").
+ *
+ * The event stream of a 2024-11-05 HTTP+SSE session (http-sse.ts) is held the same way, its stream id
+ * the session id: it opens with the `endpoint` event instead of a priming event, before the session
+ * exists, and no GET replaces it.
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -50,12 +54,17 @@ export interface GetStreamDeps {
   keepAliveMs: number;
 }
 
-/** One GET stream (or resumed POST stream) this replica holds. */
+/**
+ * What a held stream is: a session's GET stream; a resumed POST stream (ends after the response, is not the
+ * session's GET stream); the event stream of a 2024-11-05 HTTP+SSE session (http-sse.ts: never replaced by a GET).
+ */
+type StreamKind = 'get' | 'post' | 'http-sse';
+
+/** One stream this replica holds. */
 interface HeldStream {
   sessionId: string;
   connection: string;
-  /** A resumed POST stream: ends after the response, is not the session's GET stream. */
-  post: boolean;
+  kind: StreamKind;
   /** Position of the last event written. */
   position: StreamPosition;
   res: ServerResponse;
@@ -64,6 +73,8 @@ interface HeldStream {
   /** Serialises reads and writes of the stream. */
   chain: Promise<void>;
   closed: boolean;
+  /** Runs once when the stream closes. */
+  onClose?: () => void;
 }
 
 /** The GET streams held by this replica. */
@@ -88,32 +99,11 @@ export class GetStreams {
       return;
     }
     const post = resumed !== undefined && (await this.deps.events.openedByPost(session.id, resumed.streamId));
-    const stream: HeldStream = {
-      sessionId: session.id,
-      connection: randomUUID(),
-      post,
-      position: resumed ?? { streamId: randomUUID(), seq: 0 },
-      res,
-      subscriptions: [],
-      timer: undefined,
-      chain: Promise.resolve(),
-      closed: false,
-    };
-    const { bus, sessions } = this.deps;
+    const stream = this.stream(session.id, post ? 'post' : 'get', resumed ?? { streamId: randomUUID(), seq: 0 }, res);
     // Listen before the stream becomes the session's current one: nothing stored on it is missed.
-    stream.subscriptions.push(
-      await bus.subscribe(subjects.sessionControl(session.id), (data) => {
-        const control = parseMessage(sessionControlSchema, subjects.sessionControl(session.id), data);
-        if (control.type === 'ended' || (control.type === 'stream-opened' && !post && control.connection !== stream.connection))
-          this.close(stream, false);
-      }),
-      await bus.subscribe(subjects.sessionOut(session.id), (data) => {
-        const out = parseMessage(sessionOutSchema, subjects.sessionOut(session.id), data);
-        if (out.streamId === stream.position.streamId) this.pump(stream);
-      }),
-    );
+    await this.listen(stream);
     if (!post) {
-      const current = await sessions
+      const current = await this.deps.sessions
         .update(session.id, (state) => ({ ...state, stream: stream.position.streamId }))
         .catch((error: unknown) => {
           this.deps.log.warn({ sessionId: session.id, err: errorMessage(error) }, 'could not record the GET stream of a session');
@@ -129,23 +119,94 @@ export class GetStreams {
         );
         return;
       }
-      await bus.publish(subjects.sessionControl(session.id), { type: 'stream-opened', connection: stream.connection });
+      await this.deps.bus.publish(subjects.sessionControl(session.id), { type: 'stream-opened', connection: stream.connection });
     }
+    this.open(stream, post ? '' : `id: ${eventId(stream.position)}\nretry: ${String(this.deps.retryMs)}\ndata: \n\n`, () => undefined);
+  }
 
+  /**
+   * Holds the event stream of a 2024-11-05 HTTP+SSE session on this replica (http-sse.ts): `opening` (its
+   * `endpoint` event) first, then every event stored on the session's stream, whose stream id is the session id,
+   * as GET streams are written. No replay, and no GET replaces it. It stays open until the client leaves, the
+   * session ends, the front closes, or a keep-alive finds no session `initializeWithinMs` after it opened (the
+   * client never sent `initialize`); `onClose` runs then, once.
+   */
+  async holdHttpSse(
+    sessionId: string,
+    res: ServerResponse,
+    opening: string,
+    initializeWithinMs: number,
+    onClose: () => void,
+  ): Promise<void> {
+    const stream = this.stream(sessionId, 'http-sse', { streamId: sessionId, seq: 0 }, res);
+    stream.onClose = onClose;
+    await this.listen(stream);
+    const openedAt = Date.now();
+    this.open(stream, opening, (session) => {
+      if (!session && Date.now() - openedAt >= initializeWithinMs) this.close(stream, false);
+    });
+  }
+
+  private stream(sessionId: string, kind: StreamKind, position: StreamPosition, res: ServerResponse): HeldStream {
+    return {
+      sessionId,
+      connection: randomUUID(),
+      kind,
+      position,
+      res,
+      subscriptions: [],
+      timer: undefined,
+      chain: Promise.resolve(),
+      closed: false,
+    };
+  }
+
+  /** Subscribes a stream to its session's control and announcement subjects. */
+  private async listen(stream: HeldStream): Promise<void> {
+    const { bus } = this.deps;
+    const { sessionId } = stream;
+    stream.subscriptions.push(
+      await bus.subscribe(subjects.sessionControl(sessionId), (data) => {
+        const control = parseMessage(sessionControlSchema, subjects.sessionControl(sessionId), data);
+        if (
+          control.type === 'ended' ||
+          (control.type === 'stream-opened' && stream.kind === 'get' && control.connection !== stream.connection)
+        )
+          this.close(stream, false);
+      }),
+      await bus.subscribe(subjects.sessionOut(sessionId), (data) => {
+        const out = parseMessage(sessionOutSchema, subjects.sessionOut(sessionId), data);
+        if (out.streamId === stream.position.streamId) this.pump(stream);
+      }),
+    );
+  }
+
+  /**
+   * Starts writing a listening stream: the SSE head, `first`, keep-alive comments (each renews the
+   * session, then `tick` sees it, undefined when it is gone), and what is stored.
+   */
+  private open(stream: HeldStream, first: string, tick: (session: StoredSession | undefined) => void): void {
+    const { sessions } = this.deps;
+    const { res } = stream;
     this.held.add(stream);
-    res.on('close', () => this.close(stream, false));
+    res.on('close', () => {
+      this.close(stream, false);
+    });
     res.writeHead(200, {
       'Content-Type': 'text/event-stream',
       'Cache-Control': 'no-store',
       Connection: 'keep-alive',
       'X-Accel-Buffering': 'no',
-      'Mcp-Session-Id': session.id,
+      ...(stream.kind !== 'http-sse' && { 'Mcp-Session-Id': stream.sessionId }),
     });
-    if (!post) res.write(`id: ${eventId(stream.position)}\nretry: ${this.deps.retryMs}\ndata: \n\n`);
+    if (first !== '') res.write(first);
     stream.timer = setInterval(() => {
       res.write(': keepalive\n\n');
-      sessions.get(session.id).then(
-        (s) => s && sessions.renew(s),
+      sessions.get(stream.sessionId).then(
+        (s) => {
+          if (s) sessions.renew(s);
+          tick(s);
+        },
         () => undefined,
       );
     }, this.deps.keepAliveMs);
@@ -170,7 +231,7 @@ export class GetStreams {
             stream.position = { streamId: stream.position.streamId, seq: event.seq };
             if (isPrimingEvent(event)) continue;
             stream.res.write(`id: ${eventId(stream.position)}\nevent: message\ndata: ${JSON.stringify(event.message)}\n\n`);
-            if (stream.post && (isJSONRPCResultResponse(event.message) || isJSONRPCErrorResponse(event.message))) {
+            if (stream.kind === 'post' && (isJSONRPCResultResponse(event.message) || isJSONRPCErrorResponse(event.message))) {
               this.close(stream, false);
               return;
             }
@@ -188,6 +249,7 @@ export class GetStreams {
     this.held.delete(stream);
     clearInterval(stream.timer);
     void this.unsubscribe(stream);
+    stream.onClose?.();
     if (!stream.res.writableEnded) {
       if (retryHint && stream.res.headersSent) stream.res.write(`retry: ${this.deps.retryMs}\n\n`);
       stream.res.end();

@@ -126,6 +126,8 @@ export interface SessionContext {
   sendRelated(message: JSONRPCMessage, relatedRequestId: RequestId): Promise<void>;
   /** Adds (`on`) or removes a URI from the session's stored subscriptions (MCP 2025-11-25 server/resources "Subscriptions"). */
   setSubscribed(uri: string, on: boolean): Promise<void>;
+  /** Versions `initialize` may agree to; absent: every version the HTTP layer accepts (an HTTP+SSE session's add 2024-11-05). */
+  protocolVersions?: readonly string[];
 }
 
 /** Capabilities advertised when the catalog cannot be read at construction time: every handler is then registered. */
@@ -177,7 +179,7 @@ export async function buildMcpServer(
   const server = new Server(deps.serverInfo, {
     capabilities,
     cacheHints,
-    supportedProtocolVersions: [...SUPPORTED_VERSIONS],
+    supportedProtocolVersions: [...(session?.protocolVersions ?? SUPPORTED_VERSIONS)],
     ...(instructions && { instructions }),
   });
   const endpoint = scopeKey(scope);

@@ -30,6 +30,11 @@
  * that also exceeds the size limit answers 413 first. 2025-era requests go
  * to legacy.ts (sessions, initialize limits).
  *
+ * The HTTP+SSE endpoints of MCP 2024-11-05 (`/sse`, `/servers/<name>/sse`,
+ * `/servers/<namespace>/<name>/sse`; http-sse.ts) get the same checks, except:
+ * methods GET and POST; a POST needs no `Accept`; `MCP-Protocol-Version`
+ * may also name 2024-11-05, never 2026-07-28.
+ *
  * Every response carries `Cache-Control: no-store`, SSE streams included
  * (the SDK's own `no-cache` is replaced). Slow or endless request bodies are
  * cut by the HTTP server's `requestTimeout` (lib `listenHealth`).
@@ -47,11 +52,15 @@ import { traceMcpRequest } from '@punk/lib';
 import type { Scope } from './aggregate.js';
 import type { OriginPolicy } from './cors.js';
 import type { McpEndpoints } from './endpoint.js';
+import type { HttpSseEndpoint } from './http-sse.js';
 import { sendJsonRpcError } from './errors.js';
 import { headerOf } from './get-stream.js';
 
 /** Methods an MCP endpoint answers. */
 export const ALLOWED_METHODS = ['GET', 'POST', 'DELETE'] as const;
+
+/** Methods an HTTP+SSE endpoint (MCP 2024-11-05; http-sse.ts) answers. */
+export const HTTP_SSE_METHODS = ['GET', 'POST'] as const;
 
 /**
  * Protocol revisions of the 2026 era the SDK's `createMcpHandler` serves
@@ -64,6 +73,12 @@ export const LEGACY_PROTOCOL_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26
 
 /** Every revision an `MCP-Protocol-Version` header may name, newest first. */
 export const SUPPORTED_VERSIONS: readonly string[] = [...MODERN_PROTOCOL_VERSIONS, ...LEGACY_PROTOCOL_VERSIONS];
+
+/**
+ * Revisions of an HTTP+SSE session: those of the 2025 era and the transport's own, 2024-11-05 (`initialize` may
+ * agree to each; SDK clients name the agreed one in `MCP-Protocol-Version`).
+ */
+export const HTTP_SSE_VERSIONS: readonly string[] = [...LEGACY_PROTOCOL_VERSIONS, '2024-11-05'];
 
 /** Outcome of checking that an endpoint's scope exists. */
 export type ScopeCheck = { ok: true } | { ok: false; status: number; message: string };
@@ -87,6 +102,8 @@ export interface HttpDeps {
   /** The principal of a caller when there is no `authenticate` hook. */
   anonymous: (req: IncomingMessage) => Principal;
   endpoints: McpEndpoints;
+  /** Serves the HTTP+SSE endpoints (`/sse`, per server `…/sse`). */
+  httpSse: HttpSseEndpoint;
   /** Checks that a per-server endpoint names a server of the tenant. */
   checkScope: (scope: Scope) => Promise<ScopeCheck>;
 }
@@ -95,9 +112,12 @@ export interface HttpDeps {
 export function createRouter(deps: HttpDeps): Router {
   const router = express.Router();
   const parseJson = express.json({ limit: deps.maxBodyBytes, strict: false, type: () => true });
-  const cors = deps.origins.middleware(ALLOWED_METHODS);
+  const corsOf = { 'streamable-http': deps.origins.middleware(ALLOWED_METHODS), 'http-sse': deps.origins.middleware(HTTP_SSE_METHODS) };
 
-  const serve = (scopeOf: (req: Request) => Scope) => async (req: Request, res: Response, next: NextFunction) => {
+  const serve = (scopeOf: ScopeOf, kind: TransportKind) => async (req: Request, res: Response, next: NextFunction) => {
+    const httpSse = kind === 'http-sse';
+    const cors = corsOf[kind];
+    const methods: readonly string[] = httpSse ? HTTP_SSE_METHODS : ALLOWED_METHODS;
     try {
       if (!deps.origins.allows(req)) {
         sendJsonRpcError(
@@ -115,15 +135,15 @@ export function createRouter(deps: HttpDeps): Router {
       await new Promise<void>((resolve, reject) =>
         cors(req, res, (error: unknown) => (error ? reject(error instanceof Error ? error : new Error(JSON.stringify(error))) : resolve())),
       );
-      if (!(ALLOWED_METHODS as readonly string[]).includes(req.method)) {
-        sendJsonRpcError(res, 405, -32000, `Method ${req.method} not allowed on an MCP endpoint; use ${ALLOWED_METHODS.join(', ')}`, {
-          Allow: ALLOWED_METHODS.join(', '),
+      if (!methods.includes(req.method)) {
+        sendJsonRpcError(res, 405, -32000, `Method ${req.method} not allowed on an MCP endpoint; use ${methods.join(', ')}`, {
+          Allow: methods.join(', '),
         });
         return;
       }
       const principal = deps.authenticate ? await deps.authenticate(req, res) : deps.anonymous(req);
       if (!principal) return;
-      const refusal = checkMediaTypes(req);
+      const refusal = checkMediaTypes(req, httpSse);
       if (refusal) {
         sendJsonRpcError(res, refusal.status, refusal.code, refusal.message, {}, refusal.data);
         return;
@@ -133,7 +153,7 @@ export function createRouter(deps: HttpDeps): Router {
       const parseError =
         req.method === 'POST' ? await new Promise<unknown>((resolve) => parseJson(req, res, (error) => resolve(error ?? null))) : null;
       const body: unknown = parseError ? undefined : req.body;
-      const versionRefusal = checkVersion(req, body);
+      const versionRefusal = checkVersion(req, body, httpSse);
       if (versionRefusal) {
         sendJsonRpcError(
           res,
@@ -178,25 +198,26 @@ export function createRouter(deps: HttpDeps): Router {
         return;
       }
       const message: unknown = req.method === 'POST' ? req.body : undefined;
-      await traceMcpRequest(req, res, message, principal.tenant, () => deps.endpoints.handle(scope, req, res, message, principal));
+      await traceMcpRequest(req, res, message, principal.tenant, () =>
+        (httpSse ? deps.httpSse : deps.endpoints).handle(scope, req, res, message, principal),
+      );
     } catch (error) {
       next(error);
     }
   };
 
   router.use(noStore);
-  router.all(
-    deps.path,
-    serve(() => ({ kind: 'aggregate' })),
-  );
-  router.all(
-    '/servers/:name/mcp',
-    serve((req) => ({ kind: 'server', server: String(req.params['name']) })),
-  );
-  router.all(
-    '/servers/:namespace/:name/mcp',
-    serve((req) => ({ kind: 'server', server: String(req.params['name']), namespace: String(req.params['namespace']) })),
-  );
+  const aggregate: ScopeOf = () => ({ kind: 'aggregate' });
+  const server: ScopeOf = (req) => ({ kind: 'server', server: String(req.params['name']) });
+  const namespaced: ScopeOf = (req) => ({ kind: 'server', server: String(req.params['name']), namespace: String(req.params['namespace']) });
+  for (const [aggregatePath, last, kind] of [
+    [deps.path, 'mcp', 'streamable-http'],
+    ['/sse', 'sse', 'http-sse'],
+  ] as const) {
+    router.all(aggregatePath, serve(aggregate, kind));
+    router.all(`/servers/:name/${last}`, serve(server, kind));
+    router.all(`/servers/:namespace/:name/${last}`, serve(namespaced, kind));
+  }
   router.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
     const type = (error as { type?: unknown })?.type;
     if (type === 'entity.too.large') {
@@ -215,6 +236,12 @@ export function createRouter(deps: HttpDeps): Router {
   return router;
 }
 
+/** The endpoint scope a route's request names. */
+type ScopeOf = (req: Request) => Scope;
+
+/** Which transport a route serves: Streamable HTTP (both eras) or the HTTP+SSE transport of 2024-11-05. */
+type TransportKind = 'streamable-http' | 'http-sse';
+
 /** A failed header check. */
 interface Refusal {
   status: number;
@@ -223,10 +250,10 @@ interface Refusal {
   data?: unknown;
 }
 
-/** Checks 4 and 5 of the module comment: `Accept`, `Content-Type`. */
-function checkMediaTypes(req: IncomingMessage): Refusal | undefined {
+/** Checks 4 and 5 of the module comment: `Accept` (HTTP+SSE POSTs name none), `Content-Type`. */
+function checkMediaTypes(req: IncomingMessage, httpSse: boolean): Refusal | undefined {
   const accepted = mediaRangesOf(req.headers.accept);
-  if (req.method === 'POST' && !(accepted.has('application/json') && accepted.has('text/event-stream'))) {
+  if (req.method === 'POST' && !httpSse && !(accepted.has('application/json') && accepted.has('text/event-stream'))) {
     return { status: 406, code: -32000, message: 'Not Acceptable: a POST must list both application/json and text/event-stream in Accept' };
   }
   if (req.method === 'GET' && !accepted.has('text/event-stream')) {
@@ -242,17 +269,21 @@ function checkMediaTypes(req: IncomingMessage): Refusal | undefined {
  * Check 6: `MCP-Protocol-Version`, when present, names a supported revision. `data.supported` lists the
  * revisions of the request's era (2026-07-28 basic/versioning `UnsupportedProtocolVersionError`: those
  * `server/discover` reports, for a request carrying the per-request `_meta` envelope; the 2025-era ones
- * otherwise); the message names every revision.
+ * otherwise; on an HTTP+SSE endpoint, {@link HTTP_SSE_VERSIONS}); the message names every revision.
  */
-function checkVersion(req: IncomingMessage, body: unknown): Refusal | undefined {
+function checkVersion(req: IncomingMessage, body: unknown, httpSse: boolean): Refusal | undefined {
   const version = req.headers['mcp-protocol-version'];
-  if (version === undefined || SUPPORTED_VERSIONS.includes(String(version))) return undefined;
+  const supported = httpSse ? HTTP_SSE_VERSIONS : SUPPORTED_VERSIONS;
+  if (version === undefined || supported.includes(String(version))) return undefined;
   const modern = hasRequestEnvelope(body);
   return {
     status: 400,
     code: ProtocolErrorCode.UnsupportedProtocolVersion,
-    message: `Bad Request: unsupported MCP-Protocol-Version ${JSON.stringify(version)}; supported versions: ${SUPPORTED_VERSIONS.join(', ')}`,
-    data: { supported: modern ? [...MODERN_PROTOCOL_VERSIONS] : [...LEGACY_PROTOCOL_VERSIONS], requested: String(version) },
+    message: `Bad Request: unsupported MCP-Protocol-Version ${JSON.stringify(version)}; supported versions: ${supported.join(', ')}`,
+    data: {
+      supported: httpSse ? [...HTTP_SSE_VERSIONS] : modern ? [...MODERN_PROTOCOL_VERSIONS] : [...LEGACY_PROTOCOL_VERSIONS],
+      requested: String(version),
+    },
   };
 }
 

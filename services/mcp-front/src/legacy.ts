@@ -28,6 +28,10 @@
  * call: its server closes once the response is stored, and the client
  * resumes with GET and `Last-Event-ID` on any replica (get-stream.ts).
  * Earlier sessions' POST streams are neither stored nor resumable.
+ *
+ * Sessions of the 2024-11-05 HTTP+SSE transport (http-sse.ts) are sessions of this endpoint too
+ * (`handleHttpSse`): the same checks, limits and calls, but `initialize` takes the id of the client's
+ * event stream, and what a POST's server sends goes onto that stream (session-stream-transport.ts).
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -40,6 +44,7 @@ import {
   type InitializeRequest,
   type JSONRPCMessage,
   type Server,
+  type Transport,
 } from '@modelcontextprotocol/server';
 import { errorMessage, subjects, type Bus, type Logger, type Principal, type SessionState } from '@punk/lib';
 import { scopeKey, type Scope } from './aggregate.js';
@@ -52,7 +57,9 @@ import { headerOf, type GetStreams } from './get-stream.js';
 import type { SessionContext } from './handlers.js';
 import { PostStreamEvents, resumablePostStreams } from './post-stream-events.js';
 import type { InitializeRateLimiter } from './rate-limit.js';
+import { HTTP_SSE_VERSIONS } from './http.js';
 import type { SessionEvents } from './session-events.js';
+import { SessionStreamTransport } from './session-stream-transport.js';
 import type { SessionStore, StoredSession } from './sessions.js';
 
 /** What the 2025-era endpoint needs. */
@@ -90,33 +97,56 @@ export class LegacyEndpoint {
   async handle(scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown, principal: Principal): Promise<void> {
     const sessionId = headerOf(req, 'mcp-session-id');
     if (sessionId === undefined) {
-      if (req.method === 'POST' && isInitializeRequest(body)) {
-        await this.initialize(scope, principal, req, res, body);
+      if (req.method === 'POST' && this.initializes(res, body)) {
+        await this.initialize(scope, principal, req, res, body as InitializeRequest, undefined);
         return;
       }
-      if ((body as { method?: unknown } | undefined)?.method === 'initialize') {
-        const id = (body as { id: string | number }).id;
-        sendJsonRpcError(
-          res,
-          400,
-          ProtocolErrorCode.InvalidParams,
-          'Invalid params: initialize needs params.protocolVersion (a string), params.capabilities (an object) and params.clientInfo ({ name, version })',
-          {},
-          undefined,
-          id,
-        );
-        return;
-      }
-      sendJsonRpcError(res, 400, -32000, 'Bad Request: Mcp-Session-Id header is required (send initialize first to start a session)');
+      if (!res.headersSent)
+        sendJsonRpcError(res, 400, -32000, 'Bad Request: Mcp-Session-Id header is required (send initialize first to start a session)');
       return;
     }
+    await this.dispatch(scope, sessionId, req, res, body, principal, false);
+  }
+
+  /**
+   * Serves one POST of a 2024-11-05 HTTP+SSE session (http-sse.ts) whose event stream the session id names: the
+   * same checks and session as {@link handle}, `initialize` creating the session under that id, but what the server
+   * sends goes onto the session's event stream and the POST itself answers 202 (refusals keep their status).
+   */
+  async handleHttpSse(
+    scope: Scope,
+    sessionId: string,
+    req: IncomingMessage,
+    res: ServerResponse,
+    body: unknown,
+    principal: Principal,
+  ): Promise<void> {
+    await this.dispatch(scope, sessionId, req, res, body, principal, true);
+  }
+
+  private async dispatch(
+    scope: Scope,
+    sessionId: string,
+    req: IncomingMessage,
+    res: ServerResponse,
+    body: unknown,
+    principal: Principal,
+    httpSse: boolean,
+  ): Promise<void> {
     const session = await this.deps.sessions.lookup(sessionId, { tenant: this.deps.tenant, scope: scopeKey(scope), principal });
     if (!session) {
+      if (httpSse && (await this.deps.sessions.get(sessionId)) === undefined && this.initializes(res, body)) {
+        await this.initialize(scope, principal, req, res, body as InitializeRequest, sessionId);
+        return;
+      }
+      if (res.headersSent) return;
       sendJsonRpcError(
         res,
         404,
         SESSION_NOT_FOUND_CODE,
-        `Session not found: ${sessionId} (it ended, expired, or belongs to another endpoint or principal); start a new session with initialize`,
+        httpSse
+          ? `Session not found: ${sessionId} (it ended, expired, was never initialized, or belongs to another endpoint or principal); open a new event stream with GET and send initialize to its endpoint`
+          : `Session not found: ${sessionId} (it ended, expired, or belongs to another endpoint or principal); start a new session with initialize`,
       );
       return;
     }
@@ -129,7 +159,9 @@ export class LegacyEndpoint {
         res,
         400,
         ProtocolErrorCode.InvalidRequest,
-        `Invalid Request: session ${session.id} is initialized already; send initialize without Mcp-Session-Id to start another`,
+        httpSse
+          ? `Invalid Request: session ${session.id} is initialized already; open a new event stream with GET to start another`
+          : `Invalid Request: session ${session.id} is initialized already; send initialize without Mcp-Session-Id to start another`,
         {},
         undefined,
         (body as { id: string | number }).id,
@@ -144,9 +176,29 @@ export class LegacyEndpoint {
         req,
         res,
         body,
-        this.streams(body, session.state),
-        resumablePostStreams(session.state.protocolVersion),
+        httpSse
+          ? { kind: 'session-stream' }
+          : { kind: 'response', stream: this.streams(body, session.state), resumable: resumablePostStreams(session.state.protocolVersion) },
       );
+  }
+
+  /**
+   * Whether `body` is an `initialize` request to serve; answers 400 itself (and returns false) for an `initialize`
+   * lacking what it needs.
+   */
+  private initializes(res: ServerResponse, body: unknown): boolean {
+    if (isInitializeRequest(body)) return true;
+    if ((body as { method?: unknown } | undefined)?.method !== 'initialize') return false;
+    sendJsonRpcError(
+      res,
+      400,
+      ProtocolErrorCode.InvalidParams,
+      'Invalid params: initialize needs params.protocolVersion (a string), params.capabilities (an object) and params.clientInfo ({ name, version })',
+      {},
+      undefined,
+      (body as { id: string | number }).id,
+    );
+    return false;
   }
 
   /** Refuses new sessions from now on (shutdown); sessions themselves live on in the store. */
@@ -154,13 +206,17 @@ export class LegacyEndpoint {
     this.closed = true;
   }
 
-  /** Serves `initialize`: mints the session id, and stores the session when the SDK has negotiated, before the result goes out. */
+  /**
+   * Serves `initialize`: mints the session id (an HTTP+SSE session's is `httpSseId`, its event stream's), and
+   * stores the session when the SDK has negotiated, before the result goes out.
+   */
   private async initialize(
     scope: Scope,
     principal: Principal,
     req: IncomingMessage,
     res: ServerResponse,
     body: InitializeRequest,
+    httpSseId: string | undefined,
   ): Promise<void> {
     if (this.closed) {
       sendJsonRpcError(res, 503, -32603, 'mcp-front is shutting down; retry on another replica');
@@ -193,7 +249,7 @@ export class LegacyEndpoint {
       );
       return;
     }
-    const id = randomUUID();
+    const id = httpSseId ?? randomUUID();
     const requestId = (body as { id?: unknown }).id;
     const store = async (result: Record<string, unknown>): Promise<void> => {
       const now = new Date().toISOString();
@@ -207,11 +263,18 @@ export class LegacyEndpoint {
         subscriptions: [],
         createdAt: now,
         renewedAt: now,
+        // Session-wide notifications (fan-out.ts, session-messages.ts) go to the HTTP+SSE event stream from the start.
+        ...(httpSseId !== undefined && { stream: httpSseId }),
       };
       await this.deps.sessions.create(id, state);
     };
-    res.setHeader('Mcp-Session-Id', id);
-    await this.serve(scope, this.context(id, principal), req, res, body, this.deps.responseMode === 'always', false, async (message) => {
+    if (httpSseId === undefined) res.setHeader('Mcp-Session-Id', id);
+    const delivery: Delivery =
+      httpSseId === undefined
+        ? { kind: 'response', stream: this.deps.responseMode === 'always', resumable: false }
+        : { kind: 'session-stream' };
+    const context = { ...this.context(id, principal), ...(httpSseId !== undefined && { protocolVersions: HTTP_SSE_VERSIONS }) };
+    await this.serve(scope, context, req, res, body, delivery, async (message) => {
       if (!isJSONRPCResultResponse(message) || message.id !== requestId) return message;
       try {
         await store(message.result);
@@ -224,10 +287,10 @@ export class LegacyEndpoint {
   }
 
   /**
-   * Serves one POST with a fresh server and a stateless SDK transport, as SSE
-   * when `stream`, else as JSON; the SSE stream is resumable when `resumable`
-   * (see the module comment); `outgoing`, when given, sees (and may replace)
-   * every message the server sends.
+   * Serves one POST with a fresh server: on a stateless SDK transport, as SSE when `delivery.stream`, else as JSON,
+   * the SSE stream resumable when `delivery.resumable` (see the module comment); or, for an HTTP+SSE session, on a
+   * {@link SessionStreamTransport}, answering 202 at once while the server's messages go onto the session's event
+   * stream. `outgoing`, when given, sees (and may replace) every message the server sends.
    */
   private async serve(
     scope: Scope,
@@ -235,29 +298,46 @@ export class LegacyEndpoint {
     req: IncomingMessage,
     res: ServerResponse,
     body: unknown,
-    stream: boolean,
-    resumable: boolean,
+    delivery: Delivery,
     outgoing?: (message: JSONRPCMessage) => Promise<JSONRPCMessage>,
   ): Promise<void> {
-    const events = stream && resumable ? new PostStreamEvents(this.deps.events, session.id) : undefined;
+    if (delivery.kind === 'session-stream') {
+      const transport = new SessionStreamTransport(this.deps.events, session.id);
+      const server = await this.deps.buildServer(scope, { ...session, sendRelated: (message) => transport.send(message) });
+      this.intercept(transport, outgoing);
+      transport.onerror = (error) => {
+        this.deps.log.warn({ sessionId: session.id, err: error.message }, 'an HTTP+SSE message was lost');
+      };
+      await server.connect(transport);
+      transport.receive(body);
+      res.writeHead(202, { 'Content-Type': 'text/plain' }).end('Accepted');
+      // The call outlives the POST: its server closes once every request of the POST is answered.
+      void transport.answered.then(() => server.close().catch(() => undefined));
+      return;
+    }
+    const events = delivery.stream && delivery.resumable ? new PostStreamEvents(this.deps.events, session.id) : undefined;
     const transport = new NodeStreamableHTTPServerTransport({
       sessionIdGenerator: undefined,
-      enableJsonResponse: !stream,
+      enableJsonResponse: !delivery.stream,
       ...(events && { eventStore: events, retryInterval: this.deps.retryMs }),
     });
     const server = await this.deps.buildServer(scope, {
       ...session,
       sendRelated: (message, relatedRequestId) => transport.send(message, { relatedRequestId }),
     });
-    if (outgoing) {
-      const send = transport.send.bind(transport);
-      transport.send = async (message, options) => send(await outgoing(message), options);
-    }
+    this.intercept(transport, outgoing);
     const closeServer = () => void server.close().catch(() => undefined);
     // A resumable stream outlives its connection: the call goes on until its response is stored.
     res.on('close', () => (events?.awaitingResponse ? void events.answered.then(closeServer) : closeServer()));
     await server.connect(transport);
     await transport.handleRequest(req, res, body);
+  }
+
+  /** Lets `outgoing`, when given, see (and replace) every message `transport` sends. */
+  private intercept(transport: Transport, outgoing: ((message: JSONRPCMessage) => Promise<JSONRPCMessage>) | undefined): void {
+    if (!outgoing) return;
+    const send = transport.send.bind(transport);
+    transport.send = async (message, options) => send(await outgoing(message), options);
   }
 
   /**
@@ -318,6 +398,9 @@ export class LegacyEndpoint {
     };
   }
 }
+
+/** Where the server's messages for one POST go: the POST's own response, or an HTTP+SSE session's event stream. */
+type Delivery = { kind: 'response'; stream: boolean; resumable: boolean } | { kind: 'session-stream' };
 
 /** Methods forwarded to an upstream that may, meanwhile, send the client progress, logs or requests. */
 const FORWARDED_CALLS = new Set(['tools/call', 'resources/read', 'prompts/get', 'completion/complete']);

@@ -76,11 +76,12 @@ test('PUNK_MCP_PATH may not take a path Punk serves itself', () => {
     '/api/v1/runs',
     '/API',
     '/servers/memory/mcp',
+    '/sse',
     '/.well-known/oauth-protected-resource',
   ]) {
     assert.throws(
       () => loadConfig({ PUNK_MCP_PATH: path }),
-      /PUNK_MCP_PATH=.*must not be or lie under a path Punk serves itself: \/healthz, \/readyz, \/metrics, \/api, \/servers, \/.well-known/,
+      /PUNK_MCP_PATH=.*must not be or lie under a path Punk serves itself: \/healthz, \/readyz, \/metrics, \/api, \/servers, \/sse, \/.well-known/,
       path,
     );
   }

@@ -6,7 +6,8 @@
  * - `GET /.well-known/oauth-protected-resource`: the resource is the public URL itself (a prefix of
  *   every endpoint, RFC 9728 §3.1);
  * - `GET /.well-known/oauth-protected-resource<path>` for each endpoint path (`/mcp`,
- *   `/servers/<name>/mcp`, `/servers/<namespace>/<name>/mcp`): the resource is that endpoint's canonical
+ *   `/servers/<name>/mcp`, `/servers/<namespace>/<name>/mcp`, and their HTTP+SSE twins `/sse`,
+ *   `/servers/<name>/sse`, `/servers/<namespace>/<name>/sse`): the resource is that endpoint's canonical
  *   URL (MCP 2025-11-25 basic/authorization "Canonical Server URI").
  *
  * When the public URL has a path (`https://example.com/punk`), the well-known segment goes between host and
@@ -57,7 +58,7 @@ export class ResourceUrls {
 
 /** Whether `path` is an MCP endpoint path of this front. */
 export function isEndpointPath(path: string, mcpPath: string): boolean {
-  return path === mcpPath || /^\/servers\/[^/]+(\/[^/]+)?\/mcp$/.test(path);
+  return path === mcpPath || path === '/sse' || /^\/servers\/[^/]+(\/[^/]+)?\/(mcp|sse)$/.test(path);
 }
 
 /** The RFC 9728 §2 document of the resource at `path` ('' for the public URL itself). */
