@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import express from 'express';
@@ -15,6 +15,7 @@ import {
   loadManifestDirectory,
   openDatabase,
   streams,
+  OWNER_ONLY_DIRECTORY_MODE,
   type Database,
   type ManifestError,
   type McpServer,
@@ -123,6 +124,9 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
       stops.push(() => rm(workDir, { recursive: true, force: true }));
     } else {
       workDir = resolve(options.dataDir, '..', 'servers');
+      // The servers' own files are in there: owner-only, as the data directory is.
+      await mkdir(workDir, { recursive: true, mode: OWNER_ONLY_DIRECTORY_MODE });
+      await chmod(workDir, OWNER_ONLY_DIRECTORY_MODE);
     }
     const gateway = await startGateway({
       bus,
