@@ -1,12 +1,14 @@
 /**
  * What `punk up` keeps in its data directory: the PGlite database (the ledger, the encrypted credentials, the
  * API keys' hashes) and, beside it, the servers' working directories. Only their owner may read them, running
- * and stopped.
+ * and stopped; API keys made through the API are still there after a restart.
  */
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { copyFile, lstat, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { connectClient, listAllTools } from './clients.js';
 import { manifestDir, removeDir, repoRoot, startPunk, type RunningPunk } from './harness.js';
 
 /** Every path under `root` (itself included) whose mode is not 0700 for a directory or 0600 for a file, as `<mode> <path>`. */
@@ -50,5 +52,50 @@ describe('punk up on a data directory', () => {
     assert.equal(await punk.stop(), 0, punk.output().slice(-2000));
     punk = undefined;
     assert.deepEqual(await notOwnerOnly(dataDir), [], 'data directory once punk up stopped');
+  });
+
+  test('an API key made through the API survives a restart, a revoked one stays revoked, and the admin needs no bootstrap key after', async () => {
+    const bootstrap = randomBytes(24).toString('base64url');
+    const auth = { PUNK_AUTH_MODE: 'on', PUNK_PUBLIC_URL: 'https://punk.example.test' };
+    punk = await startPunk({ manifestDir: dir, args: ['--data', dataDir], env: { ...auth, PUNK_AUTH_BOOTSTRAP_ADMIN_KEY: bootstrap } });
+    const first = punk.baseUrl;
+    const create = async (name: string, scopes: string[]) => {
+      const created = await fetch(`${first}/api/v1/api-keys`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${bootstrap}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ name, scopes }),
+      });
+      assert.equal(created.status, 201, await created.clone().text());
+      return (await created.json()) as { key: string; id: string };
+    };
+    const admin = await create('admin laptop', ['punk:admin']);
+    const client = await create('client laptop', []);
+    const revoked = await create('lost laptop', []);
+    const revoke = await fetch(`${punk.baseUrl}/api/v1/api-keys/${revoked.id}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${bootstrap}` },
+    });
+    assert.equal(revoke.status, 204);
+    assert.equal(await punk.stop(), 0, punk.output().slice(-2000));
+
+    // As the README advises once there is an admin key: the bootstrap key unset.
+    punk = await startPunk({ manifestDir: dir, args: ['--data', dataDir], env: { ...auth, PUNK_AUTH_BOOTSTRAP_ADMIN_KEY: '' } });
+    const listed = await fetch(`${punk.baseUrl}/api/v1/api-keys`, { headers: { authorization: `Bearer ${admin.key}` } });
+    assert.equal(listed.status, 200, await listed.clone().text());
+    const { apiKeys } = (await listed.json()) as { apiKeys: Array<{ id: string; name: string }> };
+    assert.deepEqual(
+      apiKeys.map((k) => k.name),
+      ['admin laptop', 'client laptop'],
+      'the keys made before the restart, without the revoked one',
+    );
+    const mcp = await connectClient(`${punk.baseUrl}/mcp`, '2025-11-25', { Authorization: `Bearer ${client.key}` });
+    try {
+      assert.ok((await listAllTools(mcp)).some((t) => t.name === 'memory__read_graph'));
+    } finally {
+      await mcp.close();
+    }
+    await assert.rejects(connectClient(`${punk.baseUrl}/mcp`, '2025-11-25', { Authorization: `Bearer ${revoked.key}` }));
+    const old = await fetch(`${punk.baseUrl}/api/v1/api-keys`, { headers: { authorization: `Bearer ${bootstrap}` } });
+    assert.equal(old.status, 401, 'the bootstrap key, unset, is no key any more');
   });
 });

@@ -27,7 +27,7 @@ import { destinationPolicyOf, startGateway } from '@punk/gateway';
 import { embeddedKeyring } from './encryption-key.js';
 import { startGovernance } from '@punk/governance';
 import { startLedger } from '@punk/ledger';
-import { createFront, frontOptionsOf } from '@punk/mcp-front';
+import { ApiKeyStore, createFront, frontOptionsOf } from '@punk/mcp-front';
 
 /** Options of the all-in-one process, beyond the shared configuration. */
 export interface EmbeddedOptions {
@@ -150,6 +150,8 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
       log: logFor('mcp-front'),
       tenant: config.tenant,
       ...frontOptions,
+      // The in-process bus keeps nothing across a restart; the database keeps the API keys.
+      ...(frontOptions.auth && { apiKeys: await ApiKeyStore.inDatabase(db, logFor('mcp-front')) }),
       // One process serves every retry, so a random key needs no sharing.
       sessionSigningKey: config.sessionSigningKey ?? randomBytes(32).toString('base64url'),
     });
