@@ -14,6 +14,8 @@ export interface StartedServer {
   /** `<namespace>/<name>`. */
   name: string;
   process: ChildProcess;
+  /** The endpoint the gateways reach it at (`http://127.0.0.1:<port><path>`), the `url` of its rewritten manifest. */
+  url: string;
 }
 
 /** `$(PUNK_MANIFEST_DIR)` in args and env values, expanded now: the rewritten manifests live elsewhere. */
@@ -54,9 +56,10 @@ export async function prepareServers(options: {
     let forGateways = pinManifestDir(server, options.manifestDir);
     if (isLocalHttpServer(server)) {
       const plan = await planLaunch(server, { workDir: options.workDir, extraEnv: { PUNK_MANIFEST_DIR: options.manifestDir } });
-      started.push({ name: `${namespace}/${name}`, process: options.start(`${name}`, plan.command, plan.args, plan.env, plan.cwd) });
       const { image: _i, package: _p, command: _c, args: _a, env: _e, port, path, ...rest } = server.spec;
-      forGateways = { ...server, spec: { ...rest, env: [], path, url: `http://127.0.0.1:${port}${path}` } };
+      const url = `http://127.0.0.1:${port}${path}`;
+      started.push({ name: `${namespace}/${name}`, process: options.start(`${name}`, plan.command, plan.args, plan.env, plan.cwd), url });
+      forGateways = { ...server, spec: { ...rest, env: [], path, url } };
     }
     // JSON is YAML: the manifest loader reads it as it is.
     await writeFile(join(options.outDir, `${namespace}-${name}.yaml`), JSON.stringify(forGateways, null, 2));
