@@ -5,6 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { planLaunch } from '@punk/gateway';
 import { transportOf, type McpServer } from '@punk/lib';
@@ -65,4 +66,29 @@ export async function prepareServers(options: {
     await writeFile(join(options.outDir, `${namespace}-${name}.yaml`), JSON.stringify(forGateways, null, 2));
   }
   return started;
+}
+
+/**
+ * Resolves true once `server` accepts TCP connections on its URL's port (the gateways then connect at their
+ * first try instead of failing and backing off), false when its process exits first or `timeoutMs` passes.
+ */
+export async function waitListening(server: StartedServer, timeoutMs: number): Promise<boolean> {
+  const { hostname, port } = new URL(server.url);
+  const deadline = Date.now() + timeoutMs;
+  const exited = () => server.process.exitCode !== null || server.process.signalCode !== null;
+  while (!exited() && Date.now() < deadline) {
+    const open = await new Promise<boolean>((resolve) => {
+      const socket = connect(Number(port), hostname);
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.once('error', () => {
+        resolve(false);
+      });
+    });
+    if (open) return true;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return false;
 }

@@ -31,7 +31,7 @@ import {
   type ServerCatalog,
 } from '@punk/lib';
 import { freePort } from './ports.js';
-import { prepareServers } from './cluster-servers.js';
+import { prepareServers, waitListening } from './cluster-servers.js';
 import { startProxy, type Proxy } from './proxy.js';
 import { KEY_FILE, localEncryptionKey } from './encryption-key.js';
 
@@ -211,6 +211,11 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
       workDir: join(tempDir, 'servers'),
       start: (name, command, args, env, cwd) => launch(name, command, args, env, false, cwd),
     });
+
+    for (const server of launched) {
+      if (!(await waitListening(server, config.serverStartTimeoutMs)))
+        log.error({ server: server.name, url: server.url }, `${server.name} does not listen at ${server.url}; see its lines above`);
+    }
 
     const gaps: string[] = [];
     // Every front replica signs requestState with the same key, so a 2026-07-28 retry may reach either.
