@@ -5,6 +5,7 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { planLaunch } from '@punk/gateway';
 import { transportOf, type McpServer } from '@punk/lib';
@@ -14,6 +15,8 @@ export interface StartedServer {
   /** `<namespace>/<name>`. */
   name: string;
   process: ChildProcess;
+  /** The endpoint the gateways reach it at (`http://127.0.0.1:<port><path>`), the `url` of its rewritten manifest. */
+  url: string;
 }
 
 /** `$(PUNK_MANIFEST_DIR)` in args and env values, expanded now: the rewritten manifests live elsewhere. */
@@ -54,12 +57,38 @@ export async function prepareServers(options: {
     let forGateways = pinManifestDir(server, options.manifestDir);
     if (isLocalHttpServer(server)) {
       const plan = await planLaunch(server, { workDir: options.workDir, extraEnv: { PUNK_MANIFEST_DIR: options.manifestDir } });
-      started.push({ name: `${namespace}/${name}`, process: options.start(name, plan.command, plan.args, plan.env, plan.cwd) });
       const { image: _i, package: _p, command: _c, args: _a, env: _e, port, path, ...rest } = server.spec;
-      forGateways = { ...server, spec: { ...rest, env: [], path, url: `http://127.0.0.1:${port}${path}` } };
+      const url = `http://127.0.0.1:${port}${path}`;
+      started.push({ name: `${namespace}/${name}`, process: options.start(name, plan.command, plan.args, plan.env, plan.cwd), url });
+      forGateways = { ...server, spec: { ...rest, env: [], path, url } };
     }
     // JSON is YAML: the manifest loader reads it as it is.
     await writeFile(join(options.outDir, `${namespace}-${name}.yaml`), JSON.stringify(forGateways, null, 2));
   }
   return started;
+}
+
+/**
+ * Resolves true once `server` accepts TCP connections on its URL's port (the gateways then connect at their
+ * first try instead of failing and backing off), false when its process exits first or `timeoutMs` passes.
+ */
+export async function waitListening(server: StartedServer, timeoutMs: number): Promise<boolean> {
+  const { hostname, port } = new URL(server.url);
+  const deadline = Date.now() + timeoutMs;
+  const exited = () => server.process.exitCode !== null || server.process.signalCode !== null;
+  while (!exited() && Date.now() < deadline) {
+    const open = await new Promise<boolean>((resolve) => {
+      const socket = connect(Number(port), hostname);
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.once('error', () => {
+        resolve(false);
+      });
+    });
+    if (open) return true;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return false;
 }

@@ -20,11 +20,18 @@ import {
   formatManifestError,
   loadManifestDirectory,
   openDatabase,
+  catalogReplySchema,
+  deadlines,
+  parseMessage,
+  requestGateway,
+  subjects,
   type Logger,
+  type ManifestError,
   type PunkConfig,
+  type ServerCatalog,
 } from '@punk/lib';
 import { freePort } from './ports.js';
-import { prepareServers } from './cluster-servers.js';
+import { prepareServers, waitListening } from './cluster-servers.js';
 import { startProxy, type Proxy } from './proxy.js';
 import { KEY_FILE, localEncryptionKey } from './encryption-key.js';
 
@@ -47,6 +54,10 @@ export interface Cluster {
   url: string;
   /** What is missing from the topology, in sentences (e.g. no mcp-front entrypoint yet). */
   gaps: string[];
+  /** Each server as a gateway reported it once every service was ready (state, last error), as `punk up`'s banner lists them. */
+  servers: ServerCatalog[];
+  /** Problems found in the manifests (those documents are not served). */
+  manifestErrors: ManifestError[];
   /** Stops the proxy, then every service (SIGTERM, SIGKILL after 15 s), then the servers. */
   stop(): Promise<void>;
 }
@@ -76,6 +87,31 @@ export async function ensureDatabase(url: string, log: Logger): Promise<void> {
     }
   } finally {
     await db.close();
+  }
+}
+
+/**
+ * What a gateway replica reports of each server of `tenants` (`catalog/list` over the bus): the banner's list.
+ * A gateway that does not answer is logged and leaves the list empty.
+ */
+async function serverStates(natsUrl: string, tenants: string[], log: Logger): Promise<ServerCatalog[]> {
+  const bus = await NatsBus.connect({ url: natsUrl, name: 'punk-cluster-banner', log });
+  try {
+    const replies = await Promise.all(
+      tenants.map(async (tenant) =>
+        parseMessage(
+          catalogReplySchema,
+          subjects.gatewayCall,
+          await requestGateway(bus, { method: 'catalog/list', tenant }, deadlines.catalogMs),
+        ),
+      ),
+    );
+    return replies.flatMap((reply) => reply.servers);
+  } catch (error) {
+    log.warn({ err: errorMessage(error) }, "could not ask a gateway for the servers' states");
+    return [];
+  } finally {
+    await bus.close();
   }
 }
 
@@ -168,13 +204,18 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
     const loaded = await loadManifestDirectory(manifestDir, config.tenant);
     for (const error of loaded.errors) log.error({ manifestError: error }, `manifest error: ${formatManifestError(error)}`);
     const gatewayManifests = join(tempDir, 'manifests');
-    await prepareServers({
+    const launched = await prepareServers({
       servers: loaded.servers.map((s) => s.server),
       manifestDir,
       outDir: gatewayManifests,
       workDir: join(tempDir, 'servers'),
       start: (name, command, args, env, cwd) => launch(name, command, args, env, false, cwd),
     });
+
+    for (const server of launched) {
+      if (!(await waitListening(server, config.serverStartTimeoutMs)))
+        log.error({ server: server.name, url: server.url }, `${server.name} does not listen at ${server.url}; see its lines above`);
+    }
 
     const gaps: string[] = [];
     // Every front replica signs requestState with the same key, so a 2026-07-28 retry may reach either.
@@ -202,6 +243,8 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
         const port = await freePort();
         const env = {
           ...common,
+          // The HTTP servers started above are this cluster's own processes, not remote URLs (the SSRF guard lets them through).
+          ...(service === 'gateway' && { PUNK_LAUNCHED_SERVERS: launched.map((l) => `${l.name}=${l.url}`).join(',') }),
           PUNK_PORT: String(port),
           PUNK_INSTANCE_ID: name,
           PUNK_DATABASE_URL: databaseUrl,
@@ -231,7 +274,10 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
       log,
       ledgerApi: config.authMode === 'on' ? 'internal' : 'public',
     });
-    return { url: proxy.url, gaps, stop };
+    const servers = started.some((s) => s.service === 'gateway')
+      ? await serverStates(natsUrl, [...new Set(loaded.servers.map((s) => s.server.metadata.namespace ?? config.tenant))], log)
+      : [];
+    return { url: proxy.url, gaps, servers, manifestErrors: loaded.errors, stop };
   } catch (error) {
     await stop();
     throw error;

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import express from 'express';
@@ -15,6 +15,7 @@ import {
   loadManifestDirectory,
   openDatabase,
   streams,
+  OWNER_ONLY_DIRECTORY_MODE,
   type Database,
   type ManifestError,
   type McpServer,
@@ -26,7 +27,7 @@ import { destinationPolicyOf, startGateway } from '@punk/gateway';
 import { embeddedKeyring } from './encryption-key.js';
 import { startGovernance } from '@punk/governance';
 import { startLedger } from '@punk/ledger';
-import { createFront, frontOptionsOf } from '@punk/mcp-front';
+import { ApiKeyStore, createFront, frontOptionsOf } from '@punk/mcp-front';
 
 /** Options of the all-in-one process, beyond the shared configuration. */
 export interface EmbeddedOptions {
@@ -123,6 +124,9 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
       stops.push(() => rm(workDir, { recursive: true, force: true }));
     } else {
       workDir = resolve(options.dataDir, '..', 'servers');
+      // The servers' own files are in there: owner-only, as the data directory is.
+      await mkdir(workDir, { recursive: true, mode: OWNER_ONLY_DIRECTORY_MODE });
+      await chmod(workDir, OWNER_ONLY_DIRECTORY_MODE);
     }
     const gateway = await startGateway({
       bus,
@@ -146,6 +150,8 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
       log: logFor('mcp-front'),
       tenant: config.tenant,
       ...frontOptions,
+      // The in-process bus keeps nothing across a restart; the database keeps the API keys.
+      ...(frontOptions.auth && { apiKeys: await ApiKeyStore.inDatabase(db, logFor('mcp-front')) }),
       // One process serves every retry, so a random key needs no sharing.
       sessionSigningKey: config.sessionSigningKey ?? randomBytes(32).toString('base64url'),
     });

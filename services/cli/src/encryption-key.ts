@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { errorMessage, PunkError, type PunkConfig } from '@punk/lib';
+import { errorMessage, OWNER_ONLY_DIRECTORY_MODE, PunkError, type PunkConfig } from '@punk/lib';
 import { Keyring, parseEncryptionKey } from '@punk/gateway';
 
 /** Name of the key file, in the data directory (`.punk/data/encryption.key` by default). */
@@ -39,7 +39,7 @@ export async function localEncryptionKey(path: string): Promise<string> {
     )?.trim();
     if (stored !== undefined) return stored;
     const fresh = randomBytes(32).toString('base64');
-    await mkdir(dirname(path), { recursive: true });
+    await mkdir(dirname(path), { recursive: true, mode: OWNER_ONLY_DIRECTORY_MODE });
     // `wx`: two processes starting at once must not each write a key of their own; the loser reads the winner's.
     await writeFile(path, `${fresh}\n`, { mode: 0o600, flag: 'wx' }).catch((error: unknown) =>
       (error as NodeJS.ErrnoException).code === 'EEXIST' ? undefined : Promise.reject(error as Error),

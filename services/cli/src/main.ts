@@ -9,6 +9,7 @@ import {
   unauthenticatedExposureWarning,
   type Logger,
   type PunkConfig,
+  type ServerCatalog,
 } from '@punk/lib';
 import { gatewayService } from '@punk/gateway';
 import { governanceService } from '@punk/governance';
@@ -77,12 +78,9 @@ async function up(args: string[]): Promise<void> {
   const endpoint = `${punk.baseUrl}${config.mcpPath}`;
   // Before the banner: whoever reads it may signal at once.
   stopOnSignals(log, 'shutting down', () => punk.close());
-  const states = punk
-    .catalog()
-    .map((s) => (s.state === 'ready' ? s.name : `${s.name} (${s.state}${s.lastError ? `: ${s.lastError}` : ''})`));
   process.stdout.write(
     `\nPunk is ready in ${Date.now() - started} ms: ${endpoint}\n` +
-      `  servers: ${states.join(', ') || 'none'}${punk.manifestErrors.length > 0 ? ` (${punk.manifestErrors.length} manifest error(s) above)` : ''}\n` +
+      serversLine(punk.catalog(), punk.manifestErrors.length) +
       `  one server, names unchanged: ${punk.baseUrl}/servers/<name>/mcp; ledger: ${punk.baseUrl}/api/v1/runs\n` +
       connectHint(config, punk.baseUrl) +
       '\n',
@@ -122,12 +120,19 @@ async function cluster(args: string[]): Promise<void> {
   const endpoint = `${running.url}${config.mcpPath}`;
   process.stdout.write(
     `\nPunk cluster is ready in ${Date.now() - started} ms: ${endpoint} (NATS ${redactNatsUrl(natsUrl)})\n` +
+      serversLine(running.servers, running.manifestErrors.length) +
       `  ledger: ${running.url}/api/v1/runs, ${running.url}/api/v1/ledger/verify\n` +
       running.gaps.map((gap) => `  missing: ${gap}\n`).join('') +
       connectHint(config, running.url) +
       `  Ctrl-C stops everything; \`npm run cluster:clean\` then removes its NATS streams, buckets and database\n\n`,
   );
   stopOnSignals(log, 'stopping the cluster', () => running.stop());
+}
+
+/** The banner's line of servers: each name, with its state and last error unless it is ready. */
+function serversLine(servers: Array<Pick<ServerCatalog, 'name' | 'state' | 'lastError'>>, manifestErrors: number): string {
+  const states = servers.map((s) => (s.state === 'ready' ? s.name : `${s.name} (${s.state}${s.lastError ? `: ${s.lastError}` : ''})`));
+  return `  servers: ${states.join(', ') || 'none'}${manifestErrors > 0 ? ` (${String(manifestErrors)} manifest error(s) above)` : ''}\n`;
 }
 
 /**

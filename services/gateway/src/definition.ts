@@ -40,6 +40,7 @@ export const gatewayService: ServiceDefinition = {
       instanceId: config.instanceId,
       upstream: { idleTimeoutMs: config.upstreamIdleTimeoutMs, maxConcurrentCalls: config.upstreamMaxConcurrentCalls },
       egress: destinationPolicyOf(config),
+      launched: config.launchedServers,
       keyring: Keyring.fromConfig(config),
       toolPinning: config.toolPinning,
     });

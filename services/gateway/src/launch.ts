@@ -9,7 +9,7 @@ import { mkdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { PunkError, type McpServer } from '@punk/lib';
+import { OWNER_ONLY_DIRECTORY_MODE, PunkError, type McpServer } from '@punk/lib';
 import { isCredentialReference } from './credentials/input.js';
 import { resolveEnv, type Secrets } from './upstream-secrets.js';
 
@@ -104,7 +104,8 @@ export async function planLaunch(server: McpServer, options: LaunchOptions): Pro
       `server ${name} names only the container image ${spec.image ?? '(none)'}; to run it locally, set spec.command`,
     );
   }
-  await mkdir(cwd, { recursive: true });
+  // Owner-only (0700): a server's HOME holds what it keeps (a memory graph, tokens).
+  await mkdir(cwd, { recursive: true, mode: OWNER_ONLY_DIRECTORY_MODE });
   return { command, args: [...prefix, ...args], env, cwd, secrets };
 }
 

@@ -43,7 +43,7 @@ import { createSessionRouting } from './routing.js';
 import { busSessionLink } from './session-link.js';
 import { Upstream, type UpstreamPoolOptions } from './upstream.js';
 import { CredentialVault, Keyring, referencesCredential } from './credentials/index.js';
-import { guardedFetch, type DestinationPolicy } from './egress/index.js';
+import { guardedFetch, type DestinationPolicy, type GuardedFetch } from './egress/index.js';
 import { ToolPinning, type PinningPolicy } from './pinning/tool-pinning.js';
 import type { McpItem } from './catalog.js';
 import type { Secrets } from './upstream-secrets.js';
@@ -70,6 +70,12 @@ export interface GatewayOptions {
    * `destinationPolicyOf(config)` gives the configured one (open to private networks only with authentication off).
    */
   egress?: DestinationPolicy;
+  /**
+   * Servers of `servers` (the manifests) whose `url` is the endpoint of a process Punk itself launched, by
+   * `<namespace>/<name>` (`PUNK_LAUNCHED_SERVERS`, set by `punk cluster`): each such server, and no other, may reach
+   * exactly that origin whatever the egress policy says of its address.
+   */
+  launched?: Readonly<Record<string, string>>;
   /** The key ring of the credentials vault (`Keyring.fromConfig`); absent: the credentials API answers `CredentialsUnavailable` and `cred:` references do not resolve. */
   keyring?: Keyring | undefined;
   /** What a changed tool definition does when a server's `spec.tools.pinning` says nothing (`PUNK_TOOL_PINNING`, default `hide`). */
@@ -139,6 +145,20 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const egress = options.egress ?? { allowPrivate: false, allowedNetworks: [] };
   // One guarded fetch for every url server: its keep-alive pools are keyed by origin and checked addresses.
   const egressFetch = guardedFetch(egress);
+  // A guarded fetch of its own for each manifest server Punk launched, allowed its own origin only.
+  const launchedFetches = new Map<string, GuardedFetch>();
+  const fetchFor = (server: McpServer): GuardedFetch => {
+    const key = keyOf(server);
+    const url = options.launched?.[key];
+    if (url === undefined || server.spec.url !== url || !options.servers.some((s) => keyOf(s) === key && s.spec.url === url))
+      return egressFetch;
+    let launched = launchedFetches.get(key);
+    if (!launched) {
+      launched = guardedFetch({ ...egress, launchedOrigins: [new URL(url).origin] });
+      launchedFetches.set(key, launched);
+    }
+    return launched;
+  };
   const vault = new CredentialVault({ db: options.db, log, keyring: options.keyring, bus, instanceId, fetch: egressFetch });
   const pinning = new ToolPinning({ db: options.db, log, bus, policy: options.toolPinning ?? 'hide' });
 
@@ -161,7 +181,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     ...(options.env && { extraEnv: options.env }),
     startTimeoutMs: options.startTimeoutMs,
     callTimeoutMs: options.callTimeoutMs,
-    fetch: egressFetch,
+    fetch: fetchFor(server),
     secrets: secretsOf(server.metadata.namespace ?? 'default'),
     reviewTools: (u: Upstream, tools: McpItem[]) => pinning.review(u.server, tools),
   });
@@ -458,7 +478,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         const all = [...upstreams.values()];
         upstreams.clear();
         await Promise.all(all.map((u) => u.stop()));
-        await egressFetch.close();
+        await Promise.all([egressFetch, ...launchedFetches.values()].map((f) => f.close()));
       })()),
   };
 }

@@ -13,6 +13,7 @@ export * from './spec/loader.js';
 export * from './spec/crd.js';
 export * from './db/database.js';
 export * from './db/migrate.js';
+export * from './db/owner-only.js';
 export * from './service/index.js';
 export * from './tracing/index.js';
 export * from './metrics/index.js';

@@ -19,6 +19,7 @@ import {
 import { serversInScope, type Scope } from './aggregate.js';
 import { adminGuard, adminRouter } from './auth/admin-api.js';
 import { authOptionsFromConfig, createAuthenticator, type AuthOptions } from './auth/authenticator.js';
+import type { ApiKeyStore } from './auth/api-keys.js';
 import { TenantCatalog } from './catalog.js';
 import { OriginPolicy } from './cors.js';
 import { McpEndpoints, type ResponseMode } from './endpoint.js';
@@ -90,6 +91,8 @@ export interface FrontOptions {
    * the admin API of API keys. Absent: every caller is anonymous.
    */
   auth?: AuthOptions;
+  /** Where the API keys of `auth` are kept; default the bus's bucket `PUNK_API_KEYS` (`punk up` gives its database's). */
+  apiKeys?: ApiKeyStore;
   /** Reconnection delay told to clients of 2025-era GET streams and resumable POST streams (SSE `retry:`), in milliseconds. Default 1000. */
   sseRetryMs?: number;
   /** Interval of SSE keep-alive comments on GET streams, in milliseconds. Default 15 s. */
@@ -285,7 +288,9 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     return { ok: true };
   };
 
-  const authenticator = options.auth ? await createAuthenticator({ auth: options.auth, bus, log, tenant, mcpPath: path }) : undefined;
+  const authenticator = options.auth
+    ? await createAuthenticator({ auth: options.auth, bus, log, tenant, mcpPath: path, ...(options.apiKeys && { keys: options.apiKeys }) })
+    : undefined;
   const authenticate = options.authenticate ?? authenticator?.authenticate;
   const endpointRouter = createRouter({
     log,

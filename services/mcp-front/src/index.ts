@@ -8,4 +8,5 @@ export { SessionStore, type StoredSession, type SessionBinding } from './session
 export { authOptionsFromConfig, DEFAULT_ADMIN_SCOPE, type AuthOptions } from './auth/authenticator.js';
 export { registryRouter, statusOf, type RegistryApiOptions } from './registry-api.js';
 export { adminRouter, type AdminApiOptions } from './auth/admin-api.js';
+export { ApiKeyStore } from './auth/api-keys.js';
 export { openApiDocument } from './openapi.js';

@@ -33,6 +33,12 @@ export interface DestinationPolicy {
    * is refused: the configuration key `upstreamAllowedNetworks` (`PUNK_UPSTREAM_ALLOWED_NETWORKS`).
    */
   allowedNetworks: readonly string[];
+  /**
+   * Origins (`http://127.0.0.1:4101`) of processes Punk itself launched for the server this policy guards (the
+   * HTTP servers `punk cluster` starts once for every gateway): not remote URLs, so an IP-literal URL of exactly
+   * such an origin is allowed whatever its address class. Another port, host or redirect target is checked as usual.
+   */
+  launchedOrigins?: readonly string[];
   /** Resolves host names; default `dns.lookup` from `node:dns/promises` with `all: true`. */
   lookup?: HostLookup;
 }
@@ -66,7 +72,7 @@ export function destinationPolicyOf(config: Pick<PunkConfig, 'authMode' | 'upstr
  * in a special-purpose class (see `addressClassOf`: loopback, unspecified, private, link-local,
  * unique-local, CGNAT, multicast, broadcast, reserved, cloud metadata, and IPv6 forms embedding such an
  * IPv4 address) is refused unless it lies in `policy.allowedNetworks`; one refused address refuses the
- * whole answer. Cloud metadata host names (GCP `metadata.google.internal` and `metadata`, AWS
+ * whole answer. An IP-literal URL whose origin is one of `policy.launchedOrigins` (a process Punk launched) is allowed. Cloud metadata host names (GCP `metadata.google.internal` and `metadata`, AWS
  * `instance-data` and `instance-data.ec2.internal`) are refused by name before any resolution.
  *
  * @returns the URL and the checked addresses; connect to those and resolve nothing again.
@@ -86,6 +92,8 @@ export async function checkDestination(url: string | URL, policy: DestinationPol
     );
   }
   const family = isIP(hostname);
+  if (family !== 0 && policy.launchedOrigins?.includes(parsed.origin))
+    return { url: parsed, hostname, addresses: [{ address: hostname, family }] };
   const addresses = family !== 0 ? [{ address: hostname, family }] : await resolve(url, hostname, policy.lookup ?? defaultLookup);
   for (const { address } of addresses) {
     let ip: ipaddr.IPv4 | ipaddr.IPv6;

@@ -221,6 +221,29 @@ test('PUNK_UPSTREAM_ALLOWED_NETWORKS lets a listed network through and nothing e
   });
 });
 
+test('a launched origin (a process Punk started) is reached at exactly that origin; another port or host is refused', async () => {
+  const launched: DestinationPolicy = { ...closed, launchedOrigins: [`http://127.0.0.1:${port}`] };
+  const fetchGuarded = guardedFetch(launched);
+  try {
+    assert.equal(await (await fetchGuarded(`http://127.0.0.1:${port}/mcp`)).text(), 'reached');
+    await assert.rejects(checkDestination(`http://127.0.0.1:${port + 1}/mcp`, launched), {
+      code: 'EgressRefused',
+      message: /class loopback/,
+    });
+    const byName: DestinationPolicy = { ...closedRealDns, launchedOrigins: [`http://127.0.0.1:${port}`] };
+    await assert.rejects(
+      checkDestination(`http://localhost:${port}/mcp`, byName),
+      { code: 'EgressRefused' },
+      'a name is resolved and checked',
+    );
+    await assert.rejects(checkDestination(`http://[::1]:${port}/mcp`, launched), { code: 'EgressRefused' });
+    await assert.rejects(checkDestination('http://internal.example.test/', launched), { code: 'EgressRefused' });
+  } finally {
+    await fetchGuarded.close();
+  }
+  await assert.rejects(checkDestination(`http://127.0.0.1:${port}/mcp`, closed), { code: 'EgressRefused' }, 'without it, refused');
+});
+
 test('checkUrlShape returns the normalized URL of an acceptable one', () => {
   assert.equal(checkUrlShape('HTTPS://Example.COM:443/mcp?x=1').href, 'https://example.com/mcp?x=1');
   assert.equal(checkUrlShape('http://0x7f.1/').hostname, '127.0.0.1', 'shape does not judge the destination');

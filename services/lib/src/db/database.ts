@@ -3,6 +3,7 @@ import { dirname, resolve } from 'node:path';
 import pg from 'pg';
 import { PGlite } from '@electric-sql/pglite';
 import { lockDataDirectory } from './lock.js';
+import { makeOwnerOnly, OWNER_ONLY_DIRECTORY_MODE } from './owner-only.js';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import { PunkError, errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -134,14 +135,36 @@ async function openPglite(dataDir: string | null, log: Logger): Promise<Database
     unlock = await lockDataDirectory(directory);
   }
   const where = directory ? `pglite ${directory}` : 'pglite (in memory)';
+  // The ledger and the encrypted credentials are in there: owner-only before PGlite writes and after (it writes
+  // the files of a new database 0666 whatever the umask); at close too, for the files it wrote while running.
+  const restrict = async () => {
+    if (directory === undefined) return;
+    await makeOwnerOnly(directory).catch((error: unknown) => {
+      throw new PunkError(
+        'DatabaseUnavailable',
+        `cannot make data directory ${directory} owner-only (directories 0700, files 0600): ${errorMessage(error)}; run Punk as the directory's owner`,
+        undefined,
+        { cause: error },
+      );
+    });
+  };
   let lite: PGlite;
   try {
+    await restrict();
     lite = await PGlite.create(directory);
   } catch (error) {
     await unlock();
+    if (error instanceof PunkError) throw error;
     throw new PunkError('DatabaseUnavailable', `cannot open embedded database ${where}: ${errorMessage(error)}`, undefined, {
       cause: error,
     });
+  }
+  try {
+    await restrict();
+  } catch (error) {
+    await lite.close().catch(() => {});
+    await unlock();
+    throw error;
   }
   // The pool below uses one connection; the server accepts a few so that a reconnect can
   // overlap the teardown of a connection the pool discarded.
@@ -162,6 +185,9 @@ async function openPglite(dataDir: string | null, log: Logger): Promise<Database
   const db = wrapPool(pool, 'pglite', where, log, async () => {
     await server.stop();
     await lite.close();
+    await restrict().catch((error: unknown) => {
+      log.warn({ err: error, database: where }, 'could not make the data directory owner-only');
+    });
     await unlock();
   });
   log.debug({ database: where }, 'opened embedded database');
@@ -169,19 +195,19 @@ async function openPglite(dataDir: string | null, log: Logger): Promise<Database
 }
 
 /**
- * Creates a directory and its missing parents one level at a time. Node's
+ * Creates a directory and its missing parents one level at a time, each owner-only (0700). Node's
  * recursive mkdir never returns on some special file systems (a `--data`
  * under /proc hung instead of failing); this fails with the real error.
  */
 async function makeDirectory(directory: string): Promise<void> {
   const parent = dirname(directory);
   if (parent !== directory) {
-    await mkdir(directory).catch(async (error: unknown) => {
+    await mkdir(directory, OWNER_ONLY_DIRECTORY_MODE).catch(async (error: unknown) => {
       const code = (error as NodeJS.ErrnoException).code;
       if (code === 'EEXIST') return;
       if (code !== 'ENOENT' || (await isDirectory(parent))) throw error;
       await makeDirectory(parent);
-      await mkdir(directory).catch((again: unknown) => {
+      await mkdir(directory, OWNER_ONLY_DIRECTORY_MODE).catch((again: unknown) => {
         if ((again as NodeJS.ErrnoException).code !== 'EEXIST') throw again;
       });
     });

@@ -68,7 +68,7 @@ export type Identification = { ok: true; principal: Principal } | { ok: false; r
 export interface Authenticator {
   /** Scope of the admin API. */
   adminScope: string;
-  /** The API keys of the bus. */
+  /** The API keys (the bus's bucket, or the database of `punk up`). */
   keys: ApiKeyStore;
   /** The RFC 9728 documents (mount at the root). */
   metadata: Router;
@@ -136,7 +136,7 @@ export function authOptionsFromConfig(config: PunkConfig): AuthOptions | undefin
 }
 
 /**
- * Creates the authenticator of a front of `tenant`; opens bucket `PUNK_API_KEYS`.
+ * Creates the authenticator of a front of `tenant`; without `keys`, opens bucket `PUNK_API_KEYS`.
  * @throws PunkError `InvalidConfig` for unusable options (bad public URL, static key, `none` algorithm,
  *   several token sources), or the bus's error when the bucket cannot be opened.
  */
@@ -146,6 +146,8 @@ export async function createAuthenticator(options: {
   log: Logger;
   tenant: string;
   mcpPath?: string;
+  /** Where the API keys are; default the bus's bucket `PUNK_API_KEYS` ({@link ApiKeyStore.open}). */
+  keys?: ApiKeyStore;
 }): Promise<Authenticator> {
   const { auth, tenant } = options;
   const log = options.log.child({ module: 'auth' });
@@ -163,7 +165,7 @@ export async function createAuthenticator(options: {
   const groupsClaim = auth.groupsClaim ?? 'groups';
   const clockToleranceMs = auth.clockToleranceMs ?? 30_000;
   const verifier = oauthVerifier(auth, clockToleranceMs);
-  const keys = await ApiKeyStore.open(options.bus);
+  const keys = options.keys ?? (await ApiKeyStore.open(options.bus));
   const bootstrapHash = auth.bootstrapAdminKey === undefined ? undefined : sha256(auth.bootstrapAdminKey);
   const mcpPath = options.mcpPath ?? '/mcp';
 

@@ -43,7 +43,7 @@ function alternating(bases: string[]): typeof fetch {
 async function connectSse(url: string, bases: string[], capabilities: Record<string, object> = {}): Promise<Client> {
   const client = new Client({ name: 'http-sse-test', version: '1.0.0' }, { capabilities });
   const posts = alternating([...bases.slice(1), ...bases.slice(0, 1)]);
-   
+
   const transport = new SSEClientTransport(new URL(url), {
     requestInit: { headers: AUTH },
     fetch: posts,

@@ -1,0 +1,101 @@
+/**
+ * What `punk up` keeps in its data directory: the PGlite database (the ledger, the encrypted credentials, the
+ * API keys' hashes) and, beside it, the servers' working directories. Only their owner may read them, running
+ * and stopped; API keys made through the API are still there after a restart.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { copyFile, lstat, readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { connectClient, listAllTools } from './clients.js';
+import { manifestDir, removeDir, repoRoot, startPunk, type RunningPunk } from './harness.js';
+
+/** Every path under `root` (itself included) whose mode is not 0700 for a directory or 0600 for a file, as `<mode> <path>`. */
+async function notOwnerOnly(root: string, options: { directoriesOnly?: boolean } = {}): Promise<string[]> {
+  const loose: string[] = [];
+  const visit = async (path: string) => {
+    const stats = await lstat(path);
+    const mode = stats.mode & 0o7777;
+    if (stats.isDirectory()) {
+      if (mode !== 0o700) loose.push(`${mode.toString(8)} ${path}/`);
+      for (const name of await readdir(path)) await visit(join(path, name));
+    } else if (stats.isFile() && !options.directoriesOnly && mode !== 0o600) {
+      loose.push(`${mode.toString(8)} ${path}`);
+    }
+  };
+  await visit(root);
+  return loose;
+}
+
+describe('punk up on a data directory', () => {
+  let dir: string;
+  let dataDir: string;
+  let punk: RunningPunk | undefined;
+
+  before(async () => {
+    dir = await manifestDir('data-dir', {});
+    await copyFile(join(repoRoot, 'examples/memory.yaml'), join(dir, 'memory.yaml'));
+    dataDir = join(dir, '.punk/data');
+  });
+  after(async () => {
+    await punk?.stop();
+    await removeDir(dir);
+  });
+
+  test('the database files are 0600 and every directory 0700 (servers working directories too), while it runs and once it stopped', async () => {
+    punk = await startPunk({ manifestDir: dir, args: ['--data', dataDir] });
+    assert.match(punk.output(), /servers: memory\b/, 'the memory server started (its working directory exists)');
+    assert.deepEqual(await notOwnerOnly(dataDir), [], 'data directory while punk up runs');
+    // The servers' own files are theirs to make; the directories holding them are owner-only.
+    assert.deepEqual(await notOwnerOnly(join(dir, '.punk/servers'), { directoriesOnly: true }), [], 'servers working directories');
+    assert.equal(await punk.stop(), 0, punk.output().slice(-2000));
+    punk = undefined;
+    assert.deepEqual(await notOwnerOnly(dataDir), [], 'data directory once punk up stopped');
+  });
+
+  test('an API key made through the API survives a restart, a revoked one stays revoked, and the admin needs no bootstrap key after', async () => {
+    const bootstrap = randomBytes(24).toString('base64url');
+    const auth = { PUNK_AUTH_MODE: 'on', PUNK_PUBLIC_URL: 'https://punk.example.test' };
+    punk = await startPunk({ manifestDir: dir, args: ['--data', dataDir], env: { ...auth, PUNK_AUTH_BOOTSTRAP_ADMIN_KEY: bootstrap } });
+    const first = punk.baseUrl;
+    const create = async (name: string, scopes: string[]) => {
+      const created = await fetch(`${first}/api/v1/api-keys`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${bootstrap}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ name, scopes }),
+      });
+      assert.equal(created.status, 201, await created.clone().text());
+      return (await created.json()) as { key: string; id: string };
+    };
+    const admin = await create('admin laptop', ['punk:admin']);
+    const client = await create('client laptop', []);
+    const revoked = await create('lost laptop', []);
+    const revoke = await fetch(`${punk.baseUrl}/api/v1/api-keys/${revoked.id}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${bootstrap}` },
+    });
+    assert.equal(revoke.status, 204);
+    assert.equal(await punk.stop(), 0, punk.output().slice(-2000));
+
+    // As the README advises once there is an admin key: the bootstrap key unset.
+    punk = await startPunk({ manifestDir: dir, args: ['--data', dataDir], env: { ...auth, PUNK_AUTH_BOOTSTRAP_ADMIN_KEY: '' } });
+    const listed = await fetch(`${punk.baseUrl}/api/v1/api-keys`, { headers: { authorization: `Bearer ${admin.key}` } });
+    assert.equal(listed.status, 200, await listed.clone().text());
+    const { apiKeys } = (await listed.json()) as { apiKeys: Array<{ id: string; name: string }> };
+    assert.deepEqual(
+      apiKeys.map((k) => k.name),
+      ['admin laptop', 'client laptop'],
+      'the keys made before the restart, without the revoked one',
+    );
+    const mcp = await connectClient(`${punk.baseUrl}/mcp`, '2025-11-25', { Authorization: `Bearer ${client.key}` });
+    try {
+      assert.ok((await listAllTools(mcp)).some((t) => t.name === 'memory__read_graph'));
+    } finally {
+      await mcp.close();
+    }
+    await assert.rejects(connectClient(`${punk.baseUrl}/mcp`, '2025-11-25', { Authorization: `Bearer ${revoked.key}` }));
+    const old = await fetch(`${punk.baseUrl}/api/v1/api-keys`, { headers: { authorization: `Bearer ${bootstrap}` } });
+    assert.equal(old.status, 401, 'the bootstrap key, unset, is no key any more');
+  });
+});
