@@ -19,6 +19,22 @@ function single(req: Request, name: string): string | undefined {
   return value;
 }
 
+/**
+ * Refuses a query parameter the route does not know, naming it and the accepted ones (a misspelt
+ * `tennant=` would otherwise silently answer for the default tenant).
+ * @throws PunkError `InvalidParameter`.
+ */
+function onlyParameters(req: Request, accepted: readonly string[]): void {
+  const unknown = Object.keys(req.query).filter((name) => !accepted.includes(name));
+  if (unknown.length === 0) return;
+  const names = unknown.map((name) => JSON.stringify(name)).join(', ');
+  throw new PunkError(
+    'InvalidParameter',
+    `unknown query parameter${unknown.length > 1 ? 's' : ''} ${names} of ${req.baseUrl}${req.route?.path ?? req.path}; accepted: ${accepted.join(', ')}`,
+    { parameters: unknown, accepted },
+  );
+}
+
 function tenantOf(req: Request): string {
   const tenant = single(req, 'tenant') ?? DEFAULT_TENANT;
   if (tenant.length === 0) throw badParameter('tenant', 'must not be empty', tenant);
@@ -27,7 +43,8 @@ function tenantOf(req: Request): string {
 
 /**
  * The ledger's HTTP API, mounted by the CLI at `/api/v1`. JSON only; errors are
- * `{ error: { code, message } }` with 400 (`InvalidParameter`, `AmbiguousRun`),
+ * `{ error: { code, message } }` with 400 (`InvalidParameter`, also for a query parameter the route does
+ * not know, `AmbiguousRun`),
  * 404 (`RunNotFound`), 503 (`DatabaseUnavailable`) or 500 (`InternalError`).
  *
  * - `GET /runs?tenant=&limit=&before=`: `{ runs: RunSummary[] }`, most recently active first;
@@ -40,6 +57,7 @@ export function createLedgerRouter(store: LedgerStore, log: Logger): express.Rou
   const router = express.Router();
 
   router.get('/runs', async (req, res) => {
+    onlyParameters(req, ['tenant', 'limit', 'before']);
     const tenant = tenantOf(req);
     const limitText = single(req, 'limit');
     let limit = DEFAULT_RUNS_LIMIT;
@@ -60,6 +78,7 @@ export function createLedgerRouter(store: LedgerStore, log: Logger): express.Rou
   });
 
   router.get('/runs/:id', async (req, res) => {
+    onlyParameters(req, ['tenant']);
     const runId = String(req.params.id);
     const tenant = single(req, 'tenant');
     const found = await store.getRun(runId, tenant);
@@ -74,6 +93,7 @@ export function createLedgerRouter(store: LedgerStore, log: Logger): express.Rou
   });
 
   router.get('/ledger/verify', async (req, res) => {
+    onlyParameters(req, ['tenant']);
     res.json(await store.verify(tenantOf(req)));
   });
 
