@@ -30,7 +30,7 @@ function onlyParameters(req: Request, accepted: readonly string[]): void {
   const names = unknown.map((name) => JSON.stringify(name)).join(', ');
   throw new PunkError(
     'InvalidParameter',
-    `unknown query parameter${unknown.length > 1 ? 's' : ''} ${names} of ${req.baseUrl}${req.route?.path ?? req.path}; accepted: ${accepted.join(', ')}`,
+    `unknown query parameter${unknown.length > 1 ? 's' : ''} ${names} of ${req.baseUrl}${req.path}; accepted: ${accepted.join(', ')}`,
     { parameters: unknown, accepted },
   );
 }
