@@ -9,6 +9,8 @@ import {
   API_VERSION,
   dnsLabel,
   durationSchema,
+  envVarSchema,
+  headerSchema,
   HTTP_FIELD_VALUE_RULE,
   isEnvValue,
   isHttpFieldValue,
@@ -19,7 +21,7 @@ import {
   transportOf,
   type McpServer,
 } from '@punk/lib';
-import { isCredentialReference, parseReference } from '../credentials/input.js';
+import { isCredentialReference, parseReference, referenceText } from '../credentials/input.js';
 
 const envName = z
   .string()
@@ -30,6 +32,40 @@ export const MAX_HEADERS = 100;
 export const MAX_ENV = 1000;
 
 const headerName = z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'must be an HTTP header name (RFC 9110 token)');
+
+/**
+ * `env` or `headers` of a registration: a record of values (`{ "TOKEN": "cred:github" }`), or a list of
+ * `{ name, value | valueFrom }` entries as a manifest has them, which becomes that record (a
+ * `valueFrom.credentialRef` its `cred:<name>[/<key>]` reference). A list must not name an entry twice, and
+ * cannot take a `valueFrom.secretKeyRef`: the gateway reads no Kubernetes Secret.
+ */
+function namedValues(name: z.ZodString, entry: typeof envVarSchema | typeof headerSchema, caseInsensitive: boolean) {
+  const list = z.array(entry).transform((entries, ctx) => {
+    const out: Record<string, string> = {};
+    const seen = new Map<string, number>();
+    entries.forEach((item, i) => {
+      const key = caseInsensitive ? item.name.toLowerCase() : item.name;
+      const first = seen.get(key);
+      if (first !== undefined) {
+        ctx.issues.push({ code: 'custom', input: item, path: [i, 'name'], message: `names the same entry as [${String(first)}]` });
+      }
+      seen.set(key, i);
+      const { secretKeyRef, credentialRef } = item.valueFrom ?? {};
+      if (secretKeyRef) {
+        ctx.issues.push({
+          code: 'custom',
+          input: item,
+          path: [i, 'valueFrom', 'secretKeyRef'],
+          message: 'the gateway reads no Kubernetes Secret: store the value as a credential and use valueFrom.credentialRef',
+        });
+      } else if (item.value !== undefined) out[item.name] = item.value;
+      else if (credentialRef) out[item.name] = referenceText(credentialRef);
+      else ctx.issues.push({ code: 'custom', input: item, path: [i, 'valueFrom'], message: 'must hold credentialRef' });
+    });
+    return out;
+  });
+  return z.union([z.record(name, z.string()), list]);
+}
 
 /** One of `values`; the error lists them (`must be a, b or c`), or says `required` when the field is absent. */
 function choice<const T extends readonly [string, ...string[]]>(values: T) {
@@ -49,8 +85,9 @@ const toolOverride = z
  * The body of a registration. `type` says where the server comes from: `stdio` (a `command` the gateway
  * runs as a child process, with `args` and `env`) or `http` (a remote `url`, with `headers` and the
  * `transport`, default `streamable-http`). The other fields are the McpServer fields that apply to both:
- * `tools` (allow, deny, per-tool overrides, pinning), `sessionMode` and `timeout`. Any `env` or `headers`
- * value may be a `cred:<id>` reference, stored as given and resolved at connect time.
+ * `tools` (allow, deny, per-tool overrides, pinning), `sessionMode` and `timeout`. `env` and `headers` are a
+ * record or a manifest's list (see {@link namedValues}); any value may be a `cred:<id>` reference, stored as
+ * given and resolved at connect time.
  */
 export const registrationSchema = z
   .object({
@@ -58,9 +95,9 @@ export const registrationSchema = z
     type: choice(['stdio', 'http']),
     command: z.string().min(1, 'must be a non-empty string').optional(),
     args: z.array(z.string()).optional(),
-    env: z.record(envName, z.string()).optional(),
+    env: namedValues(envName, envVarSchema, false).optional(),
     url: z.url({ protocol: /^https?$/, error: 'must be an http or https URL' }).optional(),
-    headers: z.record(headerName, z.string()).optional(),
+    headers: namedValues(headerName, headerSchema, true).optional(),
     transport: choice(['streamable-http', 'sse']).optional(),
     tools: z
       .object({
@@ -157,16 +194,28 @@ export function parseRegistration(body: unknown, fixedName?: string): Registrati
   }
   const parsed = registrationSchema.safeParse(input, { error: (issue) => (issue.input === undefined ? 'required' : undefined) });
   if (parsed.success) return parsed.data;
-  const issue = parsed.error.issues[0]!;
-  let field = pathOf(issue.path);
-  let message = issue.message;
-  if (issue.code === 'unrecognized_keys') {
-    field = pathOf([...issue.path, issue.keys[0]!]);
-    message = 'unknown field';
-  } else if (issue.code === 'invalid_key') {
-    message = issue.issues[0]?.message ?? message;
-  }
+  const [issue] = parsed.error.issues;
+  const { path, message } = issue ? described(issue, input) : { path: [], message: 'invalid' };
+  const field = pathOf(path);
   throw new PunkError('InvalidRegistration', `${field}: ${message}`, { field });
+}
+
+/**
+ * The path and sentence of a zod issue of `input`: an unknown key named, a bad record key's own message, and for
+ * `env` or `headers` (a record or a list) the problem of the form that was sent rather than zod's "Invalid input".
+ */
+function described(issue: z.core.$ZodIssue, input: unknown): { path: PropertyKey[]; message: string } {
+  if (issue.code === 'unrecognized_keys') return { path: [...issue.path, ...issue.keys.slice(0, 1)], message: 'unknown field' };
+  if (issue.code === 'invalid_key') return { path: issue.path, message: issue.issues[0]?.message ?? issue.message };
+  if (issue.code === 'invalid_union') {
+    const sent = issue.path.reduce<unknown>((value, key) => (value as Record<PropertyKey, unknown> | undefined)?.[key], input);
+    const inner = issue.errors[Array.isArray(sent) ? 1 : 0]?.[0];
+    if (inner && issue.errors.length === 2) {
+      const nested = described(inner, sent);
+      return { path: [...issue.path, ...nested.path], message: nested.message };
+    }
+  }
+  return { path: issue.path, message: issue.message };
 }
 
 /**

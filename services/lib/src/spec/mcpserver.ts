@@ -77,7 +77,8 @@ export function isEnvValue(value: string): boolean {
   return !value.includes('\0');
 }
 
-const envVar = z
+/** One `env` entry of an McpServer: `{ name, value }` or `{ name, valueFrom }` (a Secret's or an McpCredential's key). */
+export const envVarSchema = z
   .object({
     name: z
       .string()
@@ -111,7 +112,8 @@ const envVar = z
   .strict()
   .refine((v) => (v.value === undefined) !== (v.valueFrom === undefined), { message: 'set exactly one of value and valueFrom' });
 
-const header = z
+/** One `headers` entry of a url McpServer: `{ name, value }` or `{ name, valueFrom }`, as an `env` entry. */
+export const headerSchema = z
   .object({
     name: z
       .string()
@@ -123,7 +125,7 @@ const header = z
       .refine(isHttpFieldValue, HTTP_FIELD_VALUE_RULE)
       .optional()
       .describe('Literal value; `cred:<id>` is replaced by the value of that credential at connect time.'),
-    valueFrom: envVar.shape.valueFrom,
+    valueFrom: envVarSchema.shape.valueFrom,
   })
   .strict()
   .refine((v) => (v.value === undefined) !== (v.valueFrom === undefined), { message: 'set exactly one of value and valueFrom' });
@@ -188,12 +190,15 @@ export const mcpServerSpecSchema = z
       .default('/mcp')
       .describe('HTTP path of the MCP endpoint (streamable-http) or of the SSE stream (sse).'),
     env: z
-      .array(envVar)
+      .array(envVarSchema)
       .default([])
       .describe(
         "Environment of the server process; nothing else of Punk's environment reaches it. A literal `cred:<id>` is replaced by that credential's value at start.",
       ),
-    headers: z.array(header).optional().describe('HTTP headers sent to a url server on every request (e.g. Authorization: cred:<id>).'),
+    headers: z
+      .array(headerSchema)
+      .optional()
+      .describe('HTTP headers sent to a url server on every request (e.g. Authorization: cred:<id>).'),
     replicas: z.number().int().min(0).default(1).describe('Pod replicas (cluster).'),
     resources: z
       .object({
