@@ -157,7 +157,13 @@ const toolOverride = z
 /** The `spec` of an McpServer. */
 export const mcpServerSpecSchema = z
   .object({
-    image: z.string().min(1).optional().describe('Container image that runs the server (cluster). Locally, `command` is required with it.'),
+    image: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        'Container image that runs the server (cluster). Locally, `command` is required with it, and `command` alone runs a local process.',
+      ),
     package: z
       .object({
         registry: z.enum(['npm', 'pypi']).default('npm').describe('Package registry.'),
@@ -171,7 +177,13 @@ export const mcpServerSpecSchema = z
       .url({ protocol: /^https?$/, error: 'must be an http or https URL' })
       .optional()
       .describe('URL of a remote MCP server; no pod is made.'),
-    command: z.array(z.string().min(1)).min(1).optional().describe("Entrypoint, replacing the image's or package's own."),
+    command: z
+      .array(z.string().min(1))
+      .min(1)
+      .optional()
+      .describe(
+        "Entrypoint, replacing the image's or package's own. Alone (no image, package or url): a local process, under punk up only.",
+      ),
     args: z.array(z.string()).optional().describe('Arguments. $(VAR) expands an environment variable of `env`.'),
     transport: z
       .enum(['stdio', 'streamable-http', 'sse'])
@@ -276,11 +288,18 @@ export const mcpServerSpecSchema = z
   .strict()
   .superRefine((spec, ctx) => {
     const sources = (['image', 'package', 'url'] as const).filter((k) => spec[k] !== undefined);
-    if (sources.length !== 1) {
+    // `command` alone is a local process (`punk up` runs it as a child); the cluster's CRD requires a source.
+    if (sources.length > 1) {
       ctx.addIssue({
         code: 'custom',
-        path: sources.length === 0 ? [] : [sources[1]!],
-        message: `set exactly one of image, package and url (found ${sources.length === 0 ? 'none' : sources.join(', ')})`,
+        path: sources.slice(1, 2),
+        message: `set exactly one of image, package and url (found ${sources.join(', ')})`,
+      });
+    } else if (sources.length === 0 && spec.command === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [],
+        message: 'set exactly one of image, package and url (found none), or only command for a local process under punk up',
       });
     }
     if (spec.url !== undefined && (spec.command !== undefined || spec.args !== undefined)) {
