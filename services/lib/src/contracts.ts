@@ -470,7 +470,10 @@ export const ledgerEventTypeSchema = z.enum([
   'tool.definition_accepted',
   /** Credentials API and OAuth2 refresh (`data`: the credential id and key names, never values). */
   'credential.created',
-  /** `credentials.apply` replaced a credential with the content of its Secret (`data`: id, type, key names, `source`). */
+  /**
+   * A credential's keys were replaced: by `credentials.apply` from its Secret, or through the API
+   * (`credentials.replace`) (`data`: id, type, key names, `source`).
+   */
   'credential.replaced',
   'credential.deleted',
   'credential.refreshed',
@@ -530,6 +533,14 @@ export const gatewayAdminRequestSchema = z.discriminatedUnion('op', [
   z.object({ op: z.literal('credentials.list'), tenant: z.string().min(1) }),
   z.object({ op: z.literal('credentials.get'), tenant: z.string().min(1), id: z.string().min(1) }),
   z.object({ op: z.literal('credentials.delete'), tenant: z.string().min(1), principal: principalSchema, id: z.string().min(1) }),
+  /** Replace credential `id` in place (`PUT /api/v1/credentials/<id>`): `body` is `{ id?, type?, data }` as a create's. */
+  z.object({
+    op: z.literal('credentials.replace'),
+    tenant: z.string().min(1),
+    principal: principalSchema,
+    id: z.string().min(1),
+    body: z.unknown(),
+  }),
   /**
    * Create or replace credential `body.id` from a Secret (the operator, for an McpCredential). `sourceChecksum`
    * names the Secret content it was made from: when the stored credential was applied from the same checksum the

@@ -12,7 +12,37 @@ const json = (schema: Schema) => ({ 'application/json': { schema } });
 const answer = (description: string, schema?: Schema) => ({ description, ...(schema && { content: json(schema) }) });
 const error = (description: string) => answer(description, ref('Error'));
 const string = (description: string, extra: Schema = {}): Schema => ({ type: 'string', description, ...extra });
-const stringMap = (description: string): Schema => ({ type: 'object', description, additionalProperties: { type: 'string' } });
+/** `env` or `headers` of a registration: a record, or a manifest's list of `{ name, value | valueFrom }`. */
+const namedValues = (description: string): Schema => ({
+  description: `${description} A record of values, or a list of \`{ name, value }\` / \`{ name, valueFrom: { credentialRef: { name, key? } } }\` entries as in a manifest.`,
+  oneOf: [
+    { type: 'object', additionalProperties: { type: 'string' } },
+    {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['name'],
+        additionalProperties: false,
+        properties: {
+          name: { type: 'string' },
+          value: { type: 'string' },
+          valueFrom: {
+            type: 'object',
+            additionalProperties: false,
+            properties: {
+              credentialRef: {
+                type: 'object',
+                required: ['name'],
+                additionalProperties: false,
+                properties: { name: { type: 'string' }, key: { type: 'string' } },
+              },
+            },
+          },
+        },
+      },
+    },
+  ],
+});
 const pathParameter = (name: string, description: string) => ({
   name,
   in: 'path',
@@ -100,11 +130,11 @@ const schemas: Record<string, Schema> = {
       type: { type: 'string', enum: ['stdio', 'http'] },
       command: string('stdio: the executable.', { minLength: 1 }),
       args: { type: 'array', items: { type: 'string' }, description: 'stdio: arguments.' },
-      env: stringMap("stdio: environment of the process (nothing else of the gateway's environment reaches it)."),
+      env: namedValues("stdio: environment of the process (nothing else of the gateway's environment reaches it)."),
       url: string('http: URL of the MCP endpoint (http or https). Checked by the SSRF guard at registration and at every connect.', {
         format: 'uri',
       }),
-      headers: stringMap('http: headers sent on every request.'),
+      headers: namedValues('http: headers sent on every request.'),
       transport: {
         type: 'string',
         enum: ['streamable-http', 'sse'],
@@ -209,7 +239,7 @@ const schemas: Record<string, Schema> = {
         minProperties: 1,
         additionalProperties: { type: 'string' },
         description:
-          'String keys and values, encrypted at rest (AES-256-GCM) and never returned. A reference resolves to the `value` key or the only key. OAuth2: `access_token`, `refresh_token`, `expires_at` (epoch ms), `token_url`, `client_id`, `client_secret`, `scope`.',
+          'String keys and values, encrypted at rest (AES-256-GCM) and never returned. A reference resolves to the `value` key or the only key. A one-line value must be a valid HTTP header value (no control character, no character outside Latin-1 such as `…`, no trailing line break); a value of several lines (a PEM key) is for env only. OAuth2: `access_token`, `refresh_token`, `expires_at` (epoch ms), `token_url`, `client_id`, `client_secret`, `scope`.',
       },
     },
   },
@@ -497,6 +527,27 @@ export const openApiDocument = {
           ...adminErrors,
         },
       },
+      put: {
+        operationId: 'replaceCredential',
+        summary:
+          'Replaces the keys of a credential in place, in one statement: references to it never find it missing (a rotation without a window). Servers using it reconnect. Audited (`credential.replaced`, key names only).',
+        requestBody: { required: true, content: json(ref('CredentialInput')) },
+        responses: {
+          '200': answer('Replaced; the answer has no values.', {
+            type: 'object',
+            required: ['credential'],
+            properties: { credential: ref('Credential') },
+          }),
+          '400': error(
+            'The body is not a valid credential, or its `id` is not the one in the path (the message names the field, never a value).',
+          ),
+          '404': error('No such credential in the tenant (create it with POST).'),
+          '409': error('The credential is applied from a Kubernetes Secret (`CredentialManaged`): change the Secret.'),
+          '413': error('The body is too large.'),
+          '415': error('The body is not JSON.'),
+          ...adminErrors,
+        },
+      },
       delete: {
         operationId: 'deleteCredential',
         summary: 'Deletes a credential; references to it fail at the next connect. Audited (`credential.deleted`).',
@@ -567,7 +618,7 @@ export const openApiDocument = {
             required: ['runs'],
             properties: { runs: { type: 'array', items: ref('RunSummary') } },
           }),
-          '400': error('A bad query parameter.'),
+          '400': error('A bad query parameter, or one this route does not know (the message names it and the accepted ones).'),
           ...adminErrors,
         },
       },

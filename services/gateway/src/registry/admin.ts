@@ -37,7 +37,7 @@ import type { RegistrationStore, ServerRecord, StoredRegistration, TestOutcome }
 export const TOOLS_CACHE_MAX_AGE_MS = 10 * 60_000;
 
 /** The credentials vault as the admin API uses it (`credentials.*`). */
-export type CredentialsAdmin = Pick<CredentialVault, 'create' | 'apply' | 'list' | 'get' | 'delete'>;
+export type CredentialsAdmin = Pick<CredentialVault, 'create' | 'replace' | 'apply' | 'list' | 'get' | 'delete'>;
 
 /** The tool-definition pins as the admin API uses them (`servers.tools`, `servers.acceptTool`, `servers.delete`). */
 export type PinsAdmin = Pick<ToolPinning, 'accept' | 'pins' | 'forget'>;
@@ -108,8 +108,8 @@ type Target =
 /**
  * Builds the `punk.gateway.admin` handler. Replies: `servers.list` `{ servers }`; `servers.get`, `servers.create`,
  * `servers.update` `{ server }`; `servers.delete` `{}`; `servers.test` `{ ok, toolCount, tools, latencyMs, error? }`;
- * `servers.tools` `{ tools, listedAt, cached, pins }`; `servers.acceptTool` `{ tool, fingerprint }`; `credentials.create`
- * and `credentials.get` `{ credential }`, `credentials.apply` `{ credential, outcome }` (`created`, `replaced` or
+ * `servers.tools` `{ tools, listedAt, cached, pins }`; `servers.acceptTool` `{ tool, fingerprint }`; `credentials.create`,
+ * `credentials.replace` and `credentials.get` `{ credential }`, `credentials.apply` `{ credential, outcome }` (`created`, `replaced` or
  * `unchanged`), `credentials.list` `{ credentials }`, `credentials.delete` `{}`. Literal
  * `env` and `headers` values of a registration are never answered (see {@link maskedRegistration}).
  * @throws (to the requester) PunkError `InvalidMessage` (malformed request), `InvalidRegistration` (the message
@@ -316,6 +316,11 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
       }
       case 'credentials.create': {
         const credential = await deps.credentials.create(request.tenant, request.principal, request.body);
+        await deps.onCredentialChanged(request.tenant, credential.id);
+        return { credential };
+      }
+      case 'credentials.replace': {
+        const credential = await deps.credentials.replace(request.tenant, request.principal, request.id, request.body);
         await deps.onCredentialChanged(request.tenant, credential.id);
         return { credential };
       }

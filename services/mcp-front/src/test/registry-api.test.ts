@@ -263,6 +263,7 @@ describe('the registry API over HTTP', () => {
       ['POST', '/credentials', { body: { name: 'x' } }, 503, 'CredentialsUnavailable', /needs PUNK_ENCRYPTION_KEY/],
       ['GET', '/credentials/some-id', {}, 503, 'CredentialsUnavailable', /needs PUNK_ENCRYPTION_KEY/],
       ['DELETE', '/credentials/some-id', {}, 503, 'CredentialsUnavailable', /needs PUNK_ENCRYPTION_KEY/],
+      ['PUT', '/credentials/some-id', { body: { data: { value: 'x' } } }, 503, 'CredentialsUnavailable', /needs PUNK_ENCRYPTION_KEY/],
     ];
     for (const [method, path, options, status, code, message] of cases) {
       const answer = await api(open.base, method, path, options);
