@@ -192,10 +192,10 @@ test('a credential is replaced in place: every reader sees the old value or the 
   const vault = world.vault(keyringOf(newKeySpec()));
   await vault.create(tenant, admin, { id: 'rotated', data: { value: 'PLANTED-rotation-0' } });
   // Readers resolve the reference without pause while the value is rotated 20 times.
-  let rotating = true;
+  const rotation = { running: true };
   const seen = new Set<string>();
   const reader = (async () => {
-    while (rotating) seen.add((await vault.resolveValue(tenant, 'cred:rotated')).value);
+    while (rotation.running) seen.add((await vault.resolveValue(tenant, 'cred:rotated')).value);
   })();
   for (let i = 1; i <= 20; i++) {
     const replaced = await vault.replace(tenant, admin, 'rotated', { data: { value: `PLANTED-rotation-${String(i)}` } });
@@ -203,7 +203,7 @@ test('a credential is replaced in place: every reader sees the old value or the 
     assert.equal(replaced.id, 'rotated');
     assert.equal(replaced.createdBy, 'alice@example.com');
   }
-  rotating = false;
+  rotation.running = false;
   await reader;
   assert.ok(
     [...seen].every((v) => /^PLANTED-rotation-\d+$/.test(v)),
@@ -229,7 +229,7 @@ test('a credential is replaced in place: every reader sees the old value or the 
   );
   const replacedEvents = world.events.filter((e) => e.tenant === tenant && e.type === 'credential.replaced');
   assert.equal(replacedEvents.length, 21);
-  assert.deepEqual(replacedEvents[0]!.data, { id: 'rotated', type: 'static', keys: ['value'], source: 'api' });
+  assert.deepEqual(replacedEvents[0]?.data, { id: 'rotated', type: 'static', keys: ['value'], source: 'api' });
   outputs.push(...replacedEvents);
 });
 
