@@ -416,28 +416,38 @@ function unmaskedBody(body: unknown, stored: Registration | undefined): unknown 
   for (const field of ['env', 'headers'] as const) {
     const values = out[field];
     const previous = stored?.[field] ?? {};
-    if (typeof values !== 'object' || values === null || Array.isArray(values)) continue;
+    /** The stored value `name` stands for; `label` names the entry in the error. */
+    const storedValue = (name: string, label: string): string => {
+      // Header names are case-insensitive (RFC 9110 §5.1); variable names are not.
+      const storedName =
+        field === 'headers'
+          ? Object.keys(previous).find((key) => key.toLowerCase() === name.toLowerCase())
+          : Object.hasOwn(previous, name)
+            ? name
+            : undefined;
+      if (storedName === undefined) {
+        throw new PunkError(
+          'InvalidRegistration',
+          `body.${field}${label}: is ${MASKED_VALUE}, which stands for a stored value, but none is stored for this entry; send the value itself`,
+          { field: `body.${field}${label}` },
+        );
+      }
+      return previous[storedName] ?? '';
+    };
+    if (Array.isArray(values)) {
+      // A manifest's list: `{ name, value: "<redacted>" }` entries stand for the stored value too.
+      out[field] = values.map((entry: unknown, i) => {
+        if (typeof entry !== 'object' || entry === null) return entry;
+        const { name, value } = entry as Record<string, unknown>;
+        return value === MASKED_VALUE && typeof name === 'string' ? { ...entry, value: storedValue(name, `[${String(i)}].value`) } : entry;
+      });
+      continue;
+    }
+    if (typeof values !== 'object' || values === null) continue;
     out[field] = Object.fromEntries(
-      Object.entries(values as Record<string, unknown>).map(([name, value]) => {
-        if (value !== MASKED_VALUE) return [name, value];
-        // Header names are case-insensitive (RFC 9110 §5.1); variable names are not.
-        const storedName =
-          field === 'headers'
-            ? Object.keys(previous).find((key) => key.toLowerCase() === name.toLowerCase())
-            : Object.hasOwn(previous, name)
-              ? name
-              : undefined;
-        if (storedName === undefined) {
-          throw new PunkError(
-            'InvalidRegistration',
-            `body.${field}.${name}: is ${MASKED_VALUE}, which stands for a stored value, but none is stored for this entry; send the value itself`,
-            {
-              field: `body.${field}.${name}`,
-            },
-          );
-        }
-        return [name, previous[storedName]];
-      }),
+      Object.entries(values as Record<string, unknown>).map(([name, value]) =>
+        value === MASKED_VALUE ? [name, storedValue(name, `.${name}`)] : [name, value],
+      ),
     );
   }
   return out;
