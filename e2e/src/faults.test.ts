@@ -41,6 +41,13 @@ spec:
   image: example.invalid/none
   command: ["node", "-e", "console.error('cannot open the frobnicator'); process.exit(3)"]
 `,
+  'local-script.yaml': `apiVersion: mcp.punk.dev/v1alpha1
+kind: McpServer
+metadata:
+  name: local-script
+spec:
+  command: ["node", "${join(fixtures, 'crasher.mjs')}"]
+`,
   'crasher.yaml': `apiVersion: mcp.punk.dev/v1alpha1
 kind: McpServer
 metadata:
@@ -76,11 +83,23 @@ describe('faults and bad input', () => {
     assert.match(out, /broken\.yaml \(document 1\) spec\.transport/);
     assert.match(out, /broken\.yaml \(document 2\) metadata\.name/);
     assert.match(out, /broken\.yaml \(document 3\) \(document\): YAML/);
-    assert.match(out, /4 manifest error\(s\)/);
+    assert.match(out, /3 manifest error\(s\)/);
     const client = await connectClient(`${punk.baseUrl}/mcp`, '2025-11-25');
     try {
       const echo = await client.callTool({ name: 'everything__echo', arguments: { message: 'still serving' } });
       assert.match(textOf(echo), /still serving/);
+    } finally {
+      await client.close();
+    }
+  });
+
+  test('a manifest with only a command (a local script: no image, package or url) runs as a local child process', async () => {
+    assert.doesNotMatch(punk.output(), /local-script\.yaml \(document/, 'no manifest error for it');
+    const client = await connectClient(`${punk.baseUrl}/mcp`, '2025-11-25');
+    try {
+      const counted = await client.callTool({ name: 'local-script__count', arguments: {} });
+      assert.equal(counted.isError, undefined, textOf(counted));
+      assert.match(textOf(counted), /calls=1 pid=\d+/);
     } finally {
       await client.close();
     }

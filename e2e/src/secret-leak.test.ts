@@ -20,6 +20,7 @@ import { manifestDir, removeDir, startPunk, type RunningPunk } from './harness.j
 
 const planted = (label: string) => `planted-${label}-${randomBytes(8).toString('hex')}`;
 const STATIC_SECRET = planted('static');
+const ROTATED_SECRET = planted('rotated');
 const LITERAL_HEADER = planted('literal');
 const REJECTED_VALUE = planted('rejected');
 const CLIENT_SECRET = planted('client-secret');
@@ -122,6 +123,16 @@ test('no planted secret appears in any answer, log line, ledger event or databas
   const sent = upstream.requests.filter((r) => r.refused === undefined).at(-1)!;
   assert.equal(sent.headers['x-api-key'], STATIC_SECRET, 'the static credential reached the upstream');
   assert.equal(sent.headers['x-literal'], LITERAL_HEADER);
+  // Rotated in place (PUT): the next connect sends the new value; a value no header can carry is refused when stored.
+  const rotated = await api('PUT', '/credentials/api-key', { data: { value: ROTATED_SECRET } });
+  assert.equal(rotated.status, 200);
+  assert.deepEqual(rotated.json.credential.keys, ['value']);
+  assert.equal((await api('POST', '/mcp/servers/protected/test')).json.ok, true);
+  assert.equal(upstream.requests.filter((r) => r.refused === undefined).at(-1)!.headers['x-api-key'], ROTATED_SECRET);
+  const placeholder = await api('PUT', '/credentials/api-key', { data: { value: 'Bearer ghp_…' } });
+  assert.equal(placeholder.status, 400);
+  assert.match(placeholder.json.error.message, /^data\.value: holds U\+2026 at character 12, a character no HTTP header can carry/);
+  assert.equal((await api('PUT', '/credentials/no-such', { data: { value: 'x' } })).status, 404);
 
   const client = await connectClient(`${punk.baseUrl}/mcp`, '2025-11-25');
   try {
@@ -225,6 +236,7 @@ test('no planted secret appears in any answer, log line, ledger event or databas
   await punk.stop();
   const secrets = [
     STATIC_SECRET,
+    ROTATED_SECRET,
     LITERAL_HEADER,
     REJECTED_VALUE,
     CLIENT_SECRET,

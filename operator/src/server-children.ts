@@ -125,7 +125,8 @@ export interface ServerChildren {
  * Every child has the labels and owner reference of sandbox.ts.
  * @param server an McpServer parsed by `mcpServerSchema`, with metadata.namespace and metadata.uid.
  * @throws TypeError when `server.metadata` lacks namespace or uid (a programming error).
- * @throws SpecError naming the field of a spec the API server accepts but Punk cannot run: `spec.port` (set on
+ * @throws SpecError naming the field of a spec the API server accepts but Punk cannot run: `spec.image` (only a
+ *   `command`, which runs only under `punk up`), `spec.port` (set on
  *   a stdio server, whose pod serves it on the bridge's port), `spec.command` (a stdio image server needs it: Kubernetes cannot read an image's entrypoint),
  *   `spec.sandbox.egress[i]`, `spec.sandbox.volumes[i]`, `spec.resources…`, `spec.env[i]…` (reason
  *   CredentialMissing for an unknown McpCredential), `metadata.name` (ending in `-egress`, a suffix kept for egress
@@ -156,6 +157,13 @@ export function buildServerChildren(server: McpServer, options: ServerChildrenOp
     throw new SpecError(
       'spec.port',
       `a stdio server is served by Punk's bridge on port ${BRIDGE_PORT}; spec.port applies only to streamable-http and sse servers: remove it`,
+    );
+  }
+  if (spec.image === undefined && spec.package === undefined) {
+    // The API server's CEL rule refuses this; a spec from an older CRD may still carry it.
+    throw new SpecError(
+      'spec.image',
+      'a server with only spec.command runs as a local process under punk up; in the cluster it runs in a pod, which needs the image that holds the command: set spec.image',
     );
   }
   if (spec.image !== undefined && stdio && spec.command === undefined) {

@@ -115,6 +115,12 @@ describe('spec errors name their field', () => {
     ["a port on a stdio server (the bridge's)", build({ ...image, port: 8080 }), 'spec.port', /bridge on port 8080/],
     ['a stdio image without command', build({ image: 'ghcr.io/acme/x:1' }), 'spec.command', /entrypoint/],
     [
+      'only a command (a local script, run only under punk up)',
+      build({ command: ['node', 'server.mjs'] }),
+      'spec.image',
+      /only spec\.command runs as a local process under punk up; in the cluster it runs in a pod, which needs the image that holds the command: set spec\.image/,
+    ],
+    [
       'a name too long for the egress proxy',
       build({ ...image, sandbox: { egress: [{ host: 'example.com' }] } }, `s${'a'.repeat(56)}`),
       'metadata.name',

@@ -27,10 +27,22 @@ interface QuerySchema<T> {
 }
 
 /**
- * The query of `req` parsed with `schema` (`@punk/lib` api-schemas), each parameter given once.
+ * The query of `req` parsed with `schema` (`@punk/lib` api-schemas), each parameter given once. A parameter the
+ * route does not know is refused, naming it and the accepted ones (a misspelt `tennant=` would otherwise
+ * silently answer for the default tenant).
  * @throws PunkError `InvalidParameter` naming the first bad parameter, its rule and its value.
  */
 function queryOf<T>(req: Request, schema: QuerySchema<T>): T {
+  const accepted = Object.keys(schema.shape);
+  const unknown = Object.keys(req.query).filter((name) => !accepted.includes(name));
+  if (unknown.length > 0) {
+    const names = unknown.map((name) => JSON.stringify(name)).join(', ');
+    throw new PunkError(
+      'InvalidParameter',
+      `unknown query parameter${unknown.length > 1 ? 's' : ''} ${names} of ${req.baseUrl}${req.path}; accepted: ${accepted.join(', ')}`,
+      { parameters: unknown, accepted },
+    );
+  }
   const query: Record<string, string | undefined> = {};
   for (const name of Object.keys(schema.shape)) query[name] = single(req, name);
   const parsed = schema.safeParse(query);

@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import { apiKeySchema } from './contracts.js';
-import { dnsLabel, durationSchema } from './spec/mcpserver.js';
+import { dnsLabel, durationSchema, envVarSchema, headerSchema } from './spec/mcpserver.js';
 
 /** The named schemas of the OpenAPI document (`components.schemas`), by `id`. */
 export const apiComponents = z.registry<{ id: string; description?: string }>();
@@ -78,6 +78,41 @@ const envName = z
   .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name (letters, digits and _, not starting with a digit)');
 const headerName = z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'must be an HTTP header name (RFC 9110 token)');
 
+/**
+ * `env` or `headers` of a registration: a record of values (`{ "TOKEN": "cred:github" }`), or a list of
+ * `{ name, value | valueFrom }` entries as a manifest has them, which becomes that record (a
+ * `valueFrom.credentialRef` its `cred:<name>[/<key>]` reference). A list must not name an entry twice, and
+ * cannot take a `valueFrom.secretKeyRef`: the gateway reads no Kubernetes Secret.
+ */
+function namedValues(name: z.ZodString, entry: typeof envVarSchema | typeof headerSchema, caseInsensitive: boolean) {
+  const list = z.array(entry).transform((entries, ctx) => {
+    const out: Record<string, string> = {};
+    const seen = new Map<string, number>();
+    entries.forEach((item, i) => {
+      const key = caseInsensitive ? item.name.toLowerCase() : item.name;
+      const first = seen.get(key);
+      if (first !== undefined) {
+        ctx.issues.push({ code: 'custom', input: item, path: [i, 'name'], message: `names the same entry as [${String(first)}]` });
+      }
+      seen.set(key, i);
+      const { secretKeyRef, credentialRef } = item.valueFrom ?? {};
+      if (secretKeyRef) {
+        ctx.issues.push({
+          code: 'custom',
+          input: item,
+          path: [i, 'valueFrom', 'secretKeyRef'],
+          message: 'the gateway reads no Kubernetes Secret: store the value as a credential and use valueFrom.credentialRef',
+        });
+      } else if (item.value !== undefined) out[item.name] = item.value;
+      else if (credentialRef)
+        out[item.name] = `cred:${credentialRef.name}${credentialRef.key !== undefined ? `/${credentialRef.key}` : ''}`;
+      else ctx.issues.push({ code: 'custom', input: item, path: [i, 'valueFrom'], message: 'must hold credentialRef' });
+    });
+    return out;
+  });
+  return z.union([z.record(name, z.string()), list]);
+}
+
 const sideEffectLevel = z
   .number()
   .int()
@@ -127,15 +162,20 @@ export const registrationBodySchema = z
     type: choice(['stdio', 'http']),
     command: z.string().min(1, 'must be a non-empty string').describe('stdio: the executable.').optional(),
     args: z.array(z.string()).describe('stdio: arguments.').optional(),
-    env: z
-      .record(envName, z.string())
-      .describe("stdio: environment of the process (nothing else of the gateway's environment reaches it).")
+    env: namedValues(envName, envVarSchema, false)
+      .describe(
+        "stdio: environment of the process (nothing else of the gateway's environment reaches it): a record of values, or a manifest's list of `{ name, value | valueFrom: { credentialRef } }`.",
+      )
       .optional(),
     url: z
       .url({ protocol: /^https?$/, error: 'must be an http or https URL' })
       .describe('http: URL of the MCP endpoint (http or https). Checked by the SSRF guard at registration and at every connect.')
       .optional(),
-    headers: z.record(headerName, z.string()).describe('http: headers sent on every request.').optional(),
+    headers: namedValues(headerName, headerSchema, true)
+      .describe(
+        "http: headers sent on every request: a record of values, or a manifest's list of `{ name, value | valueFrom: { credentialRef } }`.",
+      )
+      .optional(),
     transport: choice(['streamable-http', 'sse'])
       .describe(
         'http: `streamable-http` (default; falls back to the 2024-11-05 HTTP+SSE transport when the server answers 400, 404 or 405) or `sse` (the old transport only).',

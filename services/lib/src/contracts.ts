@@ -473,7 +473,10 @@ export const ledgerEventTypeSchema = z.enum([
   'tool.definition_accepted',
   /** Credentials API and OAuth2 refresh (`data`: the credential id and key names, never values). */
   'credential.created',
-  /** `credentials.apply` replaced a credential with the content of its Secret (`data`: id, type, key names, `source`). */
+  /**
+   * A credential's keys were replaced: by `credentials.apply` from its Secret, or through the API
+   * (`credentials.replace`) (`data`: id, type, key names, `source`).
+   */
   'credential.replaced',
   'credential.deleted',
   'credential.refreshed',
@@ -533,6 +536,14 @@ export const gatewayAdminRequestSchema = z.discriminatedUnion('op', [
   z.object({ op: z.literal('credentials.list'), tenant: z.string().min(1) }),
   z.object({ op: z.literal('credentials.get'), tenant: z.string().min(1), id: z.string().min(1) }),
   z.object({ op: z.literal('credentials.delete'), tenant: z.string().min(1), principal: principalSchema, id: z.string().min(1) }),
+  /** Replace credential `id` in place (`PUT /api/v1/credentials/<id>`): `body` is `{ id?, type?, data }` as a create's. */
+  z.object({
+    op: z.literal('credentials.replace'),
+    tenant: z.string().min(1),
+    principal: principalSchema,
+    id: z.string().min(1),
+    body: z.unknown(),
+  }),
   /**
    * Create or replace credential `body.id` from a Secret (the operator, for an McpCredential). `sourceChecksum`
    * names the Secret content it was made from: when the stored credential was applied from the same checksum the
@@ -697,15 +708,51 @@ export async function requestGateway(bus: Bus, request: GatewayRequest, timeoutM
   return bus.request(subjects.gatewayCall, request, { timeoutMs, ...(headers && { headers }) });
 }
 
-/** Asks governance for a decision. */
+/**
+ * A request to governance on `subject`. A bus failure becomes an error naming governance, the subject and the
+ * deadline, so that no caller down the line (the gateway's reply, mcp-front's answer) blames another part.
+ * @throws PunkError `GovernanceTimeout` (no reply within `timeoutMs`: governance is overloaded or hung) or
+ *   `GovernanceUnavailable` (no governance replica serves the subject); any other error as it is.
+ */
+async function requestGovernance(bus: Bus, subject: string, data: unknown, timeoutMs: number): Promise<unknown> {
+  try {
+    return await bus.request(subject, data, { timeoutMs });
+  } catch (error) {
+    if (!(error instanceof PunkError)) throw error;
+    const details = { subject, timeoutMs };
+    if (error.code === 'BusTimeout') {
+      throw new PunkError('GovernanceTimeout', `governance did not answer within ${String(timeoutMs)} ms on subject ${subject}`, details, {
+        cause: error,
+      });
+    }
+    if (error.code === 'BusNoResponders') {
+      throw new PunkError(
+        'GovernanceUnavailable',
+        `governance did not answer on subject ${subject}: no governance replica is running (start the governance service)`,
+        details,
+        { cause: error },
+      );
+    }
+    throw error;
+  }
+}
+
+/**
+ * Asks governance for a decision.
+ * @throws PunkError `GovernanceTimeout` or `GovernanceUnavailable` naming the subject (see {@link requestGovernance}),
+ *   `InvalidMessage` for a malformed reply, or governance's own error.
+ */
 export async function requestDecision(bus: Bus, check: GovernanceCheck): Promise<GovernanceDecision> {
-  const reply = await bus.request(subjects.governanceCheck, check, { timeoutMs: deadlines.governanceCheckMs });
+  const reply = await requestGovernance(bus, subjects.governanceCheck, check, deadlines.governanceCheckMs);
   return parseMessage(governanceDecisionSchema, subjects.governanceCheck, reply);
 }
 
-/** Asks governance which of many uses a principal may make (list filtering); the decisions come in the items' order. */
+/**
+ * Asks governance which of many uses a principal may make (list filtering); the decisions come in the items' order.
+ * @throws PunkError as {@link requestDecision} does.
+ */
 export async function requestFilter(bus: Bus, filter: GovernanceFilter): Promise<GovernanceFilterReply> {
-  const reply = await bus.request(subjects.governanceFilter, filter, { timeoutMs: deadlines.governanceFilterMs });
+  const reply = await requestGovernance(bus, subjects.governanceFilter, filter, deadlines.governanceFilterMs);
   const parsed = parseMessage(governanceFilterReplySchema, subjects.governanceFilter, reply);
   if (parsed.decisions.length !== filter.items.length) {
     throw new PunkError(

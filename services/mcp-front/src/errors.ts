@@ -8,6 +8,7 @@
  * | already a `ProtocolError`               | its own code             |
  * | PunkError `UpstreamError`               | `details.mcpCode` when it is an integer, else -32603; `data` is the upstream's `details.data` when present |
  * | PunkError `BusTimeout`                  | -32001 (request timeout), naming the server and the deadline |
+ * | PunkError `GovernanceTimeout` / `GovernanceUnavailable` | -32001 / -32603, saying the request was not run because governance did not answer on its subject |
  * | other PunkError `…Timeout`              | -32001, the error's own message |
  * | PunkError `BusNoResponders`             | -32603, "no gateway is running" |
  * | PunkError `…NotFound`, `Invalid…`       | -32602 (invalid params)  |
@@ -56,6 +57,11 @@ export function toProtocolError(error: unknown, context: ErrorContext): Protocol
     if (error.code === 'BusTimeout') {
       const within = context.timeoutMs !== undefined ? ` within ${context.timeoutMs} ms` : '';
       return new ProtocolError(REQUEST_TIMEOUT_CODE, `${where} did not answer ${what}${within}`, data);
+    }
+    if (error.code === 'GovernanceTimeout' || error.code === 'GovernanceUnavailable') {
+      // Governance, not the gateway or the server, failed to answer: say so, and that nothing ran.
+      const code = error.code === 'GovernanceTimeout' ? REQUEST_TIMEOUT_CODE : ProtocolErrorCode.InternalError;
+      return new ProtocolError(code, `${what} on ${where} was not run: ${error.message}`, data);
     }
     if (error.code.endsWith('Timeout')) return new ProtocolError(REQUEST_TIMEOUT_CODE, error.message, data);
     if (error.code === 'BusNoResponders') {

@@ -212,6 +212,26 @@ export const routes: readonly Route[] = [
     },
   },
   {
+    method: 'put',
+    path: '/credentials/{id}',
+    operationId: 'replaceCredential',
+    summary:
+      'Replaces the keys of a credential in place, in one statement: references to it never find it missing (a rotation without a window). Servers using it reconnect. Audited (`credential.replaced`, key names only).',
+    pathParameters: credential,
+    query: tenantQuerySchema,
+    body: { schema: credentialInputSchema, required: true },
+    responses: {
+      '200': ok('Replaced; the answer has no values.', wrapped('credential', credentialViewSchema)),
+      '400': error(
+        'The body is not a valid credential, or its `id` is not the one in the path (the message names the field, never a value).',
+      ),
+      '404': error('No such credential in the tenant (create it with POST).'),
+      '409': error('The credential is applied from a Kubernetes Secret (`CredentialManaged`): change the Secret.'),
+      '413': error('The body is too large.'),
+      '415': error('The body is not JSON.'),
+    },
+  },
+  {
     method: 'delete',
     path: '/credentials/{id}',
     operationId: 'deleteCredential',

@@ -16,6 +16,7 @@
  * | `POST /credentials` | `credentials.create` | 201 |
  * | `GET /credentials` | `credentials.list` | 200 |
  * | `GET /credentials/:id` | `credentials.get` | 200 |
+ * | `PUT /credentials/:id` | `credentials.replace` (in place, one statement) | 200 |
  * | `DELETE /credentials/:id` | `credentials.delete` | 204 |
  *
  * With authentication on, every route needs a caller with the admin scope (401/403 otherwise, auth/admin-api.ts
@@ -67,6 +68,7 @@ const STATUSES: Record<string, number> = {
   ServerExists: 409,
   ServerManaged: 409,
   CredentialExists: 409,
+  CredentialManaged: 409,
   UnsupportedMediaType: 415,
   PayloadTooLarge: 413,
   ServerUnavailable: 502,
@@ -222,6 +224,14 @@ export function registryRouter(options: RegistryApiOptions): Router {
   router.get(
     '/credentials/:id',
     route((req, res, { tenant }) => forward(res, { op: 'credentials.get', tenant, id: id(req) })),
+  );
+  router.put(
+    '/credentials/:id',
+    json,
+    route(async (req, res, { tenant, principal }) => {
+      const body = bodyOf(req, res);
+      if (body) await forward(res, { op: 'credentials.replace', tenant, principal, id: id(req), body });
+    }),
   );
   router.delete(
     '/credentials/:id',

@@ -63,11 +63,42 @@ export function parseCredentialInput(body: unknown): CredentialInput {
     // No environment variable or HTTP header can hold a NUL; line breaks stay allowed (PEM keys in env values).
     if (value.includes('\0'))
       throw invalid(`data.${key}`, 'must not contain a NUL character (no environment variable or header can hold one)');
+    const problem = headerValueProblem(value);
+    if (problem !== undefined) throw invalid(`data.${key}`, problem);
     values[key] = value;
   }
   const resolvedType: CredentialType = type ?? (values.refresh_token !== undefined || values.token_url !== undefined ? 'oauth2' : 'static');
   if (resolvedType === 'oauth2') checkOAuth2(values);
   return { id, type: resolvedType, data: values };
+}
+
+/**
+ * Why a credential value can never be sent as an HTTP header value (RFC 9110 §5.5), which most values are
+ * (`Authorization: cred:<id>`), so that it is refused when it is stored rather than at connect time; `undefined`
+ * when it can be. A value of several lines (a PEM key) can only be an environment variable and is left to env
+ * use. Names the character by code point and position, never the value.
+ */
+function headerValueProblem(value: string): string | undefined {
+  const lines = /[\r\n]/.test(value.replace(/(\r\n|\r|\n)$/, ''));
+  if (!lines && /[\r\n]$/.test(value)) {
+    return 'ends with a line break, which no HTTP header can carry (pasted with the newline of a file?): remove it';
+  }
+  let position = 0;
+  for (const char of value) {
+    position += 1;
+    const code = char.codePointAt(0) ?? 0;
+    const control = code < 0x20 || code === 0x7f;
+    const refused = control ? code !== 0x09 && !(lines && (code === 0x0a || code === 0x0d)) : !lines && code > 0xff;
+    if (!refused) continue;
+    const name = `U+${code.toString(16).toUpperCase().padStart(4, '0')}`;
+    const where = `at character ${String(position)}`;
+    if (control) return `holds the control character ${name} ${where}, which no HTTP header can carry: remove it`;
+    return (
+      `holds ${name} ${where}, a character no HTTP header can carry (RFC 9110 §5.5: visible ASCII, spaces, tabs and Latin-1 letters)` +
+      (code === 0x2026 ? '; "…" marks a placeholder in examples: put the real value there' : '')
+    );
+  }
+  return undefined;
 }
 
 function checkOAuth2(data: Record<string, string>): void {

@@ -153,6 +153,25 @@ export class CredentialStore {
     return { outcome: written.inserted ? 'created' : 'replaced', row: rowOf(written) };
   }
 
+  /**
+   * Replaces the keys of credential `(tenant, row.id)` made through the API, in one UPDATE: a reader sees the old
+   * keys or the new ones, never no credential. The refresh state is reset as {@link apply} does; `created_by`
+   * and `created_at` are kept.
+   * @returns the row written; `undefined` when there is no such credential or it was applied from a Secret (nothing written).
+   */
+  async replace(row: NewCredentialRow): Promise<CredentialRow | undefined> {
+    const result = await this.db.query<SqlRow>(
+      `UPDATE gateway.credentials SET type = $3, key_names = $4, key_id = $5, iv = $6, ciphertext = $7, tag = $8, expires_at = $9,
+         last_refresh_at = NULL, refresh_error = NULL, refresh_lease_holder = NULL, refresh_lease_until = NULL,
+         version = version + 1, updated_at = now()
+       WHERE tenant = $1 AND id = $2 AND source = 'api'
+       RETURNING ${COLUMNS}`,
+      [row.tenant, row.id, row.type, row.keyNames, row.sealed.keyId, row.sealed.iv, row.sealed.ciphertext, row.sealed.tag, row.expiresAt],
+    );
+    const written = result.rows[0];
+    return written && rowOf(written);
+  }
+
   /** The tenant's credentials, by id. */
   async list(tenant: string): Promise<CredentialRow[]> {
     const result = await this.db.query<SqlRow>(`SELECT ${COLUMNS} FROM gateway.credentials WHERE tenant = $1 ORDER BY id`, [tenant]);

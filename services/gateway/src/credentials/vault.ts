@@ -189,6 +189,57 @@ export class CredentialVault {
     return { credential: infoOf(row), outcome };
   }
 
+  /**
+   * Replaces credential `id` of `tenant` in place from an API body `{ id?, type?, data }` (`id`, when given, must be
+   * the one replaced): its keys change in one statement, so a rotation never leaves a moment without the
+   * credential. Records `credential.replaced` (id, type, key names, source `api`) under `principal`.
+   * @throws PunkError `CredentialsUnavailable` without a key, `InvalidCredential` naming the bad field,
+   *   `CredentialNotFound` (also for another tenant's id; create it with POST), `CredentialManaged` for one applied
+   *   from a Kubernetes Secret (change the Secret); the bus's error when the event cannot be appended (the credential is replaced).
+   */
+  async replace(tenant: string, principal: Principal, id: string, body: unknown): Promise<CredentialInfo> {
+    const sealer = this.requireSealer();
+    if (!isCredentialId(id)) throw notFound(tenant, id);
+    if (typeof body === 'object' && body !== null && !Array.isArray(body) && 'id' in body && body.id !== id) {
+      throw new PunkError(
+        'InvalidCredential',
+        `id: must be ${JSON.stringify(id)}, the credential named in the path (a credential cannot be renamed)`,
+        {
+          field: 'id',
+        },
+      );
+    }
+    const input = parseCredentialInput(typeof body === 'object' && body !== null && !Array.isArray(body) ? { ...body, id } : body);
+    const row = await this.store.replace({
+      tenant,
+      id,
+      type: input.type,
+      keyNames: Object.keys(input.data).sort(),
+      sealed: sealer.seal(tenant, id, input.data),
+      expiresAt: expiryOf(input),
+      createdBy: principal.subject,
+    });
+    if (!row) {
+      const existing = await this.store.get(tenant, id);
+      if (existing?.source === 'secret') {
+        throw new PunkError(
+          'CredentialManaged',
+          `credential ${id} of tenant ${tenant} is applied from a Kubernetes Secret by the operator (McpCredential ${id}); change the Secret instead`,
+          { id, tenant },
+        );
+      }
+      throw new PunkError('CredentialNotFound', `credential ${id} not found in tenant ${tenant}; create it with POST /api/v1/credentials`, {
+        id,
+        tenant,
+      });
+    }
+    this.log.info({ tenant, credential: id, type: input.type, by: principal.subject }, 'credential replaced');
+    await this.record(
+      credentialEvent('credential.replaced', tenant, id, { type: input.type, keys: row.keyNames, source: 'api' }, principal),
+    );
+    return infoOf(row);
+  }
+
   /** The tenant's credentials, by id. @throws PunkError `CredentialsUnavailable` without a key. */
   async list(tenant: string): Promise<CredentialInfo[]> {
     this.requireSealer();

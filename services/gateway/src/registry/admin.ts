@@ -37,7 +37,7 @@ import type { RegistrationStore, ServerRecord, StoredRegistration, TestOutcome }
 export const TOOLS_CACHE_MAX_AGE_MS = 10 * 60_000;
 
 /** The credentials vault as the admin API uses it (`credentials.*`). */
-export type CredentialsAdmin = Pick<CredentialVault, 'create' | 'apply' | 'list' | 'get' | 'delete'>;
+export type CredentialsAdmin = Pick<CredentialVault, 'create' | 'replace' | 'apply' | 'list' | 'get' | 'delete'>;
 
 /** The tool-definition pins as the admin API uses them (`servers.tools`, `servers.acceptTool`, `servers.delete`). */
 export type PinsAdmin = Pick<ToolPinning, 'accept' | 'pins' | 'forget'>;
@@ -108,8 +108,8 @@ type Target =
 /**
  * Builds the `punk.gateway.admin` handler. Replies: `servers.list` `{ servers }`; `servers.get`, `servers.create`,
  * `servers.update` `{ server }`; `servers.delete` `{}`; `servers.test` `{ ok, toolCount, tools, latencyMs, error? }`;
- * `servers.tools` `{ tools, listedAt, cached, pins }`; `servers.acceptTool` `{ tool, fingerprint }`; `credentials.create`
- * and `credentials.get` `{ credential }`, `credentials.apply` `{ credential, outcome }` (`created`, `replaced` or
+ * `servers.tools` `{ tools, listedAt, cached, pins }`; `servers.acceptTool` `{ tool, fingerprint }`; `credentials.create`,
+ * `credentials.replace` and `credentials.get` `{ credential }`, `credentials.apply` `{ credential, outcome }` (`created`, `replaced` or
  * `unchanged`), `credentials.list` `{ credentials }`, `credentials.delete` `{}`. Literal
  * `env` and `headers` values of a registration are never answered (see {@link maskedRegistration}).
  * @throws (to the requester) PunkError `InvalidMessage` (malformed request), `InvalidRegistration` (the message
@@ -319,6 +319,11 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
         await deps.onCredentialChanged(request.tenant, credential.id);
         return { credential };
       }
+      case 'credentials.replace': {
+        const credential = await deps.credentials.replace(request.tenant, request.principal, request.id, request.body);
+        await deps.onCredentialChanged(request.tenant, credential.id);
+        return { credential };
+      }
       case 'credentials.apply': {
         const applied = await deps.credentials.apply(request.tenant, request.principal, request.body, request.sourceChecksum);
         if (applied.outcome !== 'unchanged') await deps.onCredentialChanged(request.tenant, applied.credential.id);
@@ -402,28 +407,38 @@ function unmaskedBody(body: unknown, stored: Registration | undefined): unknown 
   for (const field of ['env', 'headers'] as const) {
     const values = out[field];
     const previous = stored?.[field] ?? {};
-    if (typeof values !== 'object' || values === null || Array.isArray(values)) continue;
+    /** The stored value `name` stands for; `label` names the entry in the error. */
+    const storedValue = (name: string, label: string): string => {
+      // Header names are case-insensitive (RFC 9110 §5.1); variable names are not.
+      const storedName =
+        field === 'headers'
+          ? Object.keys(previous).find((key) => key.toLowerCase() === name.toLowerCase())
+          : Object.hasOwn(previous, name)
+            ? name
+            : undefined;
+      if (storedName === undefined) {
+        throw new PunkError(
+          'InvalidRegistration',
+          `body.${field}${label}: is ${MASKED_VALUE}, which stands for a stored value, but none is stored for this entry; send the value itself`,
+          { field: `body.${field}${label}` },
+        );
+      }
+      return previous[storedName] ?? '';
+    };
+    if (Array.isArray(values)) {
+      // A manifest's list: `{ name, value: "<redacted>" }` entries stand for the stored value too.
+      out[field] = values.map((entry: unknown, i) => {
+        if (typeof entry !== 'object' || entry === null) return entry;
+        const { name, value } = entry as Record<string, unknown>;
+        return value === MASKED_VALUE && typeof name === 'string' ? { ...entry, value: storedValue(name, `[${String(i)}].value`) } : entry;
+      });
+      continue;
+    }
+    if (typeof values !== 'object' || values === null) continue;
     out[field] = Object.fromEntries(
-      Object.entries(values as Record<string, unknown>).map(([name, value]) => {
-        if (value !== MASKED_VALUE) return [name, value];
-        // Header names are case-insensitive (RFC 9110 §5.1); variable names are not.
-        const storedName =
-          field === 'headers'
-            ? Object.keys(previous).find((key) => key.toLowerCase() === name.toLowerCase())
-            : Object.hasOwn(previous, name)
-              ? name
-              : undefined;
-        if (storedName === undefined) {
-          throw new PunkError(
-            'InvalidRegistration',
-            `body.${field}.${name}: is ${MASKED_VALUE}, which stands for a stored value, but none is stored for this entry; send the value itself`,
-            {
-              field: `body.${field}.${name}`,
-            },
-          );
-        }
-        return [name, previous[storedName]];
-      }),
+      Object.entries(values as Record<string, unknown>).map(([name, value]) =>
+        value === MASKED_VALUE ? [name, storedValue(name, `.${name}`)] : [name, value],
+      ),
     );
   }
   return out;

@@ -114,16 +114,28 @@ export function parseRegistration(body: unknown, fixedName?: string): Registrati
   }
   const parsed = registrationSchema.safeParse(input, { error: (issue) => (issue.input === undefined ? 'required' : undefined) });
   if (parsed.success) return parsed.data;
-  const issue = parsed.error.issues[0]!;
-  let field = pathOf(issue.path);
-  let message = issue.message;
-  if (issue.code === 'unrecognized_keys') {
-    field = pathOf([...issue.path, issue.keys[0]!]);
-    message = 'unknown field';
-  } else if (issue.code === 'invalid_key') {
-    message = issue.issues[0]?.message ?? message;
-  }
+  const [issue] = parsed.error.issues;
+  const { path, message } = issue ? described(issue, input) : { path: [], message: 'invalid' };
+  const field = pathOf(path);
   throw new PunkError('InvalidRegistration', `${field}: ${message}`, { field });
+}
+
+/**
+ * The path and sentence of a zod issue of `input`: an unknown key named, a bad record key's own message, and for
+ * `env` or `headers` (a record or a list) the problem of the form that was sent rather than zod's "Invalid input".
+ */
+function described(issue: z.core.$ZodIssue, input: unknown): { path: PropertyKey[]; message: string } {
+  if (issue.code === 'unrecognized_keys') return { path: [...issue.path, ...issue.keys.slice(0, 1)], message: 'unknown field' };
+  if (issue.code === 'invalid_key') return { path: issue.path, message: issue.issues[0]?.message ?? issue.message };
+  if (issue.code === 'invalid_union') {
+    const sent = issue.path.reduce<unknown>((value, key) => (value as Record<PropertyKey, unknown> | undefined)?.[key], input);
+    const inner = issue.errors[Array.isArray(sent) ? 1 : 0]?.[0];
+    if (inner && issue.errors.length === 2) {
+      const nested = described(inner, sent);
+      return { path: [...issue.path, ...nested.path], message: nested.message };
+    }
+  }
+  return { path: issue.path, message: issue.message };
 }
 
 /**

@@ -148,6 +148,91 @@ test('validation names the field and never echoes a value', async () => {
   assert.equal(inferred.type, 'oauth2');
 });
 
+test('a value no HTTP header can carry is refused when it is stored, naming the key and the character, never the value', async () => {
+  const tenant = newTenant();
+  const vault = world.vault(keyringOf(newKeySpec()));
+  const cases: Array<[Record<string, string>, string]> = [
+    // The README's own example, copied as it is.
+    [
+      { value: 'Bearer ghp_…' },
+      'data.value: holds U+2026 at character 12, a character no HTTP header can carry (RFC 9110 §5.5: visible ASCII, spaces, tabs and Latin-1 letters); "…" marks a placeholder in examples: put the real value there',
+    ],
+    [
+      { token: 'PLANTED-pasted-abcdef\n' },
+      'data.token: ends with a line break, which no HTTP header can carry (pasted with the newline of a file?): remove it',
+    ],
+    [
+      { value: 'PLANTED-bell\u0007-abcdef' },
+      'data.value: holds the control character U+0007 at character 13, which no HTTP header can carry: remove it',
+    ],
+    [
+      { value: 'PLANTED-\u{1F511}-key' },
+      'data.value: holds U+1F511 at character 9, a character no HTTP header can carry (RFC 9110 §5.5: visible ASCII, spaces, tabs and Latin-1 letters)',
+    ],
+  ];
+  for (const [data, message] of cases) {
+    const error = await failing(() => vault.create(tenant, adminOf(tenant), { id: 'gh', data }), 'InvalidCredential');
+    assert.equal(error.message, message);
+    assert.ok(!/PLANTED/.test(error.message), 'no value in the message');
+  }
+  const oauth = await failing(
+    () => vault.create(tenant, adminOf(tenant), { id: 'gh', type: 'oauth2', data: { access_token: 'gho_…' } }),
+    'InvalidCredential',
+  );
+  assert.match(oauth.message, /^data\.access_token: holds U\+2026 at character 5/);
+  assert.deepEqual(await vault.list(tenant), [], 'nothing was stored');
+  // Accepted: tabs and Latin-1 letters on one line; a PEM key of several lines (for env), with its final newline.
+  await vault.create(tenant, adminOf(tenant), { id: 'latin', data: { value: 'caf\u00e9\tbar' } });
+  await vault.create(tenant, adminOf(tenant), { id: 'pem', data: { value: '-----BEGIN KEY-----\nab\u2026c\n-----END KEY-----\n' } });
+});
+
+test('a credential is replaced in place: every reader sees the old value or the new one, never none', async () => {
+  const tenant = newTenant();
+  const admin = adminOf(tenant);
+  const vault = world.vault(keyringOf(newKeySpec()));
+  await vault.create(tenant, admin, { id: 'rotated', data: { value: 'PLANTED-rotation-0' } });
+  // Readers resolve the reference without pause while the value is rotated 20 times.
+  const rotation = { running: true };
+  const seen = new Set<string>();
+  const reader = (async () => {
+    while (rotation.running) seen.add((await vault.resolveValue(tenant, 'cred:rotated')).value);
+  })();
+  for (let i = 1; i <= 20; i++) {
+    const replaced = await vault.replace(tenant, admin, 'rotated', { data: { value: `PLANTED-rotation-${String(i)}` } });
+    outputs.push(replaced);
+    assert.equal(replaced.id, 'rotated');
+    assert.equal(replaced.createdBy, 'alice@example.com');
+  }
+  rotation.running = false;
+  await reader;
+  assert.ok(
+    [...seen].every((v) => /^PLANTED-rotation-\d+$/.test(v)),
+    'every read found a value',
+  );
+  assert.deepEqual(await vault.resolveValue(tenant, 'cred:rotated'), { value: 'PLANTED-rotation-20' });
+  // Keys and type change with the body; `id`, when given, must be the path's.
+  const typed = await vault.replace(tenant, admin, 'rotated', { id: 'rotated', type: 'oauth2', data: { access_token: planted.access } });
+  assert.equal(typed.type, 'oauth2');
+  assert.deepEqual(typed.keys, ['access_token']);
+  const renamed = await failing(() => vault.replace(tenant, admin, 'rotated', { id: 'other', data: { value: 'x' } }), 'InvalidCredential');
+  assert.equal(renamed.message, 'id: must be "rotated", the credential named in the path (a credential cannot be renamed)');
+  const bad = await failing(() => vault.replace(tenant, admin, 'rotated', { data: { value: 'Bearer ghp_…' } }), 'InvalidCredential');
+  assert.match(bad.message, /^data\.value: holds U\+2026/);
+  const missing = await failing(() => vault.replace(tenant, admin, 'absent', { data: { value: 'x' } }), 'CredentialNotFound');
+  assert.equal(missing.message, `credential absent not found in tenant ${tenant}; create it with POST /api/v1/credentials`);
+  // One applied from a Kubernetes Secret belongs to the operator.
+  await vault.apply(tenant, admin, { id: 'from-secret', data: { value: 'x' } }, 'sha256:abc');
+  const managed = await failing(() => vault.replace(tenant, admin, 'from-secret', { data: { value: 'y' } }), 'CredentialManaged');
+  assert.match(
+    managed.message,
+    /is applied from a Kubernetes Secret by the operator \(McpCredential from-secret\); change the Secret instead/,
+  );
+  const replacedEvents = world.events.filter((e) => e.tenant === tenant && e.type === 'credential.replaced');
+  assert.equal(replacedEvents.length, 21);
+  assert.deepEqual(replacedEvents[0]?.data, { id: 'rotated', type: 'static', keys: ['value'], source: 'api' });
+  outputs.push(...replacedEvents);
+});
+
 test("another tenant's credential is indistinguishable from a missing one", async () => {
   const owner = newTenant();
   const intruder = newTenant();

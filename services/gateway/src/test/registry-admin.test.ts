@@ -176,6 +176,26 @@ describe('the registry of http servers', () => {
       [world.tenant, 'remote'],
     );
     assert.deepEqual(respelled.rows[0]?.body.headers, { 'x-punk-test': 'literal-header-value-7d1' });
+    // So does the mask in a manifest's list form.
+    await world.request({
+      op: 'servers.update',
+      id: 'remote',
+      body: { ...got.registration, headers: [{ name: 'X-Punk-Test', value: '<redacted>' }] },
+    });
+    const listed = await world.database.db.query<{ body: { headers: Record<string, string> } }>(
+      'SELECT body FROM gateway.registrations WHERE tenant = $1 AND name = $2',
+      [world.tenant, 'remote'],
+    );
+    assert.deepEqual(listed.rows[0]?.body.headers, { 'X-Punk-Test': 'literal-header-value-7d1' });
+    await rejects(
+      world.request({
+        op: 'servers.update',
+        id: 'remote',
+        body: { ...got.registration, headers: [{ name: 'X-New', value: '<redacted>' }] },
+      }),
+      'InvalidRegistration',
+      /^body\.headers\[0\]\.value: is <redacted>, which stands for a stored value, but none is stored for this entry/,
+    );
     // The mask of an entry with no stored value is refused, never stored or sent upstream.
     await rejects(
       world.request({
@@ -218,14 +238,14 @@ describe('the registry of http servers', () => {
     );
 
     await waitFor(
-      () => world.events.filter((e) => e.server === 'remote' && e.runId === `registry.${world.tenant}.remote`).length === 6,
+      () => world.events.filter((e) => e.server === 'remote' && e.runId === `registry.${world.tenant}.remote`).length === 7,
       5_000,
-      'six registry events',
+      'seven registry events',
     );
     const registryEvents = world.events.filter((e) => e.runId === `registry.${world.tenant}.remote`);
     assert.deepEqual(
       registryEvents.map((e) => e.type),
-      ['server.registered', 'server.tested', 'server.updated', 'server.updated', 'server.updated', 'server.deregistered'],
+      ['server.registered', 'server.tested', 'server.updated', 'server.updated', 'server.updated', 'server.updated', 'server.deregistered'],
     );
     for (const event of registryEvents) assert.equal(event.principal?.subject, 'admin-alice');
     assert.deepEqual(registryEvents[0]!.data.headers, [{ name: 'X-Punk-Test' }]);

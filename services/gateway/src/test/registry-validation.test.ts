@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { PunkError } from '@punk/lib';
+import { HTTP_FIELD_VALUE_RULE, PunkError } from '@punk/lib';
 import { auditedRegistration, parseRegistration, toMcpServer } from '../registry/registration.js';
 
 const http = { name: 'remote', type: 'http', url: 'https://mcp.example.com/mcp' };
@@ -112,6 +112,60 @@ test('env and header values: no control characters in literal headers, no NUL in
     headers: { 'X-A': 'a\tb', 'X-B': 'caf\u00e9', Authorization: 'cred:api/token', Cookie: 'session=cred:api' },
   });
   parseRegistration({ ...stdio, env: { PEM: '-----BEGIN KEY-----\nabc\n-----END KEY-----', TOKEN: 'cred:api' } });
+});
+
+test('env and headers are a record or, as in a manifest, a list of { name, value | valueFrom }: both register the same server', () => {
+  const asRecord = parseRegistration({ ...stdio, env: { MODE: 'fast', TOKEN: 'cred:api/token', KEY: 'cred:api' } });
+  const asList = parseRegistration({
+    ...stdio,
+    env: [
+      { name: 'MODE', value: 'fast' },
+      { name: 'TOKEN', valueFrom: { credentialRef: { name: 'api', key: 'token' } } },
+      { name: 'KEY', value: 'cred:api' },
+    ],
+  });
+  assert.deepEqual(asList, asRecord);
+  assert.deepEqual(toMcpServer('acme', asList).spec.env, [
+    { name: 'MODE', value: 'fast' },
+    { name: 'TOKEN', value: 'cred:api/token' },
+    { name: 'KEY', value: 'cred:api' },
+  ]);
+  const headers = parseRegistration({ ...http, headers: [{ name: 'Authorization', valueFrom: { credentialRef: { name: 'github' } } }] });
+  assert.deepEqual(headers.headers, { Authorization: 'cred:github' });
+
+  const cases: Array<[unknown, string]> = [
+    [{ ...stdio, env: [{ name: 'A' }] }, 'body.env[0]: set exactly one of value and valueFrom'],
+    [{ ...stdio, env: [{ name: 'A', value: 1 }] }, 'body.env[0].value: Invalid input: expected string, received number'],
+    [{ ...stdio, env: [{ name: '1A', value: 'x' }] }, 'body.env[0].name: must be an environment variable name'],
+    [{ ...stdio, env: [{ name: 'A', value: 'x', from: 'y' }] }, 'body.env[0].from: unknown field'],
+    [
+      {
+        ...stdio,
+        env: [
+          { name: 'A', value: 'x' },
+          { name: 'A', value: 'y' },
+        ],
+      },
+      'body.env[1].name: names the same entry as [0]',
+    ],
+    [
+      { ...stdio, env: [{ name: 'A', valueFrom: { secretKeyRef: { name: 's', key: 'k' } } }] },
+      'body.env[0].valueFrom.secretKeyRef: the gateway reads no Kubernetes Secret: store the value as a credential and use valueFrom.credentialRef',
+    ],
+    [
+      {
+        ...http,
+        headers: [
+          { name: 'X-A', value: 'x' },
+          { name: 'x-a', value: 'y' },
+        ],
+      },
+      'body.headers[1].name: names the same entry as [0]',
+    ],
+    [{ ...http, headers: [{ name: 'X-A', value: 'a\nb' }] }, `body.headers[0].value: ${HTTP_FIELD_VALUE_RULE}`],
+    [{ ...stdio, env: 'A=1' }, 'body.env: Invalid input: expected record, received string'],
+  ];
+  for (const [body, message] of cases) refuses(body, message);
 });
 
 test('an update may omit the name, and may not rename the server', () => {

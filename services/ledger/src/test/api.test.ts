@@ -68,6 +68,16 @@ for (const backend of backends) {
       assert.equal(badBefore.status, 400);
       assert.match(badBefore.body.error.message, /before/);
 
+      // A misspelt parameter is refused, naming it and the accepted ones, instead of answering for the default tenant.
+      const misspelt = await get(`/runs?tennant=${tenant}&limit=1`);
+      assert.equal(misspelt.status, 400);
+      assert.equal(misspelt.body.error.code, 'InvalidParameter');
+      assert.equal(misspelt.body.error.message, 'unknown query parameter "tennant" of /api/v1/runs; accepted: tenant, limit, before');
+      const several = await get(`/runs/run-first?tenant=${tenant}&verbose=1&x=2`);
+      assert.equal(several.status, 400);
+      assert.match(several.body.error.message, /^unknown query parameters "verbose", "x" of .*; accepted: tenant$/);
+      assert.equal((await get(`/ledger/verify?tenant=${tenant}&full=1`)).status, 400);
+
       const verify = await get(`/ledger/verify?tenant=${tenant}`);
       assert.equal(verify.status, 200);
       const newest = await get(`/runs/run-second?tenant=${tenant}`);

@@ -181,7 +181,8 @@ const MCPSERVER_SPEC_RULES: readonly PlacedRule[] = [
     rules: [
       {
         rule: '(has(self.image) ? 1 : 0) + (has(self.package) ? 1 : 0) + (has(self.url) ? 1 : 0) == 1',
-        message: 'set exactly one of image, package and url',
+        message:
+          'set exactly one of image, package and url: in the cluster a server runs from an image or a package (command alone runs a local process under punk up only)',
       },
       {
         rule: '!has(self.url) || !has(self.command)',

@@ -77,7 +77,8 @@ export function isEnvValue(value: string): boolean {
   return !value.includes('\0');
 }
 
-const envVar = z
+/** One `env` entry of an McpServer: `{ name, value }` or `{ name, valueFrom }` (a Secret's or an McpCredential's key). */
+export const envVarSchema = z
   .object({
     name: z
       .string()
@@ -111,7 +112,8 @@ const envVar = z
   .strict()
   .refine((v) => (v.value === undefined) !== (v.valueFrom === undefined), { message: 'set exactly one of value and valueFrom' });
 
-const header = z
+/** One `headers` entry of a url McpServer: `{ name, value }` or `{ name, valueFrom }`, as an `env` entry. */
+export const headerSchema = z
   .object({
     name: z
       .string()
@@ -123,7 +125,7 @@ const header = z
       .refine(isHttpFieldValue, HTTP_FIELD_VALUE_RULE)
       .optional()
       .describe('Literal value; `cred:<id>` is replaced by the value of that credential at connect time.'),
-    valueFrom: envVar.shape.valueFrom,
+    valueFrom: envVarSchema.shape.valueFrom,
   })
   .strict()
   .refine((v) => (v.value === undefined) !== (v.valueFrom === undefined), { message: 'set exactly one of value and valueFrom' });
@@ -155,7 +157,13 @@ const toolOverride = z
 /** The `spec` of an McpServer. */
 export const mcpServerSpecSchema = z
   .object({
-    image: z.string().min(1).optional().describe('Container image that runs the server (cluster). Locally, `command` is required with it.'),
+    image: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        'Container image that runs the server (cluster). Locally, `command` is required with it, and `command` alone runs a local process.',
+      ),
     package: z
       .object({
         registry: z.enum(['npm', 'pypi']).default('npm').describe('Package registry.'),
@@ -169,7 +177,13 @@ export const mcpServerSpecSchema = z
       .url({ protocol: /^https?$/, error: 'must be an http or https URL' })
       .optional()
       .describe('URL of a remote MCP server; no pod is made.'),
-    command: z.array(z.string().min(1)).min(1).optional().describe("Entrypoint, replacing the image's or package's own."),
+    command: z
+      .array(z.string().min(1))
+      .min(1)
+      .optional()
+      .describe(
+        "Entrypoint, replacing the image's or package's own. Alone (no image, package or url): a local process, under punk up only.",
+      ),
     args: z.array(z.string()).optional().describe('Arguments. $(VAR) expands an environment variable of `env`.'),
     transport: z
       .enum(['stdio', 'streamable-http', 'sse'])
@@ -188,12 +202,15 @@ export const mcpServerSpecSchema = z
       .default('/mcp')
       .describe('HTTP path of the MCP endpoint (streamable-http) or of the SSE stream (sse).'),
     env: z
-      .array(envVar)
+      .array(envVarSchema)
       .default([])
       .describe(
         "Environment of the server process; nothing else of Punk's environment reaches it. A literal `cred:<id>` is replaced by that credential's value at start.",
       ),
-    headers: z.array(header).optional().describe('HTTP headers sent to a url server on every request (e.g. Authorization: cred:<id>).'),
+    headers: z
+      .array(headerSchema)
+      .optional()
+      .describe('HTTP headers sent to a url server on every request (e.g. Authorization: cred:<id>).'),
     replicas: z.number().int().min(0).default(1).describe('Pod replicas (cluster).'),
     resources: z
       .object({
@@ -271,11 +288,18 @@ export const mcpServerSpecSchema = z
   .strict()
   .superRefine((spec, ctx) => {
     const sources = (['image', 'package', 'url'] as const).filter((k) => spec[k] !== undefined);
-    if (sources.length !== 1) {
+    // `command` alone is a local process (`punk up` runs it as a child); the cluster's CRD requires a source.
+    if (sources.length > 1) {
       ctx.addIssue({
         code: 'custom',
-        path: sources.length === 0 ? [] : [sources[1]!],
-        message: `set exactly one of image, package and url (found ${sources.length === 0 ? 'none' : sources.join(', ')})`,
+        path: sources.slice(1, 2),
+        message: `set exactly one of image, package and url (found ${sources.join(', ')})`,
+      });
+    } else if (sources.length === 0 && spec.command === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [],
+        message: 'set exactly one of image, package and url (found none), or only command for a local process under punk up',
       });
     }
     if (spec.url !== undefined && (spec.command !== undefined || spec.args !== undefined)) {

@@ -160,7 +160,14 @@ test('every cross-field rule of the zod schema has its CEL rule, with a message'
   );
   for (const r of rules) assert.ok(r.message.length > 0, `${r.path}: rule ${r.rule} has no message`);
   const at = (path: string) => rules.filter((r) => r.path === path).map((r) => r.fieldPath ?? r.message);
-  assert.deepEqual(at('spec'), ['set exactly one of image, package and url', '.command', '.args', '.transport', '.headers', '.port']);
+  assert.deepEqual(at('spec'), [
+    'set exactly one of image, package and url: in the cluster a server runs from an image or a package (command alone runs a local process under punk up only)',
+    '.command',
+    '.args',
+    '.transport',
+    '.headers',
+    '.port',
+  ]);
   assert.deepEqual(at('spec.env[]'), ['set exactly one of value and valueFrom']);
   assert.deepEqual(at('spec.headers[]'), ['set exactly one of value and valueFrom']);
   assert.deepEqual(at('spec.sandbox.egress[]'), ['set exactly one of host and cidr']);
@@ -333,6 +340,20 @@ test('the CEL rules accept and refuse the same specs as the zod superRefine, nam
       `zod names ${zodFields.join(', ')}, not ${field}, for ${JSON.stringify(spec)}`,
     );
   }
+});
+
+test('command alone is a local process: zod (punk up) accepts it, the CRD (the cluster) refuses it saying an image is needed', () => {
+  const specSchema = (openAPIV3Schema.properties as Record<string, JsonSchemaProps>).spec!;
+  const spec = { command: ['node', 'server.mjs'] };
+  assert.ok(mcpServerSpecSchema.safeParse(spec).success);
+  assert.deepEqual(celFailures(specSchema, spec, 'spec'), [
+    'spec: set exactly one of image, package and url: in the cluster a server runs from an image or a package (command alone runs a local process under punk up only)',
+  ]);
+  const none = mcpServerSpecSchema.safeParse({ args: ['x'] });
+  assert.equal(
+    none.error?.issues[0]?.message,
+    'set exactly one of image, package and url (found none), or only command for a local process under punk up',
+  );
 });
 
 test('a schema with no structural form is refused, naming the field', () => {

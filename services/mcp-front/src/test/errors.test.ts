@@ -26,6 +26,24 @@ describe('gateway errors as JSON-RPC errors', () => {
     assert.equal(mapped.message, 'server "everything" did not answer tools/call everything__echo within 250 ms');
   });
 
+  it('governance not answering is named as such, with the subject, and the request said not to have run', () => {
+    const timeout = toProtocolError(
+      new PunkError('GovernanceTimeout', 'governance did not answer within 5000 ms on subject punk.governance.check'),
+      context,
+    );
+    assert.equal(timeout.code, -32001);
+    assert.equal(
+      timeout.message,
+      'tools/call everything__echo on server "everything" was not run: governance did not answer within 5000 ms on subject punk.governance.check',
+    );
+    const gone = toProtocolError(
+      new PunkError('GovernanceUnavailable', 'governance did not answer on subject punk.governance.check'),
+      context,
+    );
+    assert.equal(gone.code, -32603);
+    assert.doesNotMatch(gone.message, /gateway/);
+  });
+
   it('not-found and invalid codes are -32602; denials and the rest are -32603 with the PunkError code in data', () => {
     assert.equal(toProtocolError(new PunkError('ToolNotFound', 'no tool echo2'), context).code, -32602);
     assert.equal(toProtocolError(new PunkError('InvalidMessage', 'bad'), context).code, -32602);

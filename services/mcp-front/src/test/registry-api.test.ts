@@ -147,6 +147,20 @@ describe('the registry API over HTTP', () => {
     assert.equal(registered?.principal?.subject, 'anonymous');
   });
 
+  it("takes env as a manifest's list of { name, value | valueFrom } as well as a record", async () => {
+    const env = [
+      { name: 'MODE', value: 'list' },
+      { name: 'TOKEN', valueFrom: { credentialRef: { name: 'api', key: 'token' } } },
+    ];
+    const created = await api(open.base, 'POST', '/mcp/servers', { body: { ...everything, name: 'listed-env', env } });
+    assert.equal(created.status, 201, JSON.stringify(created.json));
+    assert.deepEqual(created.json.server.registration.env, { MODE: '<redacted>', TOKEN: 'cred:api/token' });
+    const refused = await api(open.base, 'POST', '/mcp/servers', { body: { ...everything, name: 'bad-env', env: [{ name: 'MODE' }] } });
+    assert.equal(refused.status, 400);
+    assert.deepEqual(refused.json.error, { code: 'InvalidRegistration', message: 'body.env[0]: set exactly one of value and valueFrom' });
+    assert.equal((await api(open.base, 'DELETE', '/mcp/servers/listed-env')).status, 204);
+  });
+
   it('answers bad requests with the status of the error and a message naming what is wrong', async () => {
     const cases: Array<
       [string, string, { body?: unknown; contentType?: string; headers?: Record<string, string> }, number, string, RegExp]
@@ -249,6 +263,7 @@ describe('the registry API over HTTP', () => {
       ['POST', '/credentials', { body: { name: 'x' } }, 503, 'CredentialsUnavailable', /needs PUNK_ENCRYPTION_KEY/],
       ['GET', '/credentials/some-id', {}, 503, 'CredentialsUnavailable', /needs PUNK_ENCRYPTION_KEY/],
       ['DELETE', '/credentials/some-id', {}, 503, 'CredentialsUnavailable', /needs PUNK_ENCRYPTION_KEY/],
+      ['PUT', '/credentials/some-id', { body: { data: { value: 'x' } } }, 503, 'CredentialsUnavailable', /needs PUNK_ENCRYPTION_KEY/],
     ];
     for (const [method, path, options, status, code, message] of cases) {
       const answer = await api(open.base, method, path, options);
