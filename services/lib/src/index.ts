@@ -16,3 +16,4 @@ export * from './db/migrate.js';
 export * from './service/index.js';
 export * from './tracing/index.js';
 export * from './metrics/index.js';
+export * from './naming.js';

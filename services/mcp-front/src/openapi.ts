@@ -141,6 +141,11 @@ const schemas: Record<string, Schema> = {
           'What the pooled connection speaks: `sse` when a Streamable HTTP handshake was refused and the 2024-11-05 HTTP+SSE transport answered.',
       },
       toolCount: { type: 'integer', minimum: 0 },
+      nameConflicts: {
+        type: 'array',
+        items: { type: 'string' },
+        description: 'Tools of the server no endpoint exposes because their name collides (the server lists a name twice), each with why.',
+      },
       status: { type: 'string', enum: ['unknown', 'ok', 'error'], description: 'Outcome of the last `test`.' },
       latencyMs: { type: 'number', minimum: 0, description: 'Connect and list time of the last `test`, in milliseconds.' },
       testedAt: string('Time of the last `test` (RFC 3339).', { format: 'date-time' }),
