@@ -45,7 +45,7 @@ describe('namespaced names on the aggregated endpoint', () => {
 
   it("never drops a long name whose shortened form is another tool's literal 64-character name", () => {
     const server = 'files';
-    const long = `${'read-a-very-long-file-name-'.repeat(3)}tool`;
+    const long = `summarize-${'every-section-of-the-file-'.repeat(3)}in-plain-words`;
     const shortened = namespacedName(server, long);
     assert.equal(shortened.length, MAX_NAME_LENGTH);
     // A tool whose own (unshortened) namespaced name is exactly that: `files__<the rest>`.
