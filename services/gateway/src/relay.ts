@@ -159,11 +159,11 @@ async function callTool(
   const name = request.name;
   const notServed = () =>
     new PunkError('ToolNotFound', `tool ${name} is not served by server ${request.server}`, { tool: name, server: request.server });
-  // A tool the manifest denies, or one hidden by pinning, answers why (a tool error), not that it is unknown.
-  const denial = denialOf(upstream.server, name);
+  // A listed tool the manifest denies, or one hidden by pinning, answers why (a tool error), not that it is unknown.
+  const known = upstream.knownTool(name);
+  const denial = known === undefined ? undefined : denialOf(upstream.server, name);
   if (denial !== undefined) return toolError(denial);
   const hidden = () => pinning?.isHidden(request.tenant, request.server, name) === true;
-  const known = upstream.knownTool(name);
   if (known === undefined && !hidden()) throw notServed();
   const declaredLevel = declaredLevelOf(upstream.server, name);
   const decision = await ask(bus, request, context, 'tool', name, declaredLevel);
