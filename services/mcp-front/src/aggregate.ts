@@ -160,11 +160,10 @@ export function withheldTool(view: CatalogView, exposed: string): WithheldTool |
 }
 
 /**
- * On the aggregated endpoint, the exposed name of the one tool whose upstream name is `name` (a client that called
- * `echo` meant `everything__echo`); undefined on a per-server endpoint, or when no tool or several have that name.
+ * The exposed name of the one tool among `tools` (the aggregated endpoint's, as a caller may see them) whose upstream
+ * name is `name`: a client that called `echo` meant `everything__echo`. Undefined when none or several have that name.
  */
-export function namespacedSuggestion(view: CatalogView, name: string): string | undefined {
-  if (!view.tools.namespaced) return undefined;
-  const matches = [...view.tools.entries()].filter(([, route]) => route.name === name);
+export function namespacedSuggestion(tools: Iterable<[string, ToolRoute]>, name: string): string | undefined {
+  const matches = [...tools].filter(([, route]) => route.name === name);
   return matches.length === 1 ? matches[0]?.[0] : undefined;
 }

@@ -254,7 +254,10 @@ export async function buildMcpServer(
         // A tool withheld by the gateway (denied by the manifest, or awaiting an admin's review) answers why.
         const withheld = withheldTool(current, name);
         if (withheld) return { content: [{ type: 'text', text: withheld.message }], isError: true };
-        const suggestion = namespacedSuggestion(current, name);
+        // On /mcp, an upstream name of one tool the caller may see suggests its exposed name.
+        const suggestion = current.tools.namespaced
+          ? namespacedSuggestion(await permittedTools(deps.bus, deps.tenant, session?.principal ?? principal, current), name)
+          : undefined;
         throw new ProtocolError(
           ProtocolErrorCode.InvalidParams,
           `Unknown tool: ${name}${suggestion === undefined ? '' : `; did you mean ${suggestion}?`}`,
