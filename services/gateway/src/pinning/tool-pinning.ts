@@ -82,9 +82,9 @@ interface Listed {
 /**
  * Pins tool definitions per (tenant, server, tool) in `gateway.tool_pins` and applies the pinning policy to each
  * listing. A tool is trusted on first sight (a tool that appears in a later listing is pinned as listed, like the
- * first listing's); only a change from a pin is held back. Several replicas may share the table: first pins and recorded changes are race-free. Which tools need
- * an approval per call is kept in memory from this replica's last review of each server, so the call path asks
- * no database.
+ * first listing's); only a change from a pin is held back. Several replicas may share the table: first pins and recorded changes are race-free. Which tools are
+ * hidden or need an approval per call is kept in memory from this replica's last review of each server (a test
+ * connection's too) or its last {@link refresh} (another replica's review), so the call path asks no database.
  */
 export class ToolPinning {
   private readonly store: PinStore;
