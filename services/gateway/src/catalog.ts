@@ -1,8 +1,9 @@
 /**
  * The catalog of one server as the gateway serves it: the upstream listings
- * with `spec.tools.allow/deny` applied (hidden tools are neither listed nor
- * callable) and `spec.tools.overrides` applied (annotations replaced, declared
- * side-effect levels recorded). Pure functions.
+ * with `spec.tools.allow/deny` applied (denied tools are neither listed nor
+ * callable: they are `withheldTools`, and a call answers which rule) and
+ * `spec.tools.overrides` applied (annotations replaced, declared side-effect
+ * levels recorded); tools hidden by pinning are withheld the same way. Pure functions.
  */
 import type { McpServer, ServerCatalog, SideEffectLevel, WithheldTool } from '@punk/lib';
 
