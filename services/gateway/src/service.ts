@@ -419,7 +419,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     store,
     served,
     allowStdioRegistrations,
-    catalogOf: (tenant, name) => upstreams.get(`${tenant}/${name}`)?.catalog(),
+    catalogOf: (tenant, name) => registry.catalog(tenant).find((s) => s.name === name),
     nameConflictsOf: (tenant, name) => nameConflicts(tenant).flatMap((c) => (c.server === name ? [c.reason] : [])),
     probe,
     egress,
