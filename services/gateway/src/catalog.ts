@@ -1,10 +1,11 @@
 /**
  * The catalog of one server as the gateway serves it: the upstream listings
- * with `spec.tools.allow/deny` applied (hidden tools are neither listed nor
- * callable) and `spec.tools.overrides` applied (annotations replaced, declared
- * side-effect levels recorded). Pure functions.
+ * with `spec.tools.allow/deny` applied (denied tools are neither listed nor
+ * callable: they are `withheldTools`, and a call answers which rule) and
+ * `spec.tools.overrides` applied (annotations replaced, declared side-effect
+ * levels recorded); tools hidden by pinning are withheld the same way. Pure functions.
  */
-import type { McpServer, ServerCatalog, SideEffectLevel } from '@punk/lib';
+import type { McpServer, ServerCatalog, SideEffectLevel, WithheldTool } from '@punk/lib';
 
 /** A listed MCP item (tool, resource, template, prompt), kept as the server sent it. */
 export type McpItem = Record<string, unknown>;
@@ -24,11 +25,44 @@ export function emptyListings(): Listings {
 
 /** True when `spec.tools.allow` (if set) names the tool and `spec.tools.deny` does not. */
 export function isToolVisible(server: McpServer, name: string): boolean {
+  return denialOf(server, name) === undefined;
+}
+
+/** Why the manifest's `spec.tools.allow`/`deny` keeps a tool from being served (a sentence naming the rule), or undefined when it does not. */
+export function denialOf(server: McpServer, name: string): string | undefined {
   const tools = server.spec.tools;
-  if (!tools) return true;
-  if (tools.allow && !tools.allow.includes(name)) return false;
-  if (tools.deny && tools.deny.includes(name)) return false;
-  return true;
+  const what = `tool ${name} of server ${server.metadata.name} is not served`;
+  if (tools?.allow && !tools.allow.includes(name)) return `${what}: the server's spec.tools.allow does not list it`;
+  if (tools?.deny?.includes(name)) return `${what}: the server's spec.tools.deny lists it`;
+  return undefined;
+}
+
+/**
+ * What a call to a tool hidden by pinning answers: its definition changed and waits for an admin, with the routes to
+ * review and accept it.
+ */
+export function awaitingReviewMessage(tool: string, server: string): string {
+  const base = `/api/v1/mcp/servers/${encodeURIComponent(server)}/tools`;
+  return (
+    `tool ${tool} of server ${server} is hidden: its definition changed since it was pinned and awaits an admin's review ` +
+    `(GET ${base}); an admin accepts the new definition with POST ${base}/${encodeURIComponent(tool)}/accept`
+  );
+}
+
+/** The catalog without the tools hidden by pinning (`hidden`, by name), each listed in `withheldTools` as `awaiting-review`. */
+export function withholdTools(catalog: ServerCatalog, hidden: readonly string[]): ServerCatalog {
+  if (hidden.length === 0) return catalog;
+  const names = new Set(hidden);
+  const awaiting: WithheldTool[] = hidden.map((name) => ({
+    name,
+    reason: 'awaiting-review',
+    message: awaitingReviewMessage(name, catalog.name),
+  }));
+  return {
+    ...catalog,
+    tools: catalog.tools.filter((tool) => !names.has(tool.name)),
+    withheldTools: [...catalog.withheldTools.filter((tool) => !names.has(tool.name)), ...awaiting],
+  };
 }
 
 /** The side-effect level declared for a tool in `spec.tools.overrides`, if any. */
@@ -36,18 +70,26 @@ export function declaredLevelOf(server: McpServer, name: string): SideEffectLeve
   return server.spec.tools?.overrides.find((o) => o.name === name)?.sideEffectLevel;
 }
 
-/** The visible tools, with override annotations applied, and the declared levels by tool name. */
-export function visibleTools(server: McpServer, tools: McpItem[]): { tools: McpItem[]; sideEffectLevels: Record<string, SideEffectLevel> } {
+/** The visible tools, with override annotations applied, the declared levels by tool name, and the tools the manifest denies. */
+export function visibleTools(
+  server: McpServer,
+  tools: McpItem[],
+): { tools: McpItem[]; sideEffectLevels: Record<string, SideEffectLevel>; denied: WithheldTool[] } {
   const sideEffectLevels: Record<string, SideEffectLevel> = {};
   const visible: McpItem[] = [];
+  const denied: WithheldTool[] = [];
   for (const tool of tools) {
     const name = String(tool.name);
-    if (!isToolVisible(server, name)) continue;
+    const denial = denialOf(server, name);
+    if (denial !== undefined) {
+      denied.push({ name, reason: 'denied', message: denial });
+      continue;
+    }
     const override = server.spec.tools?.overrides.find((o) => o.name === name);
     visible.push(override?.annotations ? { ...tool, annotations: override.annotations } : tool);
     if (override?.sideEffectLevel !== undefined) sideEffectLevels[name] = override.sideEffectLevel;
   }
-  return { tools: visible, sideEffectLevels };
+  return { tools: visible, sideEffectLevels, denied };
 }
 
 /** What the gateway learnt from the handshake. */
@@ -71,7 +113,7 @@ export function buildCatalog(
   identity: ServerIdentity,
   listings: Listings,
 ): ServerCatalog {
-  const { tools, sideEffectLevels } = visibleTools(server, listings.tools);
+  const { tools, sideEffectLevels, denied } = visibleTools(server, listings.tools);
   return {
     name: server.metadata.name,
     namespace: server.metadata.namespace ?? 'default',
@@ -86,5 +128,6 @@ export function buildCatalog(
     resourceTemplates: listings.resourceTemplates as ServerCatalog['resourceTemplates'],
     prompts: listings.prompts as ServerCatalog['prompts'],
     sideEffectLevels,
+    withheldTools: denied,
   };
 }

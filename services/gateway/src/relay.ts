@@ -20,7 +20,7 @@ import {
   type ServerCatalog,
 } from '@punk/lib';
 import { traceUpstreamCall } from '@punk/lib';
-import { declaredLevelOf, isToolVisible } from './catalog.js';
+import { awaitingReviewMessage, declaredLevelOf, denialOf, isToolVisible } from './catalog.js';
 import { busClientLink, onCallCancelled, type ClientLink, type PendingRequests } from './client-channel.js';
 import { callEvent, summarizeResult, type CallContext } from './events.js';
 import { runWithInputRequired } from './input-required.js';
@@ -41,6 +41,8 @@ export interface Registry {
 export interface PinningCheck {
   /** True when calls to `tool` of `server` in `tenant` are refused; answered from memory (no I/O on the call path). */
   isApprovalRequired(tenant: string, server: string, tool: string): boolean;
+  /** True when `tool` is hidden until an admin accepts its changed definition; answered from memory. */
+  isHidden(tenant: string, server: string, tool: string): boolean;
 }
 
 /** The refusal of a call to a tool whose changed definition has not been accepted, in the shape of a policy refusal. */
@@ -157,14 +159,18 @@ async function callTool(
   const name = request.name;
   const notServed = () =>
     new PunkError('ToolNotFound', `tool ${name} is not served by server ${request.server}`, { tool: name, server: request.server });
+  // A listed tool the manifest denies, or one hidden by pinning, answers why (a tool error), not that it is unknown.
   const known = upstream.knownTool(name);
-  if (!isToolVisible(upstream.server, name) || known === undefined) throw notServed();
+  const denial = known === undefined ? undefined : denialOf(upstream.server, name);
+  if (denial !== undefined) return toolError(denial);
+  const hidden = () => pinning?.isHidden(request.tenant, request.server, name) === true;
+  if (known === undefined && !hidden()) throw notServed();
   const declaredLevel = declaredLevelOf(upstream.server, name);
   const decision = await ask(bus, request, context, 'tool', name, declaredLevel);
   if (decision.decision !== 'allow') return toolError(refusal(`tool ${name}`, request.server, decision));
-  if (pinning?.isApprovalRequired(request.tenant, request.server, name)) {
+  if (hidden() || pinning?.isApprovalRequired(request.tenant, request.server, name)) {
     // Fails closed like an approval_required decision for an unattended caller; the attempt is on the ledger.
-    const message = pinningRefusal(name, request.server);
+    const message = hidden() ? awaitingReviewMessage(name, request.server) : pinningRefusal(name, request.server);
     await appendLedgerEvent(
       bus,
       callEvent('tool.completed', context, { name, decisionId: decision.decisionId, upstreamCalled: false, isError: true, error: message }),
@@ -190,13 +196,15 @@ async function callTool(
   // The checks above again, right before the request goes out: a (re)connect inside the call lists the tools anew and
   // the pinning review may have hidden the tool or made it wait for an approval. `tool.called` is appended (alongside
   // the request) once a request is admitted.
-  let refusedAs: 'not-served' | 'pinned' | undefined;
+  let refusedAs: 'not-served' | 'pinned' | 'hidden' | undefined;
   let appended: Promise<PromiseSettledResult<void>> | undefined;
   const admit = (): string | undefined => {
     const now = upstream.knownTool(name);
-    if (!isToolVisible(upstream.server, name) || now === undefined) refusedAs = 'not-served';
+    if (hidden()) refusedAs = 'hidden';
+    else if (!isToolVisible(upstream.server, name) || now === undefined) refusedAs = 'not-served';
     else if (pinning?.isApprovalRequired(request.tenant, request.server, name)) refusedAs = 'pinned';
     if (refusedAs === 'not-served') return notServed().message;
+    if (refusedAs === 'hidden') return awaitingReviewMessage(name, request.server);
     if (refusedAs === 'pinned') return pinningRefusal(name, request.server);
     appended ??= settle(appendLedgerEvent(bus, called));
     return undefined;

@@ -14,6 +14,7 @@ import {
   DEFAULT_UPSTREAM_SESSION_TTL_MS,
   deadlines,
   errorMessage,
+  NameMap,
   ORIGIN_HEADER,
   queues,
   registryChangedSchema,
@@ -23,6 +24,7 @@ import {
   type Database,
   type Logger,
   type McpServer,
+  type NameConflict,
   type RegistryChanged,
   type ResourceUpdated,
   type ServerCatalog,
@@ -45,7 +47,7 @@ import { Upstream, type UpstreamPoolOptions } from './upstream.js';
 import { CredentialVault, Keyring, referencesCredential } from './credentials/index.js';
 import { guardedFetch, type DestinationPolicy, type GuardedFetch } from './egress/index.js';
 import { ToolPinning, type PinningPolicy } from './pinning/tool-pinning.js';
-import type { McpItem } from './catalog.js';
+import { withholdTools, type McpItem } from './catalog.js';
 import type { Secrets } from './upstream-secrets.js';
 
 /** Options of {@link startGateway}. */
@@ -160,7 +162,23 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     return launched;
   };
   const vault = new CredentialVault({ db: options.db, log, keyring: options.keyring, bus, instanceId, fetch: egressFetch });
-  const pinning = new ToolPinning({ db: options.db, log, bus, policy: options.toolPinning ?? 'hide' });
+  // A review that changes which tools wait for an admin (a test found a changed definition, say) reaches every replica and front at once.
+  const pinning = new ToolPinning({
+    db: options.db,
+    log,
+    bus,
+    policy: options.toolPinning ?? 'hide',
+    onWithheldChanged: (tenant, name) => {
+      announceWithheld(tenant, name, 'tool_withheld');
+    },
+  });
+  /** Broadcasts a pinning change of a server (its McpServer need not be served here: a test may run anywhere). */
+  const announceWithheld = (tenant: string, name: string, change: 'tool_withheld' | 'list_changed') => {
+    const message: RegistryChanged = { tenant, server: name, change };
+    bus.publish(subjects.registryChanged, message, { [ORIGIN_HEADER]: instanceId }).catch((error: unknown) => {
+      log.warn({ err: errorMessage(error) }, 'could not broadcast a pinning change');
+    });
+  };
 
   /** The credentials vault as the connections of one tenant's server see it: references resolve in that tenant only. */
   const secretsOf = (tenant: string): Secrets => ({
@@ -186,9 +204,18 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     reviewTools: (u: Upstream, tools: McpItem[]) => pinning.review(u.server, tools),
   });
 
-  /** Keeps the pooled connection's tool listing as the registry's cache (`servers.tools`). */
+  /** The name conflicts of a tenant's tools on `/mcp` (naming.ts), from this replica's catalog of it. */
+  const nameConflicts = (tenant: string): NameConflict[] =>
+    new NameMap(
+      registry.catalog(tenant).flatMap((s) => s.tools.map((tool) => ({ server: s.name, name: tool.name }))),
+      true,
+    ).conflicts;
+
+  /** Keeps the pooled connection's tool listing as the registry's cache (`servers.tools`); warns of tools no endpoint can expose. */
   const recordListing = (u: Upstream) => {
     const { namespace = 'default', name } = u.server.metadata;
+    for (const conflict of nameConflicts(namespace).filter((c) => c.server === name))
+      log.warn({ server: u.key, tool: conflict.name }, `a tool of server ${u.key} is not exposed: ${conflict.reason}`);
     served
       .recordListing(namespace, name, u.catalog().tools, new Date().toISOString())
       .catch((error: unknown) => log.warn({ server: u.key, err: errorMessage(error) }, 'could not store a tool listing'));
@@ -267,8 +294,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const registry: Registry = {
     find: (tenant, server, sessionId) =>
       (sessionId !== undefined ? sessions.find(tenant, server, sessionId) : undefined) ?? upstreams.get(`${tenant}/${server}`),
+    // Tools hidden by a review on any connection (a test's too) are left out at once, whatever the pooled connection listed.
     catalog: (tenant) =>
-      [...upstreams.values()].filter((u) => (u.server.metadata.namespace ?? 'default') === tenant).map((u) => u.catalog()),
+      [...upstreams.values()]
+        .filter((u) => (u.server.metadata.namespace ?? 'default') === tenant)
+        .map((u) => withholdTools(u.catalog(), pinning.hiddenTools(tenant, u.server.metadata.name))),
   };
 
   /** Lists a server again on its pooled connection and on this replica's `per-client` sessions of it. */
@@ -410,11 +440,14 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     store,
     served,
     allowStdioRegistrations,
-    catalogOf: (tenant, name) => upstreams.get(`${tenant}/${name}`)?.catalog(),
+    catalogOf: (tenant, name) => registry.catalog(tenant).find((s) => s.name === name),
+    nameConflictsOf: (tenant, name) => nameConflicts(tenant).flatMap((c) => (c.server === name ? [c.reason] : [])),
     probe,
     egress,
     credentials: vault,
     pins: pinning,
+    // The pooled connection lists again what the test listed (a changed definition the server did not announce).
+    onTested: (tenant, name) => relist(tenant, name),
     onToolAccepted: async (tenant, name) => {
       await relist(tenant, name);
       const upstream = upstreams.get(`${tenant}/${name}`);
@@ -435,10 +468,19 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     },
   });
   // Another replica's admin accepted a tool definition: list again here, so the tool is served (or callable) here too.
+  // Another replica's review changed which tools wait for an admin: read them again, so this replica withholds the same.
   const accepted = await bus.subscribe(subjects.registryChanged, async (data, info) => {
     if (info.headers[ORIGIN_HEADER] === instanceId) return;
     const change = registryChangedSchema.safeParse(data);
-    if (change.success && change.data.change === 'tool_accepted') await relist(change.data.tenant, change.data.server);
+    if (!change.success || (change.data.change !== 'tool_accepted' && change.data.change !== 'tool_withheld')) return;
+    const { tenant, server } = change.data;
+    try {
+      // The fronts may have read this replica's catalog before the refresh: tell them it changed.
+      if (await pinning.refresh(tenant, server)) announceWithheld(tenant, server, 'list_changed');
+    } catch (error) {
+      log.warn({ server: `${tenant}/${server}`, err: errorMessage(error) }, 'could not read the pins of a server again');
+    }
+    if (change.data.change === 'tool_accepted') await relist(tenant, server);
   });
   // Another replica's admin created or deleted a credential: reconnect the servers here that reference it.
   const credentialChanges = await bus.subscribe(subjects.credentialsChanged, async (data, info) => {

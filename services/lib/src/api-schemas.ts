@@ -223,6 +223,10 @@ export const serverViewSchema = z
       )
       .optional(),
     toolCount: integer,
+    nameConflicts: z
+      .array(z.string())
+      .describe('Tools of the server no endpoint exposes because their name collides (the server lists a name twice), each with why.')
+      .optional(),
     status: z.enum(['unknown', 'ok', 'error']).describe('Outcome of the last `test`.').optional(),
     latencyMs: z.number().min(0).describe('Connect and list time of the last `test`, in milliseconds.').optional(),
     testedAt: time('Time of the last `test` (RFC 3339).').optional(),

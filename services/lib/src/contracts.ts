@@ -322,6 +322,15 @@ export type GatewayRequest = z.infer<typeof gatewayRequestSchema>;
 export const serverStateSchema = z.enum(['starting', 'ready', 'idle', 'failed', 'stopped']);
 export type ServerState = z.infer<typeof serverStateSchema>;
 
+/** A tool a server lists that is not served (see `ServerCatalog.withheldTools`). */
+export const withheldToolSchema = z.object({
+  name: z.string(),
+  reason: z.enum(['denied', 'awaiting-review']),
+  /** Why, for the caller: the rule that denies it, or the route an admin accepts the definition with. */
+  message: z.string(),
+});
+export type WithheldTool = z.infer<typeof withheldToolSchema>;
+
 /** What the gateway knows of one server: its state and cached listings. */
 export const serverCatalogSchema = z.object({
   name: z.string(),
@@ -342,6 +351,11 @@ export const serverCatalogSchema = z.object({
   prompts: z.array(mcpPrompt).default([]),
   /** Side-effect level of each listed tool, by tool name. */
   sideEffectLevels: z.record(z.string(), sideEffectLevelSchema).default({}),
+  /**
+   * Tools the server lists that are not served, and why: `denied` by the manifest's `spec.tools.allow`/`deny`, or
+   * `awaiting-review` (a changed definition hidden until an admin accepts it). A call to one answers `message` as a tool error.
+   */
+  withheldTools: z.array(withheldToolSchema).default([]),
 });
 export type ServerCatalog = z.infer<typeof serverCatalogSchema>;
 
@@ -566,8 +580,12 @@ export const ORIGIN_HEADER = 'Punk-Origin';
 export const registryChangedSchema = z.object({
   tenant: z.string().min(1),
   server: z.string().min(1),
-  /** `tool_accepted`: an admin accepted a changed tool definition; every replica re-lists the server (pinning). */
-  change: z.enum(['added', 'updated', 'removed', 'state', 'list_changed', 'tool_accepted']),
+  /**
+   * `tool_accepted`: an admin accepted a changed tool definition; every replica re-lists the server (pinning).
+   * `tool_withheld`: a review (a listing, or a test of the server) changed which of its tools wait for an admin's
+   * review; every replica reads them again, so each hides them (or refuses their calls) at once.
+   */
+  change: z.enum(['added', 'updated', 'removed', 'state', 'list_changed', 'tool_accepted', 'tool_withheld']),
   state: serverStateSchema.optional(),
 });
 export type RegistryChanged = z.infer<typeof registryChangedSchema>;

@@ -18,3 +18,4 @@ export * from './service/index.js';
 export * from './tracing/index.js';
 export * from './metrics/index.js';
 export * from './api-schemas.js';
+export * from './naming.js';

@@ -4,8 +4,7 @@
  * (`/servers/<name>/mcp`). Pure functions: catalog in, view out.
  */
 import { UriTemplate } from '@modelcontextprotocol/server';
-import type { ServerCatalog } from '@punk/lib';
-import { NameMap } from './naming.js';
+import { NameMap, namespacedName, type ServerCatalog, type WithheldTool } from '@punk/lib';
 
 /** Which servers an endpoint exposes. */
 export type Scope = { kind: 'aggregate' } | { kind: 'server'; server: string; namespace?: string };
@@ -145,4 +144,26 @@ export function routeResource(view: CatalogView, uri: string): string | undefine
  */
 export function routeTemplate(view: CatalogView, uriTemplate: string): string | undefined {
   return view.templates.find((t) => t.template.uriTemplate === uriTemplate)?.server ?? routeResource(view, uriTemplate);
+}
+
+/**
+ * The tool withheld by the gateway (`ServerCatalog.withheldTools`: denied by its manifest, or hidden until an admin
+ * reviews its changed definition) that the name `exposed` means on this endpoint, if any.
+ */
+export function withheldTool(view: CatalogView, exposed: string): WithheldTool | undefined {
+  const { namespaced } = view.tools;
+  for (const server of view.servers) {
+    const found = server.withheldTools.find((tool) => (namespaced ? namespacedName(server.name, tool.name) : tool.name) === exposed);
+    if (found) return found;
+  }
+  return undefined;
+}
+
+/**
+ * The exposed name of the one tool among `tools` (the aggregated endpoint's, as a caller may see them) whose upstream
+ * name is `name`: a client that called `echo` meant `everything__echo`. Undefined when none or several have that name.
+ */
+export function namespacedSuggestion(tools: Iterable<[string, ToolRoute]>, name: string): string | undefined {
+  const matches = [...tools].filter(([, route]) => route.name === name);
+  return matches.length === 1 ? matches[0]?.[0] : undefined;
 }

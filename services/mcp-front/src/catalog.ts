@@ -78,7 +78,12 @@ export class TenantCatalog {
     const cached = this.views.get(key);
     if (cached) return cached;
     const view = buildView(servers, scope);
-    if (this.servers === servers) this.views.set(key, view);
+    if (this.servers === servers) {
+      this.views.set(key, view);
+      // Once per catalog and endpoint: the names no client of this endpoint can see.
+      for (const conflict of [...view.tools.conflicts, ...view.prompts.conflicts])
+        this.log.warn({ endpoint: key, server: conflict.server, name: conflict.name }, `not exposed on this endpoint: ${conflict.reason}`);
+    }
     return view;
   }
 

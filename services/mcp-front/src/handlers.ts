@@ -44,9 +44,10 @@ import {
   type LogLevel,
   type Principal,
   UPSTREAM_INPUT_REQUIRED,
+  namespacedName,
 } from '@punk/lib';
 import { permittedPrompts, permittedResources, permittedTools } from './auth/list-filter.js';
-import { routeResource, routeTemplate, scopeKey, type CatalogView, type Scope } from './aggregate.js';
+import { namespacedSuggestion, routeResource, routeTemplate, scopeKey, withheldTool, type CatalogView, type Scope } from './aggregate.js';
 import type { TenantCatalog } from './catalog.js';
 import { openCallChannel, type CallSink, type OpenCallChannel } from './call-channel.js';
 import { cancelOnAbort, sessionCallId } from './cancellation.js';
@@ -54,7 +55,7 @@ import { paginate } from './cursor.js';
 import { toProtocolError } from './errors.js';
 import { observeOperations } from './metrics.js';
 import { SUPPORTED_VERSIONS } from './http.js';
-import { namespacedName } from './naming.js';
+
 import type { RequestStateCodec, RequestStatePayload } from './request-state.js';
 import type { ToolSchemaValidator } from './validate.js';
 
@@ -248,8 +249,22 @@ export async function buildMcpServer(
     });
     server.setRequestHandler('tools/call', async (request, ctx) => {
       const { name, arguments: args } = request.params;
-      const route = (await view('tools/call')).tools.resolve(name);
-      if (!route) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}`, { tool: name });
+      const current = await view('tools/call');
+      const route = current.tools.resolve(name);
+      if (!route) {
+        // A tool withheld by the gateway (denied by the manifest, or awaiting an admin's review) answers why.
+        const withheld = withheldTool(current, name);
+        if (withheld) return { content: [{ type: 'text', text: withheld.message }], isError: true };
+        // On /mcp, an upstream name of one tool the caller may see suggests its exposed name.
+        const suggestion = current.tools.namespaced
+          ? namespacedSuggestion(await permittedTools(deps.bus, deps.tenant, session?.principal ?? principal, current), name)
+          : undefined;
+        throw new ProtocolError(
+          ProtocolErrorCode.InvalidParams,
+          `Unknown tool: ${name}${suggestion === undefined ? '' : `; did you mean ${suggestion}?`}`,
+          { tool: name, ...(suggestion !== undefined && { suggestion }) },
+        );
+      }
       const check = deps.validator.checkInput(name, route.tool.inputSchema, args);
       if (!check.ok) {
         const version = session?.protocolVersion ?? server.getNegotiatedProtocolVersion() ?? TOOL_ERROR_VALIDATION_SINCE;

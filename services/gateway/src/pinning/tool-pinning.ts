@@ -30,6 +30,11 @@ export interface ToolPinningOptions {
   bus: Bus;
   /** The policy of servers whose manifest sets no `spec.tools.pinning` (`PUNK_TOOL_PINNING`, default `hide`). */
   policy: PinningPolicy;
+  /**
+   * Called after a review changed which tools of a server this replica withholds (hidden, or waiting for an
+   * approval), e.g. a test connection found a changed definition: the caller tells the other replicas and the fronts.
+   */
+  onWithheldChanged?: (tenant: string, server: string) => void;
 }
 
 /**
@@ -77,14 +82,16 @@ interface Listed {
 /**
  * Pins tool definitions per (tenant, server, tool) in `gateway.tool_pins` and applies the pinning policy to each
  * listing. A tool is trusted on first sight (a tool that appears in a later listing is pinned as listed, like the
- * first listing's); only a change from a pin is held back. Several replicas may share the table: first pins and recorded changes are race-free. Which tools need
- * an approval per call is kept in memory from this replica's last review of each server, so the call path asks
- * no database.
+ * first listing's); only a change from a pin is held back. Several replicas may share the table: first pins and recorded changes are race-free. Which tools are
+ * hidden or need an approval per call is kept in memory from this replica's last review of each server (a test
+ * connection's too) or its last {@link refresh} (another replica's review), so the call path asks no database.
  */
 export class ToolPinning {
   private readonly store: PinStore;
   /** `<tenant>/<server>` to the tools served under policy `approval` with a changed definition, to their listed fingerprint. */
   private readonly approvals = new Map<string, Map<string, string>>();
+  /** `<tenant>/<server>` to the tools hidden under policy `hide` with a changed definition, to their listed fingerprint. */
+  private readonly hidden = new Map<string, Map<string, string>>();
   /** `<tenant>/<server>` to the review in progress: reviews of one server run one at a time, in the order of their listings. */
   private readonly reviewing = new Map<string, Promise<McpItem[]>>();
 
@@ -121,6 +128,32 @@ export class ToolPinning {
   /** Whether calls to this tool are refused until an admin accepts its changed definition (from this replica's last review; no I/O). */
   isApprovalRequired(tenant: string, server: string, tool: string): boolean {
     return this.approvals.get(`${tenant}/${server}`)?.has(tool) ?? false;
+  }
+
+  /** Whether this tool is hidden until an admin accepts its changed definition (from this replica's last review or refresh; no I/O). */
+  isHidden(tenant: string, server: string, tool: string): boolean {
+    return this.hidden.get(`${tenant}/${server}`)?.has(tool) ?? false;
+  }
+
+  /** The tools of a server hidden until an admin accepts their changed definition (as {@link isHidden}). */
+  hiddenTools(tenant: string, server: string): string[] {
+    return [...(this.hidden.get(`${tenant}/${server}`)?.keys() ?? [])];
+  }
+
+  /**
+   * Reads which tools of a server wait for an admin's review from the database (another replica's review recorded a
+   * change): answers whether what this replica withholds changed.
+   * @throws PunkError `DatabaseUnavailable`.
+   */
+  async refresh(tenant: string, server: string): Promise<boolean> {
+    const hidden = new Map<string, string>();
+    const approvals = new Map<string, string>();
+    for (const row of await this.store.list(tenant, server)) {
+      if (row.pendingFingerprint === null) continue;
+      if (row.pendingPolicy === 'hide') hidden.set(row.tool, row.pendingFingerprint);
+      else if (row.pendingPolicy === 'approval') approvals.set(row.tool, row.pendingFingerprint);
+    }
+    return this.withhold(`${tenant}/${server}`, hidden, approvals);
   }
 
   /**
@@ -174,6 +207,8 @@ export class ToolPinning {
       }
       const approvals = this.approvals.get(`${tenant}/${server}`);
       if (approvals?.get(tool) === fingerprint) approvals.delete(tool);
+      const hidden = this.hidden.get(`${tenant}/${server}`);
+      if (hidden?.get(tool) === fingerprint) hidden.delete(tool);
       this.options.log.info(
         { tenant, server, tool, fingerprint, previousFingerprint: pin.fingerprint, by: principal.subject },
         `the changed definition of tool ${tool} of server ${tenant}/${server} was accepted`,
@@ -211,6 +246,7 @@ export class ToolPinning {
    */
   async forget(tenant: string, server: string): Promise<number> {
     this.approvals.delete(`${tenant}/${server}`);
+    this.hidden.delete(`${tenant}/${server}`);
     return this.store.deleteServer(tenant, server);
   }
 
@@ -240,17 +276,29 @@ export class ToolPinning {
     }
     const served: McpItem[] = [];
     const approvals = new Map<string, string>();
+    const hidden = new Map<string, string>();
     for (const entry of listed) {
       const pin = pins.get(entry.name);
       // A pin deleted between the insert and the read (the server was deregistered meanwhile): nothing to vouch for it.
       if (!pin) continue;
       const outcome = await this.reconcile(pin, entry, policy);
-      if (outcome === 'hide') continue;
+      if (outcome === 'hide') {
+        hidden.set(entry.name, entry.fingerprint);
+        continue;
+      }
       if (outcome === 'approval') approvals.set(entry.name, entry.fingerprint);
       served.push(entry.item);
     }
-    this.approvals.set(`${tenant}/${name}`, approvals);
+    if (this.withhold(`${tenant}/${name}`, hidden, approvals)) this.options.onWithheldChanged?.(tenant, name);
     return served;
+  }
+
+  /** Sets what this replica withholds of a server; answers whether the tools withheld changed. */
+  private withhold(key: string, hidden: Map<string, string>, approvals: Map<string, string>): boolean {
+    const changed = !sameTools(this.hidden.get(key), hidden) || !sameTools(this.approvals.get(key), approvals);
+    this.hidden.set(key, hidden);
+    this.approvals.set(key, approvals);
+    return changed;
   }
 
   /** Applies the policy to one listed tool against its pin; answers how to serve it. */
@@ -303,6 +351,13 @@ export class ToolPinning {
     }
     return policy;
   }
+}
+
+/** Whether two maps of tool to fingerprint hold the same entries (absent counts as empty). */
+function sameTools(a: Map<string, string> | undefined, b: Map<string, string>): boolean {
+  if ((a?.size ?? 0) !== b.size) return false;
+  for (const [tool, fingerprint] of b) if (a?.get(tool) !== fingerprint) return false;
+  return true;
 }
 
 const POLICY_EFFECT: Record<PinningPolicy, string> = {

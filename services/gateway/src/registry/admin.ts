@@ -61,12 +61,16 @@ export interface AdminDeps {
   allowStdioRegistrations: boolean;
   /** The catalog entry of a served server's pooled connection on this replica, if it is served here. */
   catalogOf(tenant: string, name: string): ServerCatalog | undefined;
+  /** Why tools of the server are left out of `/mcp` or its own endpoint (naming.ts `NameMap.conflicts`); empty when none is. */
+  nameConflictsOf(tenant: string, name: string): string[];
   /** Connects to a server on a fresh connection of its own (not the pool's), lists its tools, and closes it. */
   probe(server: McpServer): Promise<ProbeResult>;
   /** The SSRF guard's policy: an http registration's URL must pass it to be stored. */
   egress: DestinationPolicy;
   credentials: CredentialsAdmin;
   pins: PinsAdmin;
+  /** After a test of the server (its tools listed on a connection of the test's own): re-list the pooled connection here. */
+  onTested(tenant: string, name: string): Promise<void>;
   /** After an admin accepted a tool definition: re-list the server here and tell the other replicas and the fronts. */
   onToolAccepted(tenant: string, name: string): Promise<void>;
   /**
@@ -94,6 +98,8 @@ export interface ServerView {
   circuit?: ServerCatalog['circuit'];
   /** The transport this replica's pooled connection speaks (`streamable-http`, or `sse` after the fallback; `stdio`). */
   transport?: ServerCatalog['transport'];
+  /** Tools of the server that no endpoint exposes because their name collides (listed twice, say), each with why. */
+  nameConflicts?: string[];
   /** The registration body as stored; for a managed server, a summary of its manifest's spec. */
   registration: Record<string, unknown>;
   createdAt?: string;
@@ -141,6 +147,7 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
     const catalog = deps.catalogOf(tenant, name);
     const { record } = found;
     const lastError = catalog?.lastError ?? (found.managed ? undefined : served.refusal(tenant, name)) ?? record.lastError;
+    const nameConflicts = deps.nameConflictsOf(tenant, name);
 
     return {
       name,
@@ -155,6 +162,7 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
       ...(record.testedAt !== undefined && { testedAt: record.testedAt }),
       ...(catalog?.circuit !== undefined && { circuit: catalog.circuit }),
       ...(catalog?.transport !== undefined && { transport: catalog.transport }),
+      ...(nameConflicts.length > 0 && { nameConflicts }),
       registration: found.managed ? managedSummary(found.server) : maskedRegistration(found.stored.body),
       ...(!found.managed && {
         createdAt: found.stored.createdAt,
@@ -268,6 +276,7 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
         const { tenant, principal, id } = request;
         const found = await target(tenant, id);
         const result = await deps.probe(serverOf(tenant, found));
+        if (result.ok) await deps.onTested(tenant, id);
         const outcome: TestOutcome = {
           ok: result.ok,
           toolCount: result.tools.length,
@@ -303,6 +312,7 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
           throw new PunkError('ServerUnavailable', `the tools of server ${id} could not be listed: ${result.error ?? 'unknown error'}`, {
             server: id,
           });
+        await deps.onTested(tenant, id);
         const at = new Date().toISOString();
         await served.recordListing(tenant, id, result.tools, at);
         return { tools: result.tools, listedAt: at, cached: false, pins };

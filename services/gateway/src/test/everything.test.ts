@@ -124,10 +124,14 @@ test('filesystem server restricted to a directory reads a file there', async (t)
     arguments: { path: join(dir, 'note.txt') },
   })) as { content: { text: string }[] };
   assert.match(read.content[0]!.text, /quick brown fox/);
-  await assert.rejects(
-    h.call({ method: 'tools/call', server: 'files', name: 'write_file', arguments: { path: join(dir, 'x'), content: 'x' } }),
-    { code: 'ToolNotFound' },
-  );
+  const denied = (await h.call({
+    method: 'tools/call',
+    server: 'files',
+    name: 'write_file',
+    arguments: { path: join(dir, 'x'), content: 'x' },
+  })) as { isError?: boolean; content: { text: string }[] };
+  assert.equal(denied.isError, true);
+  assert.match(denied.content[0]!.text, /spec\.tools\.deny lists it/);
   const outside = (await h.call({
     method: 'tools/call',
     server: 'files',

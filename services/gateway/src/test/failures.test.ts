@@ -120,10 +120,14 @@ test('allow lists hide the other tools; tool errors pass through; JSON-RPC error
   await h.gateway.ready();
   const [server] = h.gateway.catalog(h.tenant);
   assert.deepEqual(server!.tools.map((tool) => tool.name).sort(), ['count', 'reject', 'sleep']);
-  await assert.rejects(h.call({ method: 'tools/call', server: 'limited', name: 'crash' }), (error: unknown) => {
+  // A listed tool the allow list leaves out answers which rule; a name the server does not list is not found.
+  const hidden = (await h.call({ method: 'tools/call', server: 'limited', name: 'crash' })) as ToolResult;
+  assert.equal(hidden.isError, true);
+  assert.match(hidden.content[0]!.text, /tool crash of server limited is not served: the server's spec\.tools\.allow does not list it/);
+  await assert.rejects(h.call({ method: 'tools/call', server: 'limited', name: 'nope' }), (error: unknown) => {
     assert.ok(error instanceof PunkError);
     assert.equal(error.code, 'ToolNotFound');
-    assert.match(error.message, /crash.*limited/);
+    assert.match(error.message, /nope.*limited/);
     return true;
   });
   // A tool that fails reports its own error result, untouched.

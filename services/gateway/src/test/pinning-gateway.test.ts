@@ -47,7 +47,7 @@ test('hide: a changed description is recorded once and hidden until an admin acc
   try {
     w.upstream.setTool(rugPull);
     await waitFor(() => toolOf(w.h) === undefined, 15_000, 'the changed tool hidden');
-    await assert.rejects(w.callReadFile(), /ToolNotFound|not served/);
+    assertAwaitingReview(await w.callReadFile());
     w.upstream.setTool(rugPull); // listed again, unchanged since: no second event
     await waitFor(() => changedEvents(w.h).length === 1, 5_000, 'one tool.definition_changed');
     const event = changedEvents(w.h)[0]!;
@@ -133,10 +133,33 @@ test('a test of the server notices a changed tool the server did not announce', 
     await waitFor(() => changedEvents(w.h).length === 1, 5_000, 'tool.definition_changed recorded by the test');
     const pins = (await w.adminRequest({ op: 'servers.tools', id: 'files' })).pins;
     assert.equal(pins.find((p: { tool: string }) => p.tool === 'read_file').status, 'changed-hidden');
+    // At once, on the pooled connection too: the tool is no longer served, and a call says why.
+    assert.equal(toolOf(w.h), undefined, 'hidden from the catalog as soon as the test answered');
+    assert.deepEqual(
+      w.h.gateway
+        .catalog(w.h.tenant)
+        .find((s) => s.name === 'files')
+        ?.withheldTools.map((t) => [t.name, t.reason]),
+      [['read_file', 'awaiting-review']],
+    );
+    assertAwaitingReview(await w.callReadFile());
+    assert.equal(w.upstream.calls.length, 0, 'the upstream was not called');
+    assert.ok(
+      w.h.changes.some((c) => c.server === 'files' && c.change === 'tool_withheld'),
+      'the other replicas and the fronts are told',
+    );
   } finally {
     await w.close();
   }
 });
+
+/** A call to a tool hidden by pinning: a tool error saying it awaits an admin's review, naming the accept route. */
+function assertAwaitingReview(result: { isError?: boolean; content?: { text?: string }[] }): void {
+  assert.equal(result.isError, true, JSON.stringify(result));
+  const text = String(result.content?.[0]?.text);
+  assert.match(text, /definition changed since it was pinned and awaits an admin's review/);
+  assert.match(text, /POST \/api\/v1\/mcp\/servers\/files\/tools\/read_file\/accept/);
+}
 
 /** The ledger's `tool.completed` events of read_file calls of the files server. */
 const completedCalls = (h: Harness) =>
@@ -144,7 +167,7 @@ const completedCalls = (h: Harness) =>
 
 /** The outcome a call must have once the silent change is noticed: not served (`hide`), or refused before the upstream (`approval`). */
 async function assertRefused(policy: 'hide' | 'approval', h: Harness, call: () => Promise<any>): Promise<void> {
-  if (policy === 'hide') await assert.rejects(call(), /ToolNotFound|not served/);
+  if (policy === 'hide') assertAwaitingReview(await call());
   else {
     const refused = await call();
     assert.equal(refused.isError, true, JSON.stringify(refused));

@@ -385,3 +385,27 @@ test('forgetting a server deletes its pins: a server registered again under its 
     toolFingerprint({ ...readFile, description: poisoned }),
   );
 });
+
+test('a replica that did not review the change withholds the same tools once it reads the pins again; a review that changes them says so', async (t) => {
+  const { tenant, upstream, watcher, server, admin } = await scenario(t, '2026-07-28');
+  const withheldChanges: string[] = [];
+  const reviewer = new ToolPinning({ db, log, bus, policy: 'hide', onWithheldChanged: (_, name) => withheldChanges.push(name) });
+  const other = new ToolPinning({ db, log, bus, policy: 'hide' });
+  await reviewer.review(server, await watcher.list());
+  assert.deepEqual(withheldChanges, [], 'a first listing withholds nothing');
+  const relisted = await change(upstream, watcher, { ...readFile, description: poisoned });
+  await reviewer.review(server, relisted);
+  assert.deepEqual(withheldChanges, ['files'], 'the review that hid read_file says so, once');
+  await reviewer.review(server, relisted);
+  assert.deepEqual(withheldChanges, ['files'], 'the same outcome again is no change');
+  assert.equal(reviewer.isHidden(tenant, 'files', 'read_file'), true);
+
+  assert.equal(other.isHidden(tenant, 'files', 'read_file'), false, 'the other replica has not heard yet');
+  assert.equal(await other.refresh(tenant, 'files'), true);
+  assert.deepEqual(other.hiddenTools(tenant, 'files'), ['read_file']);
+  assert.equal(await other.refresh(tenant, 'files'), false, 'nothing new');
+
+  await reviewer.accept(tenant, 'files', 'read_file', admin);
+  assert.equal(await other.refresh(tenant, 'files'), true);
+  assert.deepEqual(other.hiddenTools(tenant, 'files'), [], 'accepted: withheld nowhere');
+});

@@ -11,13 +11,16 @@ import type { Server as HttpServer } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { destinationPolicyOf, startGateway, type Gateway } from '@punk/gateway';
 import { openScratchDb, type ScratchDb } from '../../../lib/dist/test/pgtest.js';
 import { startGovernance, type GovernanceService, type PolicyRule } from '@punk/governance';
-import { mcpServerSpecSchema, NatsBus, streams, type Logger, type McpServer } from '@punk/lib';
+import { mcpServerSchema, mcpServerSpecSchema, NatsBus, streams, type Logger, type McpServer } from '@punk/lib';
 import express from 'express';
 import { createFront, type Front, type FrontOptions } from '../index.js';
+
+const fixtures = resolve(fileURLToPath(new URL('.', import.meta.url)), '../../src/test/fixtures');
 
 /** A free TCP port on 127.0.0.1. */
 export async function freePort(): Promise<number> {
@@ -100,6 +103,28 @@ export function everything(name: string, namespace: string): McpServer {
     metadata: { name, namespace },
     spec: mcpServerSpecSchema.parse({ package: { name: '@modelcontextprotocol/server-everything' }, args: ['stdio'] }),
   };
+}
+
+/**
+ * The McpServer `name` of fixtures/file-tools.mjs over stdio: its tools are the JSON file `<dir>/<name>-tools.json`
+ * (written by the test, read at every listing), each call appends the tool's name to `<dir>/<name>-calls.log`.
+ * `spec` adds to the manifest's spec (`tools`, say).
+ */
+export function fileToolsServer(name: string, namespace: string, dir: string, spec: Record<string, unknown> = {}): McpServer {
+  return mcpServerSchema.parse({
+    apiVersion: 'mcp.punk.dev/v1alpha1',
+    kind: 'McpServer',
+    metadata: { name, namespace },
+    spec: {
+      image: 'local/file-tools',
+      command: [process.execPath, join(fixtures, 'file-tools.mjs')],
+      env: [
+        { name: 'TOOLS_FILE', value: join(dir, `${name}-tools.json`) },
+        { name: 'CALLS_FILE', value: join(dir, `${name}-calls.log`) },
+      ],
+      ...spec,
+    },
+  });
 }
 
 /** What {@link startReplicaSet} starts. */
