@@ -4,7 +4,7 @@
  * callable) and `spec.tools.overrides` applied (annotations replaced, declared
  * side-effect levels recorded). Pure functions.
  */
-import type { McpServer, ServerCatalog, SideEffectLevel } from '@punk/lib';
+import { durationMs, type McpServer, type ServerCatalog, type SideEffectLevel } from '@punk/lib';
 
 /** A listed MCP item (tool, resource, template, prompt), kept as the server sent it. */
 export type McpItem = Record<string, unknown>;
@@ -86,5 +86,6 @@ export function buildCatalog(
     resourceTemplates: listings.resourceTemplates as ServerCatalog['resourceTemplates'],
     prompts: listings.prompts as ServerCatalog['prompts'],
     sideEffectLevels,
+    ...(server.spec.timeout !== undefined && { timeoutMs: durationMs(server.spec.timeout) }),
   };
 }

@@ -342,6 +342,8 @@ export const serverCatalogSchema = z.object({
   prompts: z.array(mcpPrompt).default([]),
   /** Side-effect level of each listed tool, by tool name. */
   sideEffectLevels: z.record(z.string(), sideEffectLevelSchema).default({}),
+  /** The server's call deadline from its `spec.timeout`, in milliseconds; absent when the manifest sets none (`PUNK_CALL_TIMEOUT_MS` applies). */
+  timeoutMs: z.number().int().positive().optional(),
 });
 export type ServerCatalog = z.infer<typeof serverCatalogSchema>;
 

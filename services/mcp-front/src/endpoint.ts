@@ -6,6 +6,13 @@
  * replica-independent sessions of legacy.ts, 2026-07-28 traffic (stateless,
  * per-request `_meta` envelope, `server/discover`) to a strict
  * `createMcpHandler(factory, { legacy: 'reject' })` per endpoint scope.
+ *
+ * A 2026 call forwarded upstream (`tools/call`, `resources/read`, `prompts/get`, `completion/complete`) is
+ * answered as SSE in response mode `auto` (every POST accepts `text/event-stream`: http.ts), by a second
+ * handler of the scope in the SDK's mode `sse`: its stream carries a `: keepalive` comment every
+ * `keepAliveMs`, so a call that runs for minutes keeps its connection busy through proxies that drop idle
+ * ones, with or without a progress token. Other requests keep the SDK's `auto` (JSON unless something is
+ * sent before the result).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { toNodeHandler, toWebRequest, type NodeMcpRequestHandler } from '@modelcontextprotocol/node';
@@ -28,6 +35,8 @@ export interface EndpointDeps {
    * then SSE: the SDK's own rule), `json` (JSON only; mid-call notifications are dropped), `always` (SSE).
    */
   responseMode: ResponseMode;
+  /** Interval of SSE keep-alive comments on 2026 POST and `subscriptions/listen` streams, in milliseconds. */
+  keepAliveMs: number;
   /** Largest request body, in bytes; bodies are already parsed and bounded by http.ts. */
   maxBodyBytes: number;
   /** Subscribes the upstreams to the resources a 2026 `subscriptions/listen` body names, before it is served (listen-subscriptions.ts). */
@@ -46,9 +55,18 @@ export interface ListChanges {
   prompts: boolean;
 }
 
+/** The SDK handlers of one scope's 2026 requests: `calls` answers forwarded calls as SSE, `rest` everything else (listen streams included). */
+interface ModernHandlers {
+  rest: { handler: McpHttpHandler; node: NodeMcpRequestHandler };
+  calls: { handler: McpHttpHandler; node: NodeMcpRequestHandler };
+}
+
+/** 2026 methods forwarded to an upstream, which may run long (see the module comment). */
+const FORWARDED_CALLS = new Set(['tools/call', 'resources/read', 'prompts/get', 'completion/complete']);
+
 /** Serves MCP requests of both eras for every endpoint scope. */
 export class McpEndpoints {
-  private readonly modern = new Map<string, { handler: McpHttpHandler; node: NodeMcpRequestHandler }>();
+  private readonly modern = new Map<string, ModernHandlers>();
 
   constructor(private readonly deps: EndpointDeps) {}
 
@@ -68,7 +86,9 @@ export class McpEndpoints {
           return;
         }
         await this.deps.subscribeListened(scope, body);
-        await this.modernHandler(scope).node(req, res, body);
+        const handlers = this.modernHandlers(scope);
+        const forwarded = FORWARDED_CALLS.has(String((body as { method?: unknown } | undefined)?.method));
+        await (forwarded ? handlers.calls : handlers.rest).node(req, res, body);
         return;
       }
     }
@@ -82,7 +102,12 @@ export class McpEndpoints {
    * sessions are told once each, through their stored GET streams: fan-out.ts.)
    */
   notifyListChanged(server: string, changes: ListChanges): void {
-    for (const [key, { handler }] of this.modern) {
+    for (const [
+      key,
+      {
+        rest: { handler },
+      },
+    ] of this.modern) {
       if (!scopeIncludes(key, server)) continue;
       if (changes.tools) handler.notify.toolsChanged();
       if (changes.resources) handler.notify.resourcesChanged();
@@ -95,13 +120,13 @@ export class McpEndpoints {
    * `resourceSubscriptions` hold `uri` that the resource changed (`notifications/resources/updated`).
    */
   notifyResourceUpdated(server: string, uri: string): void {
-    for (const [key, { handler }] of this.modern) if (scopeIncludes(key, server)) handler.notify.resourceUpdated(uri);
+    for (const [key, { rest }] of this.modern) if (scopeIncludes(key, server)) rest.handler.notify.resourceUpdated(uri);
   }
 
   /** Refuses new 2025 sessions and ends every 2026 in-flight exchange. */
   async close(): Promise<void> {
     this.deps.legacy.close();
-    await Promise.allSettled([...this.modern.values()].map((m) => m.handler.close()));
+    await Promise.allSettled([...this.modern.values()].flatMap((m) => [m.rest.handler.close(), m.calls.handler.close()]));
     this.modern.clear();
   }
 
@@ -113,15 +138,24 @@ export class McpEndpoints {
     return schema === undefined ? undefined : paramHeaderMismatch(req.headers, schema, request.params.arguments);
   }
 
-  private modernHandler(scope: Scope): { handler: McpHttpHandler; node: NodeMcpRequestHandler } {
+  private modernHandlers(scope: Scope): ModernHandlers {
     const key = scopeKey(scope);
     let entry = this.modern.get(key);
     if (!entry) {
       const onerror = (error: Error) => this.deps.log.debug({ scope: key, err: error.message }, '2026-era request rejected or failed');
-      const responseMode = this.deps.responseMode === 'always' ? 'sse' : this.deps.responseMode;
       const factory = ({ authInfo }: { authInfo?: AuthInfo }) => this.deps.buildServer(scope, authInfo!.extra!['principal'] as Principal);
-      const handler = createMcpHandler(factory, { legacy: 'reject', onerror, maxRequestBodySize: this.deps.maxBodyBytes, responseMode });
-      entry = { handler, node: toNodeHandler(handler, { onerror, maxRequestBodySize: this.deps.maxBodyBytes }) };
+      const make = (responseMode: 'auto' | 'json' | 'sse') => {
+        const handler = createMcpHandler(factory, {
+          legacy: 'reject',
+          onerror,
+          maxRequestBodySize: this.deps.maxBodyBytes,
+          responseMode,
+          keepAliveMs: this.deps.keepAliveMs,
+        });
+        return { handler, node: toNodeHandler(handler, { onerror, maxRequestBodySize: this.deps.maxBodyBytes }) };
+      };
+      const rest = this.deps.responseMode === 'always' ? 'sse' : this.deps.responseMode;
+      entry = { rest: make(rest), calls: make(rest === 'auto' ? 'sse' : rest) };
       this.modern.set(key, entry);
     }
     return entry;

@@ -89,7 +89,11 @@ export interface FrontOptions {
   auth?: AuthOptions;
   /** Reconnection delay told to clients of 2025-era GET streams and resumable POST streams (SSE `retry:`), in milliseconds. Default 1000. */
   sseRetryMs?: number;
-  /** Interval of SSE keep-alive comments on GET streams, in milliseconds. Default 15 s. */
+  /**
+   * Interval of SSE keep-alive comments (`: keepalive`) on every stream the front answers with: 2025 GET streams,
+   * POST streams of both eras (forwarded calls stream: legacy.ts, endpoint.ts) and 2026 `subscriptions/listen`,
+   * in milliseconds (`PUNK_KEEPALIVE_MS`). Keep it below the idle timeout of every proxy in front. Default 15 s.
+   */
   keepAliveMs?: number;
   /**
    * Who is calling when there is no `authenticate` hook. Defaults to the tenant's anonymous principal.
@@ -134,6 +138,7 @@ export function frontOptionsOf(config: PunkConfig): Omit<FrontOptions, 'bus' | '
     maxBodyBytes: config.maxBodyBytes,
     callTimeoutMs: config.callTimeoutMs,
     toolTimeouts: config.toolTimeouts,
+    keepAliveMs: config.keepAliveMs,
     logging: config.loggingCapability,
     ...(auth && { auth }),
   };
@@ -215,7 +220,8 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     requestState,
   };
   const sseRetryMs = options.sseRetryMs ?? 1000;
-  const getStreams = new GetStreams({ bus, log, sessions, events, retryMs: sseRetryMs, keepAliveMs: options.keepAliveMs ?? 15_000 });
+  const keepAliveMs = options.keepAliveMs ?? 15_000;
+  const getStreams = new GetStreams({ bus, log, sessions, events, retryMs: sseRetryMs, keepAliveMs });
   const legacy = new LegacyEndpoint({
     bus,
     log,
@@ -230,6 +236,7 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     sessionTtlMs,
     trustedProxies: trustProxy,
     responseMode,
+    keepAliveMs,
   });
   const listenDeps = { bus, log, tenant, catalog, timeoutMs: options.callTimeoutMs };
   const endpoints = new McpEndpoints({
@@ -237,6 +244,7 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     legacy,
     maxBodyBytes: options.maxBodyBytes,
     responseMode,
+    keepAliveMs,
     buildServer: (scope, principal) => buildMcpServer(deps, scope, undefined, principal),
     subscribeListened: (scope, body) => subscribeListened(listenDeps, scope, body),
     // An unreadable catalog leaves the check to the handler, which reports the catalog error.
@@ -324,6 +332,7 @@ function checkOptions(options: FrontOptions): void {
   };
   positive('maxBodyBytes', options.maxBodyBytes);
   positive('callTimeoutMs', options.callTimeoutMs);
+  positive('keepAliveMs', options.keepAliveMs);
   positive('sessionTtlMs', options.sessionTtlMs);
   positive('maxSessions', options.maxSessions);
   positive('initializeRateLimit', options.initializeRateLimit);

@@ -51,6 +51,7 @@ import { routeResource, routeTemplate, scopeKey, type CatalogView, type Scope } 
 import type { TenantCatalog } from './catalog.js';
 import { openCallChannel, type CallSink, type OpenCallChannel } from './call-channel.js';
 import { cancelOnAbort, sessionCallId } from './cancellation.js';
+import { callDeadline, type CallDeadline } from './deadline.js';
 import { paginate } from './cursor.js';
 import { toProtocolError } from './errors.js';
 import { observeOperations } from './metrics.js';
@@ -82,7 +83,7 @@ export interface ServerDeps {
   bus: Bus;
   log: Logger;
   tenant: string;
-  /** Deadline of a forwarded call on the bus, in milliseconds. */
+  /** Deadline of a call to a server without `spec.timeout`, in milliseconds (deadline.ts). */
   callTimeoutMs: number;
   catalog: TenantCatalog;
   validator: ToolSchemaValidator;
@@ -95,7 +96,7 @@ export interface ServerDeps {
   logging: boolean;
   /**
    * The front's deadline of single tools by namespaced name (`server__tool`), in milliseconds, instead of
-   * `callTimeoutMs` (the gateway's per-server timeout still bounds the upstream call itself).
+   * the server's (the gateway's per-server timeout still bounds the upstream call itself: deadline.ts).
    */
   toolTimeouts: Record<string, number>;
   /** Mints and verifies the `requestState` of input_required results bridged to 2026-07-28 clients. */
@@ -203,8 +204,9 @@ export async function buildMcpServer(
    * listens on its channel meanwhile, so the upstream's progress and requests reach the client on this POST.
    */
   const forward = async (request: ForwardedRequest, target: string, ctx: ServerContext): Promise<unknown> => {
-    if (!session) return forwardModern(deps, principal, request, target, ctx);
-    const timeoutMs = timeoutOf(deps, request);
+    const entry = (await view(request.method)).servers.find((s) => s.name === request.server);
+    const deadline = callDeadline(deps, entry, request.method === 'tools/call' ? namespacedName(request.server, request.name) : undefined);
+    if (!session) return forwardModern(deps, principal, request, target, ctx, deadline);
     let open: OpenCallChannel | undefined;
     try {
       if (session) {
@@ -223,9 +225,9 @@ export async function buildMcpServer(
         ...(session && { sessionId: session.id }),
         ...(open && { channel: open.channel }),
       } as GatewayRequest;
-      return await requestGateway(deps.bus, message, timeoutMs);
+      return await requestGateway(deps.bus, message, deadline.waitMs);
     } catch (error) {
-      throw toProtocolError(error, { method: request.method, server: request.server, target, timeoutMs });
+      throw toProtocolError(error, { method: request.method, server: request.server, target, deadline });
     } finally {
       await open?.close();
     }
@@ -311,10 +313,14 @@ export async function buildMcpServer(
         const current = await view('resources/subscribe');
         const target = routeResource(current, uri) ?? (scope.kind === 'server' ? current.servers[0]?.name : undefined);
         if (!target) throw new ResourceNotFoundError(uri, `Resource ${uri} is not listed by any server of this endpoint`);
+        const deadline = callDeadline(
+          deps,
+          current.servers.find((s) => s.name === target),
+        );
         try {
-          await requestGateway(deps.bus, { method: 'resources/subscribe', tenant: deps.tenant, server: target, uri }, deps.callTimeoutMs);
+          await requestGateway(deps.bus, { method: 'resources/subscribe', tenant: deps.tenant, server: target, uri }, deadline.waitMs);
         } catch (error) {
-          throw toProtocolError(error, { method: 'resources/subscribe', server: target, target: uri, timeoutMs: deps.callTimeoutMs });
+          throw toProtocolError(error, { method: 'resources/subscribe', server: target, target: uri, deadline });
         }
         await session.setSubscribed(uri, true);
         return {};
@@ -374,6 +380,10 @@ export async function buildMcpServer(
         return { completion: { values: [], hasMore: false } };
       }
       const caller = session?.principal ?? principal;
+      const deadline = callDeadline(
+        deps,
+        current.servers.find((s) => s.name === target.server),
+      );
       try {
         const message: GatewayRequest = {
           method: 'completion/complete',
@@ -386,13 +396,13 @@ export async function buildMcpServer(
           argument: { ...argument },
           ...(context && { context: { ...context } }),
         };
-        return (await requestGateway(deps.bus, message, deps.callTimeoutMs)) as CompleteResult;
+        return (await requestGateway(deps.bus, message, deadline.waitMs)) as CompleteResult;
       } catch (error) {
         throw toProtocolError(error, {
           method: 'completion/complete',
           server: target.server,
           target: JSON.stringify(ref),
-          timeoutMs: deps.callTimeoutMs,
+          deadline,
         });
       }
     });
@@ -423,7 +433,7 @@ async function setUpstreamLogLevels(deps: ServerDeps, view: CatalogView, session
           channel: { callId: randomUUID(), clientCapabilities: session.clientCapabilities },
           level,
         },
-        deps.callTimeoutMs,
+        callDeadline(deps, s).waitMs,
       ).catch((error) =>
         deps.log.warn({ server: s.name, sessionId: session.id, err: errorMessage(error) }, 'logging/setLevel not applied upstream'),
       ),
@@ -449,8 +459,8 @@ async function forwardModern(
   request: ForwardedRequest,
   target: string,
   ctx: ServerContext,
+  deadline: CallDeadline,
 ): Promise<unknown> {
-  const timeoutMs = timeoutOf(deps, request);
   const echoed = ctx.mcpReq.requestState();
   const state = typeof echoed === 'string' ? verifiedState(deps, principal, request, target, echoed) : undefined;
   // A retry continues the call its requestState names (states minted before calls carried an id get a fresh one).
@@ -483,7 +493,7 @@ async function forwardModern(
             caller: { tenant: principal.tenant, subject: principal.subject },
             response: { jsonrpc: '2.0', id: state.requestId, result: answer },
           },
-          timeoutMs,
+          deadline.waitMs,
         );
       } catch (error) {
         if (error instanceof PunkError && (error.code === 'BusNoResponders' || error.code === 'CallerMismatch')) {
@@ -493,7 +503,7 @@ async function forwardModern(
             { inputRequest: state.requestId },
           );
         }
-        throw toProtocolError(error, { method: request.method, server: request.server, target, timeoutMs });
+        throw toProtocolError(error, { method: request.method, server: request.server, target, deadline });
       }
     } else {
       const clientCapabilities = (ctx.mcpReq.envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY];
@@ -512,9 +522,9 @@ async function forwardModern(
         ...(state?.upstreamState && { requestState: state.upstreamState }),
       } as GatewayRequest;
       try {
-        result = await requestGateway(deps.bus, message, timeoutMs);
+        result = await requestGateway(deps.bus, message, deadline.waitMs);
       } catch (error) {
-        throw toProtocolError(error, { method: request.method, server: request.server, target, timeoutMs });
+        throw toProtocolError(error, { method: request.method, server: request.server, target, deadline });
       }
     }
   } finally {
@@ -578,11 +588,6 @@ function verifiedState(
     });
   }
   return state;
-}
-
-/** The front's deadline of a forwarded call: the tool's own (`toolTimeouts`) or `callTimeoutMs`, in milliseconds. */
-function timeoutOf(deps: ServerDeps, request: ForwardedRequest): number {
-  return (request.method === 'tools/call' && deps.toolTimeouts[namespacedName(request.server, request.name)]) || deps.callTimeoutMs;
 }
 
 /**

@@ -117,7 +117,7 @@ const schemas: Record<string, Schema> = {
         enum: ['shared', 'per-client'],
         description: 'One upstream session shared by all clients (default), or one per client session.',
       },
-      timeout: string('Deadline of one call, such as `30s` (default `60s`).', { pattern: '^\\d+(ms|s|m|h)$' }),
+      timeout: string('Deadline of one call, such as `30s` (default: `PUNK_CALL_TIMEOUT_MS`, 60 s).', { pattern: '^\\d+(ms|s|m|h)$' }),
     },
   },
   Server: {
