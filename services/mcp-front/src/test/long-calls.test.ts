@@ -14,18 +14,16 @@ import { after, before, describe, it } from 'node:test';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { destinationPolicyOf, startGateway, type Gateway } from '@punk/gateway';
 import { startGovernance, type GovernanceService } from '@punk/governance';
-import { createLogger, MemoryBus, mcpServerSchema, streams, type McpServer } from '@punk/lib';
+import { createLogger, loadConfig, MemoryBus, mcpServerSchema, streams, type McpServer } from '@punk/lib';
 import { openScratchDb, type ScratchDb } from '../../../lib/dist/test/pgtest.js';
-import { createFront, type Front } from '../index.js';
+import { createFront, frontOptionsOf, type Front } from '../index.js';
 import { listen } from './listen.js';
 
 const log = createLogger('long-calls-test', process.env.TEST_LOG_LEVEL ?? 'silent');
 const clientInfo = { name: 'long-calls-test', version: '1.0.0' };
 const sleeper = resolve(fileURLToPath(new URL('.', import.meta.url)), '../../src/test/fixtures/sleeper.mjs');
-/** `PUNK_CALL_TIMEOUT_MS` of the gateway and the front: short, so the tests are quick. */
-const CALL_TIMEOUT_MS = 1000;
-/** `PUNK_KEEPALIVE_MS` of the front. */
-const KEEPALIVE_MS = 200;
+/** The deployment's settings: `PUNK_CALL_TIMEOUT_MS` short, so the tests are quick, and keep-alive comments every 200 ms. */
+const config = loadConfig({ PUNK_CALL_TIMEOUT_MS: '1000', PUNK_KEEPALIVE_MS: '200' });
 
 /** A sleeper server of `tenant` named `name`, with `spec.timeout` when given. */
 function sleeperServer(tenant: string, name: string, timeout?: string): McpServer {
@@ -106,10 +104,10 @@ describe('long calls through Punk', { timeout: 180_000 }, () => {
       servers: [sleeperServer(tenant, 'patient', '4s'), sleeperServer(tenant, 'hasty', '300ms'), sleeperServer(tenant, 'plain')],
       workDir,
       startTimeoutMs: 60_000,
-      callTimeoutMs: CALL_TIMEOUT_MS,
+      callTimeoutMs: config.callTimeoutMs,
     });
     await gateway.ready();
-    front = await createFront({ bus, log, tenant, maxBodyBytes: 1024 * 1024, callTimeoutMs: CALL_TIMEOUT_MS, keepAliveMs: KEEPALIVE_MS });
+    front = await createFront({ ...frontOptionsOf(config), bus, log, tenant });
     ({ http, base } = await listen(front));
   });
 
