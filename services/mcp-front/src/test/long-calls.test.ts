@@ -23,7 +23,7 @@ const log = createLogger('long-calls-test', process.env.TEST_LOG_LEVEL ?? 'silen
 const clientInfo = { name: 'long-calls-test', version: '1.0.0' };
 const sleeper = resolve(fileURLToPath(new URL('.', import.meta.url)), '../../src/test/fixtures/sleeper.mjs');
 /** The deployment's settings: `PUNK_CALL_TIMEOUT_MS` short, so the tests are quick, and keep-alive comments every 200 ms. */
-const config = loadConfig({ PUNK_CALL_TIMEOUT_MS: '1000', PUNK_KEEPALIVE_MS: '200' });
+const config = loadConfig({ PUNK_CALL_TIMEOUT_MS: '1000', PUNK_KEEPALIVE_MS: '200', PUNK_TOOL_TIMEOUTS: 'strict__sleep=500' });
 
 /** A sleeper server of `tenant` named `name`, with `spec.timeout` when given. */
 function sleeperServer(tenant: string, name: string, timeout?: string): McpServer {
@@ -101,7 +101,12 @@ describe('long calls through Punk', { timeout: 180_000 }, () => {
       bus,
       log,
       db: database.db,
-      servers: [sleeperServer(tenant, 'patient', '4s'), sleeperServer(tenant, 'hasty', '300ms'), sleeperServer(tenant, 'plain')],
+      servers: [
+        sleeperServer(tenant, 'patient', '4s'),
+        sleeperServer(tenant, 'hasty', '300ms'),
+        sleeperServer(tenant, 'plain'),
+        sleeperServer(tenant, 'strict', '4s'),
+      ],
       workDir,
       startTimeoutMs: 60_000,
       callTimeoutMs: config.callTimeoutMs,
@@ -160,6 +165,21 @@ describe('long calls through Punk', { timeout: 180_000 }, () => {
             (error: unknown) => (error instanceof Error ? error.message : String(error)),
           );
           assert.match(message, /within 1000 ms \(PUNK_CALL_TIMEOUT_MS, the server sets no spec\.timeout\)/);
+        } finally {
+          await client.close();
+        }
+      });
+
+      it("is told PUNK_TOOL_TIMEOUTS (500 ms) cut a tool short on the front, within its server's longer spec.timeout", async () => {
+        const client = await connect(`${base}/mcp`, era);
+        try {
+          await assert.rejects(client.callTool({ name: 'strict__sleep', arguments: { ms: 3000 } }, { timeout: 30_000 }), (error: Error) => {
+            assert.match(
+              error.message,
+              /server "strict" did not answer tools\/call strict__sleep within 500 ms \(PUNK_TOOL_TIMEOUTS for strict__sleep\)/,
+            );
+            return true;
+          });
         } finally {
           await client.close();
         }
