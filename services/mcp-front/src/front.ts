@@ -46,9 +46,12 @@ export interface FrontOptions {
   tenant: string;
   /** Largest accepted request body, in bytes (413 above it; `PUNK_MAX_BODY_BYTES`, default 1 MiB). */
   maxBodyBytes: number;
-  /** Deadline of one forwarded tools/call, resources/read or prompts/get on the bus, in milliseconds (`PUNK_CALL_TIMEOUT_MS`). */
+  /**
+   * Deadline of one call forwarded to a server whose manifest sets no `spec.timeout` (a server's own is learnt from
+   * the catalog: deadline.ts), in milliseconds (`PUNK_CALL_TIMEOUT_MS`).
+   */
   callTimeoutMs: number;
-  /** Deadlines of single tools by namespaced name (`server__tool`), in milliseconds, overriding `callTimeoutMs` (`PUNK_TOOL_TIMEOUTS`). Default none. */
+  /** Deadlines of single tools by namespaced name (`server__tool`), in milliseconds, overriding the server's (`PUNK_TOOL_TIMEOUTS`). Default none. */
   toolTimeouts?: Record<string, number>;
   /**
    * `serverInfo` the endpoint reports to clients (MCP 2025-11-25 Implementation: name, version, and optionally
