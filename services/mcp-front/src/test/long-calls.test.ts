@@ -79,7 +79,7 @@ function text(result: { content?: unknown }): string {
     .join('\n');
 }
 
-describe('long calls through Punk', { timeout: 180_000 }, () => {
+void describe('long calls through Punk', { timeout: 180_000 }, () => {
   const tenant = `long-${randomBytes(4).toString('hex')}`;
   let bus: MemoryBus;
   let workDir: string;
@@ -128,8 +128,8 @@ describe('long calls through Punk', { timeout: 180_000 }, () => {
   });
 
   for (const era of ['2025', '2026'] as const) {
-    describe(`a ${era}-era client`, () => {
-      it("gets the result of a call longer than PUNK_CALL_TIMEOUT_MS within its server's longer spec.timeout (4s)", async () => {
+    void describe(`a ${era}-era client`, () => {
+      void it("gets the result of a call longer than PUNK_CALL_TIMEOUT_MS within its server's longer spec.timeout (4s)", async () => {
         const client = await connect(`${base}/mcp`, era);
         try {
           const result = await client.callTool({ name: 'patient__sleep', arguments: { ms: 1800 } }, { timeout: 30_000 });
@@ -140,7 +140,7 @@ describe('long calls through Punk', { timeout: 180_000 }, () => {
         }
       });
 
-      it("gets a tool error naming the server's short spec.timeout (300ms) when the call runs past it", async () => {
+      void it("gets a tool error naming the server's short spec.timeout (300ms) when the call runs past it", async () => {
         const client = await connect(`${base}/mcp`, era);
         try {
           const started = Date.now();
@@ -156,7 +156,7 @@ describe('long calls through Punk', { timeout: 180_000 }, () => {
         }
       });
 
-      it('is told PUNK_CALL_TIMEOUT_MS (1000 ms) bounded a call to a server without spec.timeout', async () => {
+      void it('is told PUNK_CALL_TIMEOUT_MS (1000 ms) bounded a call to a server without spec.timeout', async () => {
         const client = await connect(`${base}/mcp`, era);
         try {
           // The front and the gateway share the deadline: whichever notices first answers (an error or a tool error).
@@ -170,7 +170,7 @@ describe('long calls through Punk', { timeout: 180_000 }, () => {
         }
       });
 
-      it("is told PUNK_TOOL_TIMEOUTS (500 ms) cut a tool short on the front, within its server's longer spec.timeout", async () => {
+      void it("is told PUNK_TOOL_TIMEOUTS (500 ms) cut a tool short on the front, within its server's longer spec.timeout", async () => {
         const client = await connect(`${base}/mcp`, era);
         try {
           await assert.rejects(client.callTool({ name: 'strict__sleep', arguments: { ms: 3000 } }, { timeout: 30_000 }), (error: Error) => {
@@ -185,7 +185,7 @@ describe('long calls through Punk', { timeout: 180_000 }, () => {
         }
       });
 
-      it('without a progress token, sees SSE keep-alive comments on the stream before the result of a long call', async () => {
+      void it('without a progress token, sees SSE keep-alive comments on the stream before the result of a long call', async () => {
         const seen: Seen[] = [];
         const client = await connect(`${base}/mcp`, era, tappingFetch(seen));
         try {
