@@ -5,14 +5,9 @@
  * 2025-11-25: `initialize`, `Mcp-Session-Id`, GET stream, DELETE) goes to the
  * replica-independent sessions of legacy.ts, 2026-07-28 traffic (stateless,
  * per-request `_meta` envelope, `server/discover`) to a strict
- * `createMcpHandler(factory, { legacy: 'reject' })` per endpoint scope.
- *
- * A 2026 call forwarded upstream (`tools/call`, `resources/read`, `prompts/get`, `completion/complete`) is
- * answered as SSE in response mode `auto` (every POST accepts `text/event-stream`: http.ts), by a second
- * handler of the scope in the SDK's mode `sse`: its stream carries a `: keepalive` comment every
- * `keepAliveMs`, so a call that runs for minutes keeps its connection busy through proxies that drop idle
- * ones, with or without a progress token. Other requests keep the SDK's `auto` (JSON unless something is
- * sent before the result).
+ * `createMcpHandler(factory, { legacy: 'reject' })` per endpoint scope. Its SSE streams (a call's answer once
+ * it streams: handlers.ts turns a long call's answer into one; `subscriptions/listen`) carry a `: keepalive`
+ * comment every `keepAliveMs`.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { toNodeHandler, toWebRequest, type NodeMcpRequestHandler } from '@modelcontextprotocol/node';
@@ -55,18 +50,9 @@ export interface ListChanges {
   prompts: boolean;
 }
 
-/** The SDK handlers of one scope's 2026 requests: `calls` answers forwarded calls as SSE, `rest` everything else (listen streams included). */
-interface ModernHandlers {
-  rest: { handler: McpHttpHandler; node: NodeMcpRequestHandler };
-  calls: { handler: McpHttpHandler; node: NodeMcpRequestHandler };
-}
-
-/** 2026 methods forwarded to an upstream, which may run long (see the module comment). */
-const FORWARDED_CALLS = new Set(['tools/call', 'resources/read', 'prompts/get', 'completion/complete']);
-
 /** Serves MCP requests of both eras for every endpoint scope. */
 export class McpEndpoints {
-  private readonly modern = new Map<string, ModernHandlers>();
+  private readonly modern = new Map<string, { handler: McpHttpHandler; node: NodeMcpRequestHandler }>();
 
   constructor(private readonly deps: EndpointDeps) {}
 
@@ -86,9 +72,7 @@ export class McpEndpoints {
           return;
         }
         await this.deps.subscribeListened(scope, body);
-        const handlers = this.modernHandlers(scope);
-        const forwarded = FORWARDED_CALLS.has(String((body as { method?: unknown } | undefined)?.method));
-        await (forwarded ? handlers.calls : handlers.rest).node(req, res, body);
+        await this.modernHandler(scope).node(req, res, body);
         return;
       }
     }
@@ -102,12 +86,7 @@ export class McpEndpoints {
    * sessions are told once each, through their stored GET streams: fan-out.ts.)
    */
   notifyListChanged(server: string, changes: ListChanges): void {
-    for (const [
-      key,
-      {
-        rest: { handler },
-      },
-    ] of this.modern) {
+    for (const [key, { handler }] of this.modern) {
       if (!scopeIncludes(key, server)) continue;
       if (changes.tools) handler.notify.toolsChanged();
       if (changes.resources) handler.notify.resourcesChanged();
@@ -120,13 +99,13 @@ export class McpEndpoints {
    * `resourceSubscriptions` hold `uri` that the resource changed (`notifications/resources/updated`).
    */
   notifyResourceUpdated(server: string, uri: string): void {
-    for (const [key, { rest }] of this.modern) if (scopeIncludes(key, server)) rest.handler.notify.resourceUpdated(uri);
+    for (const [key, { handler }] of this.modern) if (scopeIncludes(key, server)) handler.notify.resourceUpdated(uri);
   }
 
   /** Refuses new 2025 sessions and ends every 2026 in-flight exchange. */
   async close(): Promise<void> {
     this.deps.legacy.close();
-    await Promise.allSettled([...this.modern.values()].flatMap((m) => [m.rest.handler.close(), m.calls.handler.close()]));
+    await Promise.allSettled([...this.modern.values()].map((m) => m.handler.close()));
     this.modern.clear();
   }
 
@@ -138,24 +117,21 @@ export class McpEndpoints {
     return schema === undefined ? undefined : paramHeaderMismatch(req.headers, schema, request.params.arguments);
   }
 
-  private modernHandlers(scope: Scope): ModernHandlers {
+  private modernHandler(scope: Scope): { handler: McpHttpHandler; node: NodeMcpRequestHandler } {
     const key = scopeKey(scope);
     let entry = this.modern.get(key);
     if (!entry) {
       const onerror = (error: Error) => this.deps.log.debug({ scope: key, err: error.message }, '2026-era request rejected or failed');
+      const responseMode = this.deps.responseMode === 'always' ? 'sse' : this.deps.responseMode;
       const factory = ({ authInfo }: { authInfo?: AuthInfo }) => this.deps.buildServer(scope, authInfo!.extra!['principal'] as Principal);
-      const make = (responseMode: 'auto' | 'json' | 'sse') => {
-        const handler = createMcpHandler(factory, {
-          legacy: 'reject',
-          onerror,
-          maxRequestBodySize: this.deps.maxBodyBytes,
-          responseMode,
-          keepAliveMs: this.deps.keepAliveMs,
-        });
-        return { handler, node: toNodeHandler(handler, { onerror, maxRequestBodySize: this.deps.maxBodyBytes }) };
-      };
-      const rest = this.deps.responseMode === 'always' ? 'sse' : this.deps.responseMode;
-      entry = { rest: make(rest), calls: make(rest === 'auto' ? 'sse' : rest) };
+      const handler = createMcpHandler(factory, {
+        legacy: 'reject',
+        onerror,
+        maxRequestBodySize: this.deps.maxBodyBytes,
+        responseMode,
+        keepAliveMs: this.deps.keepAliveMs,
+      });
+      entry = { handler, node: toNodeHandler(handler, { onerror, maxRequestBodySize: this.deps.maxBodyBytes }) };
       this.modern.set(key, entry);
     }
     return entry;

@@ -94,8 +94,9 @@ export interface FrontOptions {
   sseRetryMs?: number;
   /**
    * Interval of SSE keep-alive comments (`: keepalive`) on every stream the front answers with: 2025 GET streams,
-   * POST streams of both eras (forwarded calls stream: legacy.ts, endpoint.ts) and 2026 `subscriptions/listen`,
-   * in milliseconds (`PUNK_KEEPALIVE_MS`). Keep it below the idle timeout of every proxy in front. Default 15 s.
+   * POST streams of both eras (2025 forwarded calls stream: legacy.ts; a 2026 one once it runs longer than one
+   * interval: stream-upgrade.ts) and 2026 `subscriptions/listen`, in milliseconds (`PUNK_KEEPALIVE_MS`). Keep it
+   * below the idle timeout of every proxy in front. Default 15 s.
    */
   keepAliveMs?: number;
   /**
@@ -208,6 +209,7 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     signingKeyOf(options.sessionSigningKey, log),
     options.requestStateTtlMs ?? DEFAULT_REQUEST_STATE_TTL_MS,
   );
+  const keepAliveMs = options.keepAliveMs ?? 15_000;
   const deps = {
     bus,
     log,
@@ -221,9 +223,9 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     logging: options.logging ?? true,
     pageSize,
     requestState,
+    ...(responseMode === 'auto' && { streamAfterMs: keepAliveMs }),
   };
   const sseRetryMs = options.sseRetryMs ?? 1000;
-  const keepAliveMs = options.keepAliveMs ?? 15_000;
   const getStreams = new GetStreams({ bus, log, sessions, events, retryMs: sseRetryMs, keepAliveMs });
   const legacy = new LegacyEndpoint({
     bus,

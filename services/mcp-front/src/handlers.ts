@@ -30,6 +30,7 @@ import {
   type ResourceTemplateType,
   type ServerCapabilities,
   type Tool,
+  type Transport,
 } from '@modelcontextprotocol/server';
 import {
   anonymousPrincipal,
@@ -52,6 +53,7 @@ import type { TenantCatalog } from './catalog.js';
 import { openCallChannel, type CallSink, type OpenCallChannel } from './call-channel.js';
 import { cancelOnAbort, sessionCallId } from './cancellation.js';
 import { callDeadline, type CallDeadline } from './deadline.js';
+import { streamWhenLong } from './stream-upgrade.js';
 import { paginate } from './cursor.js';
 import { toProtocolError } from './errors.js';
 import { observeOperations } from './metrics.js';
@@ -101,6 +103,11 @@ export interface ServerDeps {
   toolTimeouts: Record<string, number>;
   /** Mints and verifies the `requestState` of input_required results bridged to 2026-07-28 clients. */
   requestState: RequestStateCodec;
+  /**
+   * How long a 2026-07-28 forwarded call runs, in milliseconds, before its answer switches to SSE with keep-alive
+   * comments (stream-upgrade.ts): the keep-alive interval in response mode `auto`; absent in the other modes.
+   */
+  streamAfterMs?: number;
 }
 
 /**
@@ -206,7 +213,7 @@ export async function buildMcpServer(
   const forward = async (request: ForwardedRequest, target: string, ctx: ServerContext): Promise<unknown> => {
     const entry = (await view(request.method)).servers.find((s) => s.name === request.server);
     const deadline = callDeadline(deps, entry, request.method === 'tools/call' ? namespacedName(request.server, request.name) : undefined);
-    if (!session) return forwardModern(deps, principal, request, target, ctx, deadline);
+    if (!session) return forwardModern(deps, principal, request, target, ctx, deadline, server.transport);
     let open: OpenCallChannel | undefined;
     try {
       if (session) {
@@ -460,7 +467,10 @@ async function forwardModern(
   target: string,
   ctx: ServerContext,
   deadline: CallDeadline,
+  transport: Transport | undefined,
 ): Promise<unknown> {
+  // A call still running after one keep-alive interval answers as SSE, so its connection never stays idle.
+  const stopStreaming = deps.streamAfterMs === undefined ? undefined : streamWhenLong(transport, deps.streamAfterMs, deps.log);
   const echoed = ctx.mcpReq.requestState();
   const state = typeof echoed === 'string' ? verifiedState(deps, principal, request, target, echoed) : undefined;
   // A retry continues the call its requestState names (states minted before calls carried an id get a fresh one).
@@ -528,6 +538,7 @@ async function forwardModern(
       }
     }
   } finally {
+    stopStreaming?.();
     stopCancelling();
     await progress?.close();
   }
