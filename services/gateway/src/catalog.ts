@@ -5,7 +5,7 @@
  * `spec.tools.overrides` applied (annotations replaced, declared side-effect
  * levels recorded); tools hidden by pinning are withheld the same way. Pure functions.
  */
-import type { McpServer, ServerCatalog, SideEffectLevel, WithheldTool } from '@punk/lib';
+import { durationMs, type McpServer, type ServerCatalog, type SideEffectLevel, type WithheldTool } from '@punk/lib';
 
 /** A listed MCP item (tool, resource, template, prompt), kept as the server sent it. */
 export type McpItem = Record<string, unknown>;
@@ -129,5 +129,6 @@ export function buildCatalog(
     prompts: listings.prompts as ServerCatalog['prompts'],
     sideEffectLevels,
     withheldTools: denied,
+    ...(server.spec.timeout !== undefined && { timeoutMs: durationMs(server.spec.timeout) }),
   };
 }

@@ -196,6 +196,12 @@ export class Upstream {
     return timeout ? durationMs(timeout) : this.options.callTimeoutMs;
   }
 
+  /** Where {@link callTimeoutMs} comes from, for error messages: the server's `spec.timeout` or `PUNK_CALL_TIMEOUT_MS`. */
+  private get callTimeoutSource(): string {
+    const timeout = this.options.server.spec.timeout;
+    return timeout ? `the server's spec.timeout ${timeout}` : 'PUNK_CALL_TIMEOUT_MS, the server sets no spec.timeout';
+  }
+
   /** The catalog entry, with the last listings in every state, the transport of the last connection and the circuit. */
   catalog(): ServerCatalog {
     return {
@@ -649,7 +655,7 @@ export class Upstream {
         return {
           ok: false,
           kind: 'timeout',
-          message: `server ${this.key} did not answer within ${timeoutMs} ms: the call timed out after ${timeoutMs} ms`,
+          message: `server ${this.key} did not answer within ${String(timeoutMs)} ms (${this.callTimeoutSource}): the call timed out`,
         };
       }
       if (proc) {

@@ -185,7 +185,7 @@ export const registrationBodySchema = z
     sessionMode: choice(['shared', 'per-client'])
       .describe('One upstream session shared by all clients (default), or one per client session.')
       .optional(),
-    timeout: durationSchema.describe('Deadline of one call, such as `30s` (default `60s`).').optional(),
+    timeout: durationSchema.describe('Deadline of one call, such as `30s` (default: `PUNK_CALL_TIMEOUT_MS`, 60 s).').optional(),
   })
   .strict()
   .register(apiComponents, {

@@ -116,8 +116,10 @@ export const configSchema = z.object({
     .default('default'),
   /** `PUNK_MAX_BODY_BYTES`: largest accepted HTTP request body, in bytes. */
   maxBodyBytes: positiveInt.default(1024 * 1024),
-  /** `PUNK_CALL_TIMEOUT_MS`: default deadline of one upstream call, in milliseconds. */
+  /** `PUNK_CALL_TIMEOUT_MS`: deadline of one call to a server whose manifest sets no `spec.timeout`, in milliseconds. */
   callTimeoutMs: positiveInt.default(60_000),
+  /** `PUNK_KEEPALIVE_MS`: interval of SSE keep-alive comments on every stream mcp-front answers with, in milliseconds. */
+  keepAliveMs: positiveInt.default(15_000),
   /** `PUNK_SERVER_START_TIMEOUT_MS`: how long a server may take to start and answer its handshake, in milliseconds. */
   serverStartTimeoutMs: positiveInt.default(30_000),
   /** `PUNK_NATS_URL`: NATS server URL (distributed mode). */
@@ -381,6 +383,7 @@ const envNames: Record<keyof PunkConfig, string> = {
   tenant: 'PUNK_TENANT',
   maxBodyBytes: 'PUNK_MAX_BODY_BYTES',
   callTimeoutMs: 'PUNK_CALL_TIMEOUT_MS',
+  keepAliveMs: 'PUNK_KEEPALIVE_MS',
   serverStartTimeoutMs: 'PUNK_SERVER_START_TIMEOUT_MS',
   natsUrl: 'PUNK_NATS_URL',
   shutdownTimeoutMs: 'PUNK_SHUTDOWN_TIMEOUT_MS',

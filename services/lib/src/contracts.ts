@@ -356,6 +356,8 @@ export const serverCatalogSchema = z.object({
    * `awaiting-review` (a changed definition hidden until an admin accepts it). A call to one answers `message` as a tool error.
    */
   withheldTools: z.array(withheldToolSchema).default([]),
+  /** The server's call deadline from its `spec.timeout`, in milliseconds; absent when the manifest sets none (`PUNK_CALL_TIMEOUT_MS` applies). */
+  timeoutMs: z.number().int().positive().optional(),
 });
 export type ServerCatalog = z.infer<typeof serverCatalogSchema>;
 

@@ -5,7 +5,9 @@
  * 2025-11-25: `initialize`, `Mcp-Session-Id`, GET stream, DELETE) goes to the
  * replica-independent sessions of legacy.ts, 2026-07-28 traffic (stateless,
  * per-request `_meta` envelope, `server/discover`) to a strict
- * `createMcpHandler(factory, { legacy: 'reject' })` per endpoint scope.
+ * `createMcpHandler(factory, { legacy: 'reject' })` per endpoint scope. Its SSE streams (a call's answer once
+ * it streams: handlers.ts turns a long call's answer into one; `subscriptions/listen`) carry a `: keepalive`
+ * comment every `keepAliveMs`.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { toNodeHandler, toWebRequest, type NodeMcpRequestHandler } from '@modelcontextprotocol/node';
@@ -28,6 +30,8 @@ export interface EndpointDeps {
    * then SSE: the SDK's own rule), `json` (JSON only; mid-call notifications are dropped), `always` (SSE).
    */
   responseMode: ResponseMode;
+  /** Interval of SSE keep-alive comments on 2026 POST and `subscriptions/listen` streams, in milliseconds. */
+  keepAliveMs: number;
   /** Largest request body, in bytes; bodies are already parsed and bounded by http.ts. */
   maxBodyBytes: number;
   /** Subscribes the upstreams to the resources a 2026 `subscriptions/listen` body names, before it is served (listen-subscriptions.ts). */
@@ -120,7 +124,13 @@ export class McpEndpoints {
       const onerror = (error: Error) => this.deps.log.debug({ scope: key, err: error.message }, '2026-era request rejected or failed');
       const responseMode = this.deps.responseMode === 'always' ? 'sse' : this.deps.responseMode;
       const factory = ({ authInfo }: { authInfo?: AuthInfo }) => this.deps.buildServer(scope, authInfo!.extra!['principal'] as Principal);
-      const handler = createMcpHandler(factory, { legacy: 'reject', onerror, maxRequestBodySize: this.deps.maxBodyBytes, responseMode });
+      const handler = createMcpHandler(factory, {
+        legacy: 'reject',
+        onerror,
+        maxRequestBodySize: this.deps.maxBodyBytes,
+        responseMode,
+        keepAliveMs: this.deps.keepAliveMs,
+      });
       entry = { handler, node: toNodeHandler(handler, { onerror, maxRequestBodySize: this.deps.maxBodyBytes }) };
       this.modern.set(key, entry);
     }

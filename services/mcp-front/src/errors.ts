@@ -7,7 +7,7 @@
  * |-----------------------------------------|--------------------------|
  * | already a `ProtocolError`               | its own code             |
  * | PunkError `UpstreamError`               | `details.mcpCode` when it is an integer, else -32603; `data` is the upstream's `details.data` when present |
- * | PunkError `BusTimeout`                  | -32001 (request timeout), naming the server and the deadline |
+ * | PunkError `BusTimeout`                  | -32001 (request timeout), naming the server, the deadline and its source |
  * | PunkError `GovernanceTimeout` / `GovernanceUnavailable` | -32001 / -32603, saying the request was not run because governance did not answer on its subject |
  * | other PunkError `…Timeout`              | -32001, the error's own message |
  * | PunkError `BusNoResponders`             | -32603, "no gateway is running" |
@@ -25,6 +25,7 @@
 import type { ServerResponse } from 'node:http';
 import { ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/server';
 import { PunkError, errorMessage } from '@punk/lib';
+import type { CallDeadline } from './deadline.js';
 
 /** JSON-RPC code of a timed-out request (the SDK's and MCP's customary -32001). */
 export const REQUEST_TIMEOUT_CODE = -32001;
@@ -37,8 +38,8 @@ export interface ErrorContext {
   server?: string;
   /** Tool name, resource URI or prompt name as the client gave it. */
   target?: string;
-  /** Deadline of the bus request, in milliseconds. */
-  timeoutMs?: number;
+  /** The call's deadline and where it comes from (deadline.ts). */
+  deadline?: Pick<CallDeadline, 'ms' | 'source'>;
 }
 
 /** Maps any thrown value to the `ProtocolError` the SDK sends as the JSON-RPC error of the request. */
@@ -55,7 +56,7 @@ export function toProtocolError(error: unknown, context: ErrorContext): Protocol
       return new ProtocolError(code, error.message, upstreamData ?? data);
     }
     if (error.code === 'BusTimeout') {
-      const within = context.timeoutMs !== undefined ? ` within ${context.timeoutMs} ms` : '';
+      const within = context.deadline ? ` within ${String(context.deadline.ms)} ms (${context.deadline.source})` : '';
       return new ProtocolError(REQUEST_TIMEOUT_CODE, `${where} did not answer ${what}${within}`, data);
     }
     if (error.code === 'GovernanceTimeout' || error.code === 'GovernanceUnavailable') {

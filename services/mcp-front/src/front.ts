@@ -48,9 +48,12 @@ export interface FrontOptions {
   tenant: string;
   /** Largest accepted request body, in bytes (413 above it; `PUNK_MAX_BODY_BYTES`, default 1 MiB). */
   maxBodyBytes: number;
-  /** Deadline of one forwarded tools/call, resources/read or prompts/get on the bus, in milliseconds (`PUNK_CALL_TIMEOUT_MS`). */
+  /**
+   * Deadline of one call forwarded to a server whose manifest sets no `spec.timeout` (a server's own is learnt from
+   * the catalog: deadline.ts), in milliseconds (`PUNK_CALL_TIMEOUT_MS`).
+   */
   callTimeoutMs: number;
-  /** Deadlines of single tools by namespaced name (`server__tool`), in milliseconds, overriding `callTimeoutMs` (`PUNK_TOOL_TIMEOUTS`). Default none. */
+  /** Deadlines of single tools by namespaced name (`server__tool`), in milliseconds, overriding the server's (`PUNK_TOOL_TIMEOUTS`). Default none. */
   toolTimeouts?: Record<string, number>;
   /**
    * `serverInfo` the endpoint reports to clients (MCP 2025-11-25 Implementation: name, version, and optionally
@@ -95,7 +98,12 @@ export interface FrontOptions {
   apiKeys?: ApiKeyStore;
   /** Reconnection delay told to clients of 2025-era GET streams and resumable POST streams (SSE `retry:`), in milliseconds. Default 1000. */
   sseRetryMs?: number;
-  /** Interval of SSE keep-alive comments on GET streams, in milliseconds. Default 15 s. */
+  /**
+   * Interval of SSE keep-alive comments (`: keepalive`) on every stream the front answers with: 2025 GET streams,
+   * POST streams of both eras (2025 forwarded calls stream: legacy.ts; a 2026 one once it runs longer than one
+   * interval: stream-upgrade.ts) and 2026 `subscriptions/listen`, in milliseconds (`PUNK_KEEPALIVE_MS`). Keep it
+   * below the idle timeout of every proxy in front. Default 15 s.
+   */
   keepAliveMs?: number;
   /**
    * Who is calling when there is no `authenticate` hook. Defaults to the tenant's anonymous principal.
@@ -141,6 +149,7 @@ export function frontOptionsOf(config: PunkConfig): Omit<FrontOptions, 'bus' | '
     maxBodyBytes: config.maxBodyBytes,
     callTimeoutMs: config.callTimeoutMs,
     toolTimeouts: config.toolTimeouts,
+    keepAliveMs: config.keepAliveMs,
     logging: config.loggingCapability,
     ...(auth && { auth }),
   };
@@ -208,6 +217,7 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     signingKeyOf(options.sessionSigningKey, log),
     options.requestStateTtlMs ?? DEFAULT_REQUEST_STATE_TTL_MS,
   );
+  const keepAliveMs = options.keepAliveMs ?? 15_000;
   const deps = {
     bus,
     log,
@@ -221,9 +231,10 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     logging: options.logging ?? true,
     pageSize,
     requestState,
+    ...(responseMode === 'auto' && { streamAfterMs: keepAliveMs }),
   };
   const sseRetryMs = options.sseRetryMs ?? 1000;
-  const getStreams = new GetStreams({ bus, log, sessions, events, retryMs: sseRetryMs, keepAliveMs: options.keepAliveMs ?? 15_000 });
+  const getStreams = new GetStreams({ bus, log, sessions, events, retryMs: sseRetryMs, keepAliveMs });
   const legacy = new LegacyEndpoint({
     bus,
     log,
@@ -238,6 +249,7 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     sessionTtlMs,
     trustedProxies: trustProxy,
     responseMode,
+    keepAliveMs,
   });
   const httpSse = new HttpSseEndpoint({
     bus,
@@ -253,6 +265,7 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     legacy,
     maxBodyBytes: options.maxBodyBytes,
     responseMode,
+    keepAliveMs,
     buildServer: (scope, principal) => buildMcpServer(deps, scope, undefined, principal),
     subscribeListened: (scope, body) => subscribeListened(listenDeps, scope, body),
     // An unreadable catalog leaves the check to the handler, which reports the catalog error.
@@ -344,6 +357,7 @@ function checkOptions(options: FrontOptions): void {
   };
   positive('maxBodyBytes', options.maxBodyBytes);
   positive('callTimeoutMs', options.callTimeoutMs);
+  positive('keepAliveMs', options.keepAliveMs);
   positive('sessionTtlMs', options.sessionTtlMs);
   positive('maxSessions', options.maxSessions);
   positive('initializeRateLimit', options.initializeRateLimit);

@@ -29,6 +29,7 @@ import {
   type ResourceTemplateType,
   type ServerCapabilities,
   type Tool,
+  type Transport,
 } from '@modelcontextprotocol/server';
 import {
   anonymousPrincipal,
@@ -51,6 +52,8 @@ import { namespacedSuggestion, routeResource, routeTemplate, scopeKey, withheldT
 import type { TenantCatalog } from './catalog.js';
 import { openCallChannel, type CallSink, type OpenCallChannel } from './call-channel.js';
 import { cancelOnAbort, sessionCallId } from './cancellation.js';
+import { callDeadline, type CallDeadline } from './deadline.js';
+import { streamWhenLong } from './stream-upgrade.js';
 import { paginate } from './cursor.js';
 import { toProtocolError } from './errors.js';
 import { observeOperations } from './metrics.js';
@@ -82,7 +85,7 @@ export interface ServerDeps {
   bus: Bus;
   log: Logger;
   tenant: string;
-  /** Deadline of a forwarded call on the bus, in milliseconds. */
+  /** Deadline of a call to a server without `spec.timeout`, in milliseconds (deadline.ts). */
   callTimeoutMs: number;
   catalog: TenantCatalog;
   validator: ToolSchemaValidator;
@@ -95,11 +98,16 @@ export interface ServerDeps {
   logging: boolean;
   /**
    * The front's deadline of single tools by namespaced name (`server__tool`), in milliseconds, instead of
-   * `callTimeoutMs` (the gateway's per-server timeout still bounds the upstream call itself).
+   * the server's (the gateway's per-server timeout still bounds the upstream call itself: deadline.ts).
    */
   toolTimeouts: Record<string, number>;
   /** Mints and verifies the `requestState` of input_required results bridged to 2026-07-28 clients. */
   requestState: RequestStateCodec;
+  /**
+   * How long a 2026-07-28 forwarded call runs, in milliseconds, before its answer switches to SSE with keep-alive
+   * comments (stream-upgrade.ts): the keep-alive interval in response mode `auto`; absent in the other modes.
+   */
+  streamAfterMs?: number;
 }
 
 /**
@@ -205,8 +213,9 @@ export async function buildMcpServer(
    * listens on its channel meanwhile, so the upstream's progress and requests reach the client on this POST.
    */
   const forward = async (request: ForwardedRequest, target: string, ctx: ServerContext): Promise<unknown> => {
-    if (!session) return forwardModern(deps, principal, request, target, ctx);
-    const timeoutMs = timeoutOf(deps, request);
+    const entry = (await view(request.method)).servers.find((s) => s.name === request.server);
+    const deadline = callDeadline(deps, entry, request.method === 'tools/call' ? namespacedName(request.server, request.name) : undefined);
+    if (!session) return forwardModern(deps, principal, request, target, ctx, deadline, server.transport);
     let open: OpenCallChannel | undefined;
     try {
       if (session) {
@@ -225,9 +234,9 @@ export async function buildMcpServer(
         ...(session && { sessionId: session.id }),
         ...(open && { channel: open.channel }),
       } as GatewayRequest;
-      return await requestGateway(deps.bus, message, timeoutMs);
+      return await requestGateway(deps.bus, message, deadline.waitMs);
     } catch (error) {
-      throw toProtocolError(error, { method: request.method, server: request.server, target, timeoutMs });
+      throw toProtocolError(error, { method: request.method, server: request.server, target, deadline });
     } finally {
       await open?.close();
     }
@@ -327,10 +336,14 @@ export async function buildMcpServer(
         const current = await view('resources/subscribe');
         const target = routeResource(current, uri) ?? (scope.kind === 'server' ? current.servers[0]?.name : undefined);
         if (!target) throw new ResourceNotFoundError(uri, `Resource ${uri} is not listed by any server of this endpoint`);
+        const deadline = callDeadline(
+          deps,
+          current.servers.find((s) => s.name === target),
+        );
         try {
-          await requestGateway(deps.bus, { method: 'resources/subscribe', tenant: deps.tenant, server: target, uri }, deps.callTimeoutMs);
+          await requestGateway(deps.bus, { method: 'resources/subscribe', tenant: deps.tenant, server: target, uri }, deadline.waitMs);
         } catch (error) {
-          throw toProtocolError(error, { method: 'resources/subscribe', server: target, target: uri, timeoutMs: deps.callTimeoutMs });
+          throw toProtocolError(error, { method: 'resources/subscribe', server: target, target: uri, deadline });
         }
         await session.setSubscribed(uri, true);
         return {};
@@ -390,6 +403,10 @@ export async function buildMcpServer(
         return { completion: { values: [], hasMore: false } };
       }
       const caller = session?.principal ?? principal;
+      const deadline = callDeadline(
+        deps,
+        current.servers.find((s) => s.name === target.server),
+      );
       try {
         const message: GatewayRequest = {
           method: 'completion/complete',
@@ -402,13 +419,13 @@ export async function buildMcpServer(
           argument: { ...argument },
           ...(context && { context: { ...context } }),
         };
-        return (await requestGateway(deps.bus, message, deps.callTimeoutMs)) as CompleteResult;
+        return (await requestGateway(deps.bus, message, deadline.waitMs)) as CompleteResult;
       } catch (error) {
         throw toProtocolError(error, {
           method: 'completion/complete',
           server: target.server,
           target: JSON.stringify(ref),
-          timeoutMs: deps.callTimeoutMs,
+          deadline,
         });
       }
     });
@@ -439,7 +456,7 @@ async function setUpstreamLogLevels(deps: ServerDeps, view: CatalogView, session
           channel: { callId: randomUUID(), clientCapabilities: session.clientCapabilities },
           level,
         },
-        deps.callTimeoutMs,
+        callDeadline(deps, s).waitMs,
       ).catch((error: unknown) =>
         deps.log.warn({ server: s.name, sessionId: session.id, err: errorMessage(error) }, 'logging/setLevel not applied upstream'),
       ),
@@ -465,8 +482,11 @@ async function forwardModern(
   request: ForwardedRequest,
   target: string,
   ctx: ServerContext,
+  deadline: CallDeadline,
+  transport: Transport | undefined,
 ): Promise<unknown> {
-  const timeoutMs = timeoutOf(deps, request);
+  // A call still running after one keep-alive interval answers as SSE, so its connection never stays idle.
+  const stopStreaming = deps.streamAfterMs === undefined ? undefined : streamWhenLong(transport, deps.streamAfterMs, deps.log);
   const echoed = ctx.mcpReq.requestState();
   const state = typeof echoed === 'string' ? verifiedState(deps, principal, request, target, echoed) : undefined;
   // A retry continues the call its requestState names (states minted before calls carried an id get a fresh one).
@@ -499,7 +519,7 @@ async function forwardModern(
             caller: { tenant: principal.tenant, subject: principal.subject },
             response: { jsonrpc: '2.0', id: state.requestId, result: answer },
           },
-          timeoutMs,
+          deadline.waitMs,
         );
       } catch (error) {
         if (error instanceof PunkError && (error.code === 'BusNoResponders' || error.code === 'CallerMismatch')) {
@@ -509,7 +529,7 @@ async function forwardModern(
             { inputRequest: state.requestId },
           );
         }
-        throw toProtocolError(error, { method: request.method, server: request.server, target, timeoutMs });
+        throw toProtocolError(error, { method: request.method, server: request.server, target, deadline });
       }
     } else {
       const clientCapabilities = (ctx.mcpReq.envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY];
@@ -528,12 +548,13 @@ async function forwardModern(
         ...(state?.upstreamState && { requestState: state.upstreamState }),
       } as GatewayRequest;
       try {
-        result = await requestGateway(deps.bus, message, timeoutMs);
+        result = await requestGateway(deps.bus, message, deadline.waitMs);
       } catch (error) {
-        throw toProtocolError(error, { method: request.method, server: request.server, target, timeoutMs });
+        throw toProtocolError(error, { method: request.method, server: request.server, target, deadline });
       }
     }
   } finally {
+    stopStreaming?.();
     stopCancelling();
     await progress?.close();
   }
@@ -594,11 +615,6 @@ function verifiedState(
     });
   }
   return state;
-}
-
-/** The front's deadline of a forwarded call: the tool's own (`toolTimeouts`) or `callTimeoutMs`, in milliseconds. */
-function timeoutOf(deps: ServerDeps, request: ForwardedRequest): number {
-  return (request.method === 'tools/call' && deps.toolTimeouts[namespacedName(request.server, request.name)]) || deps.callTimeoutMs;
 }
 
 /**

@@ -17,17 +17,21 @@
  *
  * Response mode (`auto`): a POST is answered as JSON unless it may stream:
  * a request carrying a progress token, or a call forwarded upstream
- * (`tools/call`, `resources/read`, `prompts/get`, `completion/complete`) in
- * a session whose client declared sampling, elicitation or roots, or set a
- * log level, so that the upstream may talk to the client meanwhile; those
- * are answered as SSE. `json` never streams (progress, logs and
- * server-to-client requests of a call are then lost), `always` always does.
- * In sessions at 2025-11-25 or later, POST streams are resumable
+ * (`tools/call`, `resources/read`, `prompts/get`, `completion/complete`;
+ * every POST accepts `text/event-stream`: http.ts). Those are answered as SSE, with
+ * a `: keepalive` comment every `keepAliveMs`, so a call that runs for
+ * minutes keeps its connection busy through proxies that drop idle ones.
+ * `json` never streams (progress, logs and server-to-client requests of a
+ * call are then lost, and a long call sends nothing until its result),
+ * `always` always does. In sessions at 2025-11-25 or later, POST streams
+ * that may carry more than the response (a progress token, or a forwarded
+ * call in a session whose client declared sampling, elicitation or roots,
+ * or set a log level; every stream in mode `always`) are resumable
  * (post-stream-events.ts): a priming event with `retry:` opens them, every
  * event is stored with an id, and a dropped connection does not end the
  * call: its server closes once the response is stored, and the client
  * resumes with GET and `Last-Event-ID` on any replica (get-stream.ts).
- * Earlier sessions' POST streams are neither stored nor resumable.
+ * Other POST streams, and earlier sessions', are neither stored nor resumable.
  *
  * Sessions of the 2024-11-05 HTTP+SSE transport (http-sse.ts) are sessions of this endpoint too
  * (`handleHttpSse`): the same checks, limits and calls, but `initialize` takes the id of the client's
@@ -85,6 +89,8 @@ export interface LegacyDeps {
   trustedProxies: number;
   /** How POSTs are answered (see the module comment). */
   responseMode: ResponseMode;
+  /** Interval of SSE keep-alive comments on POST streams, in milliseconds. */
+  keepAliveMs: number;
 }
 
 /** Serves 2025-era requests of every endpoint scope. */
@@ -176,9 +182,7 @@ export class LegacyEndpoint {
         req,
         res,
         body,
-        httpSse
-          ? { kind: 'session-stream' }
-          : { kind: 'response', stream: this.streams(body, session.state), resumable: resumablePostStreams(session.state.protocolVersion) },
+        httpSse ? { kind: 'session-stream' } : { kind: 'response', ...this.answerOf(body, session.state) },
       );
   }
 
@@ -319,6 +323,7 @@ export class LegacyEndpoint {
     const transport = new NodeStreamableHTTPServerTransport({
       sessionIdGenerator: undefined,
       enableJsonResponse: !delivery.stream,
+      keepAliveMs: this.deps.keepAliveMs,
       ...(events && { eventStore: events, retryInterval: this.deps.retryMs }),
     });
     const server = await this.deps.buildServer(scope, {
@@ -365,15 +370,18 @@ export class LegacyEndpoint {
     res.writeHead(204).end();
   }
 
-  /** Whether a POST of a session is answered as SSE (see the module comment). */
-  private streams(body: unknown, state: SessionState): boolean {
-    if (this.deps.responseMode !== 'auto') return this.deps.responseMode === 'always';
+  /** Whether a POST of a session is answered as SSE, and whether that stream is resumable (see the module comment). */
+  private answerOf(body: unknown, state: SessionState): { stream: boolean; resumable: boolean } {
+    const primed = resumablePostStreams(state.protocolVersion);
+    if (this.deps.responseMode !== 'auto') return { stream: this.deps.responseMode === 'always', resumable: primed };
     const talksBack = ['sampling', 'elicitation', 'roots'].some((c) => c in state.capabilities) || state.logLevel !== undefined;
-    return (Array.isArray(body) ? body : [body]).some((message) => {
-      if (!isJSONRPCRequest(message)) return false;
+    const requests = (Array.isArray(body) ? body : [body]).filter(isJSONRPCRequest);
+    const talks = requests.some((message) => {
       const params = message.params as { _meta?: { progressToken?: unknown } } | undefined;
       return params?._meta?.progressToken !== undefined || (talksBack && FORWARDED_CALLS.has(message.method));
     });
+    const forwarded = requests.some((message) => FORWARDED_CALLS.has(message.method));
+    return { stream: talks || forwarded, resumable: talks && primed };
   }
 
   private context(id: string, principal: Principal, state?: SessionState): SessionContext {

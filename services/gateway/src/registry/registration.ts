@@ -230,7 +230,7 @@ export function managedSummary(server: McpServer): Record<string, unknown> {
     ...(spec.headers !== undefined && { headers: literalFree(spec.headers) }),
     ...(spec.tools !== undefined && { tools: spec.tools }),
     sessionMode: spec.sessionMode,
-    timeout: spec.timeout,
+    ...(spec.timeout !== undefined && { timeout: spec.timeout }),
   };
 }
 

@@ -283,7 +283,11 @@ export const mcpServerSpecSchema = z
       .enum(['shared', 'per-client'])
       .default('shared')
       .describe('One upstream session shared by all clients, or one per client session.'),
-    timeout: durationSchema.default('60s').describe('Deadline of one call to the server.'),
+    timeout: durationSchema
+      .optional()
+      .describe(
+        "Deadline of one call to the server, end to end: the gateway's call to the server and mcp-front's wait for it. Default: PUNK_CALL_TIMEOUT_MS (60s).",
+      ),
   })
   .strict()
   .superRefine((spec, ctx) => {

@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { durationMs, loadManifestDirectory, parseManifests, transportOf } from '../index.js';
+import { loadManifestDirectory, parseManifests, transportOf } from '../index.js';
 
 const good = `apiVersion: mcp.punk.dev/v1alpha1
 kind: McpServer
@@ -22,7 +22,8 @@ test('a valid manifest gets its defaults', () => {
   assert.equal(server.spec.package?.registry, 'npm');
   assert.equal(transportOf(server.spec), 'stdio');
   assert.equal(server.spec.sessionMode, 'shared');
-  assert.equal(durationMs(server.spec.timeout), 60_000);
+  // No spec.timeout: the call deadline is PUNK_CALL_TIMEOUT_MS, on the gateway and on the front alike.
+  assert.equal(server.spec.timeout, undefined);
 });
 
 test('errors name the file, document and field, and valid documents are kept', () => {

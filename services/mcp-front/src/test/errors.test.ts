@@ -5,7 +5,12 @@ import { PunkError } from '@punk/lib';
 import { toProtocolError } from '../errors.js';
 
 describe('gateway errors as JSON-RPC errors', () => {
-  const context = { method: 'tools/call', server: 'everything', target: 'everything__echo', timeoutMs: 250 };
+  const context = {
+    method: 'tools/call',
+    server: 'everything',
+    target: 'everything__echo',
+    deadline: { ms: 250, source: "the server's spec.timeout" },
+  };
 
   it('an upstream error keeps its MCP code and data', () => {
     const mapped = toProtocolError(
@@ -20,10 +25,13 @@ describe('gateway errors as JSON-RPC errors', () => {
     assert.match(mapped.message, /boom/);
   });
 
-  it('a bus timeout is -32001 naming the server, the call and the deadline', () => {
+  it('a bus timeout is -32001 naming the server, the call, the deadline and where it comes from', () => {
     const mapped = toProtocolError(new PunkError('BusTimeout', 'request on punk.gateway.call got no reply within 250 ms'), context);
     assert.equal(mapped.code, -32001);
-    assert.equal(mapped.message, 'server "everything" did not answer tools/call everything__echo within 250 ms');
+    assert.equal(
+      mapped.message,
+      `server "everything" did not answer tools/call everything__echo within 250 ms (the server's spec.timeout)`,
+    );
   });
 
   it('governance not answering is named as such, with the subject, and the request said not to have run', () => {
