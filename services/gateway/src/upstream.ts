@@ -163,6 +163,8 @@ export class Upstream {
   private readonly progress = new Map<string, { link: ClientLink; clientToken: string | number }>();
   /** Clients of the calls in flight that can receive messages, to the log level each call asked for (none: every level). */
   private readonly links = new Map<ClientLink, LogLevel | undefined>();
+  /** Clients of calls in flight that were sent a server-to-client request they have not answered yet, to how many. */
+  private readonly asking = new Map<ClientLink, number>();
 
   constructor(private readonly options: UpstreamOptions) {
     const { namespace = 'default', name } = options.server.metadata;
@@ -412,16 +414,30 @@ export class Upstream {
 
   /**
    * Answers a server-to-client request of the upstream by relaying it to the client of the one call in
-   * flight whose client can take it. Over a shared connection nothing on the wire says which call a
-   * request belongs to (stdio carries no related request id), so with none or several candidate calls
-   * the upstream gets an error rather than a guess.
+   * flight whose client can take it, leaving out calls whose client has yet to answer an earlier request
+   * when that leaves one. Over a shared connection nothing on the wire says which call a request belongs to
+   * (stdio carries no related request id), so with none or several candidate calls the upstream gets an
+   * error rather than a guess.
    * @throws ProtocolError for the upstream: -32601 when no call's client declared the capability,
    *   -32603 when the call is ambiguous, or the client's own error.
    */
   private async serverRequest(method: ForwardedMethod, params: Record<string, unknown> | undefined): Promise<Record<string, unknown>> {
     const live = [...this.links.keys()];
     const able = live.filter((link) => link.supports(method));
-    if (able.length === 1) return able[0]!.request(method, params);
+    // A call whose client is still to answer an earlier request (a 2026-07-28 client's input_required round, which
+    // it may abandon) is waiting in that request: a new one is the request of another call, never held up by it.
+    const free = able.filter((link) => !this.asking.has(link));
+    const target = able.length === 1 ? able[0] : free.length === 1 ? free[0] : undefined;
+    if (target) {
+      this.asking.set(target, (this.asking.get(target) ?? 0) + 1);
+      try {
+        return await target.request(method, params);
+      } finally {
+        const left = (this.asking.get(target) ?? 1) - 1;
+        if (left === 0) this.asking.delete(target);
+        else this.asking.set(target, left);
+      }
+    }
     if (able.length === 0) {
       if (live.length === 1) live[0]!.unsupported?.(method);
       const why = live.length === 0 ? 'no client call is in progress' : 'the client of the call did not declare the capability';
@@ -429,7 +445,7 @@ export class Upstream {
     }
     throw new ProtocolError(
       ProtocolErrorCode.InternalError,
-      `${method} cannot be relayed: ${able.length} client calls are in progress on server ${this.key} and the request does not say which one it belongs to`,
+      `${method} cannot be relayed: ${String(free.length)} client calls are in progress on server ${this.key} and the request does not say which one it belongs to`,
     );
   }
 

@@ -246,6 +246,12 @@ export const callChannelSchema = z.object({
    * with the call's next outcome.
    */
   era: z.enum(['2025', '2026']).optional(),
+  /**
+   * Era `2026`: how long the client has to retry an `input_required` result, in milliseconds (the lifetime of the
+   * `requestState` the front mints for it). The gateway holds a round at most this long (and at most its own
+   * pending bound): past it no retry can be accepted, so the upstream's request is answered with an error.
+   */
+  inputTtlMs: z.number().int().positive().optional(),
 });
 export type CallChannel = z.infer<typeof callChannelSchema>;
 

@@ -506,6 +506,8 @@ async function forwardModern(
           callId,
           clientCapabilities: typeof clientCapabilities === 'object' && clientCapabilities !== null ? clientCapabilities : {},
           era: '2026',
+          // The gateway holds a round no longer than the requestState minted for it can be retried.
+          inputTtlMs: deps.requestState.ttlMs,
         },
         // A retry of the upstream's own input_required (or a call that brings answers unasked) takes them to the upstream.
         ...(ctx.mcpReq.inputResponses && { inputResponses: ctx.mcpReq.inputResponses }),
