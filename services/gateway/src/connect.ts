@@ -66,7 +66,19 @@ export interface ConnectOptions {
   secrets?: Secrets;
   /** Headers to send instead of resolving `spec.headers`: already renewed after an HTTP 401, so a 401 now is final. */
   renewedHeaders?: ResolvedHeader[];
+  /**
+   * The protocol era to speak, when not the default: `legacy` (the 2025 `initialize` handshake only) or `modern`
+   * (2026-07-28 only: the start fails when the server does not speak it). Default: stdio servers speak 2025, Streamable
+   * HTTP servers are probed with `server/discover` and spoken to in 2026-07-28 when they answer it.
+   */
+  era?: ProtocolEra;
 }
+
+/** The MCP protocol eras: `legacy` (2025 revisions, `initialize`) and `modern` (2026-07-28, `server/discover`). */
+export type ProtocolEra = 'legacy' | 'modern';
+
+/** The 2026-07-28 revision, pinned by a `modern` connection. */
+const MODERN_PROTOCOL_VERSION = '2026-07-28';
 
 /** Answers a server-to-client request of an upstream (MCP 2025-11-25 client/elicitation, client/sampling). */
 export type ServerRequestHandler = (
@@ -94,13 +106,16 @@ const LIST_CHANGED_NOTIFICATIONS = [
 /** How long list-changed notifications are gathered into one {@link ConnectOptions.onListChanged}, in milliseconds. */
 const LIST_CHANGED_DEBOUNCE_MS = 50;
 
-function newClient(options: ConnectOptions, modern: boolean): Client {
+/** A client for one connection attempt; `negotiates`: the transport may speak 2026-07-28 (Streamable HTTP or stdio). */
+function newClient(options: ConnectOptions, negotiates: boolean, byDefault: 'auto' | 'legacy'): Client {
   const clientOptions: ClientOptions = {
     // Declared so upstreams offer their elicitation and sampling; each request is relayed to the client of
     // the call, or refused when that client did not declare the capability itself (client-channel.ts).
     capabilities: { elicitation: { form: {} }, sampling: {}, ...(options.session?.roots && { roots: { listChanged: true } }) },
   };
-  if (modern) clientOptions.versionNegotiation = { mode: 'auto' };
+  const era = negotiates ? options.era : 'legacy';
+  if (era === 'modern') clientOptions.versionNegotiation = { mode: { pin: MODERN_PROTOCOL_VERSION } };
+  else if (era === undefined && byDefault === 'auto') clientOptions.versionNegotiation = { mode: 'auto' };
   const client = new Client(CLIENT_INFO, clientOptions);
   // Handlers of our own rather than the SDK's `listChanged` option: on a 2026-07-28 connection that option opens
   // `subscriptions/listen` inside the handshake, so an upstream whose listen never acknowledges would fail its start.
@@ -139,7 +154,8 @@ function newClient(options: ConnectOptions, modern: boolean): Client {
 /**
  * Connects to a server. stdio servers speak the 2025 era (`initialize`); HTTP
  * servers are probed with `server/discover` (`mode: 'auto'`) so 2026-07-28
- * servers are spoken to in their era; sse servers speak 2025. A streamable-http
+ * servers are spoken to in their era; sse servers speak 2025; `options.era`
+ * pins one era instead (stdio and Streamable HTTP). A streamable-http
  * server whose handshake POST is answered 400, 404 or 405 is spoken to over
  * HTTP+SSE instead (http-transport.ts). A url server that answers HTTP 401 to
  * headers from an OAuth2 credential gets them renewed once and is tried again.
@@ -177,7 +193,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
           seen,
           ...(options.fetch && { fetch: options.fetch }),
           timeoutMs: () => deadline - Date.now(),
-          newClient: (kind) => (client = newClient(options, kind === 'streamable-http')),
+          newClient: (kind) => (client = newClient(options, kind === 'streamable-http', 'auto')),
           onFallback: (status) =>
             options.log.info(
               { server: name, status },
@@ -227,7 +243,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
     });
     exited.catch(() => undefined);
     if (transport === 'stdio') {
-      client = newClient(options, false);
+      client = newClient(options, true, 'legacy');
       await Promise.race([client.connect(new ProcessStdioTransport(proc), { timeout: options.timeoutMs }), exited, timeout]);
       return { client, transport: 'stdio', process: proc, headers: [], unauthorized: () => 0, sessionLost: () => 0, redact: hide };
     }
@@ -240,7 +256,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
             transport: transport === 'sse' ? 'sse' : 'streamable-http',
             headers: {},
             timeoutMs: () => deadline - Date.now(),
-            newClient: (kind) => (client = newClient(options, kind === 'streamable-http')),
+            newClient: (kind) => (client = newClient(options, kind === 'streamable-http', 'auto')),
           });
         } catch (error) {
           if (proc.exitInfo || Date.now() + HTTP_RETRY_MS >= deadline) throw error;

@@ -164,6 +164,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     fetch: egressFetch,
     secrets: secretsOf(server.metadata.namespace ?? 'default'),
     reviewTools: (u: Upstream, tools: McpItem[]) => pinning.review(u.server, tools),
+    instanceId,
   });
 
   /** Keeps the pooled connection's tool listing as the registry's cache (`servers.tools`). */

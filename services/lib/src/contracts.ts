@@ -283,6 +283,13 @@ const callBase = {
  */
 export const UPSTREAM_INPUT_REQUIRED = 'upstreamInputRequired';
 
+/**
+ * Set beside {@link UPSTREAM_INPUT_REQUIRED} when a server process of one gateway replica (a stdio server) answered the
+ * `input_required`: the replica's `instanceId`. The upstream's `requestState` may be that process's own (signed with a
+ * key of its own), so the client's retry goes to that replica (`subjects.gatewayInstanceCall`), not to any.
+ */
+export const UPSTREAM_INPUT_INSTANCE = 'upstreamInputInstance';
+
 /** Request on `punk.gateway.call`. */
 export const gatewayRequestSchema = z.discriminatedUnion('method', [
   z.object({ method: z.literal('catalog/list'), tenant: z.string().min(1), server: z.string().min(1).optional() }),
@@ -695,9 +702,19 @@ export function parseMessage<S extends z.ZodType>(schema: S, subject: string, da
   });
 }
 
-/** Sends a typed request on `punk.gateway.call`; the reply is the upstream result or the catalog. */
-export async function requestGateway(bus: Bus, request: GatewayRequest, timeoutMs: number, headers?: BusHeaders): Promise<unknown> {
-  return bus.request(subjects.gatewayCall, request, { timeoutMs, ...(headers && { headers }) });
+/**
+ * Sends a typed request on `punk.gateway.call` (to any replica), or with `instanceId` to that gateway replica alone
+ * (`subjects.gatewayInstanceCall`); the reply is the upstream result or the catalog.
+ */
+export async function requestGateway(
+  bus: Bus,
+  request: GatewayRequest,
+  timeoutMs: number,
+  headers?: BusHeaders,
+  instanceId?: string,
+): Promise<unknown> {
+  const subject = instanceId === undefined ? subjects.gatewayCall : subjects.gatewayInstanceCall(instanceId);
+  return bus.request(subject, request, { timeoutMs, ...(headers && { headers }) });
 }
 
 /** Asks governance for a decision. */

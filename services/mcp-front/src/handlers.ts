@@ -44,6 +44,7 @@ import {
   type Logger,
   type LogLevel,
   type Principal,
+  UPSTREAM_INPUT_INSTANCE,
   UPSTREAM_INPUT_REQUIRED,
 } from '@punk/lib';
 import { permittedPrompts, permittedResources, permittedTools } from './auth/list-filter.js';
@@ -514,8 +515,15 @@ async function forwardModern(
         ...(state?.upstreamState && { requestState: state.upstreamState }),
       } as GatewayRequest;
       try {
-        result = await requestGateway(deps.bus, message, timeoutMs);
+        result = await requestGateway(deps.bus, message, timeoutMs, undefined, state?.instance);
       } catch (error) {
+        if (state?.instance !== undefined && error instanceof PunkError && error.code === 'BusNoResponders') {
+          throw new ProtocolError(
+            ProtocolErrorCode.InvalidParams,
+            `the gateway replica running the server process that asked for this input is gone: call again without requestState`,
+            { reason: 'invalid_request_state' },
+          );
+        }
         throw toProtocolError(error, { method: request.method, server: request.server, target, timeoutMs });
       }
     }
@@ -529,9 +537,12 @@ async function forwardModern(
   if (upstream[UPSTREAM_INPUT_REQUIRED] === true) {
     // The upstream's own input_required: its keys go to the client; its requestState travels inside Punk's signed one.
     const upstreamState = typeof upstream['requestState'] === 'string' ? upstream['requestState'] : '';
+    const instance = upstream[UPSTREAM_INPUT_INSTANCE];
     const requestState = deps.requestState.mint({
       requestId: '',
       upstreamState,
+      // A server process of one gateway replica asked: the retry goes back to that replica.
+      ...(typeof instance === 'string' && { instance }),
       callId,
       method: request.method,
       target,

@@ -68,7 +68,8 @@ void describe('an abandoned input_required round on a shared 2025-era upstream',
       apiVersion: 'mcp.punk.dev/v1alpha1',
       kind: 'McpServer',
       metadata: { name: 'asking', namespace: tenant },
-      spec: { image: 'local/asking', command: [process.execPath, fixture], transport: 'stdio' },
+      // Pinned to 2025: one shared connection, whatever the era of its clients.
+      spec: { image: 'local/asking', command: [process.execPath, fixture], transport: 'stdio', protocolEra: '2025' },
     });
     database = await openScratchDb(log);
     gateway = await startGateway({
