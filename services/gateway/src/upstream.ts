@@ -181,6 +181,8 @@ export class Upstream {
    * {@link connectionInEra}): opened on the first such call, closed with the pooled connection it belongs to (`of`).
    */
   private other: OtherEraConnection | undefined;
+  /** Those of {@link links} whose call went out on a 2026-07-28 connection (which sends no server-to-client request). */
+  private readonly modernLinks = new Set<ClientLink>();
   /** Clients of calls in flight that were sent a server-to-client request they have not answered yet, to how many. */
   private readonly asking = new Map<ClientLink, number>();
 
@@ -440,7 +442,8 @@ export class Upstream {
    *   -32603 when the call is ambiguous, or the client's own error.
    */
   private async serverRequest(method: ForwardedMethod, params: Record<string, unknown> | undefined): Promise<Record<string, unknown>> {
-    const live = [...this.links.keys()];
+    // Only a 2025-era connection sends requests: they belong to the calls in flight on such a connection.
+    const live = [...this.links.keys()].filter((link) => !this.modernLinks.has(link));
     const able = live.filter((link) => link.supports(method));
     // A call whose client is still to answer an earlier request (a 2026-07-28 client's input_required round, which
     // it may abandon) is waiting in that request: a new one is the request of another call, never held up by it.
@@ -656,6 +659,7 @@ export class Upstream {
     const { [LOG_LEVEL_META_KEY]: requestedLevel, ...clientMeta } = meta ?? {};
     const logLevel = logLevelSchema.safeParse(requestedLevel).data;
     if (link) this.links.set(link, logLevel);
+    if (link && connection.client.getProtocolEra() === 'modern') this.modernLinks.add(link);
     try {
       const base = meta === undefined ? undefined : clientMeta;
       const withToken = token ? { ...base, progressToken: token } : base;
@@ -717,7 +721,10 @@ export class Upstream {
         message: `server ${this.key} failed during the call: ${connection.redact(errorMessage(error))}`,
       };
     } finally {
-      if (link) this.links.delete(link);
+      if (link) {
+        this.links.delete(link);
+        this.modernLinks.delete(link);
+      }
       if (token) {
         // The SDK dispatches notifications a microtask late: let a progress read with the result go out first.
         await new Promise((resolve) => setImmediate(resolve));

@@ -60,8 +60,9 @@ export const subjects = {
   clientAnswer: (requestId: string) => `punk.client-request.${requestId}.answer`,
   /**
    * Request/reply served only by the gateway replica `instanceId` (no queue group): a `punk.gateway.call` request
-   * for a `per-client` upstream session that replica owns, forwarded by the replica that received it
-   * (`gatewayRequestSchema`; same reply and errors as `punk.gateway.call`, plus `UpstreamSessionMoved`).
+   * for a `per-client` upstream session that replica owns, forwarded by the replica that received it, or a
+   * 2026-07-28 retry of an `input_required` one of its server processes answered ({@link UPSTREAM_INPUT_INSTANCE}),
+   * sent by a front (`gatewayRequestSchema`; same reply and errors as `punk.gateway.call`, plus `UpstreamSessionMoved`).
    */
   gatewayInstanceCall: (instanceId: string) => `punk.gateway.instance.${subjectToken(instanceId)}.call`,
   /**

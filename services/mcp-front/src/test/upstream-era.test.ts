@@ -150,8 +150,13 @@ void describe('an upstream of both eras, reached in the era of each client', { t
     const client = await connect('2025', 'dual-http');
     assert.equal(text(await client.callTool({ name: 'confirm', arguments: {} })), 'confirmed by Ada');
     assert.equal(text(await client.callTool({ name: 'greet', arguments: {} })), 'Hello, Ada!');
-    // The 2026-07-28 client of the same server still gets its own input_required.
+    // The 2026-07-28 client of the same server still gets its own input_required; its call in flight on the
+    // 2026-07-28 connection is no candidate for the server's requests on the 2025 one.
     const modern = await connect('2026', 'dual-http');
+    const slow = modern.callTool({ name: 'slow', arguments: {} });
+    await new Promise((done) => setTimeout(done, 300));
+    assert.equal(text(await client.callTool({ name: 'confirm', arguments: {} })), 'confirmed by Ada');
+    assert.equal(text(await slow), 'slow done');
     const first = (await modern.callTool({ name: 'greet', arguments: {} }, { allowInputRequired: true })) as Record<string, unknown>;
     assert.deepEqual(Object.keys(first['inputRequests'] as object), ['user_name']);
   });
