@@ -61,6 +61,8 @@ export const MAX_BACKOFF_MS = 30_000;
 export const BREAKER_FAILURE_THRESHOLD = 3;
 /** Failures that end a start attempt for good: retrying cannot help until the manifest or the gateway changes. */
 const FINAL_START_ERRORS = new Set(['ServerLaunchFailed', 'SecretUnsupported', 'CredentialUnavailable', 'EgressRefused']);
+/** Longest wait of a call for the connection of its client's era to open (at most the start timeout), in milliseconds. */
+const OTHER_ERA_WAIT_MS = 10_000;
 /** A server ready for this long before it fails starts its backoff afresh. */
 const STABLE_MS = 60_000;
 /** How long a closed connection waits for its process's exit code before reporting. */
@@ -872,7 +874,7 @@ export class Upstream {
    * the client's request, so it asks for client input the way that client takes it): `pooled` when it speaks that era,
    * when the manifest pins one (`spec.protocolEra`), when the call has no client, and when the server is not reached in
    * that era otherwise; else a second connection in that era, opened on the first such call (a process of its own for a
-   * stdio server) and kept beside `pooled`. A server that refuses the era is asked again only after `pooled` is replaced.
+   * stdio server; the call waits for it at most {@link OTHER_ERA_WAIT_MS}) and kept beside `pooled`. A server that refuses the era is asked again only after `pooled` is replaced.
    * A Streamable HTTP server is reached in 2025 beside 2026-07-28 only when its 2025 endpoint opens a session: a stateless
    * one cannot carry the server's requests to its clients, which the 2026-07-28 connection bridges (upstream-input.ts).
    * A streamable-http or sse server Punk starts itself is reached on its one connection (its port is its own).
@@ -888,7 +890,22 @@ export class Upstream {
     const other = this.other;
     if (other.refused) return pooled;
     other.opening ??= this.openOther(other);
-    return (await other.opening) ?? pooled;
+    // A server that never answers the other era's handshake must not hold the call for the whole start timeout: past
+    // the bound the call goes out on `pooled`, and the opening goes on for the calls after it.
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<undefined>((resolve) => {
+      timer = setTimeout(
+        () => {
+          resolve(undefined);
+        },
+        Math.min(OTHER_ERA_WAIT_MS, this.options.startTimeoutMs),
+      );
+    });
+    try {
+      return (await Promise.race([other.opening, bound])) ?? pooled;
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** Opens the connection of `other` (see {@link connectionInEra}); resolves with none when the server refuses that era. */
