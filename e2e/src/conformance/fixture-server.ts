@@ -77,6 +77,11 @@ const JSON_SCHEMA_2020_12 = {
 
 const text = (value: string): CallToolResult => ({ content: [{ type: 'text', text: value }] });
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** The answer of `test_sampling`: the sampled content, text blocks as they are and others by type. */
+const sampledText = (content: { type: string; text?: string } | { type: string; text?: string }[]): CallToolResult => {
+  const reply = Array.isArray(content) ? content : [content];
+  return text(`LLM response: ${reply.map((c) => (c.type === 'text' ? String(c.text) : `[${c.type}]`)).join(' ')}`);
+};
 /** The elicitation schema asking for a `name`. */
 const nameSchema = () => ({ type: 'object' as const, properties: { name: { type: 'string' as const } }, required: ['name'] });
 
@@ -96,8 +101,8 @@ const announceToConnections = (list: 'tools' | 'prompts') => {
 let announceChange: (list: 'tools' | 'prompts') => void = announceToConnections;
 
 /** A fixture server for a 2025-era connection, known to {@link announceChange} until it closes. */
-function connectedFixtureServer(): McpServer {
-  const server = buildFixtureServer();
+export function connectedFixtureServer(options: FixtureOptions = {}): McpServer {
+  const server = buildFixtureServer(options);
   connected.add(server);
   server.server.onclose = () => void connected.delete(server);
   return server;
@@ -113,8 +118,26 @@ function clientCapabilities(server: McpServer, ctx: ServerContext): Record<strin
   );
 }
 
+/** How the 2025-era client-input tools (`test_sampling`, `test_elicitation*`) ask their client. */
+export interface FixtureOptions {
+  /**
+   * `input-required` (default): they return `inputRequired(...)`, which the SDK's legacy shim turns into real requests on
+   * a 2025-era connection. `push`: they send the request themselves (`ctx.mcpReq.requestSampling`, `elicitInput`), the
+   * usual way of a 2025-era server, which the SDK refuses on a 2026-07-28 request.
+   */
+  serverRequests?: 'input-required' | 'push';
+  /** Announces a list change for `test_trigger_tool_change` / `test_trigger_prompt_change`; default the fixture's own. */
+  announce?: (list: 'tools' | 'prompts') => void;
+}
+
 /** The server of one connection (2025 era) or one request (2026-07-28). */
-export function buildFixtureServer(): McpServer {
+export function buildFixtureServer(options: FixtureOptions = {}): McpServer {
+  const push = options.serverRequests === 'push';
+  const announce =
+    options.announce ??
+    ((list: 'tools' | 'prompts') => {
+      announceChange(list);
+    });
   const server = new McpServer(
     { name: 'punk-conformance-fixture', version: '1.0.0' },
     {
@@ -223,20 +246,21 @@ export function buildFixtureServer(): McpServer {
     'test_sampling',
     'Asks the client to sample a message for `prompt`',
     async (args, ctx) => {
+      const message = { role: 'user' as const, content: { type: 'text' as const, text: String(args.prompt) } };
+      // eslint-disable-next-line @typescript-eslint/no-deprecated -- on purpose: the usual way of a 2025-era server
+      if (push) return sampledText((await ctx.mcpReq.requestSampling({ messages: [message], maxTokens: 100 })).content);
       const answer = inputResponse(ctx.mcpReq.inputResponses, 'sample');
       if (answer.kind !== 'sampling') {
         return inputRequired({
           inputRequests: {
             sample: inputRequired.createMessage({
-              messages: [{ role: 'user', content: { type: 'text', text: String(args.prompt) } }],
+              messages: [message],
               maxTokens: 100,
             }),
           },
         });
       }
-      const content = answer.result.content;
-      const reply = Array.isArray(content) ? content : [content];
-      return text(`LLM response: ${reply.map((c) => (c.type === 'text' ? c.text : `[${c.type}]`)).join(' ')}`);
+      return sampledText(answer.result.content);
     },
     { type: 'object', properties: { prompt: { type: 'string' } }, required: ['prompt'] },
   );
@@ -252,6 +276,11 @@ export function buildFixtureServer(): McpServer {
       name,
       description,
       async (args, ctx) => {
+        if (push) {
+          // eslint-disable-next-line @typescript-eslint/no-deprecated -- on purpose: the usual way of a 2025-era server
+          const elicited = await ctx.mcpReq.elicitInput({ message: message(args), requestedSchema: requestedSchema as never });
+          return text(reply(elicited.action, elicited.content ?? {}));
+        }
         const answer = inputResponse(ctx.mcpReq.inputResponses, 'response');
         if (answer.kind !== 'elicit')
           return inputRequired({
@@ -467,11 +496,11 @@ export function buildFixtureServer(): McpServer {
     return text('Streaming complete');
   });
   tool('test_trigger_tool_change', 'Announces a tools/list change', async () => {
-    announceChange('tools');
+    announce('tools');
     return text('Mutation triggered');
   });
   tool('test_trigger_prompt_change', 'Announces a prompts/list change', async () => {
-    announceChange('prompts');
+    announce('prompts');
     return text('Mutation triggered');
   });
 

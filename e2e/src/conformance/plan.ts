@@ -1,8 +1,9 @@
 /**
  * Which conformance runs prove Punk's endpoint, and how to run them: the
  * fixture alone (the baseline), Punk's per-server endpoints in the
- * distributed topology (fixture over Streamable HTTP, which the gateway
- * speaks 2026-07-28 to, and over stdio, which it speaks 2025 to), and the
+ * distributed topology (fixture over Streamable HTTP and over stdio, each
+ * reached in the era of the client's request), the SDK-style upstream
+ * directly and through Punk (sdkPlan), and the
  * protocol-level scenarios against the aggregated `/mcp`, each in every
  * protocol era the suite covers, plus its pending suite for the record.
  */
@@ -22,33 +23,6 @@ export const PROTOCOL_SCENARIOS = [
   'caching',
 ];
 
-/** The Multi Round-Trip Request scenarios of the 2026-07-28 draft suite (SEP-2322). */
-export const MRTR_SCENARIOS = [
-  'input-required-result-basic-elicitation',
-  'input-required-result-basic-sampling',
-  'input-required-result-basic-list-roots',
-  'input-required-result-request-state',
-  'input-required-result-multiple-input-requests',
-  'input-required-result-multi-round',
-  'input-required-result-missing-input-response',
-  'input-required-result-non-tool-request',
-  'input-required-result-result-type',
-  'input-required-result-unsupported-methods',
-  'input-required-result-tampered-state',
-  'input-required-result-capability-check',
-  'input-required-result-ignore-extra-params',
-  'input-required-result-validate-input',
-];
-
-/** The 2026-07-28 draft suite without its MRTR scenarios. */
-const DRAFT_WITHOUT_MRTR = [
-  'server-stateless',
-  'sep-2164-resource-not-found',
-  'caching',
-  'http-header-validation',
-  'http-custom-header-server-validation',
-];
-
 /** A run of the plan; `lane` groups runs that must not overlap (they share one upstream connection). */
 export interface PlannedRun extends ConformanceRun {
   lane: string;
@@ -63,7 +37,7 @@ function baseline(target: string): Pick<ConformanceRun, 'expectedFailures'> {
 }
 
 /** Each dated 2025 revision's active suite, then 2026-07-28's active and draft suites, against one target. */
-function eraRuns(target: string, url: string, draftScenarios?: string[]): PlannedRun[] {
+function eraRuns(target: string, url: string): PlannedRun[] {
   const base = { url, lane: target, ...baseline(target) };
   return [
     ...(['2025-03-26', '2025-06-18', '2025-11-25', '2026-07-28'] as const).map((specVersion) => ({
@@ -76,34 +50,23 @@ function eraRuns(target: string, url: string, draftScenarios?: string[]): Planne
       ...base,
       label: `${target} 2026-07-28 draft`,
       specVersion: '2026-07-28',
-      ...(draftScenarios ? { scenarios: draftScenarios } : { suite: 'draft' as const }),
+      suite: 'draft' as const,
     },
   ];
 }
 
 /**
  * The runs. `fixtureUrl` is the fixture's own endpoint, `baseUrl` Punk's (the proxy in front of the front replicas).
- *
- * Over stdio the fixture is a 2025-era server on one connection shared by every client: its server-to-client
- * requests carry no related request, so the gateway relays one only when exactly one call is in flight, and an
- * MRTR round a scenario abandons holds its upstream call until the pending bound expires. The MRTR scenarios
- * therefore run last on that lane and are recorded, not asserted (the same scenarios are asserted through the
- * HTTP upstream, which speaks 2026-07-28).
+ * Over stdio the fixture speaks both eras (`serveStdio`): each gateway replica reaches it in 2025 for 2025-era clients
+ * and, in a process of its own, in 2026-07-28 for 2026-07-28 clients, whose MRTR rounds then carry the fixture's own
+ * keys and state (a retry goes back to the replica running that process).
  */
 export function conformancePlan(fixtureUrl: string, baseUrl: string): PlannedRun[] {
   const stdioUrl = `${baseUrl}/servers/conformance-stdio/mcp`;
   return [
     ...eraRuns('fixture', fixtureUrl),
     ...eraRuns('punk-server-http', `${baseUrl}/servers/conformance/mcp`),
-    ...eraRuns('punk-server-stdio', stdioUrl, DRAFT_WITHOUT_MRTR),
-    {
-      label: 'punk-server-stdio 2026-07-28 mrtr (2025-era upstream)',
-      url: stdioUrl,
-      lane: 'punk-server-stdio',
-      specVersion: '2026-07-28',
-      scenarios: MRTR_SCENARIOS,
-      informational: true,
-    },
+    ...eraRuns('punk-server-stdio', stdioUrl),
     ...(['2025-03-26', '2025-06-18', '2025-11-25', '2026-07-28'] as const).map((specVersion) => ({
       label: `punk-aggregated ${specVersion} protocol`,
       url: `${baseUrl}/mcp`,
@@ -113,6 +76,37 @@ export function conformancePlan(fixtureUrl: string, baseUrl: string): PlannedRun
       ...baseline('punk-aggregated'),
     })),
   ];
+}
+
+/** One run against the SDK-style upstream directly, and the same run through Punk's per-server endpoints. */
+export interface ComparedRuns {
+  direct: PlannedRun;
+  /** Over Streamable HTTP (`/servers/sdk/mcp`) and over stdio (`/servers/sdk-stdio/mcp`). */
+  through: PlannedRun[];
+}
+
+/**
+ * The runs of the SDK-style upstream (sdk-server.ts), in every era the suite covers: each must pass through Punk
+ * every scenario it passes directly (see {@link lostThroughPunk}); what fails directly is not asked of Punk.
+ */
+export function sdkPlan(sdkUrl: string, baseUrl: string): ComparedRuns[] {
+  const direct = eraRuns('sdk', sdkUrl);
+  const http = eraRuns('punk-sdk-http', `${baseUrl}/servers/sdk/mcp`);
+  const stdio = eraRuns('punk-sdk-stdio', `${baseUrl}/servers/sdk-stdio/mcp`);
+  return direct.map((run, i) => ({ direct: run, through: [http[i], stdio[i]].filter((r): r is PlannedRun => r !== undefined) }));
+}
+
+/** Scenarios of a summary that passed (`✓ <scenario>: ...`). */
+function passedScenarios(summary: string[]): Set<string> {
+  return new Set(summary.map((line) => /^✓ ([^:]+):/.exec(line)?.[1]).filter((name) => name !== undefined));
+}
+
+/** The scenarios that passed in `direct` and did not pass in `through` (each with its line there, if any). */
+export function lostThroughPunk(direct: ConformanceOutcome, through: ConformanceOutcome): string[] {
+  const passed = passedScenarios(through.summary);
+  return [...passedScenarios(direct.summary)]
+    .filter((scenario) => !passed.has(scenario))
+    .map((scenario) => through.summary.find((line) => line.includes(` ${scenario}:`)) ?? `${scenario}: not run`);
 }
 
 /** The pending suite, once per target and era, for the record (never asserted). */

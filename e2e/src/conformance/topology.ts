@@ -6,7 +6,8 @@
  * requests of one client land on different replicas). The fixture is an
  * McpServer `conformance` of the tenant, reached over Streamable HTTP (its
  * url) and, as `conformance-stdio`, over stdio (a child process of the
- * gateway).
+ * gateway); the SDK-style upstream (sdk-server.ts) likewise as `sdk` and
+ * `sdk-stdio`.
  */
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
@@ -17,11 +18,14 @@ import { manifestDir as makeManifestDir, removeDir, repoRoot } from '../harness.
 import { startOwnNats, type OwnNats } from '../nats-server.js';
 import { startService, type ServiceProcess } from '../processes.js';
 import { startFixtureHttp, type FixtureHttpServer } from './fixture-server.js';
+import { startSdkHttp } from './sdk-server.js';
 
 /** A running topology. */
 export interface ConformanceTopology {
   /** The fixture's own URL (`http://127.0.0.1:<port>/mcp`). */
   fixtureUrl: string;
+  /** The SDK-style upstream's own URL (sdk-server.ts), behind Punk as `sdk` and, over stdio, `sdk-stdio`. */
+  sdkUrl: string;
   /** The proxy's base URL; `/mcp`, `/servers/conformance/mcp`, `/servers/conformance-stdio/mcp` below it. */
   baseUrl: string;
   services: ServiceProcess[];
@@ -38,6 +42,7 @@ export async function startConformanceTopology(): Promise<ConformanceTopology> {
   let nats: OwnNats | undefined;
   let db: { url: string; drop(): Promise<void> } | undefined;
   let fixture: FixtureHttpServer | undefined;
+  let sdk: FixtureHttpServer | undefined;
   let proxy: Proxy | undefined;
   let manifestDir: string | undefined;
   const services: ServiceProcess[] = [];
@@ -45,12 +50,13 @@ export async function startConformanceTopology(): Promise<ConformanceTopology> {
     await proxy?.close();
     await Promise.all(services.map((s) => s.stop('SIGTERM')));
     await fixture?.close();
+    await sdk?.close();
     await nats?.stop();
     await db?.drop();
     if (manifestDir) await removeDir(manifestDir);
   };
   try {
-    [nats, db, fixture] = await Promise.all([startOwnNats(), scratchDatabase(), startFixtureHttp(0)]);
+    [nats, db, fixture, sdk] = await Promise.all([startOwnNats(), scratchDatabase(), startFixtureHttp(0), startSdkHttp(0)]);
     manifestDir = await makeManifestDir('conformance', {
       'conformance.yaml': `apiVersion: mcp.punk.dev/v1alpha1
 kind: McpServer
@@ -65,6 +71,21 @@ metadata: { name: conformance-stdio, namespace: ${tenant} }
 spec:
   image: local/conformance-fixture
   command: [${JSON.stringify(process.execPath)}, ${JSON.stringify(join(repoRoot, 'e2e/dist/conformance/fixture-server.js'))}, "--stdio"]
+  transport: stdio
+`,
+      'sdk.yaml': `apiVersion: mcp.punk.dev/v1alpha1
+kind: McpServer
+metadata: { name: sdk, namespace: ${tenant} }
+spec:
+  url: ${sdk.url}
+  transport: streamable-http
+`,
+      'sdk-stdio.yaml': `apiVersion: mcp.punk.dev/v1alpha1
+kind: McpServer
+metadata: { name: sdk-stdio, namespace: ${tenant} }
+spec:
+  image: local/conformance-sdk
+  command: [${JSON.stringify(process.execPath)}, ${JSON.stringify(join(repoRoot, 'e2e/dist/conformance/sdk-server.js'))}, "--stdio"]
   transport: stdio
 `,
     });
@@ -84,7 +105,7 @@ spec:
     const fronts = services.filter((s) => s.name === 'mcp-front').map((s) => s.url);
     const ledgers = services.filter((s) => s.name === 'ledger').map((s) => s.url);
     proxy = await startProxy({ host: '127.0.0.1', port: 0, backends: { fronts, ledgers }, log: createLogger('conformance-proxy', 'warn') });
-    return { fixtureUrl: fixture.url, baseUrl: proxy.url, services, stop };
+    return { fixtureUrl: fixture.url, sdkUrl: sdk.url, baseUrl: proxy.url, services, stop };
   } catch (error) {
     await stop();
     throw error;

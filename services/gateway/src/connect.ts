@@ -66,7 +66,19 @@ export interface ConnectOptions {
   secrets?: Secrets;
   /** Headers to send instead of resolving `spec.headers`: already renewed after an HTTP 401, so a 401 now is final. */
   renewedHeaders?: ResolvedHeader[];
+  /**
+   * The protocol era to speak, when not the default: `legacy` (the 2025 `initialize` handshake only) or `modern`
+   * (2026-07-28 only: the start fails when the server does not speak it). Default: stdio servers speak 2025, Streamable
+   * HTTP servers are probed with `server/discover` and spoken to in 2026-07-28 when they answer it.
+   */
+  era?: ProtocolEra;
 }
+
+/** The MCP protocol eras: `legacy` (2025 revisions, `initialize`) and `modern` (2026-07-28, `server/discover`). */
+export type ProtocolEra = 'legacy' | 'modern';
+
+/** The 2026-07-28 revision, pinned by a `modern` connection. */
+const MODERN_PROTOCOL_VERSION = '2026-07-28';
 
 /** Answers a server-to-client request of an upstream (MCP 2025-11-25 client/elicitation, client/sampling). */
 export type ServerRequestHandler = (
@@ -84,17 +96,39 @@ export const CLIENT_INFO = { name: 'punk-gateway', version: '0.1.0' } as const;
 /** Delay between attempts to reach a local HTTP server that is still starting, in milliseconds. */
 const HTTP_RETRY_MS = 200;
 
-function newClient(options: ConnectOptions, modern: boolean): Client {
-  const onChanged = () => options.onListChanged();
-  const listChanged = { autoRefresh: false, debounceMs: 50, onChanged };
+/** Notifications that say one of the upstream's listings changed (either era). */
+const LIST_CHANGED_NOTIFICATIONS = [
+  'notifications/tools/list_changed',
+  'notifications/prompts/list_changed',
+  'notifications/resources/list_changed',
+] as const;
+
+/** How long list-changed notifications are gathered into one {@link ConnectOptions.onListChanged}, in milliseconds. */
+const LIST_CHANGED_DEBOUNCE_MS = 50;
+
+/** A client for one connection attempt; `negotiates`: the transport may speak 2026-07-28 (Streamable HTTP or stdio). */
+function newClient(options: ConnectOptions, negotiates: boolean, byDefault: 'auto' | 'legacy'): Client {
   const clientOptions: ClientOptions = {
-    listChanged: { tools: listChanged, prompts: listChanged, resources: listChanged },
     // Declared so upstreams offer their elicitation and sampling; each request is relayed to the client of
     // the call, or refused when that client did not declare the capability itself (client-channel.ts).
     capabilities: { elicitation: { form: {} }, sampling: {}, ...(options.session?.roots && { roots: { listChanged: true } }) },
   };
-  if (modern) clientOptions.versionNegotiation = { mode: 'auto' };
+  const era = negotiates ? options.era : 'legacy';
+  if (era === 'modern') clientOptions.versionNegotiation = { mode: { pin: MODERN_PROTOCOL_VERSION } };
+  else if (era === undefined && byDefault === 'auto') clientOptions.versionNegotiation = { mode: 'auto' };
   const client = new Client(CLIENT_INFO, clientOptions);
+  // Handlers of our own rather than the SDK's `listChanged` option: on a 2026-07-28 connection that option opens
+  // `subscriptions/listen` inside the handshake, so an upstream whose listen never acknowledges would fail its start.
+  // The stream is opened after the handshake instead (listenForChanges); these handlers serve both eras.
+  let debounce: NodeJS.Timeout | undefined;
+  for (const method of LIST_CHANGED_NOTIFICATIONS) {
+    client.setNotificationHandler(method, () => {
+      clearTimeout(debounce);
+      debounce = setTimeout(() => {
+        options.onListChanged();
+      }, LIST_CHANGED_DEBOUNCE_MS);
+    });
+  }
   client.setNotificationHandler('notifications/progress', (notification) => options.onProgress({ ...notification.params }));
   client.setNotificationHandler('notifications/resources/updated', (notification) => options.onResourceUpdated(notification.params.uri));
   const session = options.session;
@@ -120,7 +154,8 @@ function newClient(options: ConnectOptions, modern: boolean): Client {
 /**
  * Connects to a server. stdio servers speak the 2025 era (`initialize`); HTTP
  * servers are probed with `server/discover` (`mode: 'auto'`) so 2026-07-28
- * servers are spoken to in their era; sse servers speak 2025. A streamable-http
+ * servers are spoken to in their era; sse servers speak 2025; `options.era`
+ * pins one era instead (stdio and Streamable HTTP). A streamable-http
  * server whose handshake POST is answered 400, 404 or 405 is spoken to over
  * HTTP+SSE instead (http-transport.ts). A url server that answers HTTP 401 to
  * headers from an OAuth2 credential gets them renewed once and is tried again.
@@ -158,7 +193,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
           seen,
           ...(options.fetch && { fetch: options.fetch }),
           timeoutMs: () => deadline - Date.now(),
-          newClient: (kind) => (client = newClient(options, kind === 'streamable-http')),
+          newClient: (kind) => (client = newClient(options, kind === 'streamable-http', 'auto')),
           onFallback: (status) =>
             options.log.info(
               { server: name, status },
@@ -183,6 +218,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
         for (const header of headers) secrets.add(header.value);
       }
       options.log.info({ server: name, transport: connected.transport }, `connected to server ${name} over ${connected.transport}`);
+      listenForChanges(connected.client, options.log, name, options.timeoutMs, hide);
       return {
         client: connected.client,
         transport: connected.transport,
@@ -207,7 +243,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
     });
     exited.catch(() => undefined);
     if (transport === 'stdio') {
-      client = newClient(options, false);
+      client = newClient(options, true, 'legacy');
       await Promise.race([client.connect(new ProcessStdioTransport(proc), { timeout: options.timeoutMs }), exited, timeout]);
       return { client, transport: 'stdio', process: proc, headers: [], unauthorized: () => 0, sessionLost: () => 0, redact: hide };
     }
@@ -220,7 +256,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
             transport: transport === 'sse' ? 'sse' : 'streamable-http',
             headers: {},
             timeoutMs: () => deadline - Date.now(),
-            newClient: (kind) => (client = newClient(options, kind === 'streamable-http')),
+            newClient: (kind) => (client = newClient(options, kind === 'streamable-http', 'auto')),
           });
         } catch (error) {
           if (proc.exitInfo || Date.now() + HTTP_RETRY_MS >= deadline) throw error;
@@ -230,6 +266,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
       }
     };
     const connected = await Promise.race([attempt(), exited, timeout]);
+    listenForChanges(connected.client, options.log, name, options.timeoutMs, hide);
     return {
       client: connected.client,
       transport: connected.transport,
@@ -248,6 +285,40 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * Opens, in the background, the `subscriptions/listen` stream of a 2026-07-28 connection for the list changes the
+ * upstream advertises (MCP 2026-07-28 basic/utilities/subscriptions); a no-op on a 2025-era connection, whose list
+ * changes arrive unsolicited. The stream is optional: an upstream that does not acknowledge it within `timeoutMs`,
+ * answers with something other than an event stream, or ends it, only loses its change notifications (logged as a
+ * warning naming the server); its connection and its calls are not affected.
+ */
+export function listenForChanges(client: Client, log: Logger, name: string, timeoutMs: number, hide: (text: string) => string): void {
+  if (client.getProtocolEra() !== 'modern') return;
+  const caps = client.getServerCapabilities() ?? {};
+  const filter = {
+    ...(caps.tools?.listChanged && { toolsListChanged: true }),
+    ...(caps.prompts?.listChanged && { promptsListChanged: true }),
+    ...(caps.resources?.listChanged && { resourcesListChanged: true }),
+  };
+  if (Object.keys(filter).length === 0) return;
+  const degraded = (why: string) => {
+    log.warn(
+      { server: name, err: hide(why) },
+      `server ${name} sends no change notifications (its subscriptions/listen stream failed); its listings are refreshed only on reconnect`,
+    );
+  };
+  client.listen(filter, { timeout: timeoutMs }).then(
+    (subscription) =>
+      void subscription.closed.then((cause) => {
+        // `remote` after our own close is the connection ending, not the stream failing.
+        if (cause === 'remote' && client.transport) degraded('the server ended the stream');
+      }),
+    (error: unknown) => {
+      degraded(errorMessage(error));
+    },
+  );
 }
 
 /**

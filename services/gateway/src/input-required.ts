@@ -12,8 +12,9 @@
  * brings the answer on `punk.client-request.<id>.answer`, which only this
  * replica serves; the reply to that answer is the call's next outcome (its
  * final result, or the next `input_required` when the upstream asks again).
- * A request the client never answers expires under the pending bounds: the
- * upstream gets a JSON-RPC error and the call ends on its own.
+ * A request the client never answers expires under the pending bounds, or
+ * sooner when the `requestState` minted for it expires (the channel's
+ * `inputTtlMs`): the upstream gets a JSON-RPC error and the call ends on its own.
  */
 import { randomUUID } from 'node:crypto';
 import { ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/client';
@@ -49,6 +50,17 @@ class Slot {
   constructor() {
     this.promise = new Promise((resolve) => (this.settle = resolve));
   }
+}
+
+/** Time a retry may take to reach this replica after its `requestState` was verified at the front, in milliseconds. */
+export const RETRY_TRANSIT_MS = 1_000;
+
+/**
+ * How long one round is held for the client's retry: the pending bound, or the lifetime of the `requestState`
+ * the front mints for it (plus {@link RETRY_TRANSIT_MS}) when that is shorter: past it no retry can be accepted.
+ */
+export function roundBoundMs(pendingTimeoutMs: number, inputTtlMs: number | undefined): number {
+  return inputTtlMs === undefined ? pendingTimeoutMs : Math.min(pendingTimeoutMs, inputTtlMs + RETRY_TRANSIT_MS);
 }
 
 /**
@@ -136,11 +148,12 @@ export async function runWithInputRequired(
           inputRequests: { [id]: { method, ...(params && { params }) } },
         };
         after = emit({ ok: true, value: inputRequired as unknown as Record<string, unknown> });
+        const waitMs = roundBoundMs(pending.limits.timeoutMs, channel.inputTtlMs);
         return await clientResult(
           answered,
           method,
-          pending.limits.timeoutMs,
-          `the client did not retry with an answer to ${method} within ${pending.limits.timeoutMs} ms`,
+          waitMs,
+          `the client did not retry with an answer to ${method} within ${String(waitMs)} ms`,
         );
       } catch (error) {
         if (error instanceof ProtocolError) throw error;

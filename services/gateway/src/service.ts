@@ -202,6 +202,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     fetch: fetchFor(server),
     secrets: secretsOf(server.metadata.namespace ?? 'default'),
     reviewTools: (u: Upstream, tools: McpItem[]) => pinning.review(u.server, tools),
+    instanceId,
   });
 
   /** The name conflicts of a tenant's tools on `/mcp` (naming.ts), from this replica's catalog of it. */

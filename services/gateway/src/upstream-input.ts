@@ -12,6 +12,7 @@
 import { CLIENT_CAPABILITIES_META_KEY, ProtocolErrorCode } from '@modelcontextprotocol/client';
 import { PunkError } from '@punk/lib';
 import { CAPABILITY_OF, type ClientLink } from './client-channel.js';
+import type { ProtocolEra } from './connect.js';
 
 /** Most `input_required` rounds of one call before the gateway gives up. */
 export const MAX_INPUT_ROUNDS = 8;
@@ -31,9 +32,11 @@ export interface InputRequiredMode {
   passThrough: boolean;
   /** The client's answers and the upstream's `requestState`, when the call is such a client's retry. */
   retry?: InputRetry;
+  /** The protocol era of the call's client (from its channel): the call goes out in that era where the upstream speaks it. */
+  era?: ProtocolEra;
 }
 
-/** The mode of a gateway call: pass-through for a 2026-07-28 client (channel era `2026`), with the retry it carries. */
+/** The mode of a gateway call: pass-through for a 2026-07-28 client (channel era `2026`), with the retry it carries and its client's era. */
 export function inputModeOf(request: {
   channel?: { era?: string | undefined } | undefined;
   inputResponses?: Record<string, unknown> | undefined;
@@ -43,7 +46,8 @@ export function inputModeOf(request: {
     inputResponses: request.inputResponses,
     ...(request.requestState !== undefined && { requestState: request.requestState }),
   };
-  return { passThrough: request.channel?.era === '2026', ...(retry && { retry }) };
+  const era: ProtocolEra | undefined = request.channel && (request.channel.era === '2026' ? 'modern' : 'legacy');
+  return { passThrough: request.channel?.era === '2026', ...(retry && { retry }), ...(era && { era }) };
 }
 
 /**

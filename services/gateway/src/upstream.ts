@@ -30,6 +30,7 @@ import {
   logLevelSchema,
   passesLogLevel,
   PunkError,
+  UPSTREAM_INPUT_INSTANCE,
   UPSTREAM_INPUT_REQUIRED,
   type Logger,
   type LogLevel,
@@ -39,7 +40,14 @@ import {
 } from '@punk/lib';
 import { buildCatalog, emptyListings, type Listings, type McpItem, type ServerIdentity } from './catalog.js';
 import type { ClientLink } from './client-channel.js';
-import { openConnection, unauthorizedError, type Connection, type ForwardedMethod } from './connect.js';
+import {
+  openConnection,
+  unauthorizedError,
+  type ConnectOptions,
+  type Connection,
+  type ForwardedMethod,
+  type ProtocolEra,
+} from './connect.js';
 import { renewHeaders, type ResolvedHeader, type Secrets } from './upstream-secrets.js';
 import type { ProcessExit } from './process.js';
 import type { SessionLink } from './session-link.js';
@@ -53,6 +61,8 @@ export const MAX_BACKOFF_MS = 30_000;
 export const BREAKER_FAILURE_THRESHOLD = 3;
 /** Failures that end a start attempt for good: retrying cannot help until the manifest or the gateway changes. */
 const FINAL_START_ERRORS = new Set(['ServerLaunchFailed', 'SecretUnsupported', 'CredentialUnavailable', 'EgressRefused']);
+/** Longest wait of a call for the connection of its client's era to open (at most the start timeout), in milliseconds. */
+const OTHER_ERA_WAIT_MS = 10_000;
 /** A server ready for this long before it fails starts its backoff afresh. */
 const STABLE_MS = 60_000;
 /** How long a closed connection waits for its process's exit code before reporting. */
@@ -79,6 +89,11 @@ export interface UpstreamOptions {
   fetch?: FetchLike;
   /** The credentials vault that resolves `cred:` references in `spec.headers` and `spec.env`, and renews OAuth2 ones after an HTTP 401. */
   secrets?: Secrets;
+  /**
+   * This gateway replica's name: a 2026-07-28 `input_required` a server process of it answered names it
+   * ({@link UPSTREAM_INPUT_INSTANCE}), so the client's retry comes back to that process.
+   */
+  instanceId?: string;
   /** Close the connection after this long without calls (`PUNK_UPSTREAM_IDLE_TIMEOUT_MS`), in milliseconds; never when absent. */
   idleTimeoutMs?: number;
   /** Most calls in flight at once (`PUNK_UPSTREAM_MAX_CONCURRENT_CALLS`); more fail at once with `ServerBusy`. Unbounded when absent. */
@@ -163,6 +178,15 @@ export class Upstream {
   private readonly progress = new Map<string, { link: ClientLink; clientToken: string | number }>();
   /** Clients of the calls in flight that can receive messages, to the log level each call asked for (none: every level). */
   private readonly links = new Map<ClientLink, LogLevel | undefined>();
+  /**
+   * The connection in the other protocol era than the pooled one's, for the calls of clients of that era (see
+   * {@link connectionInEra}): opened on the first such call, closed with the pooled connection it belongs to (`of`).
+   */
+  private other: OtherEraConnection | undefined;
+  /** Those of {@link links} whose call went out on a 2026-07-28 connection (which sends no server-to-client request). */
+  private readonly modernLinks = new Set<ClientLink>();
+  /** Clients of calls in flight that were sent a server-to-client request they have not answered yet, to how many. */
+  private readonly asking = new Map<ClientLink, number>();
 
   constructor(private readonly options: UpstreamOptions) {
     const { namespace = 'default', name } = options.server.metadata;
@@ -415,16 +439,31 @@ export class Upstream {
 
   /**
    * Answers a server-to-client request of the upstream by relaying it to the client of the one call in
-   * flight whose client can take it. Over a shared connection nothing on the wire says which call a
-   * request belongs to (stdio carries no related request id), so with none or several candidate calls
-   * the upstream gets an error rather than a guess.
+   * flight whose client can take it, leaving out calls whose client has yet to answer an earlier request
+   * when that leaves one. Over a shared connection nothing on the wire says which call a request belongs to
+   * (stdio carries no related request id), so with none or several candidate calls the upstream gets an
+   * error rather than a guess.
    * @throws ProtocolError for the upstream: -32601 when no call's client declared the capability,
    *   -32603 when the call is ambiguous, or the client's own error.
    */
   private async serverRequest(method: ForwardedMethod, params: Record<string, unknown> | undefined): Promise<Record<string, unknown>> {
-    const live = [...this.links.keys()];
+    // Only a 2025-era connection sends requests: they belong to the calls in flight on such a connection.
+    const live = [...this.links.keys()].filter((link) => !this.modernLinks.has(link));
     const able = live.filter((link) => link.supports(method));
-    if (able.length === 1) return able[0]!.request(method, params);
+    // A call whose client is still to answer an earlier request (a 2026-07-28 client's input_required round, which
+    // it may abandon) is waiting in that request: a new one is the request of another call, never held up by it.
+    const free = able.filter((link) => !this.asking.has(link));
+    const target = able.length === 1 ? able[0] : free.length === 1 ? free[0] : undefined;
+    if (target) {
+      this.asking.set(target, (this.asking.get(target) ?? 0) + 1);
+      try {
+        return await target.request(method, params);
+      } finally {
+        const left = (this.asking.get(target) ?? 1) - 1;
+        if (left === 0) this.asking.delete(target);
+        else this.asking.set(target, left);
+      }
+    }
     if (able.length === 0) {
       if (live.length === 1) live[0]!.unsupported?.(method);
       const why = live.length === 0 ? 'no client call is in progress' : 'the client of the call did not declare the capability';
@@ -432,7 +471,7 @@ export class Upstream {
     }
     throw new ProtocolError(
       ProtocolErrorCode.InternalError,
-      `${method} cannot be relayed: ${able.length} client calls are in progress on server ${this.key} and the request does not say which one it belongs to`,
+      `${method} cannot be relayed: ${String(free.length)} client calls are in progress on server ${this.key} and the request does not say which one it belongs to`,
     );
   }
 
@@ -474,6 +513,14 @@ export class Upstream {
       // The (re)connect may have listed the tools again: what was checked before it may no longer hold.
       const refusal = admit?.();
       if (refusal !== undefined) return { ok: false, kind: 'refused', message: refusal };
+      const inEra = await this.connectionInEra(connection, mode?.era);
+      if (inEra !== connection) {
+        // The connection of the client's era: a transport failure drops it (the next such call opens it again).
+        const outcome = await this.relayOn(inEra, call, meta, link, signal, mode);
+        if (!outcome.ok && (outcome.kind === 'unavailable' || outcome.kind === 'exited') && this.other?.connection === inEra)
+          void this.closeOther();
+        return outcome;
+      }
       const refused = connection.unauthorized();
       const lost = connection.sessionLost();
       const outcome = await this.relayOn(connection, call, meta, link, signal, mode);
@@ -617,6 +664,7 @@ export class Upstream {
     const { [LOG_LEVEL_META_KEY]: requestedLevel, ...clientMeta } = meta ?? {};
     const logLevel = logLevelSchema.safeParse(requestedLevel).data;
     if (link) this.links.set(link, logLevel);
+    if (link && connection.client.getProtocolEra() === 'modern') this.modernLinks.add(link);
     try {
       const base = meta === undefined ? undefined : clientMeta;
       const withToken = token ? { ...base, progressToken: token } : base;
@@ -630,7 +678,14 @@ export class Upstream {
         for (let round = 1; ; round++) {
           const value = await call(connection.client, options, sent, retry);
           if (!modern || !isInputRequiredResult(value)) return value;
-          if (mode?.passThrough) return { ...(value as Record<string, unknown>), [UPSTREAM_INPUT_REQUIRED]: true };
+          if (mode?.passThrough) {
+            const instanceId = connection.process && this.options.instanceId;
+            return {
+              ...(value as Record<string, unknown>),
+              [UPSTREAM_INPUT_REQUIRED]: true,
+              ...(instanceId && { [UPSTREAM_INPUT_INSTANCE]: instanceId }),
+            };
+          }
           if (round > MAX_INPUT_ROUNDS)
             throw new PunkError('UpstreamError', `server ${this.key} still asked for input after ${MAX_INPUT_ROUNDS} rounds`, {
               mcpCode: ProtocolErrorCode.InternalError,
@@ -671,7 +726,10 @@ export class Upstream {
         message: `server ${this.key} failed during the call: ${connection.redact(errorMessage(error))}`,
       };
     } finally {
-      if (link) this.links.delete(link);
+      if (link) {
+        this.links.delete(link);
+        this.modernLinks.delete(link);
+      }
       if (token) {
         // The SDK dispatches notifications a microtask late: let a progress read with the result go out first.
         await new Promise((resolve) => setImmediate(resolve));
@@ -736,20 +794,15 @@ export class Upstream {
     this.setState('starting', this.lastError);
     let connection: Connection;
     try {
+      const pinned = PINNED_ERA[this.options.server.spec.protocolEra ?? ''];
       connection = await openConnection(this.options.server, {
-        log: this.options.log,
-        workDir: this.options.workDir,
-        ...(this.options.extraEnv && { extraEnv: this.options.extraEnv }),
-        timeoutMs: this.options.startTimeoutMs,
+        ...this.connectOptions(),
         onListChanged: () => void this.refresh(generation),
-        onServerRequest: (method, params) => this.serverRequest(method, params),
-        onResourceUpdated: (uri) => this.options.onResourceUpdated(this, uri),
-        onProgress: (params) => this.onProgress(params),
-        onLog: (params) => this.onLog(params),
-        ...(this.options.session && { session: this.options.session }),
-        ...(this.options.fetch && { fetch: this.options.fetch }),
-        ...(this.options.secrets && { secrets: this.options.secrets }),
+        onResourceUpdated: (uri) => {
+          this.options.onResourceUpdated(this, uri);
+        },
         ...(renewedHeaders && { renewedHeaders }),
+        ...(pinned && { era: pinned }),
       });
     } catch (error) {
       if (generation !== this.generation) return error;
@@ -772,6 +825,7 @@ export class Upstream {
     void connection.process?.exited.then((exit) => {
       if (generation !== this.generation || this.stopping) return;
       this.connection = undefined;
+      if (this.other?.of === connection) void this.closeOther();
       void client.close().catch(() => undefined);
       this.fail(connection.redact(`server process ${connection.process!.describeExit(exit)}`), true);
     });
@@ -796,6 +850,109 @@ export class Upstream {
     if (changed) this.options.onListChanged(this);
     this.armIdle();
     return undefined;
+  }
+
+  /** The options of every connection to the server (the pooled one and the one of the other era), but its listing hooks. */
+  private connectOptions(): Omit<ConnectOptions, 'onListChanged' | 'onResourceUpdated'> {
+    return {
+      log: this.options.log,
+      workDir: this.options.workDir,
+      ...(this.options.extraEnv && { extraEnv: this.options.extraEnv }),
+      timeoutMs: this.options.startTimeoutMs,
+      onServerRequest: (method, params) => this.serverRequest(method, params),
+      onProgress: (params) => {
+        this.onProgress(params);
+      },
+      onLog: (params) => {
+        this.onLog(params);
+      },
+      ...(this.options.session && { session: this.options.session }),
+      ...(this.options.fetch && { fetch: this.options.fetch }),
+      ...(this.options.secrets && { secrets: this.options.secrets }),
+    };
+  }
+
+  /**
+   * The connection a call of a client of `era` goes out on (MCP: a server that speaks both eras is reached in the era of
+   * the client's request, so it asks for client input the way that client takes it): `pooled` when it speaks that era,
+   * when the manifest pins one (`spec.protocolEra`), when the call has no client, and when the server is not reached in
+   * that era otherwise; else a second connection in that era, opened on the first such call (a process of its own for a
+   * stdio server; the call waits for it at most {@link OTHER_ERA_WAIT_MS}) and kept beside `pooled`. A server that refuses the era is asked again only after `pooled` is replaced.
+   * A Streamable HTTP server is reached in 2025 beside 2026-07-28 only when its 2025 endpoint opens a session: a stateless
+   * one cannot carry the server's requests to its clients, which the 2026-07-28 connection bridges (upstream-input.ts).
+   * A streamable-http or sse server Punk starts itself is reached on its one connection (its port is its own).
+   */
+  private async connectionInEra(pooled: Connection, era: ProtocolEra | undefined): Promise<Connection> {
+    const spec = this.options.server.spec;
+    if (era === undefined || spec.protocolEra !== undefined || pooled.client.getProtocolEra() === era) return pooled;
+    if (pooled.transport === 'sse' || (spec.url === undefined && pooled.transport !== 'stdio')) return pooled;
+    if (this.other?.of !== pooled) {
+      void this.closeOther();
+      this.other = { of: pooled, era };
+    }
+    const other = this.other;
+    if (other.refused) return pooled;
+    other.opening ??= this.openOther(other);
+    // A server that never answers the other era's handshake must not hold the call for the whole start timeout: past
+    // the bound the call goes out on `pooled`, and the opening goes on for the calls after it.
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<undefined>((resolve) => {
+      timer = setTimeout(
+        () => {
+          resolve(undefined);
+        },
+        Math.min(OTHER_ERA_WAIT_MS, this.options.startTimeoutMs),
+      );
+    });
+    try {
+      return (await Promise.race([other.opening, bound])) ?? pooled;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Opens the connection of `other` (see {@link connectionInEra}); resolves with none when the server refuses that era. */
+  private async openOther(other: OtherEraConnection): Promise<Connection | undefined> {
+    const what = other.era === 'modern' ? 'the 2026-07-28 era' : 'the 2025 era';
+    try {
+      const connection = await openConnection(this.options.server, {
+        ...this.connectOptions(),
+        era: other.era,
+        // The pooled connection lists and carries subscriptions; this one only relays calls.
+        onListChanged: () => undefined,
+        onResourceUpdated: () => undefined,
+      });
+      const transport = connection.client.transport;
+      if (other.era === 'legacy' && transport instanceof StreamableHTTPClientTransport && transport.sessionId === undefined) {
+        await this.closeConnection(connection);
+        throw new Error('its 2025-era endpoint is stateless (no Mcp-Session-Id): its requests to clients could not reach them there');
+      }
+      if (this.other !== other) {
+        await this.closeConnection(connection);
+        return undefined;
+      }
+      other.connection = connection;
+      void connection.process?.exited.then(() => {
+        if (this.other === other) this.other = undefined;
+      });
+      this.options.log.info({ server: this.key, era: other.era }, `server ${this.key} is reached in ${what} too, for clients of that era`);
+      return connection;
+    } catch (error) {
+      other.refused = true;
+      this.options.log.info(
+        { server: this.key, era: other.era, err: this.hide(errorMessage(error)) },
+        `server ${this.key} could not be reached in ${what}; its clients of that era are served over its one connection`,
+      );
+      return undefined;
+    }
+  }
+
+  /** Closes the connection of the other era, if any (with its pooled connection, or after it failed a call). */
+  private async closeOther(): Promise<void> {
+    const other = this.other;
+    this.other = undefined;
+    const connection = await other?.opening;
+    if (connection) await this.closeConnection(connection);
   }
 
   /**
@@ -933,6 +1090,7 @@ export class Upstream {
    * ended with DELETE (MCP 2025-11-25 basic/transports "Session Management"), the client closed, the process stopped.
    */
   private async closeConnection(connection: Connection): Promise<void> {
+    if (this.other?.of === connection) await this.closeOther();
     const transport = connection.client.transport;
     const close = async () => {
       if (transport instanceof StreamableHTTPClientTransport) await transport.terminateSession().catch(() => undefined);
@@ -949,6 +1107,19 @@ export class Upstream {
     if (state === 'ready' || state === 'failed') this.settleFirstStart();
     if (changed) this.options.onState(this, state, lastError);
   }
+}
+
+/** `spec.protocolEra` as the era of a connection. */
+const PINNED_ERA: Record<string, ProtocolEra> = { '2025': 'legacy', '2026': 'modern' };
+
+/** The connection of an upstream in the other era than its pooled connection's (`of`), while it opens and once open. */
+interface OtherEraConnection {
+  of: Connection;
+  era: ProtocolEra;
+  opening?: Promise<Connection | undefined>;
+  connection?: Connection;
+  /** The server could not be reached in that era on this pooled connection's watch. */
+  refused?: boolean;
 }
 
 /**

@@ -60,8 +60,9 @@ export const subjects = {
   clientAnswer: (requestId: string) => `punk.client-request.${requestId}.answer`,
   /**
    * Request/reply served only by the gateway replica `instanceId` (no queue group): a `punk.gateway.call` request
-   * for a `per-client` upstream session that replica owns, forwarded by the replica that received it
-   * (`gatewayRequestSchema`; same reply and errors as `punk.gateway.call`, plus `UpstreamSessionMoved`).
+   * for a `per-client` upstream session that replica owns, forwarded by the replica that received it, or a
+   * 2026-07-28 retry of an `input_required` one of its server processes answered ({@link UPSTREAM_INPUT_INSTANCE}),
+   * sent by a front (`gatewayRequestSchema`; same reply and errors as `punk.gateway.call`, plus `UpstreamSessionMoved`).
    */
   gatewayInstanceCall: (instanceId: string) => `punk.gateway.instance.${subjectToken(instanceId)}.call`,
   /**
@@ -246,6 +247,12 @@ export const callChannelSchema = z.object({
    * with the call's next outcome.
    */
   era: z.enum(['2025', '2026']).optional(),
+  /**
+   * Era `2026`: how long the client has to retry an `input_required` result, in milliseconds (the lifetime of the
+   * `requestState` the front mints for it). The gateway holds a round at most this long (and at most its own
+   * pending bound): past it no retry can be accepted, so the upstream's request is answered with an error.
+   */
+  inputTtlMs: z.number().int().positive().optional(),
 });
 export type CallChannel = z.infer<typeof callChannelSchema>;
 
@@ -276,6 +283,13 @@ const callBase = {
  * that `requestState`. Absent: each `inputRequests` key is a request the gateway holds for a 2025-era upstream.
  */
 export const UPSTREAM_INPUT_REQUIRED = 'upstreamInputRequired';
+
+/**
+ * Set beside {@link UPSTREAM_INPUT_REQUIRED} when a server process of one gateway replica (a stdio server) answered the
+ * `input_required`: the replica's `instanceId`. The upstream's `requestState` may be that process's own (signed with a
+ * key of its own), so the client's retry goes to that replica (`subjects.gatewayInstanceCall`), not to any.
+ */
+export const UPSTREAM_INPUT_INSTANCE = 'upstreamInputInstance';
 
 /** Request on `punk.gateway.call`. */
 export const gatewayRequestSchema = z.discriminatedUnion('method', [
@@ -723,9 +737,19 @@ export function parseMessage<S extends z.ZodType>(schema: S, subject: string, da
   });
 }
 
-/** Sends a typed request on `punk.gateway.call`; the reply is the upstream result or the catalog. */
-export async function requestGateway(bus: Bus, request: GatewayRequest, timeoutMs: number, headers?: BusHeaders): Promise<unknown> {
-  return bus.request(subjects.gatewayCall, request, { timeoutMs, ...(headers && { headers }) });
+/**
+ * Sends a typed request on `punk.gateway.call` (to any replica), or with `instanceId` to that gateway replica alone
+ * (`subjects.gatewayInstanceCall`); the reply is the upstream result or the catalog.
+ */
+export async function requestGateway(
+  bus: Bus,
+  request: GatewayRequest,
+  timeoutMs: number,
+  headers?: BusHeaders,
+  instanceId?: string,
+): Promise<unknown> {
+  const subject = instanceId === undefined ? subjects.gatewayCall : subjects.gatewayInstanceCall(instanceId);
+  return bus.request(subject, request, { timeoutMs, ...(headers && { headers }) });
 }
 
 /**

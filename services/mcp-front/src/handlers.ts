@@ -44,6 +44,7 @@ import {
   type Logger,
   type LogLevel,
   type Principal,
+  UPSTREAM_INPUT_INSTANCE,
   UPSTREAM_INPUT_REQUIRED,
   namespacedName,
 } from '@punk/lib';
@@ -542,14 +543,23 @@ async function forwardModern(
           callId,
           clientCapabilities: typeof clientCapabilities === 'object' && clientCapabilities !== null ? clientCapabilities : {},
           era: '2026',
+          // The gateway holds a round no longer than the requestState minted for it can be retried.
+          inputTtlMs: deps.requestState.ttlMs,
         },
         // A retry of the upstream's own input_required (or a call that brings answers unasked) takes them to the upstream.
         ...(ctx.mcpReq.inputResponses && { inputResponses: ctx.mcpReq.inputResponses }),
         ...(state?.upstreamState && { requestState: state.upstreamState }),
       } as GatewayRequest;
       try {
-        result = await requestGateway(deps.bus, message, deadline.waitMs);
+        result = await requestGateway(deps.bus, message, deadline.waitMs, undefined, state?.instance);
       } catch (error) {
+        if (state?.instance !== undefined && error instanceof PunkError && error.code === 'BusNoResponders') {
+          throw new ProtocolError(
+            ProtocolErrorCode.InvalidParams,
+            `the gateway replica running the server process that asked for this input is gone: call again without requestState`,
+            { reason: 'invalid_request_state' },
+          );
+        }
         throw toProtocolError(error, { method: request.method, server: request.server, target, deadline });
       }
     }
@@ -564,9 +574,12 @@ async function forwardModern(
   if (upstream[UPSTREAM_INPUT_REQUIRED] === true) {
     // The upstream's own input_required: its keys go to the client; its requestState travels inside Punk's signed one.
     const upstreamState = typeof upstream['requestState'] === 'string' ? upstream['requestState'] : '';
+    const instance = upstream[UPSTREAM_INPUT_INSTANCE];
     const requestState = deps.requestState.mint({
       requestId: '',
       upstreamState,
+      // A server process of one gateway replica asked: the retry goes back to that replica.
+      ...(typeof instance === 'string' && { instance }),
       callId,
       method: request.method,
       target,

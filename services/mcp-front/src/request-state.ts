@@ -30,6 +30,11 @@ export interface RequestStatePayload {
    */
   upstreamState?: string;
   /**
+   * With `upstreamState`: the gateway replica whose server process answered the `input_required`
+   * (`UPSTREAM_INPUT_INSTANCE`); the retry goes to it, as the upstream's state may be that process's own.
+   */
+  instance?: string;
+  /**
    * The call the retry continues (the `callId` of its gateway channel): closing a retry's response stream
    * cancels it (`punk.call.<callId>.cancel`), and its progress is on `punk.call.<callId>.out`.
    */

@@ -279,6 +279,12 @@ export const mcpServerSpecSchema = z
       .strict()
       .optional()
       .describe('Which tools are served, and how they are classified.'),
+    protocolEra: z
+      .enum(['2025', '2026'], { error: "protocolEra is '2025' or '2026', quoted (in YAML a bare 2026 is a number)" })
+      .optional()
+      .describe(
+        "Pins the MCP protocol era Punk speaks to the server: '2025' (initialize) or '2026' (2026-07-28). Default: the era of each client's request where the server speaks both (one connection per era), else the one it speaks.",
+      ),
     sessionMode: z
       .enum(['shared', 'per-client'])
       .default('shared')
@@ -308,6 +314,13 @@ export const mcpServerSpecSchema = z
     }
     if (spec.url !== undefined && (spec.command !== undefined || spec.args !== undefined)) {
       ctx.addIssue({ code: 'custom', path: ['command'], message: 'command and args apply only to image and package servers, not to url' });
+    }
+    if (spec.transport === 'sse' && spec.protocolEra === '2026') {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['protocolEra'],
+        message: 'an sse server speaks the 2025 era only: drop protocolEra, or set transport: streamable-http',
+      });
     }
     if (spec.url !== undefined && spec.transport === 'stdio') {
       ctx.addIssue({ code: 'custom', path: ['transport'], message: 'a url server speaks streamable-http or sse, not stdio' });

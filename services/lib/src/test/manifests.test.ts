@@ -202,3 +202,33 @@ spec:
   assert.deepEqual(errors.map((e) => e.field).sort(), ['spec.headers.0.name', 'spec.headers.1.name']);
   assert.match(errors[0]!.message, /set by Punk itself/);
 });
+
+test('protocolEra pins "2025" or "2026"; a bare YAML number and an sse server in 2026 are refused, naming the field', () => {
+  const manifest = (name: string, spec: string) => `apiVersion: mcp.punk.dev/v1alpha1
+kind: McpServer
+metadata: { name: ${name} }
+spec:
+  image: x
+${spec}
+`;
+  const pinned = parseManifests(manifest('pinned', '  protocolEra: "2026"'), 'pinned.yaml', 'default');
+  assert.deepEqual(pinned.errors, []);
+  assert.equal(pinned.servers[0]?.server.spec.protocolEra, '2026');
+  assert.equal(parseManifests(good, 'x.yaml', 'default').servers[0]?.server.spec.protocolEra, undefined, 'default: the client era');
+  const bare = parseManifests(manifest('bare', '  protocolEra: 2026'), 'bare.yaml', 'default').errors;
+  assert.deepEqual(
+    bare.map((e) => e.field),
+    ['spec.protocolEra'],
+  );
+  assert.match(bare[0]?.message ?? '', /quoted \(in YAML a bare 2026 is a number\)/);
+  const sse = parseManifests(
+    manifest('old', '  url: https://example.com/sse\n  transport: sse\n  protocolEra: "2026"').replace('  image: x\n', ''),
+    'old.yaml',
+    'default',
+  ).errors;
+  assert.deepEqual(
+    sse.map((e) => e.field),
+    ['spec.protocolEra'],
+  );
+  assert.match(sse[0]?.message ?? '', /an sse server speaks the 2025 era only/);
+});
