@@ -247,7 +247,7 @@ export function buildFixtureServer(options: FixtureOptions = {}): McpServer {
     'Asks the client to sample a message for `prompt`',
     async (args, ctx) => {
       const message = { role: 'user' as const, content: { type: 'text' as const, text: String(args.prompt) } };
-      // eslint-disable-next-line @typescript-eslint/no-deprecated -- on purpose: the usual way of a 2025-era server
+
       if (push) return sampledText((await ctx.mcpReq.requestSampling({ messages: [message], maxTokens: 100 })).content);
       const answer = inputResponse(ctx.mcpReq.inputResponses, 'sample');
       if (answer.kind !== 'sampling') {
@@ -277,7 +277,6 @@ export function buildFixtureServer(options: FixtureOptions = {}): McpServer {
       description,
       async (args, ctx) => {
         if (push) {
-          // eslint-disable-next-line @typescript-eslint/no-deprecated -- on purpose: the usual way of a 2025-era server
           const elicited = await ctx.mcpReq.elicitInput({ message: message(args), requestedSchema: requestedSchema as never });
           return text(reply(elicited.action, elicited.content ?? {}));
         }
