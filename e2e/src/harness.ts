@@ -54,14 +54,18 @@ export async function exampleManifests(extra: Record<string, string> = {}): Prom
 
 /**
  * Starts `node services/cli/dist/main.js up` and resolves once it printed its
- * ready line. Rejects with the process output when it exits or times out first.
+ * ready line (every server started or failed), or with `until: 'serving'` once it
+ * serves while servers still start. Rejects with the process output when it exits or times out first.
  */
 export async function startPunk(options: {
   manifestDir: string;
   env?: Record<string, string>;
   args?: string[];
   timeoutMs?: number;
+  until?: 'ready' | 'serving';
 }): Promise<RunningPunk> {
+  const line =
+    options.until === 'serving' ? /"serving (http:\/\/[^\s/]+)\/[^;]*; still starting/ : /Punk is ready in \d+ ms: (http:\/\/[^\s/]+)\//;
   const child = spawn(
     process.execPath,
     [
@@ -89,13 +93,14 @@ export async function startPunk(options: {
       options.timeoutMs ?? 90_000,
     );
     const onData = () => {
-      const match = /Punk is ready in \d+ ms: (http:\/\/[^\s/]+)\//.exec(output);
+      const match = line.exec(output);
       if (match) {
         clearTimeout(timer);
         resolveUrl(match[1]!);
       }
     };
     child.stdout!.on('data', onData);
+    child.stderr.on('data', onData);
     void exited.then((code) => {
       clearTimeout(timer);
       reject(new Error(`punk up exited with ${code} before it was ready:\n${output}`));

@@ -9,6 +9,7 @@ import { Client, type ClientOptions } from '@modelcontextprotocol/client';
 import { errorMessage, PunkError, transportOf, type Logger, type McpServer } from '@punk/lib';
 import { connectHttp, type HttpAnswers, type HttpConnection, type HttpTransportKind } from './http-transport.js';
 import { planLaunch } from './launch.js';
+import { ensurePortFree, verifyOwnListener } from './local-port.js';
 import { ServerProcess } from './process.js';
 import type { SessionLink } from './session-link.js';
 import { ProcessStdioTransport } from './stdio-transport.js';
@@ -66,6 +67,8 @@ export interface ConnectOptions {
   secrets?: Secrets;
   /** Headers to send instead of resolving `spec.headers`: already renewed after an HTTP 401, so a 401 now is final. */
   renewedHeaders?: ResolvedHeader[];
+  /** Gives the start up (the server is being stopped): the attempt rejects and its process is stopped. */
+  signal?: AbortSignal;
 }
 
 /** Answers a server-to-client request of an upstream (MCP 2025-11-25 client/elicitation, client/sampling). */
@@ -142,12 +145,19 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
   let client: Client | undefined;
   let timer: NodeJS.Timeout | undefined;
   let abandoned = false;
+  // Rejects when the start budget is spent, or when the start is given up.
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(
       () => reject(new PunkError('ServerStartTimeout', `server ${name} did not complete its MCP handshake within ${options.timeoutMs} ms`)),
       options.timeoutMs,
     );
+    const giveUp = () => {
+      reject(new PunkError('ServerUnavailable', `server ${name} was stopped while starting`, { server: name }));
+    };
+    if (options.signal?.aborted) giveUp();
+    options.signal?.addEventListener('abort', giveUp, { once: true });
   });
+  timeout.catch(() => undefined);
   try {
     if (spec.url !== undefined) {
       const url = new URL(spec.url);
@@ -198,6 +208,10 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
       ...(options.secrets && { secrets: options.secrets }),
     });
     for (const value of plan.secrets) secrets.add(value);
+    // An HTTP server's port must be free: whatever answers there once it runs is taken for this server.
+    const port = spec.port ?? 0; // the manifest schema requires spec.port of a streamable-http or sse server Punk starts
+    if (transport !== 'stdio') await Promise.race([ensurePortFree(name, port), timeout]);
+    if (options.signal?.aborted) await timeout;
     const proc = (child = new ServerProcess(plan, { log: options.log, server: name, stdio: transport === 'stdio' }));
     const exited = proc.exited.then((exit) => {
       throw new PunkError('ServerStartFailed', `server ${name} ${proc.describeExit(exit)} before completing its MCP handshake`, {
@@ -230,6 +244,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
       }
     };
     const connected = await Promise.race([attempt(), exited, timeout]);
+    await Promise.race([verifyOwnListener(name, port, proc.pid), exited, timeout]);
     return {
       client: connected.client,
       transport: connected.transport,

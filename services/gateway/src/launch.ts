@@ -7,9 +7,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { PunkError, type McpServer } from '@punk/lib';
+import { basename, dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { PunkError, transportOf, type McpServer } from '@punk/lib';
 import { isCredentialReference } from './credentials/input.js';
 import { resolveEnv, type Secrets } from './upstream-secrets.js';
 
@@ -104,8 +104,18 @@ export async function planLaunch(server: McpServer, options: LaunchOptions): Pro
       `server ${name} names only the container image ${spec.image ?? '(none)'}; to run it locally, set spec.command`,
     );
   }
+  // An HTTP server run by Node listens on loopback only, whatever host it names (loopback-preload.ts).
+  if (transportOf(spec) !== 'stdio' && isNode(command)) prefix = ['--import', LOOPBACK_PRELOAD, ...prefix];
   await mkdir(cwd, { recursive: true });
   return { command, args: [...prefix, ...args], env, cwd, secrets };
+}
+
+/** The module preloaded into the HTTP servers run by Node, so that they listen on 127.0.0.1 only. */
+const LOOPBACK_PRELOAD = pathToFileURL(fileURLToPath(new URL('./loopback-preload.js', import.meta.url))).href;
+
+/** Whether `command` runs Node: this Node, or a `node` found on PATH. */
+function isNode(command: string): boolean {
+  return command === process.execPath || command === 'node' || basename(command) === 'node';
 }
 
 /**

@@ -76,7 +76,7 @@ export interface GatewayOptions {
   toolPinning?: PinningPolicy;
   /** Root of the servers' working directories: each runs in `<workDir>/<namespace>/<name>`. */
   workDir: string;
-  /** How long a server may take to start and complete its handshake, in milliseconds. */
+  /** How long a server may take to start and complete its handshake when its manifest sets no `spec.startTimeout`, in milliseconds. */
   startTimeoutMs: number;
   /** Call deadline of servers whose manifest sets no `spec.timeout`, in milliseconds. */
   callTimeoutMs: number;
@@ -379,7 +379,9 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       serverOf: (tenant, server) => upstreams.get(`${tenant}/${server}`)?.server,
       // The owner may have to start the session's server and ask governance before the call itself.
       forwardTimeoutMs: (server) =>
-        options.startTimeoutMs + deadlines.governanceCheckMs + (upstreams.get(keyOf(server))?.callTimeoutMs ?? options.callTimeoutMs),
+        (upstreams.get(keyOf(server))?.startTimeoutMs ?? options.startTimeoutMs) +
+        deadlines.governanceCheckMs +
+        (upstreams.get(keyOf(server))?.callTimeoutMs ?? options.callTimeoutMs),
     },
     createRelay({ bus, log, registry, pending, pinning }),
   );

@@ -52,7 +52,13 @@ export const MAX_BACKOFF_MS = 30_000;
 /** Consecutive failures (connects, exits, call timeouts, transport errors) that open the circuit breaker. */
 export const BREAKER_FAILURE_THRESHOLD = 3;
 /** Failures that end a start attempt for good: retrying cannot help until the manifest or the gateway changes. */
-const FINAL_START_ERRORS = new Set(['ServerLaunchFailed', 'SecretUnsupported', 'CredentialUnavailable', 'EgressRefused']);
+const FINAL_START_ERRORS = new Set([
+  'ServerLaunchFailed',
+  'SecretUnsupported',
+  'CredentialUnavailable',
+  'EgressRefused',
+  'ServerListensBeyondLoopback',
+]);
 /** A server ready for this long before it fails starts its backoff afresh. */
 const STABLE_MS = 60_000;
 /** How long a closed connection waits for its process's exit code before reporting. */
@@ -64,6 +70,7 @@ export interface UpstreamOptions {
   log: Logger;
   workDir: string;
   extraEnv?: Record<string, string>;
+  /** Start budget (spawn, listen, handshake) when the manifest sets no `spec.startTimeout`, in milliseconds. */
   startTimeoutMs: number;
   /** Call deadline when the manifest sets no `spec.timeout`, in milliseconds. */
   callTimeoutMs: number;
@@ -150,6 +157,8 @@ export class Upstream {
   private idleTimer: NodeJS.Timeout | undefined;
   /** The start attempt under way, if any. */
   private connecting: Promise<unknown> | undefined;
+  /** Gives the start attempt under way up (at {@link stop}): its process is stopped at once. */
+  private startAbort: AbortController | undefined;
   /** The reconnect after a connection's upstream refused its credentials (HTTP 401) or ended its session (HTTP 404), shared by the calls that saw it. */
   private renewal: { of: Connection; done: Promise<void> } | undefined;
   private inFlight = 0;
@@ -188,6 +197,12 @@ export class Upstream {
   /** Why the server is not ready, when it is not. */
   get error(): string | undefined {
     return this.lastError;
+  }
+
+  /** The start budget: `spec.startTimeout`, else the gateway's default, in milliseconds. */
+  get startTimeoutMs(): number {
+    const timeout = this.options.server.spec.startTimeout;
+    return timeout ? durationMs(timeout) : this.options.startTimeoutMs;
   }
 
   /** The call deadline: `spec.timeout`, else the gateway's default, in milliseconds. */
@@ -236,13 +251,15 @@ export class Upstream {
     void this.attempt();
   }
 
-  /** Stops the server for good: cancels restarts, closes the client, stops the process. */
+  /** Stops the server for good: cancels restarts, gives up a start under way, closes the client, stops the process. */
   async stop(): Promise<void> {
     this.stopping = true;
     clearTimeout(this.restartTimer);
     clearTimeout(this.idleTimer);
     this.generation++;
+    this.startAbort?.abort();
     await this.dropConnection();
+    await this.connecting;
     this.setState('stopped', this.lastError);
     this.settleFirstStart();
   }
@@ -737,7 +754,8 @@ export class Upstream {
         log: this.options.log,
         workDir: this.options.workDir,
         ...(this.options.extraEnv && { extraEnv: this.options.extraEnv }),
-        timeoutMs: this.options.startTimeoutMs,
+        timeoutMs: this.startTimeoutMs,
+        signal: (this.startAbort = new AbortController()).signal,
         onListChanged: () => void this.refresh(generation),
         onServerRequest: (method, params) => this.serverRequest(method, params),
         onResourceUpdated: (uri) => this.options.onResourceUpdated(this, uri),
@@ -781,7 +799,7 @@ export class Upstream {
     this.listings = listings;
     this.listed = true;
     for (const uri of this.subscribed) {
-      subscribeOn(client, uri, this.options.startTimeoutMs).catch((error) =>
+      subscribeOn(client, uri, this.startTimeoutMs).catch((error: unknown) =>
         this.options.log.warn(
           { server: this.key, uri, err: connection.redact(errorMessage(error)) },
           'could not renew a resource subscription after a restart',
@@ -847,7 +865,7 @@ export class Upstream {
   /** Lists every page of every advertised capability; a failed list is logged and left empty. */
   private async list(client: Client): Promise<Listings> {
     const caps = client.getServerCapabilities() ?? {};
-    const timeout = this.options.startTimeoutMs;
+    const timeout = this.startTimeoutMs;
     const attempt = async <T>(what: string, enabled: boolean, run: () => Promise<T[]>): Promise<McpItem[]> => {
       if (!enabled) return [];
       try {

@@ -267,6 +267,11 @@ export const mcpServerSpecSchema = z
       .default('shared')
       .describe('One upstream session shared by all clients, or one per client session.'),
     timeout: durationSchema.default('60s').describe('Deadline of one call to the server.'),
+    startTimeout: durationSchema
+      .optional()
+      .describe(
+        "How long a server that Punk starts or connects to may take to complete its MCP handshake (e.g. 120s). Default: the gateway's PUNK_SERVER_START_TIMEOUT_MS.",
+      ),
   })
   .strict()
   .superRefine((spec, ctx) => {
