@@ -6,7 +6,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { planLaunch } from '@punk/gateway';
+import { asLocalUrlServer, planLaunch } from '@punk/gateway';
 import { transportOf, type McpServer } from '@punk/lib';
 
 /** A server process started by the cluster. */
@@ -55,8 +55,7 @@ export async function prepareServers(options: {
     if (isLocalHttpServer(server)) {
       const plan = await planLaunch(server, { workDir: options.workDir, extraEnv: { PUNK_MANIFEST_DIR: options.manifestDir } });
       started.push({ name: `${namespace}/${name}`, process: options.start(`${name}`, plan.command, plan.args, plan.env, plan.cwd) });
-      const { image: _i, package: _p, command: _c, args: _a, env: _e, port, path, ...rest } = server.spec;
-      forGateways = { ...server, spec: { ...rest, env: [], path, url: `http://127.0.0.1:${port}${path}` } };
+      forGateways = asLocalUrlServer(forGateways);
     }
     // JSON is YAML: the manifest loader reads it as it is.
     await writeFile(join(options.outDir, `${namespace}-${name}.yaml`), JSON.stringify(forGateways, null, 2));

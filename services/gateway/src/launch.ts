@@ -110,6 +110,20 @@ export async function planLaunch(server: McpServer, options: LaunchOptions): Pro
   return { command, args: [...prefix, ...args], env, cwd, secrets };
 }
 
+/**
+ * The `url` server that reaches local HTTP server `server` (one Punk starts, with a `port`) on 127.0.0.1 once it
+ * runs: what launches it (`image`, `package`, `command`, `args`, `env`) is left out.
+ */
+export function asLocalUrlServer(server: McpServer): McpServer {
+  const spec: McpServer['spec'] = { ...server.spec, env: [], url: `http://127.0.0.1:${String(server.spec.port)}${server.spec.path}` };
+  delete spec.image;
+  delete spec.package;
+  delete spec.command;
+  delete spec.args;
+  delete spec.port;
+  return { ...server, spec };
+}
+
 /** The module preloaded into the HTTP servers run by Node, so that they listen on 127.0.0.1 only. */
 const LOOPBACK_PRELOAD = pathToFileURL(fileURLToPath(new URL('./loopback-preload.js', import.meta.url))).href;
 

@@ -231,6 +231,11 @@ export class Upstream {
     return this.circuit === 'closed' && ['ready', 'idle', 'starting'].includes(this.stateValue);
   }
 
+  /** The process id of the server process this upstream started and is connected to, if any. */
+  get pid(): number | undefined {
+    return this.connection?.process?.pid;
+  }
+
   /** Calls in flight to the server now. */
   get callsInFlight(): number {
     return this.inFlight;
