@@ -54,14 +54,18 @@ export async function exampleManifests(extra: Record<string, string> = {}): Prom
 
 /**
  * Starts `node services/cli/dist/main.js up` and resolves once it printed its
- * ready line. Rejects with the process output when it exits or times out first.
+ * ready line (every server started or failed), with `until: 'serving'` once it
+ * serves while servers still start, with `until: 'spawned'` at once (`baseUrl` then empty). Rejects with the process output when it exits or times out first.
  */
 export async function startPunk(options: {
   manifestDir: string;
   env?: Record<string, string>;
   args?: string[];
   timeoutMs?: number;
+  until?: 'ready' | 'serving' | 'spawned';
 }): Promise<RunningPunk> {
+  const line =
+    options.until === 'serving' ? /"serving (http:\/\/[^\s/]+)\/[^;]*; still starting/ : /Punk is ready in \d+ ms: (http:\/\/[^\s/]+)\//;
   const child = spawn(
     process.execPath,
     [
@@ -84,18 +88,23 @@ export async function startPunk(options: {
   child.stderr.on('data', (chunk) => (output += chunk));
   const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
   const baseUrl = await new Promise<string>((resolveUrl, reject) => {
-    const timer = setTimeout(
-      () => reject(new Error(`punk up was not ready within ${options.timeoutMs ?? 90_000} ms:\n${output}`)),
-      options.timeoutMs ?? 90_000,
-    );
+    if (options.until === 'spawned') {
+      resolveUrl('');
+      return;
+    }
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL'); // nothing waits for it any more
+      reject(new Error(`punk up was not ready within ${String(options.timeoutMs ?? 90_000)} ms:\n${output}`));
+    }, options.timeoutMs ?? 90_000);
     const onData = () => {
-      const match = /Punk is ready in \d+ ms: (http:\/\/[^\s/]+)\//.exec(output);
+      const match = line.exec(output);
       if (match) {
         clearTimeout(timer);
         resolveUrl(match[1]!);
       }
     };
     child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
     void exited.then((code) => {
       clearTimeout(timer);
       reject(new Error(`punk up exited with ${code} before it was ready:\n${output}`));

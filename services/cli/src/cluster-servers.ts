@@ -7,7 +7,7 @@ import type { ChildProcess } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { join } from 'node:path';
-import { planLaunch } from '@punk/gateway';
+import { asLocalUrlServer, planLaunch } from '@punk/gateway';
 import { transportOf, type McpServer } from '@punk/lib';
 
 /** A server process started by the cluster. */
@@ -57,10 +57,12 @@ export async function prepareServers(options: {
     let forGateways = pinManifestDir(server, options.manifestDir);
     if (isLocalHttpServer(server)) {
       const plan = await planLaunch(server, { workDir: options.workDir, extraEnv: { PUNK_MANIFEST_DIR: options.manifestDir } });
-      const { image: _i, package: _p, command: _c, args: _a, env: _e, port, path, ...rest } = server.spec;
-      const url = `http://127.0.0.1:${port}${path}`;
-      started.push({ name: `${namespace}/${name}`, process: options.start(name, plan.command, plan.args, plan.env, plan.cwd), url });
-      forGateways = { ...server, spec: { ...rest, env: [], path, url } };
+      started.push({
+        name: `${namespace}/${name}`,
+        process: options.start(name, plan.command, plan.args, plan.env, plan.cwd),
+        url: `http://127.0.0.1:${String(server.spec.port)}${server.spec.path}`,
+      });
+      forGateways = asLocalUrlServer(forGateways);
     }
     // JSON is YAML: the manifest loader reads it as it is.
     await writeFile(join(options.outDir, `${namespace}-${name}.yaml`), JSON.stringify(forGateways, null, 2));

@@ -44,8 +44,10 @@ export interface EmbeddedPunk {
   servers: McpServer[];
   /** Problems found in the manifests (those documents are not served). */
   manifestErrors: ManifestError[];
-  /** What the gateway knows of each server once started (state, last error). */
+  /** What the gateway knows of each server now (state, last error): `starting` while its first start runs. */
   catalog(): ServerCatalog[];
+  /** Resolves once every server has either connected or failed its first start (each within its start timeout). */
+  serversStarted(): Promise<void>;
   /** Stops everything, in the order that loses nothing: HTTP, front, gateway (and its children), governance, ledger (after it drained), database, bus. */
   close(): Promise<void>;
 }
@@ -55,7 +57,10 @@ export interface EmbeddedPunk {
  * (or Postgres with `PUNK_DATABASE_URL`), and the McpServer manifests'
  * servers as local child processes. The same service code runs distributed
  * over NATS. The HTTP port is bound first, so a busy port fails before
- * anything else starts; `/readyz` answers 503 until everything is up.
+ * anything else starts; `/readyz` answers 503 until the database, bus,
+ * gateway and front are up. It resolves without waiting for the servers'
+ * first starts: what is ready is served at once, and a slow server reports
+ * `starting` until it is ready or has failed (see `serversStarted`).
  *
  * @throws Error when the port cannot be bound, the manifest directory cannot be
  *   read, or the database cannot be opened (PunkError `DatabaseLocked` when another
@@ -156,7 +161,6 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
       sessionSigningKey: config.sessionSigningKey ?? randomBytes(32).toString('base64url'),
     });
     stops.push(() => front.close());
-    await gateway.ready();
 
     const app = express();
     app.disable('x-powered-by');
@@ -179,6 +183,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
       servers,
       manifestErrors: loaded.errors,
       catalog: () => [...new Set(servers.map((s) => s.metadata.namespace ?? config.tenant))].flatMap((tenant) => gateway.catalog(tenant)),
+      serversStarted: () => gateway.ready(),
       close: stopAll,
     };
   } catch (error) {

@@ -74,10 +74,21 @@ async function up(args: string[]): Promise<void> {
   const exposed = unauthenticatedExposureWarning(config, 'the MCP endpoints, the servers API and the ledger API');
   if (exposed) log.warn(exposed);
   const started = Date.now();
-  const punk = await startEmbedded({ config, dataDir: values.ephemeral ? null : config.dataDir });
+  const starting = startEmbedded({ config, dataDir: values.ephemeral ? null : config.dataDir });
+  // From the start: a signal while servers are still starting stops them too (it waits for the start to settle).
+  stopOnSignals(log, 'shutting down', async () => {
+    const punk = await starting.catch(() => undefined);
+    await punk?.close();
+  });
+  const punk = await starting;
   const endpoint = `${punk.baseUrl}${config.mcpPath}`;
-  // Before the banner: whoever reads it may signal at once.
-  stopOnSignals(log, 'shutting down', () => punk.close());
+  const pending = punk.catalog().filter((s) => s.state === 'starting');
+  if (pending.length > 0)
+    log.info(
+      { servers: pending.map((s) => s.name) },
+      `serving ${endpoint}; still starting: ${pending.map((s) => s.name).join(', ')} (served as each is ready)`,
+    );
+  await punk.serversStarted();
   process.stdout.write(
     `\nPunk is ready in ${Date.now() - started} ms: ${endpoint}\n` +
       serversLine(punk.catalog(), punk.manifestErrors.length) +

@@ -9,6 +9,7 @@ import { Client, type ClientOptions } from '@modelcontextprotocol/client';
 import { errorMessage, PunkError, transportOf, type Logger, type McpServer } from '@punk/lib';
 import { connectHttp, type HttpAnswers, type HttpConnection, type HttpTransportKind } from './http-transport.js';
 import { planLaunch } from './launch.js';
+import { ensurePortFree, verifyOwnListener } from './local-port.js';
 import { ServerProcess } from './process.js';
 import type { SessionLink } from './session-link.js';
 import { ProcessStdioTransport } from './stdio-transport.js';
@@ -72,6 +73,8 @@ export interface ConnectOptions {
    * HTTP servers are probed with `server/discover` and spoken to in 2026-07-28 when they answer it.
    */
   era?: ProtocolEra;
+  /** Gives the start up (the server is being stopped): the attempt rejects and its process is stopped. */
+  signal?: AbortSignal;
 }
 
 /** The MCP protocol eras: `legacy` (2025 revisions, `initialize`) and `modern` (2026-07-28, `server/discover`). */
@@ -177,12 +180,19 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
   let client: Client | undefined;
   let timer: NodeJS.Timeout | undefined;
   let abandoned = false;
+  // Rejects when the start budget is spent, or when the start is given up.
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(
       () => reject(new PunkError('ServerStartTimeout', `server ${name} did not complete its MCP handshake within ${options.timeoutMs} ms`)),
       options.timeoutMs,
     );
+    const giveUp = () => {
+      reject(new PunkError('ServerUnavailable', `server ${name} was stopped while starting`, { server: name }));
+    };
+    if (options.signal?.aborted) giveUp();
+    options.signal?.addEventListener('abort', giveUp, { once: true });
   });
+  timeout.catch(() => undefined);
   try {
     if (spec.url !== undefined) {
       const url = new URL(spec.url);
@@ -234,6 +244,10 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
       ...(options.secrets && { secrets: options.secrets }),
     });
     for (const value of plan.secrets) secrets.add(value);
+    // An HTTP server's port must be free: whatever answers there once it runs is taken for this server.
+    const port = spec.port ?? 0; // the manifest schema requires spec.port of a streamable-http or sse server Punk starts
+    if (transport !== 'stdio') await Promise.race([ensurePortFree(name, port), timeout]);
+    if (options.signal?.aborted) await timeout;
     const proc = (child = new ServerProcess(plan, { log: options.log, server: name, stdio: transport === 'stdio' }));
     const exited = proc.exited.then((exit) => {
       throw new PunkError('ServerStartFailed', `server ${name} ${proc.describeExit(exit)} before completing its MCP handshake`, {
@@ -266,6 +280,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
       }
     };
     const connected = await Promise.race([attempt(), exited, timeout]);
+    await Promise.race([verifyOwnListener(name, port, proc.pid), exited, timeout]);
     listenForChanges(connected.client, options.log, name, options.timeoutMs, hide);
     return {
       client: connected.client,

@@ -1,6 +1,14 @@
 export { startGateway, type Gateway, type GatewayOptions } from './service.js';
 export { toolError } from './relay.js';
-export { planLaunch, expandVars, findInstalledBin, serverWorkDir, type LaunchPlan, type LaunchOptions } from './launch.js';
+export {
+  planLaunch,
+  asLocalUrlServer,
+  expandVars,
+  findInstalledBin,
+  serverWorkDir,
+  type LaunchPlan,
+  type LaunchOptions,
+} from './launch.js';
 export { isToolVisible, declaredLevelOf, visibleTools, buildCatalog, type Listings, type McpItem, type ServerIdentity } from './catalog.js';
 export {
   BREAKER_FAILURE_THRESHOLD,

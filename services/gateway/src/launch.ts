@@ -7,9 +7,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { OWNER_ONLY_DIRECTORY_MODE, PunkError, type McpServer } from '@punk/lib';
+import { basename, dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { OWNER_ONLY_DIRECTORY_MODE, PunkError, transportOf, type McpServer } from '@punk/lib';
 import { isCredentialReference } from './credentials/input.js';
 import { resolveEnv, type Secrets } from './upstream-secrets.js';
 
@@ -104,9 +104,33 @@ export async function planLaunch(server: McpServer, options: LaunchOptions): Pro
       `server ${name} names only the container image ${spec.image ?? '(none)'}; to run it locally, set spec.command`,
     );
   }
+  // An HTTP server run by Node listens on loopback only, whatever host it names (loopback-preload.ts).
+  if (transportOf(spec) !== 'stdio' && isNode(command)) prefix = ['--import', LOOPBACK_PRELOAD, ...prefix];
   // Owner-only (0700): a server's HOME holds what it keeps (a memory graph, tokens).
   await mkdir(cwd, { recursive: true, mode: OWNER_ONLY_DIRECTORY_MODE });
   return { command, args: [...prefix, ...args], env, cwd, secrets };
+}
+
+/**
+ * The `url` server that reaches local HTTP server `server` (one Punk starts, with a `port`) on 127.0.0.1 once it
+ * runs: what launches it (`image`, `package`, `command`, `args`, `env`) is left out.
+ */
+export function asLocalUrlServer(server: McpServer): McpServer {
+  const spec: McpServer['spec'] = { ...server.spec, env: [], url: `http://127.0.0.1:${String(server.spec.port)}${server.spec.path}` };
+  delete spec.image;
+  delete spec.package;
+  delete spec.command;
+  delete spec.args;
+  delete spec.port;
+  return { ...server, spec };
+}
+
+/** The module preloaded into the HTTP servers run by Node, so that they listen on 127.0.0.1 only. */
+const LOOPBACK_PRELOAD = pathToFileURL(fileURLToPath(new URL('./loopback-preload.js', import.meta.url))).href;
+
+/** Whether `command` runs Node: this Node, or a `node` found on PATH. */
+function isNode(command: string): boolean {
+  return command === process.execPath || command === 'node' || basename(command) === 'node';
 }
 
 /**

@@ -2,7 +2,9 @@
  * One local server process: spawned with its launch plan in its own process
  * group, stderr (and, for HTTP servers, stdout) forwarded to the log line by
  * line with the plan's secret values redacted, the last lines kept (redacted)
- * for error messages, and a stop that leaves nothing running.
+ * for error messages, and a stop that leaves nothing running. The group is listed with the watchdog
+ * (watchdog.ts) while it runs, so it dies with this process however this process ends; when the server's
+ * process ends on its own, what it left running in its group is killed.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
@@ -10,6 +12,7 @@ import type { Readable, Writable } from 'node:stream';
 import type { Logger } from '@punk/lib';
 import type { LaunchPlan } from './launch.js';
 import { redact } from './redact.js';
+import { guardGroup, releaseGroup } from './watchdog.js';
 
 /** How a process ended: exit code or signal, or the spawn error (ENOENT…). */
 export interface ProcessExit {
@@ -46,6 +49,8 @@ export class ServerProcess {
       detached: true,
       shell: false,
     });
+    const pid = this.child.pid;
+    if (pid !== undefined) guardGroup(pid);
     this.exited = new Promise((resolve) => {
       this.child.once('error', (error) => {
         if (this.child.pid === undefined) {
@@ -55,6 +60,8 @@ export class ServerProcess {
       });
       this.child.once('exit', (code, signal) => {
         this.exit = { code, signal };
+        this.signal('SIGKILL'); // descendants left in the group: nothing of a server outlives its process
+        if (pid !== undefined) releaseGroup(pid);
         resolve(this.exit);
       });
     });
@@ -119,7 +126,6 @@ export class ServerProcess {
     const timer = setTimeout(() => this.signal('SIGKILL'), graceMs);
     await this.exited;
     clearTimeout(timer);
-    this.signal('SIGKILL'); // grandchildren left in the group
   }
 
   private signal(signal: NodeJS.Signals): void {

@@ -19,6 +19,7 @@ import {
   queues,
   registryChangedSchema,
   subjects,
+  transportOf,
   type Bus,
   type CredentialsChanged,
   type Database,
@@ -44,6 +45,7 @@ import { createRelay, type Registry } from './relay.js';
 import { createSessionRouting } from './routing.js';
 import { busSessionLink } from './session-link.js';
 import { Upstream, type UpstreamPoolOptions } from './upstream.js';
+import { asLocalUrlServer } from './launch.js';
 import { CredentialVault, Keyring, referencesCredential } from './credentials/index.js';
 import { guardedFetch, type DestinationPolicy, type GuardedFetch } from './egress/index.js';
 import { ToolPinning, type PinningPolicy } from './pinning/tool-pinning.js';
@@ -84,7 +86,7 @@ export interface GatewayOptions {
   toolPinning?: PinningPolicy;
   /** Root of the servers' working directories: each runs in `<workDir>/<namespace>/<name>`. */
   workDir: string;
-  /** How long a server may take to start and complete its handshake, in milliseconds. */
+  /** How long a server may take to start and complete its handshake when its manifest sets no `spec.startTimeout`, in milliseconds. */
   startTimeoutMs: number;
   /** Call deadline of servers whose manifest sets no `spec.timeout`, in milliseconds. */
   callTimeoutMs: number;
@@ -368,12 +370,21 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     );
   };
 
-  /** Connects to `server` on a short-lived upstream of its own (independent of the pool), lists its tools, and stops it. */
+  /**
+   * Connects to `server` on a short-lived upstream of its own (independent of the pool), lists its tools, and stops
+   * it. A local HTTP server whose pooled process runs holds its port (a second process could not listen there, and
+   * Punk connects only to its own): the test reaches that process of Punk's over HTTP.
+   */
   const probe = async (server: McpServer): Promise<ProbeResult> => {
     await mkdir(options.workDir, { recursive: true });
     const workDir = await mkdtemp(join(options.workDir, 'probe-'));
+    const pooled = upstreams.get(keyOf(server));
+    const viaPool = server.spec.url === undefined && transportOf(server.spec) !== 'stdio' && pooled?.pid !== undefined;
+    // Punk's own child on loopback, not a remote destination: the egress guard's fetch is not for it.
+    const { fetch: guarded, ...base } = upstreamBase(viaPool ? asLocalUrlServer(server) : server, workDir);
     const upstream = new Upstream({
-      ...upstreamBase(server, workDir),
+      ...base,
+      ...(!viaPool && { fetch: guarded }),
       onState: () => undefined,
       onListChanged: () => undefined,
       onResourceUpdated: () => undefined,
@@ -431,7 +442,9 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       serverOf: (tenant, server) => upstreams.get(`${tenant}/${server}`)?.server,
       // The owner may have to start the session's server and ask governance before the call itself.
       forwardTimeoutMs: (server) =>
-        options.startTimeoutMs + deadlines.governanceCheckMs + (upstreams.get(keyOf(server))?.callTimeoutMs ?? options.callTimeoutMs),
+        (upstreams.get(keyOf(server))?.startTimeoutMs ?? options.startTimeoutMs) +
+        deadlines.governanceCheckMs +
+        (upstreams.get(keyOf(server))?.callTimeoutMs ?? options.callTimeoutMs),
     },
     createRelay({ bus, log, registry, pending, pinning }),
   );

@@ -60,7 +60,13 @@ export const MAX_BACKOFF_MS = 30_000;
 /** Consecutive failures (connects, exits, call timeouts, transport errors) that open the circuit breaker. */
 export const BREAKER_FAILURE_THRESHOLD = 3;
 /** Failures that end a start attempt for good: retrying cannot help until the manifest or the gateway changes. */
-const FINAL_START_ERRORS = new Set(['ServerLaunchFailed', 'SecretUnsupported', 'CredentialUnavailable', 'EgressRefused']);
+const FINAL_START_ERRORS = new Set([
+  'ServerLaunchFailed',
+  'SecretUnsupported',
+  'CredentialUnavailable',
+  'EgressRefused',
+  'ServerListensBeyondLoopback',
+]);
 /** Longest wait of a call for the connection of its client's era to open (at most the start timeout), in milliseconds. */
 const OTHER_ERA_WAIT_MS = 10_000;
 /** A server ready for this long before it fails starts its backoff afresh. */
@@ -74,6 +80,7 @@ export interface UpstreamOptions {
   log: Logger;
   workDir: string;
   extraEnv?: Record<string, string>;
+  /** Start budget (spawn, listen, handshake) when the manifest sets no `spec.startTimeout`, in milliseconds. */
   startTimeoutMs: number;
   /** Call deadline when the manifest sets no `spec.timeout`, in milliseconds. */
   callTimeoutMs: number;
@@ -165,6 +172,8 @@ export class Upstream {
   private idleTimer: NodeJS.Timeout | undefined;
   /** The start attempt under way, if any. */
   private connecting: Promise<unknown> | undefined;
+  /** Gives the start attempt under way up (at {@link stop}): its process is stopped at once. */
+  private startAbort: AbortController | undefined;
   /** The reconnect after a connection's upstream refused its credentials (HTTP 401) or ended its session (HTTP 404), shared by the calls that saw it. */
   private renewal: { of: Connection; done: Promise<void> } | undefined;
   private inFlight = 0;
@@ -214,6 +223,12 @@ export class Upstream {
     return this.lastError;
   }
 
+  /** The start budget: `spec.startTimeout`, else the gateway's default, in milliseconds. */
+  get startTimeoutMs(): number {
+    const timeout = this.options.server.spec.startTimeout;
+    return timeout ? durationMs(timeout) : this.options.startTimeoutMs;
+  }
+
   /** The call deadline: `spec.timeout`, else the gateway's default, in milliseconds. */
   get callTimeoutMs(): number {
     const timeout = this.options.server.spec.timeout;
@@ -246,6 +261,11 @@ export class Upstream {
     return this.circuit === 'closed' && ['ready', 'idle', 'starting'].includes(this.stateValue);
   }
 
+  /** The process id of the server process this upstream started and is connected to, if any. */
+  get pid(): number | undefined {
+    return this.connection?.process?.pid;
+  }
+
   /** Calls in flight to the server now. */
   get callsInFlight(): number {
     return this.inFlight;
@@ -266,13 +286,15 @@ export class Upstream {
     void this.attempt();
   }
 
-  /** Stops the server for good: cancels restarts, closes the client, stops the process. */
+  /** Stops the server for good: cancels restarts, gives up a start under way, closes the client, stops the process. */
   async stop(): Promise<void> {
     this.stopping = true;
     clearTimeout(this.restartTimer);
     clearTimeout(this.idleTimer);
     this.generation++;
+    this.startAbort?.abort();
     await this.dropConnection();
+    await this.connecting;
     this.setState('stopped', this.lastError);
     this.settleFirstStart();
   }
@@ -797,6 +819,7 @@ export class Upstream {
       const pinned = PINNED_ERA[this.options.server.spec.protocolEra ?? ''];
       connection = await openConnection(this.options.server, {
         ...this.connectOptions(),
+        signal: (this.startAbort = new AbortController()).signal,
         onListChanged: () => void this.refresh(generation),
         onResourceUpdated: (uri) => {
           this.options.onResourceUpdated(this, uri);
@@ -838,7 +861,7 @@ export class Upstream {
     this.listings = listings;
     this.listed = true;
     for (const uri of this.subscribed) {
-      subscribeOn(client, uri, this.options.startTimeoutMs).catch((error: unknown) =>
+      subscribeOn(client, uri, this.startTimeoutMs).catch((error: unknown) =>
         this.options.log.warn(
           { server: this.key, uri, err: connection.redact(errorMessage(error)) },
           'could not renew a resource subscription after a restart',
@@ -858,7 +881,7 @@ export class Upstream {
       log: this.options.log,
       workDir: this.options.workDir,
       ...(this.options.extraEnv && { extraEnv: this.options.extraEnv }),
-      timeoutMs: this.options.startTimeoutMs,
+      timeoutMs: this.startTimeoutMs,
       onServerRequest: (method, params) => this.serverRequest(method, params),
       onProgress: (params) => {
         this.onProgress(params);
@@ -901,7 +924,7 @@ export class Upstream {
         () => {
           resolve(undefined);
         },
-        Math.min(OTHER_ERA_WAIT_MS, this.options.startTimeoutMs),
+        Math.min(OTHER_ERA_WAIT_MS, this.startTimeoutMs),
       );
     });
     try {
@@ -1007,7 +1030,7 @@ export class Upstream {
   /** Lists every page of every advertised capability; a failed list is logged and left empty. */
   private async list(client: Client): Promise<Listings> {
     const caps = client.getServerCapabilities() ?? {};
-    const timeout = this.options.startTimeoutMs;
+    const timeout = this.startTimeoutMs;
     const attempt = async <T>(what: string, enabled: boolean, run: () => Promise<T[]>): Promise<McpItem[]> => {
       if (!enabled) return [];
       try {

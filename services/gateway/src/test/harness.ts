@@ -57,7 +57,7 @@ export async function freePort(): Promise<number> {
   });
 }
 
-/** Pids of every live descendant of this process (from /proc). */
+/** Pids of every live descendant of this process (from /proc), but the server processes' watchdog (watchdog.ts). */
 export async function descendantPids(root = process.pid): Promise<number[]> {
   const parents = new Map<number, number>();
   for (const entry of await readdir('/proc')) {
@@ -66,6 +66,7 @@ export async function descendantPids(root = process.pid): Promise<number[]> {
       const stat = await readFile(`/proc/${entry}/stat`, 'utf8');
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
       if (fields[0] === 'Z') continue; // zombie: already exited
+      if ((await readFile(`/proc/${entry}/cmdline`, 'utf8')).includes('watchdog-main.js')) continue;
       parents.set(Number(entry), Number(fields[1]));
     } catch {
       /* gone */

@@ -513,3 +513,32 @@ describe('managed servers and stdio registrations', () => {
     }
   });
 });
+
+void describe('a managed server Punk starts over HTTP', () => {
+  void it('is tested through its pooled process, which holds its port (a second process could not listen there)', async () => {
+    const port = await freePort();
+    const world = await startWorld({
+      managed: (tenant) => [
+        manifest(tenant, 'everything-http', {
+          package: { name: '@modelcontextprotocol/server-everything' },
+          args: ['streamableHttp'],
+          transport: 'streamable-http',
+          port,
+          env: [{ name: 'PORT', value: String(port) }],
+        }),
+      ],
+    });
+    try {
+      await ready(world, 'everything-http');
+      const tested = (await world.request({ op: 'servers.test', id: 'everything-http' })) as {
+        ok: boolean;
+        error?: string;
+        tools: { name: string }[];
+      };
+      assert.equal(tested.ok, true, tested.error);
+      assert.ok(tested.tools.some((t) => t.name === 'echo'));
+    } finally {
+      await world.close();
+    }
+  });
+});

@@ -294,6 +294,11 @@ export const mcpServerSpecSchema = z
       .describe(
         "Deadline of one call to the server, end to end: the gateway's call to the server and mcp-front's wait for it. Default: PUNK_CALL_TIMEOUT_MS (60s).",
       ),
+    startTimeout: durationSchema
+      .optional()
+      .describe(
+        "How long a server that Punk starts or connects to may take to complete its MCP handshake (e.g. 120s). Default: the gateway's PUNK_SERVER_START_TIMEOUT_MS.",
+      ),
   })
   .strict()
   .superRefine((spec, ctx) => {
