@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { copyFile, lstat, readdir } from 'node:fs/promises';
+import { chmod, copyFile, lstat, mkdir, readdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { connectClient, listAllTools } from './clients.js';
@@ -52,6 +52,21 @@ describe('punk up on a data directory', () => {
     assert.equal(await punk.stop(), 0, punk.output().slice(-2000));
     punk = undefined;
     assert.deepEqual(await notOwnerOnly(dataDir), [], 'data directory once punk up stopped');
+  });
+
+  test('a directory that holds other files and no Punk database is refused, and nothing in it is touched', async () => {
+    const foreign = join(dir, 'not-a-data-dir');
+    await mkdir(join(foreign, 'sub'), { recursive: true });
+    await writeFile(join(foreign, 'notes.txt'), 'mine\n');
+    await chmod(join(foreign, 'notes.txt'), 0o644);
+    await chmod(join(foreign, 'sub'), 0o755);
+    await assert.rejects(
+      startPunk({ manifestDir: dir, args: ['--data', foreign] }),
+      /is not empty and holds no Punk database \(it has "(notes\.txt|sub)", and no PG_VERSION\): pass a new or empty directory/,
+    );
+    assert.equal((await stat(join(foreign, 'notes.txt'))).mode & 0o777, 0o644, 'notes.txt keeps its mode');
+    assert.equal((await stat(join(foreign, 'sub'))).mode & 0o777, 0o755, 'sub/ keeps its mode');
+    assert.deepEqual((await readdir(foreign)).sort(), ['notes.txt', 'sub'], 'no file was added');
   });
 
   test('an API key made through the API survives a restart, a revoked one stays revoked, and the admin needs no bootstrap key after', async () => {

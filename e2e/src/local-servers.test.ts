@@ -211,6 +211,7 @@ void test('SIGTERM while one server is still starting and another is in its hand
   await assertAllGone(tree, 'a stop during the servers start ends their processes');
   assert.equal(code, 0, punk.output().slice(-2000));
   assert.equal(await listening(port), false, `port ${String(port)} is free again`);
+  assert.doesNotMatch(punk.output(), /Punk is ready/, 'a stop during the start announces no ready Punk');
 });
 
 void test('a slow server does not hold the others: they are served while it is starting, and its own startTimeout ends its start', async (t) => {

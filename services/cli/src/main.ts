@@ -37,7 +37,8 @@ Commands:
 
 Options of \`punk up\`:
   --manifests DIR   McpServer manifests to serve (default: examples, or PUNK_MANIFESTS)
-  --data DIR        PGlite data directory (default: .punk/data, or PUNK_DATA_DIR)
+  --data DIR        PGlite data directory (default: .punk/data, or PUNK_DATA_DIR); the servers'
+                    working directories go beside it, in DIR/../servers
   --ephemeral       keep nothing: the database in memory, the servers' working
                     directories in a temporary directory removed at exit
   --host HOST       listen address (default: 127.0.0.1, or PUNK_HOST)
@@ -76,7 +77,9 @@ async function up(args: string[]): Promise<void> {
   const started = Date.now();
   const starting = startEmbedded({ config, dataDir: values.ephemeral ? null : config.dataDir });
   // From the start: a signal while servers are still starting stops them too (it waits for the start to settle).
+  let stopping = false;
   stopOnSignals(log, 'shutting down', async () => {
+    stopping = true;
     const punk = await starting.catch(() => undefined);
     await punk?.close();
   });
@@ -89,6 +92,8 @@ async function up(args: string[]): Promise<void> {
       `serving ${endpoint}; still starting: ${pending.map((s) => s.name).join(', ')} (served as each is ready)`,
     );
   await punk.serversStarted();
+  // A signal during the start: the servers were stopped, not started; there is nothing to announce.
+  if (stopping) return;
   process.stdout.write(
     `\nPunk is ready in ${Date.now() - started} ms: ${endpoint}\n` +
       serversLine(punk.catalog(), punk.manifestErrors.length) +

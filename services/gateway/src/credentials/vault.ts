@@ -138,10 +138,14 @@ export class CredentialVault {
       createdBy: principal.subject,
     });
     if (!row)
-      throw new PunkError('CredentialExists', `credential ${input.id} already exists in tenant ${tenant}; delete it first to replace it`, {
-        id: input.id,
-        tenant,
-      });
+      throw new PunkError(
+        'CredentialExists',
+        `credential ${input.id} already exists in tenant ${tenant}; replace it in place with PUT /api/v1/credentials/${input.id}`,
+        {
+          id: input.id,
+          tenant,
+        },
+      );
     this.log.info({ tenant, credential: input.id, type: input.type, by: principal.subject }, 'credential created');
     await this.record(credentialEvent('credential.created', tenant, input.id, { type: input.type, keys: row.keyNames }, principal));
     return infoOf(row);

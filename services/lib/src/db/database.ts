@@ -1,8 +1,8 @@
-import { mkdir, stat } from 'node:fs/promises';
+import { mkdir, readdir, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import pg from 'pg';
 import { PGlite } from '@electric-sql/pglite';
-import { lockDataDirectory } from './lock.js';
+import { LOCK_FILE, lockDataDirectory } from './lock.js';
 import { makeOwnerOnly, OWNER_ONLY_DIRECTORY_MODE } from './owner-only.js';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import { PunkError, errorMessage } from '../errors.js';
@@ -120,6 +120,25 @@ async function openPostgres(url: string, log: Logger): Promise<Database> {
   return db;
 }
 
+/** Files Punk itself keeps in a data directory besides the database (its lock, `punk up`'s and `punk cluster`'s key file). */
+const PUNK_FILES = new Set([LOCK_FILE, 'encryption.key']);
+
+/**
+ * Refuses a directory that holds files and no database (PGlite's `PG_VERSION`): Punk makes everything in its data
+ * directory owner-only, so a mistyped `--data` (say, a home directory) must not be taken over.
+ * @throws PunkError `DatabaseUnavailable` naming the directory and one of its files.
+ */
+async function refuseForeignDirectory(directory: string): Promise<void> {
+  const entries = await readdir(directory);
+  if (entries.includes('PG_VERSION')) return;
+  const foreign = entries.find((name) => !PUNK_FILES.has(name));
+  if (foreign === undefined) return;
+  throw new PunkError(
+    'DatabaseUnavailable',
+    `data directory ${directory} is not empty and holds no Punk database (it has ${JSON.stringify(foreign)}, and no PG_VERSION): pass a new or empty directory, or one Punk made`,
+  );
+}
+
 async function openPglite(dataDir: string | null, log: Logger): Promise<Database> {
   let directory: string | undefined;
   let unlock = async () => {};
@@ -132,6 +151,7 @@ async function openPglite(dataDir: string | null, log: Logger): Promise<Database
         cause: error,
       });
     }
+    await refuseForeignDirectory(directory);
     unlock = await lockDataDirectory(directory);
   }
   const where = directory ? `pglite ${directory}` : 'pglite (in memory)';
