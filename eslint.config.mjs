@@ -6,7 +6,7 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['**/dist/**', '**/node_modules/**', '.punk/**', 'examples/files/**', 'charts/**'] },
+  { ignores: ['**/dist/**', '**/dist-sea/**', '**/node_modules/**', '.punk/**', 'examples/files/**', 'charts/**'] },
   js.configs.recommended,
   {
     files: ['**/*.ts'],
