@@ -14,7 +14,7 @@ const LOAD_MS = 6_000;
 const CONCURRENCY = 10;
 const TERMINATE_EVERY_MS = 150;
 
-test('backends terminated under load: gateway and ledger stay alive, every event lands once, readiness follows the database', async () => {
+test('backends terminated under load: gateway and ledger stay alive, every event lands once, readiness follows the database', async (t) => {
   const world = await tallyWorld();
   const { nats, setup, env, db } = world;
   const database = new URL(db.url).pathname.slice(1);
@@ -65,7 +65,8 @@ test('backends terminated under load: gateway and ledger stay alive, every event
     await terminator;
     // then neither process died,
     alive('while its connections were terminated');
-    assert.ok(terminated > 10, `connections were terminated (${terminated})`);
+    assert.ok(terminated >= 5, `connections were terminated (${terminated})`);
+    t.diagnostic(`${terminated} backends terminated; ${answered.length} of ${sent} calls answered`);
     assert.ok(answered.length > sent / 2, `most calls were answered (${answered.length} of ${sent})`);
 
     // and every answered call is on the ledger exactly once.

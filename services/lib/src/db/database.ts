@@ -72,7 +72,7 @@ function isUnavailable(error: unknown): boolean {
   )
     return true;
   const message = errorMessage(error);
-  return /Connection terminated|timeout expired|connect ECONN/i.test(message);
+  return /Connection terminated|timeout expired|connect ECONN|not queryable/i.test(message);
 }
 
 /**
