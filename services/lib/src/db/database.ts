@@ -7,7 +7,7 @@ import { makeOwnerOnly, OWNER_ONLY_DIRECTORY_MODE } from './owner-only.js';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import { PunkError, errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
-import { registerPool } from './pool.js';
+import { checkOut, registerPool, type CheckedOutClient } from './pool.js';
 
 /** Rows and count of one statement. `rowCount` is the rows returned or affected (0 when the server reports none). */
 export interface QueryResult<T> {
@@ -60,16 +60,19 @@ const unreachableCodes = new Set([
   'ENETUNREACH',
   'EPIPE',
 ]);
-/** SQLSTATE classes meaning the connection itself failed: 08 connection exception, 28 invalid authorization, 3D invalid catalog (no such database), 57P03 cannot connect now. */
+/**
+ * SQLSTATE classes meaning the connection itself failed: 08 connection exception, 28 invalid authorization, 3D invalid
+ * catalog (no such database), 57P01 admin shutdown (`pg_terminate_backend`), 57P02 crash shutdown, 57P03 cannot connect now.
+ */
 function isUnavailable(error: unknown): boolean {
   const code = (error as { code?: unknown })?.code;
   if (
     typeof code === 'string' &&
-    (unreachableCodes.has(code) || code.startsWith('08') || code.startsWith('28') || code === '3D000' || code === '57P03')
+    (unreachableCodes.has(code) || code.startsWith('08') || code.startsWith('28') || code === '3D000' || /^57P0[1-3]$/.test(code))
   )
     return true;
   const message = errorMessage(error);
-  return /Connection terminated|timeout expired|connect ECONN/i.test(message);
+  return /Connection terminated|timeout expired|connect ECONN|not queryable/i.test(message);
 }
 
 /**
@@ -254,7 +257,7 @@ function wrapPool(pool: pg.Pool, kind: Database['kind'], where: string, log: Log
     }
     throw error;
   };
-  const run = async <T>(client: pg.PoolClient, text: string, params?: unknown[]): Promise<QueryResult<T>> => {
+  const run = async <T>({ client }: CheckedOutClient, text: string, params?: unknown[]): Promise<QueryResult<T>> => {
     try {
       const result = await client.query(text, params);
       return { rows: result.rows as T[], rowCount: result.rowCount ?? 0 };
@@ -262,9 +265,9 @@ function wrapPool(pool: pg.Pool, kind: Database['kind'], where: string, log: Log
       return unavailable(error);
     }
   };
-  const connect = async (): Promise<pg.PoolClient> => {
+  const connect = async (): Promise<CheckedOutClient> => {
     try {
-      return await pool.connect();
+      return await checkOut(pool, log, where);
     } catch (error) {
       return unavailable(error);
     }
@@ -272,15 +275,15 @@ function wrapPool(pool: pg.Pool, kind: Database['kind'], where: string, log: Log
   // Not `pool.query`: it discards the connection after any failing statement, and PGlite
   // is one session behind one connection; only a broken connection is discarded here.
   const once = async <T>(text: string, params?: unknown[]): Promise<QueryResult<T>> => {
-    const client = await connect();
+    const connection = await connect();
     let broken: Error | undefined;
     try {
-      return await run<T>(client, text, params);
+      return await run<T>(connection, text, params);
     } catch (error) {
       if (error instanceof PunkError) broken = error;
       throw error;
     } finally {
-      client.release(broken);
+      connection.release(broken);
     }
   };
   let closing: Promise<void> | undefined;
@@ -288,18 +291,18 @@ function wrapPool(pool: pg.Pool, kind: Database['kind'], where: string, log: Log
     kind,
     query: once,
     async transaction(fn) {
-      const client = await connect();
+      const connection = await connect();
       let broken: Error | undefined;
       try {
-        await run(client, 'BEGIN');
-        const result = await fn({ query: (text, params) => run(client, text, params) });
-        await run(client, 'COMMIT');
+        await run(connection, 'BEGIN');
+        const result = await fn({ query: (text, params) => run(connection, text, params) });
+        await run(connection, 'COMMIT');
         return result;
       } catch (error) {
-        await client.query('ROLLBACK').catch((rollbackError: unknown) => (broken = rollbackError as Error));
+        await connection.client.query('ROLLBACK').catch((rollbackError: unknown) => (broken = rollbackError as Error));
         throw error;
       } finally {
-        client.release(broken);
+        connection.release(broken);
       }
     },
     async ping() {

@@ -2,7 +2,7 @@ import { runner } from 'node-pg-migrate';
 import { PunkError, errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Database } from './database.js';
-import { poolOf } from './pool.js';
+import { checkOut, poolOf } from './pool.js';
 
 /** Which migrations to run. */
 export interface MigrateOptions {
@@ -24,7 +24,8 @@ export interface MigrateOptions {
  */
 export async function migrate(db: Database, options: MigrateOptions): Promise<string[]> {
   const { schema, dir, log } = options;
-  const client = await poolOf(db).connect();
+  const checkedOut = await checkOut(poolOf(db), log, schema);
+  const { client } = checkedOut;
   let broken: Error | undefined;
   try {
     const applied = await runner({
@@ -57,6 +58,6 @@ export async function migrate(db: Database, options: MigrateOptions): Promise<st
   } finally {
     // The runner sets search_path on this session; PGlite keeps one session for every client, so restore it.
     await client.query('RESET search_path').catch((error: unknown) => (broken = error as Error));
-    client.release(broken);
+    checkedOut.release(broken);
   }
 }

@@ -83,6 +83,33 @@ test('migrations, idempotence and transactions on real Postgres', async () => {
   }
 });
 
+test('a connection terminated while checked out fails its transaction with DatabaseUnavailable and the pool carries on', async () => {
+  const scratch = await createScratchDatabase();
+  const db = await openDatabase({ url: scratch.url, log });
+  try {
+    // Given a transaction whose connection is terminated between two statements (no query running on it),
+    const failed = await db
+      .transaction(async (tx) => {
+        const { pid } = (await tx.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!;
+        await db.query('SELECT pg_terminate_backend($1)', [pid]);
+        await new Promise((r) => setTimeout(r, 300));
+        await tx.query('SELECT 1');
+      })
+      .then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+    // then the transaction fails with DatabaseUnavailable (the process did not die of an unheard 'error' event),
+    assert.ok(failed instanceof PunkError, `a PunkError, got ${String(failed)}`);
+    assert.equal(failed.code, 'DatabaseUnavailable');
+    // and the next statements get fresh connections.
+    for (let i = 0; i < 12; i++) await db.ping();
+  } finally {
+    await db.close();
+    await scratch.drop();
+  }
+});
+
 test('two processes migrating the same database at once apply each file once', async () => {
   const scratch = await createScratchDatabase();
   const dir = await writeMigrations();
