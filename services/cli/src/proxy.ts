@@ -51,7 +51,7 @@ function fail(res: ServerResponse, status: number, code: string, message: string
 /**
  * Listens on `host:port` and forwards each request to the next backend of its
  * group (round robin). A backend that cannot be reached answers 502 naming it.
- * With `ledgerApi: 'internal'` the ledger paths answer 403 instead of reaching the ledgers.
+ * With `ledgerApi: 'internal'` the ledger paths answer 403 (naming no backend URL) instead of reaching the ledgers.
  * @throws Error naming `host:port` when it cannot listen.
  */
 export async function startProxy(options: {
@@ -73,12 +73,12 @@ export async function startProxy(options: {
     const path = (req.url ?? '/').split('?')[0]!;
     const group = isLedgerPath(path) ? 'ledgers' : 'fronts';
     if (group === 'ledgers' && options.ledgerApi === 'internal') {
-      // The ledger processes do not authenticate: with authentication on, their API stays internal.
+      // The ledger processes do not authenticate: with authentication on, their API stays internal, and so do their URLs.
       fail(
         res,
         403,
         'InternalApi',
-        `with PUNK_AUTH_MODE=on the ledger API is internal to the distributed topology (it does not authenticate callers): ask a ledger replica directly (${backends.ledgers.join(', ')})`,
+        "with PUNK_AUTH_MODE=on the ledger API is internal to the distributed topology (it does not authenticate callers): read it from inside the deployment, on a ledger replica's own port",
       );
       return;
     }

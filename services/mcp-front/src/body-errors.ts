@@ -23,6 +23,8 @@ export function bodyRefusal(error: unknown): BodyRefusal | undefined {
   if (typeof error !== 'object' || error === null) return undefined;
   const { status, type, code, message } = error as { status?: unknown; type?: unknown; code?: unknown; message?: unknown };
   if (typeof status !== 'number' || status < 400 || status > 499) return undefined;
+  // checkJsonDepth's refusal says all itself.
+  if (type === 'entity.too.deep' && typeof message === 'string') return { status, code: 'InvalidRequest', message };
   const why = typeof message === 'string' && message !== '' ? message : 'malformed';
   // zlib's errors (Z_DATA_ERROR…) carry no type: a body that is not what its Content-Encoding says.
   const text =

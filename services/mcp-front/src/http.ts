@@ -55,6 +55,7 @@ import type { McpEndpoints } from './endpoint.js';
 import type { HttpSseEndpoint } from './http-sse.js';
 import { sendJsonRpcError } from './errors.js';
 import { headerOf } from './get-stream.js';
+import { jsonDepthRefusal } from './json-depth.js';
 
 /** Methods an MCP endpoint answers. */
 export const ALLOWED_METHODS = ['GET', 'POST', 'DELETE'] as const;
@@ -185,7 +186,8 @@ export function createRouter(deps: HttpDeps): Router {
           sendJsonRpcError(res, 400, -32700, 'Parse error: the request has no body (a POST carries one JSON-RPC message)');
           return;
         }
-        const batchRefusal = checkDepth(req.body) ?? checkBatch(req, req.body) ?? checkMessages(req.body);
+        const depthRefusal = jsonDepthRefusal(req.body);
+        const batchRefusal = (depthRefusal && `Invalid Request: ${depthRefusal}`) ?? checkBatch(req, req.body) ?? checkMessages(req.body);
         if (batchRefusal) {
           sendJsonRpcError(res, 400, ProtocolErrorCode.InvalidRequest, batchRefusal);
           return;
@@ -338,21 +340,6 @@ function checkMessages(body: unknown): string | undefined {
     const id = (message as { id: unknown }).id;
     if (typeof id === 'string' || (typeof id === 'number' && Number.isSafeInteger(id))) continue;
     return `Invalid Request: a JSON-RPC id must be a string or an integer, not ${id === null ? 'null' : Array.isArray(id) ? 'an array' : typeof id === 'number' ? `the number ${id}` : `a ${typeof id}`}`;
-  }
-  return undefined;
-}
-
-/** Deepest JSON nesting a request may carry: deeper values would exhaust the stack of whatever walks them (schema checks, copies). */
-export const MAX_JSON_DEPTH = 256;
-
-/** Check 9: the body nests at most {@link MAX_JSON_DEPTH} arrays and objects; walked without recursion. */
-function checkDepth(body: unknown): string | undefined {
-  const stack: Array<[unknown, number]> = [[body, 1]];
-  while (stack.length > 0) {
-    const [value, depth] = stack.pop()!;
-    if (typeof value !== 'object' || value === null) continue;
-    if (depth > MAX_JSON_DEPTH) return `Invalid Request: the body nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels`;
-    for (const child of Object.values(value)) if (typeof child === 'object' && child !== null) stack.push([child, depth + 1]);
   }
   return undefined;
 }

@@ -40,6 +40,7 @@ import {
 } from '@punk/lib';
 import { adminGuard } from './auth/admin-api.js';
 import { bodyRefusal } from './body-errors.js';
+import { checkJsonDepth } from './json-depth.js';
 import type { Authenticator } from './auth/authenticator.js';
 
 /** HTTP status of each PunkError code the registry and credentials APIs answer with. */
@@ -112,8 +113,11 @@ export function registryRouter(options: RegistryApiOptions): Router {
   const router = express.Router();
   const guard = adminGuard(options.auth, 'open');
   router.use(['/mcp/servers', '/credentials'], guard);
-  const parse = express.json({ limit: options.maxBodyBytes, strict: false, type: () => true });
-  /** A JSON body: 415 without a JSON content type (before reading it), then parsed (400 malformed, 413 too large). */
+  const parseJson = express.json({ limit: options.maxBodyBytes, strict: false, type: () => true });
+  /** Parses a JSON body and checks its depth (400 malformed or nested too deep, 413 too large). */
+  const parse = (req: Request, res: Response, next: NextFunction) =>
+    parseJson(req, res, (error?: unknown) => (error === undefined || error === null ? checkJsonDepth(req, res, next) : next(error)));
+  /** A JSON body: 415 without a JSON content type (before reading it), then parsed (400 malformed or nested too deep, 413 too large). */
   const json = [
     (req: Request, res: Response, next: NextFunction) => {
       if (req.is('application/json')) next();

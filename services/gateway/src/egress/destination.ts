@@ -76,7 +76,7 @@ export function destinationPolicyOf(config: Pick<PunkConfig, 'authMode' | 'upstr
  * `instance-data` and `instance-data.ec2.internal`) are refused by name before any resolution.
  *
  * @returns the URL and the checked addresses; connect to those and resolve nothing again.
- * @throws PunkError `EgressRefused` (URL with userinfo removed, the address, its class, how to allow it);
+ * @throws PunkError `EgressRefused` (URL with userinfo and query values removed, the address, its class, how to allow it);
  *   `UpstreamUnreachable` when the host does not resolve; `InvalidConfig` for an entry of
  *   `allowedNetworks` that is not a CIDR.
  */

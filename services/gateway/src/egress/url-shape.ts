@@ -10,11 +10,15 @@ const ALLOWED_SCHEMES = new Set(['http:', 'https:']);
 /** An authority's userinfo as a lenient reader sees it: everything between `//` and the last `@` before `/`, `?` or `#`. */
 const USERINFO = /\/\/[^/?#]*@/;
 
+/** What a redacted query value, or a query part without a name, is shown as. */
+export const REDACTED_QUERY_VALUE = '<redacted>';
+
 /**
- * `url` with any userinfo (`user:password@`) removed, for messages and logs. A URL with userinfo comes
- * back WHATWG-normalized without it; other text is returned as written (a message shows `http://0x7f.1`
- * as the caller wrote it), less anything a lenient parser would read as userinfo
- * (`http://host\\user:pass@x`).
+ * `url` with any userinfo (`user:password@`) removed and the value of every query parameter replaced by
+ * {@link REDACTED_QUERY_VALUE} (names kept: `?token=<redacted>`), for messages, logs and API answers. A URL with
+ * userinfo comes back WHATWG-normalized without it; other text is returned as written (a message shows
+ * `http://0x7f.1` as the caller wrote it), less anything a lenient parser would read as userinfo
+ * (`http://host\\user:pass@x`) and less its query values.
  */
 export function redactUrl(url: string | URL): string {
   let parsed: URL | undefined;
@@ -26,12 +30,30 @@ export function redactUrl(url: string | URL): string {
   if (parsed && (parsed.username !== '' || parsed.password !== '')) {
     parsed.username = '';
     parsed.password = '';
-    return parsed.href;
+    return redactQuery(parsed.href);
   }
-  return String(url).replace(USERINFO, '//');
+  return redactQuery(String(url).replace(USERINFO, '//'));
 }
 
-/** The `EgressRefused` error for `url` (userinfo removed) and the sentence saying why. */
+/** `text` with each value of its query (from the first `?` to a `#` or the end) redacted; a part without `=` is redacted whole. */
+function redactQuery(text: string): string {
+  const start = text.indexOf('?');
+  if (start < 0) return text;
+  const hash = text.indexOf('#', start);
+  const end = hash < 0 ? text.length : hash;
+  const query = text
+    .slice(start + 1, end)
+    .split('&')
+    .map((part) => {
+      if (part === '') return part;
+      const equals = part.indexOf('=');
+      return equals < 0 ? REDACTED_QUERY_VALUE : `${part.slice(0, equals)}=${REDACTED_QUERY_VALUE}`;
+    })
+    .join('&');
+  return `${text.slice(0, start + 1)}${query}${text.slice(end)}`;
+}
+
+/** The `EgressRefused` error for `url` (userinfo and query values removed) and the sentence saying why. */
 export function egressRefused(url: string | URL, reason: string, details: Record<string, unknown> = {}): PunkError {
   const shown = redactUrl(url);
   return new PunkError('EgressRefused', `upstream URL ${shown} refused: ${reason}`, { url: shown, ...details });
@@ -41,7 +63,7 @@ export function egressRefused(url: string | URL, reason: string, details: Record
  * Parses `url` and checks its shape; applied to every upstream URL and every redirect target, whatever
  * the destination policy (even in the open-dev carve-out).
  *
- * Refused, each with `PunkError` code `EgressRefused` naming the URL (userinfo removed) and the reason:
+ * Refused, each with `PunkError` code `EgressRefused` naming the URL (userinfo and query values removed) and the reason:
  * - text that is not an absolute URL;
  * - control characters, whitespace or backslashes, which the WHATWG parser drops or reads as `/` while
  *   other parsers do not (`http://a.example\@b.example` is host `a.example` here, `b.example` elsewhere);

@@ -27,7 +27,7 @@ import {
 } from '@punk/lib';
 import type { McpItem } from '../catalog.js';
 import { isCredentialReference, type CredentialVault } from '../credentials/index.js';
-import { checkDestination, type DestinationPolicy } from '../egress/index.js';
+import { checkDestination, redactUrl, type DestinationPolicy } from '../egress/index.js';
 import type { ToolPinning } from '../pinning/tool-pinning.js';
 import { auditedRegistration, managedSummary, parseRegistration, toMcpServer, typeOf, type Registration } from './registration.js';
 import type { ServedSet } from './served-set.js';
@@ -396,24 +396,33 @@ export const MASKED_VALUE = '<redacted>';
 
 /**
  * A stored registration as the API shows it: literal `env` and `headers` values (which may be secrets typed in
- * by an admin) replaced by {@link MASKED_VALUE}; `cred:` references shown as they are.
+ * by an admin) replaced by {@link MASKED_VALUE}; `cred:` references shown as they are; the URL's query values
+ * redacted (`?token=<redacted>`, see `redactUrl`).
  */
 export function maskedRegistration(body: Registration): Record<string, unknown> {
   const mask = (values: Record<string, string> | undefined) =>
     values &&
     Object.fromEntries(Object.entries(values).map(([name, value]) => [name, isCredentialReference(value) ? value : MASKED_VALUE]));
-  return { ...body, ...(body.env && { env: mask(body.env) }), ...(body.headers && { headers: mask(body.headers) }) };
+  return {
+    ...body,
+    ...(body.url !== undefined && { url: redactUrl(body.url) }),
+    ...(body.env && { env: mask(body.env) }),
+    ...(body.headers && { headers: mask(body.headers) }),
+  };
 }
 
 /**
  * The body of a registration (POST) or replacement (PUT, `stored` being the registration it replaces) with every
- * {@link MASKED_VALUE} put back to the stored value of the same `env` or `headers` entry, so a registration read
+ * {@link MASKED_VALUE} put back to the stored value of the same `env` or `headers` entry, and the redacted URL to the
+ * stored URL, so a registration read
  * from the API can be edited and sent back as a whole.
  * @throws PunkError `InvalidRegistration` naming the entry when it is {@link MASKED_VALUE} but no value is stored for it.
  */
 function unmaskedBody(body: unknown, stored: Registration | undefined): unknown {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return body;
   const out = { ...(body as Record<string, unknown>) };
+  // The URL as the API showed it (query values redacted) stands for the stored URL.
+  if (stored?.url !== undefined && out['url'] !== stored.url && out['url'] === redactUrl(stored.url)) out['url'] = stored.url;
   for (const field of ['env', 'headers'] as const) {
     const values = out[field];
     const previous = stored?.[field] ?? {};

@@ -15,6 +15,7 @@
 import express, { type NextFunction, type Request, type RequestHandler, type Response, type Router } from 'express';
 import { apiKeyInputSchema, errorMessage, PunkError, tenantSchema, type Logger, type Principal } from '@punk/lib';
 import { bodyRefusal } from '../body-errors.js';
+import { checkJsonDepth } from '../json-depth.js';
 import type { Authenticator } from './authenticator.js';
 import { challengeOf, type Refusal } from './challenge.js';
 
@@ -73,31 +74,37 @@ export function adminRouter(options: AdminApiOptions): Router {
   const requireAdmin = adminGuard(auth, 'refuse');
   const adminOf = (res: Response): Principal => res.locals['admin'] as Principal;
 
-  router.post('/api-keys', requireAdmin, express.json({ limit: '16kb', strict: true, type: () => true }), async (req, res) => {
-    if (!req.is('application/json')) {
-      fail(res, 415, 'UnsupportedMediaType', 'the body must be JSON, with Content-Type: application/json');
-      return;
-    }
-    const parsed = apiKeyInputSchema.safeParse(req.body ?? {});
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0]!;
-      fail(res, 400, 'InvalidRequest', `${issue.path.join('.') || 'body'}: ${issue.message}`);
-      return;
-    }
-    const createdBy = adminOf(res).subject;
-    const { key, info } = await auth!.keys.create({
-      name: parsed.data.name,
-      tenant: parsed.data.tenant ?? options.tenant,
-      scopes: parsed.data.scopes ?? [...options.defaultScopes],
-      groups: parsed.data.groups ?? [],
-      createdBy,
-    });
-    options.log.info({ id: info.id, name: info.name, tenant: info.tenant, scopes: info.scopes, by: createdBy }, 'API key created');
-    res
-      .status(201)
-      .set('Cache-Control', 'no-store')
-      .json({ key, ...info });
-  });
+  router.post(
+    '/api-keys',
+    requireAdmin,
+    express.json({ limit: '16kb', strict: true, type: () => true }),
+    checkJsonDepth,
+    async (req, res) => {
+      if (!req.is('application/json')) {
+        fail(res, 415, 'UnsupportedMediaType', 'the body must be JSON, with Content-Type: application/json');
+        return;
+      }
+      const parsed = apiKeyInputSchema.safeParse(req.body ?? {});
+      if (!parsed.success) {
+        const issue = parsed.error.issues[0]!;
+        fail(res, 400, 'InvalidRequest', `${issue.path.join('.') || 'body'}: ${issue.message}`);
+        return;
+      }
+      const createdBy = adminOf(res).subject;
+      const { key, info } = await auth!.keys.create({
+        name: parsed.data.name,
+        tenant: parsed.data.tenant ?? options.tenant,
+        scopes: parsed.data.scopes ?? [...options.defaultScopes],
+        groups: parsed.data.groups ?? [],
+        createdBy,
+      });
+      options.log.info({ id: info.id, name: info.name, tenant: info.tenant, scopes: info.scopes, by: createdBy }, 'API key created');
+      res
+        .status(201)
+        .set('Cache-Control', 'no-store')
+        .json({ key, ...info });
+    },
+  );
 
   router.get('/api-keys', requireAdmin, async (req, res) => {
     const tenant = req.query['tenant'];

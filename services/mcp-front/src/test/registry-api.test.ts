@@ -319,6 +319,32 @@ describe('the registry API over HTTP', () => {
     assert.equal((await api(guarded.base, 'DELETE', '/mcp/servers/admins-only', { token: BOOTSTRAP })).status, 204);
   });
 
+  it("never shows an upstream URL's query values: not in answers, listings, tests or errors", async () => {
+    const url = 'http://127.0.0.1:9/mcp?token=s3cr3t-q&flag';
+    const answers = [await api(open.base, 'POST', '/mcp/servers', { body: { name: 'tokened', type: 'http', url } })];
+    assert.equal(answers[0]!.status, 201, JSON.stringify(answers[0]!.json));
+    assert.equal(answers[0]!.json.server.registration.url, 'http://127.0.0.1:9/mcp?token=<redacted>&<redacted>');
+    answers.push(
+      await api(open.base, 'GET', '/mcp/servers/tokened'),
+      await api(open.base, 'GET', '/mcp/servers'),
+      await api(open.base, 'POST', '/mcp/servers/tokened/test'),
+      await api(open.base, 'GET', '/mcp/servers/tokened'),
+    );
+    // The registration as read, sent back whole, keeps the stored URL (the redacted one stands for it).
+    const replaced = await api(open.base, 'PUT', '/mcp/servers/tokened', { body: answers[1]!.json.server.registration });
+    assert.equal(replaced.status, 200, JSON.stringify(replaced.json));
+    answers.push(replaced);
+    // A refused URL is named with its query values redacted.
+    const refused = await api(open.base, 'POST', '/mcp/servers', {
+      body: { name: 'refused', type: 'http', url: 'http://127.0.0.1:9/latest?token=s3cr3t-q#top' },
+    });
+    assert.equal(refused.status, 400, JSON.stringify(refused.json));
+    assert.match(refused.json.error.message, /127\.0\.0\.1:9\/latest\?token=<redacted>#top refused/);
+    answers.push(refused);
+    for (const answer of answers) assert.doesNotMatch(JSON.stringify(answer.json), /s3cr3t-q/);
+    assert.equal((await api(open.base, 'DELETE', '/mcp/servers/tokened')).status, 204);
+  });
+
   it('answers 503 while no gateway serves the registry', async () => {
     await gateway.stop();
     const answer = await api(open.base, 'GET', '/mcp/servers');
