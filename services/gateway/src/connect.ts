@@ -13,7 +13,7 @@ import { ensurePortFree, verifyOwnListener } from './local-port.js';
 import { ServerProcess } from './process.js';
 import type { SessionLink } from './session-link.js';
 import { ProcessStdioTransport } from './stdio-transport.js';
-import { redact } from './redact.js';
+import { redact, redactJson } from './redact.js';
 import { headerRecord, renewHeaders, resolveHeaders, type ResolvedHeader, type Secrets } from './upstream-secrets.js';
 
 /** An open connection: the SDK client, the transport it speaks and, for local servers, the process. */
@@ -30,6 +30,12 @@ export interface Connection {
   sessionLost: () => number;
   /** `text` with this connection's secret values (resolved headers and env values) hidden: apply to every error message of its calls. */
   redact(text: string): string;
+  /**
+   * `text` with this connection's values from the credentials vault (`cred:` headers and env values) hidden: apply to
+   * everything of its upstream that goes back to clients (results, errors, notifications, listings). Literal values
+   * the manifest shows anyway are left as sent.
+   */
+  redactForClient(text: string): string;
 }
 
 /** Options of {@link openConnection}. */
@@ -109,8 +115,12 @@ const LIST_CHANGED_NOTIFICATIONS = [
 /** How long list-changed notifications are gathered into one {@link ConnectOptions.onListChanged}, in milliseconds. */
 const LIST_CHANGED_DEBOUNCE_MS = 50;
 
-/** A client for one connection attempt; `negotiates`: the transport may speak 2026-07-28 (Streamable HTTP or stdio). */
-function newClient(options: ConnectOptions, negotiates: boolean, byDefault: 'auto' | 'legacy'): Client {
+/**
+ * A client for one connection attempt; `negotiates`: the transport may speak 2026-07-28 (Streamable HTTP or stdio).
+ * `hide` masks the connection's values from the vault in everything its handlers pass on towards clients (progress
+ * and log messages, server-to-client requests).
+ */
+function newClient(options: ConnectOptions, negotiates: boolean, byDefault: 'auto' | 'legacy', hide: (text: string) => string): Client {
   const clientOptions: ClientOptions = {
     // Declared so upstreams offer their elicitation and sampling; each request is relayed to the client of
     // the call, or refused when that client did not declare the capability itself (client-channel.ts).
@@ -132,12 +142,15 @@ function newClient(options: ConnectOptions, negotiates: boolean, byDefault: 'aut
       }, LIST_CHANGED_DEBOUNCE_MS);
     });
   }
-  client.setNotificationHandler('notifications/progress', (notification) => options.onProgress({ ...notification.params }));
+  client.setNotificationHandler('notifications/progress', (notification) =>
+    options.onProgress(redactJson({ ...notification.params }, hide)),
+  );
   client.setNotificationHandler('notifications/resources/updated', (notification) => options.onResourceUpdated(notification.params.uri));
   const session = options.session;
-  if (!session) client.setNotificationHandler('notifications/message', (notification) => options.onLog({ ...notification.params }));
+  if (!session)
+    client.setNotificationHandler('notifications/message', (notification) => options.onLog(redactJson({ ...notification.params }, hide)));
   if (session) {
-    client.setNotificationHandler('notifications/message', (notification) => session.log({ ...notification.params }));
+    client.setNotificationHandler('notifications/message', (notification) => session.log(redactJson({ ...notification.params }, hide)));
     // Without the capability the SDK answers an upstream roots/list with -32601 itself.
     if (session.roots)
       client.setRequestHandler(
@@ -148,7 +161,8 @@ function newClient(options: ConnectOptions, negotiates: boolean, byDefault: 'aut
   for (const method of FORWARDED_METHODS) {
     client.setRequestHandler(
       method,
-      async (request) => (await options.onServerRequest(method, request.params as Record<string, unknown> | undefined)) as never,
+      async (request) =>
+        (await options.onServerRequest(method, redactJson(request.params as Record<string, unknown> | undefined, hide))) as never,
     );
   }
   return client;
@@ -173,6 +187,15 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
   // Every secret value the connection sends: hidden from each message that leaves this function.
   const secrets = new Set<string>();
   const hide = (text: string) => redact(text, secrets);
+  // Those of them that came from the credentials vault: hidden from everything that goes back to clients.
+  const vaultSecrets = new Set<string>();
+  const hideFromClient = (text: string) => redact(text, vaultSecrets);
+  const remember = (headers: ResolvedHeader[]) => {
+    for (const header of headers) {
+      secrets.add(header.value);
+      if (header.fromVault) vaultSecrets.add(header.value);
+    }
+  };
   const name = `${server.metadata.namespace ?? 'default'}/${server.metadata.name}`;
   const transport = transportOf(spec);
   const deadline = Date.now() + options.timeoutMs;
@@ -203,7 +226,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
           seen,
           ...(options.fetch && { fetch: options.fetch }),
           timeoutMs: () => deadline - Date.now(),
-          newClient: (kind) => (client = newClient(options, kind === 'streamable-http', 'auto')),
+          newClient: (kind) => (client = newClient(options, kind === 'streamable-http', 'auto', hideFromClient)),
           onFallback: (status) =>
             options.log.info(
               { server: name, status },
@@ -211,7 +234,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
             ),
         });
       let headers = options.renewedHeaders ?? (await resolveHeaders(server, options.secrets));
-      for (const header of headers) secrets.add(header.value);
+      remember(headers);
       let connected: HttpConnection | undefined;
       for (let renewed = options.renewedHeaders !== undefined; !connected; renewed = true) {
         const seen = { unauthorized: 0, sessionLost: 0 };
@@ -225,7 +248,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
         if (!renewal) throw unauthorizedError(name, renewed);
         options.log.info({ server: name }, `server ${name} answered HTTP 401; its OAuth2 credentials were renewed, connecting again`);
         headers = renewal;
-        for (const header of headers) secrets.add(header.value);
+        remember(headers);
       }
       options.log.info({ server: name, transport: connected.transport }, `connected to server ${name} over ${connected.transport}`);
       listenForChanges(connected.client, options.log, name, options.timeoutMs, hide);
@@ -236,6 +259,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
         unauthorized: connected.unauthorized,
         sessionLost: connected.sessionLost,
         redact: hide,
+        redactForClient: hideFromClient,
       };
     }
     const plan = await planLaunch(server, {
@@ -244,6 +268,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
       ...(options.secrets && { secrets: options.secrets }),
     });
     for (const value of plan.secrets) secrets.add(value);
+    for (const value of plan.vaultSecrets) vaultSecrets.add(value);
     // An HTTP server's port must be free: whatever answers there once it runs is taken for this server.
     const port = spec.port ?? 0; // the manifest schema requires spec.port of a streamable-http or sse server Punk starts
     if (transport !== 'stdio') await Promise.race([ensurePortFree(name, port), timeout]);
@@ -257,9 +282,18 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
     });
     exited.catch(() => undefined);
     if (transport === 'stdio') {
-      client = newClient(options, true, 'legacy');
+      client = newClient(options, true, 'legacy', hideFromClient);
       await Promise.race([client.connect(new ProcessStdioTransport(proc), { timeout: options.timeoutMs }), exited, timeout]);
-      return { client, transport: 'stdio', process: proc, headers: [], unauthorized: () => 0, sessionLost: () => 0, redact: hide };
+      return {
+        client,
+        transport: 'stdio',
+        process: proc,
+        headers: [],
+        unauthorized: () => 0,
+        sessionLost: () => 0,
+        redact: hide,
+        redactForClient: hideFromClient,
+      };
     }
     const url = new URL(`http://127.0.0.1:${spec.port}${spec.path}`);
     const attempt = async (): Promise<HttpConnection> => {
@@ -270,7 +304,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
             transport: transport === 'sse' ? 'sse' : 'streamable-http',
             headers: {},
             timeoutMs: () => deadline - Date.now(),
-            newClient: (kind) => (client = newClient(options, kind === 'streamable-http', 'auto')),
+            newClient: (kind) => (client = newClient(options, kind === 'streamable-http', 'auto', hideFromClient)),
           });
         } catch (error) {
           if (proc.exitInfo || Date.now() + HTTP_RETRY_MS >= deadline) throw error;
@@ -290,6 +324,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
       unauthorized: () => 0,
       sessionLost: () => 0,
       redact: hide,
+      redactForClient: hideFromClient,
     };
   } catch (error) {
     abandoned = true;

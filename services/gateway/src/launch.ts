@@ -26,6 +26,8 @@ export interface LaunchPlan {
    * literal `spec.env` values of at least {@link MIN_LITERAL_SECRET_LENGTH} characters (a literal may be a secret too).
    */
   secrets: string[];
+  /** Those of {@link secrets} resolved from the credentials vault: masked in everything that goes back to clients too. */
+  vaultSecrets: string[];
 }
 
 /** Shortest literal `spec.env` value treated as a secret: shorter ones are flags and names (`1`, `debug`, `json`). */
@@ -82,12 +84,17 @@ export async function planLaunch(server: McpServer, options: LaunchOptions): Pro
   };
   const vars = (): Record<string, string> => ({ ...options.extraEnv, ...env });
   const secrets: string[] = [];
+  const vaultSecrets: string[] = [];
   for (const entry of spec.env) {
     const literal = entry.value !== undefined && !isCredentialReference(entry.value);
     if (literal) {
       const value = (env[entry.name] = expandVars(entry.value!, vars()));
       if (value.length >= MIN_LITERAL_SECRET_LENGTH) secrets.push(value);
-    } else secrets.push((env[entry.name] = await resolveEnv(server, entry, options.secrets)));
+    } else {
+      const value = (env[entry.name] = await resolveEnv(server, entry, options.secrets));
+      secrets.push(value);
+      vaultSecrets.push(value);
+    }
   }
   const args = (spec.args ?? []).map((arg) => expandVars(arg, vars()));
   let command: string;
@@ -108,7 +115,7 @@ export async function planLaunch(server: McpServer, options: LaunchOptions): Pro
   if (transportOf(spec) !== 'stdio' && isNode(command)) prefix = ['--import', LOOPBACK_PRELOAD, ...prefix];
   // Owner-only (0700): a server's HOME holds what it keeps (a memory graph, tokens).
   await mkdir(cwd, { recursive: true, mode: OWNER_ONLY_DIRECTORY_MODE });
-  return { command, args: [...prefix, ...args], env, cwd, secrets };
+  return { command, args: [...prefix, ...args], env, cwd, secrets, vaultSecrets };
 }
 
 /**

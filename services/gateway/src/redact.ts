@@ -24,3 +24,20 @@ export function redact(text: string, secrets: Iterable<string>): string {
   for (const piece of [...hidden].sort((a, b) => b.length - a.length)) out = out.replaceAll(piece, REDACTED);
   return out;
 }
+
+/**
+ * `value` (a JSON value an upstream sent: a result, an error's data, a notification's params) with `hide` applied
+ * to every string in it, object keys included; its structure is kept. Values that are not JSON (none come off
+ * the wire) are kept as they are.
+ */
+export function redactJson<T>(value: T, hide: (text: string) => string): T {
+  const walk = (node: unknown): unknown => {
+    if (typeof node === 'string') return hide(node);
+    if (Array.isArray(node)) return node.map(walk);
+    if (node === null || typeof node !== 'object') return node;
+    const prototype: unknown = Object.getPrototypeOf(node);
+    if (prototype !== Object.prototype && prototype !== null) return node;
+    return Object.fromEntries(Object.entries(node).map(([key, item]) => [hide(key), walk(item)]));
+  };
+  return walk(value) as T;
+}

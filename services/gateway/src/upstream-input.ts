@@ -13,6 +13,7 @@ import { CLIENT_CAPABILITIES_META_KEY, ProtocolErrorCode } from '@modelcontextpr
 import { PunkError } from '@punk/lib';
 import { CAPABILITY_OF, type ClientLink } from './client-channel.js';
 import type { ProtocolEra } from './connect.js';
+import { redactJson } from './redact.js';
 
 /** Most `input_required` rounds of one call before the gateway gives up. */
 export const MAX_INPUT_ROUNDS = 8;
@@ -65,7 +66,7 @@ export function metaForModernUpstream(meta: Record<string, unknown> | undefined,
 /**
  * Asks the client of the call for every input request of `result` (an `input_required` result), one after
  * the other, and resolves with the params of the retry: the answers under the upstream's keys and its
- * `requestState`, echoed byte for byte.
+ * `requestState`, echoed byte for byte. `hide` masks the connection's secret values in the requests the client is sent.
  * @throws PunkError `UpstreamError` (mcpCode -32603) when the call has no client, or its client did not declare
  *   what a request needs; the client's own ProtocolError when it refuses.
  */
@@ -73,6 +74,7 @@ export async function answerInputRequests(
   server: string,
   result: Record<string, unknown>,
   link: ClientLink | undefined,
+  hide: (text: string) => string,
 ): Promise<InputRetry> {
   const requests = (result['inputRequests'] ?? {}) as Record<string, { method: string; params?: Record<string, unknown> }>;
   const inputResponses: Record<string, unknown> = {};
@@ -83,7 +85,7 @@ export async function answerInputRequests(
         mcpCode: ProtocolErrorCode.InternalError,
       });
     }
-    inputResponses[key] = await link.request(request.method, request.params);
+    inputResponses[key] = await link.request(request.method, redactJson(request.params, hide));
   }
   const requestState = result['requestState'];
   return { inputResponses, ...(typeof requestState === 'string' && { requestState }) };

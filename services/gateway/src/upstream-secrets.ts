@@ -22,11 +22,15 @@ export interface Secrets {
   renewAfterUnauthorized(credentialId: string, rejected: string): Promise<string>;
 }
 
-/** One header of a url server with its value resolved; `oauth2` is the credential id it came from, if OAuth2. */
+/**
+ * One header of a url server with its value resolved; `oauth2` is the credential id it came from, if OAuth2;
+ * `fromVault` when the value came from the credentials vault (a `cred:` reference), not a literal.
+ */
 export interface ResolvedHeader {
   name: string;
   value: string;
   oauth2?: string;
+  fromVault?: true;
 }
 
 type ValueFrom = NonNullable<McpServer['spec']['env'][number]['valueFrom']>;
@@ -106,7 +110,8 @@ export async function resolveHeaders(server: McpServer, secrets: Secrets | undef
         referenceOf(header),
         'is not a valid HTTP header value (RFC 9110 §5.5: visible ASCII, spaces, tabs and Latin-1 letters): it holds a line break, another control character or a character outside Latin-1',
       );
-    resolved.push({ name: header.name, value, ...(oauth2 !== undefined && { oauth2 }) });
+    const fromVault = header.value === undefined || isCredentialReference(header.value);
+    resolved.push({ name: header.name, value, ...(oauth2 !== undefined && { oauth2 }), ...(fromVault && { fromVault: true as const }) });
   }
   return resolved;
 }

@@ -50,6 +50,7 @@ import {
 } from './connect.js';
 import { renewHeaders, type ResolvedHeader, type Secrets } from './upstream-secrets.js';
 import type { ProcessExit } from './process.js';
+import { redactJson } from './redact.js';
 import type { SessionLink } from './session-link.js';
 import { answerInputRequests, MAX_INPUT_ROUNDS, metaForModernUpstream, type InputRequiredMode, type InputRetry } from './upstream-input.js';
 
@@ -387,12 +388,15 @@ export class Upstream {
     const client = connection?.client;
     if (!client) throw new PunkError('ServerUnavailable', `server ${this.key} is unavailable (${this.stateValue})`);
     try {
-      return await client.complete(params as Parameters<Client['complete']>[0], { timeout: this.callTimeoutMs });
+      const result = await client.complete(params as Parameters<Client['complete']>[0], { timeout: this.callTimeoutMs });
+      return redactJson(result, (text) => connection.redactForClient(text));
     } catch (error) {
       throw new PunkError(
         'UpstreamError',
         `server ${this.key} answered completion/complete with an error: ${this.hide(errorMessage(error), connection)}`,
-        error instanceof ProtocolError ? { mcpCode: error.code, data: error.data } : {},
+        error instanceof ProtocolError
+          ? { mcpCode: error.code, data: redactJson(error.data, (text) => connection.redactForClient(text)) }
+          : {},
       );
     }
   }
@@ -412,7 +416,9 @@ export class Upstream {
       throw new PunkError(
         'UpstreamError',
         `server ${this.key} refused logging/setLevel: ${this.hide(errorMessage(error))}`,
-        error instanceof ProtocolError ? { mcpCode: error.code, data: error.data } : {},
+        error instanceof ProtocolError
+          ? { mcpCode: error.code, data: redactJson(error.data, (text) => this.connection?.redactForClient(text) ?? text) }
+          : {},
       );
     }
   }
@@ -675,6 +681,8 @@ export class Upstream {
     mode?: InputRequiredMode,
   ): Promise<CallOutcome> {
     const timeoutMs = this.callTimeoutMs;
+    // What goes back to the client never holds a value resolved from the vault for this connection (an upstream may echo its headers).
+    const hide = (text: string) => connection.redactForClient(text);
     const proc = connection.process;
     const exited = proc ? proc.exited.then((exit) => ({ exit })) : new Promise<never>(() => undefined);
     // The upstream gets a progress token of Punk's own, mapped back to the client's (tokens are per connection).
@@ -712,19 +720,19 @@ export class Upstream {
             throw new PunkError('UpstreamError', `server ${this.key} still asked for input after ${MAX_INPUT_ROUNDS} rounds`, {
               mcpCode: ProtocolErrorCode.InternalError,
             });
-          retry = await answerInputRequests(this.key, value, link);
+          retry = await answerInputRequests(this.key, value, link, hide);
         }
       };
       const result = await Promise.race([rounds().then((value) => ({ value })), exited]);
       if ('exit' in result) return this.exitedDuringCall(connection, result.exit);
-      return { ok: true, result: result.value as Record<string, unknown>, redact: (text) => connection.redact(text) };
+      return { ok: true, result: redactJson(result.value as Record<string, unknown>, hide), redact: (text) => connection.redact(text) };
     } catch (error) {
       if (error instanceof PunkError) throw error;
       if (error instanceof ProtocolError) {
         this.succeeded(connection);
         throw new PunkError('UpstreamError', `server ${this.key} answered with an error: ${connection.redact(error.message)}`, {
           mcpCode: error.code,
-          data: error.data,
+          data: redactJson(error.data, hide),
         });
       }
       if (signal?.aborted) return { ok: false, kind: 'cancelled', message: `the client cancelled the call to server ${this.key}` };
@@ -852,7 +860,8 @@ export class Upstream {
       void client.close().catch(() => undefined);
       this.fail(connection.redact(`server process ${connection.process!.describeExit(exit)}`), true);
     });
-    const listings = await this.list(client);
+    // Listings reach clients too: no secret value of the connection in a tool's description or schema.
+    const listings = redactJson(await this.list(client), (text) => connection.redactForClient(text));
     // The process may have exited (or the server been stopped) while listing.
     if (generation !== this.generation || this.connection !== connection)
       return new PunkError('ServerUnavailable', `server ${this.key} was lost while listing`, { server: this.key });
@@ -1083,7 +1092,7 @@ export class Upstream {
     if (!connection || generation !== this.generation) return;
     const refused = connection.unauthorized();
     const lost = connection.sessionLost();
-    const listings = await this.list(connection.client);
+    const listings = redactJson(await this.list(connection.client), (text) => connection.redactForClient(text));
     if (generation !== this.generation) return;
     const renew = connection.unauthorized() !== refused;
     if (renew || connection.sessionLost() !== lost) {
