@@ -15,6 +15,7 @@ const REDACTED = '<redacted>';
  * control characters, since messages quote such values escaped (`\r\n`, `\x00`) rather than as they are.
  */
 export function redact(text: string, secrets: Iterable<string>): string {
+  if (secrets instanceof Set && secrets.size === 0) return text;
   const hidden = new Set<string>();
   for (const secret of secrets) {
     // eslint-disable-next-line no-control-regex -- a secret's control characters split it into pieces
@@ -31,13 +32,19 @@ export function redact(text: string, secrets: Iterable<string>): string {
  * the wire) are kept as they are.
  */
 export function redactJson<T>(value: T, hide: (text: string) => string): T {
+  // Copy-on-write: a node none of whose strings changes is returned as it is (no copy on the call path).
   const walk = (node: unknown): unknown => {
     if (typeof node === 'string') return hide(node);
-    if (Array.isArray(node)) return node.map(walk);
+    if (Array.isArray(node)) {
+      const items = node.map(walk);
+      return items.some((item, i) => item !== node[i]) ? items : node;
+    }
     if (node === null || typeof node !== 'object') return node;
     const prototype: unknown = Object.getPrototypeOf(node);
     if (prototype !== Object.prototype && prototype !== null) return node;
-    return Object.fromEntries(Object.entries(node).map(([key, item]) => [hide(key), walk(item)]));
+    const entries = Object.entries(node);
+    const walked = entries.map(([key, item]) => [hide(key), walk(item)] as const);
+    return walked.some(([key, item], i) => key !== entries[i]![0] || item !== entries[i]![1]) ? Object.fromEntries(walked) : node;
   };
   return walk(value) as T;
 }
