@@ -6,7 +6,7 @@
  * resync; every answer says the credential came from a Secret, and never holds a value.
  */
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -52,7 +52,8 @@ describe('credentials.apply', () => {
     return answer;
   };
   const apply = (body: Record<string, unknown>, sourceChecksum: string) => admin({ op: 'credentials.apply', body, sourceChecksum });
-  /** The environment server `reader` (or `server`) runs with, through a real tools/call. */
+  const digest = (value: string) => createHash('sha256').update(value).digest('hex');
+  /** The SHA-256 of each variable of the environment server `reader` (or `server`) runs with, through a real tools/call. */
   const envOfReader = async (server = 'reader') => {
     const request = {
       method: 'tools/call',
@@ -65,7 +66,8 @@ describe('credentials.apply', () => {
     } as GatewayRequest;
     const result = (await requestGateway(bus, request, 30_000)) as { content: { text: string }[] };
     const text = result.content[0]!.text;
-    return text.startsWith('{') ? (JSON.parse(text) as { env: Record<string, string> }).env : {};
+    // Punk masks credential values in results, so the server reports their SHA-256 (see digest()).
+    return text.startsWith('{') ? (JSON.parse(text) as { envSha256: Record<string, string> }).envSha256 : {};
   };
   const credentialEvents = () => events.filter((e) => e.tenant === tenant && e.type.startsWith('credential.'));
 
@@ -128,7 +130,7 @@ describe('credentials.apply', () => {
     );
     // The server could not start without the credential; it is reconnected once the credential exists.
     await waitFor(
-      async () => (await envOfReader().catch(() => ({}) as Record<string, string>)).API_KEY === 'secret-v1',
+      async () => (await envOfReader().catch(() => ({}) as Record<string, string>)).API_KEY === digest('secret-v1'),
       20_000,
       'reader started with the credential',
     );
@@ -140,7 +142,7 @@ describe('credentials.apply', () => {
     assert.equal(replaced.credential.sourceChecksum, 'sha256:bbb');
     assert.ok(replaced.credential.updatedAt > replaced.credential.createdAt);
     await waitFor(
-      async () => (await envOfReader().catch(() => ({}) as Record<string, string>)).API_KEY === 'secret-v2',
+      async () => (await envOfReader().catch(() => ({}) as Record<string, string>)).API_KEY === digest('secret-v2'),
       20_000,
       'reader reconnected with v2',
     );
@@ -154,7 +156,7 @@ describe('credentials.apply', () => {
     const again = await apply({ id: 'github', data: { value: 'secret-v3' } }, 'sha256:bbb');
     assert.equal(again.outcome, 'unchanged');
     assert.deepEqual(again.credential, before);
-    assert.equal((await envOfReader()).API_KEY, 'secret-v2');
+    assert.equal((await envOfReader()).API_KEY, digest('secret-v2'));
     assert.equal(credentialEvents().length, 2, 'no event for a no-op');
   });
 
@@ -174,12 +176,12 @@ describe('credentials.apply', () => {
     await waitFor(
       async () => {
         rotated = (await envOfReader('crm-reader').catch(() => ({}) as Record<string, string>)).CRM_TOKEN ?? '';
-        return rotated !== '' && rotated !== grant.accessToken;
+        return rotated !== '' && rotated !== digest(grant.accessToken);
       },
       20_000,
       'the reader got a refreshed token',
     );
-    assert.ok(tokens.issuedTokens().includes(rotated), 'the token endpoint issued it');
+    assert.ok(tokens.issuedTokens().map(digest).includes(rotated), 'the token endpoint issued it');
     const refreshed = (await admin({ op: 'credentials.get', id: 'crm' })).credential;
     assert.ok(refreshed.lastRefreshAt, 'lastRefreshAt is set after the rotation');
     assert.ok(Date.parse(refreshed.expiresAt) > Date.now(), "expiresAt is the new token's");
@@ -206,7 +208,7 @@ describe('credentials.apply', () => {
     assert.equal(replaced.credential.lastRefreshAt, undefined);
     assert.equal(replaced.credential.expiresAt, new Date(next.expiresAt).toISOString());
     await waitFor(
-      async () => (await envOfReader('crm-reader').catch(() => ({}) as Record<string, string>)).CRM_TOKEN === next.accessToken,
+      async () => (await envOfReader('crm-reader').catch(() => ({}) as Record<string, string>)).CRM_TOKEN === digest(next.accessToken),
       20_000,
       "the reader reconnected with the new Secret's token",
     );
