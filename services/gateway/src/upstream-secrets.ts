@@ -4,8 +4,8 @@
  * ({@link Secrets}). Resolved values live only in the connection's memory: they are never logged and never put
  * in an error message (errors name the header or variable instead).
  */
-import { isEnvValue, isHttpFieldValue, PunkError, type McpServer } from '@punk/lib';
-import { isCredentialReference, referenceText } from './credentials/input.js';
+import { isEnvValue, isHttpFieldValue, PunkError, referenceText, type McpServer } from '@punk/lib';
+import { isCredentialReference } from './credentials/input.js';
 
 /**
  * The credentials vault as the connection code sees it.

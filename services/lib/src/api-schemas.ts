@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import { apiKeySchema } from './contracts.js';
-import { dnsLabel, durationSchema, envVarSchema, headerSchema } from './spec/mcpserver.js';
+import { dnsLabel, durationSchema, envVarSchema, headerSchema, referenceText } from './spec/mcpserver.js';
 
 /** The named schemas of the OpenAPI document (`components.schemas`), by `id`. */
 export const apiComponents = z.registry<{ id: string; description?: string }>();
@@ -104,8 +104,7 @@ function namedValues(name: z.ZodString, entry: typeof envVarSchema | typeof head
           message: 'the gateway reads no Kubernetes Secret: store the value as a credential and use valueFrom.credentialRef',
         });
       } else if (item.value !== undefined) out[item.name] = item.value;
-      else if (credentialRef)
-        out[item.name] = `cred:${credentialRef.name}${credentialRef.key !== undefined ? `/${credentialRef.key}` : ''}`;
+      else if (credentialRef) out[item.name] = referenceText(credentialRef);
       else ctx.issues.push({ code: 'custom', input: item, path: [i, 'valueFrom'], message: 'must hold credentialRef' });
     });
     return out;

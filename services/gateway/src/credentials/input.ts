@@ -2,7 +2,7 @@
  * What the credentials API accepts: the body of a create, and `cred:` references in env and header values.
  * Every error names the field that is wrong and never echoes a value (it may be a secret).
  */
-import { credentialIdSchema, credentialInputSchema, credentialKeyPattern, PunkError } from '@punk/lib';
+import { credentialIdSchema, credentialInputSchema, credentialKeyPattern, PunkError, REFERENCE_PREFIX } from '@punk/lib';
 
 /** `static`: string keys used as they are. `oauth2`: an RFC 6749 grant Punk sends as a bearer token and refreshes. */
 export type CredentialType = 'static' | 'oauth2';
@@ -136,17 +136,9 @@ export interface CredentialReference {
   key?: string;
 }
 
-/** Prefix of a credential reference in an env or header value. */
-export const REFERENCE_PREFIX = 'cred:';
-
 /** Whether an env or header value is a credential reference (starts with `cred:`), resolved at connect time rather than used as it is. */
 export function isCredentialReference(value: string): boolean {
   return value.startsWith(REFERENCE_PREFIX);
-}
-
-/** The `cred:<id>` or `cred:<id>/<key>` text of a reference (a `valueFrom.credentialRef` as a value would spell it). */
-export function referenceText(ref: { name: string; key?: string | undefined }): string {
-  return `${REFERENCE_PREFIX}${ref.name}${ref.key !== undefined ? `/${ref.key}` : ''}`;
 }
 
 /**

@@ -77,6 +77,14 @@ export function isEnvValue(value: string): boolean {
   return !value.includes('\0');
 }
 
+/** Prefix of a credential reference in an env or header value (`cred:<id>` or `cred:<id>/<key>`). */
+export const REFERENCE_PREFIX = 'cred:';
+
+/** The `cred:<id>` or `cred:<id>/<key>` text of a reference (a `valueFrom.credentialRef` as a value would spell it). */
+export function referenceText(ref: { name: string; key?: string | undefined }): string {
+  return `${REFERENCE_PREFIX}${ref.name}${ref.key !== undefined ? `/${ref.key}` : ''}`;
+}
+
 /** One `env` entry of an McpServer: `{ name, value }` or `{ name, valueFrom }` (a Secret's or an McpCredential's key). */
 export const envVarSchema = z
   .object({
