@@ -18,7 +18,7 @@ ARG SOURCE=https://github.com/punk-dev/punk
 
 FROM ghcr.io/astral-sh/uv:${UV_VERSION} AS uv
 
-# ---- build: every workspace compiled (tsc -b) and the bridge's single executable (Node SEA, glibc).
+# ---- build: every workspace compiled (tsc -b), the dashboard built (Vite) and the bridge's single executable (Node SEA, glibc).
 FROM node:${NODE_VERSION}-${DEBIAN_RELEASE} AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
@@ -26,6 +26,7 @@ COPY services/lib/package.json services/lib/
 COPY services/governance/package.json services/governance/
 COPY services/ledger/package.json services/ledger/
 COPY services/gateway/package.json services/gateway/
+COPY ui/package.json ui/
 COPY services/mcp-front/package.json services/mcp-front/
 COPY services/cli/package.json services/cli/
 COPY services/bridge/package.json services/bridge/
@@ -79,6 +80,9 @@ FROM service-base AS operator
 LABEL org.opencontainers.image.title="punk-operator" \
       org.opencontainers.image.description="Punk operator: reconciles McpServer, McpCredential and McpPolicy objects"
 COPY --from=layout-operator /layout /opt/punk
+# A young generation of at most 2 x 4 MiB: a cold start's short-lived request objects then die young instead of
+# piling up in the old generation (bench/operator.mjs: peak RSS of 1,000 servers 392 -> 224 MiB; docs/operator.md).
+ENV NODE_OPTIONS=--max-semi-space-size=4
 CMD ["node", "/opt/punk/operator/dist/main.js"]
 
 FROM service-base AS mcp-front

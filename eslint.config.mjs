@@ -9,7 +9,7 @@ export default tseslint.config(
   { ignores: ['**/dist/**', '**/dist-sea/**', '**/node_modules/**', '.punk/**', 'examples/files/**', 'charts/**'] },
   js.configs.recommended,
   {
-    files: ['**/*.ts'],
+    files: ['**/*.ts', '**/*.tsx'],
     extends: [...tseslint.configs.strictTypeChecked],
     languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
     rules: {

@@ -5,7 +5,8 @@
 // interleaved in one run. Needs NATS (PUNK_NATS_URL, default
 // nats://127.0.0.1:4222) and Postgres (PUNK_DATABASE_URL, default
 // postgres://postgres@127.0.0.1:5432/punk). CALLS (default 500) per path.
-//   node bench/cluster-latency.mjs
+// With `up`, the same through `punk up --ephemeral` (mcp-front, gateway, governance and ledger in one process).
+//   node bench/cluster-latency.mjs [up]
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
@@ -16,11 +17,12 @@ import { everything, everythingManifestDir, fmt, freePort, pct, root } from './c
 
 const CALLS = Number(process.env.CALLS ?? 500);
 const WARMUP = 50;
-const frontAvailable = existsSync(join(root, 'services/mcp-front/dist/main.js'));
+const embedded = process.argv[2] === 'up';
+const frontAvailable = embedded || existsSync(join(root, 'services/mcp-front/dist/main.js'));
 
 const dir = await everythingManifestDir('bench');
 const port = await freePort();
-const cluster = spawn(process.execPath, [join(root, 'services/cli/dist/main.js'), 'cluster'], {
+const cluster = spawn(process.execPath, [join(root, 'services/cli/dist/main.js'), ...(embedded ? ['up', '--ephemeral'] : ['cluster'])], {
   env: { ...process.env, PUNK_PORT: String(port), PUNK_MANIFESTS: dir, PUNK_LOG_LEVEL: 'warn' },
   stdio: ['ignore', 'pipe', 'pipe'],
 });
@@ -31,7 +33,8 @@ const exited = new Promise((done) => cluster.once('exit', done));
 try {
   await new Promise((ready, fail) => {
     const timer = setTimeout(() => fail(new Error(`cluster not ready in 120 s:\n${output}`)), 120_000);
-    cluster.stdout.on('data', () => output.includes('cluster is ready') && (clearTimeout(timer), ready()));
+    const banner = embedded ? 'Punk is ready' : 'cluster is ready';
+    cluster.stdout.on('data', () => output.includes(banner) && (clearTimeout(timer), ready()));
     exited.then((code) => fail(new Error(`cluster exited ${code}:\n${output}`)));
   });
 
@@ -40,10 +43,13 @@ try {
   let viaCluster;
   let clusterPath;
   if (frontAvailable) {
-    clusterPath = 'proxy -> mcp-front -> gateway -> upstream (SDK Client, Streamable HTTP, /servers/everything/mcp)';
+    clusterPath = embedded
+      ? 'punk up: mcp-front -> gateway -> upstream in one process (SDK Client, Streamable HTTP, /servers/everything/mcp)'
+      : 'proxy -> mcp-front -> gateway -> upstream (SDK Client, Streamable HTTP, /servers/everything/mcp)';
     const client = new Client({ name: 'bench-cluster', version: '1' });
     await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/servers/everything/mcp`)));
     viaCluster = (args) => client.callTool({ name: 'echo', arguments: args });
+    viaCluster.list = () => client.listTools();
     viaCluster.close = () => client.close();
   } else {
     clusterPath = 'gateway over the bus (requestGateway from a NatsBus): services/mcp-front/dist/main.js is not available';
@@ -91,6 +97,13 @@ try {
       if (i >= WARMUP) samples[name].push(ms);
     }
   }
+  // tools/list through the front: its list filtering (what the principal may use) included.
+  const lists = [];
+  for (let i = 0; viaCluster.list && i < WARMUP + CALLS / 5; i++) {
+    const t0 = process.hrtime.bigint();
+    await viaCluster.list();
+    if (i >= WARMUP) lists.push(Number(process.hrtime.bigint() - t0) / 1e6);
+  }
   await viaCluster.close();
   await direct.close();
 
@@ -101,7 +114,14 @@ try {
   for (const name of ['direct', 'cluster']) {
     const sorted = samples[name].sort((a, b) => a - b);
     console.log(
-      `${name.padEnd(8)} p50 ${fmt(pct(sorted, 50)).padStart(10)}   p99 ${fmt(pct(sorted, 99)).padStart(10)}   max ${fmt(sorted.at(-1)).padStart(10)}`,
+      `${name.padEnd(8)} p50 ${fmt(pct(sorted, 50)).padStart(10)}   p99 ${fmt(pct(sorted, 99)).padStart(10)}   max ${fmt(sorted.at(-1)).padStart(10)}` +
+        `   ${(1000 / (sorted.reduce((a, b) => a + b, 0) / sorted.length)).toFixed(0).padStart(6)} calls/s (sequential)`,
+    );
+  }
+  if (lists.length > 0) {
+    const sorted = lists.sort((a, b) => a - b);
+    console.log(
+      `tools/list p50 ${fmt(pct(sorted, 50)).padStart(10)}   p99 ${fmt(pct(sorted, 99)).padStart(10)}   (${sorted.length} lists)`,
     );
   }
   const d = samples.direct,

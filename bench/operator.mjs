@@ -1,15 +1,20 @@
-// Measures the operator against a real kube-apiserver (scripts/control-plane.mjs build) and a nats-server of its own:
-// 1. cold start: 200 McpServers exist before the operator starts; the time from spawning the operator process until
-//    every one has its Deployment and a status of its generation, and the operator's memory then (RSS, peak RSS,
-//    V8 heap used);
-// 2. warm: N McpServers created one after another while the operator runs; the time from each create until its
+// Measures the operator against a real kube-apiserver (scripts/control-plane.mjs build; a /16 Service range, so
+// thousands of Services fit) and a nats-server of its own:
+// 1. cold start: N McpServers (default 1,000) exist before the operator starts; the time from spawning the operator
+//    process until every one has its Deployment and a status of its generation, and the operator's memory then (RSS,
+//    peak RSS, V8 heap used);
+// 2. resync: over a window holding a resync of every server (the operator resyncs every 20 s here), the API requests
+//    the operator made for the servers' kinds (the API server's apiserver_request_total, watches left out) and the CPU
+//    time it used: an unchanged server should cost no request, and the operator should be idle between events;
+// 3. warm: M McpServers created one after another while the operator runs; the time from each create until its
 //    Deployment is seen by a watch (p50/p95).
-// Prints figures; asserts nothing (these machines are noisy and shared).
-// Usage: npm run build && node bench/operator.mjs [servers=200] [warm=50]
+// Prints figures; asserts nothing (these machines are noisy and shared). Gives up after the deadline (default 15
+// minutes), printing what it measured so far.
+// Usage: npm run build && node bench/operator.mjs [servers=1000] [warm=20] [deadlineSeconds=900]
 import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fmt, pct, root } from './common.mjs';
 
@@ -20,7 +25,7 @@ const { AppsV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, makeInformer } = awa
 if (process.argv[2] === '--child') {
   // The operator process: started from the kubeconfig and NATS URL the parent gives, answers memory questions.
   const { startOperator } = await import(join(root, 'operator/dist/index.js'));
-  const { createLogger, NatsBus } = await import(join(root, 'services/lib/dist/index.js'));
+  const { createLogger, NatsBus } = await import(join(root, 'services/lib/dist/controller.js'));
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(process.env.BENCH_KUBECONFIG);
   const log = createLogger('operator', 'warn');
@@ -32,7 +37,7 @@ if (process.argv[2] === '--child') {
     namespaces: [],
     identity: `bench-${process.pid}`,
     lease: { namespace: 'default', name: 'punk-operator' },
-    resyncMs: 10 * 60_000,
+    resyncMs: Number(process.env.BENCH_RESYNC_MS),
     workers: 4,
     reconcileTimeoutMs: 60_000,
     server: {
@@ -45,7 +50,14 @@ if (process.argv[2] === '--child') {
     if (message === 'memory') {
       const status = await readFile('/proc/self/status', 'utf8');
       const kib = (name) => Number(new RegExp(`${name}:\\s+(\\d+)`).exec(status)?.[1] ?? 0);
-      process.send({ ...process.memoryUsage(), vmRssKiB: kib('VmRSS'), vmHwmKiB: kib('VmHWM'), leader: operator.isLeader() });
+      const cpu = process.cpuUsage();
+      process.send({
+        ...process.memoryUsage(),
+        vmRssKiB: kib('VmRSS'),
+        vmHwmKiB: kib('VmHWM'),
+        cpuMs: (cpu.user + cpu.system) / 1000,
+        leader: operator.isLeader(),
+      });
     } else if (message === 'stop') {
       await operator.stop();
       await bus.close();
@@ -54,9 +66,11 @@ if (process.argv[2] === '--child') {
   });
   process.send('started');
 } else {
-  const servers = Number(process.argv[2] ?? 200);
-  const warm = Number(process.argv[3] ?? 50);
-  const { startControlPlane } = await import(join(root, 'operator/dist/test/control-plane.js'));
+  const servers = Number(process.argv[2] ?? 1000);
+  const warm = Number(process.argv[3] ?? 20);
+  const deadline = Date.now() + Number(process.argv[4] ?? 900) * 1000;
+  const resyncMs = 20_000;
+  const { startControlPlane, requestApi } = await import(join(root, 'operator/dist/test/control-plane.js'));
   const { startNats } = await import(join(root, 'operator/dist/test/harness.js'));
   const plane = await startControlPlane();
   const nats = await startNats();
@@ -78,18 +92,67 @@ if (process.argv[2] === '--child') {
     await core.createNamespace({ body: { metadata: { name } } });
     return name;
   };
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+  /** Throws when the bench's deadline passed, naming the step. */
+  const inTime = (step) => {
+    if (Date.now() > deadline) throw new Error(`deadline passed during ${step}`);
+  };
+  /**
+   * Requests the API server answered for the servers' kinds and their Events (`VERB resource` → count), watches left
+   * out, and under `cpu` the CPU-seconds the API server process used so far (a figure of work done, which the other
+   * loads of a shared machine change far less than they change durations).
+   */
+  const requestCounts = async () => {
+    const kinds = new Set(['deployments', 'services', 'serviceaccounts', 'networkpolicies', 'mcpservers', 'pods', 'secrets', 'events']);
+    const counts = new Map();
+    const metrics = (await requestApi(plane.kubeConfig, 'GET', '/metrics')).text.split('\n');
+    counts.cpu = Number(metrics.find((line) => line.startsWith('process_cpu_seconds_total '))?.split(' ')[1]);
+    for (const line of metrics) {
+      if (!line.startsWith('apiserver_request_total{')) continue;
+      const labels = Object.fromEntries([...line.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
+      if (!kinds.has(labels.resource) || labels.verb === 'WATCH') continue;
+      const key = `${labels.verb} ${labels.resource}${labels.subresource ? `/${labels.subresource}` : ''}`;
+      counts.set(key, (counts.get(key) ?? 0) + Number(line.split(' ').at(-1)));
+    }
+    return counts;
+  };
+  /** The requests counted between `before` and `after` (two {@link requestCounts}), as `VERB resource n, …`. */
+  const requestsMade = (before, after) =>
+    [...after]
+      .filter(([key, n]) => n !== (before.get(key) ?? 0))
+      .map(([key, n]) => `${key} ${n - (before.get(key) ?? 0)}`)
+      .join(', ');
+  const mib = (bytes) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+  const lines = [
+    `operator bench (kube-apiserver ${plane.server}, ${servers} cold servers, ${warm} warm creates, resync every ${resyncMs / 1000} s)`,
+  ];
   let child;
   try {
     // 1. Cold start.
     const cold = await namespace('cold');
     const names = Array.from({ length: servers }, (_, i) => `server-${i}`);
-    for (let i = 0; i < names.length; i += 20)
+    const creating = performance.now();
+    for (let i = 0; i < names.length; i += 20) {
+      inTime('the creates');
       await Promise.all(
         names.slice(i, i + 20).map((name) => custom.createNamespacedCustomObject({ ...group, namespace: cold, body: server(name) })),
       );
+    }
+    lines.push(`${servers} McpServers created (before the operator starts) in ${fmt(performance.now() - creating)}`);
+    const beforeCold = await requestCounts();
+    // The operator runs with the NODE_OPTIONS its image sets (Dockerfile, the operator stage: V8's heap sizes).
+    const stage = (await readFile(join(root, 'Dockerfile'), 'utf8')).split('\nFROM ').find((text) => / AS operator\n/.test(text));
+    const image = /^ENV NODE_OPTIONS=(\S+)$/m.exec(stage ?? '');
+    if (!image) throw new Error("the Dockerfile's operator stage sets no NODE_OPTIONS");
     const started = performance.now();
     child = fork(new URL(import.meta.url).pathname, ['--child'], {
-      env: { ...process.env, BENCH_KUBECONFIG: kubeconfigPath, BENCH_NATS_URL: nats.url },
+      env: {
+        ...process.env,
+        NODE_OPTIONS: image[1],
+        BENCH_KUBECONFIG: kubeconfigPath,
+        BENCH_NATS_URL: nats.url,
+        BENCH_RESYNC_MS: String(resyncMs),
+      },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     await new Promise((resolve, reject) => {
@@ -97,19 +160,76 @@ if (process.argv[2] === '--child') {
       child.once('exit', (code) => reject(new Error(`the operator exited with ${code}`)));
     });
     const startedMs = performance.now() - started;
-    for (;;) {
-      const list = await custom.listNamespacedCustomObject({ ...group, namespace: cold });
-      const deployments = (await apps.listNamespacedDeployment({ namespace: cold })).items.length;
-      if (deployments === servers && list.items.every((o) => o.status?.observedGeneration === o.metadata.generation)) break;
-      await new Promise((resolve) => setTimeout(resolve, 250));
+    lines.push(`cold start: operator process ready (lists done, Lease contested) after ${fmt(startedMs)}`);
+    // Watched, not listed again and again: a list of 1,000 Deployments every moment would load the API server the
+    // operator is measured against.
+    const done = { deployments: new Set(), statuses: new Set() };
+    const watchCold = async (path, list, onObject) => {
+      const informer = makeInformer(plane.kubeConfig, path, list);
+      informer.on('add', onObject);
+      informer.on('update', onObject);
+      await informer.start();
+      return informer;
+    };
+    const coldWatches = [
+      await watchCold(
+        `/apis/apps/v1/namespaces/${cold}/deployments`,
+        () => apps.listNamespacedDeployment({ namespace: cold }),
+        (d) => done.deployments.add(d.metadata.name),
+      ),
+      await watchCold(
+        `/apis/mcp.punk.dev/v1alpha1/namespaces/${cold}/mcpservers`,
+        () => custom.listNamespacedCustomObject({ ...group, namespace: cold }),
+        (o) => o.status?.observedGeneration === o.metadata.generation && done.statuses.add(o.metadata.name),
+      ),
+    ];
+    while (done.deployments.size < servers || done.statuses.size < servers) {
+      inTime('the cold start');
+      await sleep(100);
     }
     const coldMs = performance.now() - started;
+    for (const informer of coldWatches) await informer.stop();
+    const afterCold = await requestCounts();
+    const coldRequests = requestsMade(beforeCold, afterCold);
     const ask = () => new Promise((resolve) => (child.once('message', resolve), child.send('memory')));
     const memory = await ask();
+    lines.push(
+      `cold start: ${servers} McpServers reconciled (every Deployment and status of its generation) ${fmt(coldMs)} after spawning the operator`,
+    );
+    lines.push(`cold start API requests (the operator's, the bench's own watches' lists among them): ${coldRequests}`);
+    lines.push(
+      `cold start CPU: operator ${fmt(memory.cpuMs)}, API server ${fmt((afterCold.cpu - beforeCold.cpu) * 1000)} (load average ${loadavg()[0].toFixed(1)} on ${availableParallelism()} cores)`,
+    );
+    lines.push(
+      `memory after the cold start: RSS ${mib(memory.vmRssKiB * 1024)} (peak ${mib(memory.vmHwmKiB * 1024)}), V8 heap used ${mib(memory.heapUsed)} of ${mib(memory.heapTotal)}`,
+    );
 
-    // 2. Warm: one create at a time, the Deployment seen by a watch. First let the reconciles that the cold start's
-    // own Deployment events queued (no-ops, each server's second pass) drain, so each create is measured alone.
-    await new Promise((resolve) => setTimeout(resolve, 15_000));
+    // 2. Resync: let the reconciles the cold start's own child events queued drain (a resync period), and the Events
+    // it queued be written (the operator writes them behind the reconciles), then watch a window of a little more
+    // than one resync period: every server is reconciled once in it.
+    await sleep(resyncMs);
+    const events = (counts) => [...counts].filter(([key]) => key.endsWith(' events')).reduce((n, [, count]) => n + count, 0);
+    let written = events(await requestCounts());
+    for (let last = -1; written !== last; last = written, written = events(await requestCounts())) {
+      inTime('the Events of the cold start');
+      await sleep(2_000);
+    }
+    lines.push(`Events written for the cold start (once they stopped): ${written - events(beforeCold)}`);
+    inTime('the resync');
+    const before = await requestCounts();
+    const cpuBefore = (await ask()).cpuMs;
+    const windowMs = resyncMs + 5_000;
+    await sleep(windowMs);
+    const after = await requestCounts();
+    const cpuAfter = (await ask()).cpuMs;
+    const made = requestsMade(before, after);
+    const cpu = cpuAfter - cpuBefore;
+    lines.push(
+      `resync of ${servers} unchanged servers (a ${windowMs / 1000} s window holding one): ${made === '' ? 'no API request' : `API requests ${made} (the bench's own /metrics and list reads excluded: none in the window)`}`,
+    );
+    lines.push(`operator CPU in that window: ${fmt(cpu)} (${((cpu / windowMs) * 100).toFixed(2)}% of one core, the resync included)`);
+
+    // 3. Warm: one create at a time, the Deployment seen by a watch.
     const hot = await namespace('warm');
     const seen = new Map();
     const informer = makeInformer(plane.kubeConfig, `/apis/apps/v1/namespaces/${hot}/deployments`, () =>
@@ -119,32 +239,30 @@ if (process.argv[2] === '--child') {
     await informer.start();
     const latencies = [];
     for (let i = 0; i < warm; i++) {
+      inTime('the warm creates');
       const name = `warm-${i}`;
       const at = performance.now();
       await custom.createNamespacedCustomObject({ ...group, namespace: hot, body: server(name) });
-      while (!seen.has(name)) await new Promise((resolve) => setTimeout(resolve, 2));
+      while (!seen.has(name)) {
+        inTime('the warm creates');
+        await sleep(2);
+      }
       latencies.push(seen.get(name) - at);
     }
     await informer.stop();
-    const after = await ask();
+    const end = await ask();
     latencies.sort((a, b) => a - b);
-
-    const mib = (bytes) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
-    console.log(`operator bench (kube-apiserver ${plane.server}, ${servers} cold servers, ${warm} warm creates)`);
-    console.log(`cold start: operator process ready (lists done, Lease contested) after ${fmt(startedMs)}`);
-    console.log(
-      `cold start: ${servers} McpServers reconciled (every Deployment and status of its generation) ${fmt(coldMs)} after spawning the operator`,
-    );
-    console.log(
-      `memory after the cold start: RSS ${mib(memory.vmRssKiB * 1024)} (peak ${mib(memory.vmHwmKiB * 1024)}), V8 heap used ${mib(memory.heapUsed)} of ${mib(memory.heapTotal)}`,
-    );
-    console.log(
+    lines.push(
       `create -> Deployment present (warm operator, ${warm} servers one at a time): p50 ${fmt(pct(latencies, 50))}, p95 ${fmt(pct(latencies, 95))}, max ${fmt(latencies.at(-1))}`,
     );
-    console.log(
-      `memory at the end (${servers + warm} servers): RSS ${mib(after.vmRssKiB * 1024)} (peak ${mib(after.vmHwmKiB * 1024)}), V8 heap used ${mib(after.heapUsed)}`,
+    lines.push(
+      `memory at the end (${servers + warm} servers): RSS ${mib(end.vmRssKiB * 1024)} (peak ${mib(end.vmHwmKiB * 1024)}), V8 heap used ${mib(end.heapUsed)}`,
     );
+  } catch (error) {
+    lines.push(`STOPPED: ${error instanceof Error ? error.message : String(error)}`);
+    process.exitCode = 1;
   } finally {
+    console.log(lines.join('\n'));
     if (child && child.exitCode === null) {
       child.send('stop');
       await new Promise((resolve) => child.once('exit', resolve));

@@ -61,6 +61,16 @@ try {
   );
 }
 
+// The dashboard's browser tests drive Debian's Chromium through playwright-core, which never downloads a browser.
+const chromium = process.env.PUNK_TEST_CHROMIUM ?? '/usr/bin/chromium';
+if (spawnSync(chromium, ['--version'], { stdio: 'ignore' }).status !== 0) {
+  problems.push(
+    `Chromium is not installed at ${chromium} (the dashboard tests, e2e/src/dashboard, drive it headless).\n` +
+      `  Debian: apt-get install -y chromium\n` +
+      `  (set PUNK_TEST_CHROMIUM to use another Chromium executable)`,
+  );
+}
+
 if (problems.length > 0) {
   process.stderr.write(`npm test cannot start: what the tests need is missing.\n\n${problems.map((p) => `- ${p}`).join('\n\n')}\n`);
   process.exit(1);

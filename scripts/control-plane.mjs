@@ -524,7 +524,7 @@ async function check() {
       `--service-account-issuer=https://127.0.0.1:${securePort}`,
       `--service-account-key-file=${join(work, 'sa.pub')}`,
       `--service-account-signing-key-file=${join(work, 'sa.key')}`,
-      '--service-cluster-ip-range=10.0.0.0/24',
+      '--service-cluster-ip-range=10.0.0.0/16',
       '--authorization-mode=RBAC',
       `--token-auth-file=${join(work, 'tokens.csv')}`,
       '--allow-privileged=true',

@@ -15,23 +15,15 @@ import { startProxy, type Proxy } from '@punk/cli';
 import { createLogger } from '@punk/lib';
 import { connectClient, listAllTools, textOf } from './clients.js';
 import { tallyWorld, type TallyWorld } from './distributed.js';
-import { eventually, exampleManifests, removeDir, repoRoot, startPunk, type RunningPunk } from './harness.js';
+import { createApiKey, eventually, exampleManifests, removeDir, repoRoot, startPunk, type RunningPunk } from './harness.js';
 import { startService, type ServiceProcess } from './processes.js';
 
 const exec = promisify(execFile);
 const PUBLIC = 'https://punk.example.test';
 const BOOTSTRAP = randomBytes(24).toString('base64url');
 
-/** Creates an API key through the admin API at `base` with the bootstrap key. */
-async function createKey(base: string, name: string): Promise<{ key: string; id: string }> {
-  const created = await fetch(`${base}/api/v1/api-keys`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${BOOTSTRAP}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ name }),
-  });
-  assert.equal(created.status, 201, await created.clone().text());
-  return (await created.json()) as { key: string; id: string };
-}
+/** Creates an API key named `name` through the admin API at `base` with the bootstrap key. */
+const createKey = (base: string, name: string) => createApiKey(base, BOOTSTRAP, { name });
 
 /**
  * Who ran a tenant's completed runs of `tool`, once there are `count` of them (ledger API at `base`): the
@@ -142,6 +134,53 @@ describe('punk up with authentication on', () => {
     await assert.rejects(connectClient(`${punk.baseUrl}/mcp`, '2025-11-25', { Authorization: `Bearer ${key}` }));
   });
 
+  test("a tenant admin reads only its tenant's runs and servers; the bootstrap key, a platform admin, reaches every tenant; the refusals are logged", async () => {
+    const other = `other-${randomBytes(3).toString('hex')}`;
+    const call = async (token: string, method: string, path: string, body?: unknown) => {
+      const response = await fetch(`${punk.baseUrl}/api/v1${path}`, {
+        method,
+        headers: { authorization: `Bearer ${token}`, ...(body !== undefined && { 'content-type': 'application/json' }) },
+        ...(body !== undefined && { body: JSON.stringify(body) }),
+      });
+      const text = await response.text();
+      return { status: response.status, json: (text === '' ? undefined : JSON.parse(text)) as any };
+    };
+    // The platform admin stores a credential in another tenant: a run on that tenant's ledger.
+    const planted = await call(BOOTSTRAP, 'POST', `/credentials?tenant=${other}`, { id: 'elsewhere', data: { value: 'x' } });
+    assert.equal(planted.status, 201, JSON.stringify(planted.json));
+    const admin = await call(BOOTSTRAP, 'POST', '/api-keys', { name: 'default admin', scopes: ['punk:admin'] });
+    assert.equal(admin.status, 201);
+    assert.equal(admin.json.tenant, 'default');
+    const token = admin.json.key as string;
+    const runId = await eventually(async () => {
+      const { json } = await call(BOOTSTRAP, 'GET', `/runs?tenant=${other}`);
+      return (json.runs as Array<{ runId: string }>)[0]?.runId;
+    }, 20_000);
+    assert.ok(runId, `a run in tenant ${other}`);
+
+    // In its own tenant the tenant admin reads the ledger; without ?tenant= it reads its own tenant, never another.
+    const runs = await call(token, 'GET', '/runs');
+    assert.equal(runs.status, 200);
+    assert.ok(!(runs.json.runs as Array<{ runId: string }>).some((r) => r.runId === runId));
+    const verified = await call(token, 'GET', '/ledger/verify');
+    assert.equal(verified.status, 200);
+    assert.equal(verified.json.tenant, 'default');
+    assert.equal((await call(token, 'GET', `/runs/${encodeURIComponent(runId)}`)).status, 404, 'one run is looked up in its tenant only');
+    for (const path of ['/runs', `/runs/${encodeURIComponent(runId)}`, '/ledger/verify', '/mcp/servers', '/credentials', '/api-keys']) {
+      const refused = await call(token, 'GET', `${path}?tenant=${other}`);
+      assert.equal(refused.status, 403, path);
+      assert.match(refused.json.error.message, new RegExp(`acting in tenant ${other} needs the scope punk:platform-admin`), path);
+    }
+    // The log is the child's stdout, read as it arrives: poll for the line rather than read it once.
+    const refusal = new RegExp(`"subject":"api-key:${String(admin.json.id)}".*"msg":"admin request refused"`);
+    assert.ok(await eventually(async () => (refusal.test(punk.output()) ? true : undefined)), 'the refusals are in the log');
+
+    assert.equal((await call(BOOTSTRAP, 'GET', `/runs/${encodeURIComponent(runId)}?tenant=${other}`)).status, 200);
+    assert.equal((await call(BOOTSTRAP, 'GET', `/ledger/verify?tenant=${other}`)).json.ok, true);
+    assert.equal((await call(BOOTSTRAP, 'DELETE', `/credentials/elsewhere?tenant=${other}`)).status, 204);
+    assert.equal((await call(BOOTSTRAP, 'DELETE', `/api-keys/${String(admin.json.id)}`)).status, 204);
+  });
+
   test('authentication on without a public URL stops punk up with a message naming PUNK_PUBLIC_URL', async () => {
     await assert.rejects(
       startPunk({ manifestDir: dir, env: { PUNK_AUTH_MODE: 'on', PUNK_PUBLIC_URL: '' } }),
@@ -166,20 +205,21 @@ describe('authentication in the distributed topology: two mcp-front processes be
     world = await tallyWorld();
     const { env } = world;
     running.push(...(await Promise.all([startService('governance', env), startService('ledger', env), startService('gateway', env)])));
-    const fronts = await Promise.all([
-      startService('mcp-front', { ...env, ...frontEnv }),
-      startService('mcp-front', { ...env, ...frontEnv }),
-    ]);
-    running.push(...fronts);
     const ledger = running.find((s) => s.name === 'ledger')!;
     ledgerUrl = ledger.url;
-    // As `punk cluster` does with authentication on: the unauthenticated ledger API stays internal.
+    // As `punk cluster` does with authentication on: the unauthenticated ledger API stays internal, and the
+    // fronts serve it to admins (PUNK_LEDGER_URL).
+    const fronts = await Promise.all([
+      startService('mcp-front', { ...env, ...frontEnv, PUNK_LEDGER_URL: ledgerUrl }),
+      startService('mcp-front', { ...env, ...frontEnv, PUNK_LEDGER_URL: ledgerUrl }),
+    ]);
+    running.push(...fronts);
     proxy = await startProxy({
       host: '127.0.0.1',
       port: 0,
       backends: { ledgers: [ledger.url], fronts: fronts.map((f) => f.url) },
       log: createLogger('proxy', 'silent'),
-      ledgerApi: 'internal',
+      ledgerApi: 'fronts',
     });
   });
 
@@ -218,11 +258,17 @@ describe('authentication in the distributed topology: two mcp-front processes be
       }
     }
     assert.deepEqual(await calledSubjects(ledgerUrl, world.setup.tenant, 'count', 2), Array(4).fill(`api-key:${id}`));
-    const throughProxy = await fetch(`${proxy.url}/api/v1/runs?tenant=${world.setup.tenant}`, {
+    // The ledger API through the proxy: a front lets admins through to a ledger, and refuses others.
+    assert.deepEqual(await calledSubjects(proxy.url, world.setup.tenant, 'count', 2), Array(4).fill(`api-key:${id}`));
+    const verified = await fetch(`${proxy.url}/api/v1/ledger/verify?tenant=${world.setup.tenant}`, {
       headers: { authorization: `Bearer ${BOOTSTRAP}` },
     });
-    assert.equal(throughProxy.status, 403, 'the proxy keeps the ledger API internal');
-    assert.match(((await throughProxy.json()) as { error: { message: string } }).error.message, /internal/);
+    assert.equal(((await verified.json()) as { ok: boolean }).ok, true);
+    assert.equal(
+      (await fetch(`${proxy.url}/api/v1/runs?tenant=${world.setup.tenant}`, { headers: { authorization: `Bearer ${key}` } })).status,
+      403,
+    );
+    assert.equal((await fetch(`${proxy.url}/api/v1/runs`)).status, 401);
     const metadata = (await (await fetch(`${proxy.url}/.well-known/oauth-protected-resource/servers/tally/mcp`)).json()) as {
       resource: string;
     };

@@ -69,6 +69,15 @@ describe('punk up on a data directory', () => {
     assert.deepEqual((await readdir(foreign)).sort(), ['notes.txt', 'sub'], 'no file was added');
   });
 
+  test('--ephemeral with --data is refused before anything starts, and the directory is not made', async () => {
+    const unused = join(dir, 'never-made');
+    await assert.rejects(
+      startPunk({ manifestDir: dir, args: ['--ephemeral', '--data', unused] }),
+      /exited with 2 before it was ready:\npunk: --ephemeral keeps nothing, so it takes no --data \(got --data .*never-made\): pass one of them/,
+    );
+    await assert.rejects(stat(unused), { code: 'ENOENT' });
+  });
+
   test('an API key made through the API survives a restart, a revoked one stays revoked, and the admin needs no bootstrap key after', async () => {
     const bootstrap = randomBytes(24).toString('base64url');
     const auth = { PUNK_AUTH_MODE: 'on', PUNK_PUBLIC_URL: 'https://punk.example.test' };

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { NatsBus, createLogger, requestGateway, type Principal } from '@punk/lib';
-import { removeDir, repoRoot } from './harness.js';
+import { removeDir, repoRoot, startPunk, type RunningPunk } from './harness.js';
 import { startOwnNats, type OwnNats } from './nats-server.js';
 
 /** URL of the Postgres server the tests use (`PUNK_TEST_DATABASE_URL`). */
@@ -42,6 +42,38 @@ export interface TallySetup {
   lines(): Promise<string[]>;
   /** SIGKILLs every tally server process still running (orphans of a killed gateway). */
   killServers(): Promise<void>;
+}
+
+/** `punk up` serving the tally fixture (its tenant as `PUNK_TENANT`), with `env` besides. */
+export interface PunkOnTally {
+  setup: TallySetup;
+  punk: RunningPunk;
+  /** Stops Punk, kills what is left of the tally servers and removes the manifest directory. */
+  stop(): Promise<void>;
+}
+
+/** Starts {@link PunkOnTally}; when `punk up` does not start, the fixture is removed before the error is thrown. */
+export async function punkOnTally(env: Record<string, string> = {}): Promise<PunkOnTally> {
+  const setup = await tallySetup();
+  const cleanUp = async () => {
+    await setup.killServers();
+    await removeDir(setup.manifestDir);
+  };
+  let punk: RunningPunk;
+  try {
+    punk = await startPunk({ manifestDir: setup.manifestDir, env: { PUNK_TENANT: setup.tenant, ...env } });
+  } catch (error) {
+    await cleanUp();
+    throw error;
+  }
+  return {
+    setup,
+    punk,
+    stop: async () => {
+      await punk.stop();
+      await cleanUp();
+    },
+  };
 }
 
 /** Writes an McpServer manifest `tally` (tenant `t-<random>`) running e2e/fixtures/tally.mjs, in `sessionMode` (default shared). */

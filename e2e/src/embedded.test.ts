@@ -110,6 +110,30 @@ describe('punk up on the examples (PGlite)', () => {
     }
   });
 
+  test('the McpPolicy of examples/policies.yaml is served: its deny rule hides and refuses a tool, its approval rule fails closed for a client that cannot be asked', async () => {
+    assert.match(
+      punk.output(),
+      /loaded McpPolicy default\/baseline from policies\.yaml \(document 1\): 4 rules, 0 rate limits, priority 10/,
+    );
+    const client = await connectClient(`${punk.baseUrl}/mcp`, '2025-11-25');
+    try {
+      const names = (await listAllTools(client)).map((t) => t.name);
+      assert.ok(names.includes('memory__read_graph') && !names.includes('memory__delete_relations'), names.join(', '));
+      const denied = await client.callTool({ name: 'memory__delete_relations', arguments: { relations: [] } });
+      assert.equal(denied.isError, true);
+      assert.match(textOf(denied), /baseline\/relations-by-hand/);
+      const write = await client.callTool({
+        name: 'memory__add_observations',
+        arguments: { observations: [{ entityName: 'x', contents: ['y'] }] },
+      });
+      assert.equal(write.isError, true);
+      assert.match(textOf(write), /approval/);
+      assert.match(textOf(write), /baseline\/observations-need-approval/);
+    } finally {
+      await client.close();
+    }
+  });
+
   test('the MCP Inspector CLI lists the tools of the running instance, as docs/clients.md runs it', async () => {
     // The command of docs/clients.md: `cd e2e && npx mcp-inspector-cli --cli <url> --transport http --method tools/list`.
     const cli = join(repoRoot, 'node_modules/.bin/mcp-inspector-cli');
@@ -189,6 +213,39 @@ describe('punk up start-up checks and banner (no manifests)', () => {
       assert.ok(!output.includes(adminKey), 'the banner never shows the bootstrap key');
       assert.doesNotMatch(output, /not a loopback address/);
       assert.equal((await fetch(`${punk.baseUrl}/v1/mcp`, { method: 'POST' })).status, 401);
+    } finally {
+      assert.equal(await punk.stop(), 0, punk.output());
+    }
+  });
+
+  test('a known path with a method it does not serve is 405 with Allow, naming the allowed methods', async () => {
+    const punk = await startPunk({ manifestDir: dir });
+    try {
+      for (const [method, path, allow] of [
+        ['PATCH', '/api/v1/mcp/servers', 'GET, HEAD, POST'],
+        ['POST', '/api/v1/mcp/servers/some-server/tools', 'GET, HEAD'],
+        ['GET', '/api/v1/mcp/servers/some-server/tools/echo/accept', 'POST'],
+        ['PATCH', '/api/v1/credentials/some-id', 'DELETE, GET, HEAD, PUT'],
+        ['POST', '/api/v1/settings', 'GET, HEAD, PUT'],
+        ['PUT', '/api/v1/api-keys', 'GET, HEAD, POST'],
+        ['DELETE', '/api/v1/approvals', 'GET, HEAD'],
+        ['GET', '/api/v1/approvals/some-id/approve', 'POST'],
+        ['POST', '/api/v1/runs', 'GET, HEAD'],
+        ['DELETE', '/api/v1/runs/some-run', 'GET, HEAD'],
+        ['POST', '/api/v1/ledger/verify', 'GET, HEAD'],
+        ['POST', '/api/v1/openapi.json', 'GET, HEAD'],
+        ['POST', '/healthz', 'GET, HEAD'],
+        ['POST', '/readyz', 'GET, HEAD'],
+      ] as const) {
+        const response = await fetch(`${punk.baseUrl}${path}`, { method });
+        assert.equal(response.status, 405, `${method} ${path}`);
+        assert.equal(response.headers.get('allow'), allow, `${method} ${path}`);
+        const { error } = (await response.json()) as { error: { code: string; message: string } };
+        assert.deepEqual(error, { code: 'MethodNotAllowed', message: `${method} is not allowed on ${path}; allowed: ${allow}` });
+      }
+      assert.equal((await fetch(`${punk.baseUrl}/api/v1/mcp/servers`)).status, 200, 'the served methods still answer');
+      assert.equal((await fetch(`${punk.baseUrl}/readyz`)).status, 200);
+      assert.equal((await fetch(`${punk.baseUrl}/api/v1/nowhere`, { method: 'PATCH' })).status, 404, 'an unknown path stays 404');
     } finally {
       assert.equal(await punk.stop(), 0, punk.output());
     }

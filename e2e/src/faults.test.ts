@@ -116,6 +116,26 @@ describe('faults and bad input', () => {
     assert.equal(servers.find((s) => s.name === 'everything')?.state, 'ready');
   });
 
+  test("a failed server's tool says the server failed and why, and its own endpoint's tools/list answers the cause", async () => {
+    const client = await connectClient(`${punk.baseUrl}/mcp`, '2025-11-25');
+    try {
+      const called = await client.callTool({ name: 'missing-command__anything', arguments: {} });
+      assert.equal(called.isError, true);
+      assert.match(
+        textOf(called),
+        /^tool missing-command__anything is not available: server missing-command is failed: .*punk-no-such-server/,
+      );
+    } finally {
+      await client.close();
+    }
+    const own = await connectClient(`${punk.baseUrl}/servers/missing-command/mcp`, '2025-11-25');
+    try {
+      await assert.rejects(own.listTools(), /server missing-command is failed: .*punk-no-such-server/);
+    } finally {
+      await own.close();
+    }
+  });
+
   test('a server that crashes mid-call gives the call a clear tool error, then comes back', async () => {
     const client = await connectClient(`${punk.baseUrl}/mcp`, '2025-11-25');
     try {

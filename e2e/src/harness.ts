@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 /**
  * Starts the real `punk up` (the process `npm start` runs) on a copy of the
  * example manifests, on free ports, and stops it. Tests talk to it over HTTP
@@ -13,7 +14,7 @@ import { freePort } from '@punk/cli';
 /** Repository root. */
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
-/** A running `punk up`. */
+/** A running `punk up` (or `punk cluster`). */
 export interface RunningPunk {
   baseUrl: string;
   manifestDir: string;
@@ -56,6 +57,8 @@ export async function exampleManifests(extra: Record<string, string> = {}): Prom
  * Starts `node services/cli/dist/main.js up` and resolves once it printed its
  * ready line (every server started or failed), with `until: 'serving'` once it
  * serves while servers still start, with `until: 'spawned'` at once (`baseUrl` then empty). Rejects with the process output when it exits or times out first.
+ * With `command: 'cluster'` it starts `punk cluster` on the manifests instead (give it `PUNK_NATS_URL` and
+ * `PUNK_DATABASE_URL` in `env`; `args` and `until` do not apply) and resolves once the cluster is ready.
  */
 export async function startPunk(options: {
   manifestDir: string;
@@ -63,23 +66,28 @@ export async function startPunk(options: {
   args?: string[];
   timeoutMs?: number;
   until?: 'ready' | 'serving' | 'spawned';
+  command?: 'up' | 'cluster';
 }): Promise<RunningPunk> {
-  const line =
-    options.until === 'serving' ? /"serving (http:\/\/[^\s/]+)\/[^;]*; still starting/ : /Punk is ready in \d+ ms: (http:\/\/[^\s/]+)\//;
+  const cluster = options.command === 'cluster';
+  const line = cluster
+    ? /Punk cluster is ready in \d+ ms: (http:\/\/[^\s/]+)\//
+    : options.until === 'serving'
+      ? /"serving (http:\/\/[^\s/]+)\/[^;]*; still starting/
+      : /Punk is ready in \d+ ms: (http:\/\/[^\s/]+)\//;
   const child = spawn(
     process.execPath,
     [
       join(repoRoot, 'services/cli/dist/main.js'),
-      'up',
-      '--manifests',
-      options.manifestDir,
-      '--port',
-      '0',
-      ...(options.args ?? ['--ephemeral']),
+      ...(cluster ? ['cluster'] : ['up', '--manifests', options.manifestDir, '--port', '0', ...(options.args ?? ['--ephemeral'])]),
     ],
     {
       cwd: options.manifestDir,
-      env: { ...process.env, PUNK_LOG_LEVEL: 'info', ...options.env },
+      env: {
+        ...process.env,
+        PUNK_LOG_LEVEL: 'info',
+        ...(cluster && { PUNK_PORT: '0', PUNK_MANIFESTS: options.manifestDir, PUNK_DATA_DIR: join(options.manifestDir, '.punk/data') }),
+        ...options.env,
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     },
   );
@@ -88,13 +96,13 @@ export async function startPunk(options: {
   child.stderr.on('data', (chunk) => (output += chunk));
   const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
   const baseUrl = await new Promise<string>((resolveUrl, reject) => {
-    if (options.until === 'spawned') {
+    if (options.until === 'spawned' && !cluster) {
       resolveUrl('');
       return;
     }
     const timer = setTimeout(() => {
       child.kill('SIGKILL'); // nothing waits for it any more
-      reject(new Error(`punk up was not ready within ${String(options.timeoutMs ?? 90_000)} ms:\n${output}`));
+      reject(new Error(`punk ${cluster ? 'cluster' : 'up'} was not ready within ${String(options.timeoutMs ?? 90_000)} ms:\n${output}`));
     }, options.timeoutMs ?? 90_000);
     const onData = () => {
       const match = line.exec(output);
@@ -107,7 +115,7 @@ export async function startPunk(options: {
     child.stderr.on('data', onData);
     void exited.then((code) => {
       clearTimeout(timer);
-      reject(new Error(`punk up exited with ${code} before it was ready:\n${output}`));
+      reject(new Error(`punk ${cluster ? 'cluster' : 'up'} exited with ${code} before it was ready:\n${output}`));
     });
   });
   return {
@@ -140,4 +148,39 @@ export async function eventually<T>(probe: () => Promise<T | undefined>, timeout
     if (value !== undefined || Date.now() > deadline) return value;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
+}
+
+/** An answer of `GET /api/v1/ledger/verify` (docs/ledger.md), as far as the tests read it. */
+export interface LedgerVerify {
+  ok: boolean;
+  events: number;
+  complete: boolean;
+  chainHead: { tenantSeq: number } | null;
+  firstBroken?: { id?: string; runId?: string; tenantSeq: number; reason: string; message: string };
+}
+
+/**
+ * Verifies a tenant's chain through `GET <baseUrl>/api/v1/ledger/verify` (`query` added, e.g. `?tenant=t`), asking
+ * again while an answer is `ok` but not `complete`: each request has a time budget, which a loaded machine spends
+ * before the end of a long chain, and the next request resumes where it stopped. The last answer (at most 100).
+ */
+export async function verifyLedger(baseUrl: string, query = ''): Promise<LedgerVerify> {
+  for (let request = 1; ; request++) {
+    const answer = (await (await fetch(`${baseUrl}/api/v1/ledger/verify${query}`)).json()) as LedgerVerify;
+    if (!answer.ok || answer.complete || request === 100) return answer;
+  }
+}
+
+/**
+ * Creates an API key through `POST <baseUrl>/api/v1/api-keys` with `adminKey` (docs/authentication.md); `body` is
+ * the key's `{ name, scopes?, groups?, tenant? }`. Fails the test unless the answer is 201.
+ */
+export async function createApiKey(baseUrl: string, adminKey: string, body: Record<string, unknown>): Promise<{ key: string; id: string }> {
+  const created = await fetch(`${baseUrl}/api/v1/api-keys`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  assert.equal(created.status, 201, await created.clone().text());
+  return (await created.json()) as { key: string; id: string };
 }

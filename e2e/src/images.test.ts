@@ -212,6 +212,12 @@ for (const [target, main] of serviceTargets) {
       const metrics = await fetch(`http://127.0.0.1:${metricsPort}/metrics`);
       assert.equal(metrics.status, 200, `${target} serves /metrics on PUNK_METRICS_PORT`);
       assert.match(await metrics.text(), /^# TYPE process_resident_memory_bytes gauge$/m);
+      if (target === 'mcp-front') {
+        // The image carries the built dashboard (ui/dist of the @punk/ui workspace it depends on).
+        const dashboard = await fetch(`${service.url}/ui/servers`);
+        assert.equal(dashboard.status, 200, 'mcp-front serves the dashboard from its layout');
+        assert.match(await dashboard.text(), /<script type="module" crossorigin src="\/ui\/assets\/[^"]+\.js">/);
+      }
     } finally {
       assert.equal(await service.stop('SIGTERM'), 0, `${target} exits 0 on SIGTERM:\n${service.output()}`);
     }

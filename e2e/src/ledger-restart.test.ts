@@ -10,6 +10,7 @@ import { test } from 'node:test';
 import pg from 'pg';
 import { startService, type ServiceProcess } from './processes.js';
 import { callTally, tallyWorld, testBus } from './distributed.js';
+import { verifyLedger } from './harness.js';
 
 const CALLS = 1000;
 const CONCURRENCY = 20;
@@ -87,10 +88,7 @@ async function scenario(ledgerCount: number): Promise<void> {
 
     // and the ledger (any replica) accepts the chain.
     for (const ledger of [again, ...ledgers.slice(1)]) {
-      const verify = (await (await fetch(`${ledger.url}/api/v1/ledger/verify?tenant=${setup.tenant}`)).json()) as {
-        ok: boolean;
-        events: number;
-      };
+      const verify = await verifyLedger(ledger.url, `?tenant=${setup.tenant}`);
       assert.equal(verify.ok, true, JSON.stringify(verify));
       assert.ok(verify.events >= 3 * CALLS, JSON.stringify(verify));
     }
@@ -107,3 +105,49 @@ test('one ledger stopped during 1,000 calls and started again: every event lands
 
 test('two ledgers at once, one stopped during 1,000 calls and started again: every event lands once and the chain verifies', () =>
   scenario(2));
+
+test('in the distributed topology, a tail deleted from Postgres is reported by verify, naming the missing events', async () => {
+  const world = await tallyWorld();
+  const running: ServiceProcess[] = [];
+  const bus = await testBus(world.nats.url);
+  const client = new pg.Client({ connectionString: world.db.url });
+  try {
+    for (const name of ['governance', 'gateway', 'ledger'] as const) running.push(await startService(name, world.env));
+    const ledger = running[2]!;
+    const { tenant } = world.setup;
+    // Given ten calls on the ledger,
+    for (let n = 0; n < 10; n++) await callTally(bus, tenant, 'count', { n });
+    await client.connect();
+    const completed = async () =>
+      (
+        await client.query<{ n: number }>(`SELECT count(*)::int AS n FROM ledger.events WHERE tenant = $1 AND type = 'tool.completed'`, [
+          tenant,
+        ])
+      ).rows[0]!.n;
+    for (const deadline = Date.now() + 60_000; (await completed()) < 10 && Date.now() < deadline;)
+      await new Promise((r) => setTimeout(r, 200));
+    const verify = async () =>
+      (await (await fetch(`${ledger.url}/api/v1/ledger/verify?tenant=${tenant}`)).json()) as {
+        ok: boolean;
+        chainHead: { tenantSeq: number };
+        firstBroken?: { reason: string; tenantSeq: number; message: string };
+      };
+    const before = await verify();
+    assert.equal(before.ok, true, JSON.stringify(before));
+    // when the last two rows are deleted straight from Postgres,
+    const last = before.chainHead.tenantSeq;
+    const deleted = await client.query('DELETE FROM ledger.events WHERE tenant = $1 AND tenant_seq > $2', [tenant, last - 2]);
+    assert.equal(deleted.rowCount, 2);
+    // then verify says where the chain ends and what its head record says.
+    const after = await verify();
+    assert.equal(after.ok, false, JSON.stringify(after));
+    assert.equal(after.firstBroken?.reason, 'TruncatedTail');
+    assert.equal(after.firstBroken?.tenantSeq, last - 1);
+    assert.match(after.firstBroken?.message ?? '', new RegExp(`ends at tenant_seq ${last - 2} but its head record is tenant_seq ${last}`));
+  } finally {
+    await client.end().catch(() => {});
+    await bus.close();
+    await Promise.all(running.map((s) => s.stop('SIGKILL')));
+    await world.stop();
+  }
+});

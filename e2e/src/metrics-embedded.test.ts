@@ -6,22 +6,20 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { connectClient, listAllTools } from './clients.js';
-import { tallySetup, type TallySetup } from './distributed.js';
-import { eventually, removeDir, startPunk, type RunningPunk } from './harness.js';
+import { punkOnTally, type TallySetup } from './distributed.js';
+import { eventually, type RunningPunk } from './harness.js';
 import { scrape, valueOf, type Exposition } from './prometheus-text.js';
 
 let setup: TallySetup;
 let punk: RunningPunk;
+let stop: (() => Promise<void>) | undefined;
 
 before(async () => {
-  setup = await tallySetup();
-  punk = await startPunk({ manifestDir: setup.manifestDir, env: { PUNK_TENANT: setup.tenant } });
+  ({ setup, punk, stop } = await punkOnTally());
 });
 
 after(async () => {
-  await punk?.stop();
-  await setup?.killServers();
-  await removeDir(setup.manifestDir);
+  await stop?.();
 });
 
 test('one tool call moves every component family of the one process', async () => {
@@ -62,12 +60,17 @@ test('one tool call moves every component family of the one process', async () =
     1,
     'the gateway',
   );
-  assert.equal(delta(now, 'punk_governance_decisions_total', { decision: 'allow', kind: 'tool' }), 1, 'governance');
+  assert.equal(
+    delta(now, 'punk_gateway_decisions_total', { decision: 'allow', kind: 'tool', decided_by: 'gateway' }),
+    1,
+    'the gateway decided',
+  );
   assert.equal(delta(now, 'punk_ledger_events_appended_total', { type: 'tool.called' }), 1, 'the ledger');
   assert.equal(
-    delta(now, 'punk_bus_request_duration_seconds_count', { subject: 'punk.governance.check', error_type: '' }),
-    1,
-    'the in-process bus',
+    delta(now, 'punk_bus_append_duration_seconds_count', { subject: 'punk.ledger.events', error_type: '' }),
+    // The tally server's state change (connected on first use) may land in the same window.
+    3 + delta(now, 'punk_ledger_events_appended_total', { type: 'server.state_changed' }),
+    'the in-process bus: the decision, tool.called and tool.completed appended',
   );
   assert.equal(now.get('process_resident_memory_bytes')?.type, 'gauge');
 });

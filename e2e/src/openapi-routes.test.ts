@@ -1,21 +1,26 @@
 /**
  * The OpenAPI document names exactly the routes Punk serves under `/api/v1`: the registry and credentials API,
- * the API keys and the ledger (each router as the services build it), and `punk up` serves the document itself.
+ * the API keys, the caller (`/me`), the approvals and the ledger (each router as the services build it), and `punk up` serves the document itself.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Router } from 'express';
 import { createLogger, MemoryBus, openDatabase } from '@punk/lib';
 import { createLedgerRouter, LedgerStore } from '@punk/ledger';
-import { adminRouter, openApiDocument, registryRouter } from '@punk/mcp-front';
+import { adminRouter, approvalsRouter, ingestRouter, meRouter, openApiDocument, registryRouter } from '@punk/mcp-front';
 import { manifestDir, removeDir, startPunk } from './harness.js';
 
-/** `METHOD /path/{param}` of every route of an express router. */
+/**
+ * `METHOD /path/{param}` of every route of an express router; the `all` routes that answer other methods 405
+ * (`refuseOtherMethods`) are no operations and are left out.
+ */
 function routesOf(router: Router): string[] {
   return (router.stack as Array<{ route?: { path: string; methods: Record<string, boolean> } }>)
     .filter((layer) => layer.route)
     .flatMap((layer) =>
-      Object.keys(layer.route!.methods).map((method) => `${method.toUpperCase()} ${layer.route!.path.replace(/:(\w+)/g, '{$1}')}`),
+      Object.keys(layer.route!.methods)
+        .filter((method) => method !== '_all')
+        .map((method) => `${method.toUpperCase()} ${layer.route!.path.replace(/:(\w+)/g, '{$1}')}`),
     );
 }
 
@@ -27,6 +32,9 @@ test('every route under /api/v1 is documented, and every documented operation is
     const served = new Set([
       ...routesOf(registryRouter({ bus, log, auth: undefined, tenant: 'default', maxBodyBytes: 1024 })),
       ...routesOf(adminRouter({ auth: undefined, tenant: 'default', defaultScopes: [], log })),
+      ...routesOf(approvalsRouter({ bus, log, auth: undefined, tenant: 'default' })),
+      ...routesOf(ingestRouter({ bus, log, auth: undefined, tenant: 'default' })),
+      ...routesOf(meRouter({ auth: undefined, tenant: 'default', log })),
       ...routesOf(createLedgerRouter(new LedgerStore(db), log)),
       // Served by the front itself (front.ts).
       'GET /openapi.json',

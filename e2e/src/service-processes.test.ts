@@ -31,7 +31,7 @@ test('a service without PUNK_NATS_URL, the ledger without PUNK_DATABASE_URL, or 
   assert.match(noDb.output(), /PUNK_DATABASE_URL is required/);
   const samePorts = await startService(
     'governance',
-    { PUNK_NATS_URL: world.nats.url, PUNK_PORT: '24999', PUNK_METRICS_PORT: '24999' },
+    { PUNK_NATS_URL: world.nats.url, PUNK_DATABASE_URL: world.env.PUNK_DATABASE_URL!, PUNK_PORT: '24999', PUNK_METRICS_PORT: '24999' },
     { waitReady: false },
   );
   assert.equal(await samePorts.exited, 2);

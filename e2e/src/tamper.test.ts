@@ -9,15 +9,10 @@ import { describe, test } from 'node:test';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import { connectClient } from './clients.js';
-import { exampleManifests, removeDir, startPunk } from './harness.js';
+import { exampleManifests, removeDir, startPunk, verifyLedger } from './harness.js';
 
 const adminUrl = process.env.PUNK_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
-interface Verify {
-  ok: boolean;
-  events: number;
-  firstBroken?: { id: string; reason: string };
-}
 interface Run {
   runId: string;
   types: string[];
@@ -48,10 +43,6 @@ async function calledEventId(baseUrl: string): Promise<string> {
   return detail.events.find((e) => e.type === 'tool.called')!.id;
 }
 
-async function verify(baseUrl: string): Promise<Verify> {
-  return (await (await fetch(`${baseUrl}/api/v1/ledger/verify`)).json()) as Verify;
-}
-
 const FORGE = `update ledger.events set data = jsonb_set(data, '{arguments}', '{"message":"forged"}'::jsonb) where id = $1`;
 
 describe('ledger tampering', () => {
@@ -67,7 +58,7 @@ describe('ledger tampering', () => {
     try {
       await echoOnce(punk.baseUrl, 'one');
       await echoOnce(punk.baseUrl, 'two');
-      const before = await verify(punk.baseUrl);
+      const before = await verifyLedger(punk.baseUrl);
       assert.equal(before.ok, true, JSON.stringify(before));
       const id = await calledEventId(punk.baseUrl);
       const db = new pg.Client({ connectionString: url.toString() });
@@ -75,7 +66,7 @@ describe('ledger tampering', () => {
       const { rowCount } = await db.query(FORGE, [id]);
       await db.end();
       assert.equal(rowCount, 1);
-      const after = await verify(punk.baseUrl);
+      const after = await verifyLedger(punk.baseUrl);
       assert.equal(after.ok, false);
       assert.equal(after.firstBroken?.id, id);
     } finally {
@@ -104,7 +95,7 @@ describe('ledger tampering', () => {
       await db.close();
       punk = await startPunk({ manifestDir: dir, args: ['--data', data] });
       try {
-        const after = await verify(punk.baseUrl);
+        const after = await verifyLedger(punk.baseUrl);
         assert.equal(after.ok, false);
         assert.equal(after.firstBroken?.id, id);
       } finally {

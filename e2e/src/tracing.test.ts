@@ -104,7 +104,7 @@ describe('tracing across the service processes (NATS, Postgres, OTLP/HTTP JSON)'
   let recordFile: string;
   const running: ServiceProcess[] = [];
   let front: ServiceProcess;
-  let governance: ServiceProcess;
+  let gateway: ServiceProcess;
   let client: Client;
 
   before(async () => {
@@ -119,8 +119,8 @@ describe('tracing across the service processes (NATS, Postgres, OTLP/HTTP JSON)'
       OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
       OTEL_BSP_SCHEDULE_DELAY: '100',
     };
-    governance = await startService('governance', { ...env, PUNK_LOG_LEVEL: 'debug' });
-    running.push(governance, await startService('ledger', env), await startService('gateway', env));
+    gateway = await startService('gateway', { ...env, PUNK_LOG_LEVEL: 'debug' });
+    running.push(await startService('governance', env), await startService('ledger', env), gateway);
     front = await startService('mcp-front', env);
     running.push(front);
     client = await connectClient(`${front.url}/mcp`, '2025-11-25');
@@ -133,7 +133,7 @@ describe('tracing across the service processes (NATS, Postgres, OTLP/HTTP JSON)'
     await receiver?.close();
   });
 
-  test('a tools/call is one trace: mcp-front, gateway, governance, the upstream request and the ledger', async () => {
+  test('a tools/call is one trace: mcp-front, gateway (its policy decision included), the upstream request and the ledger', async () => {
     const incoming = newTraceparent();
     const result = await client.callTool({
       name: 'traced__echo',
@@ -145,18 +145,13 @@ describe('tracing across the service processes (NATS, Postgres, OTLP/HTTP JSON)'
     const spans = await traceWith(receiver, incoming.traceId, [
       'tools/call traced__echo',
       'route tools/call echo',
-      'policy check tool',
       'tools/call echo',
       'ledger persist governance.decision',
       'ledger persist tool.called',
       'ledger persist tool.completed',
     ]);
-    assert.deepEqual([...new Set(spans.map((s) => s.service))].sort(), [
-      'punk-gateway',
-      'punk-governance',
-      'punk-ledger',
-      'punk-mcp-front',
-    ]);
+    // No governance span: no rate limit covers the call, so the gateway decides it in process.
+    assert.deepEqual([...new Set(spans.map((s) => s.service))].sort(), ['punk-gateway', 'punk-ledger', 'punk-mcp-front']);
 
     // mcp-front: the MCP server span, child of the client's traceparent (params._meta).
     const server = only(spans, 'tools/call traced__echo', 'punk-mcp-front');
@@ -184,15 +179,8 @@ describe('tracing across the service processes (NATS, Postgres, OTLP/HTTP JSON)'
     assert.equal(upstream.attributes['gen_ai.tool.name'], 'echo');
     assert.equal(upstream.attributes['gen_ai.operation.name'], 'execute_tool');
 
-    // governance: the policy check, asked by the route.
-    const check = only(spans, 'policy check tool', 'punk-governance');
-    assert.equal(check.parentSpanId, route.spanId);
-    assert.equal(check.attributes['punk.policy.decision'], 'allow');
-    assert.equal(check.attributes['punk.policy.target'], 'echo');
-
-    // ledger: each event persisted under the span that appended it.
-    assert.equal(only(spans, 'ledger persist governance.decision', 'punk-ledger').parentSpanId, check.spanId);
-    for (const name of ['ledger persist tool.called', 'ledger persist tool.completed']) {
+    // ledger: each event persisted under the span that appended it, the gateway's decision included.
+    for (const name of ['ledger persist governance.decision', 'ledger persist tool.called', 'ledger persist tool.completed']) {
       const persisted = only(spans, name, 'punk-ledger');
       assert.equal(persisted.kind, SpanKinds.consumer);
       assert.ok(
@@ -267,11 +255,11 @@ describe('tracing across the service processes (NATS, Postgres, OTLP/HTTP JSON)'
   test('a log line written inside a request span carries its trace_id, span_id, runId and tenant', async () => {
     const incoming = newTraceparent();
     await client.callTool({ name: 'traced__echo', arguments: { text: 'logged' }, _meta: { traceparent: incoming.traceparent } });
-    const spans = await traceWith(receiver, incoming.traceId, ['policy check tool']);
-    const check = only(spans, 'policy check tool');
-    const line = logLines(governance.output()).find((l) => l['msg'] === 'governance decision' && l['trace_id'] === incoming.traceId);
-    assert.ok(line, 'governance logged its decision with the trace id');
-    assert.equal(line['span_id'], check.spanId);
+    const spans = await traceWith(receiver, incoming.traceId, ['route tools/call echo']);
+    const route = only(spans, 'route tools/call echo');
+    const line = logLines(gateway.output()).find((l) => l['msg'] === 'policy decision' && l['trace_id'] === incoming.traceId);
+    assert.ok(line, 'the gateway logged its decision with the trace id');
+    assert.equal(line['span_id'], route.spanId);
     assert.equal(line['trace_flags'], '01');
     assert.equal(line['tenant'], world.setup.tenant);
     assert.match(String(line['runId']), /^[0-9a-f-]{36}$/);
@@ -313,8 +301,8 @@ describe('tracing in punk up (the in-process bus)', () => {
     const spans = await traceWith(receiver, incoming.traceId, [
       'tools/call traced__echo',
       'route tools/call echo',
-      'policy check tool',
       'tools/call echo',
+      'ledger persist governance.decision',
       'ledger persist tool.completed',
     ]);
     assert.deepEqual([...new Set(spans.map((s) => s.service))], ['punk-up']);
@@ -346,8 +334,8 @@ describe('tracing off', () => {
       } finally {
         await client.close();
       }
-      const decision = await eventually(async () => logLines(punk.output()).find((l) => l['msg'] === 'governance decision'));
-      assert.ok(decision, 'governance logged its decision');
+      const decision = await eventually(async () => logLines(punk.output()).find((l) => l['msg'] === 'policy decision'));
+      assert.ok(decision, 'the gateway logged its decision');
       assert.equal(decision['tenant'], 'default');
       const traced = logLines(punk.output()).filter((l) => 'trace_id' in l || 'span_id' in l);
       assert.deepEqual(traced, [], 'no log line carries trace ids');
@@ -434,14 +422,14 @@ describe('tracing settings', () => {
 
   test('a service process with a bad OTEL_ variable exits at start naming it', async () => {
     const service = await startService(
-      'governance',
+      'mcp-front',
       { PUNK_NATS_URL: 'nats://127.0.0.1:4222', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' },
       { waitReady: false },
     );
     assert.equal(await service.exited, 2);
     assert.match(
       service.output(),
-      /punk governance: invalid configuration: OTEL_EXPORTER_OTLP_PROTOCOL must be http\/protobuf or http\/json/,
+      /punk mcp-front: invalid configuration: OTEL_EXPORTER_OTLP_PROTOCOL must be http\/protobuf or http\/json/,
     );
   });
 });

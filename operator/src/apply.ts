@@ -7,7 +7,7 @@
  * hand) are left to their owners.
  */
 import { PatchStrategy, setHeaderOptions, type KubernetesObject } from '@kubernetes/client-node';
-import { API_GROUP } from '@punk/lib';
+import { API_GROUP } from '@punk/lib/controller';
 import { API_VERSION_NAME, FIELD_MANAGER, isNotFound, resources, type KubeClients, type ResourceKind } from './kube.js';
 
 /** A whole object to apply: apiVersion, kind, metadata.name and metadata.namespace set. */

@@ -27,7 +27,7 @@ import {
   EGRESS_PROXY_PORT,
   type EgressEntry,
 } from '@punk/bridge/contract';
-import { EGRESS_PROXY_SUFFIX, type McpServer } from '@punk/lib';
+import { EGRESS_PROXY_SUFFIX, type McpServer } from '@punk/lib/controller';
 import {
   childLabels,
   helperContainer,
@@ -169,7 +169,8 @@ export function egressProxyChildren(server: McpServer, entries: readonly EgressE
     kind: 'Deployment',
     metadata: metadata(),
     spec: {
-      replicas: 1,
+      // The proxy exists only to serve the server's pods: none at zero replicas.
+      replicas: server.spec.replicas === 0 ? 0 : 1,
       selector: { matchLabels: selector },
       template: {
         metadata: { labels: childLabels(server, 'egress-proxy') },

@@ -1,6 +1,6 @@
 /**
- * @punk/operator: reconciles McpServer, McpCredential and McpPolicy custom resources (group `mcp.punk.dev`,
- * version `v1alpha1`) into sandboxed pods, the gateway's vault and the services' buckets.
+ * @punk/operator: reconciles McpServer, McpCredential, McpPolicy and McpWorkflow custom resources (group
+ * `mcp.punk.dev`, version `v1alpha1`) into sandboxed pods, the gateway's vault and the services' buckets.
  */
 import { Manager, type ManagerOptions } from './manager.js';
 

@@ -2,7 +2,19 @@
  * The Kubernetes API as the operator uses it: one set of clients made from a KubeConfig, the custom resources'
  * coordinates, and the reading of API errors.
  */
-import { ApiException, CoordinationV1Api, CustomObjectsApi, EventsV1Api, KubeConfig, KubernetesObjectApi } from '@kubernetes/client-node';
+import {
+  ApiException,
+  CoordinationV1Api,
+  CustomObjectsApi,
+  EventsV1Api,
+  HttpMethod,
+  KubeConfig,
+  KubernetesObjectApi,
+  type KubernetesListObject,
+  type KubernetesObject,
+  type ResponseContext,
+} from '@kubernetes/client-node';
+import { METADATA_LIST_ACCEPT } from './metadata-informer.js';
 
 /** Field manager of every write the operator makes (server-side apply and status). */
 export const FIELD_MANAGER = 'punk-operator';
@@ -15,14 +27,15 @@ export const resources = {
   McpServer: 'mcpservers',
   McpCredential: 'mcpcredentials',
   McpPolicy: 'mcppolicies',
+  McpWorkflow: 'mcpworkflows',
 } as const;
 export type ResourceKind = keyof typeof resources;
 
 /** The clients of one API server. */
 export interface KubeClients {
   config: KubeConfig;
-  /** Any object by apiVersion and kind (server-side apply, reads, lists, deletes). */
-  objects: KubernetesObjectApi;
+  /** Any object by apiVersion and kind (server-side apply, reads, lists, deletes), answering JSON (see JsonObjectApi). */
+  objects: JsonObjectApi;
   /** The custom resources' status subresource. */
   custom: CustomObjectsApi;
   /** Leases of leader election. */
@@ -46,11 +59,57 @@ function shareDispatchers(config: KubeConfig): void {
   if (!create || target.punkShared) return;
   const pools = new Map<string, unknown>();
   target.createDispatcher = (cluster, options) => {
-    const key = JSON.stringify(target.createDispatcherOptions.call(config, cluster, options));
+    const key = dispatcherKey(target.createDispatcherOptions.call(config, cluster, options));
     if (!pools.has(key)) pools.set(key, create(cluster, options));
     return pools.get(key);
   };
   target.punkShared = true;
+}
+
+/**
+ * The JSON of dispatcher options with each Buffer (CA, certificate, key: read again for every request) as base64:
+ * JSON.stringify would write a Buffer as an array of byte numbers, which cost more CPU than the request itself.
+ */
+function dispatcherKey(options: unknown): string {
+  const plain = (value: unknown): unknown => {
+    if (Buffer.isBuffer(value)) return value.toString('base64');
+    if (Array.isArray(value)) return value.map(plain);
+    if (typeof value !== 'object' || value === null) return value;
+    return Object.fromEntries(Object.entries(value).map(([key, inner]) => [key, plain(inner)]));
+  };
+  return JSON.stringify(plain(options));
+}
+
+/**
+ * A KubernetesObjectApi whose answers are the API server's JSON as parsed, not the library's model classes: the
+ * library's deserializer walks every field of a Deployment into new class instances (and dates into Date objects),
+ * which cost the operator more CPU and garbage than the request itself. Watch events are such JSON already, so the
+ * informers' caches hold one shape. Requests are still written by the library's serializer (a NetworkPolicy rule's
+ * `_from` becomes `from`); failures are its ApiException.
+ */
+export class JsonObjectApi extends KubernetesObjectApi {
+  /** The client of the API server `config` points at, with the namespace of its current context as the default. */
+  static make(config: KubeConfig): JsonObjectApi {
+    const client = config.makeApiClient(JsonObjectApi);
+    client.setDefaultNamespace(config);
+    return client;
+  }
+
+  /**
+   * Lists the metadata of every object at `path` (e.g. `/api/v1/services`, or one namespace's
+   * `/api/v1/namespaces/<ns>/services`): a `PartialObjectMetadataList`, each item's `metadata` alone (metadata-informer.ts).
+   * @throws ApiException with the API server's answer.
+   */
+  async listMetadata(path: string): Promise<KubernetesListObject<KubernetesObject>> {
+    const context = this.configuration.baseServer.makeRequestContext(path, HttpMethod.GET);
+    context.setHeaderParam('Accept', METADATA_LIST_ACCEPT);
+    return this.requestPromise<KubernetesListObject<KubernetesObject>>(context);
+  }
+
+  protected override async processResponse<T extends KubernetesObject>(response: ResponseContext, type?: string): Promise<T> {
+    if (response.httpStatusCode < 200 || response.httpStatusCode > 299) return super.processResponse<T>(response, type);
+    return JSON.parse(await response.body.text()) as T;
+  }
 }
 
 /** Makes the clients of the API server `config` points at (and makes `config` share connections, see above). */
@@ -58,7 +117,7 @@ export function kubeClients(config: KubeConfig): KubeClients {
   shareDispatchers(config);
   return {
     config,
-    objects: KubernetesObjectApi.makeApiClient(config),
+    objects: JsonObjectApi.make(config),
     custom: config.makeApiClient(CustomObjectsApi),
     coordination: config.makeApiClient(CoordinationV1Api),
     events: config.makeApiClient(EventsV1Api),

@@ -7,7 +7,7 @@
  * resourceVersion: of two candidates racing for it, the API server lets exactly one write win.
  */
 import { V1MicroTime, type V1Lease } from '@kubernetes/client-node';
-import type { Logger } from '@punk/lib';
+import type { Logger } from '@punk/lib/controller';
 import { apiErrorMessage, httpStatusOf, isNotFound, type KubeClients } from './kube.js';
 
 /** Timing and identity of one candidate; durations in milliseconds (defaults: client-go's 15 s, 10 s, 2 s). */

@@ -2,7 +2,7 @@
 // The operator process: `node operator/dist/main.js`, in a cluster (in-cluster service account) or against
 // KUBECONFIG; NATS at PUNK_NATS_URL; options in docs/configuration.md (PUNK_OPERATOR_*).
 import { KubeConfig } from '@kubernetes/client-node';
-import { runServiceMain } from '@punk/lib';
+import { runServiceMain } from '@punk/lib/controller';
 import { startOperator } from './index.js';
 import { operatorOptionsFromConfig } from './options.js';
 

@@ -4,24 +4,44 @@
  * each object is queued again and the bucket entries no object backs are swept.
  *
  * Watches, and what an event queues:
- * - McpServer, McpCredential, McpPolicy: the object itself;
- * - Deployments and Pods labelled `mcp.punk.dev/server` (made by the operator): that server;
+ * - McpServer, McpCredential, McpPolicy, McpWorkflow: the object itself; an McpServer also queues the McpWorkflows whose
+ *   nodes name it, and so does a change of its tool listing (ToolListings), so a workflow is checked again when a
+ *   server it calls comes, goes or changes its tools;
+ * - the children the operator makes (Deployments, Services, ServiceAccounts, NetworkPolicies, the egress proxy's among
+ *   them): the McpServer of their controller owner reference, as controller-runtime's Owns() does, so a child deleted
+ *   or edited by hand is put back within moments rather than at the next resync. Deployments labelled
+ *   `mcp.punk.dev/server` are watched whole (their status makes the McpServer's conditions); Services,
+ *   ServiceAccounts and NetworkPolicies, and every Deployment besides, are watched as metadata only and without a
+ *   label filter (metadata-informer.ts), so which child names are taken is known without a read (foreignChild of
+ *   mcpserver-reconciler.ts);
+ * - Pods labelled `mcp.punk.dev/server` (their owner is a ReplicaSet): the server of the label;
  * - Secrets: each McpCredential whose `secretRef` names it, each McpServer whose children read it (directly or
  *   through an McpCredential);
+ * - ConfigMaps: each McpServer whose `spec.openapi.configMapKeyRef` names it;
  * - McpCredentials also queue the McpServers that reference them.
  */
-import { makeInformer, type Informer, type KubeConfig, type KubernetesObject, type ObjectCache } from '@kubernetes/client-node';
-import { buckets, errorMessage, kvKey, type Bus, type KvStore, type Logger } from '@punk/lib';
-import type { ReconcileContext, WatchedKind } from './context.js';
+import { makeInformer, type KubeConfig, type KubernetesObject, type ListWatch } from '@kubernetes/client-node';
+import { buckets, errorMessage, kvKey, type Bus, type KvStore, type Logger } from '@punk/lib/controller';
+import { slimForCache } from './cache-slim.js';
+import type { ReconcileContext, WatchCache, WatchedKind } from './context.js';
 import { EventRecorder } from './events.js';
 import { apiErrorMessage, kubeClients, type KubeClients } from './kube.js';
 import { LeaderElector } from './leader-election.js';
+import { makeMetadataInformer } from './metadata-informer.js';
 import { McpCredentialReconciler } from './mcpcredential-reconciler.js';
 import { McpPolicyReconciler } from './mcppolicy-reconciler.js';
-import { McpServerReconciler, serverCredentialNames, serverSecretNames, type ServerReconcilerOptions } from './mcpserver-reconciler.js';
+import { McpWorkflowReconciler, workflowServerNames } from './mcpworkflow-reconciler.js';
+import {
+  McpServerReconciler,
+  serverConfigMapName,
+  serverCredentialNames,
+  serverSecretNames,
+  type ServerReconcilerOptions,
+} from './mcpserver-reconciler.js';
 import { observeReconciles, watchManager } from './metrics.js';
 import { WorkQueue } from './queue.js';
 import { MANAGED_BY, SERVER_LABEL } from './sandbox.js';
+import { ToolListings } from './tool-listings.js';
 
 /** Options of the operator; durations in milliseconds. */
 export interface ManagerOptions {
@@ -46,22 +66,39 @@ export interface ManagerOptions {
   server: ServerReconcilerOptions;
   /** Longest delay between retries of a failing object (default 5 minutes). */
   maxRetryDelayMs?: number;
+  /** How long a deleted McpCredential's finalizer waits for the gateway before it is released (default 5 minutes). */
+  finalizerTimeoutMs?: number;
 }
 
-/** Where each watched kind lives in the API, and which of its objects are watched. */
-const watched: Record<WatchedKind, { apiVersion: string; kind: string; path: string; labelSelector?: string }> = {
+/** The label selector of what the operator makes: its children and their pods. */
+const MANAGED = `app.kubernetes.io/managed-by=${MANAGED_BY},${SERVER_LABEL}`;
+
+/**
+ * Where each watched kind lives in the API, and which of its objects are watched: those `labelSelector` selects (all
+ * when unset), whole or, with `metadataOnly`, their metadata alone.
+ */
+const watched: Record<WatchedKind, { apiVersion: string; kind: string; path: string; labelSelector?: string; metadataOnly?: true }> = {
   McpServer: { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpServer', path: 'apis/mcp.punk.dev/v1alpha1/mcpservers' },
   McpCredential: { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpCredential', path: 'apis/mcp.punk.dev/v1alpha1/mcpcredentials' },
   McpPolicy: { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpPolicy', path: 'apis/mcp.punk.dev/v1alpha1/mcppolicies' },
+  McpWorkflow: { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpWorkflow', path: 'apis/mcp.punk.dev/v1alpha1/mcpworkflows' },
   Secret: { apiVersion: 'v1', kind: 'Secret', path: 'api/v1/secrets' },
-  Deployment: {
-    apiVersion: 'apps/v1',
-    kind: 'Deployment',
-    path: 'apis/apps/v1/deployments',
-    labelSelector: `app.kubernetes.io/managed-by=${MANAGED_BY},${SERVER_LABEL}`,
+  ConfigMap: { apiVersion: 'v1', kind: 'ConfigMap', path: 'api/v1/configmaps' },
+  Deployment: { apiVersion: 'apps/v1', kind: 'Deployment', path: 'apis/apps/v1/deployments', labelSelector: MANAGED },
+  DeploymentMetadata: { apiVersion: 'apps/v1', kind: 'Deployment', path: 'apis/apps/v1/deployments', metadataOnly: true },
+  Service: { apiVersion: 'v1', kind: 'Service', path: 'api/v1/services', metadataOnly: true },
+  ServiceAccount: { apiVersion: 'v1', kind: 'ServiceAccount', path: 'api/v1/serviceaccounts', metadataOnly: true },
+  NetworkPolicy: {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'NetworkPolicy',
+    path: 'apis/networking.k8s.io/v1/networkpolicies',
+    metadataOnly: true,
   },
-  Pod: { apiVersion: 'v1', kind: 'Pod', path: 'api/v1/pods', labelSelector: `app.kubernetes.io/managed-by=${MANAGED_BY},${SERVER_LABEL}` },
+  Pod: { apiVersion: 'v1', kind: 'Pod', path: 'api/v1/pods', labelSelector: MANAGED },
 };
+
+/** Longest wait at stop for the Events still queued to be written, in milliseconds. */
+const EVENT_FLUSH_MS = 5_000;
 
 /** Delay before an informer whose list or watch failed lists and watches again. */
 const INFORMER_RESTART_MS = 1_000;
@@ -73,14 +110,17 @@ const FIRST_LIST_ATTEMPTS = 30;
 interface InformerEntry {
   kind: WatchedKind;
   namespace: string | undefined;
-  informer: Informer<KubernetesObject> & ObjectCache<KubernetesObject>;
+  informer: ListWatch<KubernetesObject>;
   synced: boolean;
   lastError?: unknown;
 }
 
 /** One cache over the informers of several namespaces (or the one informer of all of them). */
-class NamespacedCache implements ObjectCache<KubernetesObject> {
-  constructor(private readonly byNamespace: Map<string, ObjectCache<KubernetesObject>>) {}
+class NamespacedCache implements WatchCache {
+  constructor(private readonly byNamespace: Map<string, ListWatch<KubernetesObject>>) {}
+  resourceVersion(namespace: string): string {
+    return (this.byNamespace.get(namespace) ?? this.byNamespace.get('*'))?.latestResourceVersion() ?? '';
+  }
   get(name: string, namespace?: string): KubernetesObject | undefined {
     return (this.byNamespace.get(namespace ?? '') ?? this.byNamespace.get('*'))?.get(name, namespace);
   }
@@ -94,15 +134,18 @@ class NamespacedCache implements ObjectCache<KubernetesObject> {
 export class Manager {
   private readonly clients: KubeClients;
   private readonly informers: InformerEntry[] = [];
-  private readonly caches: Record<WatchedKind, ObjectCache<KubernetesObject>>;
+  private readonly caches: Record<WatchedKind, WatchCache>;
   private readonly queue: WorkQueue;
   private readonly elector: LeaderElector;
   private readonly log: Logger;
   private servers!: McpServerReconciler;
   private credentials!: McpCredentialReconciler;
   private policies!: McpPolicyReconciler;
+  private workflows!: McpWorkflowReconciler;
   private serverBucket!: KvStore;
   private policyBucket!: KvStore;
+  private workflowBucket!: KvStore;
+  private recorder: EventRecorder | undefined;
   private resyncTimer: NodeJS.Timeout | undefined;
   /** What the last event showed of each custom resource beyond its status (see changedBeyondStatus). */
   private readonly seen = new Map<string, string>();
@@ -115,9 +158,9 @@ export class Manager {
     this.log = options.log;
     this.clients = kubeClients(options.kubeConfig);
     const namespaces = options.namespaces.length > 0 ? options.namespaces : ['*'];
-    const caches = {} as Record<WatchedKind, ObjectCache<KubernetesObject>>;
+    const caches = {} as Record<WatchedKind, WatchCache>;
     for (const kind of Object.keys(watched) as WatchedKind[]) {
-      const byNamespace = new Map<string, ObjectCache<KubernetesObject>>();
+      const byNamespace = new Map<string, InformerEntry['informer']>();
       for (const namespace of namespaces) {
         const entry = this.makeInformer(kind, namespace === '*' ? undefined : namespace);
         byNamespace.set(namespace, entry.informer);
@@ -164,17 +207,21 @@ export class Manager {
   async start(): Promise<void> {
     this.serverBucket = await this.options.bus.keyValue(buckets.mcpServers);
     this.policyBucket = await this.options.bus.keyValue(buckets.mcpPolicies);
+    this.workflowBucket = await this.options.bus.keyValue(buckets.mcpWorkflows);
+    this.recorder = new EventRecorder(this.clients, this.options.identity, this.log, () => this.queue.depth > 0);
     const context: ReconcileContext = {
       clients: this.clients,
       caches: this.caches,
-      recorder: new EventRecorder(this.clients, this.options.identity, this.log),
+      recorder: this.recorder,
       bus: this.options.bus,
       log: this.log,
       now: () => new Date(),
     };
-    this.servers = new McpServerReconciler(context, this.serverBucket, this.options.server);
-    this.credentials = new McpCredentialReconciler(context);
+    const listings = new ToolListings((namespace, name) => this.enqueueWorkflowsUsing(namespace, name));
+    this.servers = new McpServerReconciler(context, this.serverBucket, this.options.server, listings);
+    this.credentials = new McpCredentialReconciler(context, this.options.finalizerTimeoutMs);
     this.policies = new McpPolicyReconciler(context, this.policyBucket);
+    this.workflows = new McpWorkflowReconciler(context, this.workflowBucket, listings);
     await Promise.all(this.informers.map((entry) => this.sync(entry)));
     this.elector.start();
   }
@@ -185,21 +232,28 @@ export class Manager {
     await this.elector.stop(); // stops leading (and the workers) when it led
     await this.queue.stop(); // the reconciles still in flight finish before the watches stop
     this.queue.clear();
+    await this.recorder?.flush(EVENT_FLUSH_MS); // the Events they queued are written (an API server that hangs cannot hold the stop)
     await Promise.all(this.informers.map(({ informer }) => informer.stop()));
     this.unwatch();
   }
 
   private makeInformer(kind: WatchedKind, namespace: string | undefined): InformerEntry {
-    const { apiVersion, kind: apiKind, path, labelSelector } = watched[kind];
+    const { apiVersion, kind: apiKind, path, labelSelector, metadataOnly } = watched[kind];
     const scoped = namespace === undefined ? `/${path}` : `/${path.replace(/\/([a-z]+)$/, `/namespaces/${namespace}/$1`)}`;
-    const informer = makeInformer<KubernetesObject>(
-      this.options.kubeConfig,
-      scoped,
-      () => this.clients.objects.list(apiVersion, apiKind, namespace, undefined, undefined, undefined, undefined, labelSelector),
-      labelSelector,
-    );
+    const informer = metadataOnly
+      ? makeMetadataInformer(this.options.kubeConfig, scoped, () => this.clients.objects.listMetadata(scoped))
+      : (makeInformer<KubernetesObject>(
+          this.options.kubeConfig,
+          scoped,
+          () => this.clients.objects.list(apiVersion, apiKind, namespace, undefined, undefined, undefined, undefined, labelSelector),
+          labelSelector,
+        ) as ListWatch<KubernetesObject>); // what makeInformer makes (informer.js), typed as its interfaces alone
     const entry: InformerEntry = { kind, namespace, informer, synced: false };
-    const onEvent = (object: KubernetesObject) => this.enqueueFor(kind, object);
+    const onEvent = (object: KubernetesObject, deleted = false) => this.enqueueFor(kind, object, deleted);
+    // The cache keeps the object a handler is given: cut down to what the reconciles read (cache-slim.ts).
+    const slim = (object: KubernetesObject) => slimForCache(kind, object);
+    informer.on('add', slim);
+    informer.on('update', slim);
     informer.on('add', (object) => {
       this.changedBeyondStatus(kind, object); // remembers what it showed
       onEvent(object);
@@ -209,7 +263,7 @@ export class Manager {
     });
     informer.on('delete', (object) => {
       this.seen.delete(`${kind}/${object.metadata?.namespace}/${object.metadata?.name}`);
-      onEvent(object);
+      onEvent(object, true);
     });
     informer.on('error', (error: unknown) => {
       entry.lastError = error;
@@ -252,7 +306,7 @@ export class Manager {
    * operator's own status writes would otherwise queue every object a second time. Other kinds always count.
    */
   private changedBeyondStatus(kind: WatchedKind, object: KubernetesObject): boolean {
-    if (kind !== 'McpServer' && kind !== 'McpCredential' && kind !== 'McpPolicy') return true;
+    if (kind !== 'McpServer' && kind !== 'McpCredential' && kind !== 'McpPolicy' && kind !== 'McpWorkflow') return true;
     const meta = object.metadata ?? {};
     const key = `${kind}/${meta.namespace}/${meta.name}`;
     const signature = JSON.stringify([meta.generation, meta.labels, meta.annotations, meta.finalizers, meta.deletionTimestamp]);
@@ -261,14 +315,22 @@ export class Manager {
     return true;
   }
 
-  /** Queues what an event about `object` of `kind` affects. */
-  private enqueueFor(kind: WatchedKind, object: KubernetesObject): void {
+  /**
+   * Queues what an event about `object` of `kind` affects (`deleted`: a delete event). A child's add or update
+   * showing the resourceVersion the operator's own apply returned is the echo of that apply and queues nothing: the
+   * reconcile that applied it already saw the object as stored.
+   */
+  private enqueueFor(kind: WatchedKind, object: KubernetesObject, deleted: boolean): void {
     const namespace = object.metadata?.namespace;
     const name = object.metadata?.name;
     if (!namespace || !name) return;
     switch (kind) {
       case 'McpServer':
+        this.queue.add(`McpServer/${namespace}/${name}`);
+        this.enqueueWorkflowsUsing(namespace, name);
+        return;
       case 'McpPolicy':
+      case 'McpWorkflow':
         this.queue.add(`${kind}/${namespace}/${name}`);
         return;
       case 'McpCredential':
@@ -278,6 +340,17 @@ export class Manager {
         }
         return;
       case 'Deployment':
+      case 'Service':
+      case 'ServiceAccount':
+      case 'NetworkPolicy': {
+        const owner = object.metadata?.ownerReferences?.find((ref) => ref.controller === true && ref.kind === 'McpServer');
+        if (!owner) return;
+        if (!deleted && this.servers.isOwnApply(namespace, owner.name, kind, object)) return;
+        this.queue.add(`McpServer/${namespace}/${owner.name}`);
+        return;
+      }
+      case 'DeploymentMetadata':
+        return; // the names other objects hold; the whole Deployments' watch queues their McpServers
       case 'Pod': {
         const server = object.metadata?.labels?.[SERVER_LABEL];
         if (server) this.queue.add(`McpServer/${namespace}/${server}`);
@@ -293,7 +366,18 @@ export class Manager {
             this.queue.add(`McpServer/${namespace}/${server.metadata!.name}`);
         }
         return;
+      case 'ConfigMap':
+        for (const server of this.caches.McpServer.list(namespace)) {
+          if (serverConfigMapName(server) === name) this.queue.add(`McpServer/${namespace}/${server.metadata!.name}`);
+        }
+        return;
     }
+  }
+
+  /** Queues the McpWorkflows of `namespace` whose nodes call McpServer `server`. */
+  private enqueueWorkflowsUsing(namespace: string, server: string): void {
+    for (const workflow of this.caches.McpWorkflow.list(namespace))
+      if (workflowServerNames(workflow).includes(server)) this.queue.add(`McpWorkflow/${namespace}/${workflow.metadata!.name}`);
   }
 
   private async reconcile(key: string): Promise<{ requeueAfterMs?: number } | undefined> {
@@ -307,19 +391,22 @@ export class Manager {
       case 'McpPolicy':
         await this.policies.reconcile(namespace, name);
         return undefined;
+      case 'McpWorkflow':
+        await this.workflows.reconcile(namespace, name);
+        return undefined;
     }
     return undefined;
   }
 
   /** Queues every custom resource of the caches. */
   private enqueueAll(): void {
-    for (const kind of ['McpServer', 'McpCredential', 'McpPolicy'] as const) {
+    for (const kind of ['McpServer', 'McpCredential', 'McpPolicy', 'McpWorkflow'] as const) {
       for (const object of this.caches[kind].list()) this.queue.add(`${kind}/${object.metadata!.namespace}/${object.metadata!.name}`);
     }
   }
 
   /**
-   * Removes the bucket entries of servers and policies no object backs any more (a delete event missed while
+   * Removes the bucket entries of servers, policies and workflows no object backs any more (a delete event missed while
    * no operator led, or an object deleted while its reconcile failed). Only keys of watched namespaces are
    * considered: another operator may own the others.
    */
@@ -329,6 +416,7 @@ export class Manager {
     for (const [bucket, kind] of [
       [this.serverBucket, 'McpServer'],
       [this.policyBucket, 'McpPolicy'],
+      [this.workflowBucket, 'McpWorkflow'],
     ] as const) {
       const live = new Set(this.caches[kind].list().map((o) => kvKey(o.metadata!.namespace!, o.metadata!.name!)));
       for (const key of await bucket.keys()) {

@@ -5,15 +5,28 @@
  *
  * Deletion uses a finalizer, `mcp.punk.dev/vault`: the credential lives outside the cluster (the gateway's
  * encrypted store), where owner references cannot reach, and a missed delete event would leave a usable secret
- * behind. The finalizer keeps the object until `credentials.delete` succeeded. (McpServer and McpPolicy entries
+ * behind. The finalizer keeps the object until `credentials.delete` succeeded, or at most the finalizer timeout
+ * (5 minutes by default) after the deletion: then it is released with a Warning Event `FinalizerTimedOut` saying
+ * the vault may still hold the credential and how to delete it, so a cluster without a gateway can still delete it. (McpServer and McpPolicy entries
  * in NATS KV need none: they are rebuilt from the objects, and the manager's orphan sweep removes what no
  * object backs; the vault cannot be swept that way, since it also holds credentials made through the API.)
  */
 import { createHash } from 'node:crypto';
 import type { KubernetesObject, V1Secret } from '@kubernetes/client-node';
-import { deadlines, errorMessage, mcpCredentialSpecSchema, PunkError, subjects, type McpCredentialSpec } from '@punk/lib';
+import {
+  API_GROUP,
+  credentialBody,
+  deadlines,
+  errorMessage,
+  mcpCredentialSpecSchema,
+  PunkError,
+  subjects,
+  type CredentialBody,
+  type McpCredentialSpec,
+} from '@punk/lib/controller';
 import { setFinalizers } from './apply.js';
 import { operatorPrincipal, type ReconcileContext } from './context.js';
+import { API_VERSION_NAME } from './kube.js';
 import { conditionsOf, degraded, fieldPath, healthy, setConditions, writeStatus, type ConditionDecision } from './status.js';
 
 /** The finalizer that holds a deleted McpCredential until the vault has forgotten it. */
@@ -21,13 +34,6 @@ export const VAULT_FINALIZER = 'mcp.punk.dev/vault';
 
 /** Deadline of one admin request to the gateway from a reconcile, in milliseconds. */
 const GATEWAY_TIMEOUT_MS = Math.min(deadlines.gatewayAdminMs, 15_000);
-
-/** The body of `credentials.apply`: `{ id, type, data }` as the gateway's credentials API takes it. */
-export interface CredentialBody {
-  id: string;
-  type: 'static' | 'oauth2';
-  data: Record<string, string>;
-}
 
 /** What `credentials.get` answers, the fields the status shows. */
 interface CredentialInfo {
@@ -39,27 +45,26 @@ interface CredentialInfo {
 
 /**
  * The credential body of McpCredential `name` from its spec and its Secret's decoded data: the Secret's keys
- * (only `secretRef.keys` when given) and, for oauth2, the spec's `tokenUrl`, `clientId` and `scopes` as
- * `token_url`, `client_id` and `scope` (space-separated, RFC 6749 §3.3), which win over the Secret's.
+ * (only `secretRef.keys` when given), through lib's `credentialBody` (the oauth2 settings of the spec win).
  * @throws PunkError `KeyMissing` naming `spec.secretRef.keys[i]` when the Secret lacks a listed key.
  */
-export function credentialBody(name: string, spec: McpCredentialSpec, secretData: Record<string, string>): CredentialBody {
+export function secretCredentialBody(
+  name: string,
+  spec: McpCredentialSpec,
+  secretRef: NonNullable<McpCredentialSpec['secretRef']>,
+  secretData: Record<string, string>,
+): CredentialBody {
   const data: Record<string, string> = {};
-  if (spec.secretRef.keys) {
-    spec.secretRef.keys.forEach((key, i) => {
+  if (secretRef.keys) {
+    secretRef.keys.forEach((key, i) => {
       if (secretData[key] === undefined)
-        throw new PunkError('KeyMissing', `spec.secretRef.keys[${i}]: Secret ${spec.secretRef.name} has no key ${key}`, {
+        throw new PunkError('KeyMissing', `spec.secretRef.keys[${i}]: Secret ${secretRef.name} has no key ${key}`, {
           field: `spec.secretRef.keys[${i}]`,
         });
       data[key] = secretData[key];
     });
   } else Object.assign(data, secretData);
-  if (spec.type === 'oauth2' && spec.oauth2) {
-    if (spec.oauth2.tokenUrl !== undefined) data.token_url = spec.oauth2.tokenUrl;
-    if (spec.oauth2.clientId !== undefined) data.client_id = spec.oauth2.clientId;
-    if (spec.oauth2.scopes !== undefined) data.scope = spec.oauth2.scopes.join(' ');
-  }
-  return { id: name, type: spec.type, data };
+  return credentialBody(name, spec, data);
 }
 
 /**
@@ -85,7 +90,7 @@ export function credentialChecksum(credential: { uid?: string | undefined; gener
  */
 export function checkOAuth2Body(spec: McpCredentialSpec, body: CredentialBody): void {
   if (body.type !== 'oauth2') return;
-  const secret = spec.secretRef.name;
+  const secret = spec.secretRef!.name;
   const data = body.data;
   if (data.refresh_token !== undefined && data.token_url === undefined)
     throw new PunkError(
@@ -123,7 +128,7 @@ export function credentialFieldMessage(spec: McpCredentialSpec, message: string)
   if (!match) return message;
   const [, key, problem] = match as unknown as [string, string, string];
   const fromSpec = spec.type === 'oauth2' && SPEC_KEYS[key] !== undefined && specSets(spec, key);
-  const named = fromSpec ? SPEC_KEYS[key]! : `Secret ${spec.secretRef.name} key ${key}`;
+  const named = fromSpec ? SPEC_KEYS[key]! : `Secret ${spec.secretRef!.name} key ${key}`;
   return `${named}: ${problem.replace(/\bdata\.([A-Za-z0-9._-]+)/g, (_, k: string) => (spec.type === 'oauth2' && specSets(spec, k) ? SPEC_KEYS[k]! : `key ${k}`))}`;
 }
 
@@ -150,9 +155,16 @@ export function secretValues(secret: V1Secret): Record<string, string> {
 
 type CredentialObject = KubernetesObject & { spec?: unknown; status?: Record<string, unknown> };
 
+/** How long a deleted McpCredential waits for the gateway to remove its vault copy before its finalizer is released. */
+export const DEFAULT_FINALIZER_TIMEOUT_MS = 5 * 60_000;
+
 /** Reconciles McpCredential objects into the gateway's vault. */
 export class McpCredentialReconciler {
-  constructor(private readonly context: ReconcileContext) {}
+  /** @param finalizerTimeoutMs the bounded wait of the finalizer, from `metadata.deletionTimestamp` (milliseconds). */
+  constructor(
+    private readonly context: ReconcileContext,
+    private readonly finalizerTimeoutMs = DEFAULT_FINALIZER_TIMEOUT_MS,
+  ) {}
 
   /**
    * Brings the vault's credential `namespace/name` and the object's status in line with the object.
@@ -182,10 +194,32 @@ export class McpCredentialReconciler {
       try {
         await this.deleteFromVault(namespace, name);
       } catch (error) {
-        // The object stays (finalizer) until the vault forgot it; say so rather than look Stored meanwhile.
+        // The object stays (finalizer) until the vault forgot it or the wait is over; say so rather than look Stored.
+        const deadline = new Date(new Date(meta.deletionTimestamp).getTime() + this.finalizerTimeoutMs);
+        if (this.context.now() >= deadline) {
+          const note = `finalizer ${VAULT_FINALIZER} released after waiting ${Math.round(this.finalizerTimeoutMs / 1000)} s for the gateway (${errorMessage(error)}): the vault may still hold credential ${name} of tenant ${namespace}; delete it through the admin API (DELETE /api/v1/credentials/${name})`;
+          this.context.log.warn({ credential: `${namespace}/${name}` }, note);
+          await this.context.recorder.record(
+            { apiVersion: `${API_GROUP}/${API_VERSION_NAME}`, kind: 'McpCredential', metadata: subject.metadata },
+            'Warning',
+            'FinalizerTimedOut',
+            'Delete',
+            note,
+          );
+          await setFinalizers(
+            this.context.clients,
+            'McpCredential',
+            namespace,
+            name,
+            meta.resourceVersion!,
+            finalizers.filter((f) => f !== VAULT_FINALIZER),
+          );
+          return;
+        }
+        const waiting = `finalizer ${VAULT_FINALIZER} waits until ${deadline.toISOString()} at most, then releases the object`;
         const message = gatewayUnavailable(error)
-          ? `the McpCredential is being deleted; its copy in the gateway's vault is removed once the gateway answers (${errorMessage(error)})`
-          : `the McpCredential is being deleted; the gateway did not remove its copy from the vault: ${errorMessage(error)}`;
+          ? `the McpCredential is being deleted; its copy in the gateway's vault is removed once the gateway answers (${errorMessage(error)}); ${waiting}`
+          : `the McpCredential is being deleted; the gateway did not remove its copy from the vault: ${errorMessage(error)}; ${waiting}`;
         await write(degraded(gatewayUnavailable(error) ? 'GatewayUnavailable' : 'DeleteFailed', message), { ...kept, lastError: message });
         throw error;
       }
@@ -212,10 +246,17 @@ export class McpCredentialReconciler {
       return;
     }
     const spec = parsed.data;
-    const secret = this.context.caches.Secret.get(spec.secretRef.name, namespace) as V1Secret | undefined;
+    if (!spec.secretRef) {
+      const message =
+        'spec.values: values from environment variables and files are read by punk up only; in a cluster name a Secret with spec.secretRef';
+      await write(degraded('InvalidSpec', message), { ...kept, lastError: message });
+      return;
+    }
+    const secretRef = spec.secretRef;
+    const secret = this.context.caches.Secret.get(secretRef.name, namespace) as V1Secret | undefined;
     if (!secret) {
       // A deleted Secret is a revoked credential: the vault must stop serving it, and the status stops listing keys.
-      const message = `spec.secretRef.name: Secret ${spec.secretRef.name} not found in namespace ${namespace}; the credential was removed from the gateway's vault (the Secret's return applies it again)`;
+      const message = `spec.secretRef.name: Secret ${secretRef.name} not found in namespace ${namespace}; the credential was removed from the gateway's vault (the Secret's return applies it again)`;
       // Written only once credentials.delete succeeded: a later reconcile (a resync) need not ask again.
       const removed =
         object.status?.keys === undefined &&
@@ -224,7 +265,7 @@ export class McpCredentialReconciler {
         try {
           await this.deleteFromVault(namespace, name);
         } catch (error) {
-          const waiting = `spec.secretRef.name: Secret ${spec.secretRef.name} not found in namespace ${namespace}; the credential is removed from the gateway's vault once the gateway answers (${errorMessage(error)})`;
+          const waiting = `spec.secretRef.name: Secret ${secretRef.name} not found in namespace ${namespace}; the credential is removed from the gateway's vault once the gateway answers (${errorMessage(error)})`;
           await write(degraded('SecretMissing', waiting), { ...kept, lastError: waiting }); // the vault still holds the keys
           throw error;
         }
@@ -234,7 +275,7 @@ export class McpCredentialReconciler {
     }
     let body: CredentialBody;
     try {
-      body = credentialBody(name, spec, secretValues(secret));
+      body = secretCredentialBody(name, spec, secretRef, secretValues(secret));
       checkOAuth2Body(spec, body);
     } catch (error) {
       if (!(error instanceof PunkError)) throw error;
@@ -282,7 +323,7 @@ export class McpCredentialReconciler {
     const decisions =
       refreshHealth === 'Failing'
         ? degraded('RefreshFailing', `the gateway's last token refresh failed: ${info.refreshError}`)
-        : healthy('Stored', `the vault holds the keys of Secret ${spec.secretRef.name}`);
+        : healthy('Stored', `the vault holds the keys of Secret ${secretRef.name}`);
     await write(decisions, status);
   }
 

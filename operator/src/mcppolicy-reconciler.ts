@@ -1,6 +1,6 @@
 /**
- * Reconciles one McpPolicy: validates it with `mcpPolicySchema` and publishes it to bucket `PUNK_MCP_POLICIES`
- * under `kvKey(namespace, name)` for governance; status Ready/Degraded and `ruleCount`.
+ * Reconciles one McpPolicy: validates and publishes it to bucket `PUNK_MCP_POLICIES` with lib's `policyEntryOf` and
+ * `publishPolicy` (the path `punk up` takes for its manifests' policies); status Ready/Degraded and `ruleCount`.
  *
  * An invalid policy (which the CRD's own validation lets through only for rules it cannot express) is Degraded
  * with the field named, and the entry of its last valid generation stays published: withdrawing it would
@@ -8,8 +8,7 @@
  * object) and by the manager's orphan sweep; no finalizer is needed since the entry is rebuilt from the
  * objects that exist.
  */
-import { kvKey, mcpPolicySchema, type KvStore } from '@punk/lib';
-import { isDeepStrictEqual } from 'node:util';
+import { buckets, policyEntryOf, publishPolicy, withdrawPolicy, type KvStore } from '@punk/lib/controller';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { ReconcileContext } from './context.js';
 import { conditionsOf, degraded, fieldPath, healthy, setConditions, writeStatus } from './status.js';
@@ -26,13 +25,13 @@ export class McpPolicyReconciler {
     const object = this.context.caches.McpPolicy.get(name, namespace) as
       (KubernetesObject & { spec?: unknown; status?: unknown }) | undefined;
     if (!object || object.metadata?.deletionTimestamp) {
-      await this.bucket.delete(kvKey(namespace, name));
+      await withdrawPolicy(this.bucket, namespace, name);
       return;
     }
     const generation = object.metadata?.generation ?? 0;
     const metadata = { name, namespace, uid: object.metadata?.uid, resourceVersion: object.metadata?.resourceVersion };
     const previous = conditionsOf(object);
-    const parsed = mcpPolicySchema.safeParse({
+    const parsed = policyEntryOf({
       apiVersion: object.apiVersion,
       kind: object.kind,
       metadata: { name, namespace, generation },
@@ -50,16 +49,14 @@ export class McpPolicyReconciler {
       return;
     }
     const policy = parsed.data;
-    const key = kvKey(namespace, name);
-    const entry = await this.bucket.get(key);
-    if (!entry || !isDeepStrictEqual(entry.value, JSON.parse(JSON.stringify(policy)))) await this.bucket.put(key, policy);
+    await publishPolicy(this.bucket, policy);
     const status = {
       observedGeneration: generation,
       conditions: setConditions(
         previous,
         healthy(
           'Published',
-          `governance serves generation ${generation} (${policy.spec.rules.length} rules, ${policy.spec.rateLimits.length} rate limits)`,
+          `generation ${generation} (${policy.spec.rules.length} rules, ${policy.spec.rateLimits.length} rate limits) is published to bucket ${buckets.mcpPolicies.name}, which every gateway, front and governance replica watches`,
         ),
         this.context.now(),
         generation,

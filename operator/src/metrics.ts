@@ -4,14 +4,14 @@
  * with a `punk_operator_` prefix: reconciles by kind and result, their duration, the work queue's depth and
  * whether this instance leads.
  */
-import { errorTypeOf, NO_ERROR, OTHER, secondsSince } from '@punk/lib';
+import { errorTypeOf, NO_ERROR, OTHER, secondsSince } from '@punk/lib/controller';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import type { ReconcileHandler } from './queue.js';
 
 /** The custom resource kinds the operator reconciles: the bounded `kind` label values (anything else is `_OTHER`). */
-const KINDS = new Set(['McpServer', 'McpCredential', 'McpPolicy']);
+const KINDS = new Set(['McpServer', 'McpCredential', 'McpPolicy', 'McpWorkflow']);
 
-/** `punk_operator_reconcile_total` (counter; labels `kind`: McpServer, McpCredential or McpPolicy; `result`: `success`, `requeue_after` or `error`): reconciles that ended. */
+/** `punk_operator_reconcile_total` (counter; labels `kind`: McpServer, McpCredential, McpPolicy or McpWorkflow; `result`: `success`, `requeue_after` or `error`): reconciles that ended. */
 export const reconciles = new Counter({
   name: 'punk_operator_reconcile_total',
   help: 'Reconciles that ended, by kind and result (success, requeue_after, error).',

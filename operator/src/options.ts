@@ -3,7 +3,7 @@
  * docs/configuration.md).
  */
 import type { KubeConfig } from '@kubernetes/client-node';
-import { errorMessage, PunkError, type Bus, type Logger, type PunkConfig } from '@punk/lib';
+import { errorMessage, PunkError, type Bus, type Logger, type PunkConfig } from '@punk/lib/controller';
 import { packageRegistryEntries } from './server-children.js';
 import type { ManagerOptions } from './manager.js';
 

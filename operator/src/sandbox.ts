@@ -13,7 +13,7 @@ import type {
   V1Volume,
   V1VolumeMount,
 } from '@kubernetes/client-node';
-import { API_VERSION, type McpServer } from '@punk/lib';
+import { API_VERSION, type McpServer } from '@punk/lib/controller';
 import { SpecError } from './spec-error.js';
 
 /** The uid and gid every container runs as (the `nonroot` user of distroless images). */

@@ -20,7 +20,7 @@ import type {
   V1VolumeMount,
 } from '@kubernetes/client-node';
 import { BRIDGE_PORT, EGRESS_PROXY_PORT, serveFlags, type EgressEntry } from '@punk/bridge/contract';
-import { API_VERSION, mcpServerSpecSchema, transportOf, type McpServer } from '@punk/lib';
+import { API_VERSION, mcpServerSpecSchema, transportOf, type McpServer } from '@punk/lib/controller';
 import {
   BRIDGE_BINARY,
   cidrEgressRules,
@@ -35,6 +35,7 @@ import {
   serverProxyEnv,
   type PackageRegistries,
 } from './egress-proxy-children.js';
+import { checkImageReference } from './image-reference.js';
 import { checkVolume, mergePodTemplate } from './pod-template-merge.js';
 import {
   childLabels,
@@ -100,7 +101,7 @@ export interface ServerChildren {
    * through `KubernetesObjectApi` (its serializer writes `from`); raw JSON would lose the rule's sources.
    */
   objects: KubernetesObject[];
-  /** URL of the server's MCP endpoint: the Service's cluster address and `spec.path`, or a url server's url. */
+  /** URL of the server's MCP endpoint: the Service's cluster address and `spec.path`, or a url server's url (an openapi server's base URL). */
   endpoint: string;
   /** The McpServer the gateway serves (bucket PUNK_MCP_SERVERS): a url server at {@link endpoint}. */
   served: McpServer;
@@ -134,8 +135,37 @@ export interface ServerChildren {
  *   of a url server (the gateway resolves only McpCredentials), and any refused `spec.podTemplate…` field.
  * @throws Error naming `packageRegistries.<registry>[i]` for a configured registry that is not `host[:port]`.
  */
+/**
+ * An `openapi` McpServer has no pod: the gateway serves its document's operations itself (docs/openapi.md). In the
+ * cluster the document is a `url` or inline `content` (the reconciler turns a `configMapKeyRef` into `content`); a
+ * `file` exists only beside a manifest under `punk up`.
+ * @throws SpecError `spec.openapi.file`, an unresolved `spec.openapi.configMapKeyRef`, and
+ *   `spec.headers[i].valueFrom.secretKeyRef` (the gateway resolves only McpCredentials).
+ */
+function openApiChildren(server: McpServer): ServerChildren {
+  const openapi = server.spec.openapi!;
+  if (openapi.file !== undefined)
+    throw new SpecError(
+      'spec.openapi.file',
+      'a file is read beside its manifest under punk up only: in the cluster set openapi.url or openapi.content',
+    );
+  // The reconciler resolves configMapKeyRef into content before building; one left here was not resolved.
+  if (openapi.configMapKeyRef !== undefined)
+    throw new SpecError('spec.openapi.configMapKeyRef', 'the ConfigMap was not read: the reconciler resolves it into openapi.content');
+  (server.spec.headers ?? []).forEach((header, i) => {
+    if (header.valueFrom?.secretKeyRef)
+      throw new SpecError(
+        `spec.headers[${i}].valueFrom.secretKeyRef`,
+        'the gateway cannot read Secrets: make an McpCredential for the Secret and use valueFrom.credentialRef',
+      );
+  });
+  // The base URL when set; else the document's URL (its first server is relative to it) or what names it.
+  return { objects: [], endpoint: openapi.baseUrl ?? openapi.url ?? 'the first server of openapi.content', served: server };
+}
+
 export function buildServerChildren(server: McpServer, options: ServerChildrenOptions): ServerChildren {
   const spec = server.spec;
+  if (spec.openapi !== undefined) return openApiChildren(server);
   if (spec.url !== undefined) {
     (spec.headers ?? []).forEach((header, i) => {
       if (header.valueFrom?.secretKeyRef) {
@@ -145,7 +175,8 @@ export function buildServerChildren(server: McpServer, options: ServerChildrenOp
         );
       }
     });
-    return { objects: [], endpoint: spec.url, served: server };
+    // Only whether it is scaled to zero reaches the gateways: another replica count must not restart their connections.
+    return { objects: [], endpoint: spec.url, served: { ...server, spec: { ...spec, replicas: spec.replicas === 0 ? 0 : 1 } } };
   }
   const { name, namespace, uid } = server.metadata;
   if (namespace === undefined || uid === undefined)
@@ -166,6 +197,7 @@ export function buildServerChildren(server: McpServer, options: ServerChildrenOp
       'a server with only spec.command runs as a local process under punk up; in the cluster it runs in a pod, which needs the image that holds the command: set spec.image',
     );
   }
+  if (spec.image !== undefined) checkImageReference(spec.image, 'spec.image');
   if (spec.image !== undefined && stdio && spec.command === undefined) {
     throw new SpecError(
       'spec.command',
@@ -240,6 +272,8 @@ export function buildServerChildren(server: McpServer, options: ServerChildrenOp
       sessionMode: spec.sessionMode,
       timeout: spec.timeout,
       ...(spec.tools && { tools: spec.tools }),
+      // The gateways answer a server scaled to zero at once (a replica count of 1 otherwise: see the url case).
+      ...(spec.replicas === 0 && { replicas: 0 }),
     }),
   };
   return { objects, endpoint, served };

@@ -3,8 +3,8 @@
  * Kubernetes itself, from the variables listed before), `valueFrom.secretKeyRef` as a Kubernetes secretKeyRef,
  * `valueFrom.credentialRef` as a secretKeyRef to the Secret behind the McpCredential.
  */
-import type { V1EnvVar } from '@kubernetes/client-node';
-import type { McpServer } from '@punk/lib';
+import type { V1EnvVar, V1Secret } from '@kubernetes/client-node';
+import type { McpServer } from '@punk/lib/controller';
 import { SpecError } from './spec-error.js';
 
 /**
@@ -108,4 +108,33 @@ function volumeSecretNames(volume: unknown, names: Set<string>): void {
   const object = asObject(volume);
   addRequired(asObject(object?.secret), 'secretName', names);
   for (const source of asList(asObject(object?.projected)?.sources)) addRequired(asObject(asObject(source)?.secret), 'name', names);
+}
+
+/**
+ * Checks that each Secret key `spec.env` reads exists in its Secret (`secretKeyRef`, and the key a `credentialRef`
+ * resolves to in the Secret behind the McpCredential), so a missing key is reported on the McpServer instead of as
+ * the kubelet's CreateContainerConfigError. `secrets` are the Secrets the server references, by name (each exists).
+ * @throws SpecError `SecretKeyMissing` naming `spec.env[i].valueFrom.secretKeyRef.key` (or `.credentialRef.key`)
+ *   and the keys the Secret has.
+ */
+export function checkSecretKeys(server: McpServer, credentialSecrets: CredentialSecrets, secrets: ReadonlyMap<string, V1Secret>): void {
+  const env = serverEnv(server, credentialSecrets);
+  server.spec.env.forEach((entry, i) => {
+    const ref = env[i]?.valueFrom?.secretKeyRef;
+    const secret = ref?.name !== undefined ? secrets.get(ref.name) : undefined;
+    if (!ref || !secret || Object.hasOwn(secret.data ?? {}, ref.key)) return;
+    const has = Object.keys(secret.data ?? {}).sort();
+    const keys = has.length > 0 ? `it has ${has.join(', ')}` : 'it has no keys';
+    if (entry.valueFrom?.secretKeyRef)
+      throw new SpecError(
+        `spec.env[${i}].valueFrom.secretKeyRef.key`,
+        `Secret ${ref.name} has no key ${ref.key} (${keys})`,
+        'SecretKeyMissing',
+      );
+    throw new SpecError(
+      `spec.env[${i}].valueFrom.credentialRef.key`,
+      `Secret ${ref.name} behind McpCredential ${entry.valueFrom!.credentialRef!.name} has no key ${ref.key} (${keys})`,
+      'SecretKeyMissing',
+    );
+  });
 }

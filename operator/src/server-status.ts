@@ -4,8 +4,9 @@
  * follow Kubernetes' `metav1.Condition`: CamelCase `reason`, a `message` for people, `observedGeneration`,
  * and a `lastTransitionTime` that changes only when `status` changes.
  *
- * - Available: the server can take calls: a url server always, else at least one replica of its Deployment
- *   available (`status.availableReplicas`).
+ * - Available: the server can take calls: it is published to the gateways and, for a pod server, at least one
+ *   replica of its Deployment is available (`status.availableReplicas`); a url server that is not published (a
+ *   new object with an invalid spec) is not Available.
  * - Progressing: a rollout is under way (a generation the Deployment controller has not seen, replicas not yet
  *   updated or available, old replicas not yet gone); False when complete or when it failed.
  * - Degraded: something needs a person: the reconcile's problem (InvalidSpec, SecretMissing, CredentialMissing,
@@ -14,7 +15,7 @@
  * - Ready: Available and the gateway's last listing of the server's tools succeeded.
  */
 import type { V1ContainerStatus, V1Deployment, V1Pod } from '@kubernetes/client-node';
-import type { Condition } from '@punk/lib';
+import type { Condition } from '@punk/lib/controller';
 
 /** The condition types of an McpServer, in the order {@link serverConditions} returns them. */
 export const CONDITION_TYPES = ['Ready', 'Available', 'Progressing', 'Degraded'] as const;
@@ -36,6 +37,10 @@ export interface ObservedServer {
    * error; `reachable: false` when the gateway could not connect at all (no HTTP answer).
    */
   listing?: { ok: boolean; toolCount?: number; error?: string; reachable?: boolean };
+  /** Whether bucket `PUNK_MCP_SERVERS` holds an entry of the server (this generation or the last good one). */
+  published: boolean;
+  /** Whether `spec.replicas` is 0: published as scaled to zero, so the gateways refuse its calls at once. */
+  scaledToZero?: boolean;
 }
 
 type Status = Condition['status'];
@@ -89,12 +94,39 @@ export function transitions(previous: readonly Condition[], next: readonly Condi
 }
 
 function availableCondition(observed: ObservedServer): Draft {
-  if (!observed.hasPod)
-    return { status: 'True', reason: 'RemoteServer', message: 'a url server runs outside the cluster; there is no pod to wait for' };
+  if (observed.scaledToZero)
+    return {
+      status: 'False',
+      reason: 'ScaledToZero',
+      message: 'spec.replicas is 0: the gateways answer calls at once that the server is scaled to zero',
+    };
+  if (!observed.hasPod) {
+    if (!observed.published) {
+      const why = observed.problem ? `: ${observed.problem.message}` : '';
+      return {
+        status: 'False',
+        reason: observed.problem?.reason ?? 'NotPublished',
+        message: `the server is not published to the gateways${why}`,
+      };
+    }
+    return observed.problem
+      ? {
+          status: 'True',
+          reason: 'RemoteServer',
+          message: `the gateways serve the last generation that could run; generation ${observed.generation} cannot (see Degraded)`,
+        }
+      : { status: 'True', reason: 'RemoteServer', message: 'a url server runs outside the cluster; there is no pod to wait for' };
+  }
   const deployment = observed.deployment;
   if (!deployment) return { status: 'False', reason: 'DeploymentMissing', message: "the server's Deployment does not exist yet" };
   const desired = deployment.spec?.replicas ?? 1;
   const availableReplicas = deployment.status?.availableReplicas ?? 0;
+  if (availableReplicas > 0 && !observed.published)
+    return {
+      status: 'False',
+      reason: 'NotPublished',
+      message: `${availableReplicas} of ${desired} replicas available, but the server is not published to the gateways yet`,
+    };
   if (availableReplicas > 0)
     return { status: 'True', reason: 'ReplicasAvailable', message: `${availableReplicas} of ${desired} replicas available` };
   if (desired === 0) return { status: 'False', reason: 'ScaledToZero', message: 'spec.replicas is 0: no pod serves the server' };
@@ -154,13 +186,16 @@ function degradedCondition(observed: ObservedServer): Draft {
   if (pods) return { status: 'True', ...pods };
   const failure = conditions.find((c) => c.type === 'ReplicaFailure' && c.status === 'True');
   if (failure) return { status: 'True', reason: 'ReplicaFailure', message: failure.message ?? 'the Deployment could not create a pod' };
-  return {
-    status: 'False',
-    reason: 'AsExpected',
-    message: observed.hasPod
-      ? 'the children are applied and no pod reports a problem'
-      : 'the server is applied and published to the gateway',
-  };
+  return { status: 'False', reason: 'AsExpected', message: asExpected(observed) };
+}
+
+/** The message of Degraded=False: what is fine, claiming no more than was observed. */
+function asExpected(observed: ObservedServer): string {
+  if (!observed.hasPod)
+    return observed.published ? 'the server is applied and published to the gateway' : 'no problem met; the server is being published';
+  return observed.deployment
+    ? 'the children are applied and no pod reports a problem'
+    : "no problem met; the server's Deployment is being created";
 }
 
 function readyCondition(observed: ObservedServer, available: Draft): Draft {

@@ -3,10 +3,10 @@
  * that breaks the sandbox, a stdio image without a command, …). The reconciler reports it as the Degraded
  * condition with `reason` and this message; it never retries the same generation for it.
  */
-import { PunkError } from '@punk/lib';
+import { PunkError } from '@punk/lib/controller';
 
 /** Why a spec cannot be run: the Degraded condition's reason. */
-export type SpecErrorReason = 'InvalidSpec' | 'CredentialMissing';
+export type SpecErrorReason = 'InvalidSpec' | 'CredentialMissing' | 'SecretKeyMissing';
 
 /**
  * A spec error naming its field: `field` is a path from the object's root (`spec.port`,
@@ -15,7 +15,7 @@ export type SpecErrorReason = 'InvalidSpec' | 'CredentialMissing';
 export class SpecError extends PunkError {
   /** Path of the offending field, from the object's root (`spec.env[2].valueFrom.credentialRef.name`). */
   readonly field: string;
-  /** CamelCase reason for the Degraded condition: InvalidSpec, or CredentialMissing for an unknown McpCredential. */
+  /** CamelCase reason for the Degraded condition: InvalidSpec, CredentialMissing (an unknown McpCredential), SecretKeyMissing. */
   readonly reason: SpecErrorReason;
 
   /** @param message what is wrong and what to do, without the field (it is prefixed: `<field>: <message>`). */

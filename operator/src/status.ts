@@ -4,7 +4,7 @@
  * differs from what the object holds, with an Event for each condition whose status or reason changed.
  */
 import { isDeepStrictEqual } from 'node:util';
-import { API_GROUP, type Condition } from '@punk/lib';
+import { API_GROUP, type Condition } from '@punk/lib/controller';
 import { applyStatus } from './apply.js';
 import type { EventRecorder } from './events.js';
 import { transitions } from './server-status.js';
@@ -37,7 +37,7 @@ export function setConditions(
 }
 
 /**
- * Ready=True with `reason`, Degraded=False: the two conditions of a healthy McpCredential or McpPolicy. Both
+ * Ready=True with `reason`, Degraded=False: the two conditions of a healthy McpCredential, McpPolicy or McpWorkflow. Both
  * carry `message` (what is working), so `kubectl describe` never shows an empty Degraded message.
  */
 export function healthy(reason: string, message: string): ConditionDecision[] {
@@ -52,6 +52,17 @@ export function degraded(reason: string, message: string): ConditionDecision[] {
   return [
     { type: 'Ready', status: 'False', reason, message },
     { type: 'Degraded', status: 'True', reason, message },
+  ];
+}
+
+/**
+ * Ready=Unknown and Degraded=False with `reason`: served, but a check could not be made yet (`message` says which
+ * and when it will be).
+ */
+export function undetermined(reason: string, message: string): ConditionDecision[] {
+  return [
+    { type: 'Ready', status: 'Unknown', reason, message },
+    { type: 'Degraded', status: 'False', reason, message: `no problem found: ${message}` },
   ];
 }
 
@@ -70,7 +81,7 @@ export interface StatusSubject {
 
 /**
  * Writes `next` as the status of `object` when it differs from the object's current status (compared as JSON,
- * so a reconcile that observes nothing new writes nothing), and records an Event per condition transition.
+ * so a reconcile that observes nothing new writes nothing), and queues one Event for its condition transitions (events.ts).
  * @returns whether a write happened.
  * @throws the API server's error (404 when the object is gone).
  */
@@ -86,7 +97,7 @@ export async function writeStatus(
   const { name, namespace } = object.metadata;
   await applyStatus(clients, object.kind, namespace, name, next);
   const subject = { apiVersion: `${API_GROUP}/${API_VERSION_NAME}`, kind: object.kind, metadata: object.metadata };
-  await recorder.recordTransitions(subject, transitions(conditionsOf(object), (next.conditions as Condition[] | undefined) ?? []));
+  recorder.recordTransitions(subject, transitions(conditionsOf(object), (next.conditions as Condition[] | undefined) ?? []));
   return true;
 }
 

@@ -30,6 +30,8 @@ OTEL_TRACES_SAMPLER_ARG: {{ include "punk.string" $v.tracing.samplerRatio | quot
 {{- if eq .component "mcp-front" }}
 PUNK_TENANT: {{ $v.tenant | quote }}
 PUNK_AUTH_MODE: {{ $v.auth.mode | quote }}
+{{- /* The front serves the ledger API (/api/v1/runs…, /api/v1/ledger/…) to admins by passing it on to the ledger's Service. */}}
+PUNK_LEDGER_URL: {{ printf "http://%s-ledger:8080" (include "punk.fullname" $root) | quote }}
 {{- if $publicUrl }}
 PUNK_PUBLIC_URL: {{ $publicUrl | quote }}
 {{- end }}
@@ -77,7 +79,7 @@ PUNK_PUBLIC_URL: {{ $publicUrl | quote }}
 {{- $root := .root -}}
 {{- $v := $root.Values -}}
 {{ include "punk.natsEnv" $root | trim }}
-{{- if or (eq .component "gateway") (eq .component "ledger") }}
+{{- if has .component (list "gateway" "governance" "ledger") }}
 {{ include "punk.databaseEnv" $root | trim }}
 {{- end }}
 {{- if eq .component "gateway" }}

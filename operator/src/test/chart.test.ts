@@ -206,7 +206,11 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
     assert.deepEqual(secretEnv('gateway')['PUNK_ENCRYPTION_KEY'], { name: 'punk-keys', key: 'encryption-key' });
     assert.deepEqual(secretEnv('gateway')['PUNK_DATABASE_URL'], { name: 'punk-database', key: 'database-url' });
     assert.deepEqual(secretEnv('ledger')['PUNK_DATABASE_URL'], { name: 'punk-database', key: 'database-url' });
-    assert.equal(secretEnv('governance')['PUNK_DATABASE_URL'], undefined, 'governance needs no database');
+    assert.deepEqual(
+      secretEnv('governance')['PUNK_DATABASE_URL'],
+      { name: 'punk-database', key: 'database-url' },
+      'governance keeps approvals and the tenant settings',
+    );
     assert.equal(config('gateway')['PUNK_UPSTREAM_ALLOWED_NETWORKS'], '10.96.0.0/12');
     assert.equal(config('gateway')['PUNK_MANIFESTS'], '/var/run/punk/manifests');
     assert.equal(config('operator')['PUNK_OPERATOR_NAMESPACES'], '');
@@ -260,6 +264,17 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
         `${component}: scrapers admitted to port metrics alone`,
       );
     }
+    // The front serves the ledger API by passing it on to the ledger's Service: the one peer of the ledger's API port.
+    assert.equal(config('mcp-front')['PUNK_LEDGER_URL'], 'http://punk-ledger:8080');
+    const ledgerIngress = (
+      find(objects, 'NetworkPolicy', 'punk-ledger') as unknown as {
+        spec: { ingress: { from: Array<{ podSelector?: { matchLabels: Record<string, string> } }>; ports: { port: string | number }[] }[] };
+      }
+    ).spec.ingress.filter((rule) => rule.ports.some((port) => port.port === 'http'));
+    assert.deepEqual(
+      ledgerIngress.flatMap((rule) => rule.from.map((peer) => peer.podSelector?.matchLabels['app.kubernetes.io/name'])),
+      ['punk-mcp-front'],
+    );
     const dashboard = find(objects, 'ConfigMap', 'punk-dashboard') as unknown as { data: Record<string, string> };
     assert.match(
       JSON.parse(dashboard.data['punk.json']!)
@@ -318,7 +333,7 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
 
   it('takes the database URL from the bundled PostgreSQL, else postgres.url, else postgres.existingSecret', () => {
     const byUrl = template('namespaced-operator.yaml');
-    for (const component of ['gateway', 'ledger']) {
+    for (const component of ['gateway', 'governance', 'ledger']) {
       assert.deepEqual(
         secretEnvOf(byUrl, component)['PUNK_DATABASE_URL'],
         { name: 'punk-connections', key: 'database-url' },
@@ -384,6 +399,24 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
       /ingress\.adminApi=true with auth\.mode=off would publish the anonymous admin API.*set auth\.mode=on, or ingress\.adminApi=false/,
     );
     find(template(undefined, [...ingress, '--set', 'auth.allowAnonymous=true']), 'Ingress', 'punk');
+  });
+
+  it('routes the admin API and the dashboard through the ingress with ingress.adminApi', () => {
+    const args = [
+      '--set',
+      'ingress.enabled=true',
+      '--set',
+      'ingress.host=punk.example.com',
+      '--set',
+      'auth.mode=on',
+      '--set',
+      'ingress.adminApi=true',
+    ];
+    const ingress = find(template(undefined, args), 'Ingress', 'punk') as unknown as {
+      spec: { rules: { http: { paths: { path: string; pathType: string }[] } }[] };
+    };
+    const paths = ingress.spec.rules[0]!.http.paths.map((path) => `${path.path} ${path.pathType}`);
+    assert.deepEqual(paths.slice(-2), ['/api/v1 Prefix', '/ui Prefix']);
   });
 
   it('keeps the gateway and the external services away from link-local addresses (cloud metadata) by default', () => {
@@ -719,6 +752,107 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
         for (const object of objects) await apply(byKind, object, true);
       });
     }
+
+    it("refuses, with its ValidatingAdmissionPolicy, a change to a McpServer Deployment's pod template by anyone but the operator", async () => {
+      const byKind = await resourcesByKind();
+      const objects = template(undefined).filter((o) => o.kind.startsWith('ValidatingAdmissionPolicy'));
+      assert.deepEqual(
+        objects.map((o) => o.kind),
+        ['ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'],
+        'on by default',
+      );
+      // The operator's RBAC, for real: the operator's own writes below pass RBAC, and only the policy refuses.
+      const rbac = template(undefined).filter((o) => o.kind.startsWith('ClusterRole') && o.metadata.name.includes('-operator-'));
+      assert.equal(rbac.length, 2);
+      for (const object of [...objects, ...rbac]) await apply(byKind, object, false);
+      const operator = { 'Impersonate-User': `system:serviceaccount:${NAMESPACE}:punk-operator` };
+      const path = '/apis/apps/v1/namespaces/team-a/deployments';
+      const deployment = (name: string) => ({
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: { name, labels: { 'app.kubernetes.io/managed-by': 'punk-operator', 'mcp.punk.dev/server': name } },
+        spec: {
+          selector: { matchLabels: { 'mcp.punk.dev/server': name } },
+          template: {
+            metadata: { labels: { 'mcp.punk.dev/server': name } },
+            spec: { automountServiceAccountToken: false, containers: [{ name: 'server', image: 'example.com/server:1' }] },
+          },
+        },
+      });
+      // The policy takes effect once the API server has compiled it: until then a create by the test's user passes.
+      let refused: { status: number; text: string } | undefined;
+      for (let i = 0, deadline = Date.now() + 60_000; !refused; i++) {
+        const attempt = await requestApi(plane.kubeConfig, 'POST', path, deployment(`forged-${i}`));
+        if (attempt.status >= 400) refused = attempt;
+        else assert.ok(Date.now() < deadline, 'the admission policy took no effect within 60 s');
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+      assert.equal(refused.status, 403, refused.text);
+      assert.match(refused.text, /only the Punk operator \(system:serviceaccount:punk-system:punk-operator\) creates Deployments labelled/);
+
+      const created = await requestApi(plane.kubeConfig, 'POST', path, deployment('search'), 'application/json', operator);
+      assert.equal(created.status, 201, created.text);
+      const patch = (body: object, headers: Record<string, string> = {}) =>
+        requestApi(plane.kubeConfig, 'PATCH', `${path}/search`, body, 'application/strategic-merge-patch+json', headers);
+      for (const podSpec of [
+        { hostNetwork: true },
+        { volumes: [{ name: 'node', hostPath: { path: '/' } }] },
+        { containers: [{ name: 'sidecar', image: 'example.com/tool:1', securityContext: { privileged: true } }] },
+        { containers: [{ name: 'server', securityContext: { capabilities: { add: ['NET_ADMIN'] } } }] },
+        { automountServiceAccountToken: true },
+      ]) {
+        const answer = await patch({ spec: { template: { spec: podSpec } } });
+        assert.equal(answer.status, 403, `${JSON.stringify(podSpec)}: ${answer.text}`);
+        assert.match(
+          answer.text,
+          /spec\.template\.spec of Deployment team-a\/search is the sandbox of an McpServer; only the Punk operator/,
+        );
+      }
+      // What the Deployment controller, the garbage collector and `kubectl rollout restart` do stays open.
+      const restart = await patch({ spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': 'now' } } } } });
+      assert.equal(restart.status, 200, restart.text);
+      const annotate = await patch({ metadata: { annotations: { 'deployment.kubernetes.io/revision': '2' } } });
+      assert.equal(annotate.status, 200, annotate.text);
+      // The operator itself may change it.
+      const byOperator = await patch({ spec: { template: { spec: { terminationGracePeriodSeconds: 5 } } } }, operator);
+      assert.equal(byOperator.status, 200, byOperator.text);
+      // The operator reads the ConfigMaps of openapi McpServers (spec.openapi.configMapKeyRef): get, list and watch.
+      const configMaps = '/api/v1/namespaces/team-a/configmaps';
+      const got = await requestApi(plane.kubeConfig, 'GET', `${configMaps}/absent`, undefined, 'application/json', operator);
+      assert.equal(got.status, 404, got.text);
+      const listed = await requestApi(plane.kubeConfig, 'GET', configMaps, undefined, 'application/json', operator);
+      assert.equal(listed.status, 200, listed.text);
+      const watched = await requestApi(
+        plane.kubeConfig,
+        'GET',
+        `${configMaps}?watch=1&timeoutSeconds=1`,
+        undefined,
+        'application/json',
+        operator,
+      );
+      assert.equal(watched.status, 200, watched.text);
+      // It reconciles McpWorkflows: lists and watches them, and writes their status (404: allowed, and no such object).
+      const workflows = '/apis/mcp.punk.dev/v1alpha1/namespaces/team-a/mcpworkflows';
+      // A watch of a kind whose CRD was just installed may meet 429 "storage is (re)initializing": ask again as
+      // clients do, after its Retry-After (1 s).
+      const watchWorkflows = () =>
+        requestApi(plane.kubeConfig, 'GET', `${workflows}?watch=1&timeoutSeconds=1`, undefined, 'application/json', operator);
+      let workflowList = await watchWorkflows();
+      for (let attempt = 0; workflowList.status === 429 && attempt < 30; attempt++) {
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        workflowList = await watchWorkflows();
+      }
+      assert.equal(workflowList.status, 200, workflowList.text);
+      const workflowStatus = await requestApi(
+        plane.kubeConfig,
+        'PATCH',
+        `${workflows}/absent/status`,
+        { status: {} },
+        'application/merge-patch+json',
+        operator,
+      );
+      assert.equal(workflowStatus.status, 404, workflowStatus.text);
+    });
 
     it('keeps the generated keys across helm upgrade and uninstall, and rolls pods when their settings change', async () => {
       const kube = { KUBECONFIG: kubeconfigFile };

@@ -84,7 +84,8 @@ function httpsStatus(url: string, ca: Buffer, token: string): Promise<number> {
 
 /**
  * One request to the API server of `kubeConfig` (its cluster CA and user token), `body` sent as JSON text under
- * `contentType` (JSON is also YAML, so `application/apply-patch+yaml` takes it too).
+ * `contentType` (JSON is also YAML, so `application/apply-patch+yaml` takes it too), with extra `headers` (e.g.
+ * `Impersonate-User`: the test's user is in system:masters, which may impersonate anyone).
  * @returns the status code and the body text, whatever the status.
  */
 export function requestApi(
@@ -93,6 +94,7 @@ export function requestApi(
   path: string,
   body?: unknown,
   contentType = 'application/json',
+  headers: Record<string, string> = {},
 ): Promise<{ status: number; text: string }> {
   const cluster = kubeConfig.getCurrentCluster()!;
   const user = kubeConfig.getCurrentUser()!;
@@ -102,7 +104,7 @@ export function requestApi(
       {
         method,
         ca: Buffer.from(cluster.caData!, 'base64'),
-        headers: { authorization: `Bearer ${user.token}`, 'content-type': contentType },
+        headers: { authorization: `Bearer ${user.token}`, 'content-type': contentType, ...headers },
       },
       (response) => {
         let text = '';
@@ -218,7 +220,8 @@ export async function startControlPlane(): Promise<ControlPlane> {
       `--service-account-issuer=${server}`,
       `--service-account-key-file=${join(work, 'sa.pub')}`,
       `--service-account-signing-key-file=${join(work, 'sa.key')}`,
-      '--service-cluster-ip-range=10.0.0.0/24',
+      // Room for 5,000 McpServers' Services and more (bench/operator.mjs): a /24 fills after 253.
+      '--service-cluster-ip-range=10.0.0.0/16',
       '--authorization-mode=RBAC',
       `--token-auth-file=${join(work, 'tokens.csv')}`,
       '--allow-privileged=true',

@@ -53,7 +53,7 @@ describe('the CRDs of crds/ on a real kube-apiserver', { skip: availability.avai
       (error: Error & { code?: number; body?: string }) => {
         assert.equal(error.code, 422);
         assert.match(String(error.body), /image|url/);
-        assert.match(String(error.body), /exactly one of image, package and url/);
+        assert.match(String(error.body), /exactly one of image, package, url and openapi/);
         return true;
       },
     );
@@ -74,5 +74,44 @@ describe('the CRDs of crds/ on a real kube-apiserver', { skip: availability.avai
         return true;
       },
     );
+  });
+
+  it('accepts an McpWorkflow with its defaults and refuses, naming the field, a start naming no node, an output with next and a repeated id', async () => {
+    const workflow = (name: string, spec: Record<string, unknown>) => ({
+      apiVersion: 'mcp.punk.dev/v1alpha1',
+      kind: 'McpWorkflow',
+      metadata: { name },
+      spec,
+    });
+    const create = (body: unknown) =>
+      api.createNamespacedCustomObject({ group: 'mcp.punk.dev', version: 'v1alpha1', namespace: 'default', plural: 'mcpworkflows', body });
+    const call = {
+      id: 'read',
+      kind: 'tool_call',
+      next: 'done',
+      config: { server: 'filesystem', tool: 'read_text_file', args: { path: { kind: 'ref', path: 'input.path' } } },
+    };
+    const done = { id: 'done', kind: 'output', config: { value: { kind: 'ref', path: 'vars.read' } } };
+    const created = (await create(workflow('read-file', { start: 'read', nodes: [call, done] }))) as {
+      spec: { description: string; input: unknown; nodes: { config: unknown }[] };
+    };
+    assert.equal(created.spec.description, '');
+    assert.deepEqual(created.spec.input, { type: 'object' });
+    // Node configs and expressions are free-form in the CRD: kept as written, not pruned.
+    assert.deepEqual(created.spec.nodes[0]!.config, call.config);
+    const refused = async (body: unknown, field: RegExp, message: RegExp) =>
+      assert.rejects(create(body), (error: Error & { code?: number; body?: string }) => {
+        assert.equal(error.code, 422, String(error.body));
+        assert.match(String(error.body), field);
+        assert.match(String(error.body), message);
+        return true;
+      });
+    await refused(workflow('no-start', { start: 'begin', nodes: [call, done] }), /spec\.start/, /start must be the id of a node/);
+    await refused(
+      workflow('output-next', { start: 'read', nodes: [call, { ...done, next: 'read' }] }),
+      /spec\.nodes\[1\]\.next/,
+      /an output node ends the run: remove next/,
+    );
+    await refused(workflow('repeated', { start: 'read', nodes: [call, { ...done, id: 'read' }] }), /spec\.nodes\[1\]/, /Duplicate value/);
   });
 });

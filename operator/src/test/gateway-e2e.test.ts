@@ -3,25 +3,26 @@
 // gateway from PUNK_MCP_SERVERS and becomes Ready with the tools the gateway lists; an McpCredential reaches the
 // gateway's vault (credentials.apply) and leaves it when deleted; a deleted McpServer is no longer served.
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { PunkError, subjects, type Bus } from '@punk/lib';
 import { controlPlaneAvailability, type ControlPlane } from './control-plane.js';
-import { conditionOf, CustomResources, freePort, startOperatorFixture, until, type OperatorFixture } from './harness.js';
+import {
+  conditionOf,
+  CustomResources,
+  startEverything,
+  startOperatorFixture,
+  until,
+  type OperatorFixture,
+  type TestMcpServer,
+} from './harness.js';
 
 const availability = controlPlaneAvailability();
-const everythingBin = fileURLToPath(
-  new URL('../../../node_modules/@modelcontextprotocol/server-everything/dist/index.js', import.meta.url),
-);
 
 describe('the operator with the real gateway', { skip: availability.available ? false : availability.reason }, () => {
   let fixture: OperatorFixture;
   let bus: Bus;
-  let everything: ChildProcess;
-  let everythingPort: number;
+  let everything: TestMcpServer;
   let plane: ControlPlane;
   let crs: CustomResources;
   let ns: string;
@@ -30,24 +31,12 @@ describe('the operator with the real gateway', { skip: availability.available ? 
     fixture = await startOperatorFixture('e2e', { operator: false });
     ({ plane, crs, ns } = fixture);
     ({ bus } = await fixture.startServices());
-    everythingPort = await freePort();
-    everything = spawn(process.execPath, [everythingBin, 'streamableHttp'], {
-      env: { ...process.env, PORT: String(everythingPort) },
-      stdio: 'ignore',
-    });
-    await until(
-      'server-everything listening',
-      () =>
-        new Promise<boolean>((resolve) => {
-          const socket = connect(everythingPort, '127.0.0.1', () => (socket.destroy(), resolve(true)));
-          socket.once('error', () => resolve(false));
-        }),
-    );
+    everything = await startEverything();
     await fixture.startOperator();
   });
   after(async () => {
     await fixture?.stop();
-    everything?.kill();
+    everything?.stop();
   });
 
   it('serves a url McpServer through the gateway and reports Ready with the tools it lists', async () => {
@@ -55,7 +44,7 @@ describe('the operator with the real gateway', { skip: availability.available ? 
       apiVersion: 'mcp.punk.dev/v1alpha1',
       kind: 'McpServer',
       metadata: { name: 'everything' },
-      spec: { url: `http://127.0.0.1:${everythingPort}/mcp` },
+      spec: { url: everything.url },
     });
     const ready = await until(
       'Ready=True',
@@ -81,7 +70,7 @@ describe('the operator with the real gateway', { skip: availability.available ? 
     )) as Record<string, unknown>;
     assert.match(
       JSON.stringify(served),
-      new RegExp(`127\\.0\\.0\\.1:${everythingPort}`),
+      new RegExp(new URL(everything.url).host.replace(/\./g, '\\.')),
       'the gateway serves the url the operator published',
     );
 

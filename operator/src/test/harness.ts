@@ -5,10 +5,13 @@
  * ({@link startTestServices}), and a poll that waits for what the operator does (a deadline for waiting, never an
  * assertion about speed).
  */
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { connect } from 'node:net';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { destinationPolicyOf, Keyring, startGateway, type Gateway } from '@punk/gateway';
 import { startGovernance, type GovernanceService } from '@punk/governance';
@@ -16,7 +19,7 @@ import { createLogger, NatsBus, streams, type Bus } from '@punk/lib';
 import { startPrivateNats } from '../../../services/lib/dist/test/natstest.js';
 import { openScratchDb, type ScratchDb } from '../../../services/lib/dist/test/pgtest.js';
 import { startOperator, type OperatorOptions, type RunningOperator } from '../index.js';
-import { startControlPlane, type ControlPlane } from './control-plane.js';
+import { freePort, startControlPlane, type ControlPlane } from './control-plane.js';
 
 export { freePort } from './control-plane.js';
 
@@ -172,7 +175,7 @@ export async function startTestServices(nats: TestNats): Promise<TestServices> {
   };
   try {
     await bus.ensureStream(streams.ledger);
-    governance = await startGovernance({ bus, log });
+    governance = await startGovernance({ bus, log, db: database.db });
     gateway = await startTestGateway(bus, database, workDir, log);
     return { bus, gateway, governance, stop };
   } catch (error) {
@@ -194,6 +197,42 @@ export function startTestGateway(bus: Bus, db: ScratchDb, workDir: string, log =
     startTimeoutMs: 20_000,
     callTimeoutMs: 20_000,
   });
+}
+
+/** A real MCP server of the test's own: server-everything over Streamable HTTP on a free port. */
+export interface TestMcpServer {
+  /** `http://127.0.0.1:<port>/mcp`: an McpServer's `spec.url`. */
+  url: string;
+  /** Kills the process. */
+  stop(): void;
+}
+
+const everythingBin = fileURLToPath(
+  new URL('../../../node_modules/@modelcontextprotocol/server-everything/dist/index.js', import.meta.url),
+);
+
+/** Starts server-everything (`streamableHttp`) on a free port and waits until it listens. */
+export async function startEverything(): Promise<TestMcpServer> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [everythingBin, 'streamableHttp'], {
+    env: { ...process.env, PORT: String(port) },
+    stdio: 'ignore',
+  });
+  const stop = () => void child.kill();
+  try {
+    await until(
+      'server-everything listening',
+      () =>
+        new Promise<boolean>((resolve) => {
+          const socket = connect(port, '127.0.0.1', () => (socket.destroy(), resolve(true)));
+          socket.once('error', () => resolve(false));
+        }),
+    );
+  } catch (error) {
+    stop();
+    throw error;
+  }
+  return { url: `http://127.0.0.1:${port}/mcp`, stop };
 }
 
 /**
@@ -244,13 +283,24 @@ export class CustomResources {
   delete(plural: string, namespace: string, name: string): Promise<unknown> {
     return this.api.deleteNamespacedCustomObject({ group: 'mcp.punk.dev', version: 'v1alpha1', namespace, plural, name });
   }
-  /** Replaces the object's spec with a JSON merge patch of `spec`. */
-  async patchSpec(plural: string, namespace: string, name: string, spec: object): Promise<Record<string, any>> {
+  /** Changes the object with the JSON merge patch `body`. */
+  async patch(plural: string, namespace: string, name: string, body: object): Promise<Record<string, any>> {
     const { setHeaderOptions, PatchStrategy } = await import('@kubernetes/client-node');
     return this.api.patchNamespacedCustomObject(
-      { group: 'mcp.punk.dev', version: 'v1alpha1', namespace, plural, name, body: { spec } },
+      { group: 'mcp.punk.dev', version: 'v1alpha1', namespace, plural, name, body },
       setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
     );
+  }
+  /** Replaces the object's spec with a JSON merge patch of `spec`. */
+  patchSpec(plural: string, namespace: string, name: string, spec: object): Promise<Record<string, any>> {
+    return this.patch(plural, namespace, name, { spec });
+  }
+  /** The objects of `plural` in `namespace`. */
+  async list(plural: string, namespace: string): Promise<Record<string, any>[]> {
+    const list = (await this.api.listNamespacedCustomObject({ group: 'mcp.punk.dev', version: 'v1alpha1', namespace, plural })) as {
+      items: Record<string, any>[];
+    };
+    return list.items;
   }
 }
 
@@ -258,8 +308,10 @@ export class CustomResources {
 export function conditionOf(
   object: Record<string, any>,
   type: string,
-): { status: string; reason: string; message: string; lastTransitionTime: string } | undefined {
+): { status: string; reason: string; message: string; lastTransitionTime: string; observedGeneration?: number } | undefined {
   return (
-    object.status?.conditions as { type: string; status: string; reason: string; message: string; lastTransitionTime: string }[] | undefined
+    object.status?.conditions as
+      | { type: string; status: string; reason: string; message: string; lastTransitionTime: string; observedGeneration?: number }[]
+      | undefined
   )?.find((c) => c.type === type);
 }

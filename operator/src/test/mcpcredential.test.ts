@@ -170,6 +170,22 @@ describe('the operator syncing McpCredentials to the gateway', { skip: availabil
     await until('Ready', async () => conditionOf(await crs.get('mcpcredentials', ns, 'github'), 'Ready')?.status === 'True');
   });
 
+  it('refuses values from environment variables and files (punk up only), naming spec.secretRef as the fix', async () => {
+    await crs.create('mcpcredentials', ns, {
+      apiVersion: 'mcp.punk.dev/v1alpha1',
+      kind: 'McpCredential',
+      metadata: { name: 'laptop' },
+      spec: { values: [{ key: 'token', valueFrom: { env: 'TOKEN' } }] },
+    });
+    const live = await until('Degraded', async () => {
+      const o = await crs.get('mcpcredentials', ns, 'laptop');
+      return conditionOf(o, 'Degraded')?.status === 'True' ? o : undefined;
+    });
+    assert.equal(conditionOf(live, 'Degraded')?.reason, 'InvalidSpec');
+    assert.match(conditionOf(live, 'Degraded')!.message, /^spec\.values: .*punk up only; in a cluster name a Secret with spec\.secretRef/);
+    assert.equal(requests.filter((r) => r.body?.id === 'laptop').length, 0);
+  });
+
   it('reports the gateway unavailable and retries until it answers', async () => {
     await responder!.unsubscribe();
     await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'later-token' }, stringData: { value: 'v' } } });

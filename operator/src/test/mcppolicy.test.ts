@@ -60,7 +60,7 @@ describe('the operator publishing McpPolicies', { skip: availability.available ?
     assert.equal(conditionOf(live, 'Degraded')?.status, 'False');
     assert.match(
       conditionOf(live, 'Degraded')!.message,
-      /^no problem: governance serves generation \d+ \(2 rules/,
+      /^no problem: generation \d+ \(2 rules, 1 rate limits\) is published to bucket PUNK_MCP_POLICIES, which every gateway, front and governance replica watches$/,
       'Degraded=False says why',
     );
 

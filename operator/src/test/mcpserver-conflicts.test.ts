@@ -90,6 +90,9 @@ describe(
         return list.items.find((e) => e.reason === 'ChildConflict' && e.type === 'Warning');
       });
       assert.match(event.message ?? '', /^Degraded=True: ServiceAccount .*\/builder exists and is not owned by this McpServer/);
+      // One Event for the first status: it leads with Degraded and names the other conditions' transitions after it.
+      for (const type of ['Ready', 'Available', 'Progressing'])
+        assert.match(event.message ?? '', new RegExp(`; ${type}=(True|False|Unknown) [A-Z]\\w+`), `the Event names ${type}`);
 
       const untouched = await core.readNamespacedServiceAccount({ name: 'builder', namespace: ns });
       assert.equal(untouched.metadata!.ownerReferences, undefined, 'no owner reference added');

@@ -313,6 +313,62 @@ describe('the operator reconciling McpServers', { skip: availability.available ?
     await until('no-secret gets its Deployment', () => apps.readNamespacedDeployment({ name: 'no-secret', namespace: ns }));
   });
 
+  it('reports a key missing from an existing Secret and a malformed image on the McpServer, before any kubelet', async () => {
+    await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'api-keys' }, stringData: { read: 'r', write: 'w' } } });
+    await crs.create(
+      'mcpservers',
+      ns,
+      stdioServer('wrong-key', { env: [{ name: 'KEY', valueFrom: { secretKeyRef: { name: 'api-keys', key: 'admin' } } }] }),
+    );
+    await crs.create('mcpservers', ns, { ...stdioServer('bad-image'), spec: { image: 'ghcr.io/Example/Server:1.0', command: ['s'] } });
+    for (const [name, reason, message] of [
+      ['wrong-key', 'SecretKeyMissing', 'spec.env[0].valueFrom.secretKeyRef.key: Secret api-keys has no key admin (it has read, write)'],
+      [
+        'bad-image',
+        'InvalidSpec',
+        'spec.image: "ghcr.io/Example/Server:1.0" is not a valid image reference (the repository path must be lower case): use [registry[:port]/]repository[:tag][@sha256:<digest>], e.g. ghcr.io/example/server:1.0',
+      ],
+    ] as const) {
+      const live = await until(`${name} Degraded`, async () => {
+        const o = await crs.get('mcpservers', ns, name);
+        return conditionOf(o, 'Degraded')?.status === 'True' ? o : undefined;
+      });
+      assert.equal(conditionOf(live, 'Degraded')?.reason, reason);
+      assert.equal(conditionOf(live, 'Degraded')?.message, message);
+      assert.equal(conditionOf(live, 'Available')?.status, 'False');
+      await assert.rejects(apps.readNamespacedDeployment({ name, namespace: ns }), (e: { code?: number }) => e.code === 404);
+    }
+    // The key added to the Secret: the server gets its Deployment without anyone touching it.
+    await core.patchNamespacedSecret(
+      { name: 'api-keys', namespace: ns, body: { stringData: { admin: 'a' } } },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+    await until('wrong-key gets its Deployment', () => apps.readNamespacedDeployment({ name: 'wrong-key', namespace: ns }));
+  });
+
+  it('never calls a url server it cannot publish Available: Degraded, Available=False and Ready=False agree', async () => {
+    await crs.create('mcpservers', ns, {
+      apiVersion: 'mcp.punk.dev/v1alpha1',
+      kind: 'McpServer',
+      metadata: { name: 'bad-header' },
+      spec: {
+        url: 'https://mcp.example.com/mcp',
+        headers: [{ name: 'Authorization', valueFrom: { secretKeyRef: { name: 'absent', key: 'token' } } }],
+      },
+    });
+    const live = await until('bad-header Degraded', async () => {
+      const o = await crs.get('mcpservers', ns, 'bad-header');
+      return conditionOf(o, 'Degraded')?.status === 'True' ? o : undefined;
+    });
+    const reason = conditionOf(live, 'Degraded')!.reason;
+    assert.equal(conditionOf(live, 'Available')?.status, 'False', 'not published, so not available');
+    assert.equal(conditionOf(live, 'Available')?.reason, reason);
+    assert.match(conditionOf(live, 'Available')!.message, /^the server is not published to the gateways: spec\.headers/);
+    assert.equal(conditionOf(live, 'Ready')?.status, 'False');
+    assert.equal(await servers.get(kvKey(ns, 'bad-header')), undefined, 'and nothing is published');
+    await crs.delete('mcpservers', ns, 'bad-header');
+  });
+
   it('publishes a url server at once, and removes the entry when the McpServer is deleted', async () => {
     await crs.create('mcpservers', ns, {
       apiVersion: 'mcp.punk.dev/v1alpha1',

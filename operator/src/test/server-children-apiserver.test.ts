@@ -238,7 +238,7 @@ describe('McpServer children on a real kube-apiserver', { skip: availability.ava
   it("accepts the conditions in the McpServer's status subresource", async () => {
     const server = created.get('http-image')!;
     const conditions = serverConditions(
-      { generation: 1, hasPod: true, pods: [], problem: { reason: 'InvalidSpec', message: 'spec.port: x' } },
+      { generation: 1, hasPod: true, published: false, pods: [], problem: { reason: 'InvalidSpec', message: 'spec.port: x' } },
       [],
       new Date(),
     );

@@ -322,6 +322,11 @@ describe('the example manifests', () => {
     assert.ok(loaded.servers.length > 0);
     for (const { server, file } of loaded.servers) {
       const owned = { ...server, metadata: { ...server.metadata, uid: `uid-${server.metadata.name}` } };
+      if (server.spec.openapi?.file !== undefined) {
+        // A document beside its manifest is for punk up: the cluster takes it as openapi.url or openapi.content.
+        assert.throws(() => buildServerChildren(owned, childrenOptions()), { field: 'spec.openapi.file' }, file);
+        continue;
+      }
       const { objects, served } = buildServerChildren(owned, childrenOptions());
       assert.equal(objects.length >= 4 || server.spec.url !== undefined, true, file);
       assert.deepEqual(mcpServerSchema.parse(served), served, `${file}: the served McpServer is valid`);

@@ -11,7 +11,7 @@ const now = new Date('2026-11-30T10:00:00Z');
 const earlier = '2026-11-30T09:00:00.000Z';
 
 function conditions(observed: Partial<ObservedServer>, previous: Condition[] = []): Record<string, Condition> {
-  const list = serverConditions({ generation: 4, hasPod: true, pods: [], ...observed }, previous, now);
+  const list = serverConditions({ generation: 4, hasPod: true, pods: [], published: true, ...observed }, previous, now);
   assert.deepEqual(
     list.map((c) => c.type),
     ['Ready', 'Available', 'Progressing', 'Degraded'],
@@ -98,6 +98,25 @@ describe('a url server', () => {
     const failed = conditions({ hasPod: false, listing: { ok: false, error: 'HTTP 500 from tools/list' } });
     assert.equal(brief(failed.Ready!), 'False ListingFailed');
     assert.match(failed.Ready!.message, /HTTP 500/);
+  });
+});
+
+describe('a url server with an invalid spec', () => {
+  const problem = { reason: 'InvalidSpec', message: 'spec.url: Invalid URL' };
+
+  it('never published: Degraded and not Available, so not Ready', () => {
+    const c = conditions({ hasPod: false, problem, published: false });
+    assert.equal(brief(c.Degraded!), 'True InvalidSpec');
+    assert.equal(brief(c.Available!), 'False InvalidSpec');
+    assert.equal(c.Available!.message, 'the server is not published to the gateways: spec.url: Invalid URL');
+    assert.equal(brief(c.Ready!), 'False InvalidSpec');
+  });
+
+  it('whose last good generation is still published: Available (the gateways serve it) and Degraded', () => {
+    const c = conditions({ hasPod: false, problem, published: true });
+    assert.equal(brief(c.Available!), 'True RemoteServer');
+    assert.match(c.Available!.message, /last generation that could run; generation 4 cannot/);
+    assert.equal(brief(c.Degraded!), 'True InvalidSpec');
   });
 });
 
@@ -286,14 +305,18 @@ describe('pods in trouble', () => {
 
 describe('transition times and transitions', () => {
   it('keeps lastTransitionTime while a status holds, and moves it when the status changes', () => {
-    const first = serverConditions({ generation: 4, hasPod: true, pods: [], deployment: rolledOut(1) }, [], new Date(earlier));
+    const first = serverConditions(
+      { generation: 4, hasPod: true, published: true, pods: [], deployment: rolledOut(1) },
+      [],
+      new Date(earlier),
+    );
     for (const condition of first) assert.equal(condition.lastTransitionTime, earlier);
-    const same = serverConditions({ generation: 5, hasPod: true, pods: [], deployment: rolledOut(1) }, first, now);
+    const same = serverConditions({ generation: 5, hasPod: true, published: true, pods: [], deployment: rolledOut(1) }, first, now);
     for (const condition of same) assert.equal(condition.lastTransitionTime, earlier, `${condition.type} unchanged`);
     assert.deepEqual(transitions(first, same), []);
 
     const listed = serverConditions(
-      { generation: 5, hasPod: true, pods: [], deployment: rolledOut(1), listing: { ok: true, toolCount: 1 } },
+      { generation: 5, hasPod: true, published: true, pods: [], deployment: rolledOut(1), listing: { ok: true, toolCount: 1 } },
       same,
       now,
     );
@@ -308,7 +331,13 @@ describe('transition times and transitions', () => {
   });
 
   it('reports a new reason under the same status as a transition, without moving the time', () => {
-    const crash = { generation: 4, hasPod: true, deployment: rolledOut(1), pods: [pod('p', [waiting('server', 'CrashLoopBackOff')])] };
+    const crash = {
+      generation: 4,
+      hasPod: true,
+      published: true,
+      deployment: rolledOut(1),
+      pods: [pod('p', [waiting('server', 'CrashLoopBackOff')])],
+    };
     const before = serverConditions(crash, [], new Date(earlier));
     const after = serverConditions({ ...crash, pods: [pod('p', [waiting('server', 'ImagePullBackOff')])] }, before, now);
     const degraded = after.find((c) => c.type === 'Degraded')!;
@@ -320,7 +349,7 @@ describe('transition times and transitions', () => {
   });
 
   it('lists every condition as new when there were none', () => {
-    const next = serverConditions({ generation: 1, hasPod: false, pods: [] }, [], now);
+    const next = serverConditions({ generation: 1, hasPod: false, published: true, pods: [] }, [], now);
     assert.deepEqual(
       transitions([], next).map((t) => [t.type, t.from]),
       [
@@ -330,5 +359,122 @@ describe('transition times and transitions', () => {
         ['Degraded', undefined],
       ],
     );
+  });
+});
+
+/** Every observation the reconciler can hand serverConditions, as the product of each part's cases. */
+function everyObservation(): { label: string; observed: ObservedServer }[] {
+  const unavailable = deployment(1, { replicas: 1, updatedReplicas: 1, availableReplicas: 0, conditions: [] });
+  const pending = rolledOut(1);
+  pending.metadata!.generation = 3;
+  const deadline = deployment(1, {
+    replicas: 1,
+    updatedReplicas: 1,
+    conditions: [{ type: 'Progressing', status: 'False', reason: 'ProgressDeadlineExceeded', message: 'timed out progressing' }],
+  });
+  const failure = deployment(1, {
+    replicas: 0,
+    conditions: [{ type: 'ReplicaFailure', status: 'True', reason: 'FailedCreate', message: 'exceeded quota' }],
+  });
+  const deployments: [string, V1Deployment | undefined][] = [
+    ['no Deployment', undefined],
+    ['rolled out', rolledOut(2)],
+    ['unavailable', unavailable],
+    ['scaled to zero', deployment(0, { replicas: 0, conditions: [] })],
+    ['rollout pending', pending],
+    ['past its deadline', deadline],
+    ['replica failure', failure],
+  ];
+  const podSets: [string, V1Pod[]][] = [
+    ['no pods', []],
+    ['a crash-looping pod', [pod('files-1', [waiting('server', 'CrashLoopBackOff', 'back-off')])]],
+    ['a pod without its image', [pod('files-2', [waiting('server', 'ImagePullBackOff')])]],
+  ];
+  const problems: [string, ObservedServer['problem']][] = [
+    ['no problem', undefined],
+    ['InvalidSpec', { reason: 'InvalidSpec', message: 'spec.url: Invalid URL' }],
+    ['SecretMissing', { reason: 'SecretMissing', message: 'spec.env[0].valueFrom.secretKeyRef.name: Secret s not found' }],
+    ['SandboxDrift', { reason: 'SandboxDrift', message: 'Deployment team-a/files: spec.template.spec.hostNetwork is true' }],
+  ];
+  const listings: [string, ObservedServer['listing']][] = [
+    ['not listed', undefined],
+    ['listed', { ok: true, toolCount: 3 }],
+    ['listing failed', { ok: false, reachable: true, error: 'Method not found' }],
+    ['unreachable', { ok: false, reachable: false, error: 'ECONNREFUSED' }],
+  ];
+  const out: { label: string; observed: ObservedServer }[] = [];
+  for (const hasPod of [true, false])
+    for (const [dLabel, d] of hasPod ? deployments : deployments.slice(0, 1))
+      for (const [pLabel, pods] of hasPod ? podSets : podSets.slice(0, 1))
+        for (const [problemLabel, problem] of problems)
+          for (const [lLabel, listing] of listings)
+            for (const [published, scaledToZero] of [
+              [true, false],
+              [false, false],
+              [true, true],
+            ] as const) {
+              const observed: ObservedServer = {
+                generation: 4,
+                hasPod,
+                pods,
+                published,
+                scaledToZero,
+                ...(d && { deployment: d }),
+                ...(problem && { problem }),
+                ...(listing && { listing }),
+              };
+              const label = [
+                hasPod ? 'pod server' : 'url server',
+                dLabel,
+                pLabel,
+                problemLabel,
+                lLabel,
+                published ? 'published' : 'unpublished',
+                scaledToZero ? 'scaled to zero' : 'scaled up',
+              ];
+              out.push({ label: label.join(', '), observed });
+            }
+  return out;
+}
+
+describe('conditions never contradict each other', () => {
+  const observations = everyObservation();
+  const failures = new Set(['ProgressDeadlineExceeded']);
+
+  it(`holds over all ${observations.length} observations the reconciler can produce`, () => {
+    for (const { label, observed } of observations) {
+      const c = Object.fromEntries(serverConditions(observed, [], now).map((x) => [x.type, x])) as Record<string, Condition>;
+      const { Ready, Available, Progressing, Degraded } = c as Record<'Ready' | 'Available' | 'Progressing' | 'Degraded', Condition>;
+      const at = (rule: string) =>
+        `${label}: ${rule} (${Object.values(c)
+          .map((x) => `${x.type}=${brief(x)}`)
+          .join(', ')})`;
+      for (const x of Object.values(c)) assert.notEqual(x.message, '', at(`${x.type} has a message`));
+      if (Ready.status === 'True') {
+        assert.equal(Available.status, 'True', at('Ready=True only when Available'));
+        assert.equal(observed.listing?.ok, true, at('Ready=True only when the gateway listed the tools'));
+      }
+      if (Available.status !== 'True') {
+        assert.equal(Ready.status, 'False', at('not Available: not Ready'));
+        assert.equal(Ready.reason, Available.reason, at('not Ready for the reason it is not Available'));
+      }
+      if (Available.status === 'True') {
+        assert.ok(observed.published, at('Available=True only when published to the gateways'));
+        if (observed.hasPod) assert.ok((observed.deployment?.status?.availableReplicas ?? 0) > 0, at('Available=True only with a replica'));
+      }
+      if (observed.scaledToZero) assert.equal(brief(Available), 'False ScaledToZero', at('scaled to zero: not Available, saying so'));
+      assert.equal(Degraded.status === 'False', Degraded.reason === 'AsExpected', at('Degraded=False exactly when AsExpected'));
+      if (observed.problem) assert.equal(brief(Degraded), `True ${observed.problem.reason}`, at('a problem is Degraded with its reason'));
+      if (Degraded.status === 'False') assert.ok(!observed.problem, at('no problem when not Degraded'));
+      if (!observed.hasPod) assert.equal(Progressing.status, 'False', at('a url server never progresses'));
+      if (Progressing.status === 'False' && (failures.has(Progressing.reason) || Progressing.reason === observed.problem?.reason))
+        assert.equal(Degraded.status, 'True', at('a failed rollout is Degraded'));
+      if (Progressing.status === 'True')
+        assert.ok(['DeploymentPending', 'RolloutPending', 'RollingOut'].includes(Progressing.reason), at('Progressing=True for a rollout'));
+      if (Degraded.status === 'False' && observed.hasPod && !observed.deployment)
+        assert.doesNotMatch(Degraded.message, /applied/, at('"the children are applied" only with a Deployment'));
+      if (Degraded.status === 'False' && !observed.published)
+        assert.doesNotMatch(Degraded.message, /published to/, at('"published" only when published'));
+    }
   });
 });

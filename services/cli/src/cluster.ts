@@ -19,6 +19,7 @@ import {
   errorMessage,
   formatManifestError,
   loadManifestDirectory,
+  listenOptionsOf,
   openDatabase,
   catalogReplySchema,
   deadlines,
@@ -34,6 +35,8 @@ import { freePort } from './ports.js';
 import { prepareServers, waitListening } from './cluster-servers.js';
 import { startProxy, type Proxy } from './proxy.js';
 import { KEY_FILE, localEncryptionKey } from './encryption-key.js';
+import { localGovernance, type LocalGovernance } from './local-governance.js';
+import { NODE_FLAGS } from './node-flags.js';
 
 /** Default `PUNK_NATS_URL` of the cluster. */
 export const CLUSTER_NATS_URL = 'nats://127.0.0.1:4222';
@@ -161,6 +164,7 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
   const children: Array<{ name: string; child: ChildProcess; service: boolean }> = [];
   const tempDir = await mkdtemp(join(tmpdir(), 'punk-cluster-'));
   let proxy: Proxy | undefined;
+  let manifests: { local: LocalGovernance; bus: NatsBus } | undefined;
   let stopping = false;
   const launch = (
     name: string,
@@ -183,6 +187,8 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
   const stop = async () => {
     stopping = true;
     await proxy?.close();
+    await manifests?.local.stop();
+    await manifests?.bus.close();
     // Services first (they drain), then the servers they called.
     for (const group of [true, false]) {
       await Promise.all(
@@ -230,8 +236,15 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
       PUNK_LOG_LEVEL: config.logLevel,
       PUNK_SESSION_SIGNING_KEY: signingKey,
       PUNK_ENCRYPTION_KEY: encryptionKey,
+      // Every client connection reaches the replicas from the proxy's one address: the proxy bounds them per client.
+      PUNK_MAX_CONNECTIONS_PER_ADDRESS: String(config.maxConnections),
     };
     const started: Array<{ name: string; url: string; child: ChildProcess; service: ServiceName }> = [];
+    // Ports first: with authentication on each front passes the ledger API on to a ledger replica (PUNK_LEDGER_URL).
+    const ports = new Map<string, number>();
+    for (const [service, replicas] of Object.entries(TOPOLOGY) as Array<[ServiceName, number]>)
+      for (let i = 1; i <= replicas; i++) ports.set(`${service}-${i}`, await freePort());
+    const ledgerOf = (i: number) => `http://127.0.0.1:${String(ports.get(`ledger-${String(((i - 1) % TOPOLOGY.ledger) + 1)}`))}`;
     for (const [service, replicas] of Object.entries(TOPOLOGY) as Array<[ServiceName, number]>) {
       const entrypoint = entrypointOf(service);
       if (!existsSync(entrypoint)) {
@@ -240,20 +253,31 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
       }
       for (let i = 1; i <= replicas; i++) {
         const name = `${service}-${i}`;
-        const port = await freePort();
+        const port = ports.get(name)!;
         const env = {
           ...common,
           // The HTTP servers started above are this cluster's own processes, not remote URLs (the SSRF guard lets them through).
           ...(service === 'gateway' && { PUNK_LAUNCHED_SERVERS: launched.map((l) => `${l.name}=${l.url}`).join(',') }),
+          ...(service === 'mcp-front' && config.authMode === 'on' && { PUNK_LEDGER_URL: ledgerOf(i) }),
           PUNK_PORT: String(port),
           PUNK_INSTANCE_ID: name,
           PUNK_DATABASE_URL: databaseUrl,
           PUNK_MANIFESTS: gatewayManifests,
         };
-        started.push({ name, url: `http://127.0.0.1:${port}`, child: launch(name, process.execPath, [entrypoint], env, true), service });
+        started.push({
+          name,
+          url: `http://127.0.0.1:${port}`,
+          child: launch(name, process.execPath, [...NODE_FLAGS, entrypoint], env, true),
+          service,
+        });
       }
     }
     await Promise.all(started.map((s) => waitReady(s.url, s.name, s.child, 120_000)));
+    // The manifests' McpPolicy and McpCredential documents, as under punk up: published and applied over NATS, reloaded on change.
+    const manifestsBus = await NatsBus.connect({ url: natsUrl, name: 'punk-cluster-manifests', log });
+    manifests = { bus: manifestsBus, local: localGovernance({ bus: manifestsBus, manifestDir, tenant: config.tenant, log }) };
+    await manifests.local.publishPolicies(loaded);
+    const credentialErrors = started.some((s) => s.service === 'gateway') ? await manifests.local.start(loaded) : [];
     const backends = {
       ledgers: started.filter((s) => s.service === 'ledger').map((s) => s.url),
       fronts: started.filter((s) => s.service === 'mcp-front').map((s) => s.url),
@@ -267,17 +291,21 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
         }
       });
     }
+    const { connections } = listenOptionsOf(config);
     proxy = await startProxy({
       host: config.host,
       port: config.port,
       backends,
       log,
-      ledgerApi: config.authMode === 'on' ? 'internal' : 'public',
+      ledgerApi: config.authMode === 'on' ? 'fronts' : 'ledgers',
+      headersTimeoutMs: config.headersTimeoutMs,
+      requestTimeoutMs: config.requestTimeoutMs,
+      ...(connections && { connections }),
     });
     const servers = started.some((s) => s.service === 'gateway')
       ? await serverStates(natsUrl, [...new Set(loaded.servers.map((s) => s.server.metadata.namespace ?? config.tenant))], log)
       : [];
-    return { url: proxy.url, gaps, servers, manifestErrors: loaded.errors, stop };
+    return { url: proxy.url, gaps, servers, manifestErrors: [...loaded.errors, ...credentialErrors], stop };
   } catch (error) {
     await stop();
     throw error;

@@ -9,14 +9,17 @@ import {
   TrackedBus,
   createLogger,
   errorMessage,
-  allowedHostsOf,
+  listenOptionsOf,
   listenHealth,
   formatManifestError,
   loadManifestDirectory,
   openDatabase,
   streams,
+  validateWorkflowCatalog,
+  workflowCatalogOf,
   OWNER_ONLY_DIRECTORY_MODE,
   type Database,
+  type LoadedWorkflow,
   type ManifestError,
   type McpServer,
   type PunkConfig,
@@ -25,9 +28,10 @@ import {
 import { startTracing } from '@punk/lib';
 import { destinationPolicyOf, startGateway } from '@punk/gateway';
 import { embeddedKeyring } from './encryption-key.js';
+import { localGovernance } from './local-governance.js';
 import { startGovernance } from '@punk/governance';
 import { startLedger } from '@punk/ledger';
-import { ApiKeyStore, createFront, frontOptionsOf } from '@punk/mcp-front';
+import { ApiKeyStore, confinedTenant, createFront, frontOptionsOf } from '@punk/mcp-front';
 
 /** Options of the all-in-one process, beyond the shared configuration. */
 export interface EmbeddedOptions {
@@ -44,6 +48,8 @@ export interface EmbeddedPunk {
   servers: McpServer[];
   /** Problems found in the manifests (those documents are not served). */
   manifestErrors: ManifestError[];
+  /** The valid McpWorkflows of the manifests directory (published to bucket `PUNK_MCP_WORKFLOWS`, served by the gateway). */
+  workflows: LoadedWorkflow[];
   /** What the gateway knows of each server now (state, last error): `starting` while its first start runs. */
   catalog(): ServerCatalog[];
   /** Resolves once every server has either connected or failed its first start (each within its start timeout). */
@@ -87,7 +93,6 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
   };
 
   let ready: (() => Promise<void>) | undefined;
-  const allowedHosts = allowedHostsOf(config);
   const http = await listenHealth(
     config.host,
     config.port,
@@ -96,7 +101,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
       await ready();
     },
     'pass --port',
-    allowedHosts ? { allowedHosts } : {},
+    listenOptionsOf(config),
   );
   stops.push(() => http.close());
 
@@ -111,17 +116,50 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
     for (const error of loaded.errors) log.error({ manifestError: error }, `manifest error: ${formatManifestError(error)}`);
     const servers = loaded.servers.map((entry) => entry.server);
 
-    // Tracked as in a service process: bus metrics (lib metrics/bus.ts) are recorded here too.
-    const bus = new TrackedBus(new MemoryBus(logFor('bus')));
-    await bus.ensureStream(streams.ledger);
-    stops.push(() => bus.close());
     const dataDir = config.databaseUrl ? null : options.dataDir === null ? null : resolve(options.dataDir);
     const db: Database = await openDatabase({ ...(config.databaseUrl && { url: config.databaseUrl }), dataDir, log: logFor('db') });
     stops.push(() => db.close());
+    // Tracked as in a service process: bus metrics (lib metrics/bus.ts) are recorded here too. With a data directory
+    // (opened and locked above) an event is in its journal before the append that carries it resolves, and committed
+    // by the ledger in batches after; without one, the append waits for the commit. At most ledgerMaxPending wait.
+    const bus = new TrackedBus(
+      new MemoryBus(logFor('bus'), {
+        maxPayloadBytes: config.maxResultBytes,
+        maxPending: config.ledgerMaxPending,
+        journalDir: dataDir ?? undefined,
+      }),
+    );
+    await bus.ensureStream(streams.ledger);
+    stops.push(() => bus.close());
+    if (db.kind === 'pglite' && dataDir === null) {
+      log.warn(
+        'ephemeral run: the database is in memory, so the ledger, runs, API keys, registrations and credentials are lost when this process ends; pass --data <dir> to keep them',
+      );
+    }
 
-    const ledger = await startLedger({ bus, db, log: logFor('ledger') });
+    // A tenant admin reads its own tenant's runs (the front's guard, mounted before the router, resolves it); group
+    // commit: every event waiting when a transaction starts goes into it.
+    const ledger = await startLedger({ bus, db, log: logFor('ledger'), confinedTenant, maxBatch: config.ledgerMaxPending });
     stops.push(() => ledger.stop());
-    const governance = await startGovernance({ bus, log: logFor('governance') });
+    // Policies first, so every deciding service starts with them; credentials once the gateway serves its vault.
+    const local = localGovernance({
+      bus,
+      manifestDir,
+      tenant: config.tenant,
+      log: logFor('manifests'),
+      // Called on a reload only, once the gateway below serves.
+      checkWorkflow: (workflow) => {
+        const namespace = workflow.metadata.namespace ?? config.tenant;
+        return validateWorkflowCatalog(workflow, workflowCatalogOf(gateway.catalog(namespace), namespace));
+      },
+    });
+    await local.publishPolicies(loaded);
+    const governance = await startGovernance({
+      bus,
+      log: logFor('governance'),
+      db,
+      adminScopes: [config.authAdminScope, config.authPlatformAdminScope],
+    });
     stops.push(() => governance.stop());
     let workDir: string;
     if (options.dataDir === null) {
@@ -143,13 +181,28 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
       workDir,
       startTimeoutMs: config.serverStartTimeoutMs,
       callTimeoutMs: config.callTimeoutMs,
+      maxResultBytes: config.maxResultBytes,
       env: { PUNK_MANIFEST_DIR: manifestDir },
-      upstream: { idleTimeoutMs: config.upstreamIdleTimeoutMs, maxConcurrentCalls: config.upstreamMaxConcurrentCalls },
+      upstream: {
+        idleTimeoutMs: config.upstreamIdleTimeoutMs,
+        maxConcurrentCalls: config.upstreamMaxConcurrentCalls,
+        maxQueuedCalls: config.upstreamMaxQueuedCalls,
+        queueTimeoutMs: config.upstreamQueueTimeoutMs,
+        maxCallsPerPrincipal: config.upstreamMaxCallsPerPrincipal,
+      },
       egress: destinationPolicyOf(config),
       keyring: await embeddedKeyring(config, options.dataDir === null ? null : resolve(options.dataDir)),
       toolPinning: config.toolPinning,
+      workflowLimits: {
+        maxNodes: config.workflowMaxNodes,
+        maxRunMs: config.workflowMaxRunMs,
+        maxResultBytes: config.workflowMaxResultBytes,
+      },
     });
     stops.push(() => gateway.stop());
+    // The credentials' errors are manifest errors too: the banner counts every line logged.
+    const credentialErrors = await local.start(loaded);
+    stops.push(() => local.stop());
     const front = await createFront({
       bus,
       log: logFor('mcp-front'),
@@ -181,7 +234,8 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
     return {
       baseUrl: http.url,
       servers,
-      manifestErrors: loaded.errors,
+      manifestErrors: [...loaded.errors, ...credentialErrors],
+      workflows: loaded.workflows,
       catalog: () => [...new Set(servers.map((s) => s.metadata.namespace ?? config.tenant))].flatMap((tenant) => gateway.catalog(tenant)),
       serversStarted: () => gateway.ready(),
       close: stopAll,

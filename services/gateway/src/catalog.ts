@@ -6,6 +6,7 @@
  * levels recorded); tools hidden by pinning are withheld the same way. Pure functions.
  */
 import { durationMs, type McpServer, type ServerCatalog, type SideEffectLevel, type WithheldTool } from '@punk/lib';
+import { openApiLevelOf } from './openapi/tools.js';
 
 /** A listed MCP item (tool, resource, template, prompt), kept as the server sent it. */
 export type McpItem = Record<string, unknown>;
@@ -65,9 +66,15 @@ export function withholdTools(catalog: ServerCatalog, hidden: readonly string[])
   };
 }
 
-/** The side-effect level declared for a tool in `spec.tools.overrides`, if any. */
-export function declaredLevelOf(server: McpServer, name: string): SideEffectLevel | undefined {
-  return server.spec.tools?.overrides.find((o) => o.name === name)?.sideEffectLevel;
+/**
+ * The side-effect level declared for a tool in `spec.tools.overrides`, else, for a tool of an `openapi` server (`tool`
+ * as listed), the level of its HTTP method (openapi/tools.ts); undefined otherwise. Only an openapi server's `_meta`
+ * is read: it is Punk's own, while any other upstream could claim a level there.
+ */
+export function declaredLevelOf(server: McpServer, name: string, tool?: McpItem): SideEffectLevel | undefined {
+  const declared = server.spec.tools?.overrides.find((o) => o.name === name)?.sideEffectLevel;
+  if (declared !== undefined || server.spec.openapi === undefined || tool === undefined) return declared;
+  return openApiLevelOf(tool);
 }
 
 /** The visible tools, with override annotations applied, the declared levels by tool name, and the tools the manifest denies. */
@@ -87,7 +94,8 @@ export function visibleTools(
     }
     const override = server.spec.tools?.overrides.find((o) => o.name === name);
     visible.push(override?.annotations ? { ...tool, annotations: override.annotations } : tool);
-    if (override?.sideEffectLevel !== undefined) sideEffectLevels[name] = override.sideEffectLevel;
+    const level = override?.sideEffectLevel ?? (server.spec.openapi !== undefined ? openApiLevelOf(tool) : undefined);
+    if (level !== undefined) sideEffectLevels[name] = level;
   }
   return { tools: visible, sideEffectLevels, denied };
 }

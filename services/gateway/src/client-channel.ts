@@ -14,6 +14,7 @@ import { randomUUID } from 'node:crypto';
 import { ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/client';
 import {
   callCancelSchema,
+  callIdOfSubject,
   clientAnswerSchema,
   errorMessage,
   parseMessage,
@@ -23,6 +24,7 @@ import {
   type BusSubscription,
   type CallChannel,
   type Logger,
+  type RequestHandler,
 } from '@punk/lib';
 
 /** Bounds of the pending server-to-client requests of one gateway replica. */
@@ -102,7 +104,7 @@ export function busClientLink(
   channel: CallChannel,
 ): ClientLink {
   const { bus, log } = deps;
-  const out = subjects.callOut(channel.callId);
+  const out = subjects.callOut(channel.front, channel.callId);
   const publish = async (message: Record<string, unknown>) => bus.publish(out, { message });
   return {
     sessionId,
@@ -199,23 +201,84 @@ export async function clientResult(
 }
 
 /**
- * Listens for the cancellation of call `callId` (`punk.call.<callId>.cancel`, published by the front serving
- * it): `signal` aborts when it comes. Call `close` once the call has ended.
- * @throws PunkError from the bus when the subscription cannot be made.
+ * The cancellations of the calls this gateway replica relays: one subscription to `punk.call.*.cancel` for the
+ * whole replica (not one per call), dispatched by call id to the calls being watched; a cancellation of a call
+ * not relayed here is ignored.
  */
-export async function onCallCancelled(bus: Bus, log: Logger, callId: string): Promise<{ signal: AbortSignal; close(): Promise<void> }> {
-  const controller = new AbortController();
-  const subject = subjects.callCancel(callId);
-  const subscription = await bus.subscribe(subject, (data) => {
-    const { reason } = parseMessage(callCancelSchema, subject, data);
-    log.debug({ callId, reason }, 'the client cancelled a call');
-    controller.abort(reason ?? 'cancelled by the client');
-  });
-  return {
-    signal: controller.signal,
-    close: () =>
-      subscription
-        .unsubscribe()
-        .catch((error: unknown) => log.warn({ callId, err: errorMessage(error) }, 'could not stop listening for a call cancellation')),
+export class CallCancellations {
+  private constructor(
+    private readonly subscription: BusSubscription,
+    private readonly watched: Map<string, AbortController>,
+  ) {}
+
+  /**
+   * Subscribes to `punk.call.*.cancel`.
+   * @throws PunkError from the bus when the subscription cannot be made.
+   */
+  static async start(bus: Bus, log: Logger): Promise<CallCancellations> {
+    const watched = new Map<string, AbortController>();
+    const subscription = await bus.subscribe(subjects.callsCancel, (data, info) => {
+      const callId = callIdOfSubject(info.subject);
+      const controller = callId === undefined ? undefined : watched.get(callId);
+      if (!controller) return;
+      const { reason } = parseMessage(callCancelSchema, info.subject, data);
+      log.debug({ callId, reason }, 'the client cancelled a call');
+      controller.abort(reason ?? 'cancelled by the client');
+    });
+    return new CallCancellations(subscription, watched);
+  }
+
+  /**
+   * Watches call `callId` (`punk.call.<callId>.cancel`, published by the front serving it): `signal` aborts when its
+   * cancellation comes. Call `close` once the call has ended.
+   */
+  watch(callId: string): { signal: AbortSignal; close(): void } {
+    const controller = new AbortController();
+    this.watched.set(callId, controller);
+    return {
+      signal: controller.signal,
+      close: () => {
+        if (this.watched.get(callId) === controller) this.watched.delete(callId);
+      },
+    };
+  }
+
+  /** Stops listening (the gateway's stop). */
+  async stop(): Promise<void> {
+    this.watched.clear();
+    await this.subscription.unsubscribe();
+  }
+}
+
+/** Methods whose acceptance a front waits for (the calls it forwards for its clients). */
+const ACCEPTED_METHODS = new Set(['tools/call', 'resources/read', 'prompts/get']);
+
+/** A call id fit for a subject token (the request is validated in full later, by the relay). */
+const CALL_ID = /^[0-9a-f-]{36}$/i;
+
+/**
+ * Wraps the handler of `punk.gateway.call` (or `punk.gateway.instance.<id>.call`): a call with a channel is first
+ * acknowledged to the front serving it, as taken by this replica (`punk.front.<front>.call.<callId>.out`,
+ * `{ accepted: instanceId }`), before anything of the call is done. The publish is queued on the bus connection
+ * ahead of everything the call sends later (governance, ledger) and so of any upstream request: a call the front
+ * never saw accepted never reached an upstream. A failed publish is logged.
+ */
+export function acceptingCalls(bus: Bus, log: Logger, instanceId: string, handler: RequestHandler): RequestHandler {
+  return (data, info) => {
+    const { method, channel } = data as { method?: unknown; channel?: { callId?: unknown; front?: unknown } };
+    if (
+      typeof method === 'string' &&
+      ACCEPTED_METHODS.has(method) &&
+      typeof channel?.front === 'string' &&
+      typeof channel.callId === 'string' &&
+      CALL_ID.test(channel.callId)
+    ) {
+      bus
+        .publish(subjects.callOut(channel.front, channel.callId), { accepted: instanceId })
+        .catch((error: unknown) =>
+          log.warn({ callId: channel.callId, err: errorMessage(error) }, 'could not tell the front that a call was taken'),
+        );
+    }
+    return handler(data, info);
   };
 }

@@ -1,27 +1,30 @@
 /**
  * Opens one MCP connection to a server, whatever its source: a local stdio
- * child, a local streamable-http child on its port, or a remote url (its
- * credential references resolved, renewed once on an HTTP 401). Bounded by the
+ * child, a local streamable-http child on its port, a remote url (its
+ * credential references resolved, renewed once on an HTTP 401), or an OpenAPI
+ * document served in this process (openapi/connection.ts). Bounded by the
  * start timeout; on any failure nothing is left running.
  */
 import type { FetchLike } from '@modelcontextprotocol/client';
 import { Client, type ClientOptions } from '@modelcontextprotocol/client';
-import { errorMessage, PunkError, transportOf, type Logger, type McpServer } from '@punk/lib';
+import { errorMessage, PunkError, redact, redactJson, transportOf, type Logger, type McpServer } from '@punk/lib';
 import { connectHttp, type HttpAnswers, type HttpConnection, type HttpTransportKind } from './http-transport.js';
 import { planLaunch } from './launch.js';
+import { openOpenApiConnection } from './openapi/connection.js';
 import { ensurePortFree, verifyOwnListener } from './local-port.js';
 import { ServerProcess } from './process.js';
 import type { SessionLink } from './session-link.js';
 import { ProcessStdioTransport } from './stdio-transport.js';
-import { redact, redactJson } from './redact.js';
 import { headerRecord, renewHeaders, resolveHeaders, type ResolvedHeader, type Secrets } from './upstream-secrets.js';
 
 /** An open connection: the SDK client, the transport it speaks and, for local servers, the process. */
 export interface Connection {
   client: Client;
-  /** The transport in use: `sse` when a streamable-http url server only spoke HTTP+SSE. */
-  transport: 'stdio' | HttpTransportKind;
+  /** The transport in use: `sse` when a streamable-http url server only spoke HTTP+SSE; `openapi`: served in the gateway (openapi/). */
+  transport: 'stdio' | HttpTransportKind | 'openapi';
   process?: ServerProcess;
+  /** What is wrong but served (an openapi operation named from its route), each naming where: shown on the server's status. */
+  warnings?: string[];
   /** The resolved `spec.headers` of a url server (secret values: never log them). */
   headers: ResolvedHeader[];
   /** HTTP 401 answers the connection got so far (always 0 for stdio). */
@@ -45,6 +48,8 @@ export interface ConnectOptions {
   extraEnv?: Record<string, string>;
   /** Budget of the whole start (spawn, listen, handshake), in milliseconds. */
   timeoutMs: number;
+  /** Largest JSON-RPC message read from a stdio server, in bytes (default 64 MiB): a longer line is answered as an error. */
+  maxMessageBytes?: number;
   /** Called when the upstream says a list changed. */
   onListChanged: () => void;
   /**
@@ -217,6 +222,14 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
   });
   timeout.catch(() => undefined);
   try {
+    if (spec.openapi !== undefined) {
+      const openapi = openOpenApiConnection(server, spec.openapi, {
+        ...options,
+        timeoutMs: options.timeoutMs,
+        newClient: (hideValues) => (client = newClient(options, false, 'legacy', hideValues)),
+      });
+      return await Promise.race([openapi, timeout]);
+    }
     if (spec.url !== undefined) {
       const url = new URL(spec.url);
       const http = (headers: ResolvedHeader[], seen: HttpAnswers): Promise<HttpConnection> =>
@@ -283,7 +296,11 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
     exited.catch(() => undefined);
     if (transport === 'stdio') {
       client = newClient(options, true, 'legacy', hideFromClient);
-      await Promise.race([client.connect(new ProcessStdioTransport(proc), { timeout: options.timeoutMs }), exited, timeout]);
+      await Promise.race([
+        client.connect(new ProcessStdioTransport(proc, options.maxMessageBytes), { timeout: options.timeoutMs }),
+        exited,
+        timeout,
+      ]);
       return {
         client,
         transport: 'stdio',

@@ -36,13 +36,25 @@ export const gatewayService: ServiceDefinition = {
       workDir,
       startTimeoutMs: config.serverStartTimeoutMs,
       callTimeoutMs: config.callTimeoutMs,
+      maxResultBytes: config.maxResultBytes,
       env: { PUNK_MANIFEST_DIR: manifestDir },
       instanceId: config.instanceId,
-      upstream: { idleTimeoutMs: config.upstreamIdleTimeoutMs, maxConcurrentCalls: config.upstreamMaxConcurrentCalls },
+      upstream: {
+        idleTimeoutMs: config.upstreamIdleTimeoutMs,
+        maxConcurrentCalls: config.upstreamMaxConcurrentCalls,
+        maxQueuedCalls: config.upstreamMaxQueuedCalls,
+        queueTimeoutMs: config.upstreamQueueTimeoutMs,
+        maxCallsPerPrincipal: config.upstreamMaxCallsPerPrincipal,
+      },
       egress: destinationPolicyOf(config),
       launched: config.launchedServers,
       keyring: Keyring.fromConfig(config),
       toolPinning: config.toolPinning,
+      workflowLimits: {
+        maxNodes: config.workflowMaxNodes,
+        maxRunMs: config.workflowMaxRunMs,
+        maxResultBytes: config.workflowMaxResultBytes,
+      },
     });
     if (!config.encryptionKey)
       log.warn('PUNK_ENCRYPTION_KEY is not set: the credentials API answers 503 and cred: references do not resolve');

@@ -104,7 +104,7 @@ export async function runWithInputRequired(
     // The front serving the call listens on its subject while the call's first reply is pending (progress).
     notify: (method, params) => {
       bus
-        .publish(subjects.callOut(channel.callId), { message: { jsonrpc: '2.0', method, params } })
+        .publish(subjects.callOut(channel.front, channel.callId), { message: { jsonrpc: '2.0', method, params } })
         .catch((error: unknown) =>
           log.warn({ callId: channel.callId, method, err: errorMessage(error) }, 'could not forward a notification to the client'),
         );

@@ -14,7 +14,7 @@ import {
   secondsSince,
   type ServerState,
 } from '@punk/lib';
-import { Gauge, Histogram } from 'prom-client';
+import { Counter, Gauge, Histogram } from 'prom-client';
 import type { CallOutcome, Upstream } from './upstream.js';
 
 /**
@@ -32,6 +32,23 @@ export const clientOperationDuration = new Histogram({
   labelNames: ['mcp_method_name', 'server', 'gen_ai_tool_name', 'error_type'] as const,
   buckets: [...MCP_DURATION_BUCKETS],
 });
+
+/**
+ * `punk_gateway_decisions_total` (counter; labels `decision`: `allow`, `deny` or `approval_required`; `kind`: `tool`,
+ * `resource` or `prompt`; `decided_by`: `gateway` when the replica decided in process, `governance` when the decision
+ * needed governance's shared state, a rate limit): the decisions on the uses this replica relayed, each on the ledger.
+ * A use refused because governance could not be asked counts as `deny` by `gateway`.
+ */
+export const decisions = new Counter({
+  name: 'punk_gateway_decisions_total',
+  help: 'Policy decisions on relayed uses, by decision, kind of use and who decided (gateway in process, or governance for shared state).',
+  labelNames: ['decision', 'kind', 'decided_by'] as const,
+});
+
+/** Counts one decision into {@link decisions}. */
+export function countDecision(decision: string, kind: string, decidedBy: 'gateway' | 'governance'): void {
+  decisions.inc({ decision, kind, decided_by: decidedBy });
+}
 
 /** Where the gateways of this process keep their upstreams: the pooled ones, and the `per-client` sessions' own. */
 interface UpstreamSource {
@@ -73,7 +90,39 @@ export const callsInFlight = new Gauge({
   },
 });
 
-/** Makes a gateway's upstreams visible to {@link upstreamsGauge} and {@link callsInFlight}; returns what stops it (the gateway's stop). */
+/** `punk_gateway_upstream_queue_depth` (gauge; label `server`): calls waiting on this replica for a slot under the server's bound of calls in flight (call-queue.ts). */
+export const queueDepth = new Gauge({
+  name: 'punk_gateway_upstream_queue_depth',
+  help: 'Calls waiting on this gateway replica for a slot under each upstream server bound of calls in flight (PUNK_UPSTREAM_MAX_CONCURRENT_CALLS).',
+  labelNames: ['server'] as const,
+  collect() {
+    this.reset();
+    for (const source of sources) {
+      for (const upstream of [...source.shared(), ...source.perClient()]) this.inc({ server: upstream.key }, upstream.callsQueued);
+    }
+  },
+});
+
+/** `punk_gateway_upstream_queue_wait_seconds` (histogram, seconds; label `server`): how long each call that had to queue waited until it got a slot. */
+export const queueWait = new Histogram({
+  name: 'punk_gateway_upstream_queue_wait_seconds',
+  help: 'Time calls waited on this gateway replica for a slot under an upstream server bound of calls in flight, by server.',
+  labelNames: ['server'] as const,
+  buckets: [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+});
+
+/**
+ * `punk_gateway_upstream_queue_rejections_total` (counter; labels `server`, `reason`: `full` when
+ * `PUNK_UPSTREAM_MAX_QUEUED_CALLS` calls already waited, `timeout` after `PUNK_UPSTREAM_QUEUE_TIMEOUT_MS`, `principal` when the caller
+ * held its share, `PUNK_UPSTREAM_MAX_CALLS_PER_PRINCIPAL`): calls refused with `ServerBusy`.
+ */
+export const queueRejections = new Counter({
+  name: 'punk_gateway_upstream_queue_rejections_total',
+  help: 'Calls this gateway replica refused with ServerBusy past an upstream server bound, by server and reason (full, timeout or principal).',
+  labelNames: ['server', 'reason'] as const,
+});
+
+/** Makes a gateway's upstreams visible to {@link upstreamsGauge}, {@link callsInFlight} and {@link queueDepth}; returns what stops it (the gateway's stop). */
 export function watchUpstreams(shared: () => Iterable<Upstream>, perClient: () => Iterable<Upstream>): () => void {
   const source = { shared, perClient };
   sources.add(source);

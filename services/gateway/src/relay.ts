@@ -1,32 +1,41 @@
 /**
  * The bus handler of `punk.gateway.call`: catalog listings, and tools/call,
- * resources/read and prompts/get relayed to the upstream after a governance
- * decision, each recorded on the ledger before the reply is sent.
+ * resources/read and prompts/get relayed to the upstream after a policy
+ * decision (decisions.ts: in process, or by governance when it needs shared
+ * state), each recorded on the ledger before the reply is sent.
  */
 import {
   appendLedgerEvent,
   errorMessage,
   gatewayRequestSchema,
+  DEFAULT_MAX_PAYLOAD_BYTES,
+  oversizedBy,
   parseMessage,
+  payloadTooLarge,
   PunkError,
-  requestDecision,
   subjects,
   type Bus,
   type CatalogReply,
   type GatewayRequest,
+  type GovernanceCheck,
   type GovernanceDecision,
   type Logger,
   type RequestHandler,
   type ServerCatalog,
+  WORKFLOW_SERVER,
 } from '@punk/lib';
 import { traceUpstreamCall } from '@punk/lib';
+import { seekApproval } from './approvals.js';
+import { queueShareOf } from './call-queue.js';
 import { awaitingReviewMessage, declaredLevelOf, denialOf, isToolVisible } from './catalog.js';
-import { busClientLink, onCallCancelled, type ClientLink, type PendingRequests } from './client-channel.js';
+import { busClientLink, type CallCancellations, type ClientLink, type PendingRequests } from './client-channel.js';
+import type { CallDecider } from './decisions.js';
 import { callEvent, summarizeResult, type CallContext } from './events.js';
 import { runWithInputRequired } from './input-required.js';
 import { observeUpstreamCall } from './metrics.js';
 import { inputModeOf } from './upstream-input.js';
 import type { CallOutcome, Upstream } from './upstream.js';
+import type { ServedWorkflows } from './workflows/served.js';
 
 /** How the relay finds servers. */
 export interface Registry {
@@ -81,12 +90,29 @@ export function createRelay(deps: {
   log: Logger;
   registry: Registry;
   pending: PendingRequests;
+  decider: CallDecider;
+  /** This replica's cancellation subscription (one for every call). */
+  cancellations: CallCancellations;
   pinning?: PinningCheck;
+  /** Largest result relayed (`PUNK_MAX_RESULT_BYTES`, default 32 MiB): a larger one is a tool error or a `PayloadTooLarge` error. */
+  maxResultBytes?: number;
+  /**
+   * The tenants' workflows (workflows/served.ts): their catalog entry joins `catalog/list`, and a tools/call of server
+   * `WORKFLOW_SERVER` runs one.
+   */
+  workflows?: Pick<ServedWorkflows, 'catalogEntry' | 'callTool'>;
 }): RequestHandler {
-  const { bus, log, registry, pending, pinning } = deps;
+  const { bus, log, registry, pending, decider, pinning, cancellations } = deps;
+  const maxResultBytes = deps.maxResultBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
   return async (data) => {
     const request = parseMessage(gatewayRequestSchema, subjects.gatewayCall, data);
-    if (request.method === 'catalog/list') return listCatalog(registry, request.tenant, request.server);
+    if (request.method === 'catalog/list') {
+      const reply = listCatalog(registry, request.tenant, request.server);
+      // The workflows' entry (each checked against the catalog) joins only the tenant's whole list.
+      const entry = request.server === undefined ? deps.workflows?.catalogEntry(request.tenant) : undefined;
+      return entry ? { servers: [...reply.servers, entry] } : reply;
+    }
+    if (request.method === 'tools/call' && request.server === WORKFLOW_SERVER && deps.workflows) return deps.workflows.callTool(request);
     const upstream = registry.find(request.tenant, request.server, 'sessionId' in request ? request.sessionId : undefined);
     if (!upstream)
       throw new PunkError('ServerNotFound', `server ${request.server} is not registered in tenant ${request.tenant}`, {
@@ -110,19 +136,26 @@ export function createRelay(deps: {
       principal: request.principal,
       sessionId: request.sessionId,
     };
-    const cancel = request.channel ? await onCallCancelled(bus, log, request.channel.callId) : undefined;
+    const cancel = request.channel ? cancellations.watch(request.channel.callId) : undefined;
+    // The decision's audit record is appended alongside the rest of the call; the call's answer waits for it.
+    const audits: Promise<void>[] = [];
+    const decide: Decide = async (check) => {
+      const { decision, recorded } = await decider.decide(check);
+      audits.push(recorded);
+      return decision;
+    };
     const run = (link: ClientLink | undefined): Promise<Record<string, unknown>> => {
       switch (request.method) {
         case 'tools/call':
-          return callTool(bus, upstream, request, context, link, cancel?.signal, pinning);
+          return callTool(bus, log, decide, upstream, request, context, link, cancel?.signal, pinning, maxResultBytes);
         case 'resources/read':
-          return relayOther(bus, upstream, request, context, 'resource', request.uri, link, cancel?.signal);
+          return relayOther(bus, decide, upstream, request, context, 'resource', request.uri, link, cancel?.signal, maxResultBytes);
         case 'prompts/get':
-          return relayOther(bus, upstream, request, context, 'prompt', request.name, link, cancel?.signal);
+          return relayOther(bus, decide, upstream, request, context, 'prompt', request.name, link, cancel?.signal, maxResultBytes);
       }
     };
     // The call may outlive this reply (input_required): stop listening for its cancellation when it ends.
-    const dispatch = (link: ClientLink | undefined) => run(link).finally(() => cancel?.close());
+    const dispatch = (link: ClientLink | undefined) => afterAudits(audits, run(link)).finally(() => cancel?.close());
     try {
       // A 2026-07-28 client gets the upstream's requests as input_required results (input-required.ts).
       if (request.channel?.era === '2026')
@@ -149,12 +182,15 @@ function listCatalog(registry: Registry, tenant: string, server: string | undefi
 
 async function callTool(
   bus: Bus,
+  log: Logger,
+  decide: Decide,
   upstream: Upstream,
   request: Extract<CallRequest, { method: 'tools/call' }>,
   context: CallContext,
   link: ClientLink | undefined,
   signal: AbortSignal | undefined,
   pinning: PinningCheck | undefined,
+  maxResultBytes: number,
 ): Promise<Record<string, unknown>> {
   const name = request.name;
   const notServed = () =>
@@ -165,9 +201,28 @@ async function callTool(
   if (denial !== undefined) return toolError(denial);
   const hidden = () => pinning?.isHidden(request.tenant, request.server, name) === true;
   if (known === undefined && !hidden()) throw notServed();
-  const declaredLevel = declaredLevelOf(upstream.server, name);
-  const decision = await ask(bus, request, context, 'tool', name, declaredLevel);
-  if (decision.decision !== 'allow') return toolError(refusal(`tool ${name}`, request.server, decision));
+  const declaredLevel = declaredLevelOf(upstream.server, name, typeof known === 'object' ? known : undefined);
+  const decision = await ask(decide, request, context, 'tool', name, declaredLevel);
+  let approvalId: string | undefined;
+  if (decision.decision === 'approval_required') {
+    // approvals.ts: an approval of this exact call is consumed, or asked for, or waited for, or the call fails closed.
+    const token = request._meta?.['progressToken'];
+    const approval = await seekApproval(bus, log, {
+      tenant: request.tenant,
+      principal: request.principal,
+      server: request.server,
+      tool: name,
+      arguments: request.arguments,
+      runId: context.runId,
+      sessionId: context.sessionId,
+      decision,
+      link,
+      progressToken: typeof token === 'string' || typeof token === 'number' ? token : undefined,
+      signal,
+    });
+    if (!approval.approved) return toolError(approval.message);
+    approvalId = approval.approval.id;
+  } else if (decision.decision !== 'allow') return toolError(refusal(`tool ${name}`, request.server, decision));
   if (hidden() || pinning?.isApprovalRequired(request.tenant, request.server, name)) {
     // Fails closed like an approval_required decision for an unattended caller; the attempt is on the ledger.
     const message = hidden() ? awaitingReviewMessage(name, request.server) : pinningRefusal(name, request.server);
@@ -192,6 +247,7 @@ async function callTool(
     arguments: request.arguments ?? {},
     decisionId: decision.decisionId,
     sideEffectLevel: decision.sideEffectLevel,
+    ...(approvalId !== undefined && { approvalId }),
   });
   // The checks above again, right before the request goes out: a (re)connect inside the call lists the tools anew and
   // the pinning review may have hidden the tool or made it wait for an approval. `tool.called` is appended (alongside
@@ -215,7 +271,7 @@ async function callTool(
       'tools/call',
       name,
       traceUpstreamCall('tools/call', { name }, upstream.key, request._meta, (meta) =>
-        upstream.callTool(name, request.arguments, meta, link, signal, inputModeOf(request), admit),
+        upstream.callTool(name, request.arguments, meta, link, signal, inputModeOf(request), admit, queueShareOf(request.principal)),
       ),
     ),
   );
@@ -235,18 +291,37 @@ async function callTool(
   // A call that ended before any request was admitted (unavailable, busy, circuit open) is recorded as called, as before.
   const calledAppend = await (appended ?? settle(appendLedgerEvent(bus, called)));
   const result = outcomeOf(outcome, (failure) => toolError(failure.message));
+  const tooLarge = oversizedResult(result, maxResultBytes, `the result of tool ${name} on server ${request.server}`);
   const completed = callEvent('tool.completed', context, {
     name,
     calledEventId: called.id,
     durationMs: Date.now() - started,
-    ...(result.ok
-      ? { isError: result.value.isError === true, result: summarizeResult(result.value, result.redact) }
-      : { isError: true, error: result.error }),
+    ...(tooLarge
+      ? { isError: true, error: tooLarge.message }
+      : result.ok
+        ? { isError: result.value.isError === true, result: summarizeResult(result.value, result.redact) }
+        : { isError: true, error: result.error }),
   });
   await appendLedgerEvent(bus, completed);
   if (calledAppend.status === 'rejected') throw calledAppend.reason;
+  if (tooLarge) return toolError(tooLarge.message);
+  // A result too large even to read (past twice the limit, upstream.ts) is a tool error too, as one past the limit.
+  if (!result.ok && result.thrown instanceof PunkError && result.thrown.code === 'PayloadTooLarge') return toolError(result.error);
   if (!result.ok) throw result.thrown;
   return result.value;
+}
+
+/**
+ * `call`'s outcome once the audit records of its decisions are in the stream too, so that neither a result nor a
+ * refusal is answered before them; a failed append fails the call (the call's own error wins when both fail).
+ */
+async function afterAudits<T>(audits: Promise<void>[], call: Promise<T>): Promise<T> {
+  const [outcome] = await Promise.allSettled([call]);
+  const recorded = await Promise.allSettled(audits);
+  if (outcome.status === 'rejected') throw outcome.reason;
+  const failed = recorded.find((r) => r.status === 'rejected');
+  if (failed) throw failed.reason;
+  return outcome.value;
 }
 
 /** A promise's settlement, as `Promise.allSettled` gives it (a rejection is handled at once, never unhandled). */
@@ -259,6 +334,7 @@ function settle<T>(promise: Promise<T>): Promise<PromiseSettledResult<T>> {
 
 async function relayOther(
   bus: Bus,
+  decide: Decide,
   upstream: Upstream,
   request: Extract<CallRequest, { method: 'resources/read' | 'prompts/get' }>,
   context: CallContext,
@@ -266,6 +342,7 @@ async function relayOther(
   target: string,
   link: ClientLink | undefined,
   signal: AbortSignal | undefined,
+  maxResultBytes: number,
 ): Promise<Record<string, unknown>> {
   const what = kind === 'resource' ? `resource ${target}` : `prompt ${target}`;
   if (!upstream.accepting) {
@@ -275,7 +352,7 @@ async function relayOther(
       { server: request.server },
     );
   }
-  const decision = await ask(bus, request, context, kind, target, undefined);
+  const decision = await ask(decide, request, context, kind, target, undefined);
   if (decision.decision !== 'allow') {
     throw new PunkError('PolicyDenied', refusal(what, request.server, decision), {
       rule: decision.rule,
@@ -294,7 +371,7 @@ async function relayOther(
   const call =
     kind === 'resource'
       ? traceUpstreamCall('resources/read', { uri: target }, upstream.key, request._meta, (meta) =>
-          upstream.readResource(target, meta, link, signal, inputModeOf(request)),
+          upstream.readResource(target, meta, link, signal, inputModeOf(request), queueShareOf(request.principal)),
         )
       : traceUpstreamCall('prompts/get', { name: target }, upstream.key, request._meta, (meta) =>
           upstream.getPrompt(
@@ -304,6 +381,7 @@ async function relayOther(
             link,
             signal,
             inputModeOf(request),
+            queueShareOf(request.principal),
           ),
         );
   const [appended, outcome] = await Promise.allSettled([
@@ -314,14 +392,20 @@ async function relayOther(
     const code = failure.kind === 'timeout' ? 'UpstreamTimeout' : failure.kind === 'cancelled' ? 'Cancelled' : 'ServerUnavailable';
     throw new PunkError(code, failure.message, { server: request.server });
   });
+  const tooLarge = oversizedResult(result, maxResultBytes, `the result of ${what} on server ${request.server}`);
   const completed = callEvent(completedType, context, {
     ...(kind === 'resource' ? { uri: target } : { name: target }),
     calledEventId: called.id,
     durationMs: Date.now() - started,
-    ...(result.ok ? { isError: false, result: summarizeResult(result.value, result.redact) } : { isError: true, error: result.error }),
+    ...(tooLarge
+      ? { isError: true, error: tooLarge.message }
+      : result.ok
+        ? { isError: false, result: summarizeResult(result.value, result.redact) }
+        : { isError: true, error: result.error }),
   });
   await appendLedgerEvent(bus, completed);
   if (appended.status === 'rejected') throw appended.reason;
+  if (tooLarge) throw tooLarge;
   if (!result.ok) throw result.thrown;
   return result.value;
 }
@@ -346,15 +430,28 @@ function outcomeOf(
   }
 }
 
+/**
+ * The refusal (`PayloadTooLarge`, naming the size, the limit and `PUNK_MAX_RESULT_BYTES`) of a result the bus could
+ * not carry back, or undefined when it fits: checked before the ledger records the outcome, so a result that never
+ * reaches its client is recorded as the failure it is.
+ */
+function oversizedResult(result: Settled, limit: number, what: string): PunkError | undefined {
+  const bytes = result.ok ? oversizedBy(result.value, limit) : undefined;
+  return bytes === undefined ? undefined : payloadTooLarge(what, bytes, limit);
+}
+
+/** Decides one use of this call: in process, or through governance (decisions.ts); its audit record is awaited by the call. */
+type Decide = (check: GovernanceCheck) => Promise<GovernanceDecision>;
+
 function ask(
-  bus: Bus,
+  decide: Decide,
   request: CallRequest,
   context: CallContext,
   kind: 'tool' | 'resource' | 'prompt',
   target: string,
   declaredLevel: number | undefined,
 ): Promise<GovernanceDecision> {
-  return requestDecision(bus, {
+  return decide({
     tenant: request.tenant,
     principal: request.principal,
     server: request.server,
@@ -367,6 +464,9 @@ function ask(
 }
 
 function refusal(what: string, server: string, decision: GovernanceDecision): string {
-  const verdict = decision.decision === 'approval_required' ? 'requires an approval, which is not available yet' : 'is denied';
+  const verdict =
+    decision.decision === 'approval_required'
+      ? 'requires an approval, which only tool calls can get (docs/governance.md "Approvals")'
+      : 'is denied';
   return `${what} on server ${server} was not run: ${decision.action} ${verdict} by policy rule ${decision.rule} (${decision.reason})`;
 }

@@ -86,6 +86,11 @@ export function createSessionRouting(deps: SessionRoutingDeps, relay: RequestHan
 
   /** The request when it belongs to a per-client upstream session, with its server's manifest. */
   const sessionTarget = (data: unknown): { request: SessionRequest; server: McpServer } | undefined => {
+    // Most requests are for shared servers: told from the raw fields, so that only a per-client one is parsed here
+    // (the relay parses every request it serves, and would parse it a second time).
+    const raw = (typeof data === 'object' && data !== null ? data : {}) as Record<string, unknown>;
+    if (typeof raw['tenant'] !== 'string' || typeof raw['server'] !== 'string' || raw['sessionId'] === undefined) return undefined;
+    if (deps.serverOf(raw['tenant'], raw['server'])?.spec.sessionMode !== 'per-client') return undefined;
     const parsed = gatewayRequestSchema.safeParse(data);
     if (!parsed.success) return undefined;
     const request = parsed.data;

@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
+  DEFAULT_MAX_PAYLOAD_BYTES,
   appendLedgerEvent,
   buckets,
   credentialsChangedSchema,
@@ -20,27 +21,35 @@ import {
   registryChangedSchema,
   subjects,
   transportOf,
+  watchPolicies,
+  watchTenantSettings,
+  watchWorkflows,
   type Bus,
   type CredentialsChanged,
   type Database,
   type Logger,
   type McpServer,
   type NameConflict,
+  type RequestHandler,
   type RegistryChanged,
   type ResourceUpdated,
   type ServerCatalog,
   type ServerState,
+  WORKFLOW_SERVER,
 } from '@punk/lib';
 import { traceGatewayCalls } from '@punk/lib';
 import { stateChangedEvent } from './events.js';
 import { watchUpstreams } from './metrics.js';
 import { migrateGateway } from './migrations.js';
-import { DEFAULT_PENDING_LIMITS, PendingRequests, type PendingLimits } from './client-channel.js';
+import { acceptingCalls, CallCancellations, DEFAULT_PENDING_LIMITS, PendingRequests, type PendingLimits } from './client-channel.js';
+import { startHeartbeat } from './heartbeat.js';
 import { ClientSessions } from './client-sessions.js';
 import { createAdminHandler, type ProbeResult } from './registry/admin.js';
 import { watchManagedServers } from './registry/managed-servers.js';
+import { isScaledToZero, scaledToZeroCatalog, scaledToZeroError } from './registry/scaled-to-zero.js';
 import { ServedSet } from './registry/served-set.js';
 import { RegistrationStore } from './registry/store.js';
+import { CallDecider } from './decisions.js';
 import { createRelay, type Registry } from './relay.js';
 import { createSessionRouting } from './routing.js';
 import { busSessionLink } from './session-link.js';
@@ -51,6 +60,9 @@ import { guardedFetch, type DestinationPolicy, type GuardedFetch } from './egres
 import { ToolPinning, type PinningPolicy } from './pinning/tool-pinning.js';
 import { withholdTools, type McpItem } from './catalog.js';
 import type { Secrets } from './upstream-secrets.js';
+import { DEFAULT_WORKFLOW_LIMITS, type WorkflowLimits } from './workflows/engine.js';
+import { RunTable } from './workflows/run-table.js';
+import { serveWorkflows, type ServedWorkflows } from './workflows/served.js';
 
 /** Options of {@link startGateway}. */
 export interface GatewayOptions {
@@ -90,6 +102,8 @@ export interface GatewayOptions {
   startTimeoutMs: number;
   /** Call deadline of servers whose manifest sets no `spec.timeout`, in milliseconds. */
   callTimeoutMs: number;
+  /** Largest result relayed, as JSON in UTF-8 bytes (`PUNK_MAX_RESULT_BYTES`; default 32 MiB): a larger one is answered as an error. */
+  maxResultBytes?: number;
   /** Extra variables that `$(VAR)` in `env` and `args` may expand (e.g. `PUNK_MANIFEST_DIR`); not passed to servers. */
   env?: Record<string, string>;
   /** Bounds of server-to-client requests waiting for a client's answer (default {@link DEFAULT_PENDING_LIMITS}). */
@@ -100,10 +114,17 @@ export interface GatewayOptions {
   upstreamSessionTtlMs?: number;
   /**
    * Pool bounds of every upstream (upstream.ts): idle timeout (`PUNK_UPSTREAM_IDLE_TIMEOUT_MS`), concurrent-call
-   * bound (`PUNK_UPSTREAM_MAX_CONCURRENT_CALLS`), first backoff. `per-client` sessions get all but `idleTimeoutMs`
+   * bound (`PUNK_UPSTREAM_MAX_CONCURRENT_CALLS`) and its queue (`PUNK_UPSTREAM_MAX_QUEUED_CALLS`, `PUNK_UPSTREAM_QUEUE_TIMEOUT_MS`, `PUNK_UPSTREAM_MAX_CALLS_PER_PRINCIPAL`), first backoff. `per-client` sessions get all but `idleTimeoutMs`
    * (they close on their own idle time). The connection hooks (guarded fetch, vault, pinning) are the gateway's own.
    */
-  upstream?: Pick<UpstreamPoolOptions, 'idleTimeoutMs' | 'maxConcurrentCalls' | 'initialBackoffMs'>;
+  upstream?: Pick<
+    UpstreamPoolOptions,
+    'idleTimeoutMs' | 'maxConcurrentCalls' | 'maxQueuedCalls' | 'queueTimeoutMs' | 'maxCallsPerPrincipal' | 'initialBackoffMs'
+  >;
+  /** Bounds of workflow runs (default {@link DEFAULT_WORKFLOW_LIMITS}: 200 nodes, 5 minutes, 1 MiB results). */
+  workflowLimits?: Partial<WorkflowLimits>;
+  /** Age past which a run's row counts as interrupted, in milliseconds (default `STALE_MS`, 20 s); tests shorten it. */
+  workflowStaleMs?: number;
 }
 
 /** A running gateway. */
@@ -131,6 +152,8 @@ const keyOf = (server: McpServer) => `${server.metadata.namespace ?? 'default'}/
 export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const { bus, log } = options;
   await migrateGateway(options.db, log);
+  // Before anything is appended: each ledger event is masked when its tenant's redaction setting is on.
+  const tenantSettings = await watchTenantSettings(bus, log);
   const upstreams = new Map<string, Upstream>();
   const instanceId = options.instanceId ?? randomUUID();
 
@@ -201,6 +224,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     ...(options.env && { extraEnv: options.env }),
     startTimeoutMs: options.startTimeoutMs,
     callTimeoutMs: options.callTimeoutMs,
+    // Room for a result past the limit, which the relay then refuses by name; past this the line is dropped.
+    maxMessageBytes: 2 * (options.maxResultBytes ?? DEFAULT_MAX_PAYLOAD_BYTES),
     fetch: fetchFor(server),
     secrets: secretsOf(server.metadata.namespace ?? 'default'),
     reviewTools: (u: Upstream, tools: McpItem[]) => pinning.review(u.server, tools),
@@ -269,6 +294,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
 
   // `per-client` servers: one upstream per client session, owned by one replica (client-sessions.ts, routing.ts).
   const pending = new PendingRequests(options.pendingLimits ?? DEFAULT_PENDING_LIMITS);
+  const cancellations = await CallCancellations.start(bus, log);
   const sessionTtlMs = options.upstreamSessionTtlMs ?? DEFAULT_UPSTREAM_SESSION_TTL_MS;
   const sessions = new ClientSessions({
     bus,
@@ -294,14 +320,23 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     },
   });
 
+  // Servers scaled to zero (spec.replicas 0): no connection; listed with nothing, and a call is refused at once.
+  const scaled = new Map<string, McpServer>();
   const registry: Registry = {
-    find: (tenant, server, sessionId) =>
-      (sessionId !== undefined ? sessions.find(tenant, server, sessionId) : undefined) ?? upstreams.get(`${tenant}/${server}`),
+    find: (tenant, server, sessionId) => {
+      const found =
+        (sessionId !== undefined ? sessions.find(tenant, server, sessionId) : undefined) ?? upstreams.get(`${tenant}/${server}`);
+      const zero = found ? undefined : scaled.get(`${tenant}/${server}`);
+      if (zero) throw scaledToZeroError(zero);
+      return found;
+    },
     // Tools hidden by a review on any connection (a test's too) are left out at once, whatever the pooled connection listed.
-    catalog: (tenant) =>
-      [...upstreams.values()]
+    catalog: (tenant) => [
+      ...[...upstreams.values()]
         .filter((u) => (u.server.metadata.namespace ?? 'default') === tenant)
         .map((u) => withholdTools(u.catalog(), pinning.hiddenTools(tenant, u.server.metadata.name))),
+      ...[...scaled.values()].filter((s) => (s.metadata.namespace ?? 'default') === tenant).map(scaledToZeroCatalog),
+    ],
   };
 
   /** Lists a server again on its pooled connection and on this replica's `per-client` sessions of it. */
@@ -328,22 +363,26 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
 
   /** Serves exactly `servers` (the served set's host): restarts changed ones, evicting their pooled connections. */
   const serve = async (servers: McpServer[], announceChanges: boolean): Promise<void> => {
-    const wanted = new Map(servers.map((s) => [keyOf(s), s]));
+    const wanted = new Map(servers.filter((s) => !isScaledToZero(s)).map((s) => [keyOf(s), s]));
+    const zero = new Map(servers.filter(isScaledToZero).map((s) => [keyOf(s), s]));
+    // What was listed before, scaled to zero or not: going to or from zero is an update (still listed), not a removal.
+    const before = new Map([...[...upstreams].map(([key, u]) => [key, u.server] as const), ...scaled]);
     const stops: Promise<unknown>[] = [];
     for (const [key, upstream] of upstreams) {
       const next = wanted.get(key);
       if (next && JSON.stringify(next) === JSON.stringify(upstream.server)) continue;
       stops.push(replace(upstream, next));
-      if (next) {
-        if (announceChanges) announce(next, 'updated');
-      } else if (announceChanges) {
-        announce(upstream.server, 'removed');
-      }
     }
-    for (const [key, server] of wanted) {
-      if (upstreams.has(key)) continue;
-      create(server);
-      if (announceChanges) announce(server, 'added');
+    for (const [key, server] of wanted) if (!upstreams.has(key)) create(server);
+    scaled.clear();
+    for (const [key, server] of zero) scaled.set(key, server);
+    if (announceChanges) {
+      for (const [key, server] of [...wanted, ...zero]) {
+        const previous = before.get(key);
+        if (!previous) announce(server, 'added');
+        else if (JSON.stringify(previous) !== JSON.stringify(server)) announce(server, 'updated');
+      }
+      for (const [key, server] of before) if (!wanted.has(key) && !zero.has(key)) announce(server, 'removed');
     }
     await Promise.all(stops);
   };
@@ -396,7 +435,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       const latencyMs = Math.round(performance.now() - started);
       if (upstream.state !== 'ready')
         return { ok: false, tools: [], latencyMs, error: upstream.error ?? `server ${upstream.key} did not start` };
-      return { ok: true, tools: upstream.catalog().tools, latencyMs };
+      const { tools, warnings } = upstream.catalog();
+      return { ok: true, tools, latencyMs, ...(warnings && { warnings }) };
     } finally {
       await upstream.stop();
       await rm(workDir, { recursive: true, force: true });
@@ -431,6 +471,48 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     },
   });
   const owners = await bus.keyValue(buckets.upstreamSessions(sessionTtlMs));
+  // Calls are decided in process from the compiled McpPolicy objects (decisions.ts); governance only for shared state.
+  const policies = await watchPolicies(bus, log);
+  const decider = new CallDecider(bus, log, policies);
+  // Workflows: served from bucket PUNK_MCP_WORKFLOWS; each node's call goes through the relay below, as a client's.
+  const workflowWatch = await watchWorkflows(bus, log);
+  const runTable = new RunTable({
+    db: options.db,
+    bus,
+    log,
+    instanceId,
+    ...(options.workflowStaleMs !== undefined && { staleMs: options.workflowStaleMs }),
+  });
+  const workflows: ServedWorkflows = serveWorkflows({
+    bus,
+    log,
+    workflows: workflowWatch,
+    catalog: (tenant) => registry.catalog(tenant),
+    runs: runTable,
+    limits: { ...DEFAULT_WORKFLOW_LIMITS, ...options.workflowLimits },
+    // Called by runs only, after `relay` below is made.
+    callTool: async (request) => (await relay(request, { subject: subjects.gatewayCall, headers: {} })) as Record<string, unknown>,
+    declaredLevel: (tenant, server, tool) => registry.catalog(tenant).find((s) => s.name === server)?.sideEffectLevels[tool],
+  });
+  // The fronts list the workflow tools again (and tell their clients) when a tenant's workflows change.
+  const stopWorkflowAnnounces = workflowWatch.onChange((tenant) => {
+    const message: RegistryChanged = { tenant, server: WORKFLOW_SERVER, change: 'list_changed' };
+    bus
+      .publish(subjects.registryChanged, message, { [ORIGIN_HEADER]: instanceId })
+      .catch((error: unknown) => log.warn({ err: errorMessage(error) }, 'could not broadcast a workflow change'));
+  });
+  await runTable.start();
+  const relay: RequestHandler = createRelay({
+    bus,
+    log,
+    registry,
+    pending,
+    decider,
+    pinning,
+    cancellations,
+    maxResultBytes: options.maxResultBytes,
+    workflows,
+  });
   const routing = createSessionRouting(
     {
       bus,
@@ -446,7 +528,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         deadlines.governanceCheckMs +
         (upstreams.get(keyOf(server))?.callTimeoutMs ?? options.callTimeoutMs),
     },
-    createRelay({ bus, log, registry, pending, pinning }),
+    relay,
   );
   const admin = createAdminHandler({
     bus,
@@ -457,6 +539,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     catalogOf: (tenant, name) => registry.catalog(tenant).find((s) => s.name === name),
     nameConflictsOf: (tenant, name) => nameConflicts(tenant).flatMap((c) => (c.server === name ? [c.reason] : [])),
     probe,
+    workflows: (request) => workflows.admin(request),
     egress,
     credentials: vault,
     pins: pinning,
@@ -505,10 +588,13 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const subscriptions = [
     accepted,
     credentialChanges,
-    await bus.serve(subjects.gatewayCall, traceGatewayCalls(routing.shared), { queue: queues.gateway }),
-    await bus.serve(subjects.gatewayInstanceCall(instanceId), traceGatewayCalls(routing.owned)),
+    await bus.serve(subjects.gatewayCall, acceptingCalls(bus, log, instanceId, traceGatewayCalls(routing.shared)), {
+      queue: queues.gateway,
+    }),
+    await bus.serve(subjects.gatewayInstanceCall(instanceId), acceptingCalls(bus, log, instanceId, traceGatewayCalls(routing.owned))),
     await bus.serve(subjects.gatewayAdmin, admin, { queue: queues.gateway }),
   ];
+  const heartbeat = startHeartbeat(bus, log, instanceId);
   let stopped: Promise<void> | undefined;
 
   const unwatchUpstreams = watchUpstreams(
@@ -530,11 +616,18 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         await operatorServers.unsubscribe();
         await served.stop();
         await Promise.all(subscriptions.map((s) => s.unsubscribe()));
+        await policies.stop();
+        stopWorkflowAnnounces();
+        await workflowWatch.stop();
+        await runTable.stop();
         await sessions.stop();
+        await cancellations.stop();
+        await heartbeat.stop();
         const all = [...upstreams.values()];
         upstreams.clear();
         await Promise.all(all.map((u) => u.stop()));
         await Promise.all([egressFetch, ...launchedFetches.values()].map((f) => f.close()));
+        await tenantSettings.stop();
       })()),
   };
 }

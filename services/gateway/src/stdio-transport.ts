@@ -3,35 +3,62 @@
  * JSON-RPC, as the SDK's StdioClientTransport speaks it. The gateway owns the
  * process itself (to scrub its environment fully and to learn its exit code),
  * so this transport only frames messages.
+ *
+ * A line is bounded (`maxMessageBytes`): a longer one is dropped as it streams in, never held, and when its
+ * JSON-RPC id can be read from its first or last bytes the request it answers gets a JSON-RPC error naming the
+ * bound at once, marked with {@link DROPPED_BYTES_KEY} in its data (else the error is reported and the request
+ * waits for its deadline).
  */
-import { ReadBuffer, type JSONRPCMessage, type Transport } from '@modelcontextprotocol/client';
+import { deserializeMessage, type JSONRPCMessage, type Transport } from '@modelcontextprotocol/client';
+import { DEFAULT_MAX_PAYLOAD_BYTES } from '@punk/lib';
 import type { ServerProcess } from './process.js';
+
+const NEWLINE = 0x0a;
+/** How much of the start and the end of a dropped line is kept to find its id, in bytes. */
+const EDGE_BYTES = 256;
+/** JSON-RPC internal error. */
+const INTERNAL_ERROR = -32603;
+
+/**
+ * The key, in the data of the JSON-RPC error this transport answers a request with when it dropped the line
+ * answering it, of the line's size in bytes (beside `limit`, the bound): Punk's own, no server sends it.
+ */
+export const DROPPED_BYTES_KEY = 'punk.dev/droppedBytes';
+
+/** The size and bound (bytes) of the answer this transport dropped, from the data of its JSON-RPC error; undefined for any other error. */
+export function droppedAnswerOf(data: unknown): { bytes: number; limit: number } | undefined {
+  if (typeof data !== 'object' || data === null) return undefined;
+  const { [DROPPED_BYTES_KEY]: bytes, limit } = data as Record<string, unknown>;
+  return typeof bytes === 'number' && typeof limit === 'number' ? { bytes, limit } : undefined;
+}
 
 /** A client transport over an already spawned server process. */
 export class ProcessStdioTransport implements Transport {
   onclose?: () => void;
   onerror?: (error: Error) => void;
   onmessage?: (message: JSONRPCMessage) => void;
-  private readonly buffer = new ReadBuffer();
+  /** The pieces of the line being read (never concatenated per chunk: a large line would be copied again and again). */
+  private pieces: Buffer[] = [];
+  private held = 0;
+  /** The start and the end so far of a line past the bound, while it is being dropped. */
+  private dropping: { head: string; tail: string; bytes: number } | undefined;
   private closed = false;
 
-  constructor(private readonly process: ServerProcess) {}
+  /** @param maxMessageBytes longest line read, in bytes (default twice `PUNK_MAX_RESULT_BYTES`'s default: 64 MiB). */
+  constructor(
+    private readonly process: ServerProcess,
+    private readonly maxMessageBytes = 2 * DEFAULT_MAX_PAYLOAD_BYTES,
+  ) {}
 
   async start(): Promise<void> {
-    const stdout = this.process.stdout;
-    stdout?.on('data', (chunk: Buffer) => {
-      this.buffer.append(chunk);
-      for (;;) {
-        let message: JSONRPCMessage | null;
-        try {
-          message = this.buffer.readMessage();
-        } catch (error) {
-          this.onerror?.(error as Error);
-          continue;
-        }
-        if (message === null) break;
-        this.onmessage?.(message);
+    this.process.stdout?.on('data', (chunk: Buffer) => {
+      let start = 0;
+      for (let end = chunk.indexOf(NEWLINE); end !== -1; end = chunk.indexOf(NEWLINE, start)) {
+        this.hold(chunk.subarray(start, end));
+        this.endLine();
+        start = end + 1;
       }
+      if (start < chunk.length) this.hold(chunk.subarray(start));
     });
     this.process.stdin?.on('error', (error) => this.onerror?.(error));
     void this.process.exited.then(() => this.finish());
@@ -49,10 +76,67 @@ export class ProcessStdioTransport implements Transport {
     this.finish();
   }
 
+  private hold(piece: Buffer): void {
+    if (this.dropping) {
+      this.dropping.bytes += piece.length;
+      this.dropping.tail = (this.dropping.tail + piece.subarray(-EDGE_BYTES).toString('latin1')).slice(-EDGE_BYTES);
+      return;
+    }
+    if (this.held + piece.length <= this.maxMessageBytes) {
+      this.pieces.push(piece);
+      this.held += piece.length;
+      return;
+    }
+    const head = Buffer.concat([...this.pieces, piece])
+      .subarray(0, EDGE_BYTES)
+      .toString('latin1');
+    this.dropping = { head, tail: piece.subarray(-EDGE_BYTES).toString('latin1'), bytes: this.held + piece.length };
+    this.pieces = [];
+    this.held = 0;
+  }
+
+  private endLine(): void {
+    const dropped = this.dropping;
+    if (dropped) {
+      this.dropping = undefined;
+      this.refuse(dropped);
+      return;
+    }
+    const line = Buffer.concat(this.pieces, this.held).toString('utf8');
+    this.pieces = [];
+    this.held = 0;
+    if (line.trim() === '') return;
+    let message: JSONRPCMessage;
+    try {
+      message = deserializeMessage(line);
+    } catch (error) {
+      this.onerror?.(error as Error);
+      return;
+    }
+    this.onmessage?.(message);
+  }
+
+  /** Answers the request a dropped line answered, when its id shows at either end (SDKs write it first or last). */
+  private refuse(dropped: { head: string; tail: string; bytes: number }): void {
+    const text = `the server sent a message of ${dropped.bytes} bytes, past the ${this.maxMessageBytes} bytes Punk reads from a stdio server (twice PUNK_MAX_RESULT_BYTES); Punk dropped it`;
+    const id =
+      /^\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*(\d+|"(?:[^"\\]|\\.)*")/.exec(dropped.head)?.[1] ??
+      /"id"\s*:\s*(\d+|"(?:[^"\\]|\\.)*")\s*\}\s*$/.exec(dropped.tail)?.[1];
+    this.onerror?.(new Error(text));
+    if (id === undefined) return;
+    this.onmessage?.({
+      jsonrpc: '2.0',
+      id: JSON.parse(id) as string | number,
+      error: { code: INTERNAL_ERROR, message: text, data: { [DROPPED_BYTES_KEY]: dropped.bytes, limit: this.maxMessageBytes } },
+    });
+  }
+
   private finish(): void {
     if (this.closed) return;
     this.closed = true;
-    this.buffer.clear();
+    this.pieces = [];
+    this.held = 0;
+    this.dropping = undefined;
     this.onclose?.();
   }
 }

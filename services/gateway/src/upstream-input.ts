@@ -10,10 +10,9 @@
  * connection.
  */
 import { CLIENT_CAPABILITIES_META_KEY, ProtocolErrorCode } from '@modelcontextprotocol/client';
-import { PunkError } from '@punk/lib';
+import { PunkError, redactJson } from '@punk/lib';
 import { CAPABILITY_OF, type ClientLink } from './client-channel.js';
 import type { ProtocolEra } from './connect.js';
-import { redactJson } from './redact.js';
 
 /** Most `input_required` rounds of one call before the gateway gives up. */
 export const MAX_INPUT_ROUNDS = 8;

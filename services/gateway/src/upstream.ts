@@ -37,7 +37,9 @@ import {
   type McpServer,
   type ServerCatalog,
   type ServerState,
+  redactJson,
 } from '@punk/lib';
+import { CallQueue } from './call-queue.js';
 import { buildCatalog, emptyListings, type Listings, type McpItem, type ServerIdentity } from './catalog.js';
 import type { ClientLink } from './client-channel.js';
 import {
@@ -50,7 +52,7 @@ import {
 } from './connect.js';
 import { renewHeaders, type ResolvedHeader, type Secrets } from './upstream-secrets.js';
 import type { ProcessExit } from './process.js';
-import { redactJson } from './redact.js';
+import { droppedAnswerOf } from './stdio-transport.js';
 import type { SessionLink } from './session-link.js';
 import { answerInputRequests, MAX_INPUT_ROUNDS, metaForModernUpstream, type InputRequiredMode, type InputRetry } from './upstream-input.js';
 
@@ -85,6 +87,8 @@ export interface UpstreamOptions {
   startTimeoutMs: number;
   /** Call deadline when the manifest sets no `spec.timeout`, in milliseconds. */
   callTimeoutMs: number;
+  /** Largest message read from a stdio server, in bytes (default 64 MiB; {@link ConnectOptions.maxMessageBytes}). */
+  maxMessageBytes?: number;
   /** Every state transition, after it happened. */
   onState: (upstream: Upstream, state: ServerState, lastError: string | undefined) => void;
   /** The upstream's listings changed and were refreshed. */
@@ -104,8 +108,14 @@ export interface UpstreamOptions {
   instanceId?: string;
   /** Close the connection after this long without calls (`PUNK_UPSTREAM_IDLE_TIMEOUT_MS`), in milliseconds; never when absent. */
   idleTimeoutMs?: number;
-  /** Most calls in flight at once (`PUNK_UPSTREAM_MAX_CONCURRENT_CALLS`); more fail at once with `ServerBusy`. Unbounded when absent. */
+  /** Most calls in flight at once (`PUNK_UPSTREAM_MAX_CONCURRENT_CALLS`); more wait in a queue (call-queue.ts). Unbounded when absent. */
   maxConcurrentCalls?: number;
+  /** Most calls waiting for a slot (`PUNK_UPSTREAM_MAX_QUEUED_CALLS`); more fail at once with `ServerBusy`. Default {@link DEFAULT_MAX_QUEUED_CALLS}. */
+  maxQueuedCalls?: number;
+  /** Longest wait for a slot, in milliseconds (`PUNK_UPSTREAM_QUEUE_TIMEOUT_MS`); then `ServerBusy`. Default {@link DEFAULT_QUEUE_TIMEOUT_MS}. */
+  queueTimeoutMs?: number;
+  /** Most calls of one principal in flight or queued (`PUNK_UPSTREAM_MAX_CALLS_PER_PRINCIPAL`); more fail at once with `ServerBusy`. Unbounded when absent. */
+  maxCallsPerPrincipal?: number;
   /** First restart (and circuit probe) delay, doubled per consecutive failure up to {@link MAX_BACKOFF_MS}; default {@link INITIAL_BACKOFF_MS}. */
   initialBackoffMs?: number;
   /**
@@ -118,8 +128,21 @@ export interface UpstreamOptions {
 /** The pool settings and connection hooks a gateway gives each of its upstreams. */
 export type UpstreamPoolOptions = Pick<
   UpstreamOptions,
-  'fetch' | 'secrets' | 'idleTimeoutMs' | 'maxConcurrentCalls' | 'initialBackoffMs' | 'reviewTools'
+  | 'fetch'
+  | 'secrets'
+  | 'idleTimeoutMs'
+  | 'maxConcurrentCalls'
+  | 'maxQueuedCalls'
+  | 'queueTimeoutMs'
+  | 'maxCallsPerPrincipal'
+  | 'initialBackoffMs'
+  | 'reviewTools'
 >;
+
+/** Calls that may wait for a slot per server and replica when `maxQueuedCalls` is not given. */
+export const DEFAULT_MAX_QUEUED_CALLS = 128;
+/** Longest wait for a slot when `queueTimeoutMs` is not given, in milliseconds. */
+export const DEFAULT_QUEUE_TIMEOUT_MS = 10_000;
 
 /** The circuit breaker of one upstream on this replica (see the module comment). */
 export type CircuitState = 'closed' | 'open' | 'half-open';
@@ -177,8 +200,10 @@ export class Upstream {
   private startAbort: AbortController | undefined;
   /** The reconnect after a connection's upstream refused its credentials (HTTP 401) or ended its session (HTTP 404), shared by the calls that saw it. */
   private renewal: { of: Connection; done: Promise<void> } | undefined;
-  private inFlight = 0;
+  private readonly queue: CallQueue;
   private transport: Connection['transport'] | undefined;
+  /** The last connection's warnings (see Connection.warnings), kept like {@link transport}. */
+  private warnings: string[] = [];
   private stopping = false;
   private generation = 0;
   private settleFirstStart!: () => void;
@@ -201,6 +226,13 @@ export class Upstream {
   constructor(private readonly options: UpstreamOptions) {
     const { namespace = 'default', name } = options.server.metadata;
     this.key = `${namespace}/${name}`;
+    this.queue = new CallQueue({
+      server: this.key,
+      ...(options.maxConcurrentCalls !== undefined && { maxConcurrent: options.maxConcurrentCalls }),
+      maxQueued: options.maxQueuedCalls ?? DEFAULT_MAX_QUEUED_CALLS,
+      maxWaitMs: options.queueTimeoutMs ?? DEFAULT_QUEUE_TIMEOUT_MS,
+      ...(options.maxCallsPerPrincipal !== undefined && { maxPerPrincipal: options.maxCallsPerPrincipal }),
+    });
     this.firstStart = new Promise((resolve) => (this.settleFirstStart = resolve));
   }
 
@@ -247,6 +279,7 @@ export class Upstream {
     return {
       ...buildCatalog(this.options.server, this.stateValue, this.lastError, this.identity, this.listings),
       ...(this.transport && { transport: this.transport }),
+      ...(this.warnings.length > 0 && { warnings: this.warnings }),
       circuit: this.circuit,
     };
   }
@@ -269,7 +302,12 @@ export class Upstream {
 
   /** Calls in flight to the server now. */
   get callsInFlight(): number {
-    return this.inFlight;
+    return this.queue.inFlight;
+  }
+
+  /** Calls waiting for a slot under `maxConcurrentCalls` now. */
+  get callsQueued(): number {
+    return this.queue.depth;
   }
 
   /**
@@ -306,7 +344,7 @@ export class Upstream {
    * request is cancelled (`notifications/cancelled`, MCP 2025-11-25 basic/utilities/cancellation) and the
    * outcome is `cancelled`. `mode` says how a 2026-07-28 upstream's `input_required` is handled (upstream-input.ts);
    * by default the call's link is asked. `admit` is asked before the request goes out (see {@link CallAdmission}); its
-   * refusal is the outcome `refused`.
+   * refusal is the outcome `refused`. `principal` names whose share of the queue the call takes (none: no one's).
    * @throws PunkError `UpstreamError` when the server answers with a JSON-RPC error.
    */
   callTool(
@@ -317,6 +355,7 @@ export class Upstream {
     signal?: AbortSignal,
     mode?: InputRequiredMode,
     admit?: CallAdmission,
+    principal?: string,
   ): Promise<CallOutcome> {
     // The result goes back untouched: mcp-front checks `structuredContent` against the tool's outputSchema and
     // answers a mismatch as a tool error, so the SDK client must not turn it into a JSON-RPC error here.
@@ -334,6 +373,7 @@ export class Upstream {
       signal,
       mode,
       admit,
+      principal,
     );
   }
 
@@ -344,6 +384,7 @@ export class Upstream {
     link?: ClientLink,
     signal?: AbortSignal,
     mode?: InputRequiredMode,
+    principal?: string,
   ): Promise<CallOutcome> {
     return this.relay(
       (client, options, sent, retry) =>
@@ -352,6 +393,8 @@ export class Upstream {
       link,
       signal,
       mode,
+      undefined,
+      principal,
     );
   }
 
@@ -363,6 +406,7 @@ export class Upstream {
     link?: ClientLink,
     signal?: AbortSignal,
     mode?: InputRequiredMode,
+    principal?: string,
   ): Promise<CallOutcome> {
     return this.relay(
       (client, options, sent, retry) =>
@@ -371,6 +415,8 @@ export class Upstream {
       link,
       signal,
       mode,
+      undefined,
+      principal,
     );
   }
 
@@ -504,11 +550,12 @@ export class Upstream {
   }
 
   /**
-   * Relays one call within the pool's bounds: at most `maxConcurrentCalls` in flight, the connection opened
+   * Relays one call within the pool's bounds: at most `maxConcurrentCalls` in flight (more wait in the queue, bounded in
+   * depth and time; a call cancelled while it waits ends `cancelled`), the connection opened
    * again when idle, fast failure while the circuit is open, and after an HTTP 401 one renewal of the
    * connection's OAuth2 credentials, one reconnect and one retry. `admit` is asked before each request goes out
    * (the first and the retry), after any (re)connect. Outcomes feed the circuit breaker.
-   * @throws PunkError `ServerBusy` at the bound, `ServerUnavailable` while the circuit is open, `UpstreamUnauthorized`
+   * @throws PunkError `ServerBusy` past the queue's bounds (details `retryAfterSeconds`), `ServerUnavailable` while the circuit is open, `UpstreamUnauthorized`
    *   when the upstream refuses the credentials (again), the vault's `CredentialRefreshFailed`, `UpstreamError`.
    */
   private async relay(
@@ -518,16 +565,11 @@ export class Upstream {
     signal?: AbortSignal,
     mode?: InputRequiredMode,
     admit?: CallAdmission,
+    principal?: string,
   ): Promise<CallOutcome> {
-    const limit = this.options.maxConcurrentCalls;
-    if (limit !== undefined && this.inFlight >= limit) {
-      throw new PunkError(
-        'ServerBusy',
-        `server ${this.key} is busy: ${this.inFlight} calls are in flight on this gateway replica, its limit (PUNK_UPSTREAM_MAX_CONCURRENT_CALLS=${limit}); try again shortly`,
-        { server: this.key, limit },
-      );
-    }
-    this.inFlight++;
+    const release = await this.queue.acquire(signal, principal);
+    if (!release)
+      return { ok: false, kind: 'cancelled', message: `the client cancelled the call to server ${this.key} while it waited for a slot` };
     clearTimeout(this.idleTimer);
     try {
       const connection = await this.connectionForCall();
@@ -579,7 +621,7 @@ export class Upstream {
       if (!retried.ok && retried.kind !== 'cancelled' && renewed.unauthorized() !== refusedAgain) throw unauthorizedError(this.key, true);
       return this.account(renewed, retried);
     } finally {
-      this.inFlight--;
+      release();
       this.armIdle();
     }
   }
@@ -684,7 +726,11 @@ export class Upstream {
     // What goes back to the client never holds a value resolved from the vault for this connection (an upstream may echo its headers).
     const hide = (text: string) => connection.redactForClient(text);
     const proc = connection.process;
-    const exited = proc ? proc.exited.then((exit) => ({ exit })) : new Promise<never>(() => undefined);
+    // Listened to for this call only: a `.then` on proc.exited would keep the call's closures until the process ends.
+    let unwatchExit = () => {};
+    const exited = new Promise<{ exit: ProcessExit }>((resolve) => {
+      if (proc) unwatchExit = proc.onExit((exit) => resolve({ exit }));
+    });
     // The upstream gets a progress token of Punk's own, mapped back to the client's (tokens are per connection).
     const clientToken = meta?.['progressToken'];
     const token = link && (typeof clientToken === 'string' || typeof clientToken === 'number') ? `punk-${randomUUID()}` : undefined;
@@ -730,6 +776,14 @@ export class Upstream {
       if (error instanceof PunkError) throw error;
       if (error instanceof ProtocolError) {
         this.succeeded(connection);
+        // Not the server's error: Punk dropped its answer, too large to read (stdio-transport.ts).
+        const dropped = droppedAnswerOf(error.data);
+        if (dropped)
+          throw new PunkError(
+            'PayloadTooLarge',
+            `server ${this.key} answered with ${dropped.bytes} bytes, past the limit of ${dropped.limit / 2} bytes (PUNK_MAX_RESULT_BYTES) and past the ${dropped.limit} bytes Punk reads from a stdio server (twice the limit), so Punk dropped it; raise PUNK_MAX_RESULT_BYTES to carry it`,
+            { bytes: dropped.bytes, limit: dropped.limit / 2 },
+          );
         throw new PunkError('UpstreamError', `server ${this.key} answered with an error: ${connection.redact(error.message)}`, {
           mcpCode: error.code,
           data: redactJson(error.data, hide),
@@ -744,10 +798,12 @@ export class Upstream {
         };
       }
       if (proc) {
+        let timer: NodeJS.Timeout | undefined;
         const exit = await Promise.race([
-          proc.exited,
-          new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), EXIT_GRACE_MS)),
+          exited.then((e) => e.exit),
+          new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), EXIT_GRACE_MS))),
         ]);
+        clearTimeout(timer);
         if (exit) return this.exitedDuringCall(connection, exit);
       }
       return {
@@ -756,6 +812,7 @@ export class Upstream {
         message: `server ${this.key} failed during the call: ${connection.redact(errorMessage(error))}`,
       };
     } finally {
+      unwatchExit();
       if (link) {
         this.links.delete(link);
         this.modernLinks.delete(link);
@@ -846,6 +903,7 @@ export class Upstream {
     }
     this.connection = connection;
     this.transport = connection.transport;
+    this.warnings = connection.warnings ?? [];
     const client = connection.client;
     this.identity = {
       ...(client.getNegotiatedProtocolVersion() !== undefined && { protocolVersion: client.getNegotiatedProtocolVersion()! }),
@@ -890,6 +948,7 @@ export class Upstream {
       log: this.options.log,
       workDir: this.options.workDir,
       ...(this.options.extraEnv && { extraEnv: this.options.extraEnv }),
+      ...(this.options.maxMessageBytes !== undefined && { maxMessageBytes: this.options.maxMessageBytes }),
       timeoutMs: this.startTimeoutMs,
       onServerRequest: (method, params) => this.serverRequest(method, params),
       onProgress: (params) => {
@@ -971,9 +1030,10 @@ export class Upstream {
       return connection;
     } catch (error) {
       other.refused = true;
-      this.options.log.info(
+      // Expected of most servers today (they speak one era): the bridge serves that era's clients, so no alarm.
+      this.options.log.debug(
         { server: this.key, era: other.era, err: this.hide(errorMessage(error)) },
-        `server ${this.key} could not be reached in ${what}; its clients of that era are served over its one connection`,
+        `server ${this.key} does not speak ${what}; its clients of that era are bridged over its one connection`,
       );
       return undefined;
     }
@@ -1018,14 +1078,14 @@ export class Upstream {
   private armIdle(): void {
     clearTimeout(this.idleTimer);
     const idleMs = this.options.idleTimeoutMs;
-    if (idleMs === undefined || this.inFlight > 0 || this.stateValue !== 'ready' || this.subscribed.size > 0) return;
+    if (idleMs === undefined || this.queue.inFlight > 0 || this.stateValue !== 'ready' || this.subscribed.size > 0) return;
     this.idleTimer = setTimeout(() => void this.closeIdle(), idleMs);
     this.idleTimer.unref();
   }
 
   private async closeIdle(): Promise<void> {
     const connection = this.connection;
-    if (this.inFlight > 0 || this.stateValue !== 'ready' || this.stopping || !connection) return;
+    if (this.queue.inFlight > 0 || this.stateValue !== 'ready' || this.stopping || !connection) return;
     this.connection = undefined;
     this.generation++;
     this.setState('idle', undefined);

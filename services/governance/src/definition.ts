@@ -5,14 +5,16 @@ import { startGovernance } from './service.js';
 /**
  * Service definition of governance for `runService`: ensures the ledger stream
  * (every decision is appended there before it is answered) and serves
- * `punk.governance.check` and `punk.governance.filter` in its queue group with each tenant's McpPolicy
- * objects (bucket `PUNK_MCP_POLICIES`) before the default rules, and their rate limits (bucket `PUNK_RATE_LIMITS`).
+ * `punk.governance.check` in its queue group with each tenant's McpPolicy objects (bucket `PUNK_MCP_POLICIES`)
+ * before the default rules, and their rate limits (bucket `PUNK_RATE_LIMITS`); approvals on
+ * `punk.governance.approval` and the settings API on `punk.governance.admin`, both stored in Postgres
+ * (`PUNK_DATABASE_URL`, schema `governance`, migrated at start).
  */
 export const governanceService: ServiceDefinition = {
   name: 'governance',
-  needsDatabase: false,
+  needsDatabase: true,
   streams: [streams.ledger],
-  async start({ bus, log }) {
-    return startGovernance({ bus, log });
+  async start({ bus, log, db, config }) {
+    return startGovernance({ bus, log, db: db!, adminScopes: [config.authAdminScope, config.authPlatformAdminScope] });
   },
 };

@@ -1,21 +1,3 @@
-export {
-  classify,
-  heuristicToolLevel,
-  splitWords,
-  actionOf,
-  UNKNOWN_TOOL_LEVEL,
-  type Classification,
-  type LevelSource,
-} from './classify.js';
-export { compilePolicies, type CompiledPolicies, type RateLimitRule } from './compile.js';
-export {
-  defaultPolicy,
-  evaluatePolicy,
-  NO_MATCH_RULE,
-  type PolicyRule,
-  type PolicyMatch,
-  type PolicyInput,
-  type PolicyOutcome,
-} from './policy.js';
-export { startGovernance, decide, filterDecisions, type GovernanceOptions, type GovernanceService } from './service.js';
+export { startGovernance, type GovernanceOptions, type GovernanceService } from './service.js';
+export { GOVERNANCE_SCHEMA, GOVERNANCE_MIGRATIONS_DIR } from './migrations.js';
 export { governanceService } from './definition.js';

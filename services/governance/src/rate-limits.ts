@@ -4,9 +4,18 @@
  * with create or compare-and-set, so two replicas counting at once never lose a use; a use over the limit is not
  * counted.
  */
-import { buckets, kvKey, PunkError, rateLimitCounterSchema, type Bus, type KvStore, type RateLimitCounter } from '@punk/lib';
-import type { RateLimitRule } from './compile.js';
-import { matches, type PolicyInput } from './policy.js';
+import {
+  buckets,
+  kvKey,
+  matches,
+  PunkError,
+  rateLimitCounterSchema,
+  type Bus,
+  type KvStore,
+  type PolicyInput,
+  type RateLimitCounter,
+  type RateLimitRule,
+} from '@punk/lib';
 
 /** How often a count is retried when another replica wrote the same counter in between. */
 const MAX_ATTEMPTS = 20;

@@ -1,40 +1,51 @@
 /**
- * The governance service: answers `punk.governance.check` requests with a
- * decision, and records every decision on the ledger before replying; answers
- * `punk.governance.filter` (what a principal's lists may show) without recording.
- * Each tenant's McpPolicy objects (bucket `PUNK_MCP_POLICIES`, policy-watch.ts)
- * come before the built-in rules; their rate limits count checks, not filters.
+ * The governance service: the shared state of decisions. Gateways decide calls in process (`decide` in @punk/lib) and
+ * ask here, on `punk.governance.check`, only when a decision needs what replicas share: a McpPolicy rate limit's
+ * counters. Governance answers with the decision and records it on the ledger before replying. Each tenant's McpPolicy
+ * objects (bucket `PUNK_MCP_POLICIES`, watched as every replica that decides watches it) come before the built-in
+ * rules; their rate limits count checks (mcp-front filters its lists in process and counts nothing).
  */
-import { randomUUID } from 'node:crypto';
 import {
   appendLedgerEvent,
+  approvalRequestSchema,
+  PunkError,
+  decide,
+  decisionEvent,
   errorMessage,
   governanceCheckSchema,
-  governanceFilterSchema,
   parseMessage,
+  policyInputOf,
   queues,
   subjects,
+  watchPolicies,
+  watchTenantSettings,
   type Bus,
-  type Decision,
-  type GovernanceFilter,
+  type Database,
   type GovernanceCheck,
-  type GovernanceDecision,
   type Logger,
-  type Principal,
 } from '@punk/lib';
 import { traceGovernanceChecks } from '@punk/lib';
-import { classify, type Classification } from './classify.js';
+import { ApprovalStore, approvalViewFor } from './approvals.js';
 import { countRateLimited, observeChecks } from './metrics.js';
-import { defaultPolicy, evaluatePolicy, type PolicyInput, type PolicyOutcome, type PolicyRule } from './policy.js';
-import { watchPolicies } from './policy-watch.js';
+import { migrateGovernance } from './migrations.js';
 import { RateLimiter } from './rate-limits.js';
+import { SettingsStore, settingsAdminHandler } from './settings.js';
+
+/** How often expired approval requests are marked `expired` (and ledgered) besides on every use of the store. */
+const EXPIRY_SWEEP_MS = 30_000;
 
 /** Options of {@link startGovernance}. */
 export interface GovernanceOptions {
   bus: Bus;
   log: Logger;
-  /** The built-in rules, which follow every tenant's McpPolicy rules; {@link defaultPolicy} when absent. */
-  policy?: readonly PolicyRule[];
+  /**
+   * Governance's database (schema `governance`, migrated at start): approvals and the tenant settings. Without it,
+   * `punk.governance.approval` answers `ApprovalsUnavailable` (every approval_required call fails closed) and the
+   * settings API is not served (the settings are only watched).
+   */
+  db?: Database | undefined;
+  /** Scopes that make a principal an admin, who decides approvals of rules naming no approvers; default `punk:admin`, `punk:platform-admin`. */
+  adminScopes?: readonly string[];
 }
 
 /** A running governance service. */
@@ -44,57 +55,22 @@ export interface GovernanceService {
 }
 
 /**
- * Decides one check: classification, then the first matching policy rule.
- * Pure apart from the minted `decisionId`.
- */
-export function decide(check: GovernanceCheck, policy: readonly PolicyRule[] = defaultPolicy): GovernanceDecision {
-  const { level, levelSource, action, outcome } = evaluate(check, check.principal, policy);
-  return {
-    decisionId: randomUUID(),
-    decision: outcome.decision,
-    sideEffectLevel: level,
-    levelSource,
-    action,
-    rule: outcome.rule,
-    reason: outcome.reason,
-  };
-}
-
-/** Classifies one use and evaluates the policy for `principal` on it. */
-function evaluate(
-  use: GovernanceFilter['items'][number],
-  principal: Principal,
-  policy: readonly PolicyRule[],
-): Classification & { outcome: PolicyOutcome } {
-  const classification = classify(use);
-  const input: PolicyInput = {
-    kind: use.kind,
-    server: use.server,
-    target: use.target,
-    subject: principal.subject,
-    groups: principal.groups,
-    level: classification.level,
-  };
-  return { ...classification, outcome: evaluatePolicy(policy, input) };
-}
-
-/**
- * Decides many uses for one principal (`punk.governance.filter`), in order, without minting or recording
- * anything: what lists may show is what a check would allow, so an item is kept unless its decision is `deny`.
- */
-export function filterDecisions(filter: GovernanceFilter, policy: readonly PolicyRule[] = defaultPolicy): Decision[] {
-  return filter.items.map((item) => evaluate(item, filter.principal, policy).outcome.decision);
-}
-
-/**
- * Starts serving `subjects.governanceCheck` and `subjects.governanceFilter` in queue group `queues.governance`.
+ * Starts serving `subjects.governanceCheck` and `subjects.governanceAdmin` (the settings API, settings.ts) in queue
+ * group `queues.governance`, after migrating its schema and publishing the stored tenant settings.
  * A malformed check is answered with PunkError `InvalidMessage` and logged; a
  * failed ledger append is answered with the append's error (no decision is
  * acknowledged without its audit record).
  */
 export async function startGovernance(options: GovernanceOptions): Promise<GovernanceService> {
-  const { bus, log } = options;
-  const policies = await watchPolicies(bus, log, options.policy ?? defaultPolicy);
+  const { bus, log, db } = options;
+  if (db) await migrateGovernance(db, log);
+  // Before serving: this replica's own appends (decisions, settings changes) are masked as the tenant's setting says.
+  const settings = await watchTenantSettings(bus, log);
+  const admin = db
+    ? await bus.serve(subjects.governanceAdmin, settingsAdminHandler(await SettingsStore.open(db, bus), log), { queue: queues.governance })
+    : undefined;
+  const approvals = db && new ApprovalStore(db, bus, log, options.adminScopes ?? ['punk:admin', 'punk:platform-admin']);
+  const policies = await watchPolicies(bus, log);
   const limiter = await RateLimiter.open(bus);
   const subscription = await bus.serve(
     subjects.governanceCheck,
@@ -107,18 +83,11 @@ export async function startGovernance(options: GovernanceOptions): Promise<Gover
           log.error({ err: errorMessage(error) }, 'rejected a malformed governance check');
           throw error;
         }
-        const { rules, rateLimits } = policies.of(check.tenant);
-        let decision = decide(check, rules);
-        if (decision.decision !== 'deny' && rateLimits.length > 0) {
-          const input: PolicyInput = {
-            kind: check.kind,
-            server: check.server,
-            target: check.target,
-            subject: check.principal.subject,
-            groups: check.principal.groups,
-            level: decision.sideEffectLevel,
-          };
-          const over = await limiter.exceeded(check.tenant, input, rateLimits);
+        const policy = policies.of(check.tenant);
+        let decision = decide(check, policy);
+        if (decision.decision !== 'deny' && policy.rateLimits.length > 0) {
+          const input = policyInputOf(check, check.principal, decision.sideEffectLevel);
+          const over = await limiter.exceeded(check.tenant, input, policy.rateLimits);
           if (over) countRateLimited(check);
           if (over)
             decision = {
@@ -128,44 +97,55 @@ export async function startGovernance(options: GovernanceOptions): Promise<Gover
               reason: `rate limit ${over.limit}: ${over.requests} requests per ${over.per} exceeded`,
             };
         }
-        await appendLedgerEvent(bus, {
-          id: decision.decisionId,
-          type: 'governance.decision',
-          tenant: check.tenant,
-          runId: check.runId,
-          occurredAt: new Date().toISOString(),
-          source: 'governance',
-          principal: check.principal,
-          ...(check.sessionId !== undefined && { sessionId: check.sessionId }),
-          server: check.server,
-          data: {
-            decision: decision.decision,
-            level: decision.sideEffectLevel,
-            levelSource: decision.levelSource,
-            action: decision.action,
-            rule: decision.rule,
-            reason: decision.reason,
-            kind: check.kind,
-            target: check.target,
-          },
-        });
+        await appendLedgerEvent(bus, decisionEvent(check, decision, 'governance'));
         log.debug({ action: decision.action, decision: decision.decision, rule: decision.rule }, 'governance decision');
         return decision;
       }),
     ),
     { queue: queues.governance },
   );
-  const filtering = await bus.serve(
-    subjects.governanceFilter,
+  const approvalSubscription = await bus.serve(
+    subjects.governanceApproval,
     async (data) => {
-      const filter = parseMessage(governanceFilterSchema, subjects.governanceFilter, data);
-      return { decisions: filterDecisions(filter, policies.of(filter.tenant).rules) };
+      const request = parseMessage(approvalRequestSchema, subjects.governanceApproval, data);
+      if (!approvals)
+        throw new PunkError(
+          'ApprovalsUnavailable',
+          'approvals need governance to have a database (PUNK_DATABASE_URL); the call is refused until then',
+        );
+      switch (request.op) {
+        case 'claim':
+          return approvals.claim(request);
+        case 'list':
+          return {
+            approvals: (await approvals.list(request.tenant, request.caller, request.filter)).map((approval) =>
+              approvalViewFor(approval, request.caller),
+            ),
+          };
+        case 'get':
+          return { approval: approvalViewFor(await approvals.get(request.tenant, request.caller, request.id), request.caller) };
+        case 'decide':
+          return {
+            approval: approvalViewFor(
+              await approvals.decide(request.tenant, request.caller, request.id, request.verdict, request.reason),
+              request.caller,
+            ),
+          };
+      }
     },
     { queue: queues.governance },
   );
+  const sweep =
+    approvals &&
+    setInterval(() => {
+      approvals.expire().catch((error: unknown) => log.warn({ err: errorMessage(error) }, 'could not expire approval requests'));
+    }, EXPIRY_SWEEP_MS);
+  sweep?.unref();
   return {
     stop: async () => {
-      await Promise.all([subscription.unsubscribe(), filtering.unsubscribe(), policies.stop()]);
+      clearInterval(sweep);
+      await Promise.all([subscription.unsubscribe(), approvalSubscription.unsubscribe(), admin?.unsubscribe(), policies.stop()]);
+      await settings.stop();
     },
   };
 }

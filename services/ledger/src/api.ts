@@ -1,55 +1,22 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { ledgerTenantQuerySchema, PunkError, runsQuerySchema, type Logger } from '@punk/lib';
+import {
+  ledgerTenantQuerySchema,
+  ledgerVerifyQuerySchema,
+  parseQuery,
+  PunkError,
+  refuseOtherMethods,
+  runsQuerySchema,
+  type Logger,
+} from '@punk/lib';
 import type { LedgerStore } from './store.js';
 
 export { MAX_RUNS_LIMIT } from '@punk/lib';
 const DEFAULT_RUNS_LIMIT = 50;
 const DEFAULT_TENANT = 'default';
 
-function badParameter(name: string, rule: string, value: unknown): PunkError {
-  return new PunkError('InvalidParameter', `query parameter ${name} ${rule}, got ${JSON.stringify(value)}`, { parameter: name });
-}
-
-/** A single query-string value, or `undefined`; repeated or nested values are refused. */
-function single(req: Request, name: string): string | undefined {
-  const value = req.query[name];
-  if (value === undefined) return undefined;
-  if (typeof value !== 'string') throw badParameter(name, 'must be given once as a plain value', value);
-  return value;
-}
-
-/** What {@link queryOf} needs of a zod object schema of query parameters. */
-interface QuerySchema<T> {
-  shape: object;
-  safeParse(
-    input: unknown,
-  ): { success: true; data: T } | { success: false; error: { issues: ReadonlyArray<{ path: readonly PropertyKey[]; message: string }> } };
-}
-
-/**
- * The query of `req` parsed with `schema` (`@punk/lib` api-schemas), each parameter given once. A parameter the
- * route does not know is refused, naming it and the accepted ones (a misspelt `tennant=` would otherwise
- * silently answer for the default tenant).
- * @throws PunkError `InvalidParameter` naming the first bad parameter, its rule and its value.
- */
-function queryOf<T>(req: Request, schema: QuerySchema<T>): T {
-  const accepted = Object.keys(schema.shape);
-  const unknown = Object.keys(req.query).filter((name) => !accepted.includes(name));
-  if (unknown.length > 0) {
-    const names = unknown.map((name) => JSON.stringify(name)).join(', ');
-    throw new PunkError(
-      'InvalidParameter',
-      `unknown query parameter${unknown.length > 1 ? 's' : ''} ${names} of ${req.baseUrl}${req.path}; accepted: ${accepted.join(', ')}`,
-      { parameters: unknown, accepted },
-    );
-  }
-  const query: Record<string, string | undefined> = {};
-  for (const name of Object.keys(schema.shape)) query[name] = single(req, name);
-  const parsed = schema.safeParse(query);
-  if (parsed.success) return parsed.data;
-  const [issue] = parsed.error.issues;
-  const name = String(issue?.path[0]);
-  throw badParameter(name, issue?.message ?? 'is invalid', query[name]);
+/** The query of `req` parsed with `schema` (`parseQuery` of @punk/lib). @throws PunkError `InvalidParameter`. */
+function queryOf<T>(req: Request, schema: Parameters<typeof parseQuery<T>>[1]): T {
+  return parseQuery(req.query, schema, `${req.baseUrl}${req.path}`);
 }
 
 /**
@@ -57,29 +24,49 @@ function queryOf<T>(req: Request, schema: QuerySchema<T>): T {
  * `{ error: { code, message } }` with 400 (`InvalidParameter`, `AmbiguousRun`),
  * 404 (`RunNotFound`), 503 (`DatabaseUnavailable`) or 500 (`InternalError`).
  *
- * - `GET /runs?tenant=&limit=&before=`: `{ runs: RunSummary[] }`, most recently active first;
- *   `tenant` defaults to `default`, `limit` to 50 (1 to 500), `before` is an RFC 3339 time
- *   (runs whose last event occurred strictly earlier; pass the last run's `lastAt` to page).
+ * - `GET /runs?tenant=&limit=&before=&server=&tool=&subject=&type=&outcome=&trigger=&since=&until=`: `{ runs: RunSummary[] }`,
+ *   most recently active first; `tenant` defaults to `default`, `limit` to 50 (1 to 500), `before` is an RFC 3339 time
+ *   (runs whose last event occurred strictly earlier; pass the last run's `lastAt` to page); the filters are exact
+ *   values combined with AND (`type`: an event type the run holds; `since`: last event at or after; `until`: first
+ *   event at or before); an unknown parameter is a 400 naming it.
  * - `GET /runs/:id?tenant=`: `{ run, events }`, events in chain order with `hash` and `prevHash`.
- * - `GET /ledger/verify?tenant=`: the `VerifyResult` of the tenant's chain.
+ * - `GET /ledger/verify?tenant=&from=&maxEvents=`: the `VerifyResult` of one bounded, incremental verification of
+ *   the tenant's chain (see `verifyChain`); `from=genesis` starts again from the first event.
+ *
+ * `options.confinedTenant` names the one tenant a request's caller may read (a tenant admin's, as the guard in
+ * front of this router resolved it, which also refused a `?tenant=` naming another): a request without `tenant`
+ * reads that tenant instead of `default` (or, for one run, every tenant).
  */
-export function createLedgerRouter(store: LedgerStore, log: Logger): express.Router {
+export function createLedgerRouter(
+  store: LedgerStore,
+  log: Logger,
+  options: { confinedTenant?: (res: Response) => string | undefined } = {},
+): express.Router {
   const router = express.Router();
+  const confined = (res: Response) => options.confinedTenant?.(res);
 
   router.get('/runs', async (req, res) => {
     const query = queryOf(req, runsQuerySchema);
     res.json({
       runs: await store.listRuns({
-        tenant: query.tenant ?? DEFAULT_TENANT,
+        tenant: query.tenant ?? confined(res) ?? DEFAULT_TENANT,
         limit: query.limit ?? DEFAULT_RUNS_LIMIT,
         ...(query.before !== undefined && { before: new Date(query.before) }),
+        ...(query.since !== undefined && { since: new Date(query.since) }),
+        ...(query.until !== undefined && { until: new Date(query.until) }),
+        ...(query.server !== undefined && { server: query.server }),
+        ...(query.tool !== undefined && { tool: query.tool }),
+        ...(query.subject !== undefined && { subject: query.subject }),
+        ...(query.type !== undefined && { type: query.type }),
+        ...(query.outcome !== undefined && { outcome: query.outcome }),
+        ...(query.trigger !== undefined && { trigger: query.trigger }),
       }),
     });
   });
 
   router.get('/runs/:id', async (req, res) => {
     const runId = req.params.id;
-    const { tenant } = queryOf(req, ledgerTenantQuerySchema);
+    const tenant = queryOf(req, ledgerTenantQuerySchema).tenant ?? confined(res);
     const found = await store.getRun(runId, tenant);
     if (found === 'ambiguous') {
       throw new PunkError('AmbiguousRun', `run ${runId} exists in several tenants; add ?tenant=`, { runId });
@@ -92,8 +79,16 @@ export function createLedgerRouter(store: LedgerStore, log: Logger): express.Rou
   });
 
   router.get('/ledger/verify', async (req, res) => {
-    res.json(await store.verify(queryOf(req, ledgerTenantQuerySchema).tenant ?? DEFAULT_TENANT));
+    const query = queryOf(req, ledgerVerifyQuerySchema);
+    res.json(
+      await store.verify(query.tenant ?? confined(res) ?? DEFAULT_TENANT, {
+        ...(query.from !== undefined && { from: query.from }),
+        ...(query.maxEvents !== undefined && { maxEvents: query.maxEvents }),
+      }),
+    );
   });
+
+  refuseOtherMethods(router);
 
   router.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
     if (error instanceof PunkError) {

@@ -28,18 +28,18 @@ function isDataError(error: unknown): boolean {
  * malformed messages go to `ledger.rejected_messages` (logged as errors) and
  * are acknowledged with the rest, so they neither block the stream nor vanish.
  * When the database refuses an event's content (SQLSTATE class 22), the batch is
- * retried event by event and the refused ones are rejected the same way. Any other
+ * retried event by event and the refused ones are rejected the same way. `maxBatch` (default
+ * {@link LEDGER_BATCH_SIZE}) bounds a batch: on the in-process bus, every event waiting at that moment up to it
+ * goes in one transaction (group commit). Any other
  * failure throws, leaving the batch unacknowledged for redelivery; ids already
  * stored are skipped then, so nothing is written twice.
  */
-export async function startLedgerConsumer(bus: Bus, store: LedgerStore, log: Logger): Promise<BusConsumer> {
+export async function startLedgerConsumer(bus: Bus, store: LedgerStore, log: Logger, maxBatch = LEDGER_BATCH_SIZE): Promise<BusConsumer> {
   return bus.consume(
     streams.ledger.name,
     consumers.ledgerWriter,
     (messages) => traceLedgerBatch(messages, () => writeBatch(store, log, messages)),
-    {
-      maxBatch: LEDGER_BATCH_SIZE,
-    },
+    { maxBatch },
   );
 }
 

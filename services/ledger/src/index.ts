@@ -9,7 +9,8 @@ export { GENESIS_HASH, hashLink, chainEvent, type ChainLink } from './chain.js';
 export { LedgerStore, type AppendResult, type ListRunsOptions, type RejectedMessage } from './store.js';
 export type { StoredEvent } from './rows.js';
 export type { RunSummary } from './runs.js';
-export type { VerifyResult, BreakReason } from './verify.js';
+export type { VerifyResult, VerifyOptions, BreakReason, ChainBreak, ChainPosition } from './verify.js';
+export { DEFAULT_VERIFY_MAX_EVENTS, DEFAULT_VERIFY_MAX_MS } from './verify.js';
 export { createLedgerRouter, MAX_RUNS_LIMIT } from './api.js';
 
 /** Postgres schema of the ledger. */
@@ -29,19 +30,26 @@ export interface Ledger {
 
 /**
  * Starts the ledger: applies its migrations (schema `ledger`), ensures the
- * ledger stream exists, starts the durable `ledger-writer` consumer and
- * returns its HTTP router.
+ * ledger stream exists, starts the durable `ledger-writer` consumer (at most
+ * `maxBatch` events per transaction, default `LEDGER_BATCH_SIZE`) and
+ * returns its HTTP router (`confinedTenant`: see `createLedgerRouter`).
  * @throws PunkError `MigrationFailed` or `DatabaseUnavailable` from the database; bus errors from `ensureStream`/`consume`.
  */
-export async function startLedger(options: { bus: Bus; db: Database; log: Logger }): Promise<Ledger> {
+export async function startLedger(options: {
+  bus: Bus;
+  db: Database;
+  log: Logger;
+  confinedTenant?: (res: express.Response) => string | undefined;
+  maxBatch?: number;
+}): Promise<Ledger> {
   const { bus, db, log } = options;
   await migrate(db, { schema: LEDGER_SCHEMA, dir: LEDGER_MIGRATIONS_DIR, log });
   await bus.ensureStream(streams.ledger);
   const store = new LedgerStore(db);
-  const consumer = await startLedgerConsumer(bus, store, log);
+  const consumer = await startLedgerConsumer(bus, store, log, options.maxBatch);
   log.info('ledger started');
   return {
-    router: createLedgerRouter(store, log),
+    router: createLedgerRouter(store, log, { confinedTenant: options.confinedTenant }),
     store,
     stop: () => consumer.stop(),
   };

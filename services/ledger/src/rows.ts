@@ -96,6 +96,7 @@ export interface RunRow {
   tool: string | null;
   outcome: string | null;
   subject: string | null;
+  trigger: string | null;
 }
 
 /** The API form of a run row. */
@@ -111,5 +112,6 @@ export function runOfRow(row: RunRow): RunSummary {
     ...(row.tool !== null && { tool: row.tool }),
     ...(row.outcome !== null && { outcome: row.outcome }),
     ...(row.subject !== null && { subject: row.subject }),
+    ...(row.trigger !== null && { trigger: row.trigger }),
   };
 }

@@ -12,8 +12,10 @@ export interface RunSummary {
   server?: string;
   /** The tool called, when the run is a tools/call. */
   tool?: string;
-  /** Who ran it: the principal subject of its first event that names one. */
+  /** Who ran it: the principal subject of its first event that names one (for a workflow run, the caller the agent acts for). */
   subject?: string;
+  /** What started it: the `data.trigger` of its first event that states one (`hook`: a prompt posted by a hook). */
+  trigger?: string;
   /** `ok`, `error`, `denied`, `approval_required`, or the `outcome` a completion event states. */
   outcome?: string;
 }
@@ -29,14 +31,17 @@ export interface RunDelta {
   server: string | undefined;
   tool: string | undefined;
   subject: string | undefined;
+  trigger: string | undefined;
   outcome: string | undefined;
 }
 
 const str = (value: unknown): string | undefined => (typeof value === 'string' && value.length > 0 ? value : undefined);
 
-/** The tool an event names: `data.tool` or `data.name` on `tool.*` events, `data.target` on a tool decision. */
+/** The tool an event names: `data.tool` or `data.name` on `tool.*` events, `data.target` on a tool decision, `data.tool` on `workflow.started`. */
 function toolOf(event: LedgerEvent): string | undefined {
   if (event.type.startsWith('tool.')) return str(event.data.tool) ?? str(event.data.name);
+  // A workflow run: the workflow's tool on /mcp (`punk_workflow__<name>`), named by its first event.
+  if (event.type === 'workflow.started') return str(event.data.tool);
   if (event.type === 'governance.decision' && event.data.kind === 'tool') return str(event.data.target);
   return undefined;
 }
@@ -44,9 +49,11 @@ function toolOf(event: LedgerEvent): string | undefined {
 /**
  * The outcome an event states: a `*.completed` event gives `data.outcome`, or
  * `error` when `data.isError` is true or `data.error` is present, else `ok`;
- * a governance decision that is not `allow` gives `denied` or `approval_required`.
+ * a governance decision that is not `allow` gives `denied` or `approval_required`; a `workflow.failed` its
+ * `data.outcome` (`failed`, `interrupted`).
  */
 function outcomeOf(event: LedgerEvent): string | undefined {
+  if (event.type === 'workflow.failed') return str(event.data.outcome) ?? 'failed';
   if (event.type.endsWith('.completed')) {
     const stated = str(event.data.outcome);
     if (stated) return stated;
@@ -77,6 +84,7 @@ export function runDeltas(events: LedgerEvent[]): RunDelta[] {
         server: undefined,
         tool: undefined,
         subject: undefined,
+        trigger: undefined,
         outcome: undefined,
       };
       byRun.set(key, delta);
@@ -87,7 +95,9 @@ export function runDeltas(events: LedgerEvent[]): RunDelta[] {
     if (!delta.types.includes(event.type)) delta.types.push(event.type);
     delta.server ??= event.server;
     delta.tool ??= toolOf(event);
-    delta.subject ??= event.principal?.subject;
+    // A workflow run's events are the agent's, acting for the caller: the caller ran it.
+    delta.subject ??= event.principal?.actingFor?.subject ?? event.principal?.subject;
+    delta.trigger ??= str(event.data.trigger);
     delta.outcome = outcomeOf(event) ?? delta.outcome;
   }
   return [...byRun.values()];

@@ -2,8 +2,8 @@ import type { Database, LedgerEvent, Queryable } from '@punk/lib';
 import { GENESIS_HASH, chainEvent } from './chain.js';
 import { recordAppend } from './metrics.js';
 import { EVENT_COLUMNS, eventOfRow, runOfRow, type EventRow, type RunRow, type StoredEvent } from './rows.js';
-import { runDeltas, type RunSummary } from './runs.js';
-import { verifyChain, type VerifyResult } from './verify.js';
+import { runDeltas, type RunDelta, type RunSummary } from './runs.js';
+import { verifyChain, type VerifyOptions, type VerifyResult } from './verify.js';
 
 /** A stream message that failed the LedgerEvent contract, kept in `ledger.rejected_messages`. */
 export interface RejectedMessage {
@@ -34,11 +34,21 @@ export interface ListRunsOptions {
   limit: number;
   /** Only runs whose last event occurred strictly before this time. */
   before?: Date;
+  /** Exact matches, combined with AND: the run's server, tool, subject, outcome, trigger, and an event type it holds. */
+  server?: string;
+  tool?: string;
+  subject?: string;
+  outcome?: string;
+  trigger?: string;
+  type?: string;
+  /** Only runs whose last event is at or after this time. */
+  since?: Date;
+  /** Only runs whose first event is at or before this time. */
+  until?: Date;
 }
 
 /** Namespace (first key) of the ledger's per-tenant advisory locks, so they never collide with other users of advisory locks. */
 const LOCK_NAMESPACE = 'punk.ledger.chain';
-const COLUMNS_PER_EVENT = 13;
 
 /**
  * The ledger's storage: append-only, hash-chained events per tenant, run
@@ -68,16 +78,32 @@ export class LedgerStore {
       for (const tenant of tenants) {
         await tx.query('SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))', [LOCK_NAMESPACE, tenant]);
       }
+      const heads = new Map<string, { tenant_seq: string; hash: string }>();
       if (unique.size > 0) {
-        const stored = await tx.query<{ id: string }>('SELECT id FROM ledger.events WHERE id = ANY($1::uuid[])', [[...unique.keys()]]);
-        for (const { id } of stored.rows) unique.delete(id);
+        // After the locks (a statement's snapshot is taken at its start): the ids already stored and each chain's head.
+        const known = await tx.query<{ kind: 'stored' | 'head'; key: string; tenant_seq: string | null; hash: string | null }>(
+          `SELECT 'stored' AS kind, id::text AS key, NULL::bigint AS tenant_seq, NULL::text AS hash FROM ledger.events WHERE id = ANY($1::uuid[])
+           UNION ALL SELECT 'head', tenant, tenant_seq, hash FROM ledger.heads WHERE tenant = ANY($2::text[])`,
+          [[...unique.keys()], tenants],
+        );
+        for (const row of known.rows) {
+          if (row.kind === 'stored') unique.delete(row.key);
+          else heads.set(row.key, { tenant_seq: row.tenant_seq!, hash: row.hash! });
+        }
       }
       const fresh = (written = [...unique.values()]);
+      const chained: unknown[][] = [];
+      const moved: unknown[][] = [];
       for (const tenant of tenants) {
         const ofTenant = fresh.filter((e) => e.tenant === tenant);
-        if (ofTenant.length > 0) await insertChained(tx, tenant, ofTenant);
+        if (ofTenant.length === 0) continue;
+        const head = heads.get(tenant) ?? (await lastStored(tx, tenant));
+        const rows = chainRows(ofTenant, Number(head?.tenant_seq ?? 0), head?.hash ?? GENESIS_HASH);
+        chained.push(...rows);
+        const last = rows[rows.length - 1]!;
+        moved.push([tenant, last[EVENT_SEQ_COLUMN], last[EVENT_HASH_COLUMN]]);
       }
-      for (const delta of runDeltas(fresh)) await upsertRun(tx, delta);
+      await writeChained(tx, chained, moved, runDeltas(fresh));
       let recorded = 0;
       for (const message of rejected) recorded += await insertRejected(tx, message);
       return { appended: fresh.length, duplicates: events.length - fresh.length, rejected: recorded };
@@ -88,10 +114,22 @@ export class LedgerStore {
 
   /** Runs of a tenant, most recently active first (by last event time, then run id). */
   async listRuns(options: ListRunsOptions): Promise<RunSummary[]> {
+    const params: unknown[] = [options.tenant];
+    const where = ['tenant = $1'];
+    const add = (condition: (param: string) => string, value: unknown) => {
+      if (value === undefined) return;
+      params.push(value);
+      where.push(condition(`$${String(params.length)}`));
+    };
+    add((p) => `last_at < ${p}::timestamptz`, options.before?.toISOString());
+    add((p) => `last_at >= ${p}::timestamptz`, options.since?.toISOString());
+    add((p) => `first_at <= ${p}::timestamptz`, options.until?.toISOString());
+    for (const column of ['server', 'tool', 'subject', 'outcome', 'trigger'] as const) add((p) => `${column} = ${p}`, options[column]);
+    add((p) => `${p} = ANY(types)`, options.type);
+    params.push(options.limit);
     const result = await this.db.query<RunRow>(
-      `SELECT * FROM ledger.runs WHERE tenant = $1 AND ($2::timestamptz IS NULL OR last_at < $2)
-       ORDER BY last_at DESC, run_id DESC LIMIT $3`,
-      [options.tenant, options.before?.toISOString() ?? null, options.limit],
+      `SELECT * FROM ledger.runs WHERE ${where.join(' AND ')} ORDER BY last_at DESC, run_id DESC LIMIT $${String(params.length)}`,
+      params,
     );
     return result.rows.map(runOfRow);
   }
@@ -116,9 +154,9 @@ export class LedgerStore {
     return { run: runOfRow(row), events: events.rows.map(eventOfRow) };
   }
 
-  /** Re-checks a tenant's whole chain; see `verifyChain`. */
-  async verify(tenant: string, pageSize?: number): Promise<VerifyResult> {
-    return verifyChain(this.db, tenant, pageSize);
+  /** Verifies a tenant's chain from the stored checkpoint, within a budget; see `verifyChain`. */
+  async verify(tenant: string, options?: VerifyOptions): Promise<VerifyResult> {
+    return verifyChain(this.db, tenant, options);
   }
 
   /** Rejected messages, oldest first (for operators and tests). */
@@ -142,22 +180,46 @@ export class LedgerStore {
   }
 }
 
-/** Chains and inserts one tenant's new events after its current head; the tenant's lock must be held. */
-async function insertChained(tx: Queryable, tenant: string, events: LedgerEvent[]): Promise<void> {
-  const head = await tx.query<{ tenant_seq: string; hash: string }>(
+/**
+ * The last stored event of a tenant without a head record (an emptied `ledger.heads`): its chain goes on from there,
+ * so appends never collide. Normally every chain's head record is where it goes on from: after a deleted tail the
+ * new events leave the gap for verify to report, instead of quietly re-using its positions.
+ */
+async function lastStored(tx: Queryable, tenant: string): Promise<{ tenant_seq: string; hash: string } | undefined> {
+  const last = await tx.query<{ tenant_seq: string; hash: string }>(
     'SELECT tenant_seq, hash FROM ledger.events WHERE tenant = $1 ORDER BY tenant_seq DESC LIMIT 1',
     [tenant],
   );
-  let seq = Number(head.rows[0]?.tenant_seq ?? 0);
-  let prevHash = head.rows[0]?.hash ?? GENESIS_HASH;
-  const values: string[] = [];
-  const params: unknown[] = [];
-  for (const event of events) {
+  return last.rows[0];
+}
+
+const EVENT_INSERT =
+  'INSERT INTO ledger.events (id, type, tenant, tenant_seq, run_id, occurred_at, source, principal, session_id, server, data, prev_hash, hash)';
+/** Positions of `tenant_seq` and `hash` in a row of {@link EVENT_INSERT}. */
+const EVENT_SEQ_COLUMN = 3;
+const EVENT_HASH_COLUMN = 12;
+const HEAD_INSERT = 'INSERT INTO ledger.heads (tenant, tenant_seq, hash)';
+const HEAD_CONFLICT = ' ON CONFLICT (tenant) DO UPDATE SET tenant_seq = EXCLUDED.tenant_seq, hash = EXCLUDED.hash, updated_at = now()';
+const RUN_INSERT =
+  'INSERT INTO ledger.runs AS r (tenant, run_id, first_at, last_at, event_count, types, server, tool, outcome, subject, trigger)';
+const RUN_CONFLICT = `
+     ON CONFLICT (tenant, run_id) DO UPDATE SET
+       first_at = LEAST(r.first_at, EXCLUDED.first_at),
+       last_at = GREATEST(r.last_at, EXCLUDED.last_at),
+       event_count = r.event_count + EXCLUDED.event_count,
+       types = ARRAY(SELECT DISTINCT t FROM unnest(r.types || EXCLUDED.types) AS t ORDER BY t),
+       server = COALESCE(r.server, EXCLUDED.server),
+       tool = COALESCE(r.tool, EXCLUDED.tool),
+       subject = COALESCE(r.subject, EXCLUDED.subject),
+       trigger = COALESCE(r.trigger, EXCLUDED.trigger),
+       outcome = COALESCE(EXCLUDED.outcome, r.outcome)`;
+
+/** One tenant's new events chained after position `seq` with hash `prevHash`, as rows of {@link EVENT_INSERT}. */
+function chainRows(events: LedgerEvent[], seq: number, prevHash: string): unknown[][] {
+  return events.map((event) => {
     const link = chainEvent(event, ++seq, prevHash);
     prevHash = link.hash;
-    const base = params.length;
-    values.push(`(${Array.from({ length: COLUMNS_PER_EVENT }, (_, i) => `$${base + i + 1}`).join(', ')})`);
-    params.push(
+    return [
       link.id,
       link.type,
       link.tenant,
@@ -171,41 +233,70 @@ async function insertChained(tx: Queryable, tenant: string, events: LedgerEvent[
       JSON.stringify(link.data),
       link.prevHash,
       link.hash,
-    );
+    ];
+  });
+}
+
+function runRow(delta: RunDelta): unknown[] {
+  return [
+    delta.tenant,
+    delta.runId,
+    delta.firstAt.toISOString(),
+    delta.lastAt.toISOString(),
+    delta.eventCount,
+    [...delta.types].sort(),
+    delta.server ?? null,
+    delta.tool ?? null,
+    delta.outcome ?? null,
+    delta.subject ?? null,
+    delta.trigger ?? null,
+  ];
+}
+
+/**
+ * Writes chained events, the heads they move and the runs' deltas. A usual batch goes in one statement (the three
+ * inserts as data-modifying CTEs: one round trip to the database); a larger one in statements of at most
+ * {@link ROWS_PER_STATEMENT} rows.
+ */
+async function writeChained(tx: Queryable, events: unknown[][], heads: unknown[][], deltas: RunDelta[]): Promise<void> {
+  if (events.length === 0) return;
+  const runs = deltas.map(runRow);
+  if (events.length > ROWS_PER_STATEMENT) {
+    await insertRows(tx, EVENT_INSERT, events);
+    await insertRows(tx, HEAD_INSERT, heads, HEAD_CONFLICT);
+    await insertRows(tx, RUN_INSERT, runs, RUN_CONFLICT);
+    return;
   }
+  const params: unknown[] = [];
+  const values = (rows: unknown[][]) => valuesOf(rows, params);
   await tx.query(
-    `INSERT INTO ledger.events (id, type, tenant, tenant_seq, run_id, occurred_at, source, principal, session_id, server, data, prev_hash, hash)
-     VALUES ${values.join(', ')}`,
+    `WITH e AS (${EVENT_INSERT} VALUES ${values(events)}),
+          h AS (${HEAD_INSERT} VALUES ${values(heads)}${HEAD_CONFLICT})
+     ${RUN_INSERT} VALUES ${values(runs)}${RUN_CONFLICT}`,
     params,
   );
 }
 
-async function upsertRun(tx: Queryable, delta: ReturnType<typeof runDeltas>[number]): Promise<void> {
-  await tx.query(
-    `INSERT INTO ledger.runs AS r (tenant, run_id, first_at, last_at, event_count, types, server, tool, outcome, subject)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-     ON CONFLICT (tenant, run_id) DO UPDATE SET
-       first_at = LEAST(r.first_at, EXCLUDED.first_at),
-       last_at = GREATEST(r.last_at, EXCLUDED.last_at),
-       event_count = r.event_count + EXCLUDED.event_count,
-       types = ARRAY(SELECT DISTINCT t FROM unnest(r.types || EXCLUDED.types) AS t ORDER BY t),
-       server = COALESCE(r.server, EXCLUDED.server),
-       tool = COALESCE(r.tool, EXCLUDED.tool),
-       subject = COALESCE(r.subject, EXCLUDED.subject),
-       outcome = COALESCE(EXCLUDED.outcome, r.outcome)`,
-    [
-      delta.tenant,
-      delta.runId,
-      delta.firstAt.toISOString(),
-      delta.lastAt.toISOString(),
-      delta.eventCount,
-      [...delta.types].sort(),
-      delta.server ?? null,
-      delta.tool ?? null,
-      delta.outcome ?? null,
-      delta.subject ?? null,
-    ],
-  );
+/** `($1, $2, …), (…)` for `rows`, their values appended to `params`. */
+function valuesOf(rows: unknown[][], params: unknown[]): string {
+  return rows
+    .map((row) => {
+      const base = params.length;
+      params.push(...row);
+      return `(${row.map((_, i) => `$${base + i + 1}`).join(', ')})`;
+    })
+    .join(', ');
+}
+
+/** Most rows one INSERT carries: Postgres takes at most 65,535 parameters per statement. */
+const ROWS_PER_STATEMENT = 1000;
+
+/** Runs `insert` (`INSERT INTO t (columns)`) with `VALUES` for `rows` (each one value per column), `suffix` after them; in statements of at most {@link ROWS_PER_STATEMENT} rows. */
+async function insertRows(tx: Queryable, insert: string, rows: unknown[][], suffix = ''): Promise<void> {
+  for (let start = 0; start < rows.length; start += ROWS_PER_STATEMENT) {
+    const params: unknown[] = [];
+    await tx.query(`${insert} VALUES ${valuesOf(rows.slice(start, start + ROWS_PER_STATEMENT), params)}${suffix}`, params);
+  }
 }
 
 async function insertRejected(tx: Queryable, message: RejectedMessage): Promise<number> {

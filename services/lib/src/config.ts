@@ -107,6 +107,11 @@ export const configSchema = z.object({
   dataDir: z.string().min(1).default('.punk/data'),
   /** `PUNK_DATABASE_URL`: a Postgres URL; when set, replaces the embedded PGlite database. */
   databaseUrl: z.string().url('must be a URL').optional(),
+  /**
+   * `PUNK_LEDGER_URL`: an mcp-front process serves the ledger API (`/api/v1/runs…`, `/api/v1/ledger/…`) by passing
+   * admins' requests on to the ledger replica at this base URL (`http://punk-ledger:8080`); unset, it serves no ledger paths.
+   */
+  ledgerUrl: z.string().url('must be a URL').optional(),
   /** `PUNK_MANIFESTS`: directory of McpServer manifests served by `punk up`. */
   manifests: z.string().min(1).default('examples'),
   /** `PUNK_TENANT`: tenant (namespace) of manifests that name none. */
@@ -114,8 +119,24 @@ export const configSchema = z.object({
     .string()
     .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a DNS label (lower-case letters, digits, -)')
     .default('default'),
+  /** `PUNK_HEADERS_TIMEOUT_MS`: time a client has to send a request's head (line and headers) once it started, in milliseconds (then 408 and close). */
+  headersTimeoutMs: positiveInt.default(10_000),
+  /** `PUNK_REQUEST_TIMEOUT_MS`: time a client has to send a whole request, body included, in milliseconds (then 408 and close; responses such as SSE streams live on). */
+  requestTimeoutMs: positiveInt.default(30_000),
+  /** `PUNK_MAX_CONNECTIONS`: most TCP connections the HTTP listener holds open; more are closed at once. */
+  maxConnections: positiveInt.default(4096),
+  /** `PUNK_MAX_CONNECTIONS_PER_ADDRESS`: most TCP connections from one client address (not applied when `PUNK_TRUST_PROXY` > 0); more are closed at once. */
+  maxConnectionsPerAddress: positiveInt.default(256),
+  /** `PUNK_CONNECTION_IDLE_TIMEOUT_MS`: a TCP connection that sends no byte for this long is closed, in milliseconds. */
+  connectionIdleTimeoutMs: positiveInt.default(10_000),
   /** `PUNK_MAX_BODY_BYTES`: largest accepted HTTP request body, in bytes. */
   maxBodyBytes: positiveInt.default(1024 * 1024),
+  /**
+   * `PUNK_MAX_RESULT_BYTES`: largest message the bus carries (a result, a resource, a request's arguments), as JSON
+   * in UTF-8 bytes; past NATS's `max_payload` it travels in parts. A larger tool result is a tool error, a larger
+   * resource a JSON-RPC error, each naming this limit.
+   */
+  maxResultBytes: positiveInt.default(32 * 1024 * 1024),
   /** `PUNK_CALL_TIMEOUT_MS`: deadline of one call to a server whose manifest sets no `spec.timeout`, in milliseconds. */
   callTimeoutMs: positiveInt.default(60_000),
   /** `PUNK_KEEPALIVE_MS`: interval of SSE keep-alive comments on every stream mcp-front answers with, in milliseconds. */
@@ -180,12 +201,18 @@ export const configSchema = z.object({
   sessionTtlMs: positiveInt.default(30 * 60_000),
   /** `PUNK_MAX_SESSIONS`: most 2025-era sessions created or used within one session TTL, cluster-wide (503 with Retry-After above it). */
   maxSessions: positiveInt.default(10_000),
+  /** `PUNK_MAX_SESSIONS_PER_PRINCIPAL`: most 2025-era sessions one principal (an anonymous caller: one client address) holds, cluster-wide (429 with Retry-After above it). */
+  maxSessionsPerPrincipal: positiveInt.default(1000),
   /** `PUNK_INITIALIZE_RATE_LIMIT`: most `initialize` requests per client address per minute (429 above it). */
   initializeRateLimit: positiveInt.default(30),
+  /** `PUNK_MAX_LISTEN_STREAMS`: most 2026-07-28 `subscriptions/listen` streams open on one front replica (429 above it). */
+  maxListenStreams: positiveInt.default(1024),
+  /** `PUNK_MAX_LISTEN_STREAMS_PER_PRINCIPAL`: most `subscriptions/listen` streams one principal (an anonymous caller: one client address) holds open on one front replica (429 above it). */
+  maxListenStreamsPerPrincipal: positiveInt.default(64),
   /** `PUNK_RESPONSE_MODE`: how POST answers are sent: `auto` (JSON unless the call streams), `json`, `always` (SSE). */
   responseMode: z.enum(['auto', 'json', 'always']).default('auto'),
   /** `PUNK_PAGE_SIZE`: items per page of list results. */
-  pageSize: integer(1, 1000).default(50),
+  pageSize: integer(1, 1000).default(200),
   /** `PUNK_TOOL_TIMEOUTS`: per-tool deadlines, comma-separated `server__tool=ms`; others use `PUNK_CALL_TIMEOUT_MS`. */
   toolTimeouts: z
     .string()
@@ -218,9 +245,11 @@ export const configSchema = z.object({
     .url('must be a URL')
     .refine((v) => /^https?:/.test(v), 'must be an http or https URL')
     .optional(),
-  /** `PUNK_AUTH_ADMIN_SCOPE`: scope that grants the admin API (`/api/v1/api-keys`). */
+  /** `PUNK_AUTH_ADMIN_SCOPE`: scope that grants the admin APIs (`/api/v1/…`) in the caller's own tenant: a tenant admin. */
   authAdminScope: z.string().min(1).default('punk:admin'),
-  /** `PUNK_AUTH_BOOTSTRAP_ADMIN_KEY`: a bearer token (at least 32 characters) that acts as an admin, to create the first API keys. */
+  /** `PUNK_AUTH_PLATFORM_ADMIN_SCOPE`: scope that grants the admin APIs in every tenant, and minting keys that carry it: a platform admin. */
+  authPlatformAdminScope: z.string().min(1).default('punk:platform-admin'),
+  /** `PUNK_AUTH_BOOTSTRAP_ADMIN_KEY`: a bearer token (at least 32 characters) that acts as a platform admin, to create the first API keys. */
   authBootstrapAdminKey: z.string().min(32, 'must be at least 32 characters').optional(),
   /** `PUNK_AUTH_REQUIRED_SCOPES`: comma-separated scopes every MCP request's token must grant. */
   authRequiredScopes: commaSeparated.default([]),
@@ -252,6 +281,13 @@ export const configSchema = z.object({
   authTenantClaim: z.string().min(1).optional(),
   /** `PUNK_AUTH_GROUPS_CLAIM`: token claim holding the caller's groups (an array, or a space-separated string). */
   authGroupsClaim: z.string().min(1).default('groups'),
+  /**
+   * `PUNK_DASHBOARD_OAUTH_CLIENT_ID`: the dashboard's public client (no secret) at `PUNK_AUTH_ISSUER`; set, the
+   * dashboard offers "Sign in with <issuer>" (authorization code with PKCE, docs/dashboard.md).
+   */
+  dashboardOauthClientId: z.string().min(1).optional(),
+  /** `PUNK_DASHBOARD_OAUTH_SCOPES`: comma-separated scopes the dashboard asks for; empty: the admin scope and `PUNK_AUTH_REQUIRED_SCOPES`. */
+  dashboardOauthScopes: commaSeparated.default([]),
   // gateway: credentials, egress, pool, tool pinning (docs/configuration.md, gateway options).
   /**
    * `PUNK_ENCRYPTION_KEY`: the key that encrypts credentials at rest (AES-256-GCM): 32 bytes in base64 or
@@ -292,8 +328,25 @@ export const configSchema = z.object({
       return launched;
     })
     .default({}),
-  /** `PUNK_UPSTREAM_MAX_CONCURRENT_CALLS`: most calls in flight to one server from one gateway replica (more fail at once with `ServerBusy`). */
+  /** `PUNK_UPSTREAM_MAX_CONCURRENT_CALLS`: most calls in flight to one server from one gateway replica (more wait in its queue). */
   upstreamMaxConcurrentCalls: positiveInt.default(32),
+  /** `PUNK_UPSTREAM_MAX_QUEUED_CALLS`: most calls waiting for a slot per server and gateway replica (more fail at once with `ServerBusy`; 0: no queue). */
+  upstreamMaxQueuedCalls: integer(0).default(128),
+  /** `PUNK_UPSTREAM_QUEUE_TIMEOUT_MS`: longest wait of a queued call for a slot, in milliseconds (then `ServerBusy` with a retry hint). */
+  upstreamQueueTimeoutMs: positiveInt.default(10_000),
+  /** `PUNK_UPSTREAM_MAX_CALLS_PER_PRINCIPAL`: most calls of one authenticated principal in flight or queued per server and gateway replica (more fail at once with `ServerBusy`). */
+  upstreamMaxCallsPerPrincipal: positiveInt.default(64),
+  /** `PUNK_WORKFLOW_MAX_NODES`: most nodes one workflow run executes (docs/workflows.md "Runs"). */
+  workflowMaxNodes: positiveInt.default(200),
+  /** `PUNK_WORKFLOW_MAX_RUN_MS`: longest a workflow run may take, in milliseconds. */
+  workflowMaxRunMs: positiveInt.default(5 * 60_000),
+  /** `PUNK_WORKFLOW_MAX_RESULT_BYTES`: largest result a workflow node saves, and largest result of a run, as JSON in bytes. */
+  workflowMaxResultBytes: positiveInt.default(1024 * 1024),
+  /**
+   * `PUNK_LEDGER_MAX_PENDING` (`punk up`): most ledger events appended and not yet committed to the database at once;
+   * an append past it waits (back-pressure). Also the most events one commit writes.
+   */
+  ledgerMaxPending: positiveInt.default(1000),
   /** `PUNK_UPSTREAM_IDLE_TIMEOUT_MS`: idle time after which a pooled upstream connection is closed, in milliseconds. */
   upstreamIdleTimeoutMs: positiveInt.default(5 * 60_000),
   /**
@@ -379,9 +432,11 @@ const envNames: Record<keyof PunkConfig, string> = {
   metricsPort: 'PUNK_METRICS_PORT',
   dataDir: 'PUNK_DATA_DIR',
   databaseUrl: 'PUNK_DATABASE_URL',
+  ledgerUrl: 'PUNK_LEDGER_URL',
   manifests: 'PUNK_MANIFESTS',
   tenant: 'PUNK_TENANT',
   maxBodyBytes: 'PUNK_MAX_BODY_BYTES',
+  maxResultBytes: 'PUNK_MAX_RESULT_BYTES',
   callTimeoutMs: 'PUNK_CALL_TIMEOUT_MS',
   keepAliveMs: 'PUNK_KEEPALIVE_MS',
   serverStartTimeoutMs: 'PUNK_SERVER_START_TIMEOUT_MS',
@@ -391,6 +446,7 @@ const envNames: Record<keyof PunkConfig, string> = {
   authMode: 'PUNK_AUTH_MODE',
   publicUrl: 'PUNK_PUBLIC_URL',
   authAdminScope: 'PUNK_AUTH_ADMIN_SCOPE',
+  authPlatformAdminScope: 'PUNK_AUTH_PLATFORM_ADMIN_SCOPE',
   authBootstrapAdminKey: 'PUNK_AUTH_BOOTSTRAP_ADMIN_KEY',
   authRequiredScopes: 'PUNK_AUTH_REQUIRED_SCOPES',
   authIssuer: 'PUNK_AUTH_ISSUER',
@@ -404,6 +460,8 @@ const envNames: Record<keyof PunkConfig, string> = {
   authClockToleranceMs: 'PUNK_AUTH_CLOCK_TOLERANCE_MS',
   authTenantClaim: 'PUNK_AUTH_TENANT_CLAIM',
   authGroupsClaim: 'PUNK_AUTH_GROUPS_CLAIM',
+  dashboardOauthClientId: 'PUNK_DASHBOARD_OAUTH_CLIENT_ID',
+  dashboardOauthScopes: 'PUNK_DASHBOARD_OAUTH_SCOPES',
   sessionSigningKey: 'PUNK_SESSION_SIGNING_KEY',
   mcpPath: 'PUNK_MCP_PATH',
   serverName: 'PUNK_SERVER_NAME',
@@ -417,7 +475,15 @@ const envNames: Record<keyof PunkConfig, string> = {
   allowedHosts: 'PUNK_ALLOWED_HOSTS',
   sessionTtlMs: 'PUNK_SESSION_TTL_MS',
   maxSessions: 'PUNK_MAX_SESSIONS',
+  maxSessionsPerPrincipal: 'PUNK_MAX_SESSIONS_PER_PRINCIPAL',
+  headersTimeoutMs: 'PUNK_HEADERS_TIMEOUT_MS',
+  requestTimeoutMs: 'PUNK_REQUEST_TIMEOUT_MS',
+  maxConnections: 'PUNK_MAX_CONNECTIONS',
+  maxConnectionsPerAddress: 'PUNK_MAX_CONNECTIONS_PER_ADDRESS',
+  connectionIdleTimeoutMs: 'PUNK_CONNECTION_IDLE_TIMEOUT_MS',
   initializeRateLimit: 'PUNK_INITIALIZE_RATE_LIMIT',
+  maxListenStreams: 'PUNK_MAX_LISTEN_STREAMS',
+  maxListenStreamsPerPrincipal: 'PUNK_MAX_LISTEN_STREAMS_PER_PRINCIPAL',
   responseMode: 'PUNK_RESPONSE_MODE',
   pageSize: 'PUNK_PAGE_SIZE',
   toolTimeouts: 'PUNK_TOOL_TIMEOUTS',
@@ -428,6 +494,13 @@ const envNames: Record<keyof PunkConfig, string> = {
   upstreamAllowedNetworks: 'PUNK_UPSTREAM_ALLOWED_NETWORKS',
   launchedServers: 'PUNK_LAUNCHED_SERVERS',
   upstreamMaxConcurrentCalls: 'PUNK_UPSTREAM_MAX_CONCURRENT_CALLS',
+  upstreamMaxQueuedCalls: 'PUNK_UPSTREAM_MAX_QUEUED_CALLS',
+  upstreamQueueTimeoutMs: 'PUNK_UPSTREAM_QUEUE_TIMEOUT_MS',
+  upstreamMaxCallsPerPrincipal: 'PUNK_UPSTREAM_MAX_CALLS_PER_PRINCIPAL',
+  workflowMaxNodes: 'PUNK_WORKFLOW_MAX_NODES',
+  workflowMaxRunMs: 'PUNK_WORKFLOW_MAX_RUN_MS',
+  workflowMaxResultBytes: 'PUNK_WORKFLOW_MAX_RESULT_BYTES',
+  ledgerMaxPending: 'PUNK_LEDGER_MAX_PENDING',
   upstreamIdleTimeoutMs: 'PUNK_UPSTREAM_IDLE_TIMEOUT_MS',
   toolPinning: 'PUNK_TOOL_PINNING',
   operatorNamespaces: 'PUNK_OPERATOR_NAMESPACES',

@@ -7,18 +7,33 @@
 import { z } from 'zod';
 import type { Bus, BusHeaders, KvBucketConfig, StreamConfig } from './bus/bus.js';
 import { PunkError } from './errors.js';
+import { redactionOn } from './redaction/attached.js';
+import { maskData } from './redaction/mask.js';
 
 /** Subjects of the bus. */
 export const subjects = {
   /** Request/reply, queue group `gateway`: catalog listings, tools/call, resources/read, prompts/get. */
   gatewayCall: 'punk.gateway.call',
-  /** Request/reply, queue group `governance`: one decision before an upstream call. */
+  /**
+   * Request/reply, queue group `governance`: one decision that needs governance's shared state (a McpPolicy rate
+   * limit covers the use), asked by the gateway, which decides every other use in process.
+   */
   governanceCheck: 'punk.governance.check',
   /**
-   * Request/reply, queue group `governance`: the decisions of many uses at once, not recorded on the ledger
-   * (`governanceFilterSchema`, reply `governanceFilterReplySchema`): mcp-front drops from its lists what a principal may not use.
+   * Request/reply, queue group `governance`: approvals (`approvalRequestSchema`): a call's claim of an approval (the
+   * gateway, for an `approval_required` decision), and the approvals API (list, get, approve, deny) from mcp-front.
    */
-  governanceFilter: 'punk.governance.filter',
+  governanceApproval: 'punk.governance.approval',
+  /**
+   * Broadcast from governance when approval request `id` is decided (approved or denied) (`approvalDecidedSchema`):
+   * the gateway replica whose call waits for it claims it again at once.
+   */
+  approvalDecided: (id: string) => `punk.governance.approval.${subjectToken(id)}.decided`,
+  /**
+   * Request/reply, queue group `governance`: the settings API (`governanceAdminRequestSchema`; the reply is the
+   * operation's JSON body, errors are PunkErrors). mcp-front serves it over HTTP as `/api/v1/settings`.
+   */
+  governanceAdmin: 'punk.governance.admin',
   /** Durable append to the ledger stream: trace events. */
   ledgerEvents: 'punk.ledger.events',
   /**
@@ -42,16 +57,27 @@ export const subjects = {
   /** Durable append to stream `PUNK_SSE`: one SSE event of one stream of a 2025 session (`sseEventSchema`). */
   sseEvent: (sessionId: string, streamId: string) => `punk.sse.${sessionId}.${streamId}`,
   /**
-   * Broadcast from the gateway replica relaying one call to the front replica serving it, while the call runs:
-   * the upstream's progress notifications and server-to-client requests for the client (`callOutSchema`).
+   * Publish from the gateway replica relaying one call to the front replica `front` serving it (the channel's
+   * `front`), while the call runs: that the replica took the call, then the upstream's progress notifications and
+   * server-to-client requests for the client (`callOutSchema`). Each front subscribes once to
+   * {@link subjects.frontCallsOut} and dispatches by call id ({@link callIdOfCallOut}).
    */
-  callOut: (callId: string) => `punk.call.${callId}.out`,
+  callOut: (front: string, callId: string) => `punk.front.${subjectToken(front)}.call.${callId}.out`,
+  /** What front replica `front` subscribes to: {@link subjects.callOut} of every call it serves. */
+  frontCallsOut: (front: string) => `punk.front.${subjectToken(front)}.call.*.out`,
   /**
    * Broadcast from the front replica serving one call to the gateway replica relaying it: the client gave the
    * call up (a 2026-07-28 response stream closed, or `notifications/cancelled`); the upstream request is
-   * cancelled (`callCancelSchema`).
+   * cancelled (`callCancelSchema`). Each gateway replica subscribes once to {@link subjects.callsCancel}.
    */
   callCancel: (callId: string) => `punk.call.${callId}.cancel`,
+  /** What every gateway replica subscribes to: {@link subjects.callCancel} of every call. */
+  callsCancel: 'punk.call.*.cancel',
+  /**
+   * Broadcast, every {@link GATEWAY_HEARTBEAT_MS}, from each gateway replica (`gatewayHeartbeatSchema`): the fronts
+   * tell from its silence that a replica holding their calls is gone.
+   */
+  gatewayHeartbeat: 'punk.gateway.heartbeat',
   /**
    * Request/reply to the gateway replica holding one pending server-to-client request (it alone serves this subject):
    * the client's JSON-RPC answer, from whichever front replica received it (`clientAnswerSchema`; reply `{}`, or
@@ -72,6 +98,15 @@ export const subjects = {
    */
   sessionMessage: (tenant: string) => `punk.tenant.${subjectToken(tenant)}.session-message`,
 } as const;
+
+/** The call id a subject of {@link subjects.callOut} or {@link subjects.callCancel} names (undefined for another subject). */
+export function callIdOfSubject(subject: string): string | undefined {
+  const tokens = subject.split('.');
+  return tokens[1] === 'front' ? tokens[4] : tokens[2];
+}
+
+/** How often a gateway replica publishes on `punk.gateway.heartbeat`, in milliseconds. */
+export const GATEWAY_HEARTBEAT_MS = 250;
 
 /** A value made safe as one subject token: `.`, `*`, `>` and whitespace become `_`. */
 function subjectToken(value: string): string {
@@ -110,6 +145,13 @@ export const buckets = {
    */
   initializeCounters: { name: 'PUNK_INITIALIZE_COUNTERS', ttlMs: 120_000 } satisfies KvBucketConfig,
   /**
+   * mcp-front's index of the 2025-era sessions of each principal (`{ sessions: [<session id>, …] }`), by a hash of the
+   * principal (or of an anonymous caller's address), shared by every front replica and written only with
+   * create/compare-and-set; ids of ended sessions are dropped when the principal reaches its bound. Entries expire
+   * `ttlMs` (a day) after their last write.
+   */
+  principalSessions: { name: 'PUNK_PRINCIPAL_SESSIONS', ttlMs: 24 * 60 * 60_000 } satisfies KvBucketConfig,
+  /**
    * The servers the operator manages (McpServer custom resources), by `kvKey(tenant, name)`: each value a
    * {@link managedServerSchema}, the McpServer as the gateway serves it (a pod's server as the `url` of its
    * Service). Every gateway replica watches the bucket and serves its entries beside the manifests'; entries
@@ -122,12 +164,25 @@ export const buckets = {
    */
   mcpPolicies: { name: 'PUNK_MCP_POLICIES', ttlMs: 0 } satisfies KvBucketConfig,
   /**
+   * The tenants' McpWorkflow custom resources, by `kvKey(tenant, name)`: each value a whole McpWorkflow object
+   * (`mcpWorkflowSchema`, its graph checked), published by the operator and by `punk up` (workflow/publish.ts). Every
+   * gateway replica watches the bucket and serves the workflows (tools on `/mcp`, the workflows API, runs); entries
+   * never expire.
+   */
+  mcpWorkflows: { name: 'PUNK_MCP_WORKFLOWS', ttlMs: 0 } satisfies KvBucketConfig,
+  /**
    * Governance's rate-limit counters (`rateLimitCounterSchema`), one per tenant, McpPolicy, limit and principal, by
    * `kvKey(tenant, policy, limit, subject)`, shared by every governance replica and written only with
    * create/compare-and-set. A counter whose window has passed counts from 0 again; entries expire 31 days after
    * their last write, so a window of up to 31 days is counted exactly.
    */
   rateLimitCounters: { name: 'PUNK_RATE_LIMITS', ttlMs: 31 * 24 * 60 * 60_000 } satisfies KvBucketConfig,
+  /**
+   * Each tenant's settings (`tenantSettingsSchema`) by `kvKey(tenant)`, written by governance (which keeps them in
+   * Postgres and publishes them at start and on each change) and watched by every process that appends ledger
+   * events (settings.ts), so the redaction setting applies on every replica; entries never expire.
+   */
+  tenantSettings: { name: 'PUNK_TENANT_SETTINGS', ttlMs: 0 } satisfies KvBucketConfig,
 } as const;
 
 /** One counter of bucket `PUNK_RATE_LIMITS`: uses counted in the fixed window that started at `windowStart` (epoch milliseconds). */
@@ -185,7 +240,8 @@ export const consumers = {
 /** Deadlines of the request subjects, in milliseconds. */
 export const deadlines = {
   governanceCheckMs: 5_000,
-  governanceFilterMs: 5_000,
+  /** A claim or an API operation of approvals (`punk.governance.approval`). */
+  governanceApprovalMs: 5_000,
   catalogMs: 10_000,
   /** Delivery of a client's answer to the gateway replica holding the pending request. */
   clientAnswerMs: 5_000,
@@ -206,8 +262,16 @@ export const principalSchema = z.object({
   tenant: z.string().min(1),
   groups: z.array(z.string()).default([]),
   scopes: z.array(z.string()).optional(),
+  /**
+   * The caller a platform agent acts for: on the calls of a workflow run (subject {@link WORKFLOW_ENGINE_SUBJECT}), the
+   * principal who triggered the run. A policy rule's principals and groups match the agent or this caller.
+   */
+  actingFor: z.object({ subject: z.string().min(1), groups: z.array(z.string()).default([]) }).optional(),
 });
 export type Principal = z.infer<typeof principalSchema>;
+
+/** Subject of the agent that makes the calls of workflow runs (acting for the run's caller: `Principal.actingFor`). */
+export const WORKFLOW_ENGINE_SUBJECT = 'workflow-engine';
 
 /** The principal of an unauthenticated local caller (embedded mode without auth). */
 export function anonymousPrincipal(tenant: string): Principal {
@@ -234,6 +298,8 @@ export type SideEffectLevel = z.infer<typeof sideEffectLevelSchema>;
 export const callChannelSchema = z.object({
   /** Names the call's subject; minted by the front per call. */
   callId: z.uuid(),
+  /** The front replica serving the call (its subject {@link subjects.callOut}); minted by the front at start. */
+  front: z.string().min(1),
   /**
    * Capabilities the client declared (in `initialize`, or in a 2026-07-28 request's `_meta`):
    * server-to-client requests are forwarded only when declared.
@@ -351,8 +417,10 @@ export const serverCatalogSchema = z.object({
   namespace: z.string(),
   state: serverStateSchema,
   lastError: z.string().optional(),
+  /** What is wrong but served, from the last connection, each naming where (`paths./pets/{id}.get: no operationId; named get_pets_id`). */
+  warnings: z.array(z.string()).optional(),
   /** The transport of the last connection: `sse` when a url server only spoke the 2024-11-05 HTTP+SSE transport. */
-  transport: z.enum(['stdio', 'streamable-http', 'sse']).optional(),
+  transport: z.enum(['stdio', 'streamable-http', 'sse', 'openapi']).optional(),
   /** The gateway replica's circuit breaker for the server: `open` fails calls fast until a probe reconnects (`half-open`). */
   circuit: z.enum(['closed', 'open', 'half-open']).optional(),
   protocolVersion: z.string().optional(),
@@ -412,19 +480,6 @@ export const governanceCheckSchema = z.object({
 });
 export type GovernanceCheck = z.infer<typeof governanceCheckSchema>;
 
-/** Largest number of items in one `punk.governance.filter` request. */
-export const MAX_GOVERNANCE_FILTER_ITEMS = 10_000;
-
-/** Request on `punk.governance.filter`: would `principal` be allowed each use? Nothing is recorded. */
-export const governanceFilterSchema = z.object({
-  tenant: z.string().min(1),
-  principal: principalSchema,
-  items: z
-    .array(governanceCheckSchema.pick({ server: true, kind: true, target: true, declaredLevel: true }))
-    .max(MAX_GOVERNANCE_FILTER_ITEMS),
-});
-export type GovernanceFilter = z.infer<typeof governanceFilterSchema>;
-
 /** Outcome of a governance check. */
 export const decisionSchema = z.enum(['allow', 'deny', 'approval_required']);
 export type Decision = z.infer<typeof decisionSchema>;
@@ -442,12 +497,121 @@ export const governanceDecisionSchema = z.object({
   rule: z.string(),
   /** A sentence for people. */
   reason: z.string(),
+  /** Generation of the tenant's compiled policies that decided (`TenantPolicy.generation`; 0: the defaults alone). */
+  generation: z.number().int().min(0),
+  /** For `approval_required`: how the rule's approvals are decided (`ApprovalSettings` of policy/rules.ts). */
+  approval: z
+    .object({
+      approvers: z.object({ subjects: z.array(z.string()), groups: z.array(z.string()) }),
+      allowSelf: z.boolean(),
+      timeoutMs: z.number().int().min(1),
+      waitMs: z.number().int().min(0),
+    })
+    .optional(),
 });
 export type GovernanceDecision = z.infer<typeof governanceDecisionSchema>;
 
-/** Reply on `punk.governance.filter`: the decision of each item, in the request's order. */
-export const governanceFilterReplySchema = z.object({ decisions: z.array(decisionSchema) });
-export type GovernanceFilterReply = z.infer<typeof governanceFilterReplySchema>;
+// ---------------------------------------------------------------- approvals
+
+/** States of an approval request: `pending` until decided or expired; an `approved` one becomes `consumed` by its one call. */
+export const approvalStateSchema = z.enum(['pending', 'approved', 'denied', 'expired', 'consumed']);
+export type ApprovalState = z.infer<typeof approvalStateSchema>;
+
+/**
+ * One approval request, as governance stores it (schema `governance`, table `approvals`) and the API shows it: the
+ * exact call it authorises (principal, server, tool, the SHA-256 of the RFC 8785 canonical arguments), the rule and
+ * policy generation that asked, its times and its state, who decided and why.
+ */
+export const approvalSchema = z.object({
+  id: z.uuid().describe('Approval id.'),
+  tenant: z.string().min(1),
+  principal: z.object({ subject: z.string().min(1), groups: z.array(z.string()) }).describe('Who made the call.'),
+  server: z.string().min(1),
+  tool: z.string().min(1),
+  argumentsDigest: z
+    .string()
+    .regex(/^[0-9a-f]{64}$/)
+    .describe('SHA-256 (hex) of the RFC 8785 canonical JSON of the arguments.'),
+  rule: z.string().describe('The policy rule that required the approval.'),
+  generation: z.number().int().min(0).describe("Generation of the tenant's policies that decided."),
+  approvers: z
+    .object({ subjects: z.array(z.string()), groups: z.array(z.string()) })
+    .describe("Who may decide (both empty: holders of the admin scope), from the rule's `approval`."),
+  allowSelf: z.boolean().describe('Whether the caller may approve its own call.'),
+  runId: z.string().describe('The run of the call that asked.'),
+  state: approvalStateSchema,
+  createdAt: z.iso.datetime({ offset: true }).describe('RFC 3339.'),
+  expiresAt: z.iso.datetime({ offset: true }).describe('RFC 3339: an undecided or unconsumed request expires then.'),
+  decidedBy: z.string().optional().describe('Subject of who approved or denied it.'),
+  decidedAt: z.iso.datetime({ offset: true }).optional(),
+  reason: z.string().optional().describe("The decider's reason."),
+  consumedAt: z.iso.datetime({ offset: true }).optional(),
+  consumedRunId: z.string().optional().describe('The run of the call that used the approval.'),
+});
+export type Approval = z.infer<typeof approvalSchema>;
+
+/**
+ * Who asks governance to see or decide approvals: the authenticated principal, whether it holds the admin scope of
+ * the tenant, and whether authentication is off (then the API acts as an admin and may decide any request).
+ */
+export const approvalCallerSchema = z.object({ principal: principalSchema, admin: z.boolean(), authOff: z.boolean() });
+export type ApprovalCaller = z.infer<typeof approvalCallerSchema>;
+
+/** Filters of `GET /api/v1/approvals`. */
+export const approvalFilterSchema = z.object({
+  state: approvalStateSchema.optional(),
+  server: z.string().min(1).optional(),
+  tool: z.string().min(1).optional(),
+  subject: z.string().min(1).optional(),
+});
+
+/**
+ * One request on `punk.governance.approval`.
+ * - `claim` (the gateway, for an `approval_required` decision of a tools/call): with `id`, that request (a re-check
+ *   while the call waits); else the oldest `approved` request of the same principal, server, tool and arguments
+ *   digest, then a `pending` one, else a new `pending` request (`approval.requested`). An approved one is consumed
+ *   (`approval.consumed`, in `runId`).
+ * - `list`, `get`, `decide`: the approvals API; `decide` is refused (`ApprovalForbidden`) for a caller who may not.
+ */
+export const approvalRequestSchema = z.discriminatedUnion('op', [
+  z.object({
+    op: z.literal('claim'),
+    tenant: z.string().min(1),
+    principal: principalSchema,
+    server: z.string().min(1),
+    tool: z.string().min(1),
+    argumentsDigest: z.string().regex(/^[0-9a-f]{64}$/),
+    /** The call's arguments, recorded on the `approval.requested` event so approvers see what they decide (masked when redaction is on). */
+    arguments: z.record(z.string(), z.unknown()).optional(),
+    rule: z.string().min(1),
+    generation: z.number().int().min(0),
+    approval: governanceDecisionSchema.shape.approval.unwrap(),
+    runId: z.string().min(1),
+    sessionId: z.string().optional(),
+    id: z.uuid().optional(),
+  }),
+  z.object({ op: z.literal('list'), tenant: z.string().min(1), caller: approvalCallerSchema, filter: approvalFilterSchema }),
+  z.object({ op: z.literal('get'), tenant: z.string().min(1), caller: approvalCallerSchema, id: z.string().min(1) }),
+  z.object({
+    op: z.literal('decide'),
+    tenant: z.string().min(1),
+    caller: approvalCallerSchema,
+    id: z.string().min(1),
+    verdict: z.enum(['approve', 'deny']),
+    reason: z.string().max(1024).optional(),
+  }),
+]);
+export type ApprovalRequest = z.infer<typeof approvalRequestSchema>;
+
+/**
+ * Reply to a `claim`: `consumed` (the call may run, once), else the request's current state (`pending`, `denied`,
+ * `expired`); `callerMayDecide` tells whether the caller itself may decide it (in-conversation approval).
+ */
+export const approvalClaimReplySchema = z.object({ approval: approvalSchema, callerMayDecide: z.boolean() });
+export type ApprovalClaimReply = z.infer<typeof approvalClaimReplySchema>;
+
+/** Broadcast on `punk.governance.approval.<id>.decided`. */
+export const approvalDecidedSchema = z.object({ id: z.uuid(), state: approvalStateSchema });
 
 // ---------------------------------------------------------------- API keys
 
@@ -511,6 +675,38 @@ export const ledgerEventTypeSchema = z.enum([
   'credential.deleted',
   'credential.refreshed',
   'credential.refresh_failed',
+  /**
+   * Approvals, each in the run of the call it belongs to (`data`: `approvalId`, `server`, `tool`, `argumentsDigest`,
+   * `rule`, the call's `arguments` on a request, and `decidedBy`/`reason` for decisions): a request recorded, approved,
+   * denied, expired, used by its call.
+   */
+  'approval.requested',
+  'approval.granted',
+  'approval.denied',
+  'approval.expired',
+  'approval.consumed',
+  /** Settings API: a tenant setting changed (`data`: `key`, `value`, `previous`). */
+  'settings.changed',
+  /**
+   * Prompt ingest (`POST /api/v1/ingest/prompt`): a prompt typed in a client Punk observes (`data`: `prompt`, `cwd`,
+   * `promptId`, `provider` `claude-code`, `model` `external`, `route` `live`, `trigger` `hook`), then its run
+   * completed (`data`: `outcome` `ok`, `provider`, `model`, `route`, `costUsd` 0).
+   */
+  'prompt.observed',
+  'observed.completed',
+  /**
+   * A workflow run (docs/workflows.md "Runs"), in order: `workflow.started` (`data`: `workflow`, `tool`, `trigger`
+   * `mcp` or `api`, `arguments`), per node `node.started` (`node`, `kind`) and `node.completed` (`node`, `kind`,
+   * `durationMs`, `next`, and for a tool_call `server`, `tool`, `sideEffectLevel`, `isError`), then
+   * `workflow.completed` (`durationMs`, `outcome` `ok`, `result`) or `workflow.failed` (`durationMs`, `outcome`
+   * `failed` or `interrupted`, `node`, `error`). Every event's principal is the agent `workflow-engine` acting for
+   * the caller; a tool_call node's own decision, `tool.called` and `tool.completed` are in the same run.
+   */
+  'workflow.started',
+  'node.started',
+  'node.completed',
+  'workflow.completed',
+  'workflow.failed',
 ]);
 export type LedgerEventType = z.infer<typeof ledgerEventTypeSchema>;
 
@@ -530,6 +726,18 @@ export const ledgerEventSchema = z.object({
   data: z.record(z.string(), z.unknown()).default({}),
 });
 export type LedgerEvent = z.infer<typeof ledgerEventSchema>;
+
+// ---------------------------------------------------------------- settings
+
+/**
+ * One request on `punk.governance.admin`: the settings API for one tenant. `principal` is the authenticated admin
+ * (a change is audited under it); `body` is the HTTP body as received (`settingChangeSchema`, checked by governance).
+ */
+export const governanceAdminRequestSchema = z.discriminatedUnion('op', [
+  z.object({ op: z.literal('settings.get'), tenant: z.string().min(1) }),
+  z.object({ op: z.literal('settings.put'), tenant: z.string().min(1), principal: principalSchema, body: z.unknown() }),
+]);
+export type GovernanceAdminRequest = z.infer<typeof governanceAdminRequestSchema>;
 
 // ---------------------------------------------------------------- registry
 
@@ -566,6 +774,21 @@ export const gatewayAdminRequestSchema = z.discriminatedUnion('op', [
   z.object({ op: z.literal('credentials.list'), tenant: z.string().min(1) }),
   z.object({ op: z.literal('credentials.get'), tenant: z.string().min(1), id: z.string().min(1) }),
   z.object({ op: z.literal('credentials.delete'), tenant: z.string().min(1), principal: principalSchema, id: z.string().min(1) }),
+  /** The tenant's workflows (`GET /api/v1/workflows`): reply `{ workflows }` (`workflowViewSchema`). */
+  z.object({ op: z.literal('workflows.list'), tenant: z.string().min(1) }),
+  /** Workflow `name` with its spec (`GET /api/v1/workflows/<name>`): reply `{ workflow }`. */
+  z.object({ op: z.literal('workflows.get'), tenant: z.string().min(1), name: z.string().min(1) }),
+  /**
+   * Runs workflow `name` for `principal` (`POST /api/v1/workflows/<name>/runs`, trigger `api`); `body` is
+   * `workflowRunBodySchema` as received. Reply `workflowRunReplySchema` once the run ended or `waitSeconds` passed.
+   */
+  z.object({
+    op: z.literal('workflows.run'),
+    tenant: z.string().min(1),
+    principal: principalSchema,
+    name: z.string().min(1),
+    body: z.unknown(),
+  }),
   /** Replace credential `id` in place (`PUT /api/v1/credentials/<id>`): `body` is `{ id?, type?, data }` as a create's. */
   z.object({
     op: z.literal('credentials.replace'),
@@ -669,6 +892,10 @@ export type SessionOut = z.infer<typeof sessionOutSchema>;
 export const callCancelSchema = z.object({ reason: z.string().optional() });
 export type CallCancel = z.infer<typeof callCancelSchema>;
 
+/** Broadcast on `punk.gateway.heartbeat`: gateway replica `instance` is alive; `stopping` once, when it stops on purpose. */
+export const gatewayHeartbeatSchema = z.object({ instance: z.string().min(1), stopping: z.boolean().optional() });
+export type GatewayHeartbeat = z.infer<typeof gatewayHeartbeatSchema>;
+
 /**
  * Broadcast on `punk.session.<id>.control`: the session ended (DELETE), a GET `connection` now holds its stream,
  * or the client sent `notifications/roots/list_changed` (the gateway replicas holding the session's `per-client`
@@ -686,7 +913,14 @@ export type SessionControl = z.infer<typeof sessionControlSchema>;
  * notification (`notifications/progress` with the client's own `progressToken`) or a request whose `id` is
  * the pending request id to answer on `punk.client-request.<id>.answer`.
  */
-export const callOutSchema = z.object({ message: z.looseObject({ jsonrpc: z.literal('2.0'), method: z.string().min(1) }) });
+export const callOutSchema = z.union([
+  z.object({ message: z.looseObject({ jsonrpc: z.literal('2.0'), method: z.string().min(1) }) }),
+  /**
+   * The gateway replica `accepted` (its `instanceId`) took the call, published before anything of the call reaches
+   * the upstream: a call the front saw no acceptance of never reached it.
+   */
+  z.object({ accepted: z.string().min(1) }),
+]);
 export type CallOut = z.infer<typeof callOutSchema>;
 
 /**
@@ -792,24 +1026,23 @@ export async function requestDecision(bus: Bus, check: GovernanceCheck): Promise
 }
 
 /**
- * Asks governance which of many uses a principal may make (list filtering); the decisions come in the items' order.
- * @throws PunkError as {@link requestDecision} does.
+ * Sends one request on `punk.governance.approval` and returns the reply.
+ * @throws PunkError `GovernanceTimeout` or `GovernanceUnavailable` naming the subject, or governance's own error
+ *   (`ApprovalNotFound`, `ApprovalForbidden`, `ApprovalNotPending`, `ApprovalsUnavailable`).
  */
-export async function requestFilter(bus: Bus, filter: GovernanceFilter): Promise<GovernanceFilterReply> {
-  const reply = await requestGovernance(bus, subjects.governanceFilter, filter, deadlines.governanceFilterMs);
-  const parsed = parseMessage(governanceFilterReplySchema, subjects.governanceFilter, reply);
-  if (parsed.decisions.length !== filter.items.length) {
-    throw new PunkError(
-      'InvalidMessage',
-      `malformed reply on ${subjects.governanceFilter}: ${parsed.decisions.length} decisions for ${filter.items.length} items`,
-    );
-  }
-  return parsed;
+export async function requestApproval(bus: Bus, request: ApprovalRequest): Promise<unknown> {
+  return requestGovernance(bus, subjects.governanceApproval, request, deadlines.governanceApprovalMs);
 }
 
-/** Appends a trace event to the ledger stream; resolves once the stream stored it. */
+/**
+ * Appends a trace event to the ledger stream; resolves once the stream stored it. This is the one place events are
+ * appended: when the event's tenant has the redaction setting on (as the settings watch attached to `bus` knows it,
+ * settings.ts), its `data` is masked here (redaction/mask.ts), so only the masked form is chained and stored.
+ */
 export async function appendLedgerEvent(bus: Bus, event: LedgerEvent): Promise<void> {
-  await bus.append(subjects.ledgerEvents, ledgerEventSchema.parse(event), { msgId: event.id });
+  const parsed = ledgerEventSchema.parse(event);
+  const stored = redactionOn(bus, parsed.tenant) ? { ...parsed, data: maskData(parsed.data) } : parsed;
+  await bus.append(subjects.ledgerEvents, stored, { msgId: event.id });
 }
 
 /**

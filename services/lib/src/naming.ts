@@ -28,6 +28,13 @@
  */
 import { createHash } from 'node:crypto';
 
+/**
+ * Server name under which the gateway lists a tenant's ready McpWorkflows as tools (workflows/served.ts): on `/mcp`
+ * each is `punk_workflow__<name>`, which no server's tool can be (a server's name is a DNS label, so the first `_`
+ * of its tools' names is followed by another). It is no McpServer: no `/servers/<name>/mcp` endpoint serves it.
+ */
+export const WORKFLOW_SERVER = 'punk.workflow';
+
 /** Longest exposed name, in characters. */
 export const MAX_NAME_LENGTH = 64;
 /** Separator between the server name and the upstream name. */

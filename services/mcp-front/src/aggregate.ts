@@ -4,7 +4,7 @@
  * (`/servers/<name>/mcp`). Pure functions: catalog in, view out.
  */
 import { UriTemplate } from '@modelcontextprotocol/server';
-import { NameMap, namespacedName, type ServerCatalog, type WithheldTool } from '@punk/lib';
+import { NameMap, namespacedName, WORKFLOW_SERVER, type ServerCatalog, type WithheldTool } from '@punk/lib';
 
 /** Which servers an endpoint exposes. */
 export type Scope = { kind: 'aggregate' } | { kind: 'server'; server: string; namespace?: string };
@@ -68,10 +68,13 @@ export function scopeIncludes(key: string, server: string): boolean {
   return key === '*' || key === server || key.endsWith(`/${server}`);
 }
 
-/** The servers a scope selects among the tenant's catalog. */
+/** The servers a scope selects among the tenant's catalog (a server's scope never selects the workflows' entry, `WORKFLOW_SERVER`). */
 export function serversInScope(servers: ServerCatalog[], scope: Scope): ServerCatalog[] {
   if (scope.kind === 'aggregate') return servers;
-  return servers.filter((s) => s.name === scope.server && (scope.namespace === undefined || s.namespace === scope.namespace));
+  // The workflows' entry is no server: its tools are on /mcp only.
+  return servers.filter(
+    (s) => s.name !== WORKFLOW_SERVER && s.name === scope.server && (scope.namespace === undefined || s.namespace === scope.namespace),
+  );
 }
 
 /**
@@ -157,6 +160,25 @@ export function withheldTool(view: CatalogView, exposed: string): WithheldTool |
     if (found) return found;
   }
   return undefined;
+}
+
+/**
+ * The server in `view` that would serve tool `exposed` but is not running (state `failed`, `stopped` or
+ * `starting`), and a sentence saying so with its last error: on `/mcp` the server whose `<server>__` prefix the name
+ * carries, on a per-server endpoint its server. Undefined when that server runs, or no server is named.
+ */
+export function unservedServer(view: CatalogView, exposed: string): { server: ServerCatalog; message: string } | undefined {
+  const server = view.tools.namespaced
+    ? view.servers.find((s) => exposed.startsWith(namespacedName(s.name, '')))
+    : view.servers.length === 1
+      ? view.servers[0]
+      : undefined;
+  if (!server || server.state === 'ready' || server.state === 'idle') return undefined;
+  const why = server.lastError === undefined ? '' : `: ${server.lastError}`;
+  return {
+    server,
+    message: `server ${server.name} is ${server.state}${why}; its tools are served once it runs (GET /api/v1/mcp/servers/${server.name} shows its state)`,
+  };
 }
 
 /**

@@ -7,6 +7,7 @@
 import express from 'express';
 import { streams, unauthenticatedExposureWarning, type ServiceDefinition } from '@punk/lib';
 import { createFront, frontOptionsOf } from './front.js';
+import { ledgerForwardRouter } from './ledger-forward.js';
 
 /**
  * Service definition of mcp-front for `runService`. Ensures stream
@@ -29,6 +30,8 @@ export const mcpFrontService: ServiceDefinition = {
     });
     const app = express();
     app.use(front.router);
+    // With PUNK_LEDGER_URL the ledger API is served here too, for admins (ledger-forward.ts).
+    if (config.ledgerUrl) app.use('/api/v1', ledgerForwardRouter({ ledgerUrl: config.ledgerUrl, adminOnly: front.adminOnly, log }));
     return { http: app, stop: () => front.close() };
   },
 };

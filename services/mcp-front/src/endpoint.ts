@@ -8,14 +8,20 @@
  * `createMcpHandler(factory, { legacy: 'reject' })` per endpoint scope. Its SSE streams (a call's answer once
  * it streams: handlers.ts turns a long call's answer into one; `subscriptions/listen`) carry a `: keepalive`
  * comment every `keepAliveMs`.
+ *
+ * `subscriptions/listen` streams are bounded per principal and per replica (listen-limits.ts): past a bound the
+ * request is answered HTTP 429 with `Retry-After`. A stream's slot is given back the moment its HTTP response
+ * closes.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { toNodeHandler, toWebRequest, type NodeMcpRequestHandler } from '@modelcontextprotocol/node';
 import { createMcpHandler, isLegacyRequest, type AuthInfo, type McpHttpHandler, type Server } from '@modelcontextprotocol/server';
 import type { Logger, Principal } from '@punk/lib';
 import { scopeIncludes, scopeKey, type Scope } from './aggregate.js';
-import { HEADER_MISMATCH_CODE, sendJsonRpcError } from './errors.js';
+import { HEADER_MISMATCH_CODE, SERVER_BUSY_CODE, sendJsonRpcError } from './errors.js';
 import type { LegacyEndpoint } from './legacy.js';
+import { LISTEN_RETRY_AFTER_SECONDS, type ListenSlots } from './listen-limits.js';
+import { limitOwnerOf } from './limit-owner.js';
 import { paramHeaderMismatch } from './param-headers.js';
 
 /** What the endpoint router needs. */
@@ -38,6 +44,10 @@ export interface EndpointDeps {
   subscribeListened: (scope: Scope, body: unknown) => Promise<void>;
   /** The `inputSchema` of a tool exposed on a scope, by exposed name; undefined when unknown (the handler answers that). */
   toolInputSchema: (scope: Scope, name: string) => Promise<unknown>;
+  /** The open `subscriptions/listen` streams of this replica and their bounds. */
+  listenSlots: ListenSlots;
+  /** The client's address (forwarded.ts), which counts an anonymous caller's listen streams. */
+  clientAddress: (req: IncomingMessage) => string;
 }
 
 /** How POSTs are answered (`PUNK_RESPONSE_MODE`). */
@@ -71,7 +81,10 @@ export class McpEndpoints {
           sendJsonRpcError(res, 400, HEADER_MISMATCH_CODE, `Bad Request: ${mismatch}`, {}, undefined, (body as { id: string | number }).id);
           return;
         }
-        await this.deps.subscribeListened(scope, body);
+        if ((body as { method?: unknown }).method === 'subscriptions/listen') {
+          await this.serveListen(scope, req, res, body, principal);
+          return;
+        }
         await this.modernHandler(scope).node(req, res, body);
         return;
       }
@@ -109,6 +122,32 @@ export class McpEndpoints {
     this.modern.clear();
   }
 
+  /**
+   * Serves a 2026 `subscriptions/listen` within the listen bounds: 429 with `Retry-After` past one; else the
+   * upstreams are subscribed to the resources it names and the SDK serves the stream, whose slot is given back
+   * when the response closes.
+   */
+  private async serveListen(scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown, principal: Principal): Promise<void> {
+    const slot = this.deps.listenSlots.take(limitOwnerOf(principal, this.deps.clientAddress(req)));
+    if ('refusal' in slot) {
+      sendJsonRpcError(
+        res,
+        429,
+        SERVER_BUSY_CODE,
+        slot.refusal,
+        { 'Retry-After': String(LISTEN_RETRY_AFTER_SECONDS) },
+        { retryAfterSeconds: LISTEN_RETRY_AFTER_SECONDS },
+        (body as { id?: string | number }).id ?? null,
+      );
+      return;
+    }
+    // A client gone before this point closed its response already: 'close' will not come again.
+    if (res.closed || res.destroyed) slot.release();
+    else res.once('close', slot.release);
+    await this.deps.subscribeListened(scope, body);
+    await this.modernHandler(scope).node(req, res, body);
+  }
+
   /** The `Mcp-Param-*` headers of a 2026 `tools/call`, checked against its arguments (param-headers.ts). */
   private async paramHeaderMismatch(scope: Scope, req: IncomingMessage, body: unknown): Promise<string | undefined> {
     const request = body as { method?: unknown; params?: { name?: unknown; arguments?: unknown } };
@@ -130,6 +169,8 @@ export class McpEndpoints {
         maxRequestBodySize: this.deps.maxBodyBytes,
         responseMode,
         keepAliveMs: this.deps.keepAliveMs,
+        // Punk bounds listen streams itself, per principal and per replica (serveListen).
+        maxSubscriptions: Number.MAX_SAFE_INTEGER,
       });
       entry = { handler, node: toNodeHandler(handler, { onerror, maxRequestBodySize: this.deps.maxBodyBytes }) };
       this.modern.set(key, entry);

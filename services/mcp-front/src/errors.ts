@@ -11,6 +11,7 @@
  * | PunkError `GovernanceTimeout` / `GovernanceUnavailable` | -32001 / -32603, saying the request was not run because governance did not answer on its subject |
  * | other PunkError `…Timeout`              | -32001, the error's own message |
  * | PunkError `BusNoResponders`             | -32603, "no gateway is running" |
+ * | PunkError `ServerBusy`                  | {@link SERVER_BUSY_CODE} (-32000), `data.retryAfterSeconds` saying when to retry (the gateway's queue was full or the wait ran out) |
  * | PunkError `…NotFound`, `Invalid…`       | -32602 (invalid params)  |
  * | any other PunkError (`PolicyDenied`, `ServerUnavailable`, …) | -32603, the error's own message |
  * | anything else                           | -32603 "internal error"  |
@@ -26,6 +27,13 @@ import type { ServerResponse } from 'node:http';
 import { ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/server';
 import { PunkError, errorMessage } from '@punk/lib';
 import type { CallDeadline } from './deadline.js';
+
+/**
+ * JSON-RPC code of a request refused for load (a full queue, a limit per principal): an implementation-defined server
+ * error (JSON-RPC 2.0 §5.1); `data.retryAfterSeconds` says when to retry. Answered with HTTP 429 and `Retry-After`
+ * where Punk writes the HTTP response itself.
+ */
+export const SERVER_BUSY_CODE = -32000;
 
 /** JSON-RPC code of a timed-out request (the SDK's and MCP's customary -32001). */
 export const REQUEST_TIMEOUT_CODE = -32001;
@@ -67,6 +75,14 @@ export function toProtocolError(error: unknown, context: ErrorContext): Protocol
     if (error.code.endsWith('Timeout')) return new ProtocolError(REQUEST_TIMEOUT_CODE, error.message, data);
     if (error.code === 'BusNoResponders') {
       return new ProtocolError(ProtocolErrorCode.InternalError, `no gateway is running to reach ${where} for ${what}`, data);
+    }
+    if (error.code === 'ServerBusy') {
+      // A transient refusal: the JSON-RPC error says when to retry, as Retry-After would (RFC 9110 §10.2.3).
+      const retryAfterSeconds = error.details?.['retryAfterSeconds'];
+      return new ProtocolError(SERVER_BUSY_CODE, error.message, {
+        ...data,
+        ...(typeof retryAfterSeconds === 'number' && { retryAfterSeconds }),
+      });
     }
     if (error.code.endsWith('NotFound') || error.code.startsWith('Invalid')) {
       return new ProtocolError(ProtocolErrorCode.InvalidParams, error.message, data);

@@ -10,7 +10,9 @@ import {
   anonymousPrincipal,
   DEFAULT_SESSION_TTL_MS,
   errorMessage,
+  refuseOtherMethods,
   streams,
+  watchPolicies,
   type Bus,
   type Logger,
   type Principal,
@@ -19,12 +21,15 @@ import {
 import { serversInScope, type Scope } from './aggregate.js';
 import { adminGuard, adminRouter } from './auth/admin-api.js';
 import { authOptionsFromConfig, createAuthenticator, type AuthOptions } from './auth/authenticator.js';
+import { meRouter } from './auth/me-api.js';
 import type { ApiKeyStore } from './auth/api-keys.js';
 import { TenantCatalog } from './catalog.js';
 import { OriginPolicy } from './cors.js';
 import { McpEndpoints, type ResponseMode } from './endpoint.js';
 import { startListChangedFanOut, startResourceUpdatedFanOut } from './fan-out.js';
 import { startListenUpdates, subscribeListened } from './listen-subscriptions.js';
+import { ListenSlots } from './listen-limits.js';
+import { clientAddressOf } from './forwarded.js';
 import { GetStreams } from './get-stream.js';
 import { buildMcpServer } from './handlers.js';
 import { createRouter, type ScopeCheck } from './http.js';
@@ -35,8 +40,14 @@ import { DEFAULT_REQUEST_STATE_TTL_MS, RequestStateCodec, signingKeyOf } from '.
 import { SessionEvents } from './session-events.js';
 import { startSessionMessages } from './session-messages.js';
 import { openApiDocument } from './openapi.js';
+import { approvalsRouter } from './approvals-api.js';
+import { ingestRouter } from './ingest-api.js';
+import { dashboardConfigOf, uiRouter } from './ui.js';
 import { registryRouter } from './registry-api.js';
+import { CallChannels } from './call-channel.js';
+import { GatewayCalls } from './gateway-calls.js';
 import { SessionStore } from './sessions.js';
+import { SessionShares } from './session-shares.js';
 import { trackHttpResponses, watchSessions } from './metrics.js';
 import { ToolSchemaValidator } from './validate.js';
 
@@ -74,11 +85,23 @@ export interface FrontOptions {
   sessionTtlMs?: number;
   /** Most 2025-era sessions written within one TTL, cluster-wide; `initialize` above it answers 503 (`PUNK_MAX_SESSIONS`). Default 10000. */
   maxSessions?: number;
+  /**
+   * Most 2025-era sessions one principal (an anonymous caller: one client address) holds, cluster-wide; `initialize`
+   * above it answers 429 (`PUNK_MAX_SESSIONS_PER_PRINCIPAL`). Default 1000.
+   */
+  maxSessionsPerPrincipal?: number;
   /** Most `initialize` requests per client address per minute, cluster-wide; 429 above it (`PUNK_INITIALIZE_RATE_LIMIT`). Default 30. */
   initializeRateLimit?: number;
+  /** Most 2026-07-28 `subscriptions/listen` streams open on this replica; 429 above it (`PUNK_MAX_LISTEN_STREAMS`). Default 1024. */
+  maxListenStreams?: number;
+  /**
+   * Most `subscriptions/listen` streams one principal (an anonymous caller: one client address) holds open on this
+   * replica; 429 above it (`PUNK_MAX_LISTEN_STREAMS_PER_PRINCIPAL`). Default 64.
+   */
+  maxListenStreamsPerPrincipal?: number;
   /** How POSTs are answered: `auto`, `json` or `always` (SSE) (`PUNK_RESPONSE_MODE`; legacy.ts, endpoint.ts). Default `auto`. */
   responseMode?: ResponseMode;
-  /** Items per page of list results, 1 to 1000 (`PUNK_PAGE_SIZE`). Default 50. */
+  /** Items per page of list results, 1 to 1000 (`PUNK_PAGE_SIZE`). Default 200. */
   pageSize?: number;
   /** Whether the endpoint advertises `logging`: 2025 sessions accept `logging/setLevel`, 2026 requests name a level in `_meta` (`PUNK_LOGGING_CAPABILITY`). Default true. */
   logging?: boolean;
@@ -143,7 +166,10 @@ export function frontOptionsOf(config: PunkConfig): Omit<FrontOptions, 'bus' | '
     trustProxy: config.trustProxy,
     sessionTtlMs: config.sessionTtlMs,
     maxSessions: config.maxSessions,
+    maxSessionsPerPrincipal: config.maxSessionsPerPrincipal,
     initializeRateLimit: config.initializeRateLimit,
+    maxListenStreams: config.maxListenStreams,
+    maxListenStreamsPerPrincipal: config.maxListenStreamsPerPrincipal,
     responseMode: config.responseMode,
     pageSize: config.pageSize,
     maxBodyBytes: config.maxBodyBytes,
@@ -161,12 +187,14 @@ export interface Front {
    * Serves `/mcp`, `/servers/<name>/mcp` and `/servers/<namespace>/<name>/mcp`, the HTTP+SSE transport of
    * MCP 2024-11-05 at `/sse`, `/servers/<name>/sse` and `/servers/<namespace>/<name>/sse` (http-sse.ts), the admin API `/api/v1/api-keys`,
    * the registry and credentials APIs `/api/v1/mcp/servers…` and `/api/v1/credentials…` (registry-api.ts; admins only with `auth`)
-   * and, with `auth`, `/.well-known/oauth-protected-resource[/<endpoint path>]`; mount at the root of an express app.
+   * and, with `auth`, `/.well-known/oauth-protected-resource[/<endpoint path>]`, and the dashboard at `/ui` (`GET /`
+   * redirects there; ui.ts); mount at the root of an express app.
    */
   router: Router;
   /**
-   * Guards other APIs served beside the endpoint (the ledger API of `punk up`): with `auth`, only
-   * callers with the admin scope pass (401/403 otherwise); without it everyone does.
+   * Guards other APIs served beside the endpoint (the ledger API of `punk up`): with `auth`, only admins pass
+   * (401/403 otherwise), a tenant admin only with no `?tenant=` or its own (its tenant is then
+   * `confinedTenant(res)`, auth/admin-api.ts); without `auth` everyone does.
    */
   adminOnly: RequestHandler;
   /**
@@ -180,7 +208,8 @@ export interface Front {
 
 /**
  * Creates mcp-front for one tenant. Ensures stream `PUNK_SSE` and bucket
- * `PUNK_SESSIONS`, subscribes to `punk.registry.changed` and serves
+ * `PUNK_SESSIONS` (and watches it), subscribes to `punk.registry.changed`, its calls' channels
+ * (`punk.front.<front>.call.*.out`) and `punk.gateway.heartbeat`, and serves
  * `punk.tenant.<tenant>.session-message` (so it needs a live
  * bus) but does not need the gateway yet: the catalog is read lazily from
  * `punk.gateway.call` on first use. Any number of fronts of a tenant may run
@@ -197,7 +226,7 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     sessionTtlMs = DEFAULT_SESSION_TTL_MS,
     maxSessions = 10_000,
     responseMode = 'auto',
-    pageSize = 50,
+    pageSize = 200,
     trustProxy = 0,
   } = options;
   checkOptions(options);
@@ -208,6 +237,10 @@ export async function createFront(options: FrontOptions): Promise<Front> {
   const events = new SessionEvents(bus);
   const catalog = new TenantCatalog(bus, log, tenant);
   await catalog.start();
+  // Lists are filtered in process from the compiled McpPolicy objects, as the gateway decides calls (list-filter.ts).
+  const policies = await watchPolicies(bus, log);
+  const channels = await CallChannels.start(bus, log);
+  const calls = await GatewayCalls.start(bus, log, channels, tenant);
   const fanOut = await startListChangedFanOut({ bus, log, tenant, sessions, events, catalog });
   const updatesFanOut = await startResourceUpdatedFanOut({ bus, log, tenant, sessions, events, catalog });
   const sessionMessages = await startSessionMessages({ bus, tenant, sessions, events });
@@ -222,9 +255,12 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     bus,
     log,
     tenant,
+    policies,
     callTimeoutMs: options.callTimeoutMs,
     toolTimeouts: options.toolTimeouts ?? {},
     catalog,
+    channels,
+    calls,
     validator,
     serverInfo,
     ...(options.instructions !== undefined && { instructions: options.instructions }),
@@ -246,6 +282,7 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     buildServer: (scope, session) => buildMcpServer(deps, scope, session),
     rateLimiter,
     maxSessions,
+    sessionShares: await SessionShares.open(bus, sessions, options.maxSessionsPerPrincipal ?? 1000),
     sessionTtlMs,
     trustedProxies: trustProxy,
     responseMode,
@@ -274,6 +311,8 @@ export async function createFront(options: FrontOptions): Promise<Front> {
         (view) => view.tools.resolve(name)?.tool.inputSchema,
         () => undefined,
       ),
+    listenSlots: new ListenSlots({ total: options.maxListenStreams ?? 1024, perPrincipal: options.maxListenStreamsPerPrincipal ?? 64 }),
+    clientAddress: (req) => clientAddressOf(req, trustProxy),
   });
   const listenUpdates = await startListenUpdates(listenDeps, (server, uri) => endpoints.notifyResourceUpdated(server, uri));
   // A registry change does not say which list changed: tell clients about all three.
@@ -315,15 +354,21 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     endpoints,
     httpSse,
     checkScope,
+    busConnected: () => bus.isConnected(),
   });
   const router = express.Router();
   router.use(trackHttpResponses);
   if (authenticator) router.use(authenticator.metadata);
   router.use('/api/v1', adminRouter({ auth: authenticator, tenant, defaultScopes: options.auth?.requiredScopes ?? [], log }));
-  const adminOnly = adminGuard(authenticator, 'open');
+  const adminOnly = adminGuard(authenticator, 'open', log);
   // The API's description is public: it holds no data, and clients generate code from it.
   router.get('/api/v1/openapi.json', (_req, res) => void res.set('Cache-Control', 'no-cache').json(openApiDocument));
+  refuseOtherMethods(router);
   router.use('/api/v1', registryRouter({ bus, log, auth: authenticator, tenant, maxBodyBytes: options.maxBodyBytes }));
+  router.use('/api/v1', approvalsRouter({ bus, log, auth: authenticator, tenant }));
+  router.use('/api/v1', ingestRouter({ bus, log, auth: authenticator, tenant }));
+  router.use('/api/v1', meRouter({ auth: authenticator, tenant, log }));
+  router.use(uiRouter({ origins, config: dashboardConfigOf(options.auth) }));
   router.use(endpointRouter);
   const unwatchSessions = watchSessions(tenant, sessions);
   let closing: Promise<void> | undefined;
@@ -339,6 +384,10 @@ export async function createFront(options: FrontOptions): Promise<Front> {
         await listenUpdates.unsubscribe();
         await sessionMessages.unsubscribe();
         await catalog.close();
+        await policies.stop();
+        await calls.stop();
+        await channels.stop();
+        await sessions.close();
         httpSse.close();
         getStreams.closeAll();
         await endpoints.close();
@@ -360,7 +409,10 @@ function checkOptions(options: FrontOptions): void {
   positive('keepAliveMs', options.keepAliveMs);
   positive('sessionTtlMs', options.sessionTtlMs);
   positive('maxSessions', options.maxSessions);
+  positive('maxSessionsPerPrincipal', options.maxSessionsPerPrincipal);
   positive('initializeRateLimit', options.initializeRateLimit);
+  positive('maxListenStreams', options.maxListenStreams);
+  positive('maxListenStreamsPerPrincipal', options.maxListenStreamsPerPrincipal);
   positive('pageSize', options.pageSize, 1000);
   for (const [tool, ms] of Object.entries(options.toolTimeouts ?? {})) positive(`toolTimeouts[${JSON.stringify(tool)}]`, ms);
   if (options.trustProxy !== undefined && !(Number.isInteger(options.trustProxy) && options.trustProxy >= 0))

@@ -44,14 +44,25 @@ import {
   type Logger,
   type LogLevel,
   type Principal,
+  type TenantPolicies,
   UPSTREAM_INPUT_INSTANCE,
   UPSTREAM_INPUT_REQUIRED,
   namespacedName,
 } from '@punk/lib';
 import { permittedPrompts, permittedResources, permittedTools } from './auth/list-filter.js';
-import { namespacedSuggestion, routeResource, routeTemplate, scopeKey, withheldTool, type CatalogView, type Scope } from './aggregate.js';
+import {
+  namespacedSuggestion,
+  routeResource,
+  routeTemplate,
+  scopeKey,
+  unservedServer,
+  withheldTool,
+  type CatalogView,
+  type Scope,
+} from './aggregate.js';
 import type { TenantCatalog } from './catalog.js';
-import { openCallChannel, type CallSink, type OpenCallChannel } from './call-channel.js';
+import type { CallChannels, CallSink } from './call-channel.js';
+import type { GatewayCalls } from './gateway-calls.js';
 import { cancelOnAbort, sessionCallId } from './cancellation.js';
 import { callDeadline, type CallDeadline } from './deadline.js';
 import { streamWhenLong } from './stream-upgrade.js';
@@ -86,9 +97,15 @@ export interface ServerDeps {
   bus: Bus;
   log: Logger;
   tenant: string;
+  /** The compiled McpPolicy objects that list filtering evaluates (list-filter.ts). */
+  policies: TenantPolicies;
   /** Deadline of a call to a server without `spec.timeout`, in milliseconds (deadline.ts). */
   callTimeoutMs: number;
   catalog: TenantCatalog;
+  /** This replica's call channels (one subscription for all its calls). */
+  channels: CallChannels;
+  /** This replica's forwarded calls, answered at once when their gateway replica is lost. */
+  calls: GatewayCalls;
   validator: ToolSchemaValidator;
   /** Items per page of the list methods (cursor.ts). */
   pageSize: number;
@@ -213,41 +230,45 @@ export async function buildMcpServer(
    * Forwards one call to the gateway; errors become JSON-RPC errors naming the server. A session's call
    * listens on its channel meanwhile, so the upstream's progress and requests reach the client on this POST.
    */
-  const forward = async (request: ForwardedRequest, target: string, ctx: ServerContext): Promise<unknown> => {
+  const forward = async (request: ForwardedRequest, target: string, ctx: ServerContext, retrySafe: boolean): Promise<unknown> => {
     const entry = (await view(request.method)).servers.find((s) => s.name === request.server);
     const deadline = callDeadline(deps, entry, request.method === 'tools/call' ? namespacedName(request.server, request.name) : undefined);
-    if (!session) return forwardModern(deps, principal, request, target, ctx, deadline, server.transport);
-    let open: OpenCallChannel | undefined;
+    if (!session) return forwardModern(deps, principal, request, target, ctx, deadline, server.transport, retrySafe);
     try {
-      if (session) {
-        // The call id follows from the request id, so a notifications/cancelled on any replica finds the call (cancellation.ts).
-        open = await openCallChannel(deps.bus, deps.log, sessionCallId(session.id, ctx.mcpReq.id), session.clientCapabilities, {
-          notify: (message) => ctx.mcpReq.notify(message as unknown as Notification),
-          request: (message) => session.sendRelated(message as JSONRPCMessage, ctx.mcpReq.id),
-        });
-      }
       const message = {
         ...request,
         ...withLogLevel(request._meta, session.logLevel),
         tenant: deps.tenant,
         principal: session.principal,
         runId: randomUUID(),
-        ...(session && { sessionId: session.id }),
-        ...(open && { channel: open.channel }),
+        sessionId: session.id,
       } as GatewayRequest;
-      return await requestGateway(deps.bus, message, deadline.waitMs);
+      return await deps.calls.call(message, {
+        // The call id follows from the request id, so a notifications/cancelled on any replica finds the call (cancellation.ts).
+        callId: sessionCallId(session.id, ctx.mcpReq.id),
+        clientCapabilities: session.clientCapabilities,
+        sink: {
+          notify: (message) => ctx.mcpReq.notify(message as unknown as Notification),
+          request: (message) => session.sendRelated(message as JSONRPCMessage, ctx.mcpReq.id),
+        },
+        waitMs: deadline.waitMs,
+        retrySafe,
+        what: `${request.method} ${target} on server "${request.server}"`,
+      });
     } catch (error) {
       throw toProtocolError(error, { method: request.method, server: request.server, target, deadline });
-    } finally {
-      await open?.close();
     }
   };
 
   if (capabilities.tools) {
     server.setRequestHandler('tools/list', async (request) => {
+      const current = await view('tools/list');
+      // A server's own endpoint whose server failed answers why, not an empty list that looks complete.
+      const failed = scope.kind === 'server' && current.servers[0]?.state === 'failed' ? unservedServer(current, '') : undefined;
+      if (failed) throw new ProtocolError(ProtocolErrorCode.InternalError, failed.message, { server: failed.server.name });
       const page = paginate(
         { list: 'tools/list', endpoint },
-        await permittedTools(deps.bus, deps.tenant, session?.principal ?? principal, await view('tools/list')),
+        permittedTools(deps.policies, deps.tenant, session?.principal ?? principal, current),
         ([name]) => name,
         deps.pageSize,
         request.params?.cursor,
@@ -265,9 +286,12 @@ export async function buildMcpServer(
         // A tool withheld by the gateway (denied by the manifest, or awaiting an admin's review) answers why.
         const withheld = withheldTool(current, name);
         if (withheld) return { content: [{ type: 'text', text: withheld.message }], isError: true };
+        // A tool of a server that is not running (failed, stopped, starting) says so, not "Unknown tool".
+        const unserved = unservedServer(current, name);
+        if (unserved) return { content: [{ type: 'text', text: `tool ${name} is not available: ${unserved.message}` }], isError: true };
         // On /mcp, an upstream name of one tool the caller may see suggests its exposed name.
         const suggestion = current.tools.namespaced
-          ? namespacedSuggestion(await permittedTools(deps.bus, deps.tenant, session?.principal ?? principal, current), name)
+          ? namespacedSuggestion(permittedTools(deps.policies, deps.tenant, session?.principal ?? principal, current), name)
           : undefined;
         throw new ProtocolError(
           ProtocolErrorCode.InvalidParams,
@@ -283,10 +307,13 @@ export async function buildMcpServer(
         }
         throw new ProtocolError(ProtocolErrorCode.InvalidParams, check.message, { tool: name, field: check.field });
       }
+      // MCP 2025-11-25 server/tools ToolAnnotations: calling a read-only or idempotent tool again does no more harm.
+      const annotations = route.tool['annotations'] as { readOnlyHint?: unknown; idempotentHint?: unknown } | undefined;
       const result = await forward(
         { method: 'tools/call', server: route.server, name: route.name, ...(args && { arguments: args }), ...meta(ctx) },
         name,
         ctx,
+        annotations?.readOnlyHint === true || annotations?.idempotentHint === true,
       );
       if (isInputRequiredResult(result)) return result;
       const outputSchema = route.tool['outputSchema'] as Record<string, unknown> | undefined;
@@ -301,7 +328,7 @@ export async function buildMcpServer(
     server.setRequestHandler('resources/list', async (request) => {
       const page = paginate(
         { list: 'resources/list', endpoint },
-        await permittedResources(deps.bus, deps.tenant, session?.principal ?? principal, await view('resources/list')),
+        permittedResources(deps.policies, deps.tenant, session?.principal ?? principal, await view('resources/list')),
         ([uri]) => uri,
         deps.pageSize,
         request.params?.cursor,
@@ -328,7 +355,7 @@ export async function buildMcpServer(
       // On a per-server endpoint every URI goes to that server: it may serve URIs it does not list.
       const target = routeResource(current, uri) ?? (scope.kind === 'server' ? current.servers[0]?.name : undefined);
       if (!target) throw new ResourceNotFoundError(uri, `Resource ${uri} is not listed by any server of this endpoint`);
-      const result = await forward({ method: 'resources/read', server: target, uri, ...meta(ctx) }, uri, ctx);
+      const result = await forward({ method: 'resources/read', server: target, uri, ...meta(ctx) }, uri, ctx, true);
       return result as ReadResourceResult;
     });
     if (session && subscribable) {
@@ -360,7 +387,7 @@ export async function buildMcpServer(
     server.setRequestHandler('prompts/list', async (request) => {
       const page = paginate(
         { list: 'prompts/list', endpoint },
-        await permittedPrompts(deps.bus, deps.tenant, session?.principal ?? principal, await view('prompts/list')),
+        permittedPrompts(deps.policies, deps.tenant, session?.principal ?? principal, await view('prompts/list')),
         ([name]) => name,
         deps.pageSize,
         request.params?.cursor,
@@ -378,6 +405,7 @@ export async function buildMcpServer(
         { method: 'prompts/get', server: route.server, name: route.name, ...(args && { arguments: args }), ...meta(ctx) },
         name,
         ctx,
+        true,
       );
       return result as GetPromptResult;
     });
@@ -390,7 +418,7 @@ export async function buildMcpServer(
       let target: { server: string; ref: Record<string, unknown> } | undefined;
       if (ref.type === 'ref/prompt') {
         // A prompt the caller may not use is absent from its list, and unknown here too.
-        const permitted = await permittedPrompts(deps.bus, deps.tenant, session?.principal ?? principal, current);
+        const permitted = permittedPrompts(deps.policies, deps.tenant, session?.principal ?? principal, current);
         const route = permitted.find(([name]) => name === ref.name)?.[1];
         if (!route) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown prompt: ${ref.name}`, { prompt: ref.name });
         target = { server: route.server, ref: { ...ref, name: route.name } };
@@ -415,7 +443,10 @@ export async function buildMcpServer(
           server: target.server,
           principal: caller,
           runId: randomUUID(),
-          ...(session && { sessionId: session.id, channel: { callId: randomUUID(), clientCapabilities: session.clientCapabilities } }),
+          ...(session && {
+            sessionId: session.id,
+            channel: { callId: randomUUID(), front: deps.channels.front, clientCapabilities: session.clientCapabilities },
+          }),
           ref: target.ref as { type: string },
           argument: { ...argument },
           ...(context && { context: { ...context } }),
@@ -454,7 +485,7 @@ async function setUpstreamLogLevels(deps: ServerDeps, view: CatalogView, session
           runId: randomUUID(),
           sessionId: session.id,
           // A per-client upstream session opened by this request must know what the client declared (roots).
-          channel: { callId: randomUUID(), clientCapabilities: session.clientCapabilities },
+          channel: { callId: randomUUID(), front: deps.channels.front, clientCapabilities: session.clientCapabilities },
           level,
         },
         callDeadline(deps, s).waitMs,
@@ -485,6 +516,7 @@ async function forwardModern(
   ctx: ServerContext,
   deadline: CallDeadline,
   transport: Transport | undefined,
+  retrySafe: boolean,
 ): Promise<unknown> {
   // A call still running after one keep-alive interval answers as SSE, so its connection never stays idle.
   const stopStreaming = deps.streamAfterMs === undefined ? undefined : streamWhenLong(transport, deps.streamAfterMs, deps.log);
@@ -499,7 +531,6 @@ async function forwardModern(
   const envelopeLevel = logLevelSchema.safeParse((ctx.mcpReq.envelope as Record<string, unknown> | undefined)?.[LOG_LEVEL_META_KEY]).data;
 
   const streams = ctx.mcpReq._meta?.['progressToken'] !== undefined || envelopeLevel !== undefined;
-  const progress = streams ? await openCallChannel(deps.bus, deps.log, callId, {}, progressSink(deps.log, ctx, envelopeLevel)) : undefined;
   request = { ...request, ...withLogLevel(request._meta, envelopeLevel) };
   let result: unknown;
   try {
@@ -512,6 +543,16 @@ async function forwardModern(
           { inputRequest: state.requestId },
         );
       }
+      // The call's gateway replica publishes its progress on the channel of the front that sent the first request,
+      // with the first request's progress token: this retry's stream carries it with the retry's own token.
+      const progress =
+        streams && state.front !== undefined && state.callId !== undefined
+          ? await deps.channels.followChannel(
+              state.front,
+              state.callId,
+              progressSink(deps.log, ctx, envelopeLevel, ctx.mcpReq._meta?.['progressToken']),
+            )
+          : undefined;
       try {
         result = await sendInputResponse(
           deps.bus,
@@ -531,6 +572,8 @@ async function forwardModern(
           );
         }
         throw toProtocolError(error, { method: request.method, server: request.server, target, deadline });
+      } finally {
+        await progress?.close();
       }
     } else {
       const clientCapabilities = (ctx.mcpReq.envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY];
@@ -539,19 +582,23 @@ async function forwardModern(
         tenant: deps.tenant,
         principal,
         runId: randomUUID(),
-        channel: {
-          callId,
-          clientCapabilities: typeof clientCapabilities === 'object' && clientCapabilities !== null ? clientCapabilities : {},
-          era: '2026',
-          // The gateway holds a round no longer than the requestState minted for it can be retried.
-          inputTtlMs: deps.requestState.ttlMs,
-        },
         // A retry of the upstream's own input_required (or a call that brings answers unasked) takes them to the upstream.
         ...(ctx.mcpReq.inputResponses && { inputResponses: ctx.mcpReq.inputResponses }),
         ...(state?.upstreamState && { requestState: state.upstreamState }),
       } as GatewayRequest;
       try {
-        result = await requestGateway(deps.bus, message, deadline.waitMs, undefined, state?.instance);
+        result = await deps.calls.call(message, {
+          callId,
+          clientCapabilities:
+            typeof clientCapabilities === 'object' && clientCapabilities !== null ? (clientCapabilities as Record<string, unknown>) : {},
+          // The gateway holds a round no longer than the requestState minted for it can be retried.
+          channel: { era: '2026', inputTtlMs: deps.requestState.ttlMs },
+          ...(streams && { sink: progressSink(deps.log, ctx, envelopeLevel) }),
+          waitMs: deadline.waitMs,
+          retrySafe,
+          ...(state?.instance !== undefined && { instanceId: state.instance }),
+          what: `${request.method} ${target} on server "${request.server}"`,
+        });
       } catch (error) {
         if (state?.instance !== undefined && error instanceof PunkError && error.code === 'BusNoResponders') {
           throw new ProtocolError(
@@ -566,9 +613,10 @@ async function forwardModern(
   } finally {
     stopStreaming?.();
     stopCancelling();
-    await progress?.close();
   }
   if (!isInputRequiredResult(result)) return result;
+  // Where the call's gateway replica publishes: the first request's front for a continued call, else this one.
+  const channelFront = state && state.upstreamState === undefined ? (state.front ?? deps.channels.front) : deps.channels.front;
   const inputRequests = (result as { inputRequests?: Record<string, unknown> }).inputRequests ?? {};
   const upstream = result as Record<string, unknown>;
   if (upstream[UPSTREAM_INPUT_REQUIRED] === true) {
@@ -581,6 +629,7 @@ async function forwardModern(
       // A server process of one gateway replica asked: the retry goes back to that replica.
       ...(typeof instance === 'string' && { instance }),
       callId,
+      front: channelFront,
       method: request.method,
       target,
       tenant: deps.tenant,
@@ -594,6 +643,7 @@ async function forwardModern(
   const requestState = deps.requestState.mint({
     requestId,
     callId,
+    front: channelFront,
     method: request.method,
     target,
     tenant: deps.tenant,
@@ -634,14 +684,17 @@ function verifiedState(
  * Where the messages of a 2026-07-28 call's channel go: `notifications/progress` onto the request's response
  * stream (MCP 2026-07-28 basic/utilities/progress), and `notifications/message` at or above the request's log
  * level when it set one; anything else has no place in that era and is dropped (server-to-client requests
- * arrive as input_required results instead).
+ * arrive as input_required results instead). With `progressToken`, progress goes out with that token (a retry's own,
+ * for progress of the call it continues).
  */
-function progressSink(log: Logger, ctx: ServerContext, logLevel: LogLevel | undefined): CallSink {
+function progressSink(log: Logger, ctx: ServerContext, logLevel: LogLevel | undefined, progressToken?: unknown): CallSink {
   return {
     notify: async (message) => {
       const method = message['method'];
       const params = message['params'] as { level?: unknown } | undefined;
-      if (
+      if (method === 'notifications/progress' && progressToken !== undefined) {
+        await ctx.mcpReq.notify({ ...message, params: { ...params, progressToken } } as unknown as Notification);
+      } else if (
         method === 'notifications/progress' ||
         (method === 'notifications/message' && logLevel !== undefined && passesLogLevel(params?.level, logLevel))
       ) {

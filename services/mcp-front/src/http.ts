@@ -47,7 +47,7 @@ import {
   ProtocolErrorCode,
 } from '@modelcontextprotocol/server';
 import express, { type NextFunction, type Request, type Response, type Router } from 'express';
-import { errorMessage, type Logger, type Principal } from '@punk/lib';
+import { errorMessage, PunkError, type Logger, type Principal } from '@punk/lib';
 import { traceMcpRequest } from '@punk/lib';
 import type { Scope } from './aggregate.js';
 import type { OriginPolicy } from './cors.js';
@@ -107,6 +107,22 @@ export interface HttpDeps {
   httpSse: HttpSseEndpoint;
   /** Checks that a per-server endpoint names a server of the tenant. */
   checkScope: (scope: Scope) => Promise<ScopeCheck>;
+  /** Whether the bus carries messages now (`Bus.isConnected`); while it does not, requests answer 503 at once. */
+  busConnected: () => boolean;
+}
+
+/** The `Retry-After` of a 503 while the bus is down, in seconds: NATS clients reconnect every 2 s. */
+export const BUS_DOWN_RETRY_AFTER_S = 2;
+
+/** Answers 503 with `Retry-After` (RFC 9110 §10.2.3): the bus is down, so nothing behind the front can be reached. */
+function sendBusDown(res: ServerResponse): void {
+  sendJsonRpcError(
+    res,
+    503,
+    -32000,
+    `Service Unavailable: mcp-front has no connection to the message bus (NATS), so no gateway can be reached; retry in ${BUS_DOWN_RETRY_AFTER_S} s`,
+    { 'Retry-After': String(BUS_DOWN_RETRY_AFTER_S) },
+  );
 }
 
 /** Builds the router; mount it at the root of an express app. */
@@ -140,6 +156,11 @@ export function createRouter(deps: HttpDeps): Router {
         sendJsonRpcError(res, 405, -32000, `Method ${req.method} not allowed on an MCP endpoint; use ${methods.join(', ')}`, {
           Allow: methods.join(', '),
         });
+        return;
+      }
+      // Fail fast: a request made while the bus is down would wait out its deadline, even after the bus is back.
+      if (!deps.busConnected()) {
+        sendBusDown(res);
         return;
       }
       const principal = deps.authenticate ? await deps.authenticate(req, res) : deps.anonymous(req);
@@ -223,13 +244,19 @@ export function createRouter(deps: HttpDeps): Router {
   router.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
     const type = (error as { type?: unknown })?.type;
     if (type === 'entity.too.large') {
-      sendJsonRpcError(res, 413, -32600, `Request body exceeds the limit of ${deps.maxBodyBytes} bytes`, { Connection: 'close' });
+      sendJsonRpcError(res, 413, -32600, `Request body exceeds the limit of ${deps.maxBodyBytes} bytes (PUNK_MAX_BODY_BYTES)`, {
+        Connection: 'close',
+      });
     } else if (type === 'entity.parse.failed') {
       sendJsonRpcError(res, 400, -32700, 'Parse error: the request body is not valid JSON');
     } else if (type === 'encoding.unsupported' || type === 'charset.unsupported') {
       sendJsonRpcError(res, 415, -32000, `Unsupported Media Type: ${errorMessage(error)}`);
     } else if (type === 'request.aborted' || type === 'request.size.invalid' || (error as { code?: unknown })?.code === 'ECONNRESET') {
       res.destroy();
+    } else if (error instanceof PunkError && (error.code === 'BusUnavailable' || error.code === 'BusClosed' || !deps.busConnected())) {
+      // The bus went down during the request (a session read, a stream write): the client may retry shortly.
+      deps.log.warn({ err: errorMessage(error) }, 'MCP request failed: the bus is unavailable');
+      sendBusDown(res);
     } else {
       deps.log.error({ err: errorMessage(error) }, 'MCP request failed');
       sendJsonRpcError(res, 500, -32603, 'Internal error in mcp-front');
@@ -268,10 +295,10 @@ function checkMediaTypes(req: IncomingMessage, httpSse: boolean): Refusal | unde
 }
 
 /**
- * Check 6: `MCP-Protocol-Version`, when present, names a supported revision. `data.supported` lists the
- * revisions of the request's era (2026-07-28 basic/versioning `UnsupportedProtocolVersionError`: those
- * `server/discover` reports, for a request carrying the per-request `_meta` envelope; the 2025-era ones
- * otherwise; on an HTTP+SSE endpoint, {@link HTTP_SSE_VERSIONS}); the message names every revision.
+ * Check 6: `MCP-Protocol-Version`, when present, names a supported revision. `data.supported` lists, for a
+ * request carrying the per-request `_meta` envelope, those `server/discover` reports (2026-07-28
+ * basic/versioning `UnsupportedProtocolVersionError`); on an HTTP+SSE endpoint, {@link HTTP_SSE_VERSIONS};
+ * otherwise every revision of either era, as the message does (a 2025-era client may move to 2026-07-28).
  */
 function checkVersion(req: IncomingMessage, body: unknown, httpSse: boolean): Refusal | undefined {
   const version = req.headers['mcp-protocol-version'];
@@ -283,7 +310,7 @@ function checkVersion(req: IncomingMessage, body: unknown, httpSse: boolean): Re
     code: ProtocolErrorCode.UnsupportedProtocolVersion,
     message: `Bad Request: unsupported MCP-Protocol-Version ${JSON.stringify(version)}; supported versions: ${supported.join(', ')}`,
     data: {
-      supported: httpSse ? [...HTTP_SSE_VERSIONS] : modern ? [...MODERN_PROTOCOL_VERSIONS] : [...LEGACY_PROTOCOL_VERSIONS],
+      supported: [...(httpSse ? HTTP_SSE_VERSIONS : modern ? MODERN_PROTOCOL_VERSIONS : SUPPORTED_VERSIONS)],
       requested: String(version),
     },
   };

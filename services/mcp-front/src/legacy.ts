@@ -13,7 +13,8 @@
  * session ends on every replica. `initialize` is limited: more than the
  * configured number per client address and minute, cluster-wide (rate-limit.ts)
  * → 429 with `Retry-After`; more live sessions than `maxSessions` (counted
- * in the store: sessions written within one TTL) → 503 with `Retry-After`.
+ * in the store: sessions written within one TTL) → 503 with `Retry-After`; a principal already holding its
+ * share of sessions, cluster-wide (session-shares.ts) → 429 with `Retry-After`.
  *
  * Response mode (`auto`): a POST is answered as JSON unless it may stream:
  * a request carrying a progress token, or a call forwarded upstream
@@ -55,12 +56,14 @@ import { scopeKey, type Scope } from './aggregate.js';
 import { cancelCall, cancelledRequestOf, sessionCallId } from './cancellation.js';
 import { isClientAnswer, routeClientAnswer } from './client-answers.js';
 import type { ResponseMode } from './endpoint.js';
-import { SESSION_NOT_FOUND_CODE, sendJsonRpcError } from './errors.js';
+import { SERVER_BUSY_CODE, SESSION_NOT_FOUND_CODE, sendJsonRpcError } from './errors.js';
 import { clientAddressOf } from './forwarded.js';
 import { headerOf, type GetStreams } from './get-stream.js';
 import type { SessionContext } from './handlers.js';
 import { PostStreamEvents, resumablePostStreams } from './post-stream-events.js';
 import type { InitializeRateLimiter } from './rate-limit.js';
+import { limitOwnerOf } from './limit-owner.js';
+import type { SessionShares } from './session-shares.js';
 import { HTTP_SSE_VERSIONS } from './http.js';
 import type { SessionEvents } from './session-events.js';
 import { SessionStreamTransport } from './session-stream-transport.js';
@@ -83,6 +86,8 @@ export interface LegacyDeps {
   rateLimiter: InitializeRateLimiter;
   /** Most live sessions (sessions written within one TTL), cluster-wide. */
   maxSessions: number;
+  /** The sessions of each principal, bounded cluster-wide (session-shares.ts). */
+  sessionShares: SessionShares;
   /** Idle time after which a session expires, in milliseconds (the `Retry-After` of a 503 is a quarter of it). */
   sessionTtlMs: number;
   /** Reverse proxies whose `X-Forwarded-For` names the client (forwarded.ts). */
@@ -232,7 +237,7 @@ export class LegacyEndpoint {
         res,
         429,
         -32000,
-        `Too Many Requests: more than the allowed initialize requests per minute from this address; retry in ${decision.retryAfterSeconds} s`,
+        `Too Many Requests: more than ${this.deps.rateLimiter.limit} initialize requests per minute from this address (PUNK_INITIALIZE_RATE_LIMIT); retry in ${decision.retryAfterSeconds} s`,
         {
           'Retry-After': String(decision.retryAfterSeconds),
         },
@@ -246,7 +251,7 @@ export class LegacyEndpoint {
         res,
         503,
         -32000,
-        `Service Unavailable: the endpoint holds its maximum of ${this.deps.maxSessions} sessions; retry in ${retryAfter} s or reuse a session`,
+        `Service Unavailable: the endpoint holds its maximum of ${this.deps.maxSessions} sessions (PUNK_MAX_SESSIONS); retry in ${retryAfter} s or reuse a session`,
         {
           'Retry-After': retryAfter,
         },
@@ -254,6 +259,20 @@ export class LegacyEndpoint {
       return;
     }
     const id = httpSseId ?? randomUUID();
+    const owner = limitOwnerOf(principal, clientAddressOf(req, this.deps.trustedProxies));
+    const share = await this.deps.sessionShares.admits(owner);
+    if (!share.allowed) {
+      const retryAfterSeconds = Math.max(1, Math.ceil(this.deps.sessionTtlMs / 4000));
+      sendJsonRpcError(
+        res,
+        429,
+        SERVER_BUSY_CODE,
+        `Too Many Requests: ${share.reason}; retry in ${String(retryAfterSeconds)} s`,
+        { 'Retry-After': String(retryAfterSeconds) },
+        { retryAfterSeconds },
+      );
+      return;
+    }
     const requestId = (body as { id?: unknown }).id;
     const store = async (result: Record<string, unknown>): Promise<void> => {
       const now = new Date().toISOString();
@@ -271,6 +290,9 @@ export class LegacyEndpoint {
         ...(httpSseId !== undefined && { stream: httpSseId }),
       };
       await this.deps.sessions.create(id, state);
+      await this.deps.sessionShares.record(owner, id).catch((error: unknown) => {
+        this.deps.log.warn({ sessionId: id, err: errorMessage(error) }, 'could not count a new session against its principal');
+      });
     };
     if (httpSseId === undefined) res.setHeader('Mcp-Session-Id', id);
     const delivery: Delivery =

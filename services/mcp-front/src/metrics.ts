@@ -48,6 +48,16 @@ export const httpResponses = new Counter({
   labelNames: ['http_request_method', 'status_class'] as const,
 });
 
+/**
+ * `punk_mcp_front_limit_refusals_total` (counter; label `limit`: `listen_streams_per_principal`, `listen_streams`):
+ * requests this replica refused at one of its bounds (listen-limits.ts), answered with HTTP 429 and `Retry-After`.
+ */
+export const limitRefusals = new Counter({
+  name: 'punk_mcp_front_limit_refusals_total',
+  help: 'Requests mcp-front refused at one of its bounds (HTTP 429 with Retry-After), by limit.',
+  labelNames: ['limit'] as const,
+});
+
 /** Responses of this process still open, read at scrape time by {@link sseStreams}. */
 const openResponses = new Set<{ req: IncomingMessage; res: ServerResponse }>();
 

@@ -14,18 +14,31 @@ import {
   apiErrorSchema,
   apiKeyInputSchema,
   apiKeyViewSchema,
+  approvalDecisionBodySchema,
+  approvalsQuerySchema,
+  approvalViewSchema,
+  callerViewSchema,
   credentialInputSchema,
   credentialViewSchema,
   ledgerTenantQuerySchema,
+  ledgerVerifyQuerySchema,
   registrationBodySchema,
   runSchema,
   runsQuerySchema,
+  promptIngestAnswerSchema,
+  promptIngestBodySchema,
   runSummarySchema,
   serverViewSchema,
+  settingChangeSchema,
+  settingViewSchema,
   tenantQuerySchema,
   testResultSchema,
   toolListSchema,
   verificationSchema,
+  workflowDetailSchema,
+  workflowRunBodySchema,
+  workflowRunReplySchema,
+  workflowViewSchema,
 } from '@punk/lib';
 
 type JsonSchema = Record<string, unknown>;
@@ -62,13 +75,26 @@ const wrapped = (name: string, schema: z.ZodType) => z.object({ [name]: schema }
 
 const adminErrors: Record<string, Answer> = {
   '401': error('No valid bearer token (authentication on); the `WWW-Authenticate` header carries the RFC 6750 challenge.'),
-  '403': error('The token lacks the admin scope (`PUNK_AUTH_ADMIN_SCOPE`, default `punk:admin`).'),
+  '403': error(
+    "The token lacks the admin scope (`PUNK_AUTH_ADMIN_SCOPE`, default `punk:admin`); or it is a tenant admin's and the request reaches another tenant than its own (`tenant` in the query or an API key's body, or the key to revoke), or makes a key with the platform admin scope: that needs the platform admin scope (`PUNK_AUTH_PLATFORM_ADMIN_SCOPE`, default `punk:platform-admin`). The message names the tenant and the scope.",
+  ),
   '503': error('The gateway (or the database behind it) did not answer.'),
 };
 const server = { id: 'Registration name (a DNS-1035 label), unique in the tenant.' };
 const credential = { id: 'Credential id, unique in the tenant.' };
 const registration = { schema: registrationBodySchema, required: true };
 const oneServer = wrapped('server', serverViewSchema);
+const approval = { id: 'Approval id (a UUID).' };
+const oneApproval = wrapped('approval', approvalViewSchema);
+const approvalDecisionAnswers: Record<string, Answer> = {
+  '200': ok('The decided request.', oneApproval),
+  '400': error('Invalid body.'),
+  '403': error(
+    "The caller may not decide it: it made the call (and the rule does not set `approval.allowSelf`), or it is not one of the rule's approvers (or, when the rule names none, not an admin). The message names who may.",
+  ),
+  '404': error('No such request.'),
+  '409': error('The request is not pending any more (approved, denied, expired or consumed).'),
+};
 
 /** Every operation under `/api/v1`. */
 export const routes: readonly Route[] = [
@@ -242,6 +268,63 @@ export const routes: readonly Route[] = [
   },
   {
     method: 'get',
+    path: '/workflows',
+    operationId: 'listWorkflows',
+    summary: 'The McpWorkflows of a tenant, each with its tool on /mcp, its side-effect level and whether it is ready (docs/workflows.md).',
+    query: tenantQuerySchema,
+    responses: { '200': ok('The workflows.', wrapped('workflows', z.array(workflowViewSchema))) },
+  },
+  {
+    method: 'get',
+    path: '/workflows/{name}',
+    operationId: 'getWorkflow',
+    summary: 'One workflow with its spec.',
+    pathParameters: { name: "The McpWorkflow's metadata.name." },
+    query: tenantQuerySchema,
+    responses: { '200': ok('The workflow.', wrapped('workflow', workflowDetailSchema)), '404': error('No such workflow in the tenant.') },
+  },
+  {
+    method: 'post',
+    path: '/workflows/{name}/runs',
+    operationId: 'runWorkflow',
+    summary:
+      'Starts a run of a ready workflow (trigger `api`) and waits up to `waitSeconds` for it to end. Each node is governed and on the ledger: GET /runs/{runId}.',
+    pathParameters: { name: "The McpWorkflow's metadata.name." },
+    query: tenantQuerySchema,
+    body: { schema: workflowRunBodySchema, required: false },
+    responses: {
+      '201': ok('The run ended within the wait: `completed` with its result, or `failed` with its error.', workflowRunReplySchema),
+      '202': ok('The run is still running.', workflowRunReplySchema),
+      '400': error('The body is invalid, or the arguments do not match the input schema (`InvalidArguments`, naming the field).'),
+      '404': error('No such workflow in the tenant.'),
+      '409': error('The workflow is not ready (`WorkflowNotReady`, naming its errors).'),
+      '415': error('A body that is not JSON.'),
+    },
+  },
+  {
+    method: 'get',
+    path: '/settings',
+    operationId: 'getSettings',
+    summary: "The tenant's settings (answered by governance), each with its value, and who set it when.",
+    query: tenantQuerySchema,
+    responses: { '200': ok('Every setting.', wrapped('settings', z.array(settingViewSchema))) },
+  },
+  {
+    method: 'put',
+    path: '/settings',
+    operationId: 'putSetting',
+    summary:
+      'Sets one setting of the tenant (`{"key":"redaction","value":true}`), on every replica within moments. Audited (`settings.changed`).',
+    query: tenantQuerySchema,
+    body: { schema: settingChangeSchema, required: true },
+    responses: {
+      '200': ok('Set.', wrapped('setting', settingViewSchema)),
+      '400': error('An unknown key (the message lists the known ones) or a value of the wrong type (`InvalidSetting`).'),
+      '415': error('The body is not JSON.'),
+    },
+  },
+  {
+    method: 'get',
     path: '/api-keys',
     operationId: 'listApiKeys',
     summary: 'The API keys (authentication on only), without the keys themselves.',
@@ -298,9 +381,76 @@ export const routes: readonly Route[] = [
     method: 'get',
     path: '/ledger/verify',
     operationId: 'verifyLedger',
-    summary: "Recomputes the tenant's hash chain and names the first broken event.",
-    query: ledgerTenantQuerySchema,
+    summary:
+      "Verifies the tenant's hash chain incrementally (new events since the last verification, the head record, then a stretch of older ones), bounded per request; names the first broken event or a deleted tail.",
+    query: ledgerVerifyQuerySchema,
     responses: { '200': ok('The verification.', verificationSchema), '400': error('A bad query parameter.') },
+  },
+  {
+    method: 'post',
+    path: '/ingest/prompt',
+    operationId: 'ingestPrompt',
+    summary:
+      'Records a prompt typed in Claude Code (its UserPromptSubmit hook input) as a completed observed run under the caller: provider claude-code, model external, route live, cost 0, its events chained.',
+    body: { schema: promptIngestBodySchema, required: true },
+    responses: {
+      '201': ok('Recorded.', promptIngestAnswerSchema),
+      '400': error('A bad body (names the field).'),
+      '413': error('The body is too large.'),
+      '415': error('The body is not JSON.'),
+    },
+  },
+  {
+    method: 'get',
+    path: '/me',
+    operationId: 'getCaller',
+    summary:
+      "Who the caller's bearer token says it is (kind, subject, tenant, scopes, groups, whether an admin); any valid token of the tenant.",
+    responses: {
+      '200': ok('The caller.', callerViewSchema),
+      '403': error('The key or token is of another tenant (and lacks the platform admin scope).'),
+    },
+  },
+  {
+    method: 'get',
+    path: '/approvals',
+    operationId: 'listApprovals',
+    summary: 'Approval requests the caller may see (those it may decide or made; all for an admin), newest first.',
+    query: approvalsQuerySchema,
+    responses: {
+      '200': ok('The requests.', wrapped('approvals', z.array(approvalViewSchema))),
+      '400': error('A bad or unknown query parameter.'),
+    },
+  },
+  {
+    method: 'get',
+    path: '/approvals/{id}',
+    operationId: 'getApproval',
+    summary: 'One approval request.',
+    pathParameters: approval,
+    responses: {
+      '200': ok('The request.', oneApproval),
+      '403': error('The caller neither made the call nor may decide it.'),
+      '404': error('No such request.'),
+    },
+  },
+  {
+    method: 'post',
+    path: '/approvals/{id}/approve',
+    operationId: 'approveApproval',
+    summary: 'Approves a pending request: the same call (principal, server, tool, arguments) then runs once before it expires.',
+    pathParameters: approval,
+    body: { schema: approvalDecisionBodySchema, required: false },
+    responses: approvalDecisionAnswers,
+  },
+  {
+    method: 'post',
+    path: '/approvals/{id}/deny',
+    operationId: 'denyApproval',
+    summary: 'Denies a pending request; the waiting call fails closed.',
+    pathParameters: approval,
+    body: { schema: approvalDecisionBodySchema, required: false },
+    responses: approvalDecisionAnswers,
   },
   {
     method: 'get',
@@ -389,7 +539,8 @@ function parametersOf(route: Route, schemas: JsonSchemas): JsonSchema[] {
 /** The OpenAPI operation of a route. */
 function operationOf(route: Route, schemas: JsonSchemas): JsonSchema {
   const json = (schema: z.ZodType) => ({ 'application/json': { schema: schemas.of(schema) } });
-  const answers = { ...route.responses, ...(route.admin !== false && adminErrors) };
+  // A route's own description of a status (such as its 403) says more than the admin one.
+  const answers = { ...(route.admin !== false && adminErrors), ...route.responses };
   const parameters = parametersOf(route, schemas);
   return {
     operationId: route.operationId,
@@ -422,7 +573,7 @@ export const openApiDocument = {
     title: 'Punk API',
     version: '1',
     description:
-      'REST API of Punk under `/api/v1`: the server registry, credentials, API keys and the ledger. JSON in and out; errors are `{ error: { code, message } }`; answers carry `Cache-Control: no-store`. With `PUNK_AUTH_MODE=on` every operation needs a bearer token with the admin scope; with authentication off (local development) every operation is open.',
+      'REST API of Punk under `/api/v1`: the server registry, credentials, API keys and the ledger. JSON in and out; errors are `{ error: { code, message } }`; answers carry `Cache-Control: no-store`. With `PUNK_AUTH_MODE=on` every operation needs a bearer token with the admin scope, in its own tenant (a tenant admin), or the platform admin scope, in every tenant; with authentication off (local development) every operation is open.',
   },
   servers: [{ url: '/api/v1' }],
   security: [{ bearer: [] }],

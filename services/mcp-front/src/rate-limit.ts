@@ -18,7 +18,8 @@ export type RateDecision = { allowed: true } | { allowed: false; retryAfterSecon
 export class InitializeRateLimiter {
   private constructor(
     private readonly kv: KvStore,
-    private readonly limit: number,
+    /** Most `initialize` requests per client address per minute. */
+    readonly limit: number,
   ) {}
 
   /**

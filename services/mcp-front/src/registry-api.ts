@@ -18,9 +18,18 @@
  * | `GET /credentials/:id` | `credentials.get` | 200 |
  * | `PUT /credentials/:id` | `credentials.replace` (in place, one statement) | 200 |
  * | `DELETE /credentials/:id` | `credentials.delete` | 204 |
+ * | `GET /workflows` | `workflows.list` | 200 `{ workflows }` |
+ * | `GET /workflows/:name` | `workflows.get` | 200 `{ workflow }` |
+ * | `POST /workflows/:name/runs` | `workflows.run` (trigger `api`) | 201 `{ runId, state, result?, error? }` once ended, 202 while running |
+ * | `GET /settings` | `settings.get` (governance) | 200 `{ settings }` |
+ * | `PUT /settings` | `settings.put` (governance; body `{ key, value }`) | 200 `{ setting }` |
  *
- * With authentication on, every route needs a caller with the admin scope (401/403 otherwise, auth/admin-api.ts
- * `adminGuard`); the tenant is the admin's own, or `?tenant=` (the admin scope spans tenants). With it off,
+ * The settings routes are requests on `punk.governance.admin` (`governanceAdminRequestSchema`), answered by
+ * governance, which owns the tenant settings.
+ *
+ * With authentication on, every route needs an admin (401/403 otherwise, auth/admin-api.ts `adminGuard`); the
+ * tenant is the admin's own, or `?tenant=`: any tenant for a platform admin, only its own for a tenant admin
+ * (403 naming the tenant and the platform admin scope otherwise). With it off,
  * everything is open (embedded dev mode), the caller is the anonymous principal and the tenant is the front's
  * or `?tenant=`. Answers are JSON with `Cache-Control: no-store`; errors are `{ error: { code, message } }`
  * with the status of {@link statusOf}.
@@ -30,11 +39,14 @@ import {
   anonymousPrincipal,
   deadlines,
   errorMessage,
+  parseQuery,
   PunkError,
+  refuseOtherMethods,
   subjects,
-  tenantSchema,
+  tenantQuerySchema,
   type Bus,
   type GatewayAdminRequest,
+  type GovernanceAdminRequest,
   type Logger,
   type Principal,
 } from '@punk/lib';
@@ -54,6 +66,8 @@ const STATUSES: Record<string, number> = {
   EgressRefused: 400,
   UpstreamUnreachable: 400,
   ToolNotPending: 409,
+  WorkflowNotReady: 409,
+  InvalidArguments: 400,
   ToolDefinitionMismatch: 409,
   Conflict: 409,
   CredentialKeyNotFound: 422,
@@ -96,6 +110,9 @@ export function statusOf(error: unknown): number {
   return 500;
 }
 
+/** The paths this router serves (each guarded, each with its error handler). */
+const API_PATHS = ['/mcp/servers', '/credentials', '/settings', '/workflows'];
+
 /** Options of {@link registryRouter}. */
 export interface RegistryApiOptions {
   bus: Bus;
@@ -111,8 +128,8 @@ export interface RegistryApiOptions {
 /** Builds the router; mount it at `/api/v1`. */
 export function registryRouter(options: RegistryApiOptions): Router {
   const router = express.Router();
-  const guard = adminGuard(options.auth, 'open');
-  router.use(['/mcp/servers', '/credentials'], guard);
+  const guard = adminGuard(options.auth, 'open', options.log);
+  router.use(API_PATHS, guard);
   const parseJson = express.json({ limit: options.maxBodyBytes, strict: false, type: () => true });
   /** Parses a JSON body and checks its depth (400 malformed or nested too deep, 413 too large). */
   const parse = (req: Request, res: Response, next: NextFunction) =>
@@ -126,16 +143,15 @@ export function registryRouter(options: RegistryApiOptions): Router {
     parse,
   ];
 
-  /** Who is calling and for which tenant; undefined after answering 400 itself. */
-  const callerOf = (req: Request, res: Response): { principal: Principal; tenant: string } | undefined => {
+  /**
+   * Who is calling and for which tenant (`?tenant=`, the only query parameter of these routes).
+   * @throws PunkError `InvalidParameter` for a bad tenant or any other query parameter.
+   */
+  const callerOf = (req: Request, res: Response): { principal: Principal; tenant: string } => {
     const admin = res.locals['admin'] as Principal | undefined;
     const principal = admin ?? anonymousPrincipal(options.tenant);
-    const query = req.query['tenant'];
-    if (query !== undefined && (typeof query !== 'string' || !tenantSchema.safeParse(query).success)) {
-      fail(res, 400, 'InvalidParameter', `query parameter tenant must be one DNS label, got ${JSON.stringify(query)}`);
-      return undefined;
-    }
-    return { principal, tenant: query ?? principal.tenant };
+    const { tenant } = parseQuery(req.query, tenantQuerySchema, `${req.baseUrl}${req.path}`);
+    return { principal, tenant: tenant ?? principal.tenant };
   };
 
   /** The parsed body when it is a JSON object; undefined after answering 400 when it is not. */
@@ -149,8 +165,9 @@ export function registryRouter(options: RegistryApiOptions): Router {
   };
 
   /** Sends one admin request and answers with its reply (`status`, or 204 without a body). */
-  const forward = async (res: Response, request: GatewayAdminRequest, status: 200 | 201 | 204 = 200) => {
-    const reply = await options.bus.request(subjects.gatewayAdmin, request, { timeoutMs: deadlines.gatewayAdminMs });
+  const forward = async (res: Response, request: GatewayAdminRequest | GovernanceAdminRequest, status: 200 | 201 | 204 = 200) => {
+    const subject = request.op.startsWith('settings.') ? subjects.governanceAdmin : subjects.gatewayAdmin;
+    const reply = await options.bus.request(subject, request, { timeoutMs: deadlines.gatewayAdminMs });
     if (status === 204) res.status(204).set('Cache-Control', 'no-store').end();
     else res.status(status).set('Cache-Control', 'no-store').json(reply);
   };
@@ -158,10 +175,8 @@ export function registryRouter(options: RegistryApiOptions): Router {
   const route =
     (handler: (req: Request, res: Response, caller: { principal: Principal; tenant: string }) => Promise<void>) =>
     async (req: Request, res: Response, next: NextFunction) => {
-      const caller = callerOf(req, res);
-      if (!caller) return;
       try {
-        await handler(req, res, caller);
+        await handler(req, res, callerOf(req, res));
       } catch (error) {
         next(error);
       }
@@ -242,14 +257,54 @@ export function registryRouter(options: RegistryApiOptions): Router {
     route((req, res, { tenant, principal }) => forward(res, { op: 'credentials.delete', tenant, principal, id: id(req) }, 204)),
   );
 
-  router.use(['/mcp/servers', '/credentials'], (error: unknown, _req: Request, res: Response, _next: NextFunction) => {
+  router.get(
+    '/workflows',
+    route((_req, res, { tenant }) => forward(res, { op: 'workflows.list', tenant })),
+  );
+  router.get(
+    '/workflows/:name',
+    route((req, res, { tenant }) => forward(res, { op: 'workflows.get', tenant, name: String(req.params['name']) })),
+  );
+  router.post(
+    '/workflows/:name/runs',
+    (req: Request, res: Response, next: NextFunction) => (hasBody(req) ? json[0]!(req, res, () => parse(req, res, next)) : next()),
+    route(async (req, res, { tenant, principal }) => {
+      const body = hasBody(req) ? bodyOf(req, res) : {};
+      if (!body) return;
+      const request: GatewayAdminRequest = { op: 'workflows.run', tenant, principal, name: String(req.params['name']), body };
+      const reply = (await options.bus.request(subjects.gatewayAdmin, request, { timeoutMs: deadlines.gatewayAdminMs })) as {
+        state?: unknown;
+      };
+      res
+        .status(reply.state === 'running' ? 202 : 201)
+        .set('Cache-Control', 'no-store')
+        .json(reply);
+    }),
+  );
+
+  router.get(
+    '/settings',
+    route((_req, res, { tenant }) => forward(res, { op: 'settings.get', tenant })),
+  );
+  router.put(
+    '/settings',
+    json,
+    route(async (req, res, { tenant, principal }) => {
+      const body = bodyOf(req, res);
+      if (body) await forward(res, { op: 'settings.put', tenant, principal, body });
+    }),
+  );
+
+  refuseOtherMethods(router);
+
+  router.use(API_PATHS, (error: unknown, _req: Request, res: Response, _next: NextFunction) => {
     const type = (error as { type?: unknown })?.type;
     if (type === 'entity.parse.failed') {
       fail(res, 400, 'InvalidRequest', 'body: not valid JSON');
       return;
     }
     if (type === 'entity.too.large') {
-      fail(res, 413, 'PayloadTooLarge', `the body is larger than ${options.maxBodyBytes} bytes`);
+      fail(res, 413, 'PayloadTooLarge', `the body is larger than ${options.maxBodyBytes} bytes (PUNK_MAX_BODY_BYTES)`);
       return;
     }
     const refusal = bodyRefusal(error);

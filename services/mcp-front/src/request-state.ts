@@ -36,9 +36,11 @@ export interface RequestStatePayload {
   instance?: string;
   /**
    * The call the retry continues (the `callId` of its gateway channel): closing a retry's response stream
-   * cancels it (`punk.call.<callId>.cancel`), and its progress is on `punk.call.<callId>.out`.
+   * cancels it (`punk.call.<callId>.cancel`), and its progress is on `punk.front.<front>.call.<callId>.out`.
    */
   callId?: string;
+  /** The front replica whose channel the call's gateway replica publishes on (`front` of that channel). */
+  front?: string;
   /** The client request being retried: `tools/call`, `resources/read` or `prompts/get`. */
   method: string;
   /** The tool or prompt name, or the resource URI, as the client named it. */

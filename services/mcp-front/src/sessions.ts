@@ -2,8 +2,16 @@
  * 2025-era sessions any front replica can serve (MCP 2025-11-25
  * basic/transports "Session Management"): the state of each `Mcp-Session-Id`
  * lives in the bus's key-value bucket `PUNK_SESSIONS` (NATS KV, or a map in
- * embedded mode), never in a replica's memory. Entries expire `ttlMs` after
- * their last write; activity renews them.
+ * embedded mode); a replica's memory holds only a copy. Entries expire `ttlMs`
+ * after their last write; activity renews them.
+ *
+ * The copy: each replica watches the bucket (`KvStore.watch`) and keeps every
+ * live session in a map, so a request reads its session without a bus round
+ * trip. A session another replica created an instant ago, and not seen by the
+ * watch yet, is read from the bucket; this replica's own writes go into the
+ * map at once; another replica's deletes and updates arrive with the watch
+ * (within a bus hop), and writes are compare-and-set against the bucket, so a
+ * stale copy never overwrites a newer state.
  */
 import {
   buckets,
@@ -11,6 +19,8 @@ import {
   PunkError,
   sessionStateSchema,
   type Bus,
+  type BusSubscription,
+  type KvChange,
   type KvStore,
   type Logger,
   type Principal,
@@ -40,8 +50,19 @@ export interface SessionBinding {
   principal: Principal;
 }
 
-/** Where 2025-era sessions live: one KV entry per session id. */
+/** Longest wait of a DELETE for its own watch to report it, in milliseconds. */
+const DELETE_SEEN_WAIT_MS = 1000;
+
+/** Where 2025-era sessions live: one KV entry per session id, and a watched copy of the bucket in this replica. */
 export class SessionStore {
+  /** Every live session as the watch (or this replica's own writes) last showed it. */
+  private readonly cached = new Map<string, StoredSession>();
+  /** Sessions this replica deleted whose delete the watch has not delivered yet: an older put must not bring them back. */
+  private readonly ending = new Set<string>();
+  /** Deletes of this replica waiting for its watch to report them (see `delete`). */
+  private readonly deleteSeen = new Map<string, () => void>();
+  private watching: BusSubscription | undefined;
+
   private constructor(
     private readonly kv: KvStore,
     private readonly ttlMs: number,
@@ -49,12 +70,51 @@ export class SessionStore {
   ) {}
 
   /**
-   * Opens (creating if needed) the sessions bucket.
+   * Opens (creating if needed) the sessions bucket and starts watching it; resolves once every live session is in
+   * the replica's copy.
    * @param ttlMs idle time after which a session expires, in milliseconds.
-   * @throws PunkError `BusUnavailable` when the bucket cannot be opened.
+   * @throws PunkError `BusUnavailable` when the bucket cannot be opened or watched.
    */
   static async open(bus: Bus, ttlMs: number, log: Logger): Promise<SessionStore> {
-    return new SessionStore(await bus.keyValue(buckets.sessions(ttlMs)), ttlMs, log);
+    const store = new SessionStore(await bus.keyValue(buckets.sessions(ttlMs)), ttlMs, log);
+    store.watching = await store.kv.watch((change) => store.apply(change));
+    return store;
+  }
+
+  /** Stops watching the bucket (the front's close). */
+  async close(): Promise<void> {
+    await this.watching?.unsubscribe();
+    this.cached.clear();
+  }
+
+  private apply(change: KvChange): void {
+    if (change.operation === 'delete') {
+      this.ending.delete(change.key);
+      this.cached.delete(change.key);
+      this.deleteSeen.get(change.key)?.();
+      return;
+    }
+    if (this.ending.has(change.key)) return;
+    const held = this.cached.get(change.key);
+    if (held && held.revision >= change.revision) return;
+    const session = this.parse(change.key, change.value, change.revision);
+    if (session) this.cached.set(change.key, session);
+    else this.cached.delete(change.key);
+  }
+
+  private parse(id: string, value: unknown, revision: number): StoredSession | undefined {
+    const parsed = sessionStateSchema.safeParse(value);
+    if (!parsed.success) {
+      this.log.error({ sessionId: id, err: parsed.error.issues[0]?.message }, 'malformed session state; treating the session as unknown');
+      return undefined;
+    }
+    return { id, state: parsed.data, revision };
+  }
+
+  /** Puts this replica's own write into its copy (unless the watch brought a newer one already). */
+  private hold(id: string, state: SessionState, revision: number): void {
+    const held = this.cached.get(id);
+    if (!this.ending.has(id) && !(held && held.revision >= revision)) this.cached.set(id, { id, state, revision });
   }
 
   /**
@@ -62,20 +122,31 @@ export class SessionStore {
    * @throws PunkError `KvConflict` when the id is taken, or a bus error.
    */
   async create(id: string, state: SessionState): Promise<void> {
-    await this.kv.create(id, sessionStateSchema.parse(state));
+    const value = sessionStateSchema.parse(state);
+    this.hold(id, value, await this.kv.create(id, value));
   }
 
-  /** The live session with this id, or undefined (unknown, expired, deleted, malformed id or value). */
+  /**
+   * The live session with this id, or undefined (unknown, expired, deleted, malformed id or value): from the
+   * replica's copy, else (a session created elsewhere an instant ago, or one whose copy looks expired) from the bucket.
+   */
   async get(id: string): Promise<StoredSession | undefined> {
     if (!isMintedId(id)) return undefined;
+    const held = this.cached.get(id);
+    if (held && Date.parse(held.state.renewedAt) + this.ttlMs > Date.now()) return held;
+    return this.read(id);
+  }
+
+  /** The session as the bucket holds it now (copied into the replica's map). */
+  private async read(id: string): Promise<StoredSession | undefined> {
     const entry = await this.kv.get(id);
-    if (!entry) return undefined;
-    const parsed = sessionStateSchema.safeParse(entry.value);
-    if (!parsed.success) {
-      this.log.error({ sessionId: id, err: parsed.error.issues[0]?.message }, 'malformed session state; treating the session as unknown');
+    if (!entry) {
+      this.cached.delete(id);
       return undefined;
     }
-    return { id, state: parsed.data, revision: entry.revision };
+    const session = this.parse(id, entry.value, entry.revision);
+    if (session) this.hold(id, session.state, session.revision);
+    return session;
   }
 
   /**
@@ -103,11 +174,12 @@ export class SessionStore {
    */
   async update(id: string, change: (state: SessionState) => SessionState): Promise<SessionState | undefined> {
     for (let attempt = 0; attempt < 5; attempt++) {
-      const session = await this.get(id);
+      // Read-modify-write starts from the bucket, not from a copy that may be behind.
+      const session = await this.read(id);
       if (!session) return undefined;
       const next = { ...change(session.state), renewedAt: new Date().toISOString() };
       try {
-        await this.kv.update(id, next, session.revision);
+        this.hold(id, next, await this.kv.update(id, next, session.revision));
         return next;
       } catch (error) {
         if (!(error instanceof PunkError && error.code === 'KvConflict')) throw error;
@@ -125,15 +197,31 @@ export class SessionStore {
   renew(session: StoredSession): void {
     if (Date.now() - Date.parse(session.state.renewedAt) < this.ttlMs / 4) return;
     const next = { ...session.state, renewedAt: new Date().toISOString() };
-    this.kv.update(session.id, next, session.revision).catch((error: unknown) => {
-      if (!(error instanceof PunkError && error.code === 'KvConflict'))
-        this.log.warn({ sessionId: session.id, err: errorMessage(error) }, 'could not renew a session');
-    });
+    this.kv.update(session.id, next, session.revision).then(
+      (revision) => this.hold(session.id, next, revision),
+      (error: unknown) => {
+        if (!(error instanceof PunkError && error.code === 'KvConflict'))
+          this.log.warn({ sessionId: session.id, err: errorMessage(error) }, 'could not renew a session');
+      },
+    );
   }
 
   /** Ends a session everywhere; a no-op when it is already gone. */
   async delete(id: string): Promise<void> {
-    await this.kv.delete(id);
+    this.ending.add(id);
+    this.cached.delete(id);
+    // Resolves once this replica's watch reports the delete: the bucket pushes it to every replica's watch at once,
+    // so a request the client sends after the DELETE's answer finds the session gone on any replica.
+    const seen = new Promise<void>((resolve) => this.deleteSeen.set(id, resolve));
+    try {
+      await this.kv.delete(id);
+      await Promise.race([seen, new Promise((resolve) => setTimeout(resolve, DELETE_SEEN_WAIT_MS).unref())]);
+    } catch (error) {
+      this.ending.delete(id);
+      throw error;
+    } finally {
+      this.deleteSeen.delete(id);
+    }
   }
 
   /**
@@ -145,9 +233,9 @@ export class SessionStore {
     return this.kv.size();
   }
 
-  /** Every live session (for fan-out of registry changes); malformed entries are skipped. */
-  async list(): Promise<StoredSession[]> {
-    const found = await Promise.all((await this.kv.keys()).map((key) => this.get(key)));
-    return found.filter((s): s is StoredSession => s !== undefined);
+  /** Every live session as this replica's copy holds it (for fan-out of registry changes); malformed entries are skipped. */
+  list(): Promise<StoredSession[]> {
+    const now = Date.now();
+    return Promise.resolve([...this.cached.values()].filter((s) => Date.parse(s.state.renewedAt) + this.ttlMs > now));
   }
 }

@@ -5,8 +5,7 @@
  * RFC 6749 §5.2) and never carry a token or a secret.
  */
 import type { FetchLike } from '@modelcontextprotocol/client';
-import { PunkError, errorMessage } from '@punk/lib';
-import { redact } from '../redact.js';
+import { PunkError, errorMessage, redact } from '@punk/lib';
 
 /** What a refresh needs. */
 export interface RefreshRequest {

@@ -10,9 +10,8 @@
  */
 import type { FetchLike } from '@modelcontextprotocol/client';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { PunkError, appendLedgerEvent, errorMessage, type Bus, type Logger } from '@punk/lib';
+import { PunkError, appendLedgerEvent, errorMessage, redact, type Bus, type Logger } from '@punk/lib';
 import { credentialEvent } from './events.js';
-import { redact } from '../redact.js';
 import { describeTokenUrl, refreshAccessToken, refreshSecrets, TokenEndpointError, type RefreshRequest } from './oauth2.js';
 import type { CredentialSealer } from './sealing.js';
 import type { CredentialRow, CredentialStore } from './store.js';

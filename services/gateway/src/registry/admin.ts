@@ -6,10 +6,12 @@
  * the tool pins, which are injected. mcp-front serves the same operations
  * over HTTP under `/api/v1`.
  */
+import type { WorkflowAdminRequest } from '../workflows/served.js';
 import { randomUUID } from 'node:crypto';
 import {
   acceptToolBodySchema,
   appendLedgerEvent,
+  classify,
   dnsLabel,
   gatewayAdminRequestSchema,
   parseMessage,
@@ -24,8 +26,9 @@ import {
   type Principal,
   type RequestHandler,
   type ServerCatalog,
+  type SideEffectLevel,
 } from '@punk/lib';
-import type { McpItem } from '../catalog.js';
+import { declaredLevelOf, type McpItem } from '../catalog.js';
 import { isCredentialReference, type CredentialVault } from '../credentials/index.js';
 import { checkDestination, redactUrl, type DestinationPolicy } from '../egress/index.js';
 import type { ToolPinning } from '../pinning/tool-pinning.js';
@@ -49,6 +52,31 @@ export interface ProbeResult {
   /** Time to connect and list, in milliseconds. */
   latencyMs: number;
   error?: string;
+  /** What is wrong but served (the catalog's `warnings`). */
+  warnings?: string[];
+}
+
+/**
+ * The side-effect level of each listed tool, by name, as governance classifies a call of it (lib policy/classify.ts):
+ * the level the manifest declares (or an openapi operation's method implies), else the name heuristics.
+ */
+export function levelsOf(
+  server: McpServer,
+  tools: McpItem[],
+): Record<string, { level: SideEffectLevel; source: 'declared' | 'heuristic' }> {
+  const levels: Record<string, { level: SideEffectLevel; source: 'declared' | 'heuristic' }> = {};
+  for (const tool of tools) {
+    const name = String(tool.name);
+    const declaredLevel = declaredLevelOf(server, name, tool);
+    const { level } = classify({
+      kind: 'tool',
+      target: name,
+      server: server.metadata.name,
+      ...(declaredLevel !== undefined && { declaredLevel }),
+    });
+    levels[name] = { level, source: declaredLevel === undefined ? 'heuristic' : 'declared' };
+  }
+  return levels;
 }
 
 /** What {@link createAdminHandler} needs. */
@@ -65,6 +93,8 @@ export interface AdminDeps {
   nameConflictsOf(tenant: string, name: string): string[];
   /** Connects to a server on a fresh connection of its own (not the pool's), lists its tools, and closes it. */
   probe(server: McpServer): Promise<ProbeResult>;
+  /** Answers the workflows API operations (workflows/served.ts). */
+  workflows(request: WorkflowAdminRequest): Promise<unknown>;
   /** The SSRF guard's policy: an http registration's URL must pass it to be stored. */
   egress: DestinationPolicy;
   credentials: CredentialsAdmin;
@@ -84,12 +114,14 @@ export interface AdminDeps {
 export interface ServerView {
   name: string;
   namespace: string;
-  type: 'stdio' | 'http';
+  type: 'stdio' | 'http' | 'openapi';
   /** From a manifest or custom resource: read-only through the API. */
   managed: boolean;
   /** State of this gateway replica's pooled connection (`stopped` when it does not serve the server). */
   state: ServerCatalog['state'];
   lastError?: string;
+  /** The catalog's warnings: what is wrong but served. */
+  warnings?: string[];
   toolCount: number;
   status: ServerRecord['status'];
   latencyMs?: number;
@@ -114,7 +146,7 @@ type Target =
 /**
  * Builds the `punk.gateway.admin` handler. Replies: `servers.list` `{ servers }`; `servers.get`, `servers.create`,
  * `servers.update` `{ server }`; `servers.delete` `{}`; `servers.test` `{ ok, toolCount, tools, latencyMs, error? }`;
- * `servers.tools` `{ tools, listedAt, cached, pins }`; `servers.acceptTool` `{ tool, fingerprint }`; `credentials.create`,
+ * `servers.tools` `{ tools, listedAt, cached, pins, levels, warnings? }` ({@link levelsOf}); `servers.acceptTool` `{ tool, fingerprint }`; `credentials.create`,
  * `credentials.replace` and `credentials.get` `{ credential }`, `credentials.apply` `{ credential, outcome }` (`created`, `replaced` or
  * `unchanged`), `credentials.list` `{ credentials }`, `credentials.delete` `{}`. Literal
  * `env` and `headers` values of a registration are never answered (see {@link maskedRegistration}).
@@ -156,6 +188,7 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
       managed: found.managed,
       state: catalog?.state ?? 'stopped',
       ...(lastError !== undefined && { lastError }),
+      ...(catalog?.warnings && { warnings: catalog.warnings }),
       toolCount: catalog?.state === 'ready' ? catalog.tools.length : (record.toolCount ?? catalog?.tools.length ?? 0),
       status: record.status,
       ...(record.latencyMs !== undefined && { latencyMs: record.latencyMs }),
@@ -210,14 +243,22 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
     return registration;
   };
 
-  /** Refuses an http registration whose URL does not pass the SSRF guard now (it is checked again at every connect). */
+  /**
+   * Refuses an http registration whose URL, or an openapi registration whose document URL or base URL, does not pass
+   * the SSRF guard now (each is checked again at every connect or call).
+   */
   const checkEgress = async (registration: Registration): Promise<void> => {
-    if (registration.url !== undefined) {
+    const urls = [
+      ['body.url', registration.url],
+      ['body.openapi.url', registration.openapi?.url],
+      ['body.openapi.baseUrl', registration.openapi?.baseUrl],
+    ] as const;
+    for (const [field, url] of urls) {
+      if (url === undefined) continue;
       try {
-        await checkDestination(registration.url, deps.egress);
+        await checkDestination(url, deps.egress);
       } catch (error) {
-        if (error instanceof PunkError)
-          throw new PunkError(error.code, `body.url: ${error.message}`, { field: 'body.url', ...error.details });
+        if (error instanceof PunkError) throw new PunkError(error.code, `${field}: ${error.message}`, { field, ...error.details });
         throw error;
       }
     }
@@ -306,7 +347,11 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
         const found = await target(tenant, id);
         const { tools, listedAt } = found.record;
         const pins = await deps.pins.pins(tenant, id);
-        if (tools && listedAt && Date.now() - Date.parse(listedAt) < TOOLS_CACHE_MAX_AGE_MS) return { tools, listedAt, cached: true, pins };
+        const levels = (listed: McpItem[]) => levelsOf(found.managed ? found.server : toMcpServer(tenant, found.stored.body), listed);
+        if (tools && listedAt && Date.now() - Date.parse(listedAt) < TOOLS_CACHE_MAX_AGE_MS) {
+          const warnings = deps.catalogOf(tenant, id)?.warnings;
+          return { tools, listedAt, cached: true, pins, levels: levels(tools), ...(warnings && { warnings }) };
+        }
         const result = await deps.probe(serverOf(tenant, found));
         if (!result.ok)
           throw new PunkError('ServerUnavailable', `the tools of server ${id} could not be listed: ${result.error ?? 'unknown error'}`, {
@@ -315,7 +360,14 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
         await deps.onTested(tenant, id);
         const at = new Date().toISOString();
         await served.recordListing(tenant, id, result.tools, at);
-        return { tools: result.tools, listedAt: at, cached: false, pins };
+        return {
+          tools: result.tools,
+          listedAt: at,
+          cached: false,
+          pins,
+          levels: levels(result.tools),
+          ...(result.warnings && { warnings: result.warnings }),
+        };
       }
       case 'servers.acceptTool': {
         const { tenant, principal, id, tool } = request;
@@ -347,6 +399,10 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
         await deps.credentials.delete(request.tenant, request.principal, request.id);
         await deps.onCredentialChanged(request.tenant, request.id);
         return {};
+      case 'workflows.list':
+      case 'workflows.get':
+      case 'workflows.run':
+        return deps.workflows(request);
     }
   };
 

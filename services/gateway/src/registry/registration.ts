@@ -17,6 +17,7 @@ import {
   registrationBodySchema,
   transportOf,
   type McpServer,
+  type OpenApiSource,
 } from '@punk/lib';
 import { isCredentialReference, parseReference } from '../credentials/input.js';
 
@@ -53,9 +54,24 @@ export const registrationSchema = registrationBodySchema.superRefine((body, ctx)
   if (body.type === 'stdio') {
     if (body.command === undefined) ctx.addIssue({ code: 'custom', path: ['command'], message: 'required for a stdio registration' });
     misplaced(['url', 'headers', 'transport'], 'applies only to an http registration');
-  } else {
+    misplaced(['openapi'], 'applies only to an openapi registration');
+  } else if (body.type === 'http') {
     if (body.url === undefined) ctx.addIssue({ code: 'custom', path: ['url'], message: 'required for an http registration' });
     misplaced(['command', 'args', 'env'], 'applies only to a stdio registration');
+    misplaced(['openapi'], 'applies only to an openapi registration');
+  } else {
+    if (body.openapi === undefined) ctx.addIssue({ code: 'custom', path: ['openapi'], message: 'required for an openapi registration' });
+    misplaced(['command', 'args', 'env'], 'applies only to a stdio registration');
+    misplaced(['url', 'transport'], 'applies only to an http registration');
+    for (const field of ['file', 'configMapKeyRef'] as const) {
+      if (body.openapi?.[field] !== undefined)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['openapi', field],
+          message:
+            'applies only to manifests (the gateway reads no file or ConfigMap of a registration): send the document as openapi.url or openapi.content',
+        });
+    }
   }
 });
 /**
@@ -152,21 +168,23 @@ export function toMcpServer(tenant: string, registration: Registration): McpServ
     ...(registration.timeout && { timeout: registration.timeout }),
   };
   const spec =
-    registration.type === 'stdio'
-      ? {
-          image: `local/${registration.name}`,
-          command: [registration.command],
-          ...(registration.args && { args: registration.args }),
-          env: entries(registration.env),
-          transport: 'stdio',
-          ...common,
-        }
-      : {
-          url: registration.url,
-          ...(registration.headers && { headers: entries(registration.headers) }),
-          transport: registration.transport ?? 'streamable-http',
-          ...common,
-        };
+    registration.type === 'openapi'
+      ? { openapi: registration.openapi, ...(registration.headers && { headers: entries(registration.headers) }), ...common }
+      : registration.type === 'stdio'
+        ? {
+            image: `local/${registration.name}`,
+            command: [registration.command],
+            ...(registration.args && { args: registration.args }),
+            env: entries(registration.env),
+            transport: 'stdio',
+            ...common,
+          }
+        : {
+            url: registration.url,
+            ...(registration.headers && { headers: entries(registration.headers) }),
+            transport: registration.transport ?? 'streamable-http',
+            ...common,
+          };
   const parsed = mcpServerSchema.safeParse({
     apiVersion: API_VERSION,
     kind: 'McpServer',
@@ -197,9 +215,10 @@ function namesOnly(record: Record<string, string> | undefined): Array<{ name: st
  * names (with the value only when it is a `cred:` reference) and the URL loses user info, query and fragment.
  */
 export function auditedRegistration(registration: Registration): Record<string, unknown> {
-  const { env, headers, url, ...rest } = registration;
+  const { env, headers, url, openapi, ...rest } = registration;
   return {
     ...rest,
+    ...(openapi !== undefined && { openapi: openApiSummary(openapi) }),
     ...(url !== undefined && { url: safeUrl(url) }),
     ...(env !== undefined && { env: namesOnly(env) }),
     ...(headers !== undefined && { headers: namesOnly(headers) }),
@@ -223,6 +242,7 @@ export function managedSummary(server: McpServer): Record<string, unknown> {
     ...(spec.image !== undefined && { image: spec.image }),
     ...(spec.package !== undefined && { package: spec.package }),
     ...(spec.url !== undefined && { url: safeUrl(spec.url) }),
+    ...(spec.openapi !== undefined && { openapi: openApiSummary(spec.openapi) }),
     ...(spec.command !== undefined && { command: spec.command }),
     ...(spec.args !== undefined && { args: spec.args }),
     transport: transportOf(spec),
@@ -234,7 +254,22 @@ export function managedSummary(server: McpServer): Record<string, unknown> {
   };
 }
 
-/** `http` for a server the gateway reaches over HTTP (a `url`, or a local streamable-http/sse server), else `stdio`. */
-export function typeOf(server: McpServer): 'stdio' | 'http' {
+/**
+ * `openapi` for a REST API the gateway serves itself, `http` for a server it reaches over HTTP (a `url`, or a local
+ * streamable-http/sse server), else `stdio`.
+ */
+export function typeOf(server: McpServer): 'stdio' | 'http' | 'openapi' {
+  if (server.spec.openapi !== undefined) return 'openapi';
   return transportOf(server.spec) === 'stdio' ? 'stdio' : 'http';
+}
+
+/** `spec.openapi` without the document's text (it may be long) and its URLs without user info, query or fragment. */
+function openApiSummary(openapi: OpenApiSource): Record<string, unknown> {
+  const { content, url, baseUrl, ...rest } = openapi;
+  return {
+    ...rest,
+    ...(url !== undefined && { url: safeUrl(url) }),
+    ...(baseUrl !== undefined && { baseUrl: safeUrl(baseUrl) }),
+    ...(content !== undefined && { content: `<${content.length} characters>` }),
+  };
 }

@@ -147,7 +147,10 @@ export class ServedSet {
   async recordListing(tenant: string, name: string, tools: McpItem[], at: string): Promise<void> {
     const key = serverKey(tenant, name);
     if (this.managed.has(key)) {
-      this.managedRecords.set(key, { ...this.managedRecord(tenant, name), tools, listedAt: at });
+      const previous = this.managedRecord(tenant, name);
+      // Listings can finish out of order: the newer one stays.
+      if (previous.listedAt === undefined || Date.parse(previous.listedAt) <= Date.parse(at))
+        this.managedRecords.set(key, { ...previous, tools, listedAt: at });
     } else if (this.registered.has(key)) {
       await this.options.store.recordListing(tenant, name, tools, at);
     }

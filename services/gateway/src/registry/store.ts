@@ -168,13 +168,15 @@ export class RegistrationStore {
     );
   }
 
-  /** Records a tool listing made at `at` (RFC 3339); a no-op when the registration is gone. */
+  /**
+   * Records a tool listing made at `at` (RFC 3339); a no-op when the registration is gone or holds a
+   * newer listing (two listings can finish out of order: the newer one stays).
+   */
   async recordListing(tenant: string, name: string, tools: McpItem[], at: string): Promise<void> {
-    await this.db.query(`UPDATE gateway.registrations SET tools = $3, listed_at = $4 WHERE tenant = $1 AND name = $2`, [
-      tenant,
-      name,
-      JSON.stringify(tools),
-      at,
-    ]);
+    await this.db.query(
+      `UPDATE gateway.registrations SET tools = $3, listed_at = $4
+        WHERE tenant = $1 AND name = $2 AND (listed_at IS NULL OR listed_at <= $4)`,
+      [tenant, name, JSON.stringify(tools), at],
+    );
   }
 }

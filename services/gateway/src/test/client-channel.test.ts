@@ -22,8 +22,11 @@ async function linkOn(
 ) {
   const callId = randomUUID();
   const published: Record<string, unknown>[] = [];
-  await bus.subscribe(subjects.callOut(callId), (data) => void published.push((data as { message: Record<string, unknown> }).message));
-  return { link: busClientLink({ bus, log, pending }, sessionId, { callId, clientCapabilities }), published };
+  await bus.subscribe(
+    subjects.callOut('front-test', callId),
+    (data) => void published.push((data as { message: Record<string, unknown> }).message),
+  );
+  return { link: busClientLink({ bus, log, pending }, sessionId, { callId, front: 'front-test', clientCapabilities }), published };
 }
 
 async function until<T>(read: () => T | undefined): Promise<T> {

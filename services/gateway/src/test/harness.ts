@@ -25,6 +25,7 @@ import {
   startGateway,
   type DestinationPolicy,
   type Gateway,
+  type GatewayOptions,
   type Keyring,
   type UpstreamPoolOptions,
 } from '../index.js';
@@ -120,11 +121,15 @@ export async function startHarness(
     egress?: DestinationPolicy;
     allowStdioRegistrations?: boolean;
     keyring?: Keyring;
+    /** `PUNK_MAX_RESULT_BYTES` of the bus and the gateway (default 32 MiB). */
+    maxResultBytes?: number;
+    /** Bounds of workflow runs (the gateway's defaults otherwise). */
+    workflowLimits?: GatewayOptions['workflowLimits'];
   } = {},
 ): Promise<Harness> {
   const tenant = `t-${randomUUID().slice(0, 8)}`;
   const log = createLogger('gateway-test', process.env.TEST_LOG_LEVEL ?? 'silent');
-  const bus = new MemoryBus(log);
+  const bus = new MemoryBus(log, options.maxResultBytes !== undefined ? { maxPayloadBytes: options.maxResultBytes } : {});
   await bus.ensureStream(streams.ledger);
   const events: LedgerEvent[] = [];
   const changes: RegistryChanged[] = [];
@@ -132,9 +137,9 @@ export async function startHarness(
     for (const m of batch) events.push(m.data as LedgerEvent);
   });
   await bus.subscribe(subjects.registryChanged, (data) => void changes.push(data as RegistryChanged));
-  const governance = await startGovernance({ bus, log });
-  const workDir = await mkdtemp(join(tmpdir(), 'punk-gateway-'));
   const database = await openScratchDb(log);
+  const governance = await startGovernance({ bus, log, db: database.db });
+  const workDir = await mkdtemp(join(tmpdir(), 'punk-gateway-'));
   const gateway = await startGateway({
     egress: options.egress ?? destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }),
     bus,
@@ -148,6 +153,8 @@ export async function startHarness(
     ...(options.upstream && { upstream: options.upstream }),
     ...(options.allowStdioRegistrations !== undefined && { allowStdioRegistrations: options.allowStdioRegistrations }),
     ...(options.keyring && { keyring: options.keyring }),
+    ...(options.maxResultBytes !== undefined && { maxResultBytes: options.maxResultBytes }),
+    ...(options.workflowLimits && { workflowLimits: options.workflowLimits }),
   });
   return {
     tenant,

@@ -13,7 +13,7 @@ import { runWithInputRequired, type GatewayInputRequired } from '../input-requir
 
 const log = createLogger('input-required-test', 'silent');
 const caller: Principal = { tenant: 'acme', subject: 'ada', groups: [] };
-const channel = () => ({ callId: randomUUID(), clientCapabilities: { elicitation: {} }, era: '2026' as const });
+const channel = () => ({ callId: randomUUID(), front: 'front-test', clientCapabilities: { elicitation: {} }, era: '2026' as const });
 
 /** A call that asks the client for a name `rounds` times, then says hello to every answer. */
 function asking(rounds: number, seen: unknown[]) {

@@ -191,6 +191,31 @@ describe('servers from bucket PUNK_MCP_SERVERS', () => {
     assert.match((await call('counter', 'count')).content[0]!.text, /^calls=\d+ /);
   });
 
+  it('an entry scaled to zero stops the server, stays listed with nothing, and its calls are refused at once naming the McpServer', async () => {
+    const early = counter(tenant, 'early');
+    await put('early', { ...early, spec: { ...early.spec, replicas: 0 } }, 2);
+    const stopped = (gateway: Gateway) => gateway.catalog(tenant).find((c) => c.name === 'early' && c.state === 'stopped');
+    for (const gateway of gateways) await waitFor(() => stopped(gateway) !== undefined, 20_000, 'early scaled to zero');
+    const entry = stopped(gateways[0]!)!;
+    assert.deepEqual(entry.tools, [], 'nothing is listed');
+    const message = `server early is scaled to zero (McpServer ${tenant}/early spec.replicas=0); scale it up to call it`;
+    assert.equal(entry.lastError, message);
+    for (let i = 0; i < 4; i++)
+      await assert.rejects(call('early', 'count'), (e: PunkError) => e.code === 'ServerScaledToZero' && e.message === message);
+    const listing = (await requestGateway(buses[0]!, { method: 'catalog/list', tenant, server: 'early' }, 10_000)) as {
+      servers: { name: string; state: string }[];
+    };
+    assert.deepEqual(
+      listing.servers.map((s) => `${s.name} ${s.state}`),
+      ['early stopped'],
+      'the one-server endpoint still finds it',
+    );
+
+    await put('early', early, 3);
+    for (const gateway of gateways) await waitFor(() => served(gateway, 'early'), 20_000, 'early served again');
+    assert.match((await call('early', 'count')).content[0]!.text, /^calls=1 /, 'a new connection');
+  });
+
   it('a deleted entry stops the server; the manifest server stays', async () => {
     await kv.delete(kvKey(tenant, 'counter'));
     for (const gateway of gateways)

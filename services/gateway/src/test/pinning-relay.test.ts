@@ -21,10 +21,12 @@ import {
   requestGateway,
   streams,
   subjects,
+  watchPolicies,
   type LedgerEvent,
 } from '@punk/lib';
 import { createScratchDatabase } from '../../../lib/dist/test/pgtest.js';
-import { DEFAULT_PENDING_LIMITS, PendingRequests } from '../client-channel.js';
+import { CallCancellations, DEFAULT_PENDING_LIMITS, PendingRequests } from '../client-channel.js';
+import { CallDecider } from '../decisions.js';
 import { ToolPinning } from '../pinning/tool-pinning.js';
 import { createRelay } from '../relay.js';
 import { Upstream } from '../upstream.js';
@@ -82,11 +84,15 @@ test('policy approval: calls to a changed tool fail closed with the accept route
   assert.equal(upstream.state, 'ready', upstream.error);
   await pinning.review(upstream.server, upstream.catalog().tools);
 
+  const policies = await watchPolicies(bus, log);
+  teardown.push(() => policies.stop());
   const relay = createRelay({
     bus,
     log,
     registry: { find: (tn, server) => (tn === tenant && server === 'files' ? upstream : undefined), catalog: () => [upstream.catalog()] },
     pending: new PendingRequests(DEFAULT_PENDING_LIMITS),
+    decider: new CallDecider(bus, log, policies),
+    cancellations: await CallCancellations.start(bus, log),
     pinning,
   });
   const served = await bus.serve(subjects.gatewayCall, relay, { queue: queues.gateway });

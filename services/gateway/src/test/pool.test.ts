@@ -1,6 +1,6 @@
 /**
  * The pool entry of each (tenant, server) on real servers: the idle connection closed and reopened by the next
- * call while the catalog keeps serving the last listings, the bound on calls in flight, the review of every
+ * call while the catalog keeps serving the last listings, the bound on calls in flight and its queue, the review of every
  * tools listing, and the eviction of pooled connections (shared and per-client) when a registration changes.
  */
 import assert from 'node:assert/strict';
@@ -10,6 +10,7 @@ import { PunkError, type CatalogReply } from '@punk/lib';
 import { descendantPids, fixture, manifest, startHarness, waitFor } from './harness.js';
 import { startProtectedMcpServer } from './fixtures/protected-mcp-server.js';
 import { startUpstream } from './upstream-harness.js';
+import { queueDepth, queueRejections } from '../metrics.js';
 
 type ToolResult = { content: { type: string; text: string }[]; isError?: boolean };
 
@@ -43,10 +44,12 @@ test('an idle connection is closed, the catalog keeps its tools, and the next ca
   assert.ok(!h.events.some((e) => e.type === 'server.state_changed' && e.data.state === 'idle'));
 });
 
-test('calls beyond maxConcurrentCalls fail at once with ServerBusy naming the server and the limit', async (t) => {
+test('calls beyond maxConcurrentCalls wait in the queue; past its depth they are refused with ServerBusy and a retry hint', async (t) => {
   const server = await startProtectedMcpServer();
   t.after(() => server.close());
-  const h = await startHarness((tenant) => [manifest(tenant, 'slow', { url: server.url })], { upstream: { maxConcurrentCalls: 2 } });
+  const h = await startHarness((tenant) => [manifest(tenant, 'slow', { url: server.url })], {
+    upstream: { maxConcurrentCalls: 2, maxQueuedCalls: 1, queueTimeoutMs: 120_000 },
+  });
   t.after(() => h.close());
   await h.gateway.ready();
   const held = [
@@ -54,6 +57,9 @@ test('calls beyond maxConcurrentCalls fail at once with ServerBusy naming the se
     h.call({ method: 'tools/call', server: 'slow', name: 'wait' }),
   ];
   await waitFor(() => server.waiting === 2, 10_000, 'two calls held by the server');
+  const queued = h.call({ method: 'tools/call', server: 'slow', name: 'echo', arguments: { text: 'queued' } });
+  const depth = async () => (await queueDepth.get()).values.find((v) => v.labels.server === `${h.tenant}/slow`)?.value;
+  await waitFor(async () => (await depth()) === 1, 10_000, 'the third call queued (punk_gateway_upstream_queue_depth)');
 
   await assert.rejects(
     h.call({ method: 'tools/call', server: 'slow', name: 'echo', arguments: { text: 'one more' } }),
@@ -62,22 +68,120 @@ test('calls beyond maxConcurrentCalls fail at once with ServerBusy naming the se
       assert.equal(error.code, 'ServerBusy');
       assert.match(
         error.message,
-        new RegExp(`server ${h.tenant}/slow is busy: 2 calls are in flight .*PUNK_UPSTREAM_MAX_CONCURRENT_CALLS=2`),
+        new RegExp(
+          `server ${h.tenant}/slow is busy on this gateway replica: 2 calls are in flight \\(PUNK_UPSTREAM_MAX_CONCURRENT_CALLS=2\\) and 1 wait \\(PUNK_UPSTREAM_MAX_QUEUED_CALLS=1\\); retry in 120 s`,
+        ),
       );
+      assert.equal(error.details?.['retryAfterSeconds'], 120);
       return true;
     },
   );
-  assert.equal(server.waiting, 2, 'the refused call never reached the server');
+  assert.equal(server.waiting, 2, 'neither the queued nor the refused call reached the server');
   await waitFor(
     () => h.events.some((e) => e.type === 'tool.completed' && e.data.name === 'echo' && /is busy/.test(String(e.data.error))),
     5_000,
     'the refusal on the ledger',
   );
 
+  const full = (await queueRejections.get()).values.find((v) => v.labels.server === `${h.tenant}/slow` && v.labels.reason === 'full');
+  assert.equal(full?.value, 1, 'the refusal is counted in punk_gateway_upstream_queue_rejections_total');
+
   server.release();
   for (const result of await Promise.all(held)) assert.equal((result as ToolResult).content[0]!.text, 'released');
+  assert.equal(((await queued) as ToolResult).content[0]!.text, 'queued', 'the queued call ran once a slot was free');
+  assert.equal(await depth(), 0);
   const after = (await h.call({ method: 'tools/call', server: 'slow', name: 'echo', arguments: { text: 'room again' } })) as ToolResult;
   assert.equal(after.content[0]!.text, 'room again');
+});
+
+test('a queued call that waits longer than queueTimeoutMs is refused with ServerBusy, and a cancelled one leaves the queue', async (t) => {
+  const server = await startProtectedMcpServer();
+  t.after(() => server.close());
+  const under = await startUpstream(manifest('t-queue', 'slow', { url: server.url }), {
+    maxConcurrentCalls: 1,
+    maxQueuedCalls: 4,
+    queueTimeoutMs: 200,
+  });
+  t.after(() => under.close());
+  const { upstream } = under;
+  const held = upstream.callTool('wait', {}, undefined);
+  await waitFor(() => server.waiting === 1, 10_000, 'one call held by the server');
+  await assert.rejects(upstream.callTool('echo', { text: 'late' }, undefined), (error: unknown) => {
+    assert.ok(error instanceof PunkError);
+    assert.equal(error.code, 'ServerBusy');
+    assert.match(error.message, /waited 200 ms \(PUNK_UPSTREAM_QUEUE_TIMEOUT_MS\) behind 1 calls in flight/);
+    assert.equal(error.details?.['retryAfterSeconds'], 1);
+    return true;
+  });
+  const abort = new AbortController();
+  const cancelled = upstream.callTool('echo', { text: 'gone' }, undefined, undefined, abort.signal);
+  await waitFor(() => upstream.callsQueued === 1, 10_000, 'the call queued');
+  abort.abort();
+  const outcome = await cancelled;
+  assert.equal(outcome.ok, false);
+  assert.equal(!outcome.ok && outcome.kind, 'cancelled');
+  assert.equal(upstream.callsQueued, 0);
+  server.release();
+  const released = await held;
+  assert.ok(released.ok);
+  assert.equal(upstream.callsInFlight, 0, 'every slot was given back');
+  assert.equal(server.waiting, 0);
+});
+
+test('one principal holds at most its share of the queue: another principal and the anonymous caller still wait their turn', async (t) => {
+  const server = await startProtectedMcpServer();
+  t.after(() => server.close());
+  const h = await startHarness((tenant) => [manifest(tenant, 'slow', { url: server.url })], {
+    upstream: { maxConcurrentCalls: 1, maxQueuedCalls: 10, queueTimeoutMs: 120_000, maxCallsPerPrincipal: 2 },
+  });
+  t.after(() => h.close());
+  await h.gateway.ready();
+  const as = (subject: string) => ({ principal: { subject, tenant: h.tenant, groups: [] } });
+  const held = h.call({ method: 'tools/call', server: 'slow', name: 'wait', ...as('api-key:heavy') });
+  await waitFor(() => server.waiting === 1, 10_000, 'the heavy key holds the slot');
+  const heavyQueued = h.call({
+    method: 'tools/call',
+    server: 'slow',
+    name: 'echo',
+    arguments: { text: 'heavy 2' },
+    ...as('api-key:heavy'),
+  });
+  const depth = async () => (await queueDepth.get()).values.find((v) => v.labels.server === `${h.tenant}/slow`)?.value;
+  await waitFor(async () => (await depth()) === 1, 10_000, 'the heavy key queued its second call');
+
+  await assert.rejects(
+    h.call({ method: 'tools/call', server: 'slow', name: 'echo', arguments: { text: 'heavy 3' }, ...as('api-key:heavy') }),
+    (error: unknown) => {
+      assert.ok(error instanceof PunkError);
+      assert.equal(error.code, 'ServerBusy');
+      assert.match(
+        error.message,
+        /this principal already has 2 calls in flight or waiting, its share \(PUNK_UPSTREAM_MAX_CALLS_PER_PRINCIPAL=2\)/,
+      );
+      return true;
+    },
+  );
+  // Others are not refused for the heavy key's calls: they wait in the same line.
+  const light = h.call({ method: 'tools/call', server: 'slow', name: 'echo', arguments: { text: 'light' }, ...as('api-key:light') });
+  const anonymous = [1, 2, 3].map((n) => h.call({ method: 'tools/call', server: 'slow', name: 'echo', arguments: { text: `anon ${n}` } }));
+  await waitFor(async () => (await depth()) === 5, 10_000, 'everyone else queued');
+  const principal = (await queueRejections.get()).values.find(
+    (v) => v.labels.server === `${h.tenant}/slow` && v.labels.reason === 'principal',
+  );
+  assert.equal(principal?.value, 1);
+
+  server.release();
+  const texts = (await Promise.all([held, heavyQueued, light, ...anonymous])).map((r) => (r as ToolResult).content[0]!.text);
+  assert.deepEqual(texts, ['released', 'heavy 2', 'light', 'anon 1', 'anon 2', 'anon 3']);
+  // The heavy key's share is free again once its calls ended.
+  const again = (await h.call({
+    method: 'tools/call',
+    server: 'slow',
+    name: 'echo',
+    arguments: { text: 'heavy again' },
+    ...as('api-key:heavy'),
+  })) as ToolResult;
+  assert.equal(again.content[0]!.text, 'heavy again');
 });
 
 test('reviewTools decides what is served; when it fails the previous listing is kept', async (t) => {

@@ -331,6 +331,20 @@ describe('the registry of http servers', () => {
     await world.request({ op: 'servers.delete', id: 'cached' });
   });
 
+  it("answers each tool's side-effect level: the registration's override as declared, the others from their names", async () => {
+    await world.request({
+      op: 'servers.create',
+      body: { name: 'levels', type: 'http', url: everything.url, tools: { overrides: [{ name: 'echo', sideEffectLevel: 4 }] } },
+    });
+    await ready(world, 'levels');
+    const { tools, levels } = await world.request({ op: 'servers.tools', id: 'levels' });
+    assert.deepEqual(levels.echo, { level: 4, source: 'declared' });
+    const others = tools.map((t: { name: string }) => t.name).filter((name: string) => name !== 'echo');
+    assert.ok(others.length > 0);
+    for (const name of others) assert.equal(levels[name]?.source, 'heuristic', name);
+    await world.request({ op: 'servers.delete', id: 'levels' });
+  });
+
   it("refuses what it must: bad bodies naming the field, stdio here, clashes, renames, unknown and other tenants' servers", async () => {
     await rejects(
       world.request({ op: 'servers.create', body: { name: 'x', type: 'http' } }),

@@ -30,7 +30,7 @@ test('each invalid registration is refused with a message naming the field', () 
     [{ type: 'http', url: 'https://x.test/mcp' }, 'body.name: required'],
     [{ ...http, name: 'Not_A_Label' }, 'body.name: must be a DNS-1035 label: lower-case letters, digits and -, starting with a letter'],
     [{ name: 'x' }, 'body.type: required'],
-    [{ name: 'x', type: 'ftp' }, 'body.type: must be stdio or http'],
+    [{ name: 'x', type: 'ftp' }, 'body.type: must be stdio, http or openapi'],
     [{ ...http, foo: 1 }, 'body.foo: unknown field'],
     [{ name: 'x', type: 'http' }, 'body.url: required for an http registration'],
     [{ ...http, url: 'file:///etc/passwd' }, 'body.url: must be an http or https URL'],

@@ -3,17 +3,22 @@ import { randomUUID } from 'node:crypto';
 import { test } from 'node:test';
 import {
   anonymousPrincipal,
+  classify,
   createLogger,
+  defaultPolicy,
+  evaluatePolicy,
+  heuristicToolLevel,
   MemoryBus,
   PunkError,
   requestDecision,
+  splitWords,
   streams,
   subjects,
   type GovernanceCheck,
   type LedgerEvent,
   type StreamMessage,
 } from '@punk/lib';
-import { classify, defaultPolicy, evaluatePolicy, heuristicToolLevel, splitWords, startGovernance } from '../index.js';
+import { startGovernance } from '../index.js';
 
 test('tool names split into words across naming styles', () => {
   assert.deepEqual(splitWords('deleteFile'), ['delete', 'file']);
@@ -40,6 +45,7 @@ test('tool names are classified by their most severe verb', () => {
     ['get_weather', 1],
     ['list_files', 1],
     ['read_text_file', 1],
+    ['open_pull_request', 3],
     ['search', 1],
     ['echo', 1],
     ['lookupUser', 1],
@@ -156,6 +162,7 @@ test('governance answers checks over the bus and records each decision on the le
     reason: destroy.reason,
     kind: 'tool',
     target: 'delete_file',
+    generation: 0,
   });
 });
 

@@ -15,7 +15,9 @@ import {
   kvKey,
   NatsBus,
   requestDecision,
-  requestFilter,
+  filterDecisions,
+  watchPolicies,
+  type TenantPolicies,
   streams,
   type GovernanceCheck,
   type KvStore,
@@ -57,6 +59,14 @@ describe('McpPolicy objects from bucket PUNK_MCP_POLICIES', () => {
   const put = (name: string, spec: Record<string, unknown>) => kv.put(kvKey(tenant, name), policy(name, spec));
   const check = (principal: Principal, target: string, server = 'fs') =>
     requestDecision(client, { tenant, principal, server, kind: 'tool', target, runId: `run-${randomUUID()}` } satisfies GovernanceCheck);
+  /** A watch of the policies as mcp-front's list filter keeps it. */
+  let lists: TenantPolicies;
+  /** What `read` gives once it gives `expected` (the watch may lag the put by a moment), or its last value after 10 s. */
+  const settled = async (read: () => string, expected: string) => {
+    const deadline = Date.now() + 10_000;
+    while (read() !== expected && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+    return read();
+  };
   /** The rule deciding `target` for `principal`, once every replica agrees on it (a few checks land on each). */
   const settledRule = async (principal: Principal, target: string, expected: string) => {
     const deadline = Date.now() + 10_000;
@@ -74,18 +84,21 @@ describe('McpPolicy objects from bucket PUNK_MCP_POLICIES', () => {
     await client.ensureStream(streams.ledger);
     await client.consume(streams.ledger.name, 'test-reader', async (batch) => void events.push(...batch.map((m) => m.data as LedgerEvent)));
     kv = await client.keyValue(buckets.mcpPolicies);
+    lists = await watchPolicies(client, log);
     await startReplica('governance-a');
     await startReplica('governance-b');
   });
 
   after(async () => {
+    await lists?.stop();
     for (const replica of replicas.values()) await replica.stop();
     for (const bus of buses) await bus.close();
     await nats?.stop();
   });
 
   it('a tenant without McpPolicy gets the built-in rules', async () => {
-    assert.equal((await check(alice, 'read_file')).rule, 'default/allow-up-to-level-3');
+    const first = await check(alice, 'read_file');
+    assert.deepEqual([first.rule, first.generation], ['default/allow-up-to-level-3', 0], 'generation 0: the defaults alone');
     assert.equal((await check(alice, 'delete_file')).rule, 'default/approval-for-level-4');
   });
 
@@ -108,16 +121,12 @@ describe('McpPolicy objects from bucket PUNK_MCP_POLICIES', () => {
     assert.equal((await check(alice, 'write_file')).rule, 'default/allow-up-to-level-3', 'groups match the principal');
     const secret = await check(alice, 'read_secret');
     assert.deepEqual([secret.decision, secret.rule], ['approval_required', 'lockdown/secrets-need-approval']);
-    // The list filter sees the same rules: the agent's lists drop the write.
-    const { decisions } = await requestFilter(client, {
-      tenant,
-      principal: bot,
-      items: [
-        { server: 'fs', kind: 'tool', target: 'write_file' },
-        { server: 'fs', kind: 'tool', target: 'read_file' },
-      ],
-    });
-    assert.deepEqual(decisions, ['deny', 'allow']);
+    // A list filter (mcp-front's, in process) sees the same rules: the agent's lists drop the write.
+    const items = [
+      { server: 'fs', kind: 'tool' as const, target: 'write_file' },
+      { server: 'fs', kind: 'tool' as const, target: 'read_file' },
+    ];
+    assert.deepEqual(await settled(() => filterDecisions({ principal: bot, items }, lists.of(tenant)).join(), 'deny,allow'), 'deny,allow');
     // Other tenants are untouched.
     const other = `t-${randomUUID().slice(0, 8)}`;
     const elsewhere = await requestDecision(client, {
@@ -151,29 +160,29 @@ describe('McpPolicy objects from bucket PUNK_MCP_POLICIES', () => {
     await kv.put(kvKey(tenant, 'lockdown'), policy('lockdown', { rules: [{ name: 'x', decision: 'perhaps' }] }));
     await kv.put(kvKey(tenant, 'misfiled'), policy('other-name', {}));
     const skipped = () => logs.filter((l) => /is skipped/.test(l)).map((l) => JSON.parse(l) as { key: string; field: string; msg: string });
+    const expected: Array<(s: { key: string; field: string; msg: string }) => boolean> = [
+      (s) => s.key === kvKey(tenant, 'broken') && s.field === 'spec.rules.0.sideEffectLevels',
+      (s) => s.key === kvKey(tenant, 'lockdown') && s.field === 'spec.rules.0.decision' && /previous version stays served/.test(s.msg),
+      (s) => s.key === kvKey(tenant, 'misfiled') && s.field === 'metadata',
+    ];
+    // Wait for these three lines themselves (each replica's watch logs them when it gets there), not for a count.
     const deadline = Date.now() + 10_000;
-    while (skipped().length < 2 * 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
-    assert.ok(
-      skipped().some((s) => s.key === kvKey(tenant, 'broken') && s.field === 'spec.rules.0.sideEffectLevels'),
-      JSON.stringify(skipped()),
-    );
-    assert.ok(
-      skipped().some(
-        (s) => s.key === kvKey(tenant, 'lockdown') && s.field === 'spec.rules.0.decision' && /previous version stays served/.test(s.msg),
-      ),
-      JSON.stringify(skipped()),
-    );
-    assert.ok(
-      skipped().some((s) => s.key === kvKey(tenant, 'misfiled') && s.field === 'metadata'),
-      JSON.stringify(skipped()),
-    );
+    while (!expected.every((line) => skipped().some(line)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+    for (const line of expected) assert.ok(skipped().some(line), JSON.stringify(skipped()));
     assert.equal(await settledRule(bot, 'write_file', 'a-agents-servers/agents-fs'), 'a-agents-servers/agents-fs');
     assert.equal((await check(bot, 'write_file', 'mail')).rule, 'lockdown/agents-no-writes', 'the last valid lockdown is still served');
   });
 
-  it('deleting the policies brings the built-in rules back', async () => {
+  it('deleting the policies brings the built-in rules back, at a later generation on every replica', async () => {
+    const before = (await check(bot, 'write_file')).generation;
+    assert.ok(before > 0, 'the policies put so far gave the tenant a generation');
     for (const name of ['lockdown', 'alice-writes', 'a-agents-servers', 'broken', 'misfiled']) await kv.delete(kvKey(tenant, name));
     assert.equal(await settledRule(bot, 'write_file', 'default/allow-up-to-level-3'), 'default/allow-up-to-level-3');
+    const generations = await Promise.all([1, 2, 3, 4].map(async () => (await check(bot, 'write_file')).generation));
+    assert.ok(
+      generations.every((g) => g === generations[0] && g > before),
+      `one later generation: ${generations.join(', ')}`,
+    );
     assert.equal((await check(alice, 'read_secret')).rule, 'default/allow-up-to-level-3');
   });
 
@@ -188,23 +197,14 @@ describe('McpPolicy objects from bucket PUNK_MCP_POLICIES', () => {
         { name: 'burst', tools: ['burst'], requests: 5, per: '1h' },
       ],
     });
-    // Every replica serves the policy (its marker rule shows in the filter) before counting starts; filtering counts nothing.
-    const filtered = async () =>
-      (
-        await requestFilter(client, {
-          tenant,
-          principal: alice,
-          items: [
-            { server: 'fs', kind: 'tool', target: 'marker' },
-            { server: 'fs', kind: 'tool', target: 'count' },
-          ],
-        })
-      ).decisions;
-    const deadline = Date.now() + 10_000;
-    let agreed = 0;
-    while (agreed < 10 && Date.now() < deadline) agreed = (await filtered())[0] === 'deny' ? agreed + 1 : 0;
-    assert.equal(agreed, 10, 'both replicas serve the quota policy');
-    assert.deepEqual(await filtered(), ['deny', 'allow']);
+    // Every replica serves the policy (its marker rule decides) before counting starts; a denied check counts nothing.
+    assert.equal(await settledRule(alice, 'marker', 'quota/marker'), 'quota/marker', 'both replicas serve the quota policy');
+    // List filtering evaluates the rules alone: the limited tool stays listed, and listing counts nothing.
+    const items = [
+      { server: 'fs', kind: 'tool' as const, target: 'marker' },
+      { server: 'fs', kind: 'tool' as const, target: 'count' },
+    ];
+    assert.equal(await settled(() => filterDecisions({ principal: alice, items }, lists.of(tenant)).join(), 'deny,allow'), 'deny,allow');
     // Three uses counted while only replica b serves, two more once only a new replica c serves: the counter is shared.
     await stopReplica('governance-a');
     for (let i = 1; i <= 3; i++) assert.equal((await check(alice, 'count')).decision, 'allow', `use ${i}`);

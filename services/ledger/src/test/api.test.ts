@@ -43,6 +43,32 @@ for (const backend of backends) {
       );
       assert.deepEqual((await get('/runs')).body, { runs: [] }, 'tenant defaults to default, which has no runs');
 
+      // Filters, exact and combined with AND.
+      const ids = async (query: string) => {
+        const res = await get(`/runs?tenant=${tenant}&${query}`);
+        assert.equal(res.status, 200, `${query}: ${JSON.stringify(res.body)}`);
+        return res.body.runs.map((r: RunSummary) => r.runId);
+      };
+      const [secondRun, firstRun] = list.body.runs as RunSummary[];
+      assert.deepEqual(await ids('tool=write_file'), ['run-second']);
+      assert.deepEqual(await ids('server=filesystem&subject=alice&outcome=ok&type=tool.called'), ['run-second', 'run-first']);
+      assert.deepEqual(await ids('server=other'), []);
+      assert.deepEqual(await ids('subject=bob'), []);
+      assert.deepEqual(await ids('outcome=error'), []);
+      assert.deepEqual(await ids('type=approval.consumed'), []);
+      assert.deepEqual(await ids('trigger=hook'), [], 'tool calls state no trigger');
+      assert.deepEqual(await ids(`since=${encodeURIComponent(secondRun!.firstAt)}`), ['run-second']);
+      assert.deepEqual(await ids(`until=${encodeURIComponent(firstRun!.lastAt)}`), ['run-first']);
+      assert.deepEqual(
+        await ids(`since=${encodeURIComponent(firstRun!.firstAt)}&until=${encodeURIComponent(secondRun!.firstAt)}&tool=read_file`),
+        ['run-first'],
+      );
+      for (const bad of ['since=yesterday', 'until=2026-13-45T00:00:00Z', 'server=']) {
+        const res = await get(`/runs?tenant=${tenant}&${bad}`);
+        assert.equal(res.status, 400, bad);
+        assert.match(res.body.error.message, new RegExp(bad.split('=')[0]!));
+      }
+
       const detail = await get(`/runs/run-first?tenant=${tenant}`);
       assert.equal(detail.status, 200);
       assert.equal(detail.body.run.runId, 'run-first');
@@ -72,7 +98,10 @@ for (const backend of backends) {
       const misspelt = await get(`/runs?tennant=${tenant}&limit=1`);
       assert.equal(misspelt.status, 400);
       assert.equal(misspelt.body.error.code, 'InvalidParameter');
-      assert.equal(misspelt.body.error.message, 'unknown query parameter "tennant" of /api/v1/runs; accepted: tenant, limit, before');
+      assert.equal(
+        misspelt.body.error.message,
+        'unknown query parameter "tennant" of /api/v1/runs; accepted: tenant, limit, before, server, tool, subject, type, outcome, trigger, since, until',
+      );
       const several = await get(`/runs/run-first?tenant=${tenant}&verbose=1&x=2`);
       assert.equal(several.status, 400);
       assert.match(several.body.error.message, /^unknown query parameters "verbose", "x" of .*; accepted: tenant$/);
@@ -81,7 +110,17 @@ for (const backend of backends) {
       const verify = await get(`/ledger/verify?tenant=${tenant}`);
       assert.equal(verify.status, 200);
       const newest = await get(`/runs/run-second?tenant=${tenant}`);
-      assert.deepEqual(verify.body, { ok: true, tenant, events: 4, head: newest.body.events[1].hash });
+      const head = newest.body.events[1].hash;
+      const { ok, events, complete, chainHead } = verify.body;
+      assert.deepEqual({ ok, tenant: verify.body.tenant, events, head: verify.body.head }, { ok: true, tenant, events: 4, head });
+      assert.deepEqual({ complete, chainHead }, { complete: true, chainHead: { tenantSeq: 4, hash: head } });
+      // A bounded request from genesis stops early and says so; a bad bound or start is refused.
+      const bounded = await get(`/ledger/verify?tenant=${tenant}&from=genesis&maxEvents=3`);
+      assert.deepEqual([bounded.body.ok, bounded.body.events, bounded.body.complete], [true, 3, false]);
+      const zero = await get(`/ledger/verify?tenant=${tenant}&maxEvents=0`);
+      assert.equal(zero.status, 400);
+      assert.equal(zero.body.error.message, 'query parameter maxEvents must be an integer from 1 to 100000, got "0"');
+      assert.match((await get(`/ledger/verify?tenant=${tenant}&from=start`)).body.error.message, /from must be checkpoint or genesis/);
     } finally {
       await ledger.stop();
       await new Promise((resolve) => server.close(resolve));

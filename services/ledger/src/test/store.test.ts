@@ -1,7 +1,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { migrate } from '@punk/lib';
-import { GENESIS_HASH, LEDGER_MIGRATIONS_DIR, LedgerStore } from '../index.js';
+import { GENESIS_HASH, LEDGER_MIGRATIONS_DIR, LedgerStore, chainEvent } from '../index.js';
 import { backends, event, log, toolRun, uniqueTenant } from './helpers.js';
 
 for (const backend of backends) {
@@ -65,15 +65,40 @@ for (const backend of backends) {
       delete bare.server;
       await store.append([bare]);
 
-      const verified = await store.verify(tenant, 2);
+      const verified = await store.verify(tenant, { pageSize: 2 });
       assert.equal(verified.ok, true);
       assert.equal(verified.events, 5);
       const head = await db.query<{ hash: string }>('SELECT hash FROM ledger.events WHERE tenant = $1 ORDER BY tenant_seq DESC LIMIT 1', [
         tenant,
       ]);
-      assert.deepEqual(verified, { ok: true, tenant, events: 5, head: head.rows[0]!.hash });
+      assert.deepEqual(
+        { ...verified, sweep: { ...verified.sweep, sweptAt: typeof verified.sweep.sweptAt } },
+        {
+          ok: true,
+          tenant,
+          events: 5,
+          head: head.rows[0]!.hash,
+          complete: true,
+          // the five new events, each once: from genesis they are the sweep's whole pass too
+          checked: 5,
+          chainHead: { tenantSeq: 5, hash: head.rows[0]!.hash },
+          sweep: { tenantSeq: 0, sweptAt: 'string' },
+        },
+      );
+      // With nothing new, the next request sweeps the five again: each counted once.
+      const resweep = await store.verify(tenant, { pageSize: 2 });
+      assert.deepEqual([resweep.ok, resweep.checked, resweep.sweep.tenantSeq], [true, 5, 0]);
       const nobody = uniqueTenant('nobody');
-      assert.deepEqual(await store.verify(nobody), { ok: true, tenant: nobody, events: 0, head: GENESIS_HASH });
+      assert.deepEqual(await store.verify(nobody), {
+        ok: true,
+        tenant: nobody,
+        events: 0,
+        head: GENESIS_HASH,
+        complete: true,
+        checked: 0,
+        chainHead: null,
+        sweep: { tenantSeq: 0, sweptAt: null },
+      });
       assert.equal((await store.verify(other)).ok, true);
     } finally {
       await close();
@@ -92,12 +117,12 @@ for (const backend of backends) {
 
       const victim = events[3]!;
       await db.query(`UPDATE ledger.events SET data = '{"name":"read_file","isError":false,"note":"edited"}' WHERE id = $1`, [victim.id]);
-      const tampered = await store.verify(tenant, 2);
+      const tampered = await store.verify(tenant, { pageSize: 2 });
       assert.equal(tampered.ok, false);
       assert.ok(!tampered.ok);
       assert.deepEqual(
         { ...tampered.firstBroken, message: undefined },
-        { id: victim.id, tenantSeq: 4, reason: 'HashMismatch', message: undefined },
+        { id: victim.id, runId: victim.runId, tenantSeq: 4, reason: 'HashMismatch', message: undefined },
       );
       assert.equal(tampered.events, 4);
       assert.match(tampered.firstBroken.message, /does not match the event's content/);
@@ -110,6 +135,100 @@ for (const backend of backends) {
       assert.ok(!gap.ok);
       assert.equal(gap.firstBroken.id, events[2]!.id);
       assert.equal(gap.firstBroken.reason, 'BrokenLink');
+    } finally {
+      await close();
+    }
+  });
+
+  test(`[${backend.name}] a deleted tail is reported where the chain ends, and appends after it leave the gap`, async () => {
+    const { db, close } = await backend.open();
+    try {
+      await migrate(db, { schema: 'ledger', dir: LEDGER_MIGRATIONS_DIR, log });
+      const store = new LedgerStore(db);
+      const tenant = uniqueTenant();
+      const events = [...toolRun(tenant), ...toolRun(tenant), ...toolRun(tenant)];
+      await store.append(events);
+      assert.equal((await store.verify(tenant)).ok, true);
+
+      // Given the last two events deleted straight in the database,
+      await db.query('DELETE FROM ledger.events WHERE tenant = $1 AND tenant_seq > 4', [tenant]);
+      // verify says the chain ends at 4 where its head record says 6,
+      const truncated = await store.verify(tenant);
+      assert.ok(!truncated.ok, JSON.stringify(truncated));
+      assert.deepEqual({ ...truncated.firstBroken, message: undefined }, { tenantSeq: 5, reason: 'TruncatedTail', message: undefined });
+      assert.match(truncated.firstBroken.message, /ends at tenant_seq 4 but its head record is tenant_seq 6 .*events 5 to 6 are missing/);
+      assert.deepEqual(truncated.chainHead?.tenantSeq, 6);
+      // and after more appends the chain goes on from its head record, so the gap stays visible.
+      const later = toolRun(tenant);
+      await store.append(later);
+      const gap = await store.verify(tenant);
+      assert.ok(!gap.ok);
+      assert.deepEqual(
+        { ...gap.firstBroken, message: undefined },
+        { id: later[0]!.id, runId: later[0]!.runId, tenantSeq: 7, reason: 'BrokenLink', message: undefined },
+      );
+      assert.match(gap.firstBroken.message, /events 5 to 6 are missing/);
+
+      // A replaced last event (same position, other content and hash) does not match the head record either.
+      const other = uniqueTenant();
+      await store.append(toolRun(other));
+      const replacement = toolRun(other)[0]!;
+      const [{ hash: prev }] = (
+        await db.query<{ hash: string }>('SELECT hash FROM ledger.events WHERE tenant = $1 AND tenant_seq = 1', [other])
+      ).rows as [{ hash: string }];
+      const forged = chainEvent(replacement, 2, prev);
+      await db.query(
+        'UPDATE ledger.events SET id = $2, data = $3, hash = $4, occurred_at = $5, run_id = $6, type = $7 WHERE tenant = $1 AND tenant_seq = 2',
+        [other, forged.id, JSON.stringify(forged.data), forged.hash, forged.occurredAt, forged.runId, forged.type],
+      );
+      const replaced = await store.verify(other, { from: 'genesis' });
+      assert.ok(!replaced.ok, JSON.stringify(replaced));
+      assert.deepEqual(
+        { ...replaced.firstBroken, message: undefined },
+        { id: forged.id, runId: forged.runId, tenantSeq: 2, reason: 'HeadMismatch', message: undefined },
+      );
+    } finally {
+      await close();
+    }
+  });
+
+  test(`[${backend.name}] verification is bounded per request and resumes where the last one stopped`, async () => {
+    const { db, close } = await backend.open();
+    try {
+      await migrate(db, { schema: 'ledger', dir: LEDGER_MIGRATIONS_DIR, log });
+      const store = new LedgerStore(db);
+      const tenant = uniqueTenant();
+      const events = Array.from({ length: 25 }, () => toolRun(tenant)).flat();
+      await store.append(events);
+
+      // Given a budget of 20 events per request, the 50 events take three requests,
+      const positions: Array<[number, boolean, number]> = [];
+      for (let i = 0; i < 3; i++) {
+        const step = await store.verify(tenant, { maxEvents: 20, pageSize: 7 });
+        assert.equal(step.ok, true, JSON.stringify(step));
+        positions.push([step.events, step.complete, step.checked]);
+      }
+      assert.deepEqual(positions, [
+        [20, false, 20],
+        [40, false, 20],
+        [50, true, 20],
+      ]);
+      // then, with nothing new, each request sweeps a stretch of the verified events again,
+      const sweeping = await store.verify(tenant, { maxEvents: 20 });
+      assert.ok(sweeping.ok && sweeping.complete);
+      assert.equal(sweeping.checked, 20);
+      assert.ok(sweeping.sweep.tenantSeq >= 20 || sweeping.sweep.sweptAt !== null, JSON.stringify(sweeping));
+
+      // and an edit behind the checkpoint is found by the sweep, or at once from genesis.
+      await db.query(`UPDATE ledger.events SET data = '{"edited":true}' WHERE id = $1`, [events[2]!.id]);
+      let found: Awaited<ReturnType<LedgerStore['verify']>> | undefined;
+      for (let i = 0; i < 5 && (found === undefined || found.ok); i++) found = await store.verify(tenant, { maxEvents: 20 });
+      assert.ok(found && !found.ok, JSON.stringify(found));
+      assert.equal(found.firstBroken.id, events[2]!.id);
+      const fromStart = await store.verify(tenant, { from: 'genesis', maxEvents: 20 });
+      assert.ok(!fromStart.ok);
+      assert.equal(fromStart.firstBroken.id, events[2]!.id);
+      assert.equal(fromStart.checked, 3);
     } finally {
       await close();
     }

@@ -4,11 +4,14 @@
  * One interface, two implementations: in-process (embedded mode, one process)
  * and NATS with JetStream (every replica count). Callers never see which one
  * they hold. Payloads are JSON values; they are encoded on send and decoded on
- * receipt, so nothing is shared by reference even in-process.
+ * receipt, so nothing is shared by reference even in-process. Requests, replies,
+ * broadcasts and appends may be as large as the bus's limit (`PUNK_MAX_RESULT_BYTES`,
+ * default 32 MiB) on both; bucket values must fit one NATS message.
  *
  * Subject, stream, consumer and queue names are never spelled outside
  * `contracts.ts`.
  */
+import { PunkError } from '../errors.js';
 
 /**
  * Optional message headers. Both implementations write the active trace context into every request, publish
@@ -122,8 +125,11 @@ export interface KvEntry {
 export type KvChange =
   /** The key holds `value` at `revision` (a live entry at the start of the watch, or a write). */
   | { operation: 'put'; key: string; value: unknown; revision: number }
-  /** The key no longer holds a value: it was deleted, or it expired (bucket time to live). */
-  | { operation: 'delete'; key: string };
+  /**
+   * The key no longer holds a value: it was deleted (`revision`: the bucket's revision of the delete), or it expired
+   * (bucket time to live; no `revision`).
+   */
+  | { operation: 'delete'; key: string; revision?: number };
 
 /**
  * Receives the changes of a watched bucket, one call at a time, in the order they happened. Errors it throws are
@@ -180,12 +186,16 @@ export interface Bus {
   /**
    * Sends a request and waits for one reply.
    * @throws PunkError `BusTimeout` past `timeoutMs`, `BusNoResponders` when nobody serves the subject,
+   *   `PayloadTooLarge` when the request or its reply is past the bus's limit (`PUNK_MAX_RESULT_BYTES`),
    *   or the responder's error (same code and message).
    */
   request(subject: string, data: unknown, options: RequestOptions): Promise<unknown>;
   /** Serves requests on a subject, optionally as one member of a queue group. */
   serve(subject: string, handler: RequestHandler, options?: ServeOptions): Promise<BusSubscription>;
-  /** Broadcasts a message to every subscriber of the subject (at most once, no acknowledgement). */
+  /**
+   * Broadcasts a message to every subscriber of the subject (at most once, no acknowledgement).
+   * @throws PunkError `PayloadTooLarge` past the bus's limit.
+   */
   publish(subject: string, data: unknown, headers?: BusHeaders): Promise<void>;
   /**
    * Subscribes to a subject; `*` matches one token and `>` the rest, as in NATS.
@@ -198,7 +208,8 @@ export interface Bus {
    * Appends a message to a stream and resolves once it is stored durably.
    * A repeated `msgId` within the stream's duplicate window is acknowledged
    * without being stored again.
-   * @throws PunkError `BusStreamNotFound` when no stream captures the subject; `BusTimeout` when storage does not answer in time.
+   * @throws PunkError `BusStreamNotFound` when no stream captures the subject; `BusTimeout` when storage does not answer in time;
+   *   `PayloadTooLarge` past the bus's limit.
    */
   append(subject: string, data: unknown, options: { msgId: string; headers?: BusHeaders; timeoutMs?: number }): Promise<AppendAck>;
   /**
@@ -218,6 +229,47 @@ export interface Bus {
   isConnected(): boolean;
   /** Stops every subscription and consumer and releases the connection. */
   close(): Promise<void>;
+}
+
+/** Default of `PUNK_MAX_RESULT_BYTES`, the largest payload the bus carries: 32 MiB. */
+export const DEFAULT_MAX_PAYLOAD_BYTES = 32 * 1024 * 1024;
+
+/**
+ * The refusal of a payload past the bus's limit: code `PayloadTooLarge`, a sentence naming what, its size, the
+ * limit and the variable that sets it, details `{ bytes, limit }`.
+ */
+export function payloadTooLarge(what: string, bytes: number, limit: number): PunkError {
+  return new PunkError(
+    'PayloadTooLarge',
+    `${what} is ${bytes} bytes, past the limit of ${limit} bytes (PUNK_MAX_RESULT_BYTES); raise PUNK_MAX_RESULT_BYTES to carry it`,
+    { bytes, limit },
+  );
+}
+
+/**
+ * The JSON text of a bus payload, checked against `limit` (UTF-8 bytes).
+ * @throws PunkError `BusInvalidPayload` when `data` is no JSON value, `PayloadTooLarge` ({@link payloadTooLarge}) past `limit`.
+ */
+export function encodePayload(data: unknown, limit: number, what: string): string {
+  const text = JSON.stringify(data);
+  if (text === undefined) throw new PunkError('BusInvalidPayload', 'bus payload must be a JSON value');
+  // A UTF-8 byte is at most 3 per UTF-16 unit: most payloads are known to fit without counting.
+  if (text.length * 3 > limit) {
+    const bytes = Buffer.byteLength(text);
+    if (bytes > limit) throw payloadTooLarge(what, bytes, limit);
+  }
+  return text;
+}
+
+/**
+ * The size in UTF-8 bytes of a value's JSON when it is past `limit`, else undefined: lets a responder answer an
+ * oversized result with an error of its own before the bus refuses it.
+ */
+export function oversizedBy(data: unknown, limit: number): number | undefined {
+  const text = JSON.stringify(data) ?? '';
+  if (text.length * 3 <= limit) return undefined;
+  const bytes = Buffer.byteLength(text);
+  return bytes > limit ? bytes : undefined;
 }
 
 /** Tests a NATS-style subject pattern (`*` one token, `>` one or more trailing tokens) against a subject. */

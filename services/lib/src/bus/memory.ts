@@ -1,7 +1,13 @@
+import { join } from 'node:path';
 import { PunkError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { streamAppendWaits, streamPending, streamPendingLimit, streamPendingPeak } from '../metrics/bus.js';
+import { copyJsonValue } from './json-copy.js';
+import { StreamJournal } from './stream-journal.js';
 import { runInHeaderContext, withTraceContext } from '../tracing/propagation.js';
 import {
+  DEFAULT_MAX_PAYLOAD_BYTES,
+  encodePayload,
   subjectMatches,
   type AppendAck,
   type BatchHandler,
@@ -52,6 +58,20 @@ interface MemoryStream {
   /** msgId -> [seq, storedAt] within the duplicate window. */
   recentIds: Map<string, { seq: number; storedAt: number }>;
   consumers: Map<string, MemoryConsumerState>;
+  /** Appends waiting for every running consumer to acknowledge their message, in `seq` order of arrival. */
+  ackWaiters: AckWaiter[];
+  /** Appends waiting for room below `maxPending`, first come first served. */
+  roomWaiters: Array<() => void>;
+  /** The most messages ever pending at once (appended, not yet acknowledged by every running consumer). */
+  peakPending: number;
+  /** With `journalDir`: the file every append is written to before it resolves (stream-journal.ts). */
+  journal: StreamJournal | undefined;
+}
+
+interface AckWaiter {
+  seq: number;
+  resolve(): void;
+  reject(error: PunkError): void;
 }
 
 interface MemoryConsumerState {
@@ -67,8 +87,49 @@ interface MemoryConsumerState {
 
 const REDELIVERY_BACKOFF_MS = [100, 250, 500, 1000, 2000, 5000];
 const DRAIN_TIMEOUT_MS = 10_000;
+/** Default of {@link MemoryBusOptions.maxPending}. */
+export const DEFAULT_MAX_PENDING = 1000;
+/** How long an append waits for room and for its acknowledgement unless it passes `timeoutMs`, in milliseconds. */
+const DEFAULT_APPEND_TIMEOUT_MS = 30_000;
 
-/** Wire round trip of a payload: the in-process bus shares nothing by reference. */
+/** Options of the in-process bus. */
+export interface MemoryBusOptions {
+  /**
+   * Most messages of one stream that may be appended and not yet acknowledged by its running consumers (default
+   * {@link DEFAULT_MAX_PENDING}); an append past it waits for room (back-pressure), so nothing piles up in memory.
+   */
+  maxPending?: number;
+  /**
+   * A directory (`punk up`'s data directory) where each stream keeps a journal, `<stream>.journal`: an append then
+   * resolves once its message is written there, without waiting for the consumers, and the next start hands the
+   * messages no consumer acknowledged to them again (stream-journal.ts). Without it, an append to a consumed stream
+   * resolves once the consumers acknowledged it.
+   */
+  journalDir?: string | undefined;
+  /**
+   * With `journalDir`: how long (ms) a consumer of a journaled stream waits, once a message is pending, for more to
+   * hand over in the same batch (default {@link DEFAULT_GROUP_COMMIT_MS}; 0 hands over at once). Appends resolve at
+   * their journal write, so the wait delays no caller: it makes the ledger's transactions fewer and larger.
+   */
+  groupCommitMs?: number;
+  /** Largest request, reply, broadcast or stored message, as JSON in UTF-8 bytes (`PUNK_MAX_RESULT_BYTES`, default 32 MiB). */
+  maxPayloadBytes?: number;
+}
+
+/**
+ * Message ids an in-process stream remembers for duplicate detection, at most (besides its duplicate window): the
+ * ledger's 10 minutes at a few hundred calls a second would otherwise hold hundreds of thousands. A repeat comes
+ * from a retried append, moments after the first; the ledger dedupes by event id in its table as well.
+ */
+const MAX_RECENT_IDS = 10_000;
+
+/**
+ * Group-commit window of a journaled stream's consumer (ms): at one sequential caller (about 200 calls and 600
+ * ledger events a second) the ledger's transactions went from about 5 events each to about 23.
+ */
+export const DEFAULT_GROUP_COMMIT_MS = 20;
+
+/** Wire form of a payload the in-process bus keeps (stream messages, bucket entries). */
 function encode(data: unknown): string {
   const text = JSON.stringify(data);
   if (text === undefined) throw new PunkError('BusInvalidPayload', 'bus payload must be a JSON value');
@@ -79,7 +140,16 @@ function encode(data: unknown): string {
  * The in-process bus of embedded mode: one process, no network. It keeps the
  * semantics of the NATS implementation (queue groups, deadlines, durable
  * streams with duplicate detection and at-least-once consumers) so callers
- * behave the same on both. Stream contents live in memory only.
+ * behave the same on both, the NATS bus's payload limit among them (a payload past
+ * `maxPayloadBytes` is refused with `PayloadTooLarge`; an oversized reply reaches
+ * the requester as that error at once). Stream contents live in memory only, so "stored
+ * durably" means "handled by the stream's consumers": while a stream has a
+ * running durable consumer, `append` resolves once every running consumer has
+ * acknowledged the message (the ledger's acknowledges after its commit), and
+ * at most `maxPending` messages wait for that at once; further appends wait
+ * for room. Appends made meanwhile are handed to the consumer together, up to
+ * its `maxBatch` (one transaction for all of them: group commit). A stream
+ * without a running consumer acknowledges at once, as before.
  */
 export class MemoryBus implements Bus {
   private readonly responders: Responder[] = [];
@@ -88,12 +158,30 @@ export class MemoryBus implements Bus {
   private readonly queueCursor = new Map<string, number>();
   private readonly buckets = new Map<string, MemoryKv>();
   private closed = false;
+  private readonly maxPayloadBytes: number;
+  private readonly maxPending: number;
+  private readonly journalDir: string | undefined;
+  private readonly groupCommitMs: number;
 
-  constructor(private readonly log?: Logger) {}
+  constructor(
+    private readonly log?: Logger,
+    options: MemoryBusOptions = {},
+  ) {
+    this.maxPayloadBytes = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
+    this.maxPending = options.maxPending ?? DEFAULT_MAX_PENDING;
+    this.journalDir = options.journalDir;
+    this.groupCommitMs = options.groupCommitMs ?? DEFAULT_GROUP_COMMIT_MS;
+    if (!Number.isInteger(this.maxPending) || this.maxPending < 1) {
+      throw new PunkError(
+        'InvalidConfig',
+        `maxPending of the in-process bus must be a positive integer, got ${String(options.maxPending)}`,
+      );
+    }
+  }
 
   async request(subject: string, data: unknown, options: RequestOptions): Promise<unknown> {
     this.assertOpen();
-    const payload = encode(data);
+    const payload = copyJsonValue(data, this.maxPayloadBytes, `the request on ${subject}`);
     const candidates = this.responders.filter((r) => r.subject === subject);
     if (candidates.length === 0) {
       throw new PunkError('BusNoResponders', `no service answers requests on ${subject}`);
@@ -109,8 +197,8 @@ export class MemoryBus implements Bus {
     });
     const reply = (async () => {
       try {
-        const result = await runInHeaderContext(info.headers, () => responder.handler(JSON.parse(payload), info));
-        return { ok: true as const, body: result === undefined ? null : (JSON.parse(encode(result)) as unknown) };
+        const result = await runInHeaderContext(info.headers, () => responder.handler(payload, info));
+        return { ok: true as const, body: result === undefined ? null : this.copyReply(result, subject) };
       } catch (error) {
         if (error instanceof PunkError) {
           return { ok: false as const, code: error.code, message: error.message, details: error.details };
@@ -133,6 +221,16 @@ export class MemoryBus implements Bus {
     }
   }
 
+  /** A copy of a reply; an oversized one is logged and refused, so its requester gets the error at once. */
+  private copyReply(result: unknown, subject: string): unknown {
+    try {
+      return copyJsonValue(result, this.maxPayloadBytes, `the reply on ${subject}`);
+    } catch (error) {
+      this.log?.error({ err: (error as Error).message, subject }, 'could not send a bus reply');
+      throw error;
+    }
+  }
+
   async serve(subject: string, handler: RequestHandler, options: ServeOptions = {}): Promise<BusSubscription> {
     this.assertOpen();
     const responder: Responder = { subject, queue: options.queue, handler };
@@ -142,14 +240,14 @@ export class MemoryBus implements Bus {
 
   async publish(subject: string, data: unknown, published?: BusHeaders): Promise<void> {
     this.assertOpen();
-    const payload = encode(data);
+    const payload = copyJsonValue(data, this.maxPayloadBytes, `the message on ${subject}`);
     const headers = withTraceContext(published) ?? {};
     const matching = this.subscribers.filter((s) => subjectMatches(s.pattern, subject));
     for (const subscriber of this.oneOfEachQueue(subject, matching)) {
       // Delivery is asynchronous, as over the network: the publisher never waits for subscribers.
       queueMicrotask(() => {
         Promise.resolve()
-          .then(() => runInHeaderContext(headers, () => subscriber.handler(JSON.parse(payload), { subject, headers: { ...headers } })))
+          .then(() => runInHeaderContext(headers, () => subscriber.handler(copyJsonValue(payload), { subject, headers: { ...headers } })))
           .catch((error: unknown) => this.log?.error({ err: error, subject }, 'bus subscriber failed'));
       });
     }
@@ -165,32 +263,198 @@ export class MemoryBus implements Bus {
   async ensureStream(config: StreamConfig): Promise<void> {
     this.assertOpen();
     if (!this.streams.has(config.name)) {
-      this.streams.set(config.name, { config, messages: [], lastSeq: 0, recentIds: new Map(), consumers: new Map() });
+      const opened =
+        this.journalDir === undefined ? undefined : StreamJournal.open(join(this.journalDir, `${config.name}.journal`), this.log);
+      const stream: MemoryStream = {
+        config,
+        messages: [],
+        lastSeq: 0,
+        recentIds: new Map(),
+        consumers: new Map(),
+        ackWaiters: [],
+        roomWaiters: [],
+        peakPending: 0,
+        journal: opened?.journal,
+      };
+      // What an earlier process appended and no consumer acknowledged is the stream's again.
+      const now = Date.now();
+      for (const entry of opened?.entries ?? []) {
+        const seq = ++stream.lastSeq;
+        stream.messages.push({ seq, ...entry, storedAt: now });
+        stream.recentIds.set(entry.msgId, { seq, storedAt: now });
+      }
+      if (stream.messages.length > 0)
+        this.log?.info({ stream: config.name, messages: stream.messages.length }, 'journaled messages handed to the consumers again');
+      this.streams.set(config.name, stream);
+      streamPendingLimit.set({ stream: config.name }, this.maxPending);
     }
   }
 
-  async append(subject: string, data: unknown, options: { msgId: string; headers?: BusHeaders }): Promise<AppendAck> {
+  async append(subject: string, data: unknown, options: { msgId: string; headers?: BusHeaders; timeoutMs?: number }): Promise<AppendAck> {
     this.assertOpen();
     const stream = [...this.streams.values()].find((s) => s.config.subjects.some((p) => subjectMatches(p, subject)));
     if (!stream) throw new PunkError('BusStreamNotFound', `no stream captures subject ${subject}`);
-    const payload = encode(data);
-    const now = Date.now();
-    for (const [id, entry] of stream.recentIds) {
-      if (now - entry.storedAt > stream.config.duplicateWindowMs) stream.recentIds.delete(id);
-      else break;
+    const payload = encodePayload(data, this.maxPayloadBytes, `the message appended on ${subject}`);
+    const deadline = Date.now() + (options.timeoutMs ?? DEFAULT_APPEND_TIMEOUT_MS);
+    let earlier = this.earlierCopy(stream, options.msgId);
+    if (!earlier && this.pending(stream) >= this.maxPending) {
+      await this.room(stream, subject, deadline);
+      this.assertOpen();
+      earlier = this.earlierCopy(stream, options.msgId);
     }
-    const earlier = stream.recentIds.get(options.msgId);
-    if (earlier) return { seq: earlier.seq, duplicate: true };
+    if (earlier) {
+      if (!stream.journal) await this.acknowledged(stream, earlier.seq, subject, deadline);
+      return { seq: earlier.seq, duplicate: true };
+    }
+    const now = Date.now();
     if (stream.config.maxAgeMs !== undefined) {
       const oldest = now - stream.config.maxAgeMs;
       const keep = stream.messages.findIndex((m) => m.storedAt >= oldest);
       stream.messages.splice(0, keep === -1 ? stream.messages.length : keep);
     }
     const seq = ++stream.lastSeq;
-    stream.messages.push({ seq, subject, msgId: options.msgId, payload, headers: { ...withTraceContext(options.headers) }, storedAt: now });
+    const headers = { ...withTraceContext(options.headers) };
+    // Written before the message is the stream's: once this append resolves, it survives a crash.
+    stream.journal?.write({ subject, msgId: options.msgId, payload, headers });
+    stream.messages.push({ seq, subject, msgId: options.msgId, payload, headers, storedAt: now });
     stream.recentIds.set(options.msgId, { seq, storedAt: now });
+    this.recordPending(stream);
+    if (stream.recentIds.size > MAX_RECENT_IDS) stream.recentIds.delete(stream.recentIds.keys().next().value!);
     for (const consumer of stream.consumers.values()) consumer.wake?.();
+    if (!stream.journal) await this.acknowledged(stream, seq, subject, deadline);
     return { seq, duplicate: false };
+  }
+
+  /** The stored copy of `msgId` within the stream's duplicate window, if any (expired ids are forgotten on the way). */
+  private earlierCopy(stream: MemoryStream, msgId: string): { seq: number } | undefined {
+    const now = Date.now();
+    for (const [id, entry] of stream.recentIds) {
+      if (now - entry.storedAt > stream.config.duplicateWindowMs) stream.recentIds.delete(id);
+      else break;
+    }
+    return stream.recentIds.get(msgId);
+  }
+
+  /** Ack floor of the stream's running consumers: the highest `seq` all of them acknowledged; `undefined` with none running. */
+  private floor(stream: MemoryStream): number | undefined {
+    let floor: number | undefined;
+    for (const consumer of stream.consumers.values()) {
+      if (consumer.running) floor = Math.min(floor ?? Infinity, consumer.ackFloor);
+    }
+    return floor;
+  }
+
+  /** Messages appended and not yet acknowledged by every running consumer (0 without one: nothing waits). */
+  private pending(stream: MemoryStream): number {
+    const floor = this.floor(stream);
+    return floor === undefined ? 0 : stream.lastSeq - floor;
+  }
+
+  private recordPending(stream: MemoryStream): void {
+    const pending = this.pending(stream);
+    if (pending > stream.peakPending) {
+      stream.peakPending = pending;
+      streamPendingPeak.set({ stream: stream.config.name }, pending);
+    }
+    streamPending.set({ stream: stream.config.name }, pending);
+  }
+
+  /**
+   * Waits until the stream has room for one more pending message.
+   * @throws PunkError `BusTimeout` at `deadline`, `BusClosed` when the bus closes meanwhile.
+   */
+  private async room(stream: MemoryStream, subject: string, deadline: number): Promise<void> {
+    streamAppendWaits.inc({ stream: stream.config.name });
+    while (this.pending(stream) >= this.maxPending) {
+      await this.waitFor(stream, subject, deadline, 'room', (wake) => {
+        stream.roomWaiters.push(wake);
+        return () => remove(stream.roomWaiters, wake);
+      });
+    }
+  }
+
+  /**
+   * Resolves once every running consumer of the stream has acknowledged `seq` (at once without a running consumer).
+   * @throws PunkError `BusTimeout` at `deadline`; `BusConsumerStopped` when the last consumer stops before that (the
+   *   message stays in the stream, in memory only); `BusClosed` when the bus closes.
+   */
+  private async acknowledged(stream: MemoryStream, seq: number, subject: string, deadline: number): Promise<void> {
+    const floor = this.floor(stream);
+    if (floor === undefined || floor >= seq) return;
+    await this.waitFor(stream, subject, deadline, 'acknowledgement', (wake, fail) => {
+      const waiter: AckWaiter = { seq, resolve: wake, reject: fail };
+      stream.ackWaiters.push(waiter);
+      return () => remove(stream.ackWaiters, waiter);
+    });
+  }
+
+  /** One wait of an append: `register` files the waker and returns how to withdraw it; the deadline withdraws it too. */
+  private waitFor(
+    stream: MemoryStream,
+    subject: string,
+    deadline: number,
+    what: 'room' | 'acknowledgement',
+    register: (wake: () => void, fail: (error: PunkError) => void) => () => void,
+  ): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      let withdraw = () => {};
+      const timer = setTimeout(
+        () => {
+          withdraw();
+          reject(
+            new PunkError(
+              'BusTimeout',
+              what === 'room'
+                ? `append on ${subject} found no room in stream ${stream.config.name} in time: ${this.maxPending} messages wait for its consumer`
+                : `append on ${subject} was not acknowledged in time: the consumer of stream ${stream.config.name} has not handled it (it stays queued)`,
+            ),
+          );
+        },
+        Math.max(0, deadline - Date.now()),
+      );
+      withdraw = register(
+        () => {
+          clearTimeout(timer);
+          resolve();
+        },
+        (error) => {
+          clearTimeout(timer);
+          reject(error);
+        },
+      );
+    });
+  }
+
+  /**
+   * After a consumer acknowledged or stopped: resolves the appends now acknowledged by every running consumer and
+   * lets waiting appends in while there is room. With no consumer left running, appends still waiting fail.
+   */
+  private settle(stream: MemoryStream): void {
+    const floor = this.floor(stream);
+    const waiters = stream.ackWaiters;
+    stream.ackWaiters = [];
+    for (const waiter of waiters) {
+      if (floor === undefined) {
+        waiter.reject(
+          new PunkError(
+            'BusConsumerStopped',
+            `the consumer of stream ${stream.config.name} stopped before it handled message ${waiter.seq}; it stays in memory only`,
+          ),
+        );
+      } else if (floor >= waiter.seq) waiter.resolve();
+      else stream.ackWaiters.push(waiter);
+    }
+    let room = this.maxPending - this.pending(stream);
+    while (room-- > 0 && stream.roomWaiters.length > 0) stream.roomWaiters.shift()!();
+    this.recordPending(stream);
+    if (stream.journal && stream.consumers.size > 0) {
+      // Acknowledged by every consumer, running or not, is what the journal may forget.
+      const acked = Math.min(...[...stream.consumers.values()].map((c) => c.ackFloor));
+      const unacked = () => stream.messages.filter((m) => m.seq > acked);
+      stream.journal.acknowledged(stream.lastSeq - acked, () =>
+        unacked().map(({ subject, msgId, payload, headers }) => ({ subject, msgId, payload, headers })),
+      );
+    }
   }
 
   async consume(streamName: string, durable: string, handler: BatchHandler, options: ConsumeOptions = {}): Promise<BusConsumer> {
@@ -209,6 +473,7 @@ export class MemoryBus implements Bus {
     const maxBatch = options.maxBatch ?? 100;
     consumer.loop = (async () => {
       let failures = 0;
+      let gathered = false;
       while (consumer.running) {
         const pending = stream.messages.filter((m) => m.seq > consumer.ackFloor).slice(0, maxBatch);
         if (pending.length === 0) {
@@ -217,6 +482,21 @@ export class MemoryBus implements Bus {
           consumer.wake = undefined;
           continue;
         }
+        if (stream.journal && this.groupCommitMs > 0 && !gathered && !consumer.draining && pending.length < maxBatch) {
+          // Group commit: the appends resolved at their journal write, so waiting for more delays no caller.
+          gathered = true;
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, this.groupCommitMs);
+            consumer.wake = () => {
+              if (!consumer.draining && consumer.running) return;
+              clearTimeout(timer);
+              resolve();
+            };
+          });
+          consumer.wake = undefined;
+          continue;
+        }
+        gathered = false;
         const batch: StreamMessage[] = pending.map((m) => {
           const count = (consumer.deliveries.get(m.seq) ?? 0) + 1;
           consumer.deliveries.set(m.seq, count);
@@ -236,6 +516,7 @@ export class MemoryBus implements Bus {
           consumer.ackFloor = last;
           for (const m of pending) consumer.deliveries.delete(m.seq);
           this.trim(stream);
+          this.settle(stream);
         } catch (error) {
           const delay = REDELIVERY_BACKOFF_MS[Math.min(failures++, REDELIVERY_BACKOFF_MS.length - 1)]!;
           this.log?.warn({ err: error, stream: streamName, durable, delayMs: delay }, 'consumer batch failed; will redeliver');
@@ -270,6 +551,7 @@ export class MemoryBus implements Bus {
         consumer.running = false;
         consumer.wake?.();
         await consumer.loop;
+        this.settle(stream);
       },
     };
   }
@@ -320,6 +602,11 @@ export class MemoryBus implements Bus {
     this.responders.length = 0;
     this.subscribers.length = 0;
     await Promise.all(loops);
+    for (const stream of this.streams.values()) {
+      for (const waiter of stream.ackWaiters.splice(0)) waiter.reject(new PunkError('BusClosed', 'the bus is closed'));
+      for (const wake of stream.roomWaiters.splice(0)) wake();
+      stream.journal?.close();
+    }
   }
 
   /** Drops messages every consumer has acknowledged (streams without consumers keep everything). */
@@ -403,7 +690,7 @@ class MemoryKv implements KvStore {
   }
 
   async delete(key: string): Promise<void> {
-    if (this.entries.delete(key)) this.notify({ operation: 'delete', key });
+    if (this.entries.delete(key)) this.notify({ operation: 'delete', key, revision: ++this.revision });
   }
 
   async keys(): Promise<string[]> {

@@ -3,9 +3,13 @@
  * broadcast, JetStream for durable streams and consumers, NATS KV for
  * buckets. Same semantics as the in-process bus; callers cannot tell them
  * apart. Reconnects forever; `isConnected` reports the link for readiness.
+ * A request, reply, broadcast or append past the server's `max_payload` travels
+ * in parts (nats-parts.ts), up to `maxPayloadBytes`; past that it is refused with
+ * `PayloadTooLarge`, and a reply refused so reaches its requester as that error.
  */
 import {
   connect,
+  Empty,
   headers as natsHeaders,
   NoRespondersError,
   TimeoutError,
@@ -27,6 +31,8 @@ import { Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
 import { runInHeaderContext, withTraceContext } from '../tracing/propagation.js';
 import { PunkError, errorMessage } from '../errors.js';
 import { parseNatsUrl } from './nats-url.js';
+import { NatsParts, PART_OF_HEADER } from './nats-parts.js';
+import { DEFAULT_MAX_PAYLOAD_BYTES, encodePayload } from './bus.js';
 import type { Logger } from '../log.js';
 import type {
   AppendAck,
@@ -61,6 +67,9 @@ function encode(data: unknown): Uint8Array {
   if (text === undefined) throw new PunkError('BusInvalidPayload', 'bus payload must be a JSON value');
   return encoder.encode(text);
 }
+
+/** Longest a receiver waits for the parts of a request or broadcast, and a sender offers a reply's or broadcast's, in milliseconds. */
+const PARTS_TIMEOUT_MS = 30_000;
 
 /** Decodes a JSON payload; a payload that is not JSON becomes a PunkError `InvalidMessage`. */
 function decode(data: Uint8Array, subject: string): unknown {
@@ -101,6 +110,8 @@ export interface NatsBusOptions {
   /** Connection name shown by the server (`punk-gateway-<pid>`). */
   name: string;
   log: Logger;
+  /** Largest request, reply, broadcast or append, as JSON in UTF-8 bytes (`PUNK_MAX_RESULT_BYTES`, default 32 MiB). */
+  maxPayloadBytes?: number;
 }
 
 /** The NATS implementation of {@link Bus}. */
@@ -109,13 +120,16 @@ export class NatsBus implements Bus {
   private readonly consumers = new Set<{ stop(): Promise<void> }>();
   private connected = true;
   private closed = false;
+  private readonly parts: NatsParts;
 
   private constructor(
     private readonly nc: NatsConnection,
     private readonly jsm: JetStreamManager,
     private readonly js: JetStreamClient,
     private readonly log: Logger,
+    private readonly maxPayloadBytes: number,
   ) {
+    this.parts = new NatsParts(nc, maxPayloadBytes);
     void this.watchStatus();
   }
 
@@ -127,13 +141,23 @@ export class NatsBus implements Bus {
     const { servers, credentials, shown } = parseNatsUrl(options.url);
     let nc: NatsConnection;
     try {
-      nc = await connect({ servers, ...credentials, name: options.name, maxReconnectAttempts: -1, reconnectTimeWait: 500, timeout: 5000 });
+      // noAsyncTraces: nats.js would otherwise build an Error (a stack capture) for every request, JetStream publish,
+      // acknowledgement and timer just in case it fails; our errors name the subject instead (a hot-path cost).
+      nc = await connect({
+        servers,
+        ...credentials,
+        name: options.name,
+        maxReconnectAttempts: -1,
+        reconnectTimeWait: 500,
+        timeout: 5000,
+        noAsyncTraces: true,
+      });
     } catch (error) {
       throw new PunkError('BusUnavailable', `cannot connect to NATS at ${shown}: ${errorMessage(error)}`, undefined, { cause: error });
     }
     try {
       const jsm = await jetstreamManager(nc, { timeout: 5000 });
-      return new NatsBus(nc, jsm, jetstream(nc, { timeout: 5000 }), options.log);
+      return new NatsBus(nc, jsm, jetstream(nc, { timeout: 5000 }), options.log, options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES);
     } catch (error) {
       await nc.close();
       throw new PunkError(
@@ -147,11 +171,20 @@ export class NatsBus implements Bus {
 
   async request(subject: string, data: unknown, options: RequestOptions): Promise<unknown> {
     this.assertOpen();
+    const started = Date.now();
+    let payload = this.encode(data, `the request on ${subject}`);
+    let hdrs = toNatsHeaders(withTraceContext(options.headers));
+    let withdraw: (() => void) | undefined;
+    if (this.parts.needsParts(payload)) {
+      hdrs ??= natsHeaders();
+      withdraw = this.parts.offer(payload, hdrs, options.timeoutMs, true);
+      payload = Empty;
+    }
     let msg: Msg;
     try {
-      const hdrs = toNatsHeaders(withTraceContext(options.headers));
-      msg = await this.nc.request(subject, encode(data), { timeout: options.timeoutMs, ...(hdrs && { headers: hdrs }) });
+      msg = await this.nc.request(subject, payload, { timeout: options.timeoutMs, ...(hdrs && { headers: hdrs }) });
     } catch (error) {
+      withdraw?.();
       if (error instanceof NoRespondersError || (error as Error)?.cause instanceof NoRespondersError) {
         throw new PunkError('BusNoResponders', `no service answers requests on ${subject}`);
       }
@@ -160,7 +193,9 @@ export class NatsBus implements Bus {
       }
       throw new PunkError('BusUnavailable', `request on ${subject} failed: ${errorMessage(error)}`, undefined, { cause: error });
     }
-    const reply = decode(msg.data, subject) as Reply;
+    const what = `the reply on ${subject}`;
+    const left = Math.max(1, options.timeoutMs - (Date.now() - started));
+    const reply = decode(await this.parts.payloadOf(msg, left, what), subject) as Reply;
     if (reply && reply.ok) return reply.body;
     if (reply && !reply.ok) throw new PunkError(reply.code, reply.message, reply.details);
     throw new PunkError('InvalidMessage', `reply on ${subject} is not a bus reply envelope`);
@@ -172,14 +207,20 @@ export class NatsBus implements Bus {
 
   async publish(subject: string, data: unknown, headers?: BusHeaders): Promise<void> {
     this.assertOpen();
-    const hdrs = toNatsHeaders(withTraceContext(headers));
-    this.nc.publish(subject, encode(data), hdrs ? { headers: hdrs } : undefined);
+    let payload = this.encode(data, `the message on ${subject}`);
+    let hdrs = toNatsHeaders(withTraceContext(headers));
+    if (this.parts.needsParts(payload)) {
+      hdrs ??= natsHeaders();
+      this.parts.offer(payload, hdrs, PARTS_TIMEOUT_MS, false);
+      payload = Empty;
+    }
+    this.nc.publish(subject, payload, hdrs ? { headers: hdrs } : undefined);
   }
 
   async subscribe(subject: string, handler: MessageHandler, options: ServeOptions = {}): Promise<BusSubscription> {
-    return this.listen(subject, options, (msg) => {
+    const deliver = (msg: Msg, payload: Uint8Array) => {
       try {
-        const data = decode(msg.data, msg.subject);
+        const data = decode(payload, msg.subject);
         const headers = fromNatsHeaders(msg.headers);
         Promise.resolve(runInHeaderContext(headers, () => handler(data, { subject: msg.subject, headers }))).catch((failure: unknown) =>
           this.log.error({ err: errorMessage(failure), subject: msg.subject }, 'bus subscriber failed'),
@@ -187,6 +228,17 @@ export class NatsBus implements Bus {
       } catch (failure) {
         this.log.error({ err: errorMessage(failure), subject: msg.subject }, 'dropped a malformed broadcast');
       }
+    };
+    return this.listen(subject, options, (msg) => {
+      if (!NatsParts.isHead(msg.headers)) {
+        deliver(msg, msg.data);
+        return;
+      }
+      this.parts.payloadOf(msg, PARTS_TIMEOUT_MS, `the message on ${msg.subject}`).then(
+        (payload) => deliver(msg, payload),
+        (failure: unknown) =>
+          this.log.error({ err: errorMessage(failure), subject: msg.subject }, 'dropped a broadcast whose parts did not arrive'),
+      );
     });
   }
 
@@ -233,13 +285,14 @@ export class NatsBus implements Bus {
 
   async append(subject: string, data: unknown, options: { msgId: string; headers?: BusHeaders; timeoutMs?: number }): Promise<AppendAck> {
     this.assertOpen();
+    const payload = this.encode(data, `the message appended on ${subject}`);
     try {
       const hdrs = toNatsHeaders(withTraceContext(options.headers));
-      const ack = await this.js.publish(subject, encode(data), {
-        msgID: options.msgId,
-        timeout: options.timeoutMs ?? 5000,
-        ...(hdrs && { headers: hdrs }),
-      });
+      const store = (part: Uint8Array, msgID: string, headers: MsgHdrs | undefined) =>
+        this.js.publish(subject, part, { msgID, timeout: options.timeoutMs ?? 5000, ...(headers && { headers }) });
+      const ack = this.parts.needsParts(payload)
+        ? await this.parts.appendInParts(payload, options.msgId, hdrs ?? natsHeaders(), store)
+        : await store(payload, options.msgId, hdrs);
       return { seq: ack.seq, duplicate: ack.duplicate };
     } catch (error) {
       // nats.js reports a publish nobody stores as "no responders" or "jetstream is not enabled".
@@ -293,28 +346,44 @@ export class NatsBus implements Bus {
           continue;
         }
         if (batch.length === 0) continue;
-        const delivered: StreamMessage[] = [];
-        for (const m of batch) {
-          let data: unknown;
-          try {
-            data = JSON.parse(decoder.decode(m.data));
-          } catch {
-            // Not JSON: hand it over as text; the handler's schema check sets it aside.
-            data = { __undecodable: decoder.decode(m.data) };
-          }
-          delivered.push({
-            seq: m.seq,
-            subject: m.subject,
-            msgId: m.headers?.get('Nats-Msg-Id') ?? '',
-            data,
-            headers: fromNatsHeaders(m.headers),
-            deliveryCount: m.info.deliveryCount,
-          });
-        }
         try {
-          await handler(delivered);
+          const delivered: StreamMessage[] = [];
+          for (const m of batch) {
+            // A part is read with its head.
+            if (m.headers?.has(PART_OF_HEADER)) continue;
+            let data: unknown;
+            try {
+              data = JSON.parse(decoder.decode(await this.parts.storedPayload(this.jsm, stream, m.headers, m.data)));
+            } catch (error) {
+              // A part that cannot be read now: the batch is delivered again.
+              if (error instanceof PunkError && error.code === 'BusUnavailable') throw error;
+              // Not JSON, or parts lost: hand it over as text; the handler's schema check sets it aside.
+              data = { __undecodable: error instanceof PunkError ? error.message : decoder.decode(m.data) };
+            }
+            delivered.push({
+              seq: m.seq,
+              subject: m.subject,
+              msgId: m.headers?.get('Nats-Msg-Id') ?? '',
+              data,
+              headers: fromNatsHeaders(m.headers),
+              deliveryCount: m.info.deliveryCount,
+            });
+          }
+          if (delivered.length > 0) await handler(delivered);
           failures = 0;
-          await Promise.all(batch.map((m) => m.ackAck().catch(() => false)));
+          // The server handles one connection's messages in order: the last acknowledgement confirmed confirms the
+          // others, in one round trip per batch instead of one per message. An acknowledgement lost (connection
+          // closed) only means a redelivery: a consumer gets every message at least once.
+          const last = batch[batch.length - 1]!;
+          for (const m of batch) {
+            if (m === last) break;
+            try {
+              m.ack();
+            } catch {
+              // redelivered later
+            }
+          }
+          await last.ackAck().catch(() => false);
         } catch (error) {
           const wait = REDELIVERY_DELAYS_MS[Math.min(failures++, REDELIVERY_DELAYS_MS.length - 1)]!;
           this.log.warn({ err: errorMessage(error), stream, durable, delayMs: wait }, 'consumer batch failed; will redeliver');
@@ -350,15 +419,16 @@ export class NatsBus implements Bus {
         throw this.unavailable(`read of ${stream}`, error);
       }
       if (!stored) break;
+      seq = stored.seq + 1;
+      if (stored.header?.has(PART_OF_HEADER)) continue;
       out.push({
         seq: stored.seq,
         subject: stored.subject,
         msgId: stored.header?.get('Nats-Msg-Id') ?? '',
-        data: JSON.parse(decoder.decode(stored.data)),
+        data: JSON.parse(decoder.decode(await this.parts.storedPayload(this.jsm, stream, stored.header, stored.data))),
         headers: fromNatsHeaders(stored.header),
         deliveryCount: 1,
       });
-      seq = stored.seq + 1;
     }
     return out;
   }
@@ -397,7 +467,7 @@ export class NatsBus implements Bus {
   private async answer(subject: string, handler: RequestHandler, msg: Msg): Promise<void> {
     let reply: Reply;
     try {
-      const data = decode(msg.data, subject);
+      const data = decode(await this.parts.payloadOf(msg, PARTS_TIMEOUT_MS, `the request on ${subject}`), subject);
       const headers = fromNatsHeaders(msg.headers);
       const body = await runInHeaderContext(headers, () => handler(data, { subject: msg.subject, headers }));
       reply = { ok: true, body: body === undefined ? null : body };
@@ -409,11 +479,41 @@ export class NatsBus implements Bus {
         reply = { ok: false, code: 'BusHandlerFailed', message: `the service answering ${subject} failed: ${errorMessage(error)}` };
       }
     }
+    if (msg.reply) this.respond(subject, msg, reply);
+  }
+
+  /**
+   * Sends a reply, in parts past `max_payload`. A reply that cannot be sent (past the limit, not JSON) is logged and
+   * replaced by an error reply, so its requester learns at once instead of waiting out its deadline.
+   */
+  private respond(subject: string, msg: Msg, reply: Reply): void {
+    let payload: Uint8Array;
     try {
-      if (msg.reply) msg.respond(encode(reply));
+      // The limit is the body's, as a responder checking its result measures it.
+      payload = reply.ok
+        ? encoder.encode(`{"ok":true,"body":${encodePayload(reply.body, this.maxPayloadBytes, `the reply on ${subject}`)}}`)
+        : encode(reply);
     } catch (error) {
-      this.log.warn({ err: errorMessage(error), subject }, 'could not send a bus reply');
+      this.log.error({ err: errorMessage(error), subject }, 'could not send a bus reply; answered an error instead');
+      const refused = error instanceof PunkError ? error : new PunkError('BusInvalidPayload', errorMessage(error));
+      payload = encode({ ok: false, code: refused.code, message: refused.message, ...(refused.details && { details: refused.details }) });
     }
+    try {
+      if (!this.parts.needsParts(payload)) {
+        msg.respond(payload);
+        return;
+      }
+      const head = natsHeaders();
+      const withdraw = this.parts.offer(payload, head, PARTS_TIMEOUT_MS, true);
+      if (!msg.respond(Empty, { headers: head })) withdraw();
+    } catch (error) {
+      this.log.error({ err: errorMessage(error), subject }, 'could not send a bus reply');
+    }
+  }
+
+  /** A payload's bytes. @throws PunkError `PayloadTooLarge` past the limit, `BusInvalidPayload` for no JSON value. */
+  private encode(data: unknown, what: string): Uint8Array {
+    return encoder.encode(encodePayload(data, this.maxPayloadBytes, what));
   }
 
   private track(sub: Subscription): BusSubscription {
@@ -542,18 +642,21 @@ class NatsKv implements KvStore {
     };
     // The server drops an aged-out entry without telling watchers (delete markers need nats-server 2.11):
     // report it from its last write plus the bucket's time to live, as the server does.
+    // The timer holds the key and the time only: a watch entry's value is a view of the connection's read buffer, and
+    // holding the entry kept that whole buffer (tens of KiB) alive per live key.
     const expireLater = (entry: KvWatchEntry) => {
-      clearTimeout(expiries.get(entry.key));
+      const { key } = entry;
+      clearTimeout(expiries.get(key));
       if (this.ttlMs <= 0) return;
       const timer = setTimeout(
         () => {
-          expiries.delete(entry.key);
-          queue = queue.then(() => deliver({ operation: 'delete', key: entry.key }));
+          expiries.delete(key);
+          queue = queue.then(() => deliver({ operation: 'delete', key }));
         },
         Math.max(0, entry.created.getTime() + this.ttlMs - Date.now()),
       );
       timer.unref();
-      expiries.set(entry.key, timer);
+      expiries.set(key, timer);
     };
     let queue = Promise.resolve();
     let seen = 0;
@@ -576,7 +679,7 @@ class NatsKv implements KvStore {
           clearTimeout(expiries.get(entry.key));
           expiries.delete(entry.key);
           // The last value of a deleted key, met while catching up, is no change to report.
-          if (seen > initial) queue = queue.then(() => deliver({ operation: 'delete', key: entry.key }));
+          if (seen > initial) queue = queue.then(() => deliver({ operation: 'delete', key: entry.key, revision: entry.revision }));
         }
         await queue;
         if (seen === initial) caughtUp();

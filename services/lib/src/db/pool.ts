@@ -28,9 +28,9 @@ export interface CheckedOutClient {
 }
 
 /**
- * Checks a client out of `pool` with an `'error'` listener for as long as it is out: `pg` emits an error on a
- * client whose connection drops (a terminated backend, a restarted server) and, unheard, that error ends the
- * process. The error is logged and the client is discarded on release. The pool listens again once it is back.
+ * Checks a client out of `pool` and notes whether its connection fails while it is out (`pg` emits an `'error'` on a
+ * client whose connection drops: a terminated backend, a restarted server); such a client is discarded on release.
+ * The pool must come from {@link keepClientsHeard}, which keeps every client heard so no such error ends the process.
  *
  * @throws what `pool.connect()` throws.
  */
@@ -50,4 +50,16 @@ export async function checkOut(pool: pg.Pool, log: Logger, where: string): Promi
       client.release(error ?? failed);
     },
   };
+}
+
+/**
+ * Gives every client of `pool` an `'error'` listener for its whole life. `pg-pool` listens only while a client is
+ * idle, and a backend terminated just after its start-up sends its FATAL error in the same read as the start-up's
+ * end: the pool has handed the client out by then, and the one who asked has not run yet to listen. Unheard, that
+ * error ends the process; heard, the client is no longer queryable and its next query fails as unavailable.
+ */
+export function keepClientsHeard(pool: pg.Pool, log: Logger, where: string): void {
+  pool.on('connect', (client) => {
+    client.on('error', (error) => log.debug({ err: error, database: where }, 'database connection failed'));
+  });
 }

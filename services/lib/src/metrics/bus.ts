@@ -3,7 +3,7 @@
  * appends, and requests being answered. Recorded by {@link TrackedBus} (service/tracked-bus.ts), which every
  * service process and `punk up` talk through.
  */
-import { Gauge, Histogram } from 'prom-client';
+import { Counter, Gauge, Histogram } from 'prom-client';
 import { subjectMatches } from '../bus/bus.js';
 import { subjects } from '../contracts.js';
 import { errorTypeOf, FAST_BUCKETS, NO_ERROR, OTHER, secondsSince } from './labels.js';
@@ -54,6 +54,38 @@ export const busAppendDuration = new Histogram({
 export const busServedInFlight = new Gauge({
   name: 'punk_bus_served_requests_in_flight',
   help: 'Bus requests this process is answering now (received, not yet replied to).',
+});
+
+/**
+ * `punk_bus_stream_pending_messages` (gauge; label `stream`): messages of an in-process stream (`punk up`) appended and
+ * not yet acknowledged by its running consumers, i.e. for the ledger stream, events not yet committed. Each such
+ * append is still waiting: its caller has no answer yet.
+ */
+export const streamPending = new Gauge({
+  name: 'punk_bus_stream_pending_messages',
+  help: 'Messages of an in-process stream appended and not yet acknowledged by its consumers (ledger: events not yet committed).',
+  labelNames: ['stream'] as const,
+});
+
+/** `punk_bus_stream_pending_peak_messages` (gauge; label `stream`): the most messages ever pending at once in an in-process stream since the process started. */
+export const streamPendingPeak = new Gauge({
+  name: 'punk_bus_stream_pending_peak_messages',
+  help: 'The most messages of an in-process stream ever pending at once (appended, not yet acknowledged) since start.',
+  labelNames: ['stream'] as const,
+});
+
+/** `punk_bus_stream_pending_limit_messages` (gauge; label `stream`): the bound on pending messages of an in-process stream (`PUNK_LEDGER_MAX_PENDING`). */
+export const streamPendingLimit = new Gauge({
+  name: 'punk_bus_stream_pending_limit_messages',
+  help: 'Most messages of an in-process stream that may be pending at once; appends past it wait (PUNK_LEDGER_MAX_PENDING).',
+  labelNames: ['stream'] as const,
+});
+
+/** `punk_bus_stream_append_waits_total` (counter; label `stream`): appends to an in-process stream that waited for room (back-pressure). */
+export const streamAppendWaits = new Counter({
+  name: 'punk_bus_stream_append_waits_total',
+  help: 'Appends to an in-process stream that waited for room because the pending bound was reached (back-pressure).',
+  labelNames: ['stream'] as const,
 });
 
 /**

@@ -4,11 +4,20 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { PunkConfig } from '../config.js';
 import { collectProcessMetrics, serveMetrics } from '../metrics/exposition.js';
-import { isAllowedHost } from './hosts.js';
+import { limitConnections, type ConnectionLimits } from './connection-limits.js';
+import { allowedHostsOf, isAllowedHost } from './hosts.js';
+import { methodNotAllowed } from './methods.js';
 
 /** Answers one HTTP request (an express app fits). */
 export type HttpHandler = (req: IncomingMessage, res: ServerResponse) => void;
+
+/**
+ * How long a listener keeps an idle client connection open after a response, in milliseconds (node's default,
+ * made explicit): a client that reuses connections (the `punk cluster` proxy) keeps them idle for less.
+ */
+export const KEEP_ALIVE_TIMEOUT_MS = 5_000;
 
 /** A bound listener whose routes can be completed once the service started. */
 export interface HealthServer {
@@ -30,6 +39,41 @@ export interface ListenOptions {
   allowedHosts?: readonly string[];
   /** Whether `/metrics` is served here (default true); false when a listener of its own serves it ({@link listenMetrics}). */
   serveMetrics?: boolean;
+  /** Bounds on the listener's TCP connections (connection-limits.ts). Default none. */
+  connections?: ConnectionLimits;
+}
+
+/**
+ * The listener options configuration sets: `PUNK_HEADERS_TIMEOUT_MS`, `PUNK_REQUEST_TIMEOUT_MS`, the allowed hosts
+ * (hosts.ts) and the connection bounds `PUNK_MAX_CONNECTIONS`, `PUNK_MAX_CONNECTIONS_PER_ADDRESS` (not applied
+ * behind trusted proxies, `PUNK_TRUST_PROXY` > 0, whose few addresses carry every client's connections) and
+ * `PUNK_CONNECTION_IDLE_TIMEOUT_MS`.
+ */
+export function listenOptionsOf(
+  config: Pick<
+    PunkConfig,
+    | 'allowedHosts'
+    | 'host'
+    | 'publicUrl'
+    | 'headersTimeoutMs'
+    | 'requestTimeoutMs'
+    | 'maxConnections'
+    | 'maxConnectionsPerAddress'
+    | 'connectionIdleTimeoutMs'
+    | 'trustProxy'
+  >,
+): ListenOptions {
+  const allowedHosts = allowedHostsOf(config);
+  return {
+    headersTimeoutMs: config.headersTimeoutMs,
+    requestTimeoutMs: config.requestTimeoutMs,
+    connections: {
+      maxConnections: config.maxConnections,
+      ...(config.trustProxy === 0 && { maxConnectionsPerAddress: config.maxConnectionsPerAddress }),
+      idleTimeoutMs: config.connectionIdleTimeoutMs,
+    },
+    ...(allowedHosts && { allowedHosts }),
+  };
 }
 
 function json(res: ServerResponse, status: number, body: unknown): void {
@@ -40,14 +84,14 @@ function json(res: ServerResponse, status: number, body: unknown): void {
 /**
  * Binds `host:port` and serves `/healthz` (200 while the process runs) and
  * `/readyz` (200 `{status:"ready"}` when `ready()` resolves, else 503
- * `{status:"not-ready", reason}` with the reason it threw), and `/metrics`: the
+ * `{status:"not-ready", reason}` with the reason it threw), both to GET and HEAD (other methods get 405), and `/metrics`: the
  * process's Prometheus metrics (metrics/exposition.ts; other methods than GET and HEAD
  * get 405), whose process metrics it starts collecting. Other paths go to
  * the handler set later, or answer 404 (503 while none is set).
  *
  * `portHint` says how to choose another port when this one is taken.
  * Request heads larger than node's `maxHeaderSize` (16 KiB) answer 431;
- * slow requests are cut per `options` (checked every second), and with
+ * slow requests are cut per `options` (checked every second), connections bounded per `options.connections`, and with
  * `options.allowedHosts` a request for another `Host` is 403 (hosts.ts), except on
  * the probes and `/metrics`, which kubelets and scrapers reach by pod IP.
  *
@@ -67,7 +111,11 @@ export async function listenHealth(
   const metricsHere = options.serveMetrics ?? true;
   collectProcessMetrics();
   const server: Server = createServer({ requestTimeout, headersTimeout, connectionsCheckingInterval: 1000 }, (req, res) => {
-    const path = (req.url ?? '/').split('?')[0];
+    const path = (req.url ?? '/').split('?')[0]!;
+    if ((path === '/healthz' || path === '/readyz') && req.method !== 'GET' && req.method !== 'HEAD') {
+      methodNotAllowed(req, res, path, ['GET', 'HEAD']);
+      return;
+    }
     if (path === '/healthz') {
       json(res, 200, { status: 'ok' });
       return;
@@ -98,6 +146,8 @@ export async function listenHealth(
     }
     json(res, 503, { error: { code: 'Starting', message: 'the service is starting' } });
   });
+  server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+  if (options.connections) limitConnections(server, options.connections, 'service');
   const url = await bind(server, host, port, portHint);
   return {
     url,

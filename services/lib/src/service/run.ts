@@ -7,12 +7,13 @@ import { loadConfig, type PunkConfig } from '../config.js';
 import { NatsBus } from '../bus/nats.js';
 import { redactNatsUrl } from '../bus/nats-url.js';
 import type { Bus, StreamConfig } from '../bus/bus.js';
-import { openDatabase, type Database } from '../db/database.js';
+import type { Database } from '../db/database.js';
 import { PunkError, errorMessage } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
-import { startTracing } from '../tracing/setup.js';
-import { listenHealth, listenMetrics, type HealthServer, type HttpHandler, type MetricsServer } from './health.js';
-import { allowedHostsOf } from './hosts.js';
+import { manageContext } from '../tracing/context.js';
+import { tracingSettings } from '../tracing/settings.js';
+import type { Tracing } from '../tracing/setup.js';
+import { listenHealth, listenMetrics, listenOptionsOf, type HealthServer, type HttpHandler, type MetricsServer } from './health.js';
 import { TrackedBus } from './tracked-bus.js';
 
 /** What a service's `start` receives. */
@@ -135,12 +136,14 @@ export async function runService(definition: ServiceDefinition, options: RunOpti
     if (!bus?.isConnected()) throw new Error(`NATS at ${redactNatsUrl(config.natsUrl ?? '')} is not connected`);
     if (db) await withTimeout(db.ping(), PING_TIMEOUT_MS, 'the database');
   };
-  const tracing = startTracing(definition.name, env);
-  const allowedHosts = allowedHostsOf(config);
+  // The database and tracing modules (drivers, exporters) are loaded only by a process that uses them.
+  let tracing: Tracing = { settings: undefined, shutdown: async () => undefined };
+  if (tracingSettings(definition.name, env)) tracing = (await import('../tracing/setup.js')).startTracing(definition.name, env);
+  else manageContext();
   const separateMetrics = config.metricsPort !== undefined;
   const http: HealthServer = await listenHealth(config.host, config.port, ready, undefined, {
+    ...listenOptionsOf(config),
     serveMetrics: !separateMetrics,
-    ...(allowedHosts && { allowedHosts }),
   });
   let metricsServer: MetricsServer | undefined;
   try {
@@ -186,9 +189,11 @@ export async function runService(definition: ServiceDefinition, options: RunOpti
         url: config.natsUrl,
         name: `punk-${definition.name}-${config.instanceId}`,
         log: createLogger('bus', config.logLevel),
+        maxPayloadBytes: config.maxResultBytes,
       }),
     );
-    if (definition.needsDatabase) db = await openDatabase({ url: config.databaseUrl!, log: createLogger('db', config.logLevel) });
+    if (definition.needsDatabase)
+      db = await (await import('../db/database.js')).openDatabase({ url: config.databaseUrl!, log: createLogger('db', config.logLevel) });
     for (const stream of definition.streams ?? []) await bus.ensureStream(stream);
     started = await definition.start({ config, bus, db, log });
     // A service without routes of its own answers other paths 404 once started (503 "starting" before).

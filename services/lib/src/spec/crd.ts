@@ -1,6 +1,6 @@
 /**
  * The CustomResourceDefinitions of Punk (apiextensions.k8s.io/v1), generated from the zod schemas of
- * `mcpserver.ts`, `mcpcredential.ts` and `mcppolicy.ts` so the cluster validates exactly what Punk validates. `npm run crds` writes them
+ * `mcpserver.ts`, `mcpcredential.ts`, `mcppolicy.ts` and `mcpworkflow.ts` so the cluster validates exactly what Punk validates. `npm run crds` writes them
  * into `crds/`; a test fails when the committed files and this module disagree.
  *
  * A CRD's schema must be structural (Kubernetes docs, "Specifying a structural schema"): every node
@@ -15,6 +15,7 @@ import { PunkError } from '../errors.js';
 import { API_GROUP, mcpServerSpecSchema, mcpServerStatusSchema } from './mcpserver.js';
 import { mcpCredentialSpecSchema, mcpCredentialStatusSchema } from './mcpcredential.js';
 import { mcpPolicySpecSchema, mcpPolicyStatusSchema } from './mcppolicy.js';
+import { mcpWorkflowSpecSchema, mcpWorkflowStatusSchema } from './mcpworkflow.js';
 
 /** A node of an OpenAPI v3 schema as a CRD holds it (apiextensions.k8s.io/v1 `JSONSchemaProps`). */
 export type JsonSchemaProps = { [keyword: string]: unknown };
@@ -43,6 +44,8 @@ export const MCPSERVER_CRD_FILE = `${API_GROUP}_mcpservers.yaml`;
 export const MCPCREDENTIAL_CRD_FILE = `${API_GROUP}_mcpcredentials.yaml`;
 /** The file `npm run crds` writes the McpPolicy CRD to, inside `crds/`. */
 export const MCPPOLICY_CRD_FILE = `${API_GROUP}_mcppolicies.yaml`;
+/** The file `npm run crds` writes the McpWorkflow CRD to, inside `crds/`. */
+export const MCPWORKFLOW_CRD_FILE = `${API_GROUP}_mcpworkflows.yaml`;
 
 // Formats kube-apiserver knows (apiextensions-apiserver validation/formats.go). With one of these,
 // zod's `pattern` for the same format (date-time, email, …) is dropped: the API server would report
@@ -180,9 +183,9 @@ const MCPSERVER_SPEC_RULES: readonly PlacedRule[] = [
     at: [],
     rules: [
       {
-        rule: '(has(self.image) ? 1 : 0) + (has(self.package) ? 1 : 0) + (has(self.url) ? 1 : 0) == 1',
+        rule: '(has(self.image) ? 1 : 0) + (has(self.package) ? 1 : 0) + (has(self.url) ? 1 : 0) + (has(self.openapi) ? 1 : 0) == 1',
         message:
-          'set exactly one of image, package and url: in the cluster a server runs from an image or a package (command alone runs a local process under punk up only)',
+          'set exactly one of image, package, url and openapi: in the cluster a server runs from an image or a package (command alone runs a local process under punk up only)',
       },
       {
         rule: '!has(self.url) || !has(self.command)',
@@ -202,11 +205,17 @@ const MCPSERVER_SPEC_RULES: readonly PlacedRule[] = [
         fieldPath: '.transport',
       },
       {
-        rule: 'has(self.url) || !has(self.headers)',
-        message: 'headers apply only to url servers',
+        rule: 'has(self.url) || has(self.openapi) || !has(self.headers)',
+        message: 'headers apply only to url and openapi servers',
         fieldPath: '.headers',
         reason: 'FieldValueForbidden',
       },
+      ...(['command', 'args', 'transport', 'port', 'protocolEra'] as const).map((field) => ({
+        rule: `!has(self.openapi) || !has(self.${field})`,
+        message: `${field} does not apply to an openapi server (Punk serves its tools itself)`,
+        fieldPath: `.${field}`,
+        reason: 'FieldValueForbidden' as const,
+      })),
       {
         rule: "has(self.url) || !has(self.transport) || self.transport == 'stdio' || has(self.port)",
         message: 'a streamable-http or sse server that Punk starts needs the port it listens on',
@@ -216,13 +225,31 @@ const MCPSERVER_SPEC_RULES: readonly PlacedRule[] = [
     ],
   },
   { at: ['url'], rules: [{ rule: "isURL(self) && url(self).getScheme() in ['http', 'https']", message: 'must be an http or https URL' }] },
+  {
+    at: ['openapi'],
+    rules: [
+      {
+        rule: '(has(self.url) ? 1 : 0) + (has(self.file) ? 1 : 0) + (has(self.content) ? 1 : 0) + (has(self.configMapKeyRef) ? 1 : 0) == 1',
+        message: 'set exactly one of url, file, content and configMapKeyRef',
+      },
+    ],
+  },
+  {
+    at: ['openapi', 'url'],
+    rules: [{ rule: "isURL(self) && url(self).getScheme() in ['http', 'https']", message: 'must be an http or https URL' }],
+  },
+  {
+    at: ['openapi', 'baseUrl'],
+    rules: [{ rule: "isURL(self) && url(self).getScheme() in ['http', 'https']", message: 'must be an http or https URL' }],
+  },
   { at: ['env', '[]'], rules: [valueXorValueFrom] },
   { at: ['headers', '[]'], rules: [valueXorValueFrom] },
   { at: ['sandbox', 'egress', '[]'], rules: [{ rule: 'has(self.host) != has(self.cidr)', message: 'set exactly one of host and cidr' }] },
 ];
 
 /**
- * The checks of `mcpCredentialSpecSchema` that zod makes in code, as CEL rules: oauth2 settings only with type
+ * The checks of `mcpCredentialSpecSchema` that zod makes in code, as CEL rules: exactly one of secretRef and values
+ * (and of env and file in each value), oauth2 settings only with type
  * oauth2, and the token URL's scheme (the `uri` format does not restrict it).
  */
 const MCPCREDENTIAL_SPEC_RULES: readonly PlacedRule[] = [
@@ -235,8 +262,14 @@ const MCPCREDENTIAL_SPEC_RULES: readonly PlacedRule[] = [
         fieldPath: '.oauth2',
         reason: 'FieldValueForbidden',
       },
+      {
+        rule: 'has(self.secretRef) != has(self.values)',
+        message: 'set exactly one of secretRef (a Secret, in a cluster) and values (environment variables or files, under punk up)',
+        fieldPath: '.secretRef',
+      },
     ],
   },
+  { at: ['values', '[]', 'valueFrom'], rules: [{ rule: 'has(self.env) != has(self.file)', message: 'set exactly one of env and file' }] },
   {
     at: ['oauth2', 'tokenUrl'],
     rules: [{ rule: "isURL(self) && url(self).getScheme() in ['http', 'https']", message: 'must be an http or https URL' }],
@@ -252,6 +285,22 @@ const MCPPOLICY_SPEC_RULES: readonly PlacedRule[] = [
   {
     at: ['rules', '[]', 'sideEffectLevels'],
     rules: [{ rule: '!has(self.min) || !has(self.max) || self.min <= self.max', message: 'min must not be greater than max' }],
+  },
+];
+
+/**
+ * The checks of an McpWorkflow that CEL can make at apply: `spec.start` names a node, an output node has no `next`.
+ * Node ids are unique through the list-map keyed by `id`. Unknown targets, cycles and unreachable nodes are
+ * `validateWorkflowGraph`'s (a graph walk is not CEL).
+ */
+const MCPWORKFLOW_SPEC_RULES: readonly PlacedRule[] = [
+  {
+    at: [],
+    rules: [{ rule: 'self.nodes.exists(n, n.id == self.start)', message: 'start must be the id of a node', fieldPath: '.start' }],
+  },
+  {
+    at: ['nodes', '[]'],
+    rules: [{ rule: "self.kind != 'output' || !has(self.next)", message: 'an output node ends the run: remove next', fieldPath: '.next' }],
   },
 ];
 
@@ -308,7 +357,11 @@ interface KindDefinition {
   status: z.ZodType;
   /** Lists of the spec keyed by `name` (`x-kubernetes-list-type: map`): names unique, order kept. */
   namedLists?: readonly (readonly string[])[];
+  /** Lists of the spec keyed by `id`, the same way. */
+  idLists?: readonly (readonly string[])[];
   columns: PrinterColumn[];
+  /** The scale subresource (`kubectl scale`, a HorizontalPodAutoscaler), when the kind has one. */
+  scale?: { specReplicasPath: string; statusReplicasPath: string; labelSelectorPath: string };
 }
 
 const ready: PrinterColumn = { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' };
@@ -325,21 +378,22 @@ function nodeAt(schema: JsonSchemaProps, at: readonly string[]): JsonSchemaProps
   return node;
 }
 
-/** Marks a list as a map keyed by `name` (Kubernetes "list-type map"): the API server refuses a repeated name. */
-function keyByName(list: JsonSchemaProps): void {
+/** Marks a list as a map keyed by `key` (Kubernetes "list-type map"): the API server refuses a repeated key. */
+function keyBy(list: JsonSchemaProps, key: string): void {
   list['x-kubernetes-list-type'] = 'map';
-  list['x-kubernetes-list-map-keys'] = ['name'];
+  list['x-kubernetes-list-map-keys'] = [key];
 }
 
 /**
  * One CRD of group `mcp.punk.dev`, version `v1alpha1` (served, storage), namespaced, with the `status`
- * subresource and the kind's schemas, rules and printer columns.
+ * subresource (and `scale` when the kind has one) and the kind's schemas, rules and printer columns.
  * @throws PunkError `UnsupportedSchema` when a schema has no structural form.
  */
 function crdOf(definition: KindDefinition): JsonSchemaProps {
   const spec = structuralSchema(definition.spec);
   placeRules(spec, definition.specRules);
-  for (const at of definition.namedLists ?? []) keyByName(nodeAt(spec, at));
+  for (const at of definition.namedLists ?? []) keyBy(nodeAt(spec, at), 'name');
+  for (const at of definition.idLists ?? []) keyBy(nodeAt(spec, at), 'id');
   const status = structuralSchema(definition.status);
   const conditions = (status.properties as Record<string, JsonSchemaProps>).conditions!;
   conditions['x-kubernetes-list-type'] = 'map';
@@ -374,7 +428,7 @@ function crdOf(definition: KindDefinition): JsonSchemaProps {
               'x-kubernetes-validations': [...OBJECT_RULES, ...(definition.objectRules ?? [])],
             },
           },
-          subresources: { status: {} },
+          subresources: { status: {}, ...(definition.scale && { scale: definition.scale }) },
           additionalPrinterColumns: definition.columns,
         },
       ],
@@ -384,7 +438,8 @@ function crdOf(definition: KindDefinition): JsonSchemaProps {
 
 /**
  * The McpServer CRD as an object: short name `mcps`, printer columns READY, TRANSPORT, TOOLS, ENDPOINT and AGE,
- * and the spec and status schemas of `mcpserver.ts`.
+ * the spec and status schemas of `mcpserver.ts`, and the scale subresource over `spec.replicas`, `status.replicas`
+ * and `status.selector`.
  * @throws PunkError `UnsupportedSchema` when a schema has no structural form.
  */
 export function mcpServerCrd(): JsonSchemaProps {
@@ -400,6 +455,7 @@ export function mcpServerCrd(): JsonSchemaProps {
     specRules: MCPSERVER_SPEC_RULES,
     objectRules: MCPSERVER_OBJECT_RULES,
     status: mcpServerStatusSchema.describe('Observed state of the server, written by the operator.'),
+    scale: { specReplicasPath: '.spec.replicas', statusReplicasPath: '.status.replicas', labelSelectorPath: '.status.selector' },
     columns: [
       ready,
       { name: 'Transport', type: 'string', jsonPath: '.spec.transport' },
@@ -463,6 +519,27 @@ export function mcpPolicyCrd(): JsonSchemaProps {
 }
 
 /**
+ * The McpWorkflow CRD as an object: short name `mcpwf`, printer columns START, READY and AGE, the spec and status
+ * schemas of `mcpworkflow.ts` (expressions and node configs free-form: zod checks them, and `validateWorkflowGraph`
+ * the graph), its nodes keyed by id, and the rules of `MCPWORKFLOW_SPEC_RULES`.
+ * @throws PunkError `UnsupportedSchema` when a schema has no structural form.
+ */
+export function mcpWorkflowCrd(): JsonSchemaProps {
+  return crdOf({
+    kind: 'McpWorkflow',
+    plural: 'mcpworkflows',
+    shortNames: ['mcpwf'],
+    description:
+      "A workflow of the namespace's tenant: a graph of governed tool calls, branches and an output over an expression IR, served as a tool on /mcp and run through /api/v1/workflows.",
+    spec: mcpWorkflowSpecSchema.describe('Desired state of the workflow: its input schema, start node, nodes and output.'),
+    specRules: MCPWORKFLOW_SPEC_RULES,
+    idLists: [['nodes']],
+    status: mcpWorkflowStatusSchema.describe('Observed state of the workflow, written by the operator.'),
+    columns: [{ name: 'Start', type: 'string', jsonPath: '.spec.start' }, ready, age],
+  });
+}
+
+/**
  * Every CRD file of `crds/`: file name to YAML text, the same bytes on every run (a fixed key order,
  * no line folding), each with a header saying where it comes from.
  */
@@ -474,5 +551,6 @@ export function renderCrds(): Map<string, string> {
     [MCPSERVER_CRD_FILE, render('mcpserver.ts', mcpServerCrd())],
     [MCPCREDENTIAL_CRD_FILE, render('mcpcredential.ts', mcpCredentialCrd())],
     [MCPPOLICY_CRD_FILE, render('mcppolicy.ts', mcpPolicyCrd())],
+    [MCPWORKFLOW_CRD_FILE, render('mcpworkflow.ts', mcpWorkflowCrd())],
   ]);
 }

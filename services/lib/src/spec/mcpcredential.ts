@@ -2,9 +2,14 @@
  * The McpCredential custom resource (group `mcp.punk.dev`, version `v1alpha1`): a reference to a Secret
  * of the same namespace whose keys the gateway's vault holds as credential `<metadata.name>` of the
  * namespace's tenant. The resource never holds a value; its status shows expiry and refresh health only.
+ * In a cluster the values come from `secretRef`; under `punk up`, which has no Secrets, from `values`
+ * (environment variables and files): each side refuses the other's field, naming the one to use.
  */
 import { z } from 'zod';
 import { conditionSchema, customResourceSchema, dnsLabel } from './mcpserver.js';
+
+/** A key of a credential: a Secret data key. */
+const credentialKey = z.string().regex(/^[A-Za-z0-9._-]{1,253}$/, 'must be a Secret data key');
 
 /** The `spec` of an McpCredential. */
 export const mcpCredentialSpecSchema = z
@@ -18,15 +23,41 @@ export const mcpCredentialSpecSchema = z
     secretRef: z
       .object({
         name: dnsLabel.describe('Name of the Secret in the same namespace.'),
-        keys: z
-          .array(z.string().regex(/^[A-Za-z0-9._-]{1,253}$/, 'must be a Secret data key'))
-          .min(1)
-          .optional()
-          .describe('Only these keys of the Secret; all of them when absent.'),
+        keys: z.array(credentialKey).min(1).optional().describe('Only these keys of the Secret; all of them when absent.'),
       })
       .strict()
+      .optional()
       .describe(
-        'The Secret that holds the values. For oauth2 its keys are among access_token, refresh_token, expires_at (epoch milliseconds), client_id, client_secret, token_url and scope.',
+        'The Secret that holds the values (in a cluster). For oauth2 its keys are among access_token, refresh_token, expires_at (epoch milliseconds), client_id, client_secret, token_url and scope.',
+      ),
+    values: z
+      .array(
+        z
+          .object({
+            key: credentialKey.describe('Key of the credential, as a Secret key would name it.'),
+            valueFrom: z
+              .object({
+                env: z
+                  .string()
+                  .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')
+                  .optional()
+                  .describe('An environment variable of the punk up process.'),
+                file: z
+                  .string()
+                  .min(1)
+                  .optional()
+                  .describe("A file's contents, one trailing newline removed; a relative path is relative to the manifest's file."),
+              })
+              .strict()
+              .refine((v) => (v.env === undefined) !== (v.file === undefined), { message: 'set exactly one of env and file' })
+              .describe('Where the value is read from.'),
+          })
+          .strict(),
+      )
+      .min(1)
+      .optional()
+      .describe(
+        'The values under punk up, which has no Secrets: each key read from an environment variable or a file. A cluster uses secretRef instead.',
       ),
     oauth2: z
       .object({
@@ -43,6 +74,17 @@ export const mcpCredentialSpecSchema = z
   })
   .strict()
   .superRefine((spec, ctx) => {
+    if ((spec.secretRef === undefined) === (spec.values === undefined)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['secretRef'],
+        message: 'set exactly one of secretRef (a Secret, in a cluster) and values (environment variables or files, under punk up)',
+      });
+    }
+    spec.values?.forEach((entry, i) => {
+      if (spec.values!.findIndex((other) => other.key === entry.key) < i)
+        ctx.addIssue({ code: 'custom', path: ['values', i, 'key'], message: `duplicate key ${entry.key}` });
+    });
     if (spec.oauth2 !== undefined && spec.type !== 'oauth2') {
       ctx.addIssue({ code: 'custom', path: ['oauth2'], message: 'oauth2 settings apply only to type oauth2' });
     }

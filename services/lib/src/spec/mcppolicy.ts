@@ -17,6 +17,27 @@ const policyMatchShape = {
   tools: z.array(z.string().min(1)).optional().describe('Tool names (resource URIs, prompt names); any when absent.'),
 };
 
+/** Who decides the uses a rule makes `approval_required`, and how long a request lives and a call waits. */
+const approvalSchema = z
+  .object({
+    approvers: z
+      .object({
+        subjects: z.array(z.string().min(1)).optional().describe('Principal subjects that may approve or deny.'),
+        groups: z.array(z.string().min(1)).optional().describe('Principal groups whose members may approve or deny.'),
+      })
+      .strict()
+      .optional()
+      .describe('Who may decide; when absent (or both lists empty), holders of the admin scope.'),
+    timeout: durationSchema
+      .default('15m')
+      .describe('How long a request stays open, and an approval stays usable, before it expires (default 15m).'),
+    wait: durationSchema
+      .default('0s')
+      .describe('How long an interactive call waits for a decision made elsewhere before it fails closed (default 0s: at once).'),
+    allowSelf: z.boolean().default(false).describe('Whether the caller may approve its own call (an admin in Claude Code); default false.'),
+  })
+  .strict();
+
 const policyRuleSchema = z
   .object({
     name: dnsLabel.describe('Name of the rule, reported in every decision it takes as <policy>/<rule>.'),
@@ -30,8 +51,15 @@ const policyRuleSchema = z
       ),
     decision: z.enum(['allow', 'deny', 'approval_required']).describe('What happens to a use the rule matches.'),
     reason: z.string().max(1024).optional().describe('A sentence for people, reported with the decision.'),
+    approval: approvalSchema
+      .optional()
+      .describe('For decision approval_required: who decides, the expiry and the wait (defaults: admins, 15m, 0s).'),
   })
   .strict()
+  .refine((r) => r.approval === undefined || r.decision === 'approval_required', {
+    path: ['approval'],
+    message: 'only a rule with decision approval_required takes an approval',
+  })
   .refine(
     (r) =>
       r.sideEffectLevels?.min === undefined || r.sideEffectLevels.max === undefined || r.sideEffectLevels.min <= r.sideEffectLevels.max,
@@ -76,7 +104,10 @@ export type McpPolicySpec = z.infer<typeof mcpPolicySpecSchema>;
 export const mcpPolicyStatusSchema = z
   .object({
     observedGeneration: z.number().int().min(0).optional().describe('metadata.generation of the spec this status was computed from.'),
-    conditions: z.array(conditionSchema).optional().describe('Conditions Ready (governance serves the policy) and Degraded.'),
+    conditions: z
+      .array(conditionSchema)
+      .optional()
+      .describe('Conditions Ready (the policy is published to bucket PUNK_MCP_POLICIES for governance) and Degraded.'),
     ruleCount: z.number().int().min(0).optional().describe('Number of rules published.'),
   })
   .strict();

@@ -162,6 +162,46 @@ const toolOverride = z
   })
   .strict();
 
+/**
+ * `spec.openapi` of an McpServer: a REST API described by an OpenAPI 3.0 or 3.1 document, whose operations the
+ * gateway serves as tools (docs/openapi.md). Exactly one of `url`, `file`, `content` and `configMapKeyRef` names the
+ * document; `punk up` makes a relative `file` absolute (beside its manifest), the operator reads a ConfigMap key.
+ */
+export const openApiSourceSchema = z
+  .object({
+    url: z
+      .url({ protocol: /^https?$/, error: 'must be an http or https URL' })
+      .optional()
+      .describe('URL of the document (JSON or YAML), fetched through the SSRF guard at every connect.'),
+    file: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('Path of the document: relative to the manifest under punk up; its relative $refs resolve beside it.'),
+    content: z.string().min(1).optional().describe('The document itself (JSON or YAML text); its $refs may name only its own parts.'),
+    configMapKeyRef: z
+      .object({ name: dnsLabel.describe('ConfigMap name.'), key: z.string().min(1).describe('Key holding the document.') })
+      .strict()
+      .optional()
+      .describe('A key of a ConfigMap in the same namespace (cluster).'),
+    baseUrl: z
+      .url({ protocol: /^https?$/, error: 'must be an http or https URL' })
+      .optional()
+      .describe("URL the operations' paths are appended to. Default: the document's first server (relative to the document's url)."),
+    operations: z
+      .array(z.string().min(1))
+      .optional()
+      .describe('Only the operations with these operationIds become tools (all when absent).'),
+  })
+  .strict()
+  .refine(
+    (source) => ['url', 'file', 'content', 'configMapKeyRef'].filter((k) => source[k as keyof typeof source] !== undefined).length === 1,
+    {
+      message: 'set exactly one of url, file, content and configMapKeyRef',
+    },
+  );
+export type OpenApiSource = z.infer<typeof openApiSourceSchema>;
+
 /** The `spec` of an McpServer. */
 export const mcpServerSpecSchema = z
   .object({
@@ -185,6 +225,9 @@ export const mcpServerSpecSchema = z
       .url({ protocol: /^https?$/, error: 'must be an http or https URL' })
       .optional()
       .describe('URL of a remote MCP server; no pod is made.'),
+    openapi: openApiSourceSchema
+      .optional()
+      .describe('A REST API described by an OpenAPI 3.0 or 3.1 document: each operation is a tool; no pod is made (docs/openapi.md).'),
     command: z
       .array(z.string().min(1))
       .min(1)
@@ -218,8 +261,17 @@ export const mcpServerSpecSchema = z
     headers: z
       .array(headerSchema)
       .optional()
-      .describe('HTTP headers sent to a url server on every request (e.g. Authorization: cred:<id>).'),
-    replicas: z.number().int().min(0).default(1).describe('Pod replicas (cluster).'),
+      .describe(
+        'HTTP headers sent to a url server, or with every operation of an openapi server, on every request (e.g. Authorization: cred:<id>).',
+      ),
+    replicas: z
+      .number()
+      .int()
+      .min(0)
+      .default(1)
+      .describe(
+        'Pod replicas (cluster; the scale subresource: kubectl scale, a HorizontalPodAutoscaler). 0: scaled to zero, the egress proxy too, and the gateway answers calls at once that the server is scaled to zero.',
+      ),
     resources: z
       .object({
         requests: quantityMap.optional().describe('Resources the scheduler reserves for the container.'),
@@ -310,19 +362,19 @@ export const mcpServerSpecSchema = z
   })
   .strict()
   .superRefine((spec, ctx) => {
-    const sources = (['image', 'package', 'url'] as const).filter((k) => spec[k] !== undefined);
+    const sources = (['image', 'package', 'url', 'openapi'] as const).filter((k) => spec[k] !== undefined);
     // `command` alone is a local process (`punk up` runs it as a child); the cluster's CRD requires a source.
     if (sources.length > 1) {
       ctx.addIssue({
         code: 'custom',
         path: sources.slice(1, 2),
-        message: `set exactly one of image, package and url (found ${sources.join(', ')})`,
+        message: `set exactly one of image, package, url and openapi (found ${sources.join(', ')})`,
       });
     } else if (sources.length === 0 && spec.command === undefined) {
       ctx.addIssue({
         code: 'custom',
         path: [],
-        message: 'set exactly one of image, package and url (found none), or only command for a local process under punk up',
+        message: 'set exactly one of image, package, url and openapi (found none), or only command for a local process under punk up',
       });
     }
     if (spec.url !== undefined && (spec.command !== undefined || spec.args !== undefined)) {
@@ -338,8 +390,18 @@ export const mcpServerSpecSchema = z
     if (spec.url !== undefined && spec.transport === 'stdio') {
       ctx.addIssue({ code: 'custom', path: ['transport'], message: 'a url server speaks streamable-http or sse, not stdio' });
     }
-    if (spec.url === undefined && spec.headers !== undefined) {
-      ctx.addIssue({ code: 'custom', path: ['headers'], message: 'headers apply only to url servers' });
+    if (spec.url === undefined && spec.openapi === undefined && spec.headers !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['headers'], message: 'headers apply only to url and openapi servers' });
+    }
+    if (spec.openapi !== undefined) {
+      for (const field of ['command', 'args', 'transport', 'port', 'protocolEra'] as const) {
+        if (spec[field] !== undefined)
+          ctx.addIssue({
+            code: 'custom',
+            path: [field],
+            message: `${field} does not apply to an openapi server (Punk serves its tools itself)`,
+          });
+      }
     }
     if (spec.url === undefined && spec.transport !== undefined && spec.transport !== 'stdio' && spec.port === undefined) {
       ctx.addIssue({ code: 'custom', path: ['port'], message: `a ${spec.transport} server that Punk starts needs the port it listens on` });
@@ -464,10 +526,26 @@ export const mcpServerStatusSchema = z
       )
       .optional()
       .describe('Tools of the last live listing through the gateway.'),
+    warnings: z
+      .array(z.string())
+      .optional()
+      .describe(
+        'What is wrong but served, from the last live listing, each naming where (`paths./pets/{id}.get: no operationId; named get_pets_id`).',
+      ),
     lastError: z
       .string()
       .optional()
       .describe('Last error met while starting, connecting to or listing the server; never contains a secret value.'),
+    replicas: z
+      .number()
+      .int()
+      .min(0)
+      .optional()
+      .describe("Pods of the server's Deployment now (status.replicas of the scale subresource); absent for a url server."),
+    selector: z
+      .string()
+      .optional()
+      .describe("Label selector of the server's pods (the scale subresource's, for a HorizontalPodAutoscaler); absent for a url server."),
   })
   .strict();
 export type McpServerStatus = z.infer<typeof mcpServerStatusSchema>;

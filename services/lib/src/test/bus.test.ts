@@ -5,6 +5,10 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { statSync } from 'node:fs';
+import { appendFile, mkdtemp, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, describe, test, type TestContext } from 'node:test';
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
@@ -278,11 +282,15 @@ for (const [kind, open] of implementations) {
           ['put', 'c', { v: 1 }],
         ],
       );
-      const revisions = seen.flatMap((c) => (c.operation === 'put' ? [c.revision] : []));
+      const revisions = seen.map((c) => c.revision);
+      assert.ok(
+        revisions.every((r) => r !== undefined),
+        'a put and a delete carry their revision',
+      );
       assert.deepEqual(
         revisions,
-        [...revisions].sort((x, y) => x - y),
-        'revisions grow',
+        [...revisions].sort((x, y) => x! - y!),
+        'revisions grow, deletes included',
       );
       await watch.unsubscribe();
       await kv.put('d', {});
@@ -351,6 +359,88 @@ test('stopping an in-process consumer first delivers what the stream still holds
   await bus.close();
 });
 
+test('an in-process append to a consumed stream resolves once the consumer acknowledged it, with at most maxPending waiting', async () => {
+  const bus = new MemoryBus(log, { maxPending: 3 });
+  const n = names();
+  await bus.ensureStream(n.stream);
+  const committed: string[] = [];
+  const batches: number[] = [];
+  let release: () => void = () => {};
+  let gate = new Promise<void>((resolve) => (release = resolve));
+  let received = 0;
+  const consumer = await bus.consume(n.stream.name, 'w', async (batch) => {
+    received += batch.length;
+    await gate;
+    batches.push(batch.length);
+    committed.push(...batch.map((m) => m.msgId));
+  });
+  // Given the consumer holding its first batch, ten appends at once:
+  const acked: string[] = [];
+  const appends = Array.from({ length: 10 }, (_, i) =>
+    bus.append(`test${n.id}.events.a`, { i }, { msgId: `m${i}` }).then((ack) => {
+      // each resolves only after its message was handled,
+      assert.ok(committed.includes(`m${i}`), `m${i} acknowledged before it was handled`);
+      acked.push(`m${i}`);
+      return ack;
+    }),
+  );
+  await until(() => received > 0);
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(acked, [], 'nothing is acknowledged while the consumer holds its batch');
+  assert.ok(received <= 3, `${received} messages pending`);
+  // and the messages waiting meanwhile go to the consumer together, never more than three pending.
+  for (let round = 0; round < 10 && acked.length < 10; round++) {
+    release();
+    gate = new Promise<void>((resolve) => (release = resolve));
+    await until(() => acked.length >= Math.min(10, committed.length));
+  }
+  release();
+  gate = Promise.resolve();
+  const acks = await Promise.all(appends);
+  assert.deepEqual(
+    acks.map((a) => a.seq),
+    Array.from({ length: 10 }, (_, i) => i + 1),
+  );
+  assert.ok(Math.max(...batches) <= 3 && batches.some((size) => size > 1), `batches ${JSON.stringify(batches)}`);
+  // A duplicate of an acknowledged message resolves at once; a stream without a running consumer acknowledges at once.
+  assert.deepEqual(await bus.append(`test${n.id}.events.a`, {}, { msgId: 'm0' }), { seq: 1, duplicate: true });
+  await consumer.stop();
+  assert.equal((await bus.append(`test${n.id}.events.a`, {}, { msgId: 'later' })).duplicate, false);
+  await bus.close();
+});
+
+test('an in-process append fails with BusTimeout when its consumer does not acknowledge in time, and the message stays queued', async () => {
+  const bus = new MemoryBus(log);
+  const n = names();
+  await bus.ensureStream(n.stream);
+  let failing = true;
+  const got: string[] = [];
+  const consumer = await bus.consume(n.stream.name, 'w', async (batch) => {
+    if (failing) throw new Error('database down');
+    got.push(...batch.map((m) => m.msgId));
+  });
+  await assert.rejects(
+    bus.append(`test${n.id}.events.a`, {}, { msgId: 'slow', timeoutMs: 300 }),
+    (e: PunkError) => e.code === 'BusTimeout' && /not acknowledged in time.*stays queued/.test(e.message),
+  );
+  failing = false;
+  await until(() => got.includes('slow'), 10_000);
+  await consumer.stop();
+  await bus.close();
+});
+
+test('an in-process stream remembers at most 10,000 message ids for duplicate detection', async () => {
+  const bus = new MemoryBus();
+  const n = names();
+  await bus.ensureStream(n.stream);
+  const subject = `test${n.id}.events.a`;
+  for (let i = 0; i <= 10_000; i++) await bus.append(subject, {}, { msgId: `id-${i}` });
+  assert.equal((await bus.append(subject, {}, { msgId: 'id-10000' })).duplicate, true, 'a recent id is still a duplicate');
+  assert.equal((await bus.append(subject, {}, { msgId: 'id-1' })).duplicate, true, 'so is the oldest one kept');
+  assert.equal((await bus.append(subject, {}, { msgId: 'id-0' })).duplicate, false, 'the first id has been let go');
+  await bus.close();
+});
+
 test('a NATS bucket watch survives the server restarting and resumes where it was', async (t) => {
   const nats = await startPrivateNats();
   t.after(() => nats.stop());
@@ -380,3 +470,72 @@ async function retry<T>(work: () => Promise<T>): Promise<T> {
     }
   }
 }
+
+test('with a journal directory, an in-process append resolves once journaled; what no consumer acknowledged is handed over at the next start', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'punk-journal-'));
+  try {
+    const n = names();
+    const subject = `test${n.id}.events.a`;
+    const file = join(dir, `${n.stream.name}.journal`);
+    // Given a consumer that fails every batch, three appends resolve anyway: they are in the journal.
+    const first = new MemoryBus(log, { journalDir: dir });
+    await first.ensureStream(n.stream);
+    await first.consume(n.stream.name, 'w', () => Promise.reject(new Error('the database is away')));
+    for (const i of [1, 2, 3]) await first.append(subject, { i }, { msgId: `m${i}` });
+    assert.equal((await stat(file)).mode & 0o777, 0o600, 'owner-only');
+    await first.close();
+    // A crash cut a fourth line short: its append never resolved, and it is skipped.
+    await appendFile(file, '{"subject":"cut');
+    // When the next process starts on the directory, its consumer gets the three, in order, and once it
+    // acknowledged them the journal is empty.
+    const second = new MemoryBus(log, { journalDir: dir });
+    await second.ensureStream(n.stream);
+    const got: string[] = [];
+    const consumer = await second.consume(n.stream.name, 'w', async (batch) => {
+      got.push(...batch.map((m) => `${m.msgId}:${JSON.stringify(m.data)}`));
+    });
+    await until(() => got.length >= 3);
+    assert.deepEqual(got, ['m1:{"i":1}', 'm2:{"i":2}', 'm3:{"i":3}']);
+    await until(() => statSync(file).size === 0);
+    await consumer.stop();
+    await second.close();
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('with a journal directory, a consumer takes the appends of its group-commit window in one batch, and stop cuts the window short', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'punk-journal-'));
+  try {
+    const n = names();
+    const subject = `test${n.id}.events.a`;
+    const batches: string[][] = [];
+    const record = async (batch: StreamMessage[]) => {
+      batches.push(batch.map((m) => m.msgId));
+    };
+    // Given three appends a few milliseconds apart in a 2 s window, each resolves at its journal write, before any batch...
+    const bus = new MemoryBus(log, { journalDir: dir, groupCommitMs: 2_000 });
+    await bus.ensureStream(n.stream);
+    const consumer = await bus.consume(n.stream.name, 'w', record);
+    for (const i of [1, 2, 3]) {
+      await bus.append(subject, { i }, { msgId: `m${i}` });
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    assert.deepEqual(batches, [], 'no batch before the window closes');
+    // ...then the consumer gets all three in one batch.
+    await until(() => batches.length > 0, 10_000);
+    assert.deepEqual(batches, [['m1', 'm2', 'm3']]);
+    await consumer.stop();
+    await bus.close();
+    // When a consumer stops inside a window of 10 minutes, what is pending is handed over at once.
+    const patient = new MemoryBus(log, { journalDir: dir, groupCommitMs: 600_000 });
+    await patient.ensureStream(n.stream);
+    const second = await patient.consume(n.stream.name, 'w', record);
+    await patient.append(subject, { i: 4 }, { msgId: 'm4' });
+    await second.stop();
+    assert.deepEqual(batches, [['m1', 'm2', 'm3'], ['m4']]);
+    await patient.close();
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});

@@ -31,6 +31,14 @@ test('every bad value is named with its variable and value', () => {
   );
   assert.throws(() => loadConfig({ PUNK_PORT: '70000' }), /PUNK_PORT="70000"/);
   assert.throws(() => loadConfig({ PUNK_MAX_BODY_BYTES: '-1' }), /PUNK_MAX_BODY_BYTES/);
+  assert.throws(() => loadConfig({ PUNK_WORKFLOW_MAX_NODES: '0' }), /PUNK_WORKFLOW_MAX_NODES="0"/);
+});
+
+test('the workflow limits default to 200 nodes, 5 minutes and 1 MiB, and are read from their variables', () => {
+  const defaults = loadConfig({});
+  assert.deepEqual([defaults.workflowMaxNodes, defaults.workflowMaxRunMs, defaults.workflowMaxResultBytes], [200, 300_000, 1_048_576]);
+  const set = loadConfig({ PUNK_WORKFLOW_MAX_NODES: '5', PUNK_WORKFLOW_MAX_RUN_MS: '1000', PUNK_WORKFLOW_MAX_RESULT_BYTES: '64' });
+  assert.deepEqual([set.workflowMaxNodes, set.workflowMaxRunMs, set.workflowMaxResultBytes], [5, 1000, 64]);
 });
 
 test('a bad flag is named as the flag, not as its environment variable', () => {

@@ -14,6 +14,9 @@ import {
   mcpPolicySchema,
   mcpPolicySpecSchema,
   mcpServerCrd,
+  mcpWorkflowCrd,
+  mcpWorkflowSchema,
+  mcpWorkflowSpecSchema,
   mcpServerSchema,
   mcpServerSpecSchema,
   renderCrds,
@@ -28,7 +31,7 @@ const crd = mcpServerCrd();
 const schemaOf = (definition: JsonSchemaProps) =>
   (definition.spec as { versions: { schema: { openAPIV3Schema: JsonSchemaProps } }[] }).versions[0]!.schema.openAPIV3Schema;
 const openAPIV3Schema = schemaOf(crd);
-const crds = { McpServer: crd, McpCredential: mcpCredentialCrd(), McpPolicy: mcpPolicyCrd() };
+const crds = { McpServer: crd, McpCredential: mcpCredentialCrd(), McpPolicy: mcpPolicyCrd(), McpWorkflow: mcpWorkflowCrd() };
 
 /** Every schema node with its path (`spec.env[].name`), depth first. */
 function* nodes(node: JsonSchemaProps, path = ''): Generator<[string, JsonSchemaProps]> {
@@ -79,7 +82,7 @@ test('the committed crds/ are what the schema in code generates', async () => {
   );
 });
 
-test('the McpServer CRD names, scope, subresource and printer columns', () => {
+test('the McpServer CRD names, scope, subresources (status, scale) and printer columns', () => {
   const spec = crd.spec as Record<string, any>;
   assert.equal((crd.metadata as { name: string }).name, 'mcpservers.mcp.punk.dev');
   assert.equal(spec.group, 'mcp.punk.dev');
@@ -93,7 +96,10 @@ test('the McpServer CRD names, scope, subresource and printer columns', () => {
   assert.equal(spec.scope, 'Namespaced');
   const [version] = spec.versions;
   assert.deepEqual([version.name, version.served, version.storage], ['v1alpha1', true, true]);
-  assert.deepEqual(version.subresources, { status: {} });
+  assert.deepEqual(version.subresources, {
+    status: {},
+    scale: { specReplicasPath: '.spec.replicas', statusReplicasPath: '.status.replicas', labelSelectorPath: '.status.selector' },
+  });
   assert.deepEqual(
     version.additionalPrinterColumns.map((c: { name: string; jsonPath: string }) => [c.name.toUpperCase(), c.jsonPath]),
     [
@@ -161,13 +167,21 @@ test('every cross-field rule of the zod schema has its CEL rule, with a message'
   for (const r of rules) assert.ok(r.message.length > 0, `${r.path}: rule ${r.rule} has no message`);
   const at = (path: string) => rules.filter((r) => r.path === path).map((r) => r.fieldPath ?? r.message);
   assert.deepEqual(at('spec'), [
-    'set exactly one of image, package and url: in the cluster a server runs from an image or a package (command alone runs a local process under punk up only)',
+    'set exactly one of image, package, url and openapi: in the cluster a server runs from an image or a package (command alone runs a local process under punk up only)',
     '.command',
     '.args',
     '.transport',
     '.headers',
+    '.command',
+    '.args',
+    '.transport',
+    '.port',
+    '.protocolEra',
     '.port',
   ]);
+  assert.deepEqual(at('spec.openapi'), ['set exactly one of url, file, content and configMapKeyRef']);
+  assert.deepEqual(at('spec.openapi.url'), ['must be an http or https URL']);
+  assert.deepEqual(at('spec.openapi.baseUrl'), ['must be an http or https URL']);
   assert.deepEqual(at('spec.env[]'), ['set exactly one of value and valueFrom']);
   assert.deepEqual(at('spec.headers[]'), ['set exactly one of value and valueFrom']);
   assert.deepEqual(at('spec.sandbox.egress[]'), ['set exactly one of host and cidr']);
@@ -214,7 +228,8 @@ test('the example manifests validate against the CRD schema, with the defaults z
   const files = (await readdir(dir)).filter((file) => file.endsWith('.yaml'));
   assert.ok(files.length >= 4, `only ${files.length} examples`);
   for (const file of files) {
-    const manifest = parse(await readFile(join(dir, file), 'utf8')) as { spec: unknown };
+    const manifest = parse(await readFile(join(dir, file), 'utf8')) as { kind: string; spec: unknown };
+    if (manifest.kind !== 'McpServer') continue; // policies.yaml: checked with the cluster examples below
     const parsed = mcpServerSpecSchema.parse(manifest.spec);
     assert.ok(validate(manifest), `examples/${file}: ${JSON.stringify(validate.errors)}`);
     assert.deepEqual(manifest.spec, parsed, `examples/${file}: the CRD's defaults differ from zod's`);
@@ -347,12 +362,12 @@ test('command alone is a local process: zod (punk up) accepts it, the CRD (the c
   const spec = { command: ['node', 'server.mjs'] };
   assert.ok(mcpServerSpecSchema.safeParse(spec).success);
   assert.deepEqual(celFailures(specSchema, spec, 'spec'), [
-    'spec: set exactly one of image, package and url: in the cluster a server runs from an image or a package (command alone runs a local process under punk up only)',
+    'spec: set exactly one of image, package, url and openapi: in the cluster a server runs from an image or a package (command alone runs a local process under punk up only)',
   ]);
   const none = mcpServerSpecSchema.safeParse({ args: ['x'] });
   assert.equal(
     none.error?.issues[0]?.message,
-    'set exactly one of image, package and url (found none), or only command for a local process under punk up',
+    'set exactly one of image, package, url and openapi (found none), or only command for a local process under punk up',
   );
 });
 
@@ -423,28 +438,36 @@ test('the McpCredential and McpPolicy CRDs: names, subresource, printer columns,
   assert.equal(spec.priority.default, 100);
 });
 
-/** The documents of every YAML file of examples/cluster, with the file they come from. */
+/** The McpCredential and McpPolicy documents of cluster-examples/ and examples/, with the file they come from. */
 async function clusterExamples(): Promise<{ file: string; object: { kind: string; spec: unknown } }[]> {
-  const dir = join(root, 'examples', 'cluster');
   const out: { file: string; object: { kind: string; spec: unknown } }[] = [];
-  for (const file of (await readdir(dir)).filter((name) => name.endsWith('.yaml')).sort()) {
-    for (const doc of parseAllDocuments(await readFile(join(dir, file), 'utf8'))) out.push({ file, object: doc.toJS() });
+  for (const dir of ['cluster-examples', 'examples']) {
+    for (const file of (await readdir(join(root, dir))).filter((name) => name.endsWith('.yaml')).sort()) {
+      for (const doc of parseAllDocuments(await readFile(join(root, dir, file), 'utf8'))) {
+        const object = doc.toJS() as { kind: string; spec: unknown };
+        if (object.kind !== 'McpServer') out.push({ file: `${dir}/${file}`, object });
+      }
+    }
   }
   return out;
 }
 
-test('the examples of examples/cluster validate against their CRD and zod, with the same defaults', async () => {
+test('the McpCredential, McpPolicy and McpWorkflow examples validate against their CRD and zod, with the same defaults', async () => {
   const examples = await clusterExamples();
-  assert.deepEqual([...new Set(examples.map((e) => e.object.kind))].sort(), ['McpCredential', 'McpPolicy']);
-  const validators = { McpCredential: objectValidator(schemaOf(crds.McpCredential)), McpPolicy: objectValidator(schemaOf(crds.McpPolicy)) };
-  const schemas = { McpCredential: mcpCredentialSchema, McpPolicy: mcpPolicySchema };
+  assert.deepEqual([...new Set(examples.map((e) => e.object.kind))].sort(), ['McpCredential', 'McpPolicy', 'McpWorkflow']);
+  const validators = {
+    McpCredential: objectValidator(schemaOf(crds.McpCredential)),
+    McpPolicy: objectValidator(schemaOf(crds.McpPolicy)),
+    McpWorkflow: objectValidator(schemaOf(crds.McpWorkflow)),
+  };
+  const schemas = { McpCredential: mcpCredentialSchema, McpPolicy: mcpPolicySchema, McpWorkflow: mcpWorkflowSchema };
   for (const { file, object } of examples) {
     const kind = object.kind as keyof typeof validators;
     const parsed = schemas[kind].parse(object);
     const validate = validators[kind];
-    assert.ok(validate(object), `examples/cluster/${file}: ${JSON.stringify(validate.errors)}`);
-    assert.deepEqual(object.spec, parsed.spec, `examples/cluster/${file}: the CRD's defaults differ from zod's`);
-    assert.deepEqual(celFailures(schemaOf(crds[kind]), object, ''), [], `examples/cluster/${file}`);
+    assert.ok(validate(object), `${file}: ${JSON.stringify(validate.errors)}`);
+    assert.deepEqual(object.spec, parsed.spec, `${file}: the CRD's defaults differ from zod's`);
+    assert.deepEqual(celFailures(schemaOf(crds[kind]), object, ''), [], file);
   }
 });
 
@@ -496,6 +519,22 @@ test('the McpCredential CRD accepts and refuses the same specs as zod, naming th
   agree('McpCredential', { type: 'oauth2', secretRef: { name: 'Bad_Name' } }, 'spec.secretRef.name');
   agree('McpCredential', { type: 'kerberos', secretRef: { name: 'tok' } }, 'spec.type');
   agree('McpCredential', { secretRef: { name: 'tok', keys: [] } }, 'spec.secretRef.keys');
+  // Under punk up: values from environment variables and files, instead of a Secret.
+  agree(
+    'McpCredential',
+    {
+      values: [
+        { key: 'token', valueFrom: { env: 'TOKEN' } },
+        { key: 'b', valueFrom: { file: 'b.txt' } },
+      ],
+    },
+    undefined,
+  );
+  agree('McpCredential', {}, 'spec.secretRef');
+  agree('McpCredential', { secretRef: { name: 'tok' }, values: [{ key: 'a', valueFrom: { env: 'A' } }] }, 'spec.secretRef');
+  agree('McpCredential', { values: [{ key: 'a', valueFrom: { env: 'A', file: 'a' } }] }, 'spec.values[0].valueFrom');
+  agree('McpCredential', { values: [{ key: 'a', valueFrom: {} }] }, 'spec.values[0].valueFrom');
+  agree('McpCredential', { values: [{ key: 'a', valueFrom: { env: '1BAD' } }] }, 'spec.values[0].valueFrom.env');
 });
 
 test('the McpPolicy CRD accepts and refuses the same specs as zod, naming the same field', () => {
@@ -537,5 +576,34 @@ test('the McpPolicy CRD accepts and refuses the same specs as zod, naming the sa
   assert.deepEqual(
     duplicate.error?.issues.map((i) => [i.path.join('.'), i.message]),
     [['rules.1.name', 'duplicate name a']],
+  );
+});
+
+test('the McpWorkflow CRD refuses at apply what CEL can check: start naming no node, an output node with next; nodes keyed by id', () => {
+  const schema = schemaOf(crds.McpWorkflow);
+  const spec = (schema.properties as Record<string, JsonSchemaProps>).spec!;
+  assert.deepEqual(
+    [
+      (spec.properties as Record<string, JsonSchemaProps>).nodes!['x-kubernetes-list-type'],
+      (spec.properties as Record<string, JsonSchemaProps>).nodes!['x-kubernetes-list-map-keys'],
+    ],
+    ['map', ['id']],
+  );
+  const validate = objectValidator(schema);
+  const output = { id: 'done', kind: 'output', config: { value: { kind: 'literal', value: 1 } } };
+  const failures = (workflowSpec: Record<string, unknown>) => {
+    const object = { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpWorkflow', metadata: { name: 'w' }, spec: workflowSpec };
+    assert.ok(validate(object), JSON.stringify(validate.errors));
+    return celFailures(spec, object.spec, 'spec');
+  };
+  const good = { start: 'done', nodes: [output] };
+  assert.deepEqual(failures(good), []);
+  assert.ok(mcpWorkflowSpecSchema.safeParse(good).success);
+  assert.deepEqual(failures({ start: 'nope', nodes: [output] }), ['spec.start: start must be the id of a node']);
+  const withNext = { start: 'done', nodes: [{ ...output, next: 'done' }] };
+  assert.deepEqual(failures(withNext), ['spec.nodes[0].next: an output node ends the run: remove next']);
+  assert.deepEqual(
+    mcpWorkflowSpecSchema.safeParse(withNext).error?.issues.map((i) => i.path.join('.')),
+    ['nodes.0.next'],
   );
 });

@@ -8,7 +8,7 @@ import { createLogger } from '../log.js';
 import { PunkError } from '../errors.js';
 import { openDatabase, type Database } from '../db/database.js';
 import { migrate } from '../db/migrate.js';
-import { createScratchDatabase } from './pgtest.js';
+import { createScratchDatabase, testServerUrl } from './pgtest.js';
 
 const log = createLogger('db-test', 'silent');
 
@@ -106,6 +106,61 @@ test('a connection terminated while checked out fails its transaction with Datab
     for (let i = 0; i < 12; i++) await db.ping();
   } finally {
     await db.close();
+    await scratch.drop();
+  }
+});
+
+test('backends terminated again and again under load, just after start-up included, never end the process', async () => {
+  const scratch = await createScratchDatabase();
+  const db = await openDatabase({ url: scratch.url, log });
+  const database = new URL(scratch.url).pathname.slice(1);
+  const admin = await openDatabase({ url: testServerUrl, log });
+  try {
+    // Given twenty callers of statements and transactions while every backend of the database is terminated
+    // every few milliseconds (so some die between their start-up and their first statement),
+    let loading = true;
+    let terminated = 0;
+    const terminator = (async () => {
+      while (loading) {
+        const { rows } = await admin.query<{ n: number }>(
+          'SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE datname = $1',
+          [database],
+        );
+        terminated += rows[0]!.n;
+        await new Promise((r) => setTimeout(r, 5 + Math.random() * 30));
+      }
+    })();
+    const outcomes = { ok: 0, unavailable: 0, other: [] as unknown[] };
+    const until = Date.now() + 6_000;
+    const caller = async () => {
+      while (Date.now() < until) {
+        const work =
+          Math.random() < 0.5
+            ? db.query('SELECT 1')
+            : db.transaction(async (tx) => {
+                await tx.query('SELECT 1');
+                await new Promise((r) => setTimeout(r, Math.random() * 5));
+                await tx.query('SELECT 2');
+              });
+        await work.then(
+          () => outcomes.ok++,
+          (error: unknown) =>
+            error instanceof PunkError && error.code === 'DatabaseUnavailable' ? outcomes.unavailable++ : outcomes.other.push(error),
+        );
+      }
+    };
+    await Promise.all(Array.from({ length: 20 }, caller));
+    loading = false;
+    await terminator;
+    // then the process is still here (an unheard 'error' event would have ended it), every failure was
+    // DatabaseUnavailable, and once the terminations stop the next statements succeed.
+    assert.ok(terminated > 20, `backends were terminated (${terminated})`);
+    assert.deepEqual(outcomes.other, []);
+    assert.ok(outcomes.unavailable > 0 && outcomes.ok > 0, `some failed and some succeeded (${JSON.stringify(outcomes)})`);
+    for (let i = 0; i < 12; i++) await db.ping();
+  } finally {
+    await db.close();
+    await admin.close();
     await scratch.drop();
   }
 });

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -64,7 +64,7 @@ spec:
   );
   const lines = errors.map((e) => `${e.document} ${e.field}: ${e.message}`);
   assert.ok(
-    lines.some((l) => /^2 spec.url: set exactly one of image, package and url/.test(l)),
+    lines.some((l) => /^2 spec.url: set exactly one of image, package, url and openapi/.test(l)),
     lines.join('\n'),
   );
   assert.ok(
@@ -124,12 +124,31 @@ test('a directory load reads every yaml file, reports YAML errors and duplicate 
   }
 });
 
-test('McpCredential and McpPolicy documents are passed over; an unknown kind of the group is still an error', () => {
+test("a directory load reads subdirectories, and leaves out dot directories (state, such as punk up's .punk/)", async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'punk-manifests-'));
+  try {
+    await mkdir(join(dir, 'team/servers'), { recursive: true });
+    await mkdir(join(dir, '.punk/data'), { recursive: true });
+    await writeFile(join(dir, 'team/servers/a.yaml'), good);
+    // A copy in a dot directory would be a duplicate name if it were read.
+    await writeFile(join(dir, '.punk/data/a.yaml'), good);
+    const { servers, errors } = await loadManifestDirectory(dir, 'team-a');
+    assert.deepEqual(errors, []);
+    assert.deepEqual(
+      servers.map((s) => s.file.slice(s.file.indexOf('team'))),
+      ['team/servers/a.yaml'],
+    );
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('McpCredential and McpPolicy documents are loaded beside McpServers; an unknown kind of the group is an error', () => {
   const text = `${good}---
 apiVersion: mcp.punk.dev/v1alpha1
 kind: McpCredential
 metadata: { name: github }
-spec: { secretRef: { name: github-token } }
+spec: { values: [{ key: token, valueFrom: { env: GITHUB_TOKEN } }] }
 ---
 apiVersion: mcp.punk.dev/v1alpha1
 kind: McpPolicy
@@ -140,95 +159,57 @@ apiVersion: mcp.punk.dev/v1alpha1
 kind: McpGadget
 metadata: { name: g }
 spec: {}
+---
+apiVersion: mcp.punk.dev/v1alpha1
+kind: McpCredential
+metadata: { name: both }
+spec: { values: [{ key: a, valueFrom: { env: A, file: a.txt } }] }
 `;
-  const { servers, errors } = parseManifests(text, 'mixed.yaml', 'default');
+  const { servers, policies, credentials, errors } = parseManifests(text, 'mixed.yaml', 'default');
   assert.deepEqual(
     servers.map((s) => s.server.metadata.name),
     ['everything'],
   );
   assert.deepEqual(
-    errors.map((e) => [e.document, e.field]),
-    [[4, 'kind']],
+    policies.map((p) => [p.object.metadata.namespace, p.object.metadata.name, p.document]),
+    [['default', 'baseline', 3]],
   );
-});
-
-test('the example manifests are valid, and the cluster-only ones of examples/cluster are not served', async () => {
-  const { servers, errors } = await loadManifestDirectory(join(import.meta.dirname, '../../../../examples'), 'default');
-  assert.deepEqual(errors, []);
-  assert.deepEqual(servers.map((s) => s.server.metadata.name).sort(), ['everything', 'everything-http', 'filesystem', 'memory']);
-});
-
-test('literal header values must be HTTP field values and env values hold no NUL; errors never echo the value', () => {
-  const text = `apiVersion: mcp.punk.dev/v1alpha1
-kind: McpServer
-metadata: { name: remote }
-spec:
-  url: https://mcp.example.com/mcp
-  headers:
-    - name: Authorization
-      value: "Bearer LITSECRET-1\\r\\nX: y"
-    - name: X-Tab
-      value: "a\\tb"
----
-apiVersion: mcp.punk.dev/v1alpha1
-kind: McpServer
-metadata: { name: local }
-spec:
-  command: ["srv"]
-  image: x
-  env:
-    - name: TOKEN
-      value: "NULSECRET-2\\0z"
-`;
-  const { errors } = parseManifests(text, 'm.yaml', 'default');
-  const fields = errors.map((e) => e.field);
-  assert.deepEqual(fields.sort(), ['spec.env.0.value', 'spec.headers.0.value'], JSON.stringify(errors));
-  assert.ok(!JSON.stringify(errors).includes('SECRET'), JSON.stringify(errors));
-  assert.match(errors.find((e) => e.field === 'spec.headers.0.value')!.message, /HTTP field value/);
-});
-
-test('a manifest may not set the headers Punk sets itself', () => {
-  const text = `apiVersion: mcp.punk.dev/v1alpha1
-kind: McpServer
-metadata: { name: remote }
-spec:
-  url: https://mcp.example.com/mcp
-  headers:
-    - { name: Mcp-Session-Id, value: forged }
-    - { name: content-length, value: "0" }
-    - { name: X-Api-Version, value: "2" }
-`;
-  const { errors } = parseManifests(text, 'm.yaml', 'default');
-  assert.deepEqual(errors.map((e) => e.field).sort(), ['spec.headers.0.name', 'spec.headers.1.name']);
-  assert.match(errors[0]!.message, /set by Punk itself/);
-});
-
-test('protocolEra pins "2025" or "2026"; a bare YAML number and an sse server in 2026 are refused, naming the field', () => {
-  const manifest = (name: string, spec: string) => `apiVersion: mcp.punk.dev/v1alpha1
-kind: McpServer
-metadata: { name: ${name} }
-spec:
-  image: x
-${spec}
-`;
-  const pinned = parseManifests(manifest('pinned', '  protocolEra: "2026"'), 'pinned.yaml', 'default');
-  assert.deepEqual(pinned.errors, []);
-  assert.equal(pinned.servers[0]?.server.spec.protocolEra, '2026');
-  assert.equal(parseManifests(good, 'x.yaml', 'default').servers[0]?.server.spec.protocolEra, undefined, 'default: the client era');
-  const bare = parseManifests(manifest('bare', '  protocolEra: 2026'), 'bare.yaml', 'default').errors;
   assert.deepEqual(
-    bare.map((e) => e.field),
-    ['spec.protocolEra'],
+    credentials.map((c) => [c.object.metadata.name, c.document]),
+    [['github', 2]],
   );
-  assert.match(bare[0]?.message ?? '', /quoted \(in YAML a bare 2026 is a number\)/);
-  const sse = parseManifests(
-    manifest('old', '  url: https://example.com/sse\n  transport: sse\n  protocolEra: "2026"').replace('  image: x\n', ''),
-    'old.yaml',
+  assert.deepEqual(
+    errors.map((e) => [e.document, e.field, e.message]),
+    [
+      [
+        4,
+        'kind',
+        'expected apiVersion mcp.punk.dev/v1alpha1 and kind McpServer, McpPolicy or McpCredential (got "mcp.punk.dev/v1alpha1" "McpGadget")',
+      ],
+      [5, 'spec.values.0.valueFrom', 'set exactly one of env and file'],
+    ],
+  );
+});
+
+test('the example manifests are valid: the servers and the policy of examples/ (cluster-examples/ is not under it)', async () => {
+  const { servers, policies, credentials, errors } = await loadManifestDirectory(
+    join(import.meta.dirname, '../../../../examples'),
     'default',
-  ).errors;
-  assert.deepEqual(
-    sse.map((e) => e.field),
-    ['spec.protocolEra'],
   );
-  assert.match(sse[0]?.message ?? '', /an sse server speaks the 2025 era only/);
+  assert.deepEqual(errors, []);
+  assert.deepEqual(servers.map((s) => s.server.metadata.name).sort(), [
+    'everything',
+    'everything-http',
+    'filesystem',
+    'memory',
+    'petstore',
+  ]);
+  // The OpenAPI document beside its manifest is not read as a manifest, and its path is made absolute.
+  const petstore = servers.find((s) => s.server.metadata.name === 'petstore')!.server;
+  assert.equal(petstore.spec.openapi?.file, join(import.meta.dirname, '../../../../examples/openapi/petstore-openapi.yaml'));
+  assert.deepEqual(
+    policies.map((p) => p.object.spec.rules.map((r) => r.decision)),
+    [['deny', 'deny', 'approval_required', 'allow']],
+  );
+  assert.deepEqual(credentials, []);
 });

@@ -3,8 +3,7 @@
  * the active context), and, when an OTLP endpoint is configured (settings.ts), a tracer provider with a batch
  * span processor exporting over OTLP/HTTP and the W3C Trace Context and Baggage propagators.
  */
-import { context, propagation, trace } from '@opentelemetry/api';
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { propagation, trace } from '@opentelemetry/api';
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter as OtlpJsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPTraceExporter as OtlpProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
@@ -19,6 +18,7 @@ import {
   type Sampler,
 } from '@opentelemetry/sdk-trace';
 import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
+import { manageContext } from './context.js';
 import { tracingSettings, type TracingSettings } from './settings.js';
 
 /** Tracing of a process as `startTracing` set it up. */
@@ -34,7 +34,6 @@ const SHUTDOWN_TIMEOUT_MS = 5_000;
 
 /** The provider this process registered, shared by every `startTracing` of the process, and how many hold it. */
 let installed: { provider: TracerProvider; settings: TracingSettings; holders: number } | undefined;
-let contextManaged = false;
 
 function samplerOf(settings: TracingSettings): Sampler {
   const ratio = new TraceIdRatioBasedSampler(settings.samplerRatio);
@@ -82,7 +81,7 @@ function register(settings: TracingSettings): TracerProvider {
  */
 export function startTracing(service: string, env: NodeJS.ProcessEnv = process.env): Tracing {
   // Registered once, even with tracing off: log lines and bus hand-offs read the active context.
-  if (!contextManaged) contextManaged = context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  manageContext();
   const settings = tracingSettings(service, env);
   if (!settings) return { settings, shutdown: async () => undefined };
   installed ??= { provider: register(settings), settings, holders: 0 };

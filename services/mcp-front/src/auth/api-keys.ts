@@ -35,6 +35,8 @@ export interface NewApiKey {
 export type ApiKeyInfo = Omit<ApiKey, 'sha256'>;
 
 const KEY_PATTERN = /^pk_([0-9a-f]{16})_[A-Za-z0-9_-]{43}$/;
+/** A key's id: 16 lower-case hex characters. */
+const ID_PATTERN = /^[0-9a-f]{16}$/;
 
 /** Whether a bearer token has the shape of an API key (`pk_…`); other tokens go to the OAuth verifier. */
 export function looksLikeApiKey(token: string): boolean {
@@ -121,6 +123,16 @@ export class ApiKeyStore {
   }
 
   /**
+   * The key of `id` without its hash, or undefined when there is none.
+   * @throws PunkError from the bus or the database when the records cannot be read.
+   */
+  async find(id: string): Promise<ApiKeyInfo | undefined> {
+    if (!ID_PATTERN.test(id)) return undefined;
+    const stored = await this.records.get(id);
+    return stored === undefined ? undefined : infoOf(parseMessage(apiKeySchema, this.records.where, stored));
+  }
+
+  /**
    * Every stored key (of one tenant when given), oldest first, without hashes.
    * @throws PunkError from the bus or the database when the records cannot be read.
    */
@@ -136,7 +148,7 @@ export class ApiKeyStore {
    * @throws PunkError `ApiKeyNotFound` when no key has this id.
    */
   async revoke(id: string): Promise<void> {
-    if (!/^[0-9a-f]{16}$/.test(id) || !(await this.records.delete(id)))
+    if (!ID_PATTERN.test(id) || !(await this.records.delete(id)))
       throw new PunkError('ApiKeyNotFound', `no API key with id ${JSON.stringify(id)}`, { id });
   }
 }

@@ -2,11 +2,14 @@
  * Who is calling: the bearer token of a request (RFC 6750 §2.1, `Authorization` header only) turned into
  * the caller's {@link Principal}, or a refusal (challenge.ts). A token is
  *
- * - `PUNK_AUTH_BOOTSTRAP_ADMIN_KEY`: subject `bootstrap-admin`, the admin scope only;
+ * - `PUNK_AUTH_BOOTSTRAP_ADMIN_KEY`: subject `bootstrap-admin`, the admin and platform admin scopes;
  * - an API key `pk_…` (api-keys.ts): subject `api-key:<id>`, the key's tenant, scopes and groups;
  * - otherwise an OAuth access token (oauth.ts), when a verifier is configured: subject `sub` (or
  *   `client_id`), scopes from `scope` (space-separated) or `scp`, groups from the groups claim, tenant from
  *   the tenant claim (or the front's tenant when none is configured).
+ *
+ * A key or token of another tenant than the front's is refused (403), unless it carries the platform admin
+ * scope: a platform admin acts in every tenant, and its principal is then of the front's tenant.
  *
  * The token is used here and nowhere else: it is never stored, logged, or forwarded upstream (the
  * gateway's upstream requests carry only the principal over the bus).
@@ -20,8 +23,10 @@ import { sendMcpRefusal, type Refusal } from './challenge.js';
 import { metadataRouter, ResourceUrls } from './metadata.js';
 import { introspectionVerifier, jwtVerifier, staticKey, type AccessTokenVerifier, type TokenClaims } from './oauth.js';
 
-/** Default scope of the admin API. */
+/** Default scope of a tenant admin: the admin API in the caller's own tenant. */
 export const DEFAULT_ADMIN_SCOPE = 'punk:admin';
+/** Default scope of a platform admin: the admin API in every tenant (a tenant admin has {@link DEFAULT_ADMIN_SCOPE} only). */
+export const DEFAULT_PLATFORM_ADMIN_SCOPE = 'punk:platform-admin';
 /** Subject of the bootstrap admin key. */
 export const BOOTSTRAP_ADMIN_SUBJECT = 'bootstrap-admin';
 
@@ -29,11 +34,13 @@ export const BOOTSTRAP_ADMIN_SUBJECT = 'bootstrap-admin';
 export interface AuthOptions {
   /** The URL clients reach Punk at (`PUNK_PUBLIC_URL`): audiences and metadata derive from it. */
   publicUrl: string;
-  /** Scope of the admin API; default {@link DEFAULT_ADMIN_SCOPE}. */
+  /** Scope of the admin API in the caller's own tenant; default {@link DEFAULT_ADMIN_SCOPE}. */
   adminScope?: string;
+  /** Scope of the admin API in every tenant; default {@link DEFAULT_PLATFORM_ADMIN_SCOPE}. */
+  platformAdminScope?: string;
   /** Scopes every MCP request must carry (403 `insufficient_scope` otherwise). Default none. */
   requiredScopes?: string[];
-  /** A static admin token (at least 32 characters), to create the first API keys. */
+  /** A static platform admin token (at least 32 characters), to create the first API keys. */
   bootstrapAdminKey?: string;
   /** Authorization server issuer: the required `iss`, and `authorization_servers` of the metadata. */
   issuer?: string;
@@ -57,17 +64,30 @@ export interface AuthOptions {
   groupsClaim?: string;
   /** `resource_name` of the metadata. Default `Punk MCP endpoint`. */
   resourceName?: string;
+  /**
+   * The dashboard's sign-in at `issuer` (`PUNK_DASHBOARD_OAUTH_CLIENT_ID`, `PUNK_DASHBOARD_OAUTH_SCOPES`): its public
+   * client id and the scopes it asks for (empty: the admin scope and the required scopes). Needs `issuer`.
+   */
+  dashboard?: { clientId: string; scopes: string[] };
 }
 
 const DEFAULT_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'];
 
-/** The caller, or why it is refused. */
-export type Identification = { ok: true; principal: Principal } | { ok: false; refusal: Refusal };
+/** How a caller authenticated: the bootstrap admin key, an API key, or an OAuth access token. */
+export type CredentialKind = 'bootstrap' | 'apiKey' | 'oauth';
+
+/**
+ * The caller with how it authenticated (`expiresAt`: an OAuth token's `exp`, in ms since the epoch), or why it is
+ * refused.
+ */
+export type Identification = { ok: true; principal: Principal; kind: CredentialKind; expiresAt?: number } | { ok: false; refusal: Refusal };
 
 /** A front's authenticator. */
 export interface Authenticator {
-  /** Scope of the admin API. */
+  /** Scope of the admin API in the caller's own tenant (a tenant admin). */
   adminScope: string;
+  /** Scope of the admin API in every tenant (a platform admin). */
+  platformAdminScope: string;
   /** The API keys (the bus's bucket, or the database of `punk up`). */
   keys: ApiKeyStore;
   /** The RFC 9728 documents (mount at the root). */
@@ -110,11 +130,18 @@ export function authOptionsFromConfig(config: PunkConfig): AuthOptions | undefin
       'PUNK_AUTH_INTROSPECTION_URL needs PUNK_AUTH_INTROSPECTION_CLIENT_ID and PUNK_AUTH_INTROSPECTION_CLIENT_SECRET',
     );
   }
+  if (config.dashboardOauthClientId !== undefined && (!config.authIssuer || sources.length === 0)) {
+    throw new PunkError(
+      'InvalidConfig',
+      'PUNK_DASHBOARD_OAUTH_CLIENT_ID needs PUNK_AUTH_ISSUER (the authorization server the dashboard signs in with) and one of PUNK_AUTH_JWKS_URL, PUNK_AUTH_JWT_KEY and PUNK_AUTH_INTROSPECTION_URL (how Punk verifies the tokens it issues)',
+    );
+  }
   // Read the static key now, so a bad one stops start-up before anything runs.
   if (config.authJwtKey !== undefined) staticKey(config.authJwtKey, config.authAlgorithms);
   return {
     publicUrl: config.publicUrl,
     adminScope: config.authAdminScope,
+    platformAdminScope: config.authPlatformAdminScope,
     requiredScopes: config.authRequiredScopes,
     ...(config.authBootstrapAdminKey && { bootstrapAdminKey: config.authBootstrapAdminKey }),
     ...(config.authIssuer && { issuer: config.authIssuer }),
@@ -132,6 +159,9 @@ export function authOptionsFromConfig(config: PunkConfig): AuthOptions | undefin
     clockToleranceMs: config.authClockToleranceMs,
     ...(config.authTenantClaim && { tenantClaim: config.authTenantClaim }),
     groupsClaim: config.authGroupsClaim,
+    ...(config.dashboardOauthClientId && {
+      dashboard: { clientId: config.dashboardOauthClientId, scopes: config.dashboardOauthScopes },
+    }),
   };
 }
 
@@ -161,6 +191,10 @@ export async function createAuthenticator(options: {
     throw new PunkError('InvalidConfig', 'configure one way of verifying OAuth access tokens: a JWKS URL, a static key, or introspection');
   }
   const adminScope = auth.adminScope ?? DEFAULT_ADMIN_SCOPE;
+  const platformAdminScope = auth.platformAdminScope ?? DEFAULT_PLATFORM_ADMIN_SCOPE;
+  /** Why a credential of tenant `other` is refused here: it names both tenants and the scope that would let it in. */
+  const foreign = (what: string, other: string) =>
+    `${what} is for tenant ${other}, not ${tenant}; acting in another tenant needs the scope ${platformAdminScope} (a platform admin)`;
   const requiredScopes = auth.requiredScopes ?? [];
   const groupsClaim = auth.groupsClaim ?? 'groups';
   const clockToleranceMs = auth.clockToleranceMs ?? 30_000;
@@ -175,20 +209,24 @@ export async function createAuthenticator(options: {
   const principalOf = (claims: TokenClaims): Identification => {
     const subject = stringClaim(claims['sub']) ?? stringClaim(claims['client_id']);
     if (!subject) return refuse(401, 'invalid_token', 'the access token names no subject (sub)');
-    if (auth.tenantClaim !== undefined) {
+    const scopes = listClaim(claims['scope'] ?? claims['scp']);
+    if (auth.tenantClaim !== undefined && !scopes.includes(platformAdminScope)) {
       const claimed = stringClaim(claims[auth.tenantClaim]);
       if (claimed !== tenant) {
         return refuse(
           403,
           undefined,
-          claimed === undefined
-            ? `the access token names no tenant (claim ${auth.tenantClaim})`
-            : `the access token is for tenant ${claimed}, not ${tenant}`,
+          claimed === undefined ? `the access token names no tenant (claim ${auth.tenantClaim})` : foreign('the access token', claimed),
         );
       }
     }
-    const scopes = listClaim(claims['scope'] ?? claims['scp']);
-    return { ok: true, principal: { subject, tenant, groups: listClaim(claims[groupsClaim]), scopes } };
+    const exp = claims['exp'];
+    return {
+      ok: true,
+      principal: { subject, tenant, groups: listClaim(claims[groupsClaim]), scopes },
+      kind: 'oauth',
+      ...(typeof exp === 'number' && { expiresAt: exp * 1000 }),
+    };
   };
 
   const identify = async (req: IncomingMessage): Promise<Identification> => {
@@ -204,7 +242,11 @@ export async function createAuthenticator(options: {
     }
     const token = match[1]!;
     if (bootstrapHash && timingSafeEqual(sha256(token), bootstrapHash)) {
-      return { ok: true, principal: { subject: BOOTSTRAP_ADMIN_SUBJECT, tenant, groups: [], scopes: [adminScope] } };
+      return {
+        ok: true,
+        principal: { subject: BOOTSTRAP_ADMIN_SUBJECT, tenant, groups: [], scopes: [adminScope, platformAdminScope] },
+        kind: 'bootstrap',
+      };
     }
     if (looksLikeApiKey(token)) {
       let key;
@@ -215,8 +257,9 @@ export async function createAuthenticator(options: {
         return refuse(503, undefined, `API keys could not be read: ${errorMessage(error)}`);
       }
       if (!key) return refuse(401, 'invalid_token', 'the API key is unknown or revoked');
-      if (key.tenant !== tenant) return refuse(403, undefined, `the API key is for tenant ${key.tenant}, not ${tenant}`);
-      return { ok: true, principal: { subject: `api-key:${key.id}`, tenant, groups: key.groups, scopes: key.scopes } };
+      if (key.tenant !== tenant && !key.scopes.includes(platformAdminScope))
+        return refuse(403, undefined, foreign('the API key', key.tenant));
+      return { ok: true, principal: { subject: `api-key:${key.id}`, tenant, groups: key.groups, scopes: key.scopes }, kind: 'apiKey' };
     }
     if (!verifier) return refuse(401, 'invalid_token', 'the token is not an API key (pk_…), and no OAuth token verifier is configured');
     try {
@@ -230,6 +273,7 @@ export async function createAuthenticator(options: {
 
   return {
     adminScope,
+    platformAdminScope,
     keys,
     metadata: metadataRouter({
       publicUrl: auth.publicUrl,

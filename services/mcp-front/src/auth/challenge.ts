@@ -10,6 +10,7 @@
  * | malformed request    | 400    | `invalid_request`     |
  * | missing scope        | 403    | `insufficient_scope`  |
  * | another tenant       | 403    | none                  |
+ * | admin, other tenant  | 403    | `insufficient_scope`  |
  * | verifier unreachable | 503    | no challenge          |
  */
 import type { ServerResponse } from 'node:http';

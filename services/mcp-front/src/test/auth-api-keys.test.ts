@@ -8,8 +8,7 @@ import { strict as assert } from 'node:assert';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import { defaultPolicy, heuristicToolLevel, type PolicyRule } from '@punk/governance';
-import { createLogger, ledgerEventSchema, streams, subjects } from '@punk/lib';
+import { createLogger, heuristicToolLevel, ledgerEventSchema, streams, subjects } from '@punk/lib';
 import { everything, startReplicaSet, type ReplicaSet } from './replica-harness.js';
 
 const log = createLogger('auth-api-keys-test', 'silent');
@@ -17,11 +16,20 @@ const PUBLIC = 'https://punk.example.test';
 const BOOTSTRAP = randomBytes(24).toString('base64url');
 const REQUIRED_SCOPE = 'mcp';
 
-/** Readers may use read-level tools only: the policy a test sets on governance. */
-const policy: PolicyRule[] = [
-  { name: 'test/readers-read-only', match: { groups: ['readers'], minLevel: 2 }, decision: 'deny', reason: 'readers may only read' },
-  ...defaultPolicy,
-];
+/** Readers may use read-level tools only: the tenant's McpPolicy `test`. */
+const policies = {
+  test: {
+    rules: [
+      {
+        name: 'readers-read-only',
+        groups: ['readers'],
+        sideEffectLevels: { min: 2 },
+        decision: 'deny' as const,
+        reason: 'readers may only read',
+      },
+    ],
+  },
+};
 
 interface CreatedKey {
   key: string;
@@ -31,6 +39,7 @@ interface CreatedKey {
   scopes: string[];
   groups: string[];
   createdBy: string;
+  warnings?: string[];
 }
 
 function api(base: string, token: string | undefined, method: string, path: string, body?: unknown): Promise<Response> {
@@ -92,7 +101,7 @@ describe('API keys on two replicas', () => {
     replicas = await startReplicaSet(log, {
       prefix: 'keys',
       servers: (tenant) => [everything('everything', tenant)],
-      policy,
+      policies,
       frontOptions: () => ({ auth }),
     });
   });
@@ -133,6 +142,20 @@ describe('API keys on two replicas', () => {
     assert.equal(called.length, 2, 'both calls are on the ledger under the key subject');
   });
 
+  it('an unknown query parameter is refused on every API key route, naming the accepted ones', async () => {
+    for (const [method, path, accepted] of [
+      ['GET', '/api-keys?tenat=team-a', 'accepted: tenant'],
+      ['POST', '/api-keys?tenat=team-a', 'it accepts no query parameters'],
+      ['DELETE', '/api-keys/some-id?tenat=team-a', 'it accepts no query parameters'],
+    ] as const) {
+      const response = await api(replicas.a.base, BOOTSTRAP, method, path, method === 'POST' ? { name: 'typo' } : undefined);
+      assert.equal(response.status, 400, `${method} ${path}`);
+      const { error } = (await response.json()) as { error: { code: string; message: string } };
+      assert.equal(error.code, 'InvalidParameter');
+      assert.equal(error.message, `unknown query parameter "tenat" of /api/v1${path.split('?')[0]!}; ${accepted}`);
+    }
+  });
+
   it('without a token, or without the admin scope, the admin API refuses: 401 and 403 insufficient_scope', async () => {
     const anonymous = await api(replicas.a.base, undefined, 'POST', '/api-keys', { name: 'x' });
     assert.equal(anonymous.status, 401);
@@ -171,6 +194,13 @@ describe('API keys on two replicas', () => {
     const admin = await createKey(replicas.a.base, BOOTSTRAP, { name: 'second admin', scopes: ['punk:admin'] });
     const made = await createKey(replicas.b.base, admin.key, { name: 'made by an admin key' });
     assert.equal(made.createdBy, `api-key:${admin.id}`);
+    assert.equal(admin.warnings, undefined, 'a scope Punk defines passes without a word');
+    // A misspelt punk: scope is kept, with a warning naming the scopes Punk defines; a deployment's own scope passes.
+    const misspelt = await createKey(replicas.a.base, BOOTSTRAP, { name: 'typo', scopes: ['punk:admn', 'team:reports', REQUIRED_SCOPE] });
+    assert.deepEqual(misspelt.scopes, ['punk:admn', 'team:reports', REQUIRED_SCOPE]);
+    assert.deepEqual(misspelt.warnings, [
+      'scope punk:admn is not one Punk defines (punk:admin, punk:platform-admin, mcp): the key has it as given, but it makes no admin',
+    ]);
     const response = await initialize(replicas.a.base, admin.key);
     assert.equal(response.status, 403);
     assert.match(response.headers.get('www-authenticate') ?? '', /error="insufficient_scope", error_description="[^"]*mcp/);

@@ -575,6 +575,28 @@ describe('mcp-front as an OAuth 2.1 resource server', () => {
     assert.equal(stranger.status, 401);
   });
 
+  it('an access token with the admin scope is a tenant admin of its tenant; with the platform admin scope it acts in every tenant, whatever its tenant claim', async () => {
+    const servers = async (token: string, query = '') =>
+      fetch(`${staticKey.base}/api/v1/mcp/servers${query}`, { headers: { authorization: `Bearer ${token}` } });
+    const tenantAdmin = await jwt({ tenant, scope: 'punk:admin' }, { audience: PUBLIC });
+    assert.equal((await servers(tenantAdmin)).status, 200);
+    const refused = await servers(tenantAdmin, '?tenant=someone-else');
+    assert.equal(refused.status, 403);
+    assert.match(
+      ((await refused.json()) as { error: { message: string } }).error.message,
+      new RegExp(
+        `admin of tenant ${tenant} acts only in tenant ${tenant}: acting in tenant someone-else needs the scope punk:platform-admin`,
+      ),
+    );
+    const platform = await jwt({ tenant: 'someone-else', scope: 'punk:platform-admin' }, { audience: PUBLIC });
+    assert.equal((await servers(platform, '?tenant=someone-else')).status, 200);
+    assert.equal((await servers(platform)).status, 200, "a platform admin's tenant claim may name another tenant");
+    assert.equal(
+      (await initialize(`${staticKey.base}/mcp`, await jwt({ tenant: 'someone-else', scope: 'punk:platform-admin' }))).status,
+      200,
+    );
+  });
+
   it('an oct (HMAC) key verifies HS256 tokens once PUNK_AUTH_ALGORITHMS names HS256; start-up refuses it with the default algorithms, and refuses a garbage key', async () => {
     const secret = randomBytes(32);
     const env = {

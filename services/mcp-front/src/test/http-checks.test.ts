@@ -223,10 +223,11 @@ describe('mcp-front HTTP checks, in order', () => {
       assert.equal(error.status, c.status, `${c.name}: ${error.message}`);
       assert.equal(error.code, c.code, `${c.name}: ${error.message}`);
       if (c.status === 405) assert.equal(response.headers.get('allow'), c.init.method === 'GET' ? 'POST' : 'GET, POST, DELETE');
+      if (c.status === 413) assert.match(error.message, /exceeds the limit of \d+ bytes \(PUNK_MAX_BODY_BYTES\)/);
     }
   });
 
-  it('an unsupported MCP-Protocol-Version is 400 with the request id, naming every version and listing those of the request’s era', async () => {
+  it('an unsupported MCP-Protocol-Version is 400 with the request id, naming and listing every version (a 2026-style request: those of its era)', async () => {
     const error = await errorOf(
       await post(`${t.base}/mcp`, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, { 'mcp-protocol-version': '2024-01-01' }),
       1,
@@ -234,7 +235,7 @@ describe('mcp-front HTTP checks, in order', () => {
     assert.equal(error.status, 400);
     assert.match(error.message, /2024-01-01/);
     assert.match(error.message, /2026-07-28, 2025-11-25, 2025-06-18, 2025-03-26/);
-    assert.deepEqual(error.data, { supported: [V2025, '2025-06-18', '2025-03-26'], requested: '2024-01-01' });
+    assert.deepEqual(error.data, { supported: [V2026, V2025, '2025-06-18', '2025-03-26'], requested: '2024-01-01' }, 'as the message');
     const meta = {
       'io.modelcontextprotocol/protocolVersion': 'v999',
       'io.modelcontextprotocol/clientInfo': clientInfo,
@@ -380,6 +381,7 @@ describe('2025-era initialize limits and response modes', () => {
       const refused = await post(`${direct.base}/mcp`, initializeBody(), { 'x-forwarded-for': '203.0.113.9' });
       const error = await errorOf(refused);
       assert.equal(error.status, 429, 'a spoofed X-Forwarded-For does not help');
+      assert.match(error.message, /more than 2 initialize requests per minute from this address \(PUNK_INITIALIZE_RATE_LIMIT\)/);
       const retryAfter = Number(refused.headers.get('retry-after'));
       assert.ok(retryAfter >= 1 && retryAfter <= 60, `Retry-After ${retryAfter}`);
     } finally {
@@ -402,7 +404,9 @@ describe('2025-era initialize limits and response modes', () => {
       const first = await initialize(t.base);
       await initialize(t.base);
       const refused = await post(`${t.base}/mcp`, initializeBody());
-      assert.equal((await errorOf(refused)).status, 503);
+      const unavailable = await errorOf(refused);
+      assert.equal(unavailable.status, 503);
+      assert.match(unavailable.message, /holds its maximum of 2 sessions \(PUNK_MAX_SESSIONS\)/);
       assert.equal(refused.headers.get('retry-after'), '15');
       assert.equal((await fetch(`${t.base}/mcp`, { method: 'DELETE', headers: { 'mcp-session-id': first } })).status, 204);
       await initialize(t.base);

@@ -13,7 +13,6 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { Client, SSEClientTransport } from '@modelcontextprotocol/client';
-import { defaultPolicy, type PolicyRule } from '@punk/governance';
 import { createLogger, ledgerEventSchema, streams, subjects } from '@punk/lib';
 import { everything, startReplicaSet, type ReplicaSet } from './replica-harness.js';
 
@@ -23,11 +22,10 @@ const BOOTSTRAP = randomBytes(24).toString('base64url');
 const AUTH = { authorization: `Bearer ${BOOTSTRAP}` };
 const repoRoot = join(import.meta.dirname, '../../../..');
 
-/** The environment stays private: the policy a test sets on governance. */
-const policy: PolicyRule[] = [
-  { name: 'test/no-env', match: { targets: ['get-env'] }, decision: 'deny', reason: 'the environment stays private' },
-  ...defaultPolicy,
-];
+/** The environment stays private: the tenant's McpPolicy `test`. */
+const policies = {
+  test: { rules: [{ name: 'no-env', tools: ['get-env'], decision: 'deny' as const, reason: 'the environment stays private' }] },
+};
 
 /** A fetch that sends consecutive requests to the replicas in turn (the first to `bases[0]`). */
 function alternating(bases: string[]): typeof fetch {
@@ -129,7 +127,7 @@ void describe('the HTTP+SSE transport (MCP 2024-11-05) on two replicas', () => {
     replicas = await startReplicaSet(log, {
       prefix: 'http-sse',
       servers: (tenant) => [everything('everything', tenant)],
-      policy,
+      policies,
       frontOptions: () => ({
         auth: { publicUrl: `https://${PUBLIC_HOST}/punk`, bootstrapAdminKey: BOOTSTRAP },
         publicUrl: `https://${PUBLIC_HOST}/punk`,

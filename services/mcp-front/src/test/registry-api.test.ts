@@ -199,7 +199,7 @@ describe('the registry API over HTTP', () => {
         { body: { ...everything, args: ['x'.repeat(MAX_BODY_BYTES)] } },
         413,
         'PayloadTooLarge',
-        new RegExp(`larger than ${MAX_BODY_BYTES} bytes`),
+        new RegExp(`larger than ${MAX_BODY_BYTES} bytes \\(PUNK_MAX_BODY_BYTES\\)`),
       ],
       [
         'PUT',
@@ -259,6 +259,18 @@ describe('the registry API over HTTP', () => {
       ],
       ['POST', '/mcp/servers/ghost/tools/echo/accept', { body: '{"fingerprint":' }, 400, 'InvalidRequest', /not valid JSON/],
       ['GET', '/mcp/servers?tenant=Not_A_Tenant', {}, 400, 'InvalidParameter', /query parameter tenant/],
+      // A misspelt parameter is refused, not ignored (it would act on the caller's own tenant).
+      ...['/mcp/servers', '/mcp/servers/ghost', '/mcp/servers/ghost/tools', '/credentials', '/credentials/some-id', '/settings'].map(
+        (route): (typeof cases)[number] => [
+          'GET',
+          `${route}?tenat=team-a`,
+          {},
+          400,
+          'InvalidParameter',
+          new RegExp(`^unknown query parameter "tenat" of /api/v1${route}; accepted: tenant$`),
+        ],
+      ),
+      ['DELETE', '/mcp/servers/ghost?force=1', {}, 400, 'InvalidParameter', /unknown query parameter "force".*accepted: tenant$/],
       ['GET', '/credentials', {}, 503, 'CredentialsUnavailable', /needs PUNK_ENCRYPTION_KEY/],
       ['POST', '/credentials', { body: { name: 'x' } }, 503, 'CredentialsUnavailable', /needs PUNK_ENCRYPTION_KEY/],
       ['GET', '/credentials/some-id', {}, 503, 'CredentialsUnavailable', /needs PUNK_ENCRYPTION_KEY/],

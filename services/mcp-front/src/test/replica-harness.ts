@@ -15,8 +15,19 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { destinationPolicyOf, startGateway, type Gateway } from '@punk/gateway';
 import { openScratchDb, type ScratchDb } from '../../../lib/dist/test/pgtest.js';
-import { startGovernance, type GovernanceService, type PolicyRule } from '@punk/governance';
-import { mcpServerSchema, mcpServerSpecSchema, NatsBus, streams, type Logger, type McpServer } from '@punk/lib';
+import { startGovernance, type GovernanceService } from '@punk/governance';
+import {
+  buckets,
+  kvKey,
+  mcpPolicySchema,
+  mcpServerSchema,
+  mcpServerSpecSchema,
+  NatsBus,
+  streams,
+  type Logger,
+  type McpPolicySpec,
+  type McpServer,
+} from '@punk/lib';
 import express from 'express';
 import { createFront, type Front, type FrontOptions } from '../index.js';
 
@@ -133,8 +144,8 @@ export interface ReplicaSetOptions {
   prefix: string;
   /** The McpServers the gateway runs for `tenant`; `workDir` is the gateway's (removed on stop). */
   servers: (tenant: string, workDir: string) => McpServer[];
-  /** Governance's ordered policy rules; its default policy when absent. */
-  policy?: readonly PolicyRule[];
+  /** McpPolicy specs of the tenant by name, published in bucket `PUNK_MCP_POLICIES` before anything starts; none when absent. */
+  policies?: Record<string, Partial<McpPolicySpec>>;
   /** What both fronts add to or replace in {@link startReplica}'s options. */
   frontOptions?: (tenant: string) => Partial<FrontOptions>;
   /** How long the gateway waits for an upstream to start, in ms; 60 000 when absent. */
@@ -150,7 +161,7 @@ export interface ReplicaSet {
   workDir: string;
   governance: GovernanceService;
   gateway: Gateway;
-  /** The gateway's scratch database. */
+  /** The scratch database of the gateway and governance. */
   database: ScratchDb;
   /** Front replica `front-a`. */
   a: Replica;
@@ -172,8 +183,8 @@ export async function startReplicaSet(log: Logger, options: ReplicaSetOptions): 
     if (started.a) await stopReplica(started.a);
     if (started.b) await stopReplica(started.b);
     await started.gateway?.stop();
-    await started.database?.close();
     await started.governance?.stop();
+    await started.database?.close();
     await started.core?.close();
     await started.nats?.stop();
     if (started.workDir) await rm(started.workDir, { recursive: true, force: true });
@@ -184,8 +195,13 @@ export async function startReplicaSet(log: Logger, options: ReplicaSetOptions): 
     const core = (started.core = await NatsBus.connect({ url: nats.url, name: 'gateway-and-governance', log }));
     await core.ensureStream(streams.ledger);
     const workDir = (started.workDir = await mkdtemp(join(tmpdir(), `punk-${options.prefix}-`)));
-    started.governance = await startGovernance({ bus: core, log, ...(options.policy && { policy: options.policy }) });
+    const policies = await core.keyValue(buckets.mcpPolicies);
+    for (const [name, spec] of Object.entries(options.policies ?? {})) {
+      const policy = { apiVersion: 'mcp.punk.dev/v1alpha1', kind: 'McpPolicy', metadata: { name, namespace: tenant }, spec };
+      await policies.put(kvKey(tenant, name), mcpPolicySchema.parse(policy));
+    }
     const database = (started.database = await openScratchDb(log));
+    started.governance = await startGovernance({ bus: core, log, db: database.db });
     const gateway = (started.gateway = await startGateway({
       egress: destinationPolicyOf({ authMode: 'off', upstreamAllowedNetworks: [] }),
       bus: core,

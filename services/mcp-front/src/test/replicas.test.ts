@@ -9,8 +9,9 @@
 import { strict as assert } from 'node:assert';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import { anonymousPrincipal, createLogger, subjects } from '@punk/lib';
+import { anonymousPrincipal, createLogger, mcpServerSchema, subjects } from '@punk/lib';
 import type { FrontOptions } from '../index.js';
 import { LIST_CHANGED_COALESCE_MS } from '../fan-out.js';
 import { everything, startReplicaSet, type ReplicaSet } from './replica-harness.js';
@@ -21,6 +22,19 @@ const V2025 = '2025-11-25';
 const V2026 = '2026-07-28';
 /** The `PUNK_SESSION_SIGNING_KEY` both replicas share. */
 const SIGNING_KEY = randomBytes(32).toString('base64url');
+
+/** fixtures/legacy-asking.mjs over stdio as McpServer `asking`: its tool `ask` elicits a name, then reports progress. */
+function legacyAsking(namespace: string) {
+  return mcpServerSchema.parse({
+    apiVersion: 'mcp.punk.dev/v1alpha1',
+    kind: 'McpServer',
+    metadata: { name: 'asking', namespace },
+    spec: {
+      image: 'local/legacy-asking',
+      command: [process.execPath, fileURLToPath(new URL('../../src/test/fixtures/legacy-asking.mjs', import.meta.url))],
+    },
+  });
+}
 
 /** Fronts whose caller is named by the `x-test-principal` header; both replicas share the signing key. */
 function testFrontOptions(tenant: string): Partial<FrontOptions> {
@@ -149,7 +163,7 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
   before(async () => {
     replicas = await startReplicaSet(log, {
       prefix: 'replicas',
-      servers: (tenant) => [everything('everything', tenant)],
+      servers: (tenant) => [everything('everything', tenant), legacyAsking(tenant)],
       frontOptions: testFrontOptions,
     });
   });
@@ -430,6 +444,40 @@ describe('two mcp-front replicas on NATS', { timeout: 240_000 }, () => {
         'the retry carries requestState and inputResponses',
       );
       assert.notEqual(hosts[0], hosts[1], 'the retry reached the other replica');
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('a 2026-07-28 retry on the other replica hears the progress the upstream sends after the answer', async () => {
+    const hosts: string[] = [];
+    let turn = 0;
+    const client = new Client(clientInfo, { versionNegotiation: { mode: { pin: V2026 } }, capabilities: { elicitation: { form: {} } } });
+    client.setRequestHandler('elicitation/create', async () => ({ action: 'accept', content: { name: 'Ada' } }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${replicas.a.base}/mcp`), {
+        fetch: (input, init) => {
+          const url = new URL(input instanceof Request ? input.url : String(input));
+          url.host = new URL([replicas.a.base, replicas.b.base][turn++ % 2]!).host;
+          if (String(init?.body ?? '').includes('"tools/call"')) hosts.push(url.host);
+          return fetch(url, init);
+        },
+      }),
+    );
+    try {
+      const progress: { progress: number; message?: string }[] = [];
+      const result = await client.callTool(
+        { name: 'asking__ask', arguments: { who: 'replicas' } },
+        { onprogress: (p) => progress.push({ progress: p.progress, ...(p.message !== undefined && { message: p.message }) }) },
+      );
+      assert.match(JSON.stringify(result.content), /replicas: Ada/);
+      assert.equal(hosts.length, 2, 'a first call and one retry');
+      assert.notEqual(hosts[0], hosts[1], 'the retry reached the other replica');
+      // (The SDK client reports its own rounds as progress too.)
+      assert.ok(
+        progress.some((p) => p.message === 'answered'),
+        `the progress after the answer reached the retry: ${JSON.stringify(progress)}`,
+      );
     } finally {
       await client.close();
     }

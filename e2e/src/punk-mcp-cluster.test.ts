@@ -1,0 +1,162 @@
+/**
+ * `punk mcp` against `punk cluster` (two fronts, two gateways, governance and two ledgers over a nats-server and a
+ * scratch Postgres database of the test's own) with authentication on. The SDK's `Client` drives `punk mcp` over
+ * stdio with an admin key through every tool, deciding an approval that a waiting call then uses: a user's
+ * `memory__delete_entities`, made through `punk mcp --relay` and held by a rule with `wait`, waits (progress passed
+ * through) until the admin approves it in its own `punk mcp`, then runs. A non-admin key gets tool errors naming
+ * the scope; `--selfcheck` is green with the admin key.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { copyFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { connectClient, textOf } from './clients.js';
+import { scratchDatabase } from './distributed.js';
+import { eventually, manifestDir, removeDir, repoRoot, startPunk, type RunningPunk, createApiKey } from './harness.js';
+import { startOwnNats, type OwnNats } from './nats-server.js';
+import { PLATFORM_TOOLS, call, punkCli, punkMcp } from './punk-mcp-client.js';
+
+const BOOTSTRAP = randomBytes(24).toString('base64url');
+
+describe('punk mcp against punk cluster with authentication on', () => {
+  let nats: OwnNats;
+  let db: { url: string; drop(): Promise<void> };
+  let dir: string;
+  let cluster: RunningPunk;
+  let adminKey: string;
+  let userKey: string;
+
+  before(async () => {
+    nats = await startOwnNats();
+    db = await scratchDatabase();
+    dir = await manifestDir('punk-mcp-cluster', {});
+    await copyFile(join(repoRoot, 'examples/memory.yaml'), join(dir, 'memory.yaml'));
+    await writeFile(
+      join(dir, 'policy.yaml'),
+      `apiVersion: mcp.punk.dev/v1alpha1
+kind: McpPolicy
+metadata: { name: deletions }
+spec:
+  rules:
+    - name: wait-for-a-person
+      servers: [memory]
+      tools: [delete_entities]
+      decision: approval_required
+      reason: a person decides what the graph forgets
+      approval: { wait: 2m }
+`,
+    );
+    cluster = await startPunk({
+      manifestDir: dir,
+      command: 'cluster',
+      env: {
+        PUNK_NATS_URL: nats.url,
+        PUNK_DATABASE_URL: db.url,
+        PUNK_AUTH_MODE: 'on',
+        PUNK_PUBLIC_URL: 'https://punk.example.test',
+        PUNK_AUTH_BOOTSTRAP_ADMIN_KEY: BOOTSTRAP,
+      },
+      timeoutMs: 180_000,
+    });
+    const make = async (body: Record<string, unknown>) => (await createApiKey(cluster.baseUrl, BOOTSTRAP, body)).key;
+    adminKey = await make({ name: 'cluster admin', scopes: ['punk:admin'] });
+    userKey = await make({ name: 'cluster user' });
+  });
+
+  after(async () => {
+    await cluster?.stop();
+    await nats?.stop();
+    await db?.drop();
+    await removeDir(dir);
+  });
+
+  test('an admin key drives every tool; its decision lets a waiting call through the relay run', { timeout: 240_000 }, async () => {
+    const { client } = await punkMcp(cluster.baseUrl, adminKey);
+    const { client: user } = await punkMcp(cluster.baseUrl, userKey, { era: '2026-07-28', args: ['--relay'] });
+    try {
+      assert.deepEqual((await client.listTools()).tools.map((t) => t.name).sort(), [...PLATFORM_TOOLS].sort());
+      const servers = await call(client, 'punk_list_servers');
+      const memory = (servers.structuredContent!['servers'] as Array<{ name: string; state: string }>).find((s) => s.name === 'memory');
+      assert.equal(memory?.state, 'ready', textOf(servers));
+      const found = await call(client, 'punk_search_tools', { query: 'delete entities' });
+      assert.equal((found.structuredContent!['matches'] as Array<{ name: string }>)[0]?.name, 'memory__delete_entities', textOf(found));
+      const tested = await call(client, 'punk_test_server', { name: 'memory' });
+      assert.equal(tested.structuredContent!['ok'], true, textOf(tested));
+
+      // The user's call waits for a decision (the rule's wait), reporting progress through the relay.
+      const progress: number[] = [];
+      const waiting = user.callTool(
+        { name: 'memory__delete_entities', arguments: { entityNames: ['nobody'] } },
+        { onprogress: (p) => progress.push(p.progress), timeout: 180_000 },
+      );
+      const pending = await eventually(async () => {
+        const listed = await call(client, 'punk_list_approvals', {});
+        return (listed.structuredContent!['approvals'] as Array<{ id: string; tool: string; rule: string }>).find(
+          (a) => a.tool === 'delete_entities',
+        );
+      }, 60_000);
+      assert.ok(pending, 'the waiting call asked for an approval');
+      assert.equal(pending.rule, 'deletions/wait-for-a-person');
+      // The gateway reports progress every 5 s while the call waits; it reaches the user through the relay.
+      assert.ok(await eventually(async () => (progress.length > 0 ? true : undefined), 60_000), 'progress while waiting');
+      const decided = await call(client, 'punk_decide_approval', { id: pending.id, decision: 'approve', reason: 'nobody is a test' });
+      assert.equal(decided.structuredContent!['state'], 'approved', textOf(decided));
+      const ran = await waiting;
+      assert.notEqual(ran.isError, true, textOf(ran));
+
+      const consumed = await eventually(async () => {
+        const listed = await call(client, 'punk_list_runs', { tool: 'delete_entities', type: 'approval.consumed' });
+        return (listed.structuredContent!['runs'] as Array<{ runId: string }>)[0];
+      }, 60_000);
+      assert.ok(consumed, 'the run that used the approval is listed');
+      const explained = await call(client, 'punk_explain_run', { runId: consumed.runId });
+      assert.notEqual(explained.isError, true, textOf(explained));
+      assert.deepEqual(explained.structuredContent!['approvals'], [pending.id]);
+      assert.match(textOf(explained), /decision approval_required by rule deletions\/wait-for-a-person/);
+      const verified = await call(client, 'punk_verify_ledger');
+      assert.equal(verified.structuredContent!['ok'], true, textOf(verified));
+    } finally {
+      await user.close();
+      await client.close();
+    }
+  });
+
+  test('a non-admin key gets tool errors naming the scope; it may not decide', { timeout: 180_000 }, async () => {
+    const { client } = await punkMcp(cluster.baseUrl, userKey);
+    const direct = await connectClient(`${cluster.baseUrl}/mcp`, '2025-11-25', { authorization: `Bearer ${userKey}` });
+    try {
+      for (const tool of ['punk_list_servers', 'punk_list_runs', 'punk_verify_ledger']) {
+        const refused = await call(client, tool);
+        assert.equal(refused.isError, true, tool);
+        assert.match(textOf(refused), /403.*the key needs the scope punk:admin/, tool);
+      }
+      const found = await call(client, 'punk_search_tools', { query: 'graph' });
+      assert.notEqual(found.isError, true, textOf(found));
+      // Its own call, held by the built-in level-4 rule (no wait): it may see the request, not decide it.
+      const held = await direct.callTool({
+        name: 'memory__delete_relations',
+        arguments: { relations: [{ from: 'a', to: 'b', relationType: 'knows' }] },
+      });
+      const id = /approval ([0-9a-f-]{36}) is pending/.exec(textOf(held))?.[1];
+      assert.ok(id, textOf(held));
+      const own = await call(client, 'punk_list_approvals', {});
+      assert.ok(
+        (own.structuredContent!['approvals'] as Array<{ id: string }>).some((a) => a.id === id),
+        textOf(own),
+      );
+      const decided = await call(client, 'punk_decide_approval', { id, decision: 'approve' });
+      assert.equal(decided.isError, true);
+      assert.match(textOf(decided), /403.*scope punk:admin/);
+    } finally {
+      await direct.close();
+      await client.close();
+    }
+  });
+
+  test('--selfcheck is green against the cluster with the admin key', { timeout: 180_000 }, async () => {
+    const green = await punkCli(cluster.baseUrl, adminKey, ['mcp', '--selfcheck']);
+    assert.equal(green.code, 0, green.stdout + green.stderr);
+    for (const tool of PLATFORM_TOOLS) assert.match(green.stdout, new RegExp(`^ok +${tool}: `, 'm'));
+  });
+});

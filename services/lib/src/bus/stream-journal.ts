@@ -1,0 +1,86 @@
+/**
+ * The journal of an in-process stream: every appended message is written to a file of the data directory before
+ * its append resolves, and the file is emptied (or compacted) once the stream's consumers acknowledged what it
+ * holds. So a message whose append resolved survives a crash of the process (the file is written, not fsynced: as
+ * PGlite, it survives SIGKILL, not a power loss), and the next start hands it to the consumers again; the ledger
+ * stores each event id once, so a message replayed after its commit is not stored twice.
+ */
+import { closeSync, ftruncateSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
+import type { Logger } from '../log.js';
+import type { BusHeaders } from './bus.js';
+
+/** One journaled message: what an append stored (its `payload` is the message's JSON text). */
+export interface JournalEntry {
+  subject: string;
+  msgId: string;
+  payload: string;
+  headers: BusHeaders;
+}
+
+/** Past this size the journal is rewritten with only the unacknowledged messages, even while some are pending. */
+const COMPACT_BYTES = 8 * 1024 * 1024;
+
+/** An open journal file (owner-only, 0600). */
+export class StreamJournal {
+  private bytes: number;
+
+  private constructor(
+    private readonly path: string,
+    private fd: number,
+    bytes: number,
+  ) {
+    this.bytes = bytes;
+  }
+
+  /**
+   * Opens (creating) the journal at `path` and returns it with the messages it still holds, oldest first. A last
+   * line cut short by a crash is skipped with a warning (its append never resolved).
+   * @throws Error when the file cannot be opened or read.
+   */
+  static open(path: string, log?: Logger): { journal: StreamJournal; entries: JournalEntry[] } {
+    const fd = openSync(path, 'a+', 0o600);
+    const text = readFileSync(path, 'utf8');
+    const entries: JournalEntry[] = [];
+    for (const line of text.split('\n')) {
+      if (line === '') continue;
+      try {
+        entries.push(JSON.parse(line) as JournalEntry);
+      } catch {
+        log?.warn({ journal: path }, 'skipped a journal line cut short by a crash (its append never resolved)');
+      }
+    }
+    return { journal: new StreamJournal(path, fd, Buffer.byteLength(text)), entries };
+  }
+
+  /** Writes one message; returns once the operating system holds it. */
+  write(entry: JournalEntry): void {
+    const line = `${JSON.stringify(entry)}\n`;
+    this.bytes += writeSync(this.fd, line);
+  }
+
+  /**
+   * After the consumers acknowledged: empties the journal when nothing is unacknowledged, or rewrites it with
+   * `unacknowledged()` once it grew past 8 MiB.
+   */
+  acknowledged(pending: number, unacknowledged: () => JournalEntry[]): void {
+    if (pending === 0) {
+      if (this.bytes > 0) ftruncateSync(this.fd, 0);
+      this.bytes = 0;
+      return;
+    }
+    if (this.bytes < COMPACT_BYTES) return;
+    const next = `${this.path}.next`;
+    const fd = openSync(next, 'w', 0o600);
+    let bytes = 0;
+    for (const entry of unacknowledged()) bytes += writeSync(fd, `${JSON.stringify(entry)}\n`);
+    renameSync(next, this.path);
+    closeSync(this.fd);
+    this.fd = fd;
+    this.bytes = bytes;
+  }
+
+  /** Closes the file; what it holds stays for the next start. */
+  close(): void {
+    closeSync(this.fd);
+  }
+}

@@ -1,0 +1,2 @@
+export { workflowEntryOf, publishWorkflow, withdrawWorkflow, type WorkflowEntryResult, type WorkflowObject } from './publish.js';
+export { watchWorkflows, type TenantWorkflows } from './watch.js';
