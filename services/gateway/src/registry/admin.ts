@@ -178,7 +178,10 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
     const name = found.managed ? found.server.metadata.name : found.stored.name;
     const catalog = deps.catalogOf(tenant, name);
     const { record } = found;
-    const lastError = catalog?.lastError ?? (found.managed ? undefined : served.refusal(tenant, name)) ?? record.lastError;
+    // A failed test's error is the latest word only until a listing after it shows the server answering again.
+    const testError =
+      record.listedAt !== undefined && record.testedAt !== undefined && record.listedAt > record.testedAt ? undefined : record.lastError;
+    const lastError = catalog?.lastError ?? (found.managed ? undefined : served.refusal(tenant, name)) ?? testError;
     const nameConflicts = deps.nameConflictsOf(tenant, name);
 
     return {

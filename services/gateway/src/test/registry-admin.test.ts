@@ -54,8 +54,11 @@ async function startWorld(options: { allowStdioRegistrations?: boolean; managed?
 }
 
 /** server-everything on a free port over Streamable HTTP (`/mcp`), or over the 2024-11-05 HTTP+SSE transport only (`/sse`). */
-async function startEverythingHttp(mode: 'streamableHttp' | 'sse' = 'streamableHttp'): Promise<{ url: string; stop(): Promise<void> }> {
-  const port = await freePort();
+async function startEverythingHttp(
+  mode: 'streamableHttp' | 'sse' = 'streamableHttp',
+  port?: number,
+): Promise<{ url: string; stop(): Promise<void> }> {
+  port ??= await freePort();
   const child: ChildProcess = spawn(process.execPath, [everythingBin, mode], {
     env: { ...process.env, PORT: String(port) },
     stdio: 'ignore',
@@ -268,6 +271,32 @@ describe('the registry of http servers', () => {
       await world.request({ op: 'servers.delete', id: 'old-sse' });
     } finally {
       await old.stop();
+    }
+  });
+
+  it("a failed test's error is not shown once a later listing finds the server answering (state ready)", async () => {
+    const port = await freePort();
+    await world.request({ op: 'servers.create', body: { name: 'late-riser', type: 'http', url: `http://127.0.0.1:${port}/mcp` } });
+    const tested = await world.request({ op: 'servers.test', id: 'late-riser' });
+    assert.equal(tested.ok, false);
+    const failed = (await world.request({ op: 'servers.get', id: 'late-riser' })).server;
+    assert.equal(failed.status, 'error');
+    assert.equal(typeof failed.lastError, 'string', 'the failed test is the latest word');
+    const upstream = await startEverythingHttp('streamableHttp', port);
+    try {
+      await ready(world, 'late-riser');
+      // The pooled connection's first listing follows its ready state by a moment.
+      let got: { state: string; status: string; lastError?: string } = failed;
+      await waitFor(
+        async () => (got = (await world.request({ op: 'servers.get', id: 'late-riser' })).server).lastError === undefined,
+        30_000,
+        'a ready server listed after its failed test shows no error',
+      );
+      assert.equal(got.state, 'ready');
+      assert.equal(got.status, 'error', 'the last test itself did fail');
+    } finally {
+      await world.request({ op: 'servers.delete', id: 'late-riser' });
+      await upstream.stop();
     }
   });
 
