@@ -162,7 +162,7 @@ describe('punk mcp against punk up with authentication on', () => {
       assert.equal((data['chain'] as { ok: boolean }).ok, true);
       assert.match(textOf(explained), /delete_entities/);
       assert.match(textOf(explained), /decision approval_required by rule default\/approval-for-level-4/);
-      assert.match(textOf(explained), /chain verifies/);
+      assert.match(textOf(explained), /chain of tenant default's ledger verifies/);
 
       // The workflows: listed with their readiness, one run through /mcp (trigger mcp), a failed one, an unready one.
       const workflows = await eventually(async () => {
@@ -197,6 +197,8 @@ describe('punk mcp against punk up with authentication on', () => {
       const verified = await call(client, 'punk_verify_ledger');
       assert.equal(verified.structuredContent!['ok'], true, textOf(verified));
       assert.ok((verified.structuredContent!['events'] as number) > 0);
+      assert.equal(typeof verified.structuredContent!['checked'], 'number', 'how many this call checked itself');
+      assert.match(textOf(verified), /^ok: the chain of tenant default's ledger verifies: events 1 to \d+ end at its head record/);
       assert.match(stderr(), /serving the platform tools/);
     } finally {
       await user.close();
@@ -310,7 +312,7 @@ describe('punk mcp against punk up with authentication on', () => {
     assert.match(keys.stdout, /punk-mcp user/);
     const verify = await punkCli(punk.baseUrl, adminKey, ['verify']);
     assert.equal(verify.code, 0);
-    assert.match(verify.stdout, /^ok: the ledger of tenant default verifies/);
+    assert.match(verify.stdout, /^ok: the chain of tenant default's ledger verifies: events 1 to \d+ end at its head record \(/);
     const forbidden = await punkCli(punk.baseUrl, userKey, ['verify']);
     assert.equal(forbidden.code, 1);
     assert.match(forbidden.stderr, /the key needs the scope punk:admin/);

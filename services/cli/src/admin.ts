@@ -5,7 +5,7 @@
  */
 import { parseArgs } from 'node:util';
 import { PunkError } from '@punk/lib';
-import { explainRun } from './explain.js';
+import { describeVerification, explainRun } from './explain.js';
 import { PunkApi, targetFromEnv } from './punk-api.js';
 
 /** The admin commands' names. */
@@ -121,12 +121,7 @@ export async function adminCommand(command: AdminCommand, args: string[], out: (
     }
     case 'verify': {
       const verification = await api.verify();
-      print(
-        verification,
-        verification.ok
-          ? `ok: the ledger of tenant ${verification.tenant} verifies (${String(verification.events)} events${verification.complete === false ? ', more to check' : ''})\n`
-          : `BROKEN: the ledger of tenant ${verification.tenant} breaks at event ${String(verification.events)}\n${JSON.stringify(verification, null, 2)}\n`,
-      );
+      print(verification, `${describeVerification(verification)}\n${verification.ok ? '' : `${JSON.stringify(verification, null, 2)}\n`}`);
       return verification.ok ? 0 : 1;
     }
   }

@@ -98,9 +98,7 @@ export function explainRun(detail: RunDetail, chain: Verification): ExplainedRun
       if (e.durationMs !== undefined) parts.push(`took ${String(e.durationMs)} ms`);
       return `  ${parts.join('; ')}`;
     }),
-    chain.ok
-      ? `The tenant's chain verifies (${String(chain.events)} event(s) checked${chain.complete === false ? ', not to its end yet' : ''}).`
-      : `The tenant's chain is BROKEN at event ${String(chain.events)}: run punk verify.`,
+    `${describeVerification(chain)}${chain.ok ? '' : '; run punk verify'}.`,
   ];
   return {
     runId: run.runId,
@@ -118,4 +116,27 @@ export function explainRun(detail: RunDetail, chain: Verification): ExplainedRun
     chain: { ok: chain.ok, verifiedEvents: chain.events, ...(chain.complete !== undefined && { complete: chain.complete }) },
     narrative: lines.join('\n'),
   };
+}
+
+/**
+ * One line on a verification of a tenant's chain (docs/governance.md, the verify answer): where it verified up to,
+ * how many events this request checked itself (the others were checked by earlier requests, and the sweep goes
+ * over them again), whether it reached the head record, and for a broken chain where and why.
+ */
+export function describeVerification(v: Verification): string {
+  const ledger = `the chain of tenant ${v.tenant}'s ledger`;
+  if (!v.ok) {
+    const why = v.firstBroken ? ` (${v.firstBroken.reason}: ${v.firstBroken.message})` : '';
+    return `BROKEN: ${ledger} breaks at event ${String(v.events)}${why}`;
+  }
+  if (v.events === 0) return `ok: tenant ${v.tenant}'s ledger has no events yet`;
+  const checked =
+    v.checked === undefined
+      ? ''
+      : v.checked >= v.events
+        ? ` (all ${String(v.events)} checked by this request)`
+        : ` (${String(v.checked)} checked by this request, the others by earlier ones)`;
+  if (v.complete === false)
+    return `ok so far: ${ledger} verifies up to event ${String(v.events)} of ${String(v.chainHead?.tenantSeq ?? '?')}${checked}; run punk verify again to go on`;
+  return `ok: ${ledger} verifies: events 1 to ${String(v.events)} end at its head record${checked}`;
 }

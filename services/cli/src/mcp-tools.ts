@@ -6,7 +6,7 @@
 import { McpServer } from '@modelcontextprotocol/server';
 import { approvalStateSchema, runSummarySchema, workflowViewSchema } from '@punk/lib';
 import { z } from 'zod';
-import { explainRun } from './explain.js';
+import { describeVerification, explainRun } from './explain.js';
 import { PunkApi, PunkApiError, type Approval } from './punk-api.js';
 
 /** The names of the tools, in the order `--selfcheck` runs them. */
@@ -335,9 +335,10 @@ export function platformServer(api: PunkApi, version: string): McpServer {
       outputSchema: z.object({
         ok: z.boolean(),
         tenant: z.string(),
-        events: z.number().int().describe('Ok: events verified. Broken: the position of the first broken event.'),
+        events: z.number().int().describe('Ok: the position verified up to. Broken: the position of the first broken event.'),
         head: z.string().optional(),
-        complete: z.boolean().optional(),
+        complete: z.boolean().optional().describe('Whether `events` reached the head record (false: call again to go on).'),
+        checked: z.number().int().optional().describe('Events this call checked itself; earlier calls checked the others.'),
       }),
       annotations: read,
     },
@@ -350,11 +351,9 @@ export function platformServer(api: PunkApi, version: string): McpServer {
           events: v.events,
           ...(v.head !== undefined && { head: v.head }),
           ...(v.complete !== undefined && { complete: v.complete }),
+          ...(v.checked !== undefined && { checked: v.checked }),
         };
-        const text = v.ok
-          ? `The ledger of tenant ${v.tenant} verifies: ${String(v.events)} event(s)${v.complete === false ? ' so far (more to check)' : ''}.`
-          : `The ledger of tenant ${v.tenant} is BROKEN at event ${String(v.events)}: ${JSON.stringify(v)}`;
-        return answer(structured, text);
+        return answer(structured, `${describeVerification(v)}.`);
       }),
   );
 

@@ -331,9 +331,15 @@ export interface RunDetail {
 export interface Verification {
   ok: boolean;
   tenant: string;
+  /** ok: the position verified up to; broken: the position of the first broken event. */
   events: number;
   head?: string;
+  /** Whether `events` reached the head record. */
   complete?: boolean;
+  /** Events this request checked itself, each once. */
+  checked?: number;
+  chainHead?: { tenantSeq: number; hash: string } | null;
+  firstBroken?: { tenantSeq: number; reason: string; message: string };
   [field: string]: unknown;
 }
 

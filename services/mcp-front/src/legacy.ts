@@ -113,7 +113,12 @@ export class LegacyEndpoint {
         return;
       }
       if (!res.headersSent)
-        sendJsonRpcError(res, 400, -32000, 'Bad Request: Mcp-Session-Id header is required (send initialize first to start a session)');
+        sendJsonRpcError(
+          res,
+          400,
+          -32000,
+          'Bad Request: Mcp-Session-Id header is required (send initialize first to start a session, or send the request stateless in protocol 2026-07-28: its MCP-Protocol-Version header and _meta, no session)',
+        );
       return;
     }
     await this.dispatch(scope, sessionId, req, res, body, principal, false);

@@ -151,6 +151,13 @@ describe('mcp-front HTTP checks, in order', () => {
     assert.equal(result.protocolVersion, V2025);
   });
 
+  it('a 2025-era request without a session is 400 naming both ways on: initialize first, or a stateless 2026-07-28 request', async () => {
+    const refused = await errorOf(await post(`${t.base}/mcp`, { jsonrpc: '2.0', id: 3, method: 'tools/list' }));
+    assert.equal(refused.status, 400);
+    assert.equal(refused.code, -32000);
+    assert.match(refused.message, /Mcp-Session-Id header is required \(send initialize first .*stateless in protocol 2026-07-28/);
+  });
+
   it('initialize on a live session is refused: a session is initialized once', async () => {
     const sessionId = await initialize(t.base);
     const again = await errorOf(
