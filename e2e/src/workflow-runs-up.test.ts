@@ -232,10 +232,14 @@ test('a run from the API: 201 with its result, its events on the ledger in order
   }
   assert.equal(events.find((e) => e.type === 'node.completed' && e.data.node === 'look')!.data.sideEffectLevel, 1);
   const runs = (await (await fetch(`${punk.baseUrl}/api/v1/runs?trigger=api&limit=50`)).json()) as {
-    runs: Array<{ runId: string; trigger: string; tool: string; outcome: string; subject: string }>;
+    runs: Array<{ runId: string; trigger: string; server: string; tool: string; outcome: string; subject: string }>;
   };
   const run = runs.runs.find((r) => r.runId === body.runId);
-  assert.deepEqual(run && [run.trigger, run.tool, run.outcome, run.subject], ['api', 'punk_workflow__summarize', 'ok', 'anonymous']);
+  assert.deepEqual(
+    run && [run.trigger, run.server, run.tool, run.outcome, run.subject],
+    ['api', 'punk.workflow', 'punk_workflow__summarize', 'ok', 'anonymous'],
+    'a workflow run is filed under punk.workflow, not under the server of its first node',
+  );
   const verified = (await (await fetch(`${punk.baseUrl}/api/v1/ledger/verify`)).json()) as { ok: boolean };
   assert.equal(verified.ok, true);
 });

@@ -1,4 +1,4 @@
-import type { LedgerEvent } from '@punk/lib';
+import { WORKFLOW_SERVER, type LedgerEvent } from '@punk/lib';
 
 /** What a run's summary row says about it. Times are RFC 3339 strings. */
 export interface RunSummary {
@@ -9,6 +9,7 @@ export interface RunSummary {
   eventCount: number;
   /** Distinct event types of the run, sorted. */
   types: string[];
+  /** The server of its first event that names one; `punk.workflow` for a workflow run. */
   server?: string;
   /** The tool called, when the run is a tools/call. */
   tool?: string;
@@ -93,7 +94,9 @@ export function runDeltas(events: LedgerEvent[]): RunDelta[] {
     if (at > delta.lastAt) delta.lastAt = at;
     delta.eventCount += 1;
     if (!delta.types.includes(event.type)) delta.types.push(event.type);
-    delta.server ??= event.server;
+    // A workflow run is filed under the server that lists workflows (its first event), not under its first node's.
+    if (event.type === 'workflow.started') delta.server = WORKFLOW_SERVER;
+    else delta.server ??= event.server;
     delta.tool ??= toolOf(event);
     // A workflow run's events are the agent's, acting for the caller: the caller ran it.
     delta.subject ??= event.principal?.actingFor?.subject ?? event.principal?.subject;
