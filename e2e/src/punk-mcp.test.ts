@@ -117,11 +117,13 @@ describe('punk mcp against punk up with authentication on', () => {
       assert.ok(id, textOf(refused));
 
       const pending = await call(client, 'punk_list_approvals', {});
-      const listed = (pending.structuredContent!['approvals'] as Array<{ id: string; tool: string; rule: string }>).find(
-        (a) => a.id === id,
-      );
+      const listed = (
+        pending.structuredContent!['approvals'] as Array<{ id: string; tool: string; rule: string; mayDecide: boolean }>
+      ).find((a) => a.id === id);
       assert.equal(listed?.tool, 'delete_entities', textOf(pending));
       assert.match(listed.rule, /approval-for-level-4/);
+      assert.equal(listed.mayDecide, true, 'an admin key may decide a call of another principal');
+      assert.match(textOf(pending), new RegExp(`${id}: .*; you may decide it`));
 
       const decided = await call(client, 'punk_decide_approval', { id, decision: 'approve', reason: 'a test entity' });
       assert.notEqual(decided.isError, true, textOf(decided));
@@ -235,10 +237,11 @@ describe('punk mcp against punk up with authentication on', () => {
       const id = /approval ([0-9a-f-]{36}) is pending/.exec(textOf(refused))?.[1];
       assert.ok(id, textOf(refused));
       const own = await call(client, 'punk_list_approvals', {});
-      assert.ok(
-        (own.structuredContent!['approvals'] as Array<{ id: string }>).some((a) => a.id === id),
-        textOf(own),
+      const mine = (own.structuredContent!['approvals'] as Array<{ id: string; mayDecide: boolean; decideRefusal?: string }>).find(
+        (a) => a.id === id,
       );
+      assert.equal(mine?.mayDecide, false, textOf(own));
+      assert.match(mine.decideRefusal ?? '', /may not approve it|decided by an admin/, 'the refusal says why not');
       const decided = await call(client, 'punk_decide_approval', { id, decision: 'approve' });
       assert.equal(decided.isError, true);
       assert.match(textOf(decided), /403/);
@@ -297,7 +300,7 @@ describe('punk mcp against punk up with authentication on', () => {
       const id = /approval ([0-9a-f-]{36}) is pending/.exec(textOf(refused))?.[1];
       assert.ok(id, textOf(refused));
       const approvals = await punkCli(punk.baseUrl, adminKey, ['approvals']);
-      assert.match(approvals.stdout, new RegExp(`^${id} +pending +memory +delete_entities`, 'm'));
+      assert.match(approvals.stdout, new RegExp(`^${id} +pending +memory +delete_entities .* yes *$`, 'm'), 'an admin may decide it');
       const denied = await punkCli(punk.baseUrl, adminKey, ['deny', id, '--reason', 'not today']);
       assert.equal(denied.code, 0, denied.stderr);
       assert.match(denied.stdout, /: denied\n/);

@@ -96,8 +96,8 @@ export async function adminCommand(command: AdminCommand, args: string[], out: (
       print(
         { approvals },
         table(
-          ['ID', 'STATE', 'SERVER', 'TOOL', 'CALLER', 'RULE', 'EXPIRES'],
-          approvals.map((a) => [a.id, a.state, a.server, a.tool, a.principal.subject, a.rule, a.expiresAt]),
+          ['ID', 'STATE', 'SERVER', 'TOOL', 'CALLER', 'RULE', 'EXPIRES', 'YOU MAY DECIDE'],
+          approvals.map((a) => [a.id, a.state, a.server, a.tool, a.principal.subject, a.rule, a.expiresAt, a.mayDecide ? 'yes' : 'no']),
         ),
       );
       return 0;

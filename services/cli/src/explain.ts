@@ -131,12 +131,10 @@ export function describeVerification(v: Verification): string {
   }
   if (v.events === 0) return `ok: tenant ${v.tenant}'s ledger has no events yet`;
   const checked =
-    v.checked === undefined
-      ? ''
-      : v.checked >= v.events
-        ? ` (all ${String(v.events)} checked by this request)`
-        : ` (${String(v.checked)} checked by this request, the others by earlier ones)`;
-  if (v.complete === false)
+    v.checked >= v.events
+      ? ` (all ${String(v.events)} checked by this request)`
+      : ` (${String(v.checked)} checked by this request, the others by earlier ones)`;
+  if (!v.complete)
     return `ok so far: ${ledger} verifies up to event ${String(v.events)} of ${String(v.chainHead?.tenantSeq ?? '?')}${checked}; run punk verify again to go on`;
   return `ok: ${ledger} verifies: events 1 to ${String(v.events)} end at its head record${checked}`;
 }

@@ -63,6 +63,8 @@ const approvalSchema = z.object({
   expiresAt: z.string(),
   decidedBy: z.string().optional(),
   reason: z.string().optional(),
+  mayDecide: z.boolean().describe('Whether this key may approve or deny it now (punk_decide_approval).'),
+  decideRefusal: z.string().optional().describe('When it is pending and this key may not decide it: why not, naming who may.'),
 });
 /** An approval request as the tools show it (`approvalSchema`). */
 function approvalView(a: Approval): z.infer<typeof approvalSchema> {
@@ -78,6 +80,8 @@ function approvalView(a: Approval): z.infer<typeof approvalSchema> {
     expiresAt: a.expiresAt,
     ...(a.decidedBy !== undefined && { decidedBy: a.decidedBy }),
     ...(a.reason !== undefined && { reason: a.reason }),
+    mayDecide: a.mayDecide,
+    ...(a.decideRefusal !== undefined && { decideRefusal: a.decideRefusal }),
   };
 }
 
@@ -297,7 +301,8 @@ export function platformServer(api: PunkApi, version: string): McpServer {
       guarded(async () => {
         const approvals = (await api.approvals(state)).map(approvalView);
         const lines = approvals.map(
-          (a) => `${a.id}: ${a.server}/${a.tool} by ${a.subject} (rule ${a.rule}), ${a.state} until ${a.expiresAt}`,
+          (a) =>
+            `${a.id}: ${a.server}/${a.tool} by ${a.subject} (rule ${a.rule}), ${a.state} until ${a.expiresAt}${a.mayDecide ? '; you may decide it' : a.decideRefusal ? `; ${a.decideRefusal}` : ''}`,
         );
         return answer({ approvals }, approvals.length === 0 ? `No ${state} approvals.` : lines.join('\n'));
       }),
@@ -338,7 +343,7 @@ export function platformServer(api: PunkApi, version: string): McpServer {
         events: z.number().int().describe('Ok: the position verified up to. Broken: the position of the first broken event.'),
         head: z.string().optional(),
         complete: z.boolean().optional().describe('Whether `events` reached the head record (false: call again to go on).'),
-        checked: z.number().int().optional().describe('Events this call checked itself; earlier calls checked the others.'),
+        checked: z.number().int().describe('Events this call checked itself; earlier calls checked the others.'),
       }),
       annotations: read,
     },
@@ -351,7 +356,7 @@ export function platformServer(api: PunkApi, version: string): McpServer {
           events: v.events,
           ...(v.head !== undefined && { head: v.head }),
           ...(v.complete !== undefined && { complete: v.complete }),
-          ...(v.checked !== undefined && { checked: v.checked }),
+          checked: v.checked,
         };
         return answer(structured, `${describeVerification(v)}.`);
       }),

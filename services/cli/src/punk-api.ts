@@ -11,7 +11,7 @@ import {
   type CallToolResult,
   type ClientOptions,
 } from '@modelcontextprotocol/client';
-import { WORKFLOW_SERVER, approvalSchema, namespacedName, runSummarySchema, workflowViewSchema } from '@punk/lib';
+import { WORKFLOW_SERVER, approvalViewSchema, namespacedName, runSummarySchema, verificationSchema, workflowViewSchema } from '@punk/lib';
 import type { z } from 'zod';
 
 /** Where a deployment is and the key to use: `PUNK_GATEWAY_URL` (default `http://localhost:4100`), `PUNK_MCP_API_KEY`. */
@@ -328,23 +328,10 @@ export interface RunDetail {
 }
 
 /** The answer of `GET /ledger/verify`. */
-export interface Verification {
-  ok: boolean;
-  tenant: string;
-  /** ok: the position verified up to; broken: the position of the first broken event. */
-  events: number;
-  head?: string;
-  /** Whether `events` reached the head record. */
-  complete?: boolean;
-  /** Events this request checked itself, each once. */
-  checked?: number;
-  chainHead?: { tenantSeq: number; hash: string } | null;
-  firstBroken?: { tenantSeq: number; reason: string; message: string };
-  [field: string]: unknown;
-}
+export type Verification = z.infer<typeof verificationSchema>;
 
-/** An approval request (docs/governance.md "Approvals"), as `approvalSchema` of @punk/lib declares it. */
-export type Approval = z.infer<typeof approvalSchema>;
+/** An approval request as the approvals API answers it (docs/governance.md "Approvals"): `approvalViewSchema` of @punk/lib, with whether the caller may decide it. */
+export type Approval = z.infer<typeof approvalViewSchema>;
 
 /** An API key as the API lists it (never the key itself). */
 export interface ApiKeyView {

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { describeVerification } from '../explain.js';
 
-const base = { tenant: 'default', head: 'ab12', chainHead: { tenantSeq: 40, hash: 'ab12' } };
+const base = { tenant: 'default', head: 'ab12', chainHead: { tenantSeq: 40, hash: 'ab12' }, sweep: { tenantSeq: 0, sweptAt: null } };
 
 test('a whole chain: where it ends and how much this request checked itself', () => {
   assert.equal(
@@ -25,7 +25,7 @@ test('a request that stopped before the head record says to call again', () => {
 
 test('an empty ledger, and a broken chain with where and why', () => {
   assert.equal(
-    describeVerification({ tenant: 'default', ok: true, events: 0, complete: true, chainHead: null }),
+    describeVerification({ ...base, ok: true, events: 0, complete: true, checked: 0, chainHead: null }),
     "ok: tenant default's ledger has no events yet",
   );
   assert.equal(
@@ -33,6 +33,8 @@ test('an empty ledger, and a broken chain with where and why', () => {
       ...base,
       ok: false,
       events: 41,
+      complete: false,
+      checked: 41,
       firstBroken: { tenantSeq: 41, reason: 'TruncatedTail', message: 'events 41 to 43 are missing' },
     }),
     "BROKEN: the chain of tenant default's ledger breaks at event 41 (TruncatedTail: events 41 to 43 are missing)",
