@@ -27,6 +27,9 @@ import {
 import { PLATFORM_TOOLS, platformServer } from './mcp-tools.js';
 import { PunkApiError, mcpErrorOf, type PunkApi } from './punk-api.js';
 
+/** How long a relayed answer waits after the last progress notification written before it, in milliseconds (see `passThrough`). */
+const PROGRESS_SETTLE_MS = 25;
+
 /**
  * Longest a relayed request may wait for its answer, in milliseconds, restarted by each progress notification (an
  * approval wait reports progress). The stdio client's own timeout and cancellation usually end it sooner.
@@ -122,19 +125,28 @@ export async function relayServer(api: PunkApi, version: string, era: 'legacy' |
   const passThrough = (ctx: ServerContext) => {
     const progressToken = ctx.mcpReq._meta?.progressToken;
     let sent = Promise.resolve();
+    let progressed = false;
     const options = {
       signal: ctx.mcpReq.signal,
       timeout: RELAYED_REQUEST_TIMEOUT_MS,
       resetTimeoutOnProgress: true,
       ...(progressToken !== undefined && {
         onprogress: (progress: { progress: number; total?: number; message?: string }) => {
+          progressed = true;
           sent = sent
             .then(() => ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken, ...progress } }))
             .catch(() => undefined);
         },
       }),
     };
-    return { options, sent: () => sent };
+    // The SDK's clients hand a notification to its handler a microtask later but settle a response at once: a
+    // response read in the same chunk as the progress before it ends the request first, and that progress is
+    // dropped as "for an unknown token". After relayed progress the answer waits a moment, so it is read apart.
+    const settled = async () => {
+      await sent;
+      if (progressed) await new Promise((resolve) => setTimeout(resolve, PROGRESS_SETTLE_MS));
+    };
+    return { options, sent: settled };
   };
   type RelayOptions = ReturnType<typeof passThrough>['options'];
   /**
