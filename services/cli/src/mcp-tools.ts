@@ -4,7 +4,7 @@
  * unreachable deployment is a tool error (`isError`) whose text names the scope needed or what to fix, never a crash.
  */
 import { McpServer } from '@modelcontextprotocol/server';
-import { approvalStateSchema, runSummarySchema, workflowViewSchema } from '@punk/lib';
+import { approvalStateSchema, approvalViewSchema, runSummarySchema, verificationSchema, workflowViewSchema } from '@punk/lib';
 import { z } from 'zod';
 import { describeVerification, explainRun } from './explain.js';
 import { PunkApi, PunkApiError, type Approval } from './punk-api.js';
@@ -63,9 +63,11 @@ const approvalSchema = z.object({
   expiresAt: z.string(),
   decidedBy: z.string().optional(),
   reason: z.string().optional(),
-  mayDecide: z.boolean().describe('Whether this key may approve or deny it now (punk_decide_approval).'),
-  decideRefusal: z.string().optional().describe('When it is pending and this key may not decide it: why not, naming who may.'),
+  mayDecide: approvalViewSchema.shape.mayDecide,
+  decideRefusal: approvalViewSchema.shape.decideRefusal,
 });
+/** What `punk_verify_ledger` answers: the API's verification without its sweep and chain-position details. */
+const verifiedSchema = verificationSchema.pick({ ok: true, tenant: true, events: true, head: true, complete: true, checked: true });
 /** An approval request as the tools show it (`approvalSchema`). */
 function approvalView(a: Approval): z.infer<typeof approvalSchema> {
   return {
@@ -337,28 +339,13 @@ export function platformServer(api: PunkApi, version: string): McpServer {
       description:
         "Verifies the tenant's hash-chained ledger (SHA-256 per event) from its first event, and says where it breaks if it does.",
       inputSchema: z.object({}),
-      outputSchema: z.object({
-        ok: z.boolean(),
-        tenant: z.string(),
-        events: z.number().int().describe('Ok: the position verified up to. Broken: the position of the first broken event.'),
-        head: z.string().optional(),
-        complete: z.boolean().optional().describe('Whether `events` reached the head record (false: call again to go on).'),
-        checked: z.number().int().describe('Events this call checked itself; earlier calls checked the others.'),
-      }),
+      outputSchema: verifiedSchema,
       annotations: read,
     },
     () =>
       guarded(async () => {
         const v = await api.verify();
-        const structured = {
-          ok: v.ok,
-          tenant: v.tenant,
-          events: v.events,
-          ...(v.head !== undefined && { head: v.head }),
-          ...(v.complete !== undefined && { complete: v.complete }),
-          checked: v.checked,
-        };
-        return answer(structured, `${describeVerification(v)}.`);
+        return answer(verifiedSchema.parse(v), `${describeVerification(v)}.`);
       }),
   );
 
