@@ -9,11 +9,14 @@
 // 3. warm: M McpServers created one after another while the operator runs; the time from each create until its
 //    Deployment is seen by a watch (p50/p95).
 // Prints figures; asserts nothing (these machines are noisy and shared). Gives up after the deadline (default 15
-// minutes), printing what it measured so far.
-// Usage: npm run build && node bench/operator.mjs [servers=1000] [warm=20] [deadlineSeconds=900]
+// minutes), printing what it measured so far. `workers` is the operator's PUNK_OPERATOR_WORKERS (default 4, the
+// operator's own default). With BENCH_APISERVER_PROFILE=<file> it also writes a Go CPU profile of the API server over
+// the first 30 s after the operator's start (`go tool pprof -top <file>` reads it).
+// Usage: npm run build && node bench/operator.mjs [servers=1000] [warm=20] [deadlineSeconds=900] [workers=4]
 import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { request as httpsRequest } from 'node:https';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fmt, pct, root } from './common.mjs';
@@ -38,7 +41,7 @@ if (process.argv[2] === '--child') {
     identity: `bench-${process.pid}`,
     lease: { namespace: 'default', name: 'punk-operator' },
     resyncMs: Number(process.env.BENCH_RESYNC_MS),
-    workers: 4,
+    workers: Number(process.env.BENCH_WORKERS),
     reconcileTimeoutMs: 60_000,
     server: {
       bridgeImage: 'ghcr.io/punk-dev/punk-bridge:bench',
@@ -69,6 +72,7 @@ if (process.argv[2] === '--child') {
   const servers = Number(process.argv[2] ?? 1000);
   const warm = Number(process.argv[3] ?? 20);
   const deadline = Date.now() + Number(process.argv[4] ?? 900) * 1000;
+  const workers = Number(process.argv[5] ?? 4);
   const resyncMs = 20_000;
   const { startControlPlane, requestApi } = await import(join(root, 'operator/dist/test/control-plane.js'));
   const { startNats } = await import(join(root, 'operator/dist/test/harness.js'));
@@ -123,8 +127,25 @@ if (process.argv[2] === '--child') {
       .map(([key, n]) => `${key} ${n - (before.get(key) ?? 0)}`)
       .join(', ');
   const mib = (bytes) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+  /** Writes the API server's CPU profile over the next `seconds` (its /debug/pprof/profile, pprof's gzipped protobuf) to `file`. */
+  const profileApiServer = (file, seconds) =>
+    new Promise((resolve, reject) => {
+      const cluster = plane.kubeConfig.getCurrentCluster();
+      const url = new URL(`/debug/pprof/profile?seconds=${seconds}`, cluster.server);
+      const headers = { authorization: `Bearer ${plane.kubeConfig.getCurrentUser().token}` };
+      httpsRequest(url, { ca: Buffer.from(cluster.caData, 'base64'), headers }, (response) => {
+        const chunks = [];
+        response.on('data', (chunk) => chunks.push(chunk)).on('error', reject);
+        response.on('end', () => {
+          if (response.statusCode !== 200) reject(new Error(`${url.pathname} answered HTTP ${response.statusCode}`));
+          else writeFile(file, Buffer.concat(chunks)).then(resolve, reject);
+        });
+      })
+        .on('error', reject)
+        .end();
+    });
   const lines = [
-    `operator bench (kube-apiserver ${plane.server}, ${servers} cold servers, ${warm} warm creates, resync every ${resyncMs / 1000} s)`,
+    `operator bench (kube-apiserver ${plane.server}, ${servers} cold servers, ${warm} warm creates, resync every ${resyncMs / 1000} s, ${workers} workers)`,
   ];
   let child;
   try {
@@ -152,6 +173,7 @@ if (process.argv[2] === '--child') {
         BENCH_KUBECONFIG: kubeconfigPath,
         BENCH_NATS_URL: nats.url,
         BENCH_RESYNC_MS: String(resyncMs),
+        BENCH_WORKERS: String(workers),
       },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
@@ -159,6 +181,12 @@ if (process.argv[2] === '--child') {
       child.once('message', resolve);
       child.once('exit', (code) => reject(new Error(`the operator exited with ${code}`)));
     });
+    const profiled = process.env.BENCH_APISERVER_PROFILE
+      ? profileApiServer(process.env.BENCH_APISERVER_PROFILE, 30).then(
+          () => `API server CPU profile of the first 30 s written to ${process.env.BENCH_APISERVER_PROFILE}`,
+          (error) => `API server CPU profile not written: ${error.message}`,
+        )
+      : undefined;
     const startedMs = performance.now() - started;
     lines.push(`cold start: operator process ready (lists done, Lease contested) after ${fmt(startedMs)}`);
     // Watched, not listed again and again: a list of 1,000 Deployments every moment would load the API server the
@@ -203,6 +231,7 @@ if (process.argv[2] === '--child') {
     lines.push(
       `memory after the cold start: RSS ${mib(memory.vmRssKiB * 1024)} (peak ${mib(memory.vmHwmKiB * 1024)}), V8 heap used ${mib(memory.heapUsed)} of ${mib(memory.heapTotal)}`,
     );
+    if (profiled) lines.push(await profiled);
 
     // 2. Resync: let the reconciles the cold start's own child events queued drain (a resync period), and the Events
     // it queued be written (the operator writes them behind the reconciles), then watch a window of a little more
