@@ -5,7 +5,8 @@
  * the default limit (32 MiB), 4 MiB results, 2 MiB arguments and a 2 MiB resource cross intact, and a 40 MiB result
  * is at once a tool error naming the limit, which the ledger records as the call's failure (a 40 MiB resource a
  * JSON-RPC error naming it); a 2026-07-28 client gets 4 MiB too; with the limit raised to
- * 48 MiB the 40 MiB result arrives intact.
+ * 48 MiB the 40 MiB result arrives intact, and so does a result of exactly 48 MiB (its reply, past the limit by its
+ * envelope, is carried).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -37,6 +38,22 @@ function assertSized(text: string, bytes: number): void {
     assert.equal(text.slice(at, at + LINE.length), LINE.slice(0, Math.min(LINE.length, text.length - at)), `intact at ${at}`);
   }
   assert.ok(text.endsWith(LINE.slice(0, ((bytes - 1) % LINE.length) + 1)), 'intact at the end');
+}
+
+/**
+ * The largest `bytes` whose `sized` result, `{"content":[{"type":"text","text":…}]}` as JSON, is at most `limit`
+ * bytes: 39 bytes around the text, and each line's newline escaped in two.
+ */
+function bytesWithResultOf(limit: number): number {
+  const size = (bytes: number) => 39 + bytes + Math.floor(bytes / LINE.length);
+  let bytes = Math.floor(((limit - 39) * LINE.length) / (LINE.length + 1));
+  while (size(bytes + 1) <= limit) bytes += 1;
+  while (size(bytes) > limit) bytes -= 1;
+  assert.equal(
+    Buffer.byteLength(JSON.stringify({ content: [{ type: 'text', text: LINE.repeat(Math.ceil(bytes / LINE.length)).slice(0, bytes) }] })),
+    size(bytes),
+  );
+  return bytes;
 }
 
 type Mode = 'up' | 'cluster';
@@ -145,10 +162,14 @@ for (const mode of ['up', 'cluster'] as Mode[]) {
     });
     after(() => running?.stop());
 
-    test('a 40 MiB result arrives intact', { timeout: 300_000 }, async () => {
+    test('a 40 MiB result arrives intact, and so does one of exactly the limit', { timeout: 300_000 }, async () => {
       const client = await connectClient(`${running.punk.baseUrl}/servers/default/sized/mcp`, '2025-11-25');
       try {
         assertSized(textOf(await client.callTool({ name: 'sized', arguments: { bytes: 40 * MiB } }, { timeout: 240_000 })), 40 * MiB);
+        // The reply around it is past the limit by its envelope: the bus carries that (a trial got a protocol
+        // error here, with the call on the ledger as a success).
+        const bytes = bytesWithResultOf(48 * MiB);
+        assertSized(textOf(await client.callTool({ name: 'sized', arguments: { bytes } }, { timeout: 240_000 })), bytes);
       } finally {
         await client.close();
       }

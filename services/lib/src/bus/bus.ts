@@ -235,6 +235,14 @@ export interface Bus {
 export const DEFAULT_MAX_PAYLOAD_BYTES = 32 * 1024 * 1024;
 
 /**
+ * Room the bus carries above its limit for what it wraps a payload in (a call's reply around the tool result, a
+ * reply's `{ok, body}`, a stored event around its message), in bytes. The gateway checks a result against the limit
+ * itself (`oversizedBy`), so a result it lets through, even one byte under the limit, is never refused again on its
+ * way back in its envelope (a client would get a protocol error for a call the ledger records as a success).
+ */
+export const ENVELOPE_ALLOWANCE_BYTES = 64 * 1024;
+
+/**
  * The refusal of a payload past the bus's limit: code `PayloadTooLarge`, a sentence naming what, its size, the
  * limit and the variable that sets it, details `{ bytes, limit }`.
  */
@@ -247,16 +255,19 @@ export function payloadTooLarge(what: string, bytes: number, limit: number): Pun
 }
 
 /**
- * The JSON text of a bus payload, checked against `limit` (UTF-8 bytes).
- * @throws PunkError `BusInvalidPayload` when `data` is no JSON value, `PayloadTooLarge` ({@link payloadTooLarge}) past `limit`.
+ * The JSON text of a bus payload, checked against `limit` (UTF-8 bytes) and the {@link ENVELOPE_ALLOWANCE_BYTES}
+ * above it.
+ * @throws PunkError `BusInvalidPayload` when `data` is no JSON value, `PayloadTooLarge` ({@link payloadTooLarge},
+ *   naming `limit`) past `limit` plus the allowance.
  */
 export function encodePayload(data: unknown, limit: number, what: string): string {
   const text = JSON.stringify(data);
   if (text === undefined) throw new PunkError('BusInvalidPayload', 'bus payload must be a JSON value');
+  const carried = limit + ENVELOPE_ALLOWANCE_BYTES;
   // A UTF-8 byte is at most 3 per UTF-16 unit: most payloads are known to fit without counting.
-  if (text.length * 3 > limit) {
+  if (text.length * 3 > carried) {
     const bytes = Buffer.byteLength(text);
-    if (bytes > limit) throw payloadTooLarge(what, bytes, limit);
+    if (bytes > carried) throw payloadTooLarge(what, bytes, limit);
   }
   return text;
 }

@@ -17,7 +17,7 @@
 import { createInbox, Empty, headers as natsHeaders, type Msg, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { PunkError } from '../errors.js';
-import { payloadTooLarge } from './bus.js';
+import { ENVELOPE_ALLOWANCE_BYTES, payloadTooLarge } from './bus.js';
 
 /** Header of a head message: how many parts the payload has. */
 export const PARTS_HEADER = 'Punk-Parts';
@@ -40,7 +40,8 @@ const DEFAULT_SERVER_MAX_PAYLOAD = 1024 * 1024;
 /** Large payloads over one NATS connection. */
 export class NatsParts {
   /**
-   * @param maxBytes the bus's limit (`PUNK_MAX_RESULT_BYTES`): a head announcing more is refused before any pull.
+   * @param maxBytes the bus's limit (`PUNK_MAX_RESULT_BYTES`): a head announcing more than it and the envelope allowance
+   *   (`ENVELOPE_ALLOWANCE_BYTES`) is refused before any pull.
    */
   constructor(
     private readonly nc: NatsConnection,
@@ -111,7 +112,7 @@ export class NatsParts {
         `${what} announces parts with malformed ${PARTS_HEADER}/${BYTES_HEADER}/${OUTBOX_HEADER} headers`,
       );
     }
-    if (total > this.maxBytes) throw payloadTooLarge(what, total, this.maxBytes);
+    if (total > this.maxBytes + ENVELOPE_ALLOWANCE_BYTES) throw payloadTooLarge(what, total, this.maxBytes);
     const out = new Uint8Array(total);
     const inbox = createInbox();
     return new Promise<Uint8Array>((resolve, reject) => {

@@ -1,8 +1,10 @@
 /**
  * Payloads of any size up to the bus's limit cross it intact, on both implementations: requests, replies,
  * broadcasts and appends larger than the NATS server's `max_payload` travel in parts, on the shared server (1 MiB)
- * and on a private one started with `max_payload: 65536` (the part size is read from the server, not assumed); past
- * `maxPayloadBytes` the sender, or for a reply the requester, gets `PayloadTooLarge` at once, naming the limit.
+ * and on a private one started with `max_payload: 65536` (the part size is read from the server, not assumed); a
+ * payload of the limit's size in an envelope (a reply around a result at the limit) crosses too; past
+ * `maxPayloadBytes` and the envelope allowance the sender, or for a reply the requester, gets `PayloadTooLarge` at
+ * once, naming the limit.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -13,6 +15,7 @@ import { after, before, describe, test, type TestContext } from 'node:test';
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { startPrivateNats, type PrivateNats } from './natstest.js';
+import { ENVELOPE_ALLOWANCE_BYTES } from '../bus/bus.js';
 import { MemoryBus, NatsBus, PunkError, createLogger, type Bus, type StreamMessage } from '../index.js';
 
 const sharedNats = process.env.PUNK_TEST_NATS_URL ?? 'nats://127.0.0.1:4222';
@@ -137,11 +140,22 @@ for (const [name, setup] of implementations) {
       );
     });
 
+    test('a reply holding a result of the limit in its envelope crosses intact', { timeout: 120_000 }, async (t) => {
+      const { open } = setup();
+      const bus = await opened(t, open);
+      const subject = `test${randomBytes(4).toString('hex')}.enveloped`;
+      // Past the limit as a whole, by what wraps a result of the limit's size; the gateway let that result through.
+      const reply = { result: payloadOf(LIMIT - 64), meta: 'm'.repeat(4096) };
+      assert.ok(Buffer.byteLength(JSON.stringify(reply)) > LIMIT);
+      await bus.serve(subject, async () => reply);
+      assert.deepEqual(await bus.request(subject, {}, { timeoutMs: 60_000 }), reply);
+    });
+
     test('past the limit: the sender, and for a reply the requester, gets PayloadTooLarge at once', { timeout: 120_000 }, async (t) => {
       const { open } = setup();
       const bus = await opened(t, open);
       const subject = `test${randomBytes(4).toString('hex')}.huge`;
-      const huge = payloadOf(LIMIT + 1024);
+      const huge = payloadOf(LIMIT + ENVELOPE_ALLOWANCE_BYTES + 1024);
       const refusal = (error: unknown) => {
         assert.ok(error instanceof PunkError, String(error));
         assert.equal(error.code, 'PayloadTooLarge');
