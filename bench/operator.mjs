@@ -69,10 +69,31 @@ if (process.argv[2] === '--child') {
   });
   process.send('started');
 } else {
-  const servers = Number(process.argv[2] ?? 1000);
-  const warm = Number(process.argv[3] ?? 20);
-  const deadline = Date.now() + Number(process.argv[4] ?? 900) * 1000;
-  const workers = Number(process.argv[5] ?? 4);
+  /** Argument `index` as an integer from `min` to `max` (`fallback` when absent); else the usage, and exit 2. */
+  const argument = (index, name, fallback, min, max) => {
+    const given = process.argv[index];
+    const value = given === undefined ? fallback : Number(given);
+    if (Number.isInteger(value) && value >= min && value <= max) return value;
+    console.error(
+      `bench/operator.mjs: ${name} must be an integer from ${min} to ${max}, not ${JSON.stringify(given)}\n` +
+        'usage: node bench/operator.mjs [servers=1000] [warm=20] [deadlineSeconds=900] [workers=4]',
+    );
+    process.exit(2);
+  };
+  const servers = argument(2, 'servers', 1000, 1, 100_000);
+  const warm = argument(3, 'warm', 20, 0, 10_000);
+  const deadline = Date.now() + argument(4, 'deadlineSeconds', 900, 1, 86_400) * 1000;
+  // PUNK_OPERATOR_WORKERS's range.
+  const workers = argument(5, 'workers', 4, 1, 64);
+  // Stopped by a signal, it still stops what it started (the control plane, NATS, the operator) before it exits.
+  let interrupted;
+  const interruption = new Promise((resolve) => {
+    for (const signal of ['SIGINT', 'SIGTERM'])
+      process.once(signal, () => {
+        interrupted = signal;
+        resolve();
+      });
+  });
   const resyncMs = 20_000;
   const { startControlPlane, requestApi } = await import(join(root, 'operator/dist/test/control-plane.js'));
   const { startNats } = await import(join(root, 'operator/dist/test/harness.js'));
@@ -96,9 +117,10 @@ if (process.argv[2] === '--child') {
     await core.createNamespace({ body: { metadata: { name } } });
     return name;
   };
-  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-  /** Throws when the bench's deadline passed, naming the step. */
+  const sleep = (ms) => Promise.race([new Promise((resolve) => setTimeout(resolve, ms)), interruption]);
+  /** Throws when the bench's deadline passed or a signal stops it, naming the step. */
   const inTime = (step) => {
+    if (interrupted) throw new Error(`${interrupted} during ${step}`);
     if (Date.now() > deadline) throw new Error(`deadline passed during ${step}`);
   };
   /**
@@ -249,6 +271,7 @@ if (process.argv[2] === '--child') {
     const cpuBefore = (await ask()).cpuMs;
     const windowMs = resyncMs + 5_000;
     await sleep(windowMs);
+    inTime('the resync');
     const after = await requestCounts();
     const cpuAfter = (await ask()).cpuMs;
     const made = requestsMade(before, after);

@@ -5,7 +5,8 @@
 // and the start time. Prints the tables and writes them with the targets of issue 16 to docs/benchmarks.md.
 // Options (npm run bench -- --help):
 const USAGE = `Usage: npm run bench -- [options]
-  --quick                 the shortest run (1 round of 100 ms slices, few calls; a smoke test, not figures)
+  --quick                 the shortest run (1 round of 100 ms slices, 200/400 calls, 50 idle sessions, one 1 MiB
+                          large result and none at the limit; a smoke test: no target is judged on it)
   --only LIST             comma-separated paths (direct, punk-up, cluster, supergateway, mcp-proxy) and/or
                           scenarios (latency, memory, sessions, large, start); default: everything
   --eras LIST             2025-11-25,2026-07-28 (default both)
@@ -17,7 +18,8 @@ const USAGE = `Usage: npm run bench -- [options]
                           2000,10000; 10000,100000, the targets' figures, takes about 20 minutes more on a loaded 2-core machine)
   --idle-sessions N       memory: idle 2025-era sessions opened on one mcp-front (default 10000, the
                           target's count; about 2 minutes here)
-  --large-mib LIST        sizes of the large results in MiB (default 4,40)
+  --large-mib LIST        sizes of the large results in MiB (default 4,40), besides one result of exactly the
+                          limit as JSON (PUNK_MAX_RESULT_BYTES, default 32 MiB; not in --quick)
   --large-deadline-ms MS  the client's deadline of one large-result call (default 15000)
   --start-runs N          starts of \`punk up\` per mode, the median reported (default 1)
   --out FILE              the markdown report (default docs/benchmarks.md)
@@ -95,7 +97,10 @@ const options = {
   warmupMs: numbers('warmup-ms', quick ? 50 : 300)[0],
   calls: numbers('calls', quick ? '200,400' : '2000,10000'),
   idleSessions: numbers('idle-sessions', quick ? 50 : 10_000)[0],
+  quick,
   largeMiB: numbers('large-mib', quick ? '1' : '4,40'),
+  // The bus's limit, as every Punk process of the bench reads it.
+  limitBytes: Number(process.env.PUNK_MAX_RESULT_BYTES ?? 32 * 1024 * 1024),
   largeDeadlineMs: numbers('large-deadline-ms', quick ? 10_000 : 15_000)[0],
   startRuns: numbers('start-runs', 1)[0],
   out: resolve(flags.out ?? join(root, 'docs/benchmarks.md')),
@@ -248,13 +253,21 @@ async function memory(targets) {
   return results.map(({ name, readings, tally }) => ({ name, readings, errors: tally.errors, error: tally.error }));
 }
 
-/** The large-result scenario: one `blob` call of each size on each path, bounded by the client's deadline. */
+/** What `blob`'s result adds as JSON around its text of "x": `{"content":[{"type":"text","text":"…"}]}`. */
+const BLOB_RESULT_JSON_BYTES = 39;
+
+/**
+ * The large-result scenario: one `blob` call of each size on each path, and (but in `--quick`) one whose result is
+ * exactly the limit as JSON (the largest a client may get), bounded by the client's deadline.
+ */
 async function large(paths) {
   const results = [];
+  const sizes = options.largeMiB.map((mib) => ({ mib, bytes: Math.round(mib * 1024 * 1024) }));
+  if (!options.quick)
+    sizes.push({ mib: options.limitBytes / 1024 / 1024, bytes: options.limitBytes - BLOB_RESULT_JSON_BYTES, atLimit: true });
   for (const path of paths) {
-    for (const mib of options.largeMiB) {
-      const bytes = Math.round(mib * 1024 * 1024);
-      log(`large result: ${mib} MiB through ${path.id}`);
+    for (const { mib, bytes, atLimit } of sizes) {
+      log(`large result: ${atLimit ? 'the limit' : `${mib} MiB`} through ${path.id}`);
       const session = await path.open('2025-11-25');
       const t0 = performance.now();
       let outcome;
@@ -268,7 +281,7 @@ async function large(paths) {
             ? { status: 'timeout', message: `no answer within the ${options.largeDeadlineMs} ms deadline` }
             : { status: 'error', message: error.message.slice(0, 200) };
       }
-      results.push({ path: path.id, mib, ms: performance.now() - t0, ...outcome });
+      results.push({ path: path.id, mib, ...(atLimit && { atLimit }), ms: performance.now() - t0, ...outcome });
       await session.close();
     }
   }

@@ -10,6 +10,7 @@ import {
   deadlines,
   errorMessage,
   parseMessage,
+  PunkError,
   registryChangedSchema,
   requestGateway,
   subjects,
@@ -48,7 +49,9 @@ export class TenantCatalog {
       try {
         await this.servers_();
       } catch (error) {
-        this.log.warn({ err: errorMessage(error), server: change.server }, 'catalog refresh after registry change failed');
+        // No gateway up yet (a cluster starting, its gateways after its fronts): the next listing fetches it again.
+        const level = error instanceof PunkError && error.code === 'BusNoResponders' ? 'debug' : 'warn';
+        this.log[level]({ err: errorMessage(error), server: change.server }, 'catalog refresh after registry change failed');
       }
       for (const listener of this.listeners) {
         try {

@@ -304,15 +304,15 @@ function checkVersion(req: IncomingMessage, body: unknown, httpSse: boolean): Re
   const version = req.headers['mcp-protocol-version'];
   const supported = httpSse ? HTTP_SSE_VERSIONS : SUPPORTED_VERSIONS;
   if (version === undefined || supported.includes(String(version))) return undefined;
-  const modern = hasRequestEnvelope(body);
+  const modern = !httpSse && hasRequestEnvelope(body);
+  // The message lists what `data.supported` lists, and for a 2026-07-28 request names the 2025 era's apart.
+  const listed = modern ? MODERN_PROTOCOL_VERSIONS : supported;
+  const legacy = modern ? ` (2025-era clients: ${LEGACY_PROTOCOL_VERSIONS.join(', ')}, with initialize and a session)` : '';
   return {
     status: 400,
     code: ProtocolErrorCode.UnsupportedProtocolVersion,
-    message: `Bad Request: unsupported MCP-Protocol-Version ${JSON.stringify(version)}; supported versions: ${supported.join(', ')}`,
-    data: {
-      supported: [...(httpSse ? HTTP_SSE_VERSIONS : modern ? MODERN_PROTOCOL_VERSIONS : SUPPORTED_VERSIONS)],
-      requested: String(version),
-    },
+    message: `Bad Request: unsupported MCP-Protocol-Version ${JSON.stringify(version)}; supported versions: ${listed.join(', ')}${legacy}`,
+    data: { supported: [...listed], requested: String(version) },
   };
 }
 

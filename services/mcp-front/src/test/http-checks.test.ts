@@ -257,6 +257,11 @@ describe('mcp-front HTTP checks, in order', () => {
       'd-1',
     );
     assert.deepEqual(modern.data, { supported: [V2026], requested: 'v999' }, 'a 2026-style request lists what server/discover reports');
+    // Its message lists the same, and names the 2025 era's versions apart (a trial read them as contradicting data).
+    assert.match(
+      modern.message,
+      /supported versions: 2026-07-28 \(2025-era clients: 2025-11-25, 2025-06-18, 2025-03-26, with initialize and a session\)/,
+    );
   });
 
   it('2026-07-28: the SDK checks MCP-Protocol-Version against _meta and Mcp-Method/Mcp-Name against the body (400, -32020 HeaderMismatch)', async () => {
