@@ -16,7 +16,6 @@
 import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { request as httpsRequest } from 'node:https';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fmt, pct, root } from './common.mjs';
@@ -150,22 +149,12 @@ if (process.argv[2] === '--child') {
       .join(', ');
   const mib = (bytes) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
   /** Writes the API server's CPU profile over the next `seconds` (its /debug/pprof/profile, pprof's gzipped protobuf) to `file`. */
-  const profileApiServer = (file, seconds) =>
-    new Promise((resolve, reject) => {
-      const cluster = plane.kubeConfig.getCurrentCluster();
-      const url = new URL(`/debug/pprof/profile?seconds=${seconds}`, cluster.server);
-      const headers = { authorization: `Bearer ${plane.kubeConfig.getCurrentUser().token}` };
-      httpsRequest(url, { ca: Buffer.from(cluster.caData, 'base64'), headers }, (response) => {
-        const chunks = [];
-        response.on('data', (chunk) => chunks.push(chunk)).on('error', reject);
-        response.on('end', () => {
-          if (response.statusCode !== 200) reject(new Error(`${url.pathname} answered HTTP ${response.statusCode}`));
-          else writeFile(file, Buffer.concat(chunks)).then(resolve, reject);
-        });
-      })
-        .on('error', reject)
-        .end();
-    });
+  const profileApiServer = async (file, seconds) => {
+    const path = `/debug/pprof/profile?seconds=${seconds}`;
+    const { status, bytes } = await requestApi(plane.kubeConfig, 'GET', path);
+    if (status !== 200) throw new Error(`${path} answered HTTP ${status}`);
+    await writeFile(file, bytes);
+  };
   const lines = [
     `operator bench (kube-apiserver ${plane.server}, ${servers} cold servers, ${warm} warm creates, resync every ${resyncMs / 1000} s, ${workers} workers)`,
   ];

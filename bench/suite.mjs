@@ -35,6 +35,8 @@ import { startCluster, startDirect, startMcpProxy, startPunkUp, startSupergatewa
 import { renderReport } from './report.mjs';
 import { caches, exampleManifests, measureStart } from './startup.mjs';
 
+const { DEFAULT_MAX_PAYLOAD_BYTES } = await import(join(root, 'services/lib/dist/bus/bus.js'));
+
 const GROUPS = ['direct', 'punk-up', 'cluster', 'supergateway', 'mcp-proxy'];
 const SCENARIOS = ['latency', 'memory', 'sessions', 'large', 'start'];
 
@@ -100,7 +102,7 @@ const options = {
   quick,
   largeMiB: numbers('large-mib', quick ? '1' : '4,40'),
   // The bus's limit, as every Punk process of the bench reads it.
-  limitBytes: Number(process.env.PUNK_MAX_RESULT_BYTES ?? 32 * 1024 * 1024),
+  limitBytes: Number(process.env.PUNK_MAX_RESULT_BYTES ?? DEFAULT_MAX_PAYLOAD_BYTES),
   largeDeadlineMs: numbers('large-deadline-ms', quick ? 10_000 : 15_000)[0],
   startRuns: numbers('start-runs', 1)[0],
   out: resolve(flags.out ?? join(root, 'docs/benchmarks.md')),

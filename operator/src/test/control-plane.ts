@@ -86,7 +86,7 @@ function httpsStatus(url: string, ca: Buffer, token: string): Promise<number> {
  * One request to the API server of `kubeConfig` (its cluster CA and user token), `body` sent as JSON text under
  * `contentType` (JSON is also YAML, so `application/apply-patch+yaml` takes it too), with extra `headers` (e.g.
  * `Impersonate-User`: the test's user is in system:masters, which may impersonate anyone).
- * @returns the status code and the body text, whatever the status.
+ * @returns the status code and the body, as UTF-8 text and as bytes (a pprof profile is binary), whatever the status.
  */
 export function requestApi(
   kubeConfig: KubeConfig,
@@ -95,7 +95,7 @@ export function requestApi(
   body?: unknown,
   contentType = 'application/json',
   headers: Record<string, string> = {},
-): Promise<{ status: number; text: string }> {
+): Promise<{ status: number; text: string; bytes: Buffer }> {
   const cluster = kubeConfig.getCurrentCluster()!;
   const user = kubeConfig.getCurrentUser()!;
   return new Promise((resolve, reject) => {
@@ -107,11 +107,13 @@ export function requestApi(
         headers: { authorization: `Bearer ${user.token}`, 'content-type': contentType, ...headers },
       },
       (response) => {
-        let text = '';
+        const chunks: Buffer[] = [];
         response
-          .setEncoding('utf8')
-          .on('data', (chunk) => (text += chunk))
-          .on('end', () => resolve({ status: response.statusCode ?? 0, text }));
+          .on('data', (chunk: Buffer) => chunks.push(chunk))
+          .on('end', () => {
+            const bytes = Buffer.concat(chunks);
+            resolve({ status: response.statusCode ?? 0, text: bytes.toString('utf8'), bytes });
+          });
       },
     );
     request.on('error', reject);
