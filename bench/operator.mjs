@@ -68,17 +68,19 @@ if (process.argv[2] === '--child') {
   });
   process.send('started');
 } else {
+  const USAGE = 'usage: node bench/operator.mjs [servers=1000] [warm=20] [deadlineSeconds=900] [workers=4]';
   /** Argument `index` as an integer from `min` to `max` (`fallback` when absent); else the usage, and exit 2. */
   const argument = (index, name, fallback, min, max) => {
     const given = process.argv[index];
     const value = given === undefined ? fallback : Number(given);
     if (Number.isInteger(value) && value >= min && value <= max) return value;
-    console.error(
-      `bench/operator.mjs: ${name} must be an integer from ${min} to ${max}, not ${JSON.stringify(given)}\n` +
-        'usage: node bench/operator.mjs [servers=1000] [warm=20] [deadlineSeconds=900] [workers=4]',
-    );
+    console.error(`bench/operator.mjs: ${name} must be an integer from ${min} to ${max}, not ${JSON.stringify(given)}\n${USAGE}`);
     process.exit(2);
   };
+  if (process.argv.length > 6) {
+    console.error(`bench/operator.mjs: at most 4 arguments, not ${process.argv.length - 2}\n${USAGE}`);
+    process.exit(2);
+  }
   const servers = argument(2, 'servers', 1000, 1, 100_000);
   const warm = argument(3, 'warm', 20, 0, 10_000);
   const deadline = Date.now() + argument(4, 'deadlineSeconds', 900, 1, 86_400) * 1000;

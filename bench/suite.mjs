@@ -5,8 +5,9 @@
 // and the start time. Prints the tables and writes them with the targets of issue 16 to docs/benchmarks.md.
 // Options (npm run bench -- --help):
 const USAGE = `Usage: npm run bench -- [options]
-  --quick                 the shortest run (1 round of 100 ms slices, 200/400 calls, 50 idle sessions, one 1 MiB
-                          large result and none at the limit; a smoke test: no target is judged on it)
+  --quick                 the shortest run (1 round of 100 ms slices after a 50 ms warm-up, 200/400 calls, 50 idle
+                          sessions, one 1 MiB large result with a 10 s deadline and none at the limit; a smoke
+                          test: no target is judged on it)
   --only LIST             comma-separated paths (direct, punk-up, cluster, supergateway, mcp-proxy) and/or
                           scenarios (latency, memory, sessions, large, start); default: everything
   --eras LIST             2025-11-25,2026-07-28 (default both)
