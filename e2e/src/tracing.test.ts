@@ -146,7 +146,6 @@ describe('tracing across the service processes (NATS, Postgres, OTLP/HTTP JSON)'
       'tools/call traced__echo',
       'route tools/call echo',
       'tools/call echo',
-      'ledger persist governance.decision',
       'ledger persist tool.called',
       'ledger persist tool.completed',
     ]);
@@ -179,8 +178,8 @@ describe('tracing across the service processes (NATS, Postgres, OTLP/HTTP JSON)'
     assert.equal(upstream.attributes['gen_ai.tool.name'], 'echo');
     assert.equal(upstream.attributes['gen_ai.operation.name'], 'execute_tool');
 
-    // ledger: each event persisted under the span that appended it, the gateway's decision included.
-    for (const name of ['ledger persist governance.decision', 'ledger persist tool.called', 'ledger persist tool.completed']) {
+    // ledger: each event persisted under the span that appended it (tool.called carrying the gateway's decision).
+    for (const name of ['ledger persist tool.called', 'ledger persist tool.completed']) {
       const persisted = only(spans, name, 'punk-ledger');
       assert.equal(persisted.kind, SpanKinds.consumer);
       assert.ok(
@@ -302,7 +301,7 @@ describe('tracing in punk up (the in-process bus)', () => {
       'tools/call traced__echo',
       'route tools/call echo',
       'tools/call echo',
-      'ledger persist governance.decision',
+      'ledger persist tool.called',
       'ledger persist tool.completed',
     ]);
     assert.deepEqual([...new Set(spans.map((s) => s.service))], ['punk-up']);

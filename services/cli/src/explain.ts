@@ -61,10 +61,13 @@ function stepOf(event: RunEvent, first: number): ExplainedEvent {
   set('server', event.server ?? data['server']);
   set('tool', data['tool'] ?? data['name']);
   set('subject', event.principal?.subject);
-  // governance.decision events (decisionEvent of @punk/lib): `decision`, `rule`, `reason`.
-  set('decision', data['decision']);
-  set('rule', data['rule']);
-  set('reason', data['reason']);
+  // governance.decision events (decisionEvent of @punk/lib): `decision`, `rule`, `reason`; the same in `data.decision` of a
+  // use's first event that carries the gateway's decision to allow it (`tool.called`, `resource.read`, `prompt.got`).
+  const carried = data['decision'];
+  const decided = typeof carried === 'object' && carried !== null ? (carried as Record<string, unknown>) : data;
+  set('decision', decided['decision']);
+  set('rule', decided['rule']);
+  set('reason', decided['reason']);
   set('approvalId', data['approvalId'] ?? (event.type.startsWith('approval.') ? data['id'] : undefined));
   set('error', data['error']);
   if (typeof data['durationMs'] === 'number') step.durationMs = data['durationMs'];

@@ -7,7 +7,7 @@
  */
 import type { FetchLike } from '@modelcontextprotocol/client';
 import { Client, type ClientOptions } from '@modelcontextprotocol/client';
-import { errorMessage, PunkError, redact, redactJson, transportOf, type Logger, type McpServer } from '@punk/lib';
+import { errorMessage, PunkError, redact, redactJson, redactParsed, transportOf, type Logger, type McpServer } from '@punk/lib';
 import { connectHttp, type HttpAnswers, type HttpConnection, type HttpTransportKind } from './http-transport.js';
 import { planLaunch } from './launch.js';
 import { openOpenApiConnection } from './openapi/connection.js';
@@ -15,11 +15,17 @@ import { ensurePortFree, verifyOwnListener } from './local-port.js';
 import { ServerProcess } from './process.js';
 import type { SessionLink } from './session-link.js';
 import { ProcessStdioTransport } from './stdio-transport.js';
+import { wireExchange, type UpstreamExchange } from './upstream-exchange.js';
 import { headerRecord, renewHeaders, resolveHeaders, type ResolvedHeader, type Secrets } from './upstream-secrets.js';
 
 /** An open connection: the SDK client, the transport it speaks and, for local servers, the process. */
 export interface Connection {
   client: Client;
+  /**
+   * The forwarded requests' own exchange on the connection's wire (upstream-exchange.ts), where the wire carries one
+   * (stdio); absent: they go through {@link client}.
+   */
+  exchange?: UpstreamExchange;
   /** The transport in use: `sse` when a streamable-http url server only spoke HTTP+SSE; `openapi`: served in the gateway (openapi/). */
   transport: 'stdio' | HttpTransportKind | 'openapi';
   process?: ServerProcess;
@@ -39,6 +45,11 @@ export interface Connection {
    * the manifest shows anyway are left as sent.
    */
   redactForClient(text: string): string;
+  /**
+   * A result of the connection's upstream (parsed from `text`, its JSON as it came, when known) with
+   * {@link redactForClient} applied to every string; the result itself when it holds no such value (lib redactParsed).
+   */
+  hideResultForClient<T>(value: T, text?: string): T;
 }
 
 /** Options of {@link openConnection}. */
@@ -126,11 +137,7 @@ const LIST_CHANGED_DEBOUNCE_MS = 50;
  * and log messages, server-to-client requests).
  */
 function newClient(options: ConnectOptions, negotiates: boolean, byDefault: 'auto' | 'legacy', hide: (text: string) => string): Client {
-  const clientOptions: ClientOptions = {
-    // Declared so upstreams offer their elicitation and sampling; each request is relayed to the client of
-    // the call, or refused when that client did not declare the capability itself (client-channel.ts).
-    capabilities: { elicitation: { form: {} }, sampling: {}, ...(options.session?.roots && { roots: { listChanged: true } }) },
-  };
+  const clientOptions: ClientOptions = { capabilities: declaredCapabilities(options) };
   const era = negotiates ? options.era : 'legacy';
   if (era === 'modern') clientOptions.versionNegotiation = { mode: { pin: MODERN_PROTOCOL_VERSION } };
   else if (era === undefined && byDefault === 'auto') clientOptions.versionNegotiation = { mode: 'auto' };
@@ -174,6 +181,15 @@ function newClient(options: ConnectOptions, negotiates: boolean, byDefault: 'aut
 }
 
 /**
+ * The capabilities the gateway declares to an upstream: elicitation and sampling, so upstreams offer them (each request
+ * is relayed to the client of the call, or refused when that client did not declare the capability itself:
+ * client-channel.ts), and `roots` on a `per-client` connection whose client declared it.
+ */
+function declaredCapabilities(options: ConnectOptions): Record<string, unknown> {
+  return { elicitation: { form: {} }, sampling: {}, ...(options.session?.roots && { roots: { listChanged: true } }) };
+}
+
+/**
  * Connects to a server. stdio servers speak the 2025 era (`initialize`); HTTP
  * servers are probed with `server/discover` (`mode: 'auto'`) so 2026-07-28
  * servers are spoken to in their era; sse servers speak 2025; `options.era`
@@ -195,6 +211,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
   // Those of them that came from the credentials vault: hidden from everything that goes back to clients.
   const vaultSecrets = new Set<string>();
   const hideFromClient = (text: string) => redact(text, vaultSecrets);
+  const hideResultForClient = <T>(value: T, text?: string): T => redactParsed(value, text, vaultSecrets);
   const remember = (headers: ResolvedHeader[]) => {
     for (const header of headers) {
       secrets.add(header.value);
@@ -228,7 +245,8 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
         timeoutMs: options.timeoutMs,
         newClient: (hideValues) => (client = newClient(options, false, 'legacy', hideValues)),
       });
-      return await Promise.race([openapi, timeout]);
+      const connection = await Promise.race([openapi, timeout]);
+      return { ...connection, hideResultForClient: (value) => redactJson(value, (text) => connection.redactForClient(text)) };
     }
     if (spec.url !== undefined) {
       const url = new URL(spec.url);
@@ -273,6 +291,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
         sessionLost: connected.sessionLost,
         redact: hide,
         redactForClient: hideFromClient,
+        hideResultForClient,
       };
     }
     const plan = await planLaunch(server, {
@@ -296,13 +315,11 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
     exited.catch(() => undefined);
     if (transport === 'stdio') {
       client = newClient(options, true, 'legacy', hideFromClient);
-      await Promise.race([
-        client.connect(new ProcessStdioTransport(proc, options.maxMessageBytes), { timeout: options.timeoutMs }),
-        exited,
-        timeout,
-      ]);
+      const wire = new ProcessStdioTransport(proc, options.maxMessageBytes);
+      await Promise.race([client.connect(wire, { timeout: options.timeoutMs }), exited, timeout]);
       return {
         client,
+        exchange: wireExchange(wire, client, declaredCapabilities(options), CLIENT_INFO),
         transport: 'stdio',
         process: proc,
         headers: [],
@@ -310,6 +327,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
         sessionLost: () => 0,
         redact: hide,
         redactForClient: hideFromClient,
+        hideResultForClient,
       };
     }
     const url = new URL(`http://127.0.0.1:${spec.port}${spec.path}`);
@@ -342,6 +360,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
       sessionLost: () => 0,
       redact: hide,
       redactForClient: hideFromClient,
+      hideResultForClient,
     };
   } catch (error) {
     abandoned = true;

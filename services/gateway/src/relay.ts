@@ -10,7 +10,7 @@ import {
   gatewayRequestSchema,
   DEFAULT_MAX_PAYLOAD_BYTES,
   oversizedBy,
-  parseMessage,
+  receivedMessage,
   payloadTooLarge,
   PunkError,
   subjects,
@@ -19,6 +19,7 @@ import {
   type GatewayRequest,
   type GovernanceCheck,
   type GovernanceDecision,
+  type LedgerEvent,
   type Logger,
   type RequestHandler,
   type ServerCatalog,
@@ -29,7 +30,7 @@ import { seekApproval } from './approvals.js';
 import { queueShareOf } from './call-queue.js';
 import { awaitingReviewMessage, declaredLevelOf, denialOf, isToolVisible } from './catalog.js';
 import { busClientLink, type CallCancellations, type ClientLink, type PendingRequests } from './client-channel.js';
-import type { CallDecider } from './decisions.js';
+import type { CallDecider, CallDecision } from './decisions.js';
 import { callEvent, summarizeResult, type CallContext } from './events.js';
 import { runWithInputRequired } from './input-required.js';
 import { observeUpstreamCall } from './metrics.js';
@@ -104,8 +105,8 @@ export function createRelay(deps: {
 }): RequestHandler {
   const { bus, log, registry, pending, decider, pinning, cancellations } = deps;
   const maxResultBytes = deps.maxResultBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
-  return async (data) => {
-    const request = parseMessage(gatewayRequestSchema, subjects.gatewayCall, data);
+  return async (data, info) => {
+    const request = receivedMessage(gatewayRequestSchema, subjects.gatewayCall, data, info.local);
     if (request.method === 'catalog/list') {
       const reply = listCatalog(registry, request.tenant, request.server);
       // The workflows' entry (each checked against the catalog) joins only the tenant's whole list.
@@ -137,12 +138,12 @@ export function createRelay(deps: {
       sessionId: request.sessionId,
     };
     const cancel = request.channel ? cancellations.watch(request.channel.callId) : undefined;
-    // The decision's audit record is appended alongside the rest of the call; the call's answer waits for it.
-    const audits: Promise<void>[] = [];
+    // The decisions' audit records go on the ledger alongside the rest of the call; the call's answer waits for them.
+    const audits: CallDecision[] = [];
     const decide: Decide = async (check) => {
-      const { decision, recorded } = await decider.decide(check);
-      audits.push(recorded);
-      return decision;
+      const audit = await decider.decide(check);
+      audits.push(audit);
+      return audit;
     };
     const run = (link: ClientLink | undefined): Promise<Record<string, unknown>> => {
       switch (request.method) {
@@ -202,7 +203,8 @@ async function callTool(
   const hidden = () => pinning?.isHidden(request.tenant, request.server, name) === true;
   if (known === undefined && !hidden()) throw notServed();
   const declaredLevel = declaredLevelOf(upstream.server, name, typeof known === 'object' ? known : undefined);
-  const decision = await ask(decide, request, context, 'tool', name, declaredLevel);
+  const audit = await ask(decide, request, context, 'tool', name, declaredLevel);
+  const { decision } = audit;
   let approvalId: string | undefined;
   if (decision.decision === 'approval_required') {
     // approvals.ts: an approval of this exact call is consumed, or asked for, or waited for, or the call fails closed.
@@ -226,8 +228,9 @@ async function callTool(
   if (hidden() || pinning?.isApprovalRequired(request.tenant, request.server, name)) {
     // Fails closed like an approval_required decision for an unattended caller; the attempt is on the ledger.
     const message = hidden() ? awaitingReviewMessage(name, request.server) : pinningRefusal(name, request.server);
-    await appendLedgerEvent(
+    await completedUncalled(
       bus,
+      audit,
       callEvent('tool.completed', context, { name, decisionId: decision.decisionId, upstreamCalled: false, isError: true, error: message }),
     );
     return toolError(message);
@@ -235,8 +238,9 @@ async function callTool(
   if (!upstream.accepting) {
     // The attempt is on the ledger too: the decision above, and this outcome without an upstream call.
     const message = `server ${request.server} is unavailable (${upstream.state}${upstream.error ? `: ${upstream.error}` : ''})`;
-    await appendLedgerEvent(
+    await completedUncalled(
       bus,
+      audit,
       callEvent('tool.completed', context, { name, decisionId: decision.decisionId, upstreamCalled: false, isError: true, error: message }),
     );
     return toolError(message);
@@ -248,7 +252,13 @@ async function callTool(
     decisionId: decision.decisionId,
     sideEffectLevel: decision.sideEffectLevel,
     ...(approvalId !== undefined && { approvalId }),
+    ...(audit.folded && { decision: audit.folded }),
   });
+  const appendCalled = () => {
+    const append = settle(appendLedgerEvent(bus, called));
+    audit.carry(append);
+    return append;
+  };
   // The checks above again, right before the request goes out: a (re)connect inside the call lists the tools anew and
   // the pinning review may have hidden the tool or made it wait for an approval. `tool.called` is appended (alongside
   // the request) once a request is admitted.
@@ -262,7 +272,7 @@ async function callTool(
     if (refusedAs === 'not-served') return notServed().message;
     if (refusedAs === 'hidden') return awaitingReviewMessage(name, request.server);
     if (refusedAs === 'pinned') return pinningRefusal(name, request.server);
-    appended ??= settle(appendLedgerEvent(bus, called));
+    appended ??= appendCalled();
     return undefined;
   };
   const outcome = await settle(
@@ -283,13 +293,15 @@ async function callTool(
       ? { name, calledEventId: called.id, durationMs: Date.now() - started }
       : { name, decisionId: decision.decisionId, upstreamCalled: false };
     const wasAppended = sent ? await appended! : undefined;
-    await appendLedgerEvent(bus, callEvent('tool.completed', context, { ...data, isError: true, error: message }));
+    const completed = callEvent('tool.completed', context, { ...data, isError: true, error: message });
+    if (sent) await appendLedgerEvent(bus, completed);
+    else await completedUncalled(bus, audit, completed);
     if (wasAppended?.status === 'rejected') throw wasAppended.reason;
     if (refusedAs === 'not-served') throw notServed();
     return toolError(message);
   }
   // A call that ended before any request was admitted (unavailable, busy, circuit open) is recorded as called, as before.
-  const calledAppend = await (appended ?? settle(appendLedgerEvent(bus, called)));
+  const calledAppend = await (appended ?? appendCalled());
   const result = outcomeOf(outcome, (failure) => toolError(failure.message));
   const tooLarge = oversizedResult(result, maxResultBytes, `the result of tool ${name} on server ${request.server}`);
   const completed = callEvent('tool.completed', context, {
@@ -315,9 +327,9 @@ async function callTool(
  * `call`'s outcome once the audit records of its decisions are in the stream too, so that neither a result nor a
  * refusal is answered before them; a failed append fails the call (the call's own error wins when both fail).
  */
-async function afterAudits<T>(audits: Promise<void>[], call: Promise<T>): Promise<T> {
+async function afterAudits<T>(audits: CallDecision[], call: Promise<T>): Promise<T> {
   const [outcome] = await Promise.allSettled([call]);
-  const recorded = await Promise.allSettled(audits);
+  const recorded = await Promise.allSettled(audits.map((audit) => audit.recorded()));
   if (outcome.status === 'rejected') throw outcome.reason;
   const failed = recorded.find((r) => r.status === 'rejected');
   if (failed) throw failed.reason;
@@ -352,7 +364,8 @@ async function relayOther(
       { server: request.server },
     );
   }
-  const decision = await ask(decide, request, context, kind, target, undefined);
+  const audit = await ask(decide, request, context, kind, target, undefined);
+  const { decision } = audit;
   if (decision.decision !== 'allow') {
     throw new PunkError('PolicyDenied', refusal(what, request.server, decision), {
       rule: decision.rule,
@@ -367,7 +380,10 @@ async function relayOther(
     ...(kind === 'resource' ? { uri: target } : { name: target, arguments: (request as { arguments?: unknown }).arguments ?? {} }),
     decisionId: decision.decisionId,
     sideEffectLevel: decision.sideEffectLevel,
+    ...(audit.folded && { decision: audit.folded }),
   });
+  const calledAppend = appendLedgerEvent(bus, called);
+  audit.carry(calledAppend);
   const call =
     kind === 'resource'
       ? traceUpstreamCall('resources/read', { uri: target }, upstream.key, request._meta, (meta) =>
@@ -384,10 +400,7 @@ async function relayOther(
             queueShareOf(request.principal),
           ),
         );
-  const [appended, outcome] = await Promise.allSettled([
-    appendLedgerEvent(bus, called),
-    observeUpstreamCall(upstream, request.method, undefined, call),
-  ]);
+  const [appended, outcome] = await Promise.allSettled([calledAppend, observeUpstreamCall(upstream, request.method, undefined, call)]);
   const result = outcomeOf(outcome, (failure) => {
     const code = failure.kind === 'timeout' ? 'UpstreamTimeout' : failure.kind === 'cancelled' ? 'Cancelled' : 'ServerUnavailable';
     throw new PunkError(code, failure.message, { server: request.server });
@@ -411,7 +424,8 @@ async function relayOther(
 }
 
 type Settled =
-  { ok: true; value: Record<string, unknown>; redact?: (text: string) => string } | { ok: false; error: string; thrown: unknown };
+  | { ok: true; value: Record<string, unknown>; bytes?: number; redact?: (text: string) => string }
+  | { ok: false; error: string; thrown: unknown };
 
 /**
  * Folds a call outcome into a value (the upstream result with its connection's redaction, or what `onFailure`
@@ -422,7 +436,10 @@ function outcomeOf(
   onFailure: (failure: Extract<CallOutcome, { ok: false }>) => Record<string, unknown>,
 ): Settled {
   if (outcome.status === 'rejected') return { ok: false, error: errorMessage(outcome.reason), thrown: outcome.reason };
-  if (outcome.value.ok) return { ok: true, value: outcome.value.result, redact: outcome.value.redact };
+  if (outcome.value.ok) {
+    const { result, bytes, redact } = outcome.value;
+    return { ok: true, value: result, redact, ...(bytes !== undefined && { bytes }) };
+  }
   try {
     return { ok: true, value: onFailure(outcome.value) };
   } catch (error) {
@@ -436,12 +453,22 @@ function outcomeOf(
  * reaches its client is recorded as the failure it is.
  */
 function oversizedResult(result: Settled, limit: number, what: string): PunkError | undefined {
-  const bytes = result.ok ? oversizedBy(result.value, limit) : undefined;
+  // The answer as the upstream sent it is at least as long as the result's JSON: when it fits, the result does.
+  const bytes = result.ok && !(result.bytes !== undefined && result.bytes <= limit) ? oversizedBy(result.value, limit) : undefined;
   return bytes === undefined ? undefined : payloadTooLarge(what, bytes, limit);
 }
 
 /** Decides one use of this call: in process, or through governance (decisions.ts); its audit record is awaited by the call. */
-type Decide = (check: GovernanceCheck) => Promise<GovernanceDecision>;
+type Decide = (check: GovernanceCheck) => Promise<CallDecision>;
+
+/**
+ * Appends the completion of a use that never went out (`upstreamCalled: false`), after its decision's own record:
+ * no first event carried the decision, so it is on the ledger before the outcome it led to.
+ */
+async function completedUncalled(bus: Bus, audit: CallDecision, completed: LedgerEvent): Promise<void> {
+  await audit.recorded();
+  await appendLedgerEvent(bus, completed);
+}
 
 function ask(
   decide: Decide,
@@ -450,7 +477,7 @@ function ask(
   kind: 'tool' | 'resource' | 'prompt',
   target: string,
   declaredLevel: number | undefined,
-): Promise<GovernanceDecision> {
+): Promise<CallDecision> {
   return decide({
     tenant: request.tenant,
     principal: request.principal,

@@ -8,10 +8,15 @@
  * JSON-RPC id can be read from its first or last bytes the request it answers gets a JSON-RPC error naming the
  * bound at once, marked with {@link DROPPED_BYTES_KEY} in its data (else the error is reported and the request
  * waits for its deadline).
+ *
+ * It is also the wire of the connection's exchange (upstream-exchange.ts): a line answering one of the exchange's
+ * requests goes to it, parsed once and not validated further; every other line is checked against the JSON-RPC
+ * message schema and goes to the SDK client.
  */
-import { deserializeMessage, type JSONRPCMessage, type Transport } from '@modelcontextprotocol/client';
+import { parseJSONRPCMessage, type JSONRPCMessage, type Transport } from '@modelcontextprotocol/client';
 import { DEFAULT_MAX_PAYLOAD_BYTES } from '@punk/lib';
 import type { ServerProcess } from './process.js';
+import { isExchangeId, type ExchangeWire, type RawAnswer } from './upstream-exchange.js';
 
 const NEWLINE = 0x0a;
 /** How much of the start and the end of a dropped line is kept to find its id, in bytes. */
@@ -33,7 +38,7 @@ export function droppedAnswerOf(data: unknown): { bytes: number; limit: number }
 }
 
 /** A client transport over an already spawned server process. */
-export class ProcessStdioTransport implements Transport {
+export class ProcessStdioTransport implements Transport, ExchangeWire {
   onclose?: () => void;
   onerror?: (error: Error) => void;
   onmessage?: (message: JSONRPCMessage) => void;
@@ -43,6 +48,8 @@ export class ProcessStdioTransport implements Transport {
   /** The start and the end so far of a line past the bound, while it is being dropped. */
   private dropping: { head: string; tail: string; bytes: number } | undefined;
   private closed = false;
+  /** Answers awaited by the exchange, by request id. */
+  private readonly answers = new Map<string, (answer: RawAnswer, text: string | undefined) => void>();
 
   /** @param maxMessageBytes longest line read, in bytes (default twice `PUNK_MAX_RESULT_BYTES`'s default: 64 MiB). */
   constructor(
@@ -69,6 +76,11 @@ export class ProcessStdioTransport implements Transport {
     if (this.closed || !stdin || stdin.destroyed) throw new Error('the server process is not running');
     const line = JSON.stringify(message) + '\n';
     if (!stdin.write(line)) await new Promise<void>((resolve) => stdin.once('drain', resolve));
+  }
+
+  expect(id: string, onAnswer: (answer: RawAnswer, text: string | undefined) => void): () => void {
+    this.answers.set(id, onAnswer);
+    return () => this.answers.delete(id);
   }
 
   /** Detaches from the process; stopping it is the owner's job. */
@@ -108,12 +120,26 @@ export class ProcessStdioTransport implements Transport {
     if (line.trim() === '') return;
     let message: JSONRPCMessage;
     try {
-      message = deserializeMessage(line);
+      const value: unknown = JSON.parse(line);
+      if (this.answered(value, line)) return;
+      message = parseJSONRPCMessage(value);
     } catch (error) {
       this.onerror?.(error as Error);
       return;
     }
     this.onmessage?.(message);
+  }
+
+  /** Hands an answer to an exchanged request to its waiter; false for any other message. */
+  private answered(value: unknown, text: string | undefined): boolean {
+    if (typeof value !== 'object' || value === null || 'method' in value) return false;
+    const id = (value as { id?: unknown }).id;
+    if (!isExchangeId(id)) return false;
+    const waiter = this.answers.get(id);
+    if (!waiter) return false;
+    this.answers.delete(id);
+    waiter(value as RawAnswer, text);
+    return true;
   }
 
   /** Answers the request a dropped line answered, when its id shows at either end (SDKs write it first or last). */
@@ -124,11 +150,12 @@ export class ProcessStdioTransport implements Transport {
       /"id"\s*:\s*(\d+|"(?:[^"\\]|\\.)*")\s*\}\s*$/.exec(dropped.tail)?.[1];
     this.onerror?.(new Error(text));
     if (id === undefined) return;
-    this.onmessage?.({
-      jsonrpc: '2.0',
+    const answer = {
+      jsonrpc: '2.0' as const,
       id: JSON.parse(id) as string | number,
       error: { code: INTERNAL_ERROR, message: text, data: { [DROPPED_BYTES_KEY]: dropped.bytes, limit: this.maxMessageBytes } },
-    });
+    };
+    if (!this.answered(answer, undefined)) this.onmessage?.(answer);
   }
 
   private finish(): void {
@@ -137,6 +164,8 @@ export class ProcessStdioTransport implements Transport {
     this.pieces = [];
     this.held = 0;
     this.dropping = undefined;
+    // Their requests end with the process (the relay watches its exit); nothing is answered any more.
+    this.answers.clear();
     this.onclose?.();
   }
 }

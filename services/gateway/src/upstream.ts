@@ -54,6 +54,7 @@ import { renewHeaders, type ResolvedHeader, type Secrets } from './upstream-secr
 import type { ProcessExit } from './process.js';
 import { droppedAnswerOf } from './stdio-transport.js';
 import type { SessionLink } from './session-link.js';
+import { sdkExchange, type ExchangeAnswer, type ExchangeOptions, type UpstreamExchange } from './upstream-exchange.js';
 import { answerInputRequests, MAX_INPUT_ROUNDS, metaForModernUpstream, type InputRequiredMode, type InputRetry } from './upstream-input.js';
 
 /** First restart delay after a crash, doubled per consecutive failure up to {@link MAX_BACKOFF_MS}. */
@@ -160,7 +161,15 @@ export type CallFailure =
  * (`Connection.redact`: its secret values hidden from a text, e.g. a summary of the result for the ledger), or why
  * there is none (`refused`: the call's {@link CallAdmission} refused it, it never reached the upstream).
  */
-export type CallOutcome = { ok: true; result: Record<string, unknown>; redact: (text: string) => string } | ({ ok: false } & CallFailure);
+export type CallOutcome =
+  | {
+      ok: true;
+      result: Record<string, unknown>;
+      /** The size of the upstream's answer in UTF-8 bytes, when its wire knew it: at least the result's JSON size. */
+      bytes?: number;
+      redact: (text: string) => string;
+    }
+  | ({ ok: false } & CallFailure);
 
 /**
  * Checked right before a call goes out on a connection, after any (re)connect or relisting the call waited for
@@ -169,13 +178,13 @@ export type CallOutcome = { ok: true; result: Record<string, unknown>; redact: (
  */
 export type CallAdmission = () => string | undefined;
 
-/** One relayed request on a client (`options` carry its deadline, cancellation and input-required handling). */
+/** One relayed request on a connection's exchange (`options` carry its deadline, cancellation and input-required handling). */
 type RelayedCall = (
-  client: Client,
-  options: { timeout: number; signal?: AbortSignal; allowInputRequired?: boolean },
+  exchange: UpstreamExchange,
+  options: ExchangeOptions,
   meta: Record<string, unknown> | undefined,
   retry?: InputRetry,
-) => Promise<unknown>;
+) => Promise<ExchangeAnswer>;
 
 /** One upstream MCP server and its pooled connection. */
 export class Upstream {
@@ -357,17 +366,9 @@ export class Upstream {
     admit?: CallAdmission,
     principal?: string,
   ): Promise<CallOutcome> {
-    // The result goes back untouched: mcp-front checks `structuredContent` against the tool's outputSchema and
-    // answers a mismatch as a tool error, so the SDK client must not turn it into a JSON-RPC error here.
-    const known = this.knownTool(name);
-    const { outputSchema: _checkedByTheFront, ...toolDefinition } =
-      typeof known === 'object' ? known : { name, inputSchema: { type: 'object' } };
     return this.relay(
-      (client, options, sent, retry) =>
-        client.callTool(
-          { name, ...(args && { arguments: args }), ...(sent && { _meta: sent }), ...retry },
-          { ...options, toolDefinition: toolDefinition as Tool },
-        ),
+      (exchange, options, sent, retry) =>
+        exchange.request('tools/call', { name, ...(args && { arguments: args }), ...(sent && { _meta: sent }), ...retry }, options),
       meta,
       link,
       signal,
@@ -375,6 +376,17 @@ export class Upstream {
       admit,
       principal,
     );
+  }
+
+  /**
+   * The definition of a tool as the SDK client is given it for a call: without its `outputSchema` (the result goes
+   * back untouched: mcp-front checks `structuredContent` against the schema and answers a mismatch as a tool error).
+   */
+  private toolDefinition(name: string): Tool {
+    const known = this.knownTool(name);
+    const { outputSchema: _checkedByTheFront, ...definition } =
+      typeof known === 'object' ? known : { name, inputSchema: { type: 'object' } };
+    return definition as Tool;
   }
 
   /** Reads a resource (progress, requests and cancellation as in {@link callTool}). @throws PunkError `UpstreamError` when the server answers with a JSON-RPC error. */
@@ -387,8 +399,7 @@ export class Upstream {
     principal?: string,
   ): Promise<CallOutcome> {
     return this.relay(
-      (client, options, sent, retry) =>
-        client.readResource({ uri, ...(sent && { _meta: sent }), ...retry }, { ...options, cacheMode: 'bypass' }),
+      (exchange, options, sent, retry) => exchange.request('resources/read', { uri, ...(sent && { _meta: sent }), ...retry }, options),
       meta,
       link,
       signal,
@@ -409,8 +420,8 @@ export class Upstream {
     principal?: string,
   ): Promise<CallOutcome> {
     return this.relay(
-      (client, options, sent, retry) =>
-        client.getPrompt({ name, ...(args && { arguments: args }), ...(sent && { _meta: sent }), ...retry }, options),
+      (exchange, options, sent, retry) =>
+        exchange.request('prompts/get', { name, ...(args && { arguments: args }), ...(sent && { _meta: sent }), ...retry }, options),
       meta,
       link,
       signal,
@@ -723,6 +734,7 @@ export class Upstream {
     mode?: InputRequiredMode,
   ): Promise<CallOutcome> {
     const timeoutMs = this.callTimeoutMs;
+    const exchange = connection.exchange ?? sdkExchange(connection.client, (name) => this.toolDefinition(name));
     // What goes back to the client never holds a value resolved from the vault for this connection (an upstream may echo its headers).
     const hide = (text: string) => connection.redactForClient(text);
     const proc = connection.process;
@@ -738,7 +750,7 @@ export class Upstream {
     // The call's log level (`io.modelcontextprotocol/logLevel`, MCP 2026-07-28) filters a shared connection's log
     // messages relayed to it (onLog); a 2026-07-28 upstream gets it with the request, a 2025-era one never sees the key.
     const { [LOG_LEVEL_META_KEY]: requestedLevel, ...clientMeta } = meta ?? {};
-    const logLevel = logLevelSchema.safeParse(requestedLevel).data;
+    const logLevel = requestedLevel === undefined ? undefined : logLevelSchema.safeParse(requestedLevel).data;
     if (link) this.links.set(link, logLevel);
     if (link && connection.client.getProtocolEra() === 'modern') this.modernLinks.add(link);
     try {
@@ -749,17 +761,20 @@ export class Upstream {
       const modern = connection.client.getProtocolEra() === 'modern';
       const sent = modern ? metaForModernUpstream({ ...withToken, ...(logLevel && { [LOG_LEVEL_META_KEY]: logLevel }) }, link) : withToken;
       const options = { timeout: timeoutMs, ...(signal && { signal }), ...(modern && { allowInputRequired: true }) };
-      const rounds = async (): Promise<unknown> => {
+      const rounds = async (): Promise<ExchangeAnswer> => {
         let retry = modern ? mode?.retry : undefined;
         for (let round = 1; ; round++) {
-          const value = await call(connection.client, options, sent, retry);
-          if (!modern || !isInputRequiredResult(value)) return value;
+          const answer = await call(exchange, options, sent, retry);
+          const value = answer.result;
+          if (!modern || !isInputRequiredResult(value)) return answer;
           if (mode?.passThrough) {
             const instanceId = connection.process && this.options.instanceId;
             return {
-              ...(value as Record<string, unknown>),
-              [UPSTREAM_INPUT_REQUIRED]: true,
-              ...(instanceId && { [UPSTREAM_INPUT_INSTANCE]: instanceId }),
+              result: {
+                ...value,
+                [UPSTREAM_INPUT_REQUIRED]: true,
+                ...(instanceId && { [UPSTREAM_INPUT_INSTANCE]: instanceId }),
+              },
             };
           }
           if (round > MAX_INPUT_ROUNDS)
@@ -769,9 +784,15 @@ export class Upstream {
           retry = await answerInputRequests(this.key, value, link, hide);
         }
       };
-      const result = await Promise.race([rounds().then((value) => ({ value })), exited]);
-      if ('exit' in result) return this.exitedDuringCall(connection, result.exit);
-      return { ok: true, result: redactJson(result.value as Record<string, unknown>, hide), redact: (text) => connection.redact(text) };
+      const settled = await Promise.race([rounds().then((answer) => ({ answer })), exited]);
+      if ('exit' in settled) return this.exitedDuringCall(connection, settled.exit);
+      const { result, text } = settled.answer;
+      return {
+        ok: true,
+        result: connection.hideResultForClient(result, text),
+        ...(text !== undefined && { bytes: Buffer.byteLength(text) }),
+        redact: (message) => connection.redact(message),
+      };
     } catch (error) {
       if (error instanceof PunkError) throw error;
       if (error instanceof ProtocolError) {

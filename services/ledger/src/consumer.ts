@@ -2,7 +2,7 @@ import {
   consumers,
   errorMessage,
   ledgerEventSchema,
-  parseMessage,
+  receivedMessage,
   streams,
   traceLedgerBatch,
   type Bus,
@@ -24,7 +24,7 @@ function isDataError(error: unknown): boolean {
 
 /**
  * Starts the durable consumer `ledger-writer` on the ledger stream. Each batch
- * is validated against `ledgerEventSchema` and written in one transaction:
+ * is validated against `ledgerEventSchema` (but events this process appended itself: `receivedMessage`) and written in one transaction:
  * malformed messages go to `ledger.rejected_messages` (logged as errors) and
  * are acknowledged with the rest, so they neither block the stream nor vanish.
  * When the database refuses an event's content (SQLSTATE class 22), the batch is
@@ -47,13 +47,29 @@ function rejection(message: StreamMessage, error: unknown): RejectedMessage {
   return { msgId: message.msgId, streamSeq: message.seq, subject: message.subject, error: errorMessage(error), payload: message.data };
 }
 
-/** Writes one delivered batch; resolves when it is stored (then the bus acknowledges it). */
+/**
+ * Writes one delivered batch; resolves when it is stored (then the bus acknowledges it). Events this process appended
+ * itself are taken as their type says (validation once: their sender built them); should the batch fail, they are
+ * validated then, so one that breaks the contract is rejected like a malformed message off the network instead of
+ * holding the stream up.
+ */
 export async function writeBatch(store: LedgerStore, log: Logger, messages: StreamMessage[]): Promise<void> {
+  try {
+    await writeValidated(store, log, messages, true);
+  } catch (error) {
+    if (!messages.some((message) => message.local)) throw error;
+    log.warn({ err: errorMessage(error) }, 'a ledger batch failed; validating its events before writing it again');
+    await writeValidated(store, log, messages, false);
+  }
+}
+
+/** Writes a batch, validating the events of it that came off the network (all of them when `trustLocal` is false). */
+async function writeValidated(store: LedgerStore, log: Logger, messages: StreamMessage[], trustLocal: boolean): Promise<void> {
   const events: Array<{ message: StreamMessage; event: LedgerEvent }> = [];
   const rejected: RejectedMessage[] = [];
   for (const message of messages) {
     try {
-      events.push({ message, event: parseMessage(ledgerEventSchema, message.subject, message.data) });
+      events.push({ message, event: receivedMessage(ledgerEventSchema, message.subject, message.data, trustLocal && message.local) });
     } catch (error) {
       rejected.push(rejection(message, error));
     }

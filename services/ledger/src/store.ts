@@ -193,28 +193,41 @@ async function lastStored(tx: Queryable, tenant: string): Promise<{ tenant_seq: 
   return last.rows[0];
 }
 
-const EVENT_INSERT =
-  'INSERT INTO ledger.events (id, type, tenant, tenant_seq, run_id, occurred_at, source, principal, session_id, server, data, prev_hash, hash)';
-/** Positions of `tenant_seq` and `hash` in a row of {@link EVENT_INSERT}. */
+/**
+ * The statement of a batch: its events, the heads they move and the runs' deltas, each table's rows as one array
+ * per column (`unnest`), so the text is the same for every batch (planned as cheaply for 1 event as for 1,000) and
+ * a batch is one round trip to the database. A run's `types` travel comma-joined (event types hold no comma).
+ */
+const APPEND_STATEMENT = `
+  WITH e AS (
+    INSERT INTO ledger.events (id, type, tenant, tenant_seq, run_id, occurred_at, source, principal, session_id, server, data, prev_hash, hash)
+    SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::jsonb[], $9::text[],
+                         $10::text[], $11::jsonb[], $12::text[], $13::text[])
+  ), h AS (
+    INSERT INTO ledger.heads (tenant, tenant_seq, hash) SELECT * FROM unnest($14::text[], $15::bigint[], $16::text[])
+    ON CONFLICT (tenant) DO UPDATE SET tenant_seq = EXCLUDED.tenant_seq, hash = EXCLUDED.hash, updated_at = now()
+  )
+  INSERT INTO ledger.runs AS r (tenant, run_id, first_at, last_at, event_count, types, server, tool, outcome, subject, trigger)
+  SELECT tenant, run_id, first_at, last_at, event_count, string_to_array(types, ','), server, tool, outcome, subject, trigger
+  FROM unnest($17::text[], $18::text[], $19::timestamptz[], $20::timestamptz[], $21::integer[], $22::text[], $23::text[], $24::text[],
+              $25::text[], $26::text[], $27::text[])
+       AS x(tenant, run_id, first_at, last_at, event_count, types, server, tool, outcome, subject, trigger)
+  ON CONFLICT (tenant, run_id) DO UPDATE SET
+    first_at = LEAST(r.first_at, EXCLUDED.first_at),
+    last_at = GREATEST(r.last_at, EXCLUDED.last_at),
+    event_count = r.event_count + EXCLUDED.event_count,
+    types = ARRAY(SELECT DISTINCT t FROM unnest(r.types || EXCLUDED.types) AS t ORDER BY t),
+    server = COALESCE(r.server, EXCLUDED.server),
+    tool = COALESCE(r.tool, EXCLUDED.tool),
+    subject = COALESCE(r.subject, EXCLUDED.subject),
+    trigger = COALESCE(r.trigger, EXCLUDED.trigger),
+    outcome = COALESCE(EXCLUDED.outcome, r.outcome)`;
+
+/** Positions of `tenant_seq` and `hash` in a row of {@link chainRows}. */
 const EVENT_SEQ_COLUMN = 3;
 const EVENT_HASH_COLUMN = 12;
-const HEAD_INSERT = 'INSERT INTO ledger.heads (tenant, tenant_seq, hash)';
-const HEAD_CONFLICT = ' ON CONFLICT (tenant) DO UPDATE SET tenant_seq = EXCLUDED.tenant_seq, hash = EXCLUDED.hash, updated_at = now()';
-const RUN_INSERT =
-  'INSERT INTO ledger.runs AS r (tenant, run_id, first_at, last_at, event_count, types, server, tool, outcome, subject, trigger)';
-const RUN_CONFLICT = `
-     ON CONFLICT (tenant, run_id) DO UPDATE SET
-       first_at = LEAST(r.first_at, EXCLUDED.first_at),
-       last_at = GREATEST(r.last_at, EXCLUDED.last_at),
-       event_count = r.event_count + EXCLUDED.event_count,
-       types = ARRAY(SELECT DISTINCT t FROM unnest(r.types || EXCLUDED.types) AS t ORDER BY t),
-       server = COALESCE(r.server, EXCLUDED.server),
-       tool = COALESCE(r.tool, EXCLUDED.tool),
-       subject = COALESCE(r.subject, EXCLUDED.subject),
-       trigger = COALESCE(r.trigger, EXCLUDED.trigger),
-       outcome = COALESCE(EXCLUDED.outcome, r.outcome)`;
 
-/** One tenant's new events chained after position `seq` with hash `prevHash`, as rows of {@link EVENT_INSERT}. */
+/** One tenant's new events chained after position `seq` with hash `prevHash`, as rows of `ledger.events`' columns. */
 function chainRows(events: LedgerEvent[], seq: number, prevHash: string): unknown[][] {
   return events.map((event) => {
     const link = chainEvent(event, ++seq, prevHash);
@@ -244,7 +257,7 @@ function runRow(delta: RunDelta): unknown[] {
     delta.firstAt.toISOString(),
     delta.lastAt.toISOString(),
     delta.eventCount,
-    [...delta.types].sort(),
+    [...delta.types].sort().join(','),
     delta.server ?? null,
     delta.tool ?? null,
     delta.outcome ?? null,
@@ -253,50 +266,15 @@ function runRow(delta: RunDelta): unknown[] {
   ];
 }
 
-/**
- * Writes chained events, the heads they move and the runs' deltas. A usual batch goes in one statement (the three
- * inserts as data-modifying CTEs: one round trip to the database); a larger one in statements of at most
- * {@link ROWS_PER_STATEMENT} rows.
- */
+/** `rows` (of `width` values each) as one array per column. */
+function columnsOf(rows: unknown[][], width: number): unknown[][] {
+  return Array.from({ length: width }, (_, column) => rows.map((row) => row[column]));
+}
+
+/** Writes chained events, the heads they move and the runs' deltas in one statement ({@link APPEND_STATEMENT}). */
 async function writeChained(tx: Queryable, events: unknown[][], heads: unknown[][], deltas: RunDelta[]): Promise<void> {
   if (events.length === 0) return;
-  const runs = deltas.map(runRow);
-  if (events.length > ROWS_PER_STATEMENT) {
-    await insertRows(tx, EVENT_INSERT, events);
-    await insertRows(tx, HEAD_INSERT, heads, HEAD_CONFLICT);
-    await insertRows(tx, RUN_INSERT, runs, RUN_CONFLICT);
-    return;
-  }
-  const params: unknown[] = [];
-  const values = (rows: unknown[][]) => valuesOf(rows, params);
-  await tx.query(
-    `WITH e AS (${EVENT_INSERT} VALUES ${values(events)}),
-          h AS (${HEAD_INSERT} VALUES ${values(heads)}${HEAD_CONFLICT})
-     ${RUN_INSERT} VALUES ${values(runs)}${RUN_CONFLICT}`,
-    params,
-  );
-}
-
-/** `($1, $2, …), (…)` for `rows`, their values appended to `params`. */
-function valuesOf(rows: unknown[][], params: unknown[]): string {
-  return rows
-    .map((row) => {
-      const base = params.length;
-      params.push(...row);
-      return `(${row.map((_, i) => `$${base + i + 1}`).join(', ')})`;
-    })
-    .join(', ');
-}
-
-/** Most rows one INSERT carries: Postgres takes at most 65,535 parameters per statement. */
-const ROWS_PER_STATEMENT = 1000;
-
-/** Runs `insert` (`INSERT INTO t (columns)`) with `VALUES` for `rows` (each one value per column), `suffix` after them; in statements of at most {@link ROWS_PER_STATEMENT} rows. */
-async function insertRows(tx: Queryable, insert: string, rows: unknown[][], suffix = ''): Promise<void> {
-  for (let start = 0; start < rows.length; start += ROWS_PER_STATEMENT) {
-    const params: unknown[] = [];
-    await tx.query(`${insert} VALUES ${valuesOf(rows.slice(start, start + ROWS_PER_STATEMENT), params)}${suffix}`, params);
-  }
+  await tx.query(APPEND_STATEMENT, [...columnsOf(events, 13), ...columnsOf(heads, 3), ...columnsOf(deltas.map(runRow), 11)]);
 }
 
 async function insertRejected(tx: Queryable, message: RejectedMessage): Promise<number> {

@@ -13,7 +13,7 @@ import {
   callIdOfSubject,
   callOutSchema,
   errorMessage,
-  parseMessage,
+  receivedMessage,
   subjects,
   type Bus,
   type BusSubscription,
@@ -62,19 +62,19 @@ export class CallChannels {
   static async start(bus: Bus, log: Logger): Promise<CallChannels> {
     const channels = new CallChannels(bus, log);
     channels.subscription = await bus.subscribe(subjects.frontCallsOut(channels.front), (data, info) =>
-      channels.receive(data, info.subject),
+      channels.receive(data, info.subject, info.local),
     );
     return channels;
   }
 
-  private receive(data: unknown, subject: string): void {
+  private receive(data: unknown, subject: string, local: boolean | undefined): void {
     const callId = callIdOfSubject(subject);
     const listener = callId === undefined ? undefined : this.open.get(callId);
-    if (listener) this.deliver(listener, data, subject);
+    if (listener) this.deliver(listener, data, subject, local);
   }
 
-  private deliver(listener: Listener, data: unknown, subject: string): void {
-    const out = parseMessage(callOutSchema, subject, data);
+  private deliver(listener: Listener, data: unknown, subject: string, local?: boolean): void {
+    const out = receivedMessage(callOutSchema, subject, data, local);
     if ('accepted' in out) {
       listener.onAccepted?.(out.accepted);
       return;
@@ -121,7 +121,7 @@ export class CallChannels {
   async followChannel(front: string, callId: string, sink: CallSink): Promise<{ close(): Promise<void> }> {
     const listener: Listener = { sink, onAccepted: undefined, chain: Promise.resolve() };
     const subscription = await this.bus.subscribe(subjects.callOut(front, callId), (data, info) =>
-      this.deliver(listener, data, info.subject),
+      this.deliver(listener, data, info.subject, info.local),
     );
     return {
       close: async () => {

@@ -14,6 +14,8 @@ import { isMintedId } from './sessions.js';
 
 /** Whether a POST body is a single JSON-RPC response (a client's answer), not a request or notification. */
 export function isClientAnswer(body: unknown): body is { jsonrpc: '2.0'; id: string | number } {
+  // A message with a method is a request or a notification: no schema needs to say so (the hot path asks this first).
+  if (typeof body !== 'object' || body === null || 'method' in body) return false;
   return isJSONRPCResultResponse(body) || isJSONRPCErrorResponse(body);
 }
 

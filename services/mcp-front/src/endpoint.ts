@@ -15,13 +15,22 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { toNodeHandler, toWebRequest, type NodeMcpRequestHandler } from '@modelcontextprotocol/node';
-import { createMcpHandler, isLegacyRequest, type AuthInfo, type McpHttpHandler, type Server } from '@modelcontextprotocol/server';
+import {
+  createMcpHandler,
+  isLegacyRequest,
+  PROTOCOL_VERSION_META_KEY,
+  type AuthInfo,
+  type McpHttpHandler,
+  type Server,
+} from '@modelcontextprotocol/server';
 import type { Logger, Principal } from '@punk/lib';
 import { scopeIncludes, scopeKey, type Scope } from './aggregate.js';
 import { HEADER_MISMATCH_CODE, SERVER_BUSY_CODE, sendJsonRpcError } from './errors.js';
 import type { LegacyEndpoint } from './legacy.js';
 import { LISTEN_RETRY_AFTER_SECONDS, type ListenSlots } from './listen-limits.js';
+import { MODERN_PROTOCOL_VERSIONS } from './http.js';
 import { limitOwnerOf } from './limit-owner.js';
+import type { FastPath } from './fast-path.js';
 import { paramHeaderMismatch } from './param-headers.js';
 
 /** What the endpoint router needs. */
@@ -48,6 +57,8 @@ export interface EndpointDeps {
   listenSlots: ListenSlots;
   /** The client's address (forwarded.ts), which counts an anonymous caller's listen streams. */
   clientAddress: (req: IncomingMessage) => string;
+  /** Serves forwarded calls without an SDK server; absent: the SDK serves every request. */
+  fastPath?: FastPath;
 }
 
 /** How POSTs are answered (`PUNK_RESPONSE_MODE`). */
@@ -72,8 +83,12 @@ export class McpEndpoints {
    */
   async handle(scope: Scope, req: IncomingMessage, res: ServerResponse, body: unknown, principal: Principal): Promise<void> {
     if (req.method === 'POST') {
-      const probe = await toWebRequest(req, body);
-      if (!(await isLegacyRequest(probe, body, { maxRequestBodySize: this.deps.maxBodyBytes }))) {
+      const era =
+        eraOf(req, body) ??
+        ((await isLegacyRequest(await toWebRequest(req, body), body, { maxRequestBodySize: this.deps.maxBodyBytes }))
+          ? 'legacy'
+          : 'modern');
+      if (era === 'modern') {
         // The SDK hands `req.auth` to the server factory as `authInfo`; the token itself is never kept.
         (req as IncomingMessage & { auth?: AuthInfo }).auth = { token: '', clientId: principal.subject, scopes: [], extra: { principal } };
         const mismatch = await this.paramHeaderMismatch(scope, req, body);
@@ -85,7 +100,7 @@ export class McpEndpoints {
           await this.serveListen(scope, req, res, body, principal);
           return;
         }
-        await this.modernHandler(scope).node(req, res, body);
+        await (this.deps.fastPath?.serveModern(scope, principal, req, res, body) ?? this.modernHandler(scope).node(req, res, body));
         return;
       }
     }
@@ -177,4 +192,22 @@ export class McpEndpoints {
     }
     return entry;
   }
+}
+
+/**
+ * The era of a POST that is one JSON-RPC request other than `initialize`, as the SDK's `isLegacyRequest` would classify
+ * it, without building a web request: 2026-07-28 (served by `createMcpHandler`, which also refuses a bad envelope)
+ * when its `_meta` claims a protocol version or its `MCP-Protocol-Version` header names a 2026 revision, else the
+ * 2025 era. Undefined for any other body (the SDK classifies those).
+ */
+function eraOf(req: IncomingMessage, body: unknown): 'legacy' | 'modern' | undefined {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return undefined;
+  const { jsonrpc, id, method, params } = body as Record<string, unknown>;
+  if (jsonrpc !== '2.0' || typeof method !== 'string' || method === 'initialize') return undefined;
+  if (!(typeof id === 'string' || typeof id === 'number')) return undefined;
+  if (params !== undefined && (typeof params !== 'object' || params === null || Array.isArray(params))) return undefined;
+  const meta = (params as { _meta?: unknown } | undefined)?._meta;
+  const claims = typeof meta === 'object' && meta !== null && !Array.isArray(meta) && PROTOCOL_VERSION_META_KEY in meta;
+  const header = req.headers['mcp-protocol-version'];
+  return claims || (typeof header === 'string' && header.trim() >= MODERN_PROTOCOL_VERSIONS[0]) ? 'modern' : 'legacy';
 }

@@ -31,6 +31,7 @@ import { startListenUpdates, subscribeListened } from './listen-subscriptions.js
 import { ListenSlots } from './listen-limits.js';
 import { clientAddressOf } from './forwarded.js';
 import { GetStreams } from './get-stream.js';
+import { FastPath } from './fast-path.js';
 import { buildMcpServer } from './handlers.js';
 import { createRouter, type ScopeCheck } from './http.js';
 import { HttpSseEndpoint } from './http-sse.js';
@@ -121,6 +122,11 @@ export interface FrontOptions {
   apiKeys?: ApiKeyStore;
   /** Reconnection delay told to clients of 2025-era GET streams and resumable POST streams (SSE `retry:`), in milliseconds. Default 1000. */
   sseRetryMs?: number;
+  /**
+   * Whether forwarded calls that need no SDK server are served without one (fast-path.ts; default true). `false`
+   * serves every request through the SDK, the same bytes at the SDK's cost (the fast path's tests compare the two).
+   */
+  fastPath?: boolean;
   /**
    * Interval of SSE keep-alive comments (`: keepalive`) on every stream the front answers with: 2025 GET streams,
    * POST streams of both eras (2025 forwarded calls stream: legacy.ts; a 2026 one once it runs longer than one
@@ -269,6 +275,7 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     requestState,
     ...(responseMode === 'auto' && { streamAfterMs: keepAliveMs }),
   };
+  const fastPath = options.fastPath === false ? undefined : new FastPath({ ...deps, keepAliveMs });
   const sseRetryMs = options.sseRetryMs ?? 1000;
   const getStreams = new GetStreams({ bus, log, sessions, events, retryMs: sseRetryMs, keepAliveMs });
   const legacy = new LegacyEndpoint({
@@ -287,6 +294,7 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     trustedProxies: trustProxy,
     responseMode,
     keepAliveMs,
+    ...(fastPath && { fastPath }),
   });
   const httpSse = new HttpSseEndpoint({
     bus,
@@ -313,6 +321,7 @@ export async function createFront(options: FrontOptions): Promise<Front> {
       ),
     listenSlots: new ListenSlots({ total: options.maxListenStreams ?? 1024, perPrincipal: options.maxListenStreamsPerPrincipal ?? 64 }),
     clientAddress: (req) => clientAddressOf(req, trustProxy),
+    ...(fastPath && { fastPath }),
   });
   const listenUpdates = await startListenUpdates(listenDeps, (server, uri) => endpoints.notifyResourceUpdated(server, uri));
   // A registry change does not say which list changed: tell clients about all three.

@@ -59,7 +59,8 @@ import type { ResponseMode } from './endpoint.js';
 import { SERVER_BUSY_CODE, SESSION_NOT_FOUND_CODE, sendJsonRpcError } from './errors.js';
 import { clientAddressOf } from './forwarded.js';
 import { headerOf, type GetStreams } from './get-stream.js';
-import type { SessionContext } from './handlers.js';
+import type { FastPath } from './fast-path.js';
+import type { SessionContext } from './session-context.js';
 import { PostStreamEvents, resumablePostStreams } from './post-stream-events.js';
 import type { InitializeRateLimiter } from './rate-limit.js';
 import { limitOwnerOf } from './limit-owner.js';
@@ -96,6 +97,8 @@ export interface LegacyDeps {
   responseMode: ResponseMode;
   /** Interval of SSE keep-alive comments on POST streams, in milliseconds. */
   keepAliveMs: number;
+  /** Serves forwarded calls without an SDK server; absent: the SDK path serves every request. */
+  fastPath?: FastPath;
 }
 
 /** Serves 2025-era requests of every endpoint scope. */
@@ -185,15 +188,16 @@ export class LegacyEndpoint {
     } else if (isClientAnswer(body)) await routeClientAnswer(this.deps, session.id, body, res);
     else if (isRootsListChanged(body)) await this.rootsChanged(session, res);
     else if (cancelledRequestOf(body) !== undefined) await this.cancelled(session, cancelledRequestOf(body)!, res);
-    else
-      await this.serve(
-        scope,
-        this.context(session.id, principal, session.state),
-        req,
-        res,
-        body,
-        httpSse ? { kind: 'session-stream' } : { kind: 'response', ...this.answerOf(body, session.state) },
-      );
+    else {
+      const context = this.context(session.id, principal, session.state);
+      const delivery: Delivery = httpSse ? { kind: 'session-stream' } : { kind: 'response', ...this.answerOf(body, session.state) };
+      // A forwarded call answered on a stream of its own that nothing resumes needs no SDK server (fast-path.ts).
+      const fast =
+        delivery.kind === 'response' && delivery.stream && !delivery.resumable
+          ? this.deps.fastPath?.serveSession(scope, context, res, body)
+          : undefined;
+      await (fast ?? this.serve(scope, context, req, res, body, delivery));
+    }
   }
 
   /**

@@ -156,7 +156,7 @@ export function watchSessions(tenant: string, store: SessionStore): () => void {
 }
 
 /** A request received and not answered yet. */
-interface Pending {
+export interface Pending {
   method: string;
   tool: string | undefined;
   version: unknown;
@@ -206,6 +206,15 @@ export function observeOperations(server: Server, catalog: TenantCatalog, scope:
       return send(message, options);
     };
   };
+}
+
+/**
+ * Records the answer to a request served without an SDK server (fast-path.ts) as {@link observeOperations} records the
+ * SDK's: its duration in {@link serverOperationDuration}, its outcome on the request's MCP server span.
+ */
+export function observeAnswer(request: Pending, response: Record<string, unknown>, catalog: TenantCatalog, scope: Scope): void {
+  recordMcpResponse(response);
+  void record(request, response as unknown as JSONRPCMessage, undefined, secondsSince(request.startedAt), catalog, scope);
 }
 
 /** Observes one answered request (after resolving its tool name against the catalog, without delaying the answer). */

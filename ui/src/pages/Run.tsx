@@ -57,7 +57,14 @@ export function RunPage(props: { id: string }) {
   // A workflow run's arguments are its own (workflow.started), not its first node's.
   const called = events.find((event) => event.type === 'workflow.started') ?? events.find((event) => event.type === 'tool.called');
   const completed = events.filter((event) => event.type.endsWith('.completed')).at(-1);
-  const decisions = events.filter((event) => event.type === 'governance.decision');
+  // Decisions of their own, and the gateway's decisions to allow that a use's first event carries (`data.decision`).
+  const decisions = events.flatMap((event) => {
+    const carried = event.data['decision'];
+    if (event.type === 'governance.decision') return [{ id: event.id, data: event.data }];
+    return typeof carried === 'object' && carried !== null
+      ? [{ id: `${event.id}/decision`, data: carried as Record<string, unknown> }]
+      : [];
+  });
   const approvals = events.filter((event) => event.type.startsWith('approval.'));
   const result = completed?.data['result'];
   const error = text(completed?.data['error']);

@@ -50,7 +50,6 @@ test('server-everything over stdio: list, call echo, read a resource, get a prom
     'tool.completed',
     'prompt.got',
     'prompt.completed',
-    'governance.decision',
     'server.state_changed',
   ]) {
     assert.ok(types.includes(type as never), `ledger holds ${type}`);
@@ -58,8 +57,10 @@ test('server-everything over stdio: list, call echo, read a resource, get a prom
   const called = h.events.find((e) => e.type === 'tool.called')!;
   assert.deepEqual(called.data.arguments, { message: 'hello punk' });
   assert.equal(called.data.sideEffectLevel, 1);
-  const decision = h.events.find((e) => e.id === called.data.decisionId)!;
-  assert.equal(decision.type, 'governance.decision');
+  // The gateway's decision to allow the call travels in tool.called: no event of its own.
+  assert.equal((called.data.decision as { decision: string }).decision, 'allow');
+  assert.equal((called.data.decision as { kind: string }).kind, 'tool');
+  assert.ok(!h.events.some((e) => e.type === 'governance.decision'), 'allowed uses carry their decision');
   const completed = h.events.find((e) => e.type === 'tool.completed')!;
   assert.equal(completed.data.isError, false);
   assert.equal(typeof completed.data.durationMs, 'number');

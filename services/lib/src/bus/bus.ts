@@ -42,6 +42,12 @@ export interface ServeOptions {
 export interface BusMessageInfo {
   subject: string;
   headers: BusHeaders;
+  /**
+   * True when the message comes from this process's own typed code (the in-process bus): the receiver need not
+   * validate it, as the sender built it to its type (validation once, at the edge: messages off the network are
+   * validated by their receiver; `receivedMessage` in contracts.ts).
+   */
+  local?: boolean;
 }
 
 /**
@@ -65,6 +71,8 @@ export interface StreamMessage {
   headers: BusHeaders;
   /** How many times it has been delivered to this consumer (1 on first delivery). */
   deliveryCount: number;
+  /** True when it was appended by this process's own typed code, as {@link BusMessageInfo.local} says. */
+  local?: boolean;
 }
 
 /** Result of a durable append. */
@@ -285,6 +293,8 @@ export function oversizedBy(data: unknown, limit: number): number | undefined {
 
 /** Tests a NATS-style subject pattern (`*` one token, `>` one or more trailing tokens) against a subject. */
 export function subjectMatches(pattern: string, subject: string): boolean {
+  // A literal pattern (most subscriptions) matches only itself: no tokens to compare.
+  if (!pattern.includes('*') && !pattern.includes('>')) return pattern === subject;
   const p = pattern.split('.');
   const s = subject.split('.');
   for (let i = 0; i < p.length; i++) {

@@ -1,11 +1,15 @@
 /**
  * The journal of an in-process stream: every appended message is written to a file of the data directory before
  * its append resolves, and the file is emptied (or compacted) once the stream's consumers acknowledged what it
- * holds. So a message whose append resolved survives a crash of the process (the file is written, not fsynced: as
- * PGlite, it survives SIGKILL, not a power loss), and the next start hands it to the consumers again; the ledger
- * stores each event id once, so a message replayed after its commit is not stored twice.
+ * holds. So a message whose append resolved survives a crash of the process, and the next start hands it to the
+ * consumers again; the ledger stores each event id once, so a message replayed after its commit is not stored twice.
+ *
+ * Group write: the messages appended while the event loop runs one turn go out in one write, when that turn's I/O is
+ * done (`setImmediate`), and their appends resolve together. Group sync: the file is fdatasync'ed at most
+ * {@link SYNC_WINDOW_MS} after a write, off the event loop, without holding any append: an append that resolved
+ * survives SIGKILL at once (the operating system holds it), and a power loss after that window (as PGlite's own files).
  */
-import { closeSync, ftruncateSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
+import { closeSync, fdatasync, ftruncateSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
 import type { Logger } from '../log.js';
 import type { BusHeaders } from './bus.js';
 
@@ -20,9 +24,16 @@ export interface JournalEntry {
 /** Past this size the journal is rewritten with only the unacknowledged messages, even while some are pending. */
 const COMPACT_BYTES = 8 * 1024 * 1024;
 
+/** Longest time a written message waits for the journal's fdatasync, in milliseconds. */
+export const SYNC_WINDOW_MS = 100;
+
 /** An open journal file (owner-only, 0600). */
 export class StreamJournal {
   private bytes: number;
+  /** Lines of the appends of this event-loop turn, and their one write. */
+  private lines: string[] = [];
+  private flush: Promise<void> | undefined;
+  private syncTimer: NodeJS.Timeout | undefined;
 
   private constructor(
     private readonly path: string,
@@ -52,10 +63,40 @@ export class StreamJournal {
     return { journal: new StreamJournal(path, fd, Buffer.byteLength(text)), entries };
   }
 
-  /** Writes one message; returns once the operating system holds it. */
-  write(entry: JournalEntry): void {
-    const line = `${JSON.stringify(entry)}\n`;
-    this.bytes += writeSync(this.fd, line);
+  /**
+   * Writes one message with the others of this event-loop turn; resolves once the operating system holds them.
+   * @throws (rejects) the write's error.
+   */
+  write(entry: JournalEntry): Promise<void> {
+    this.lines.push(`${JSON.stringify(entry)}\n`);
+    this.flush ??= new Promise<void>((resolve, reject) => {
+      setImmediate(() => {
+        const text = Buffer.from(this.lines.join(''));
+        this.lines = [];
+        this.flush = undefined;
+        try {
+          for (let written = 0; written < text.length;) written += writeSync(this.fd, text, written);
+        } catch (error) {
+          reject(error as Error);
+          return;
+        }
+        this.bytes += text.length;
+        this.syncSoon();
+        resolve();
+      });
+    });
+    return this.flush;
+  }
+
+  /** Schedules one fdatasync of what is written, within {@link SYNC_WINDOW_MS}. */
+  private syncSoon(): void {
+    if (this.syncTimer) return;
+    this.syncTimer = setTimeout(() => {
+      this.syncTimer = undefined;
+      // Best effort off the loop: a file closed or replaced meanwhile was synced by its own close or rewrite.
+      fdatasync(this.fd, () => undefined);
+    }, SYNC_WINDOW_MS);
+    this.syncTimer.unref();
   }
 
   /**
@@ -81,6 +122,7 @@ export class StreamJournal {
 
   /** Closes the file; what it holds stays for the next start. */
   close(): void {
+    clearTimeout(this.syncTimer);
     closeSync(this.fd);
   }
 }

@@ -5,10 +5,9 @@ import { PGlite } from '@electric-sql/pglite';
 import { LOCK_FILE, lockDataDirectory } from './lock.js';
 import { makeOwnerOnly, OWNER_ONLY_DIRECTORY_MODE } from './owner-only.js';
 import { copyPgliteTemplate, discardPgliteTemplate, pgliteTemplate } from './pglite-template.js';
-import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import { PunkError, errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
-import { checkOut, keepClientsHeard, registerPool, type CheckedOutClient } from './pool.js';
+import { checkOut, keepClientsHeard, registerClient, type CheckedOutClient } from './pool.js';
 
 /** Rows and count of one statement. `rowCount` is the rows returned or affected (0 when the server reports none). */
 export interface QueryResult<T> {
@@ -37,7 +36,7 @@ export interface Database extends Queryable {
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
   /** Resolves when the database answers `SELECT 1`. @throws PunkError `DatabaseUnavailable`. */
   ping(): Promise<void>;
-  /** Closes every connection; for PGlite also stops its socket server and the database itself. Idempotent. */
+  /** Closes every connection (PGlite: the database itself). Idempotent. */
   close(): Promise<void>;
 }
 
@@ -78,9 +77,8 @@ function isUnavailable(error: unknown): boolean {
 
 /**
  * Opens the database: a `pg` pool against Postgres when `url` is given,
- * otherwise embedded PGlite exposed on 127.0.0.1 (random port) through
- * `PGLiteSocketServer` and reached by the same `pg` pool with one connection,
- * so every caller runs the same SQL over the same driver.
+ * otherwise embedded PGlite, reached in process (its values read as `pg` reads
+ * them), so every caller runs the same SQL and sees the same rows on both.
  *
  * @throws PunkError `DatabaseUnavailable` when the URL is malformed or the server cannot be reached or refuses the
  *   login; the message names the host, port and database, never the password.
@@ -195,7 +193,11 @@ async function openPglite(dataDir: string | null, log: Logger): Promise<Database
     const template = fresh && directory === undefined ? await pgliteTemplate(PGLITE_START_PARAMS, log) : undefined;
     const create = async () => {
       if (fresh && directory !== undefined) await copyPgliteTemplate(directory, PGLITE_START_PARAMS, log);
-      return PGlite.create(directory, { startParams: PGLITE_START_PARAMS, ...(template && { loadDataDir: template }) });
+      return PGlite.create(directory, {
+        startParams: PGLITE_START_PARAMS,
+        parsers: PG_COMPATIBLE_PARSERS,
+        ...(template && { loadDataDir: template }),
+      });
     };
     lite = await create().catch(async (error: unknown) => {
       if (!fresh) throw error;
@@ -221,31 +223,67 @@ async function openPglite(dataDir: string | null, log: Logger): Promise<Database
     await unlock();
     throw error;
   }
-  // The pool below uses one connection; the server accepts a few so that a reconnect can
-  // overlap the teardown of a connection the pool discarded.
-  const server = new PGLiteSocketServer({ db: lite, host: '127.0.0.1', port: 0, maxConnections: 4 });
-  try {
-    await server.start();
-  } catch (error) {
-    await lite.close().catch(() => {});
-    await unlock();
-    throw new PunkError('DatabaseUnavailable', `cannot expose embedded database ${where}: ${errorMessage(error)}`, undefined, {
-      cause: error,
-    });
-  }
-  const [host, port] = server.getServerConn().split(':');
-  // One connection: PGlite is a single Postgres session, and interleaving several
-  // clients' extended-protocol messages through the socket server's queue is not safe.
-  const pool = new pg.Pool({ host, port: Number(port), user: 'postgres', database: 'postgres', max: 1, idleTimeoutMillis: 0 });
-  const db = wrapPool(pool, 'pglite', where, log, async () => {
-    await server.stop();
-    await lite.close();
+  const db = wrapPglite(lite, where, async () => {
     await restrict().catch((error: unknown) => {
       log.warn({ err: error, database: where }, 'could not make the data directory owner-only');
     });
     await unlock();
   });
   log.debug({ database: where }, 'opened embedded database');
+  return db;
+}
+
+/**
+ * How PGlite reads values where `pg` reads them otherwise, so that callers see the same values on both: `int8` as a
+ * string (also in arrays), `bytea` as a Buffer.
+ */
+const PG_COMPATIBLE_PARSERS = {
+  20: (text: string) => text,
+  17: (text: string) => Buffer.from(text.slice(2), 'hex'),
+};
+
+/**
+ * The embedded database, reached in process (no socket, no wire client): PGlite runs one statement at a time, a
+ * transaction holds it (its other queries wait, as behind the one connection of a pool). A statement without
+ * parameters runs in the simple protocol (several statements in one text), as `pg` runs it.
+ */
+function wrapPglite(lite: PGlite, where: string, afterClose: () => Promise<void>): Database {
+  const run = async <T>(on: Pick<PGlite, 'query' | 'exec'>, text: string, params?: unknown[]): Promise<QueryResult<T>> => {
+    if (lite.closed) throw new PunkError('DatabaseUnavailable', `database ${where} is closed`, { database: where });
+    const result =
+      params === undefined || params.length === 0
+        ? (await on.exec(text)).at(-1)
+        : await on.query(
+            text,
+            params.map((value) => value ?? null),
+          );
+    const rows = (result?.rows ?? []) as T[];
+    return { rows, rowCount: Math.max(result?.affectedRows ?? 0, rows.length) };
+  };
+  let closing: Promise<void> | undefined;
+  const db: Database = {
+    kind: 'pglite',
+    query: (text, params) => run(lite, text, params),
+    transaction: (fn) => lite.transaction((tx) => fn({ query: (text, params) => run(tx, text, params) })),
+    async ping() {
+      await run(lite, 'SELECT 1');
+    },
+    close() {
+      closing ??= (async () => {
+        await lite.close();
+        await afterClose();
+      })();
+      return closing;
+    },
+  };
+  registerClient(db, async () => ({
+    // What node-pg-migrate needs of a client: `query(text | { text, values }, values?)` resolving with `{ rows }`.
+    client: {
+      query: (query: string | { text: string; values?: unknown[] }, values?: unknown[]) =>
+        typeof query === 'string' ? run(lite, query, values) : run(lite, query.text, query.values ?? values),
+    },
+    release: () => undefined,
+  }));
   return db;
 }
 
@@ -349,6 +387,6 @@ function wrapPool(pool: pg.Pool, kind: Database['kind'], where: string, log: Log
       return closing;
     },
   };
-  registerPool(db, pool);
+  registerClient(db, () => checkOut(pool, log, where));
   return db;
 }

@@ -1,8 +1,9 @@
 import { runner } from 'node-pg-migrate';
+import type pg from 'pg';
 import { PunkError, errorMessage } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Database } from './database.js';
-import { checkOut, poolOf } from './pool.js';
+import { clientOf } from './pool.js';
 
 /** Which migrations to run. */
 export interface MigrateOptions {
@@ -24,12 +25,12 @@ export interface MigrateOptions {
  */
 export async function migrate(db: Database, options: MigrateOptions): Promise<string[]> {
   const { schema, dir, log } = options;
-  const checkedOut = await checkOut(poolOf(db), log, schema);
+  const checkedOut = await clientOf(db);
   const { client } = checkedOut;
   let broken: Error | undefined;
   try {
     const applied = await runner({
-      dbClient: client,
+      dbClient: client as unknown as pg.ClientBase,
       dir,
       schema,
       createSchema: true,

@@ -3,21 +3,27 @@ import type { Logger } from '../log.js';
 import type { Database } from './database.js';
 
 /**
- * Internal: the `pg` pool behind each open `Database`, for tools that need a
- * raw client (the migration runner). Not exported from the package index.
+ * Internal: a client of each open `Database` for tools that need one of their own (the migration runner, which takes
+ * any object with pg's `query`). Not exported from the package index.
  */
-const pools = new WeakMap<Database, pg.Pool>();
+const clients = new WeakMap<Database, () => Promise<MigrationClient>>();
 
-/** Records the pool behind a database. */
-export function registerPool(db: Database, pool: pg.Pool): void {
-  pools.set(db, pool);
+/** A client for a tool, and how to give it back (with the error that broke it, if one did). */
+export interface MigrationClient {
+  client: { query(text: string, values?: unknown[]): Promise<unknown> };
+  release(error?: Error): void;
 }
 
-/** The pool behind a database opened by `openDatabase`. */
-export function poolOf(db: Database): pg.Pool {
-  const pool = pools.get(db);
-  if (!pool) throw new Error('database was not opened by openDatabase');
-  return pool;
+/** Records how to get a client of a database. */
+export function registerClient(db: Database, checkOut: () => Promise<MigrationClient>): void {
+  clients.set(db, checkOut);
+}
+
+/** A client of a database opened by `openDatabase`. @throws Error for another database, or what checking out throws. */
+export function clientOf(db: Database): Promise<MigrationClient> {
+  const checkOut = clients.get(db);
+  if (!checkOut) throw new Error('database was not opened by openDatabase');
+  return checkOut();
 }
 
 /** A client checked out of a pool by {@link checkOut}. */

@@ -17,14 +17,35 @@ const REDACTED = '<redacted>';
  */
 export function redact(text: string, secrets: Iterable<string>): string {
   if (secrets instanceof Set && secrets.size === 0) return text;
+  let out = text;
+  for (const piece of [...piecesOf(secrets)].sort((a, b) => b.length - a.length)) out = out.replaceAll(piece, REDACTED);
+  return out;
+}
+
+/** The texts {@link redact} replaces for `secrets`: each value and its pieces between control characters, long enough. */
+function piecesOf(secrets: Iterable<string>): Set<string> {
   const hidden = new Set<string>();
   for (const secret of secrets) {
     // eslint-disable-next-line no-control-regex -- a secret's control characters split it into pieces
     for (const piece of [secret, ...secret.split(/[\x00-\x1f\x7f]+/)]) if (piece.length >= MIN_REDACTED_LENGTH) hidden.add(piece);
   }
-  let out = text;
-  for (const piece of [...hidden].sort((a, b) => b.length - a.length)) out = out.replaceAll(piece, REDACTED);
-  return out;
+  return hidden;
+}
+
+/**
+ * `value`, parsed from the JSON `text`, with {@link redact} applied to its strings for `secrets` ({@link redactJson}),
+ * or `value` itself without a walk when the text shows that no string of it holds a secret: a text without a
+ * backslash holds every string of its value as it is, so a piece absent from the text is absent from the value.
+ * Without `text` (or with an escape in it) the value is walked.
+ */
+export function redactParsed<T>(value: T, text: string | undefined, secrets: ReadonlySet<string>): T {
+  if (secrets.size === 0) return value;
+  if (text !== undefined && !text.includes('\\')) {
+    let found = false;
+    for (const piece of piecesOf(secrets)) if ((found = text.includes(piece))) break;
+    if (!found) return value;
+  }
+  return redactJson(value, (string) => redact(string, secrets));
 }
 
 /**
