@@ -7,7 +7,7 @@
 // With CPU_PROF_DIR, every service runs with `--cpu-prof` (NODE_OPTIONS) and writes its profile there at exit.
 //   node bench/cluster-cpu.mjs
 import { mkdir, readFile } from 'node:fs/promises';
-import { descendants, freePort } from './common.mjs';
+import { cpuMs, descendants, freePort } from './common.mjs';
 import { Session } from './mcp-http.mjs';
 import { startCluster } from './paths.mjs';
 
@@ -15,17 +15,6 @@ const CALLS = Number(process.env.CALLS ?? 4000);
 const SESSIONS = Number(process.env.SESSIONS ?? 8);
 const WARMUP = 300;
 const profDir = process.env.CPU_PROF_DIR;
-
-/** User plus system CPU time of process `pid`, in milliseconds (clock ticks of 10 ms); 0 once it has gone. */
-async function cpuMs(pid) {
-  try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * 10;
-  } catch {
-    return 0;
-  }
-}
 
 /** `{ in_msgs, out_msgs }` of the nats-server monitoring endpoint. */
 async function natsCounters(monitorPort) {

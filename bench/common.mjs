@@ -76,6 +76,17 @@ export const benchEnv = {
 /** Resolves after `ms` milliseconds. */
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** User plus system CPU time of process `pid`, in milliseconds (clock ticks of 10 ms); 0 once it has gone. */
+export async function cpuMs(pid) {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return 0;
+  }
+}
+
 /** Resident memory (VmRSS) of process `pid` in KiB; 0 once it has gone. */
 export async function rssKiB(pid) {
   try {

@@ -1,8 +1,9 @@
 // The paths a tool call takes in the benchmark suite, each to the same upstream (bench/echo-server.mjs): direct
 // (Streamable HTTP, and stdio through the SDK client), `punk up` (per server and aggregated `/mcp`), `punk cluster`
 // (through its proxy), supergateway and mcp-proxy (on the stdio upstream). Each starter returns the running
-// system; its paths share one shape: `{ id, group, label, transport, open(era) }`, where `open` resolves with a
-// session `{ call(args, signal), close() }` calling the upstream's `echo`, or `blob` with `{ bytes }`.
+// system; its paths share one shape: `{ id, group, label, transport, open(era), cpuPids? }`, where `open` resolves
+// with a session `{ call(args, signal), close() }` calling the upstream's `echo`, or `blob` with `{ bytes }`, and
+// `cpuPids()` lists the processes whose CPU time a call of the path costs (the proxy's own, never its upstream's).
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -100,7 +101,8 @@ export async function startDirect() {
   };
   return {
     paths: [
-      httpPath('direct-http', 'direct', 'direct, Streamable HTTP', 'http', url),
+      // The upstream's own CPU per call: what every other path adds to.
+      { ...httpPath('direct-http', 'direct', 'direct, Streamable HTTP', 'http', url), cpuPids: async () => [child.pid] },
       {
         id: 'direct-stdio',
         group: 'direct',
@@ -137,6 +139,7 @@ export async function startPunkUp() {
     env: { ...process.env, ...benchEnv },
   });
   const [, base] = await outputMatch(child, /Punk is ready in \d+ ms: (http:\/\/[^\s/]+)/, 120_000, 'punk up');
+  const cpuPids = async () => [child.pid];
   return {
     pid: child.pid,
     paths: [
@@ -144,7 +147,32 @@ export async function startPunkUp() {
       httpPath('up-server-stdio', 'punk-up', '`punk up` /servers/es/mcp, upstream over stdio', 'stdio', `${base}/servers/es/mcp`),
       httpPath('up-mcp-http', 'punk-up', '`punk up` /mcp (eh__echo), upstream over HTTP', 'http', `${base}/mcp`, 'eh__'),
       httpPath('up-mcp-stdio', 'punk-up', '`punk up` /mcp (es__echo), upstream over stdio', 'stdio', `${base}/mcp`, 'es__'),
-    ],
+    ].map((path) => ({ ...path, cpuPids })),
+    stop: async () => {
+      await stopOwned(child);
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** `punk up --ephemeral` on the echo manifests: its stdio path, to hold against `--data` (`{ paths, pid, stop() }`). */
+export async function startPunkUpEphemeral() {
+  const dir = await echoManifestDir('bench-up-ephemeral', await freePort());
+  const child = spawnOwned(node, [punkMain, 'up', '--manifests', dir, '--ephemeral', '--port', '0'], {
+    cwd: dir,
+    env: { ...process.env, ...benchEnv },
+  });
+  const [, base] = await outputMatch(child, /Punk is ready in \d+ ms: (http:\/\/[^\s/]+)/, 120_000, 'punk up --ephemeral');
+  const path = httpPath(
+    'up-ephemeral-stdio',
+    'punk-up-ephemeral',
+    '`punk up --ephemeral` /servers/es/mcp, upstream over stdio',
+    'stdio',
+    `${base}/servers/es/mcp`,
+  );
+  return {
+    pid: child.pid,
+    paths: [{ ...path, cpuPids: async () => [child.pid] }],
     stop: async () => {
       await stopOwned(child);
       await rm(dir, { recursive: true, force: true });
@@ -192,8 +220,18 @@ export async function startCluster(options = {}) {
     await db.drop();
     await rm(dir, { recursive: true, force: true });
   };
+  const processes = async () => {
+    const named = [];
+    for (const pid of await childrenOf(child.pid)) {
+      const name = await instanceOf(pid);
+      if (name) named.push({ name, pid });
+    }
+    return named.sort((a, b) => a.name.localeCompare(b.name));
+  };
   try {
     const [, base] = await outputMatch(child, /Punk cluster is ready in \d+ ms: (http:\/\/[^\s/]+)\//, 180_000, 'punk cluster');
+    // Its services and its proxy; not nats-server, Postgres nor the upstreams.
+    const cpuPids = async () => [child.pid, ...(await processes()).map((p) => p.pid)];
     return {
       natsUrl: nats.url,
       natsPid: nats.pid,
@@ -201,15 +239,8 @@ export async function startCluster(options = {}) {
       paths: [
         httpPath('cluster-http', 'cluster', '`punk cluster` /servers/eh/mcp, upstream over HTTP', 'http', `${base}/servers/eh/mcp`),
         httpPath('cluster-stdio', 'cluster', '`punk cluster` /servers/es/mcp, upstream over stdio', 'stdio', `${base}/servers/es/mcp`),
-      ],
-      async processes() {
-        const named = [];
-        for (const pid of await childrenOf(child.pid)) {
-          const name = await instanceOf(pid);
-          if (name) named.push({ name, pid });
-        }
-        return named.sort((a, b) => a.name.localeCompare(b.name));
-      },
+      ].map((path) => ({ ...path, cpuPids })),
+      processes,
       stop,
     };
   } catch (error) {
@@ -228,13 +259,16 @@ export async function startSupergateway() {
   await Promise.race([untilListening(port), child.exited.then(() => Promise.reject(new Error(`supergateway exited:\n${child.output}`)))]);
   return {
     paths: [
-      httpPath(
-        'supergateway',
-        'supergateway',
-        'supergateway 4.0.0 --stateful, upstream over stdio',
-        'stdio',
-        `http://127.0.0.1:${port}/mcp`,
-      ),
+      {
+        ...httpPath(
+          'supergateway',
+          'supergateway',
+          'supergateway 4.0.0 --stateful, upstream over stdio',
+          'stdio',
+          `http://127.0.0.1:${port}/mcp`,
+        ),
+        cpuPids: async () => [child.pid],
+      },
     ],
     stop: () => stopOwned(child, 10_000),
   };
@@ -248,7 +282,12 @@ export async function startMcpProxy() {
   const child = spawnOwned(node, args);
   await Promise.race([untilListening(port), child.exited.then(() => Promise.reject(new Error(`mcp-proxy exited:\n${child.output}`)))]);
   return {
-    paths: [httpPath('mcp-proxy', 'mcp-proxy', 'mcp-proxy 6.7.19, upstream over stdio', 'stdio', `http://127.0.0.1:${port}/mcp`)],
+    paths: [
+      {
+        ...httpPath('mcp-proxy', 'mcp-proxy', 'mcp-proxy 6.7.19, upstream over stdio', 'stdio', `http://127.0.0.1:${port}/mcp`),
+        cpuPids: async () => [child.pid],
+      },
+    ],
     stop: () => stopOwned(child, 10_000),
   };
 }

@@ -1,5 +1,5 @@
 // The benchmark suite's report: the tables (markdown, printed and written alike), the machine, and a line per
-// target of issue 16 saying met or not met with the figure it was judged on.
+// target of issues 16 and 27 saying met or not met with the figure it was judged on.
 import { execFileSync } from 'node:child_process';
 import { availableParallelism, cpus, loadavg, totalmem } from 'node:os';
 
@@ -7,6 +7,7 @@ const ms = (v) => (v === undefined ? '–' : `${v.toFixed(2)} ms`);
 const signedMs = (v) => (v === undefined ? '–' : `${v >= 0 ? '+' : ''}${v.toFixed(2)} ms`);
 const ratio = (a, b) => (a === undefined || !b ? undefined : a / b);
 const times = (v) => (v === undefined ? '–' : `${v.toFixed(2)}x`);
+const cpu = (v) => (v === undefined ? '–' : `${v.toFixed(2)} ms`);
 const mib = (kib) => `${(kib / 1024).toFixed(1)} MiB`;
 const table = (head, rows) =>
   [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
@@ -34,7 +35,7 @@ function latencyRows(cells, paths) {
   });
 }
 
-/** The target lines of issue 16 ("What to reach"), judged on this run's figures. */
+/** The target lines of issues 16 and 27 ("What to reach"), judged on this run's figures. */
 function targets(report, rows) {
   if (report.options.quick)
     return ['A `--quick` run is a smoke test of the suite: no target is judged on its figures. Run `npm run bench` for them.'];
@@ -50,6 +51,34 @@ function targets(report, rows) {
     return [found.every(test), missing.length ? `${figures}; ${missing.join(', ')} not measured` : figures];
   };
   for (const era of eras) {
+    for (const [who, ids, limit] of [
+      ['`punk up`', ['up-server-http', 'up-server-stdio'], 0.35],
+      ['`punk cluster` (its services and proxy)', ['cluster-http', 'cluster-stdio'], 0.8],
+    ]) {
+      const [met, figures] = judge(
+        ids,
+        era,
+        8,
+        ['cpuPerCallMs'],
+        (r) => r.cpuPerCallMs <= limit,
+        (r) => cpu(r.cpuPerCallMs),
+      );
+      lines.push(`- ${era}: ${who} CPU per governed tools/call at 8 sessions ≤ ${limit} ms: ${verdict(met)} (${figures})`);
+    }
+    for (const concurrency of [8, 32]) {
+      const data = row(era, concurrency, 'up-server-stdio');
+      const [met, figures] = judge(
+        ['up-ephemeral-stdio'],
+        era,
+        concurrency,
+        ['perSecond'],
+        (r) => data?.perSecond !== undefined && r.perSecond >= data.perSecond * 0.9,
+        (r) => `${r.perSecond.toFixed(0)} calls/s against ${data?.perSecond?.toFixed(0) ?? '–'} with \`--data\``,
+      );
+      lines.push(
+        `- ${era}: \`punk up --ephemeral\` within 10% of \`--data\` at ${concurrency} sessions (stdio upstream): ${verdict(met)} (${figures})`,
+      );
+    }
     for (const [who, ids, p50, p99] of [
       ['`punk up`', ['up-server-http', 'up-server-stdio'], 0.5, 2],
       ['`punk cluster`', ['cluster-http', 'cluster-stdio'], 1.5, 5],
@@ -160,9 +189,25 @@ export async function renderReport(report) {
     sections.push(
       '## Latency and throughput',
       `${options.rounds} round-robin rounds of ${options.sliceMs} ms per path (after a ${options.warmupMs} ms warm-up), sequential calls per session; ` +
-        "`+p50`/`+p99`: over direct on the same transport as the path's upstream; `x direct`, `x supergateway`, `x mcp-proxy`: calls/s over theirs.",
+        "`+p50`/`+p99`: over direct on the same transport as the path's upstream; `x direct`, `x supergateway`, `x mcp-proxy`: calls/s over theirs; " +
+        "`CPU/call`: user and system CPU time of the path's own processes (Punk's, the peer's; direct: the upstream's) during its slices over its calls, " +
+        "from /proc/<pid>/stat (10 ms ticks), the figure the noise moves least (work a path defers past its slice, such as the ledger's group commit, lands in the next slice of the same process).",
       table(
-        ['era', 'sessions', 'path', 'p50', 'p99', 'calls/s', '+p50', '+p99', 'x direct', 'x supergateway', 'x mcp-proxy', 'errors'],
+        [
+          'era',
+          'sessions',
+          'path',
+          'p50',
+          'p99',
+          'calls/s',
+          'CPU/call',
+          '+p50',
+          '+p99',
+          'x direct',
+          'x supergateway',
+          'x mcp-proxy',
+          'errors',
+        ],
         rows.map((r) => [
           r.era,
           r.concurrency,
@@ -170,6 +215,7 @@ export async function renderReport(report) {
           ms(r.p50),
           ms(r.p99),
           r.perSecond === undefined ? '–' : r.perSecond.toFixed(0),
+          cpu(r.cpuPerCallMs),
           signedMs(r.addedP50),
           signedMs(r.addedP99),
           times(r.xDirect),
@@ -239,7 +285,7 @@ export async function renderReport(report) {
       .join(' ')} after (other work on the machine shows in every figure; the interleaving spreads it over all paths alike)`,
   ];
   if (report.failures.length) sections.unshift(`## Not measured\n\n${report.failures.map((f) => `- ${f}`).join('\n')}`);
-  const body = [...sections, '## Targets (issue 16, "What to reach")', targetLines.join('\n')].join('\n\n');
+  const body = [...sections, '## Targets (issues 16 and 27, "What to reach")', targetLines.join('\n')].join('\n\n');
   const markdown = `# Benchmarks
 
 What \`npm run bench\` measured in its last run written here. Every path calls the same upstream, a minimal SDK v2

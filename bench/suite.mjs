@@ -8,7 +8,7 @@ const USAGE = `Usage: npm run bench -- [options]
   --quick                 the shortest run (1 round of 100 ms slices after a 50 ms warm-up, 200/400 calls, 50 idle
                           sessions, one 1 MiB large result with a 10 s deadline and none at the limit; a smoke
                           test: no target is judged on it)
-  --only LIST             comma-separated paths (direct, punk-up, cluster, supergateway, mcp-proxy) and/or
+  --only LIST             comma-separated paths (direct, punk-up, punk-up-ephemeral, cluster, supergateway, mcp-proxy) and/or
                           scenarios (latency, memory, sessions, large, start); default: everything
   --eras LIST             2025-11-25,2026-07-28 (default both)
   --sessions LIST         concurrent sessions per path (default 1,8,32)
@@ -29,16 +29,16 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { pct, root, rssKiB, stopAllOwned } from './common.mjs';
+import { cpuMs, pct, root, rssKiB, stopAllOwned } from './common.mjs';
 import { idleSessions } from './front-sessions.mjs';
 import { ERAS } from './mcp-http.mjs';
-import { startCluster, startDirect, startMcpProxy, startPunkUp, startSupergateway } from './paths.mjs';
+import { startCluster, startDirect, startMcpProxy, startPunkUp, startPunkUpEphemeral, startSupergateway } from './paths.mjs';
 import { renderReport } from './report.mjs';
 import { caches, exampleManifests, measureStart } from './startup.mjs';
 
 const { DEFAULT_MAX_PAYLOAD_BYTES } = await import(join(root, 'services/lib/dist/bus/bus.js'));
 
-const GROUPS = ['direct', 'punk-up', 'cluster', 'supergateway', 'mcp-proxy'];
+const GROUPS = ['direct', 'punk-up', 'punk-up-ephemeral', 'cluster', 'supergateway', 'mcp-proxy'];
 const SCENARIOS = ['latency', 'memory', 'sessions', 'large', 'start'];
 
 const { values: flags } = parseArgs({
@@ -128,8 +128,19 @@ for (const signal of ['SIGINT', 'SIGTERM'])
     void stopEverything().finally(() => process.exit(130));
   });
 
-/** Runs `sessions` loops of sequential calls for `ms`; adds each call's latency (ms) to `samples`. */
-async function slice(sessions, ms, samples, tally) {
+/** The summed CPU time (ms) of the processes `pids` lists now. */
+async function cpuOf(pids) {
+  const times = await Promise.all(pids.map(cpuMs));
+  return times.reduce((sum, t) => sum + t, 0);
+}
+
+/**
+ * Runs `sessions` loops of sequential calls for `ms`; adds each call's latency (ms) to `samples`, and (recorded
+ * slices of a path that names its processes) their CPU time to `tally.cpuMs`.
+ */
+async function slice(sessions, ms, samples, tally, cpuPids) {
+  const pids = samples && cpuPids ? await cpuPids() : [];
+  const cpuBefore = await cpuOf(pids);
   const started = performance.now();
   const end = started + ms;
   await Promise.all(
@@ -148,6 +159,7 @@ async function slice(sessions, ms, samples, tally) {
     }),
   );
   if (samples) tally.ms += performance.now() - started;
+  if (pids.length) tally.cpuMs = (tally.cpuMs ?? 0) + (await cpuOf(pids)) - cpuBefore;
 }
 
 /** Opens `count` sessions of `path` in `era`, 8 at a time. */
@@ -176,7 +188,7 @@ async function latency(paths) {
         const cell = { era, concurrency, path: path.id, samples: [], calls: 0, errors: 0, ms: 0 };
         cells.push(cell);
         try {
-          open.push({ cell, sessions: await openSessions(path, era, concurrency) });
+          open.push({ cell, cpuPids: path.cpuPids, sessions: await openSessions(path, era, concurrency) });
         } catch (error) {
           cell.error = `opening sessions: ${error.message}`;
           cell.errors++;
@@ -186,8 +198,8 @@ async function latency(paths) {
       for (let round = 0; round < options.rounds; round++) {
         // Rotate the order every round, so no path always follows the same one.
         for (let k = 0; k < open.length; k++) {
-          const { cell, sessions } = open[(k + round) % open.length];
-          await slice(sessions, options.sliceMs, cell.samples, cell);
+          const { cell, sessions, cpuPids } = open[(k + round) % open.length];
+          await slice(sessions, options.sliceMs, cell.samples, cell, cpuPids);
         }
       }
       for (const { sessions } of open) await Promise.all(sessions.map((s) => s.close()));
@@ -197,6 +209,7 @@ async function latency(paths) {
           p50: sorted.length ? pct(sorted, 50) : undefined,
           p99: sorted.length ? pct(sorted, 99) : undefined,
           perSecond: cell.ms ? (cell.calls * 1000) / cell.ms : undefined,
+          cpuPerCallMs: cell.cpuMs !== undefined && cell.calls ? cell.cpuMs / cell.calls : undefined,
         });
         delete cell.samples;
       }
@@ -329,6 +342,7 @@ try {
   const needs = {
     direct: runs('latency', 'direct'),
     'punk-up': (runs('latency') || runs('memory') || runs('large')) && wanted('punk-up'),
+    'punk-up-ephemeral': runs('latency', 'punk-up-ephemeral'),
     cluster: (runs('latency') || runs('memory') || runs('large')) && wanted('cluster'),
     supergateway: runs('latency', 'supergateway'),
     'mcp-proxy': runs('latency', 'mcp-proxy'),
@@ -336,6 +350,7 @@ try {
   const starters = {
     direct: startDirect,
     'punk-up': startPunkUp,
+    'punk-up-ephemeral': startPunkUpEphemeral,
     cluster: startCluster,
     supergateway: startSupergateway,
     'mcp-proxy': startMcpProxy,

@@ -12,7 +12,7 @@ import { after, test } from 'node:test';
 import { removeDir, repoRoot } from './harness.js';
 
 const PUNK_UP_PATHS = ['up-server-http', 'up-server-stdio', 'up-mcp-http', 'up-mcp-stdio'];
-const OTHER_PATHS = ['direct-http', 'direct-stdio', 'cluster-http', 'cluster-stdio', 'supergateway', 'mcp-proxy'];
+const OTHER_PATHS = ['direct-http', 'direct-stdio', 'up-ephemeral-stdio', 'cluster-http', 'cluster-stdio', 'supergateway', 'mcp-proxy'];
 
 let dir: string | undefined;
 after(async () => {
@@ -43,13 +43,14 @@ test(
       ['printed table', stdout],
       ['markdown report', markdown],
     ] as const) {
-      assert.match(text, /\| era \| sessions \| path \| p50 \| p99 \| calls\/s \|/, `the ${where} has the latency table`);
+      assert.match(text, /\| era \| sessions \| path \| p50 \| p99 \| calls\/s \| CPU\/call \|/, `the ${where} has the latency table`);
       for (const era of ['2025-11-25', '2026-07-28'])
         for (const sessions of [1, 8, 32])
           for (const path of PUNK_UP_PATHS)
             assert.match(
               text,
-              new RegExp(`^\\| ${era} \\| ${String(sessions)} \\| ${path} \\| \\d`, 'm'),
+              // p50, p99, calls/s, then the CPU per call of Punk's process.
+              new RegExp(`^\\| ${era} \\| ${String(sessions)} \\| ${path} \\| \\d[^|]* \\| \\d[^|]* \\| \\d+ \\| \\d+\\.\\d+ ms \\|`, 'm'),
               `the ${where} has ${path}, ${era}, ${String(sessions)} sessions`,
             );
       for (const path of OTHER_PATHS)

@@ -29,7 +29,7 @@ import type { Principal } from '@punk/lib';
 import type { Scope } from './aggregate.js';
 import { callTool, getPrompt, readResource, type Caller, type ForwardContext, type ForwardDeps } from './forward.js';
 import { MODERN_PROTOCOL_VERSIONS } from './http.js';
-import { observeAnswer } from './metrics.js';
+import { fastPathRequests, observeAnswer } from './metrics.js';
 import type { SessionContext } from './session-context.js';
 import { encodeErrorCode, encodeResult, projectToolResult, type ClientEra } from './wire-results.js';
 
@@ -82,6 +82,7 @@ export class FastPath {
 
   private async serve(caller: Caller, era: ClientEra, protocolVersion: string | undefined, call: ForwardedCall, res: ServerResponse) {
     const startedAt = performance.now();
+    fastPathRequests.inc({ mcp_method_name: call.method });
     const answer = new ForwardedAnswer(res, era, this.deps.keepAliveMs);
     const abort = new AbortController();
     res.once('close', () => {

@@ -58,6 +58,17 @@ export const limitRefusals = new Counter({
   labelNames: ['limit'] as const,
 });
 
+/**
+ * `punk_mcp_front_fast_path_requests_total` (counter; label `mcp_method_name`: `tools/call`, `resources/read` or
+ * `prompts/get`): forwarded requests this replica served on its fast path (fast-path.ts) instead of an SDK server.
+ * The rest of those methods' `mcp_server_operation_duration_seconds_count` took the SDK path.
+ */
+export const fastPathRequests = new Counter({
+  name: 'punk_mcp_front_fast_path_requests_total',
+  help: 'Forwarded MCP requests (tools/call, resources/read, prompts/get) mcp-front served on its fast path, by method.',
+  labelNames: ['mcp_method_name'] as const,
+});
+
 /** Responses of this process still open, read at scrape time by {@link sseStreams}. */
 const openResponses = new Set<{ req: IncomingMessage; res: ServerResponse }>();
 
