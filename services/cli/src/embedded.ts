@@ -122,13 +122,15 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
     // Tracked as in a service process: bus metrics (lib metrics/bus.ts) are recorded here too. With a data directory
     // (opened and locked above) an event is in its journal before the append that carries it resolves, and committed
     // by the ledger in batches after; without one, the append waits for the commit. At most ledgerMaxPending wait.
-    const bus = new TrackedBus(
-      new MemoryBus(logFor('bus'), {
-        maxPayloadBytes: config.maxResultBytes,
-        maxPending: config.ledgerMaxPending,
-        journalDir: dataDir ?? undefined,
-      }),
-    );
+    // Ephemeral (PGlite in memory): nothing outlives the process, so appends do not wait for the ledger's commit
+    // either, and the ledger's API waits for what was appended before each read instead.
+    const memoryBus = new MemoryBus(logFor('bus'), {
+      maxPayloadBytes: config.maxResultBytes,
+      maxPending: config.ledgerMaxPending,
+      journalDir: dataDir ?? undefined,
+      ephemeral: db.kind === 'pglite' && dataDir === null,
+    });
+    const bus = new TrackedBus(memoryBus);
     await bus.ensureStream(streams.ledger);
     stops.push(() => bus.close());
     if (db.kind === 'pglite' && dataDir === null) {
@@ -139,7 +141,14 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
 
     // A tenant admin reads its own tenant's runs (the front's guard, mounted before the router, resolves it); group
     // commit: every event waiting when a transaction starts goes into it.
-    const ledger = await startLedger({ bus, db, log: logFor('ledger'), confinedTenant, maxBatch: config.ledgerMaxPending });
+    const ledger = await startLedger({
+      bus,
+      db,
+      log: logFor('ledger'),
+      confinedTenant,
+      maxBatch: config.ledgerMaxPending,
+      caughtUp: () => memoryBus.caughtUp(streams.ledger.name),
+    });
     stops.push(() => ledger.stop());
     // Policies first, so every deciding service starts with them; credentials once the gateway serves its vault.
     const local = localGovernance({

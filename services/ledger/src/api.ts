@@ -35,15 +35,25 @@ function queryOf<T>(req: Request, schema: Parameters<typeof parseQuery<T>>[1]): 
  *
  * `options.confinedTenant` names the one tenant a request's caller may read (a tenant admin's, as the guard in
  * front of this router resolved it, which also refused a `?tenant=` naming another): a request without `tenant`
- * reads that tenant instead of `default` (or, for one run, every tenant).
+ * reads that tenant instead of `default` (or, for one run, every tenant). `options.caughtUp`, awaited before each
+ * read, makes a read see every event appended before it (`punk up`, whose ledger commits in group-commit batches); if
+ * it fails (a consumer that cannot store), the read answers with what is stored and the failure is logged.
  */
 export function createLedgerRouter(
   store: LedgerStore,
   log: Logger,
-  options: { confinedTenant?: (res: Response) => string | undefined } = {},
+  options: { confinedTenant?: (res: Response) => string | undefined; caughtUp?: () => Promise<void> } = {},
 ): express.Router {
   const router = express.Router();
   const confined = (res: Response) => options.confinedTenant?.(res);
+  const { caughtUp } = options;
+  if (caughtUp)
+    router.use(['/runs', '/ledger'], async (_req, _res, next) => {
+      await caughtUp().catch((error: unknown) =>
+        log.warn({ err: error }, 'the ledger has not stored every appended event; reading what it has'),
+      );
+      next();
+    });
 
   router.get('/runs', async (req, res) => {
     const query = queryOf(req, runsQuerySchema);

@@ -41,6 +41,8 @@ export async function startLedger(options: {
   log: Logger;
   confinedTenant?: (res: express.Response) => string | undefined;
   maxBatch?: number;
+  /** Awaited before each read of the API: resolves once every event appended so far is stored (see `createLedgerRouter`). */
+  caughtUp?: () => Promise<void>;
 }): Promise<Ledger> {
   const { bus, db, log } = options;
   await migrate(db, { schema: LEDGER_SCHEMA, dir: LEDGER_MIGRATIONS_DIR, log });
@@ -49,7 +51,7 @@ export async function startLedger(options: {
   const consumer = await startLedgerConsumer(bus, store, log, options.maxBatch);
   log.info('ledger started');
   return {
-    router: createLedgerRouter(store, log, { confinedTenant: options.confinedTenant }),
+    router: createLedgerRouter(store, log, { confinedTenant: options.confinedTenant, caughtUp: options.caughtUp }),
     store,
     stop: () => consumer.stop(),
   };

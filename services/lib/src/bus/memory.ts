@@ -68,6 +68,8 @@ interface MemoryStream {
   peakPending: number;
   /** With `journalDir`: the file every append is written to before it resolves (stream-journal.ts). */
   journal: StreamJournal | undefined;
+  /** Up to this sequence the consumers hand over at once, without a group-commit wait ({@link MemoryBus.caughtUp}). */
+  flushUntil: number;
 }
 
 interface AckWaiter {
@@ -105,7 +107,7 @@ export interface MemoryBusOptions {
    * A directory (`punk up`'s data directory) where each stream keeps a journal, `<stream>.journal`: an append then
    * resolves once its message is written there, without waiting for the consumers, and the next start hands the
    * messages no consumer acknowledged to them again (stream-journal.ts). Without it, an append to a consumed stream
-   * resolves once the consumers acknowledged it.
+   * resolves once the consumers acknowledged it (unless `ephemeral`).
    */
   journalDir?: string | undefined;
   /**
@@ -114,6 +116,12 @@ export interface MemoryBusOptions {
    * their journal write, so the wait delays no caller: it makes the ledger's transactions fewer and larger.
    */
   groupCommitMs?: number;
+  /**
+   * Without `journalDir`, for a process whose streams keep nothing past it (`punk up --ephemeral`): an append resolves
+   * once the stream holds it, as with a journal, instead of once its consumers acknowledged it, and the consumers
+   * group-commit as they do with a journal. A reader that must see every earlier append awaits {@link MemoryBus.caughtUp}.
+   */
+  ephemeral?: boolean;
   /** Largest request, reply, broadcast or stored message, as JSON in UTF-8 bytes (`PUNK_MAX_RESULT_BYTES`, default 32 MiB). */
   maxPayloadBytes?: number;
 }
@@ -166,6 +174,7 @@ export class MemoryBus implements Bus {
   private readonly maxPending: number;
   private readonly journalDir: string | undefined;
   private readonly groupCommitMs: number;
+  private readonly ephemeral: boolean;
 
   constructor(
     private readonly log?: Logger,
@@ -175,6 +184,7 @@ export class MemoryBus implements Bus {
     this.maxPending = options.maxPending ?? DEFAULT_MAX_PENDING;
     this.journalDir = options.journalDir;
     this.groupCommitMs = options.groupCommitMs ?? DEFAULT_GROUP_COMMIT_MS;
+    this.ephemeral = options.ephemeral ?? false;
     if (!Number.isInteger(this.maxPending) || this.maxPending < 1) {
       throw new PunkError(
         'InvalidConfig',
@@ -283,6 +293,7 @@ export class MemoryBus implements Bus {
         roomWaiters: [],
         peakPending: 0,
         journal: opened?.journal,
+        flushUntil: 0,
       };
       // What an earlier process appended and no consumer acknowledged is the stream's again.
       const now = Date.now();
@@ -311,7 +322,7 @@ export class MemoryBus implements Bus {
       earlier = this.earlierCopy(stream, options.msgId);
     }
     if (earlier) {
-      if (!stream.journal) await this.acknowledged(stream, earlier.seq, subject, deadline);
+      if (!stream.journal && !this.ephemeral) await this.acknowledged(stream, earlier.seq, subject, deadline);
       return { seq: earlier.seq, duplicate: true };
     }
     const now = Date.now();
@@ -331,7 +342,7 @@ export class MemoryBus implements Bus {
     if (stream.recentIds.size > MAX_RECENT_IDS) stream.recentIds.delete(stream.recentIds.keys().next().value!);
     for (const consumer of stream.consumers.values()) consumer.wake?.();
     if (written) await written;
-    else await this.acknowledged(stream, seq, subject, deadline);
+    else if (!this.ephemeral) await this.acknowledged(stream, seq, subject, deadline);
     return { seq, duplicate: false };
   }
 
@@ -492,13 +503,15 @@ export class MemoryBus implements Bus {
           consumer.wake = undefined;
           continue;
         }
-        if (stream.journal && this.groupCommitMs > 0 && !gathered && !consumer.draining && pending.length < maxBatch) {
-          // Group commit: the appends resolved at their journal write, so waiting for more delays no caller.
+        const flush = () => consumer.draining || !consumer.running || consumer.ackFloor < stream.flushUntil;
+        if ((stream.journal || this.ephemeral) && this.groupCommitMs > 0 && !gathered && !flush() && pending.length < maxBatch) {
+          // Group commit: the appends resolved at their journal write (or, ephemeral, at once), so waiting for more
+          // delays no caller; a reader waiting in caughtUp ends the wait.
           gathered = true;
           await new Promise<void>((resolve) => {
             const timer = setTimeout(resolve, this.groupCommitMs);
             consumer.wake = () => {
-              if (!consumer.draining && consumer.running) return;
+              if (!flush()) return;
               clearTimeout(timer);
               resolve();
             };
@@ -565,6 +578,23 @@ export class MemoryBus implements Bus {
         this.settle(stream);
       },
     };
+  }
+
+  /**
+   * Resolves once every running consumer of `streamName` acknowledged what the stream held when called (what a reader
+   * of the consumers' output needs to see every earlier append: the ledger's API in `punk up`); a consumer in its
+   * group-commit wait hands over at once. Resolves at once for an unknown stream or one without a running consumer.
+   * @throws PunkError `BusTimeout` after `timeoutMs` (default 30 s) when a consumer has not caught up.
+   */
+  async caughtUp(streamName: string, timeoutMs = DEFAULT_APPEND_TIMEOUT_MS): Promise<void> {
+    const stream = this.streams.get(streamName);
+    if (!stream) return;
+    const seq = stream.lastSeq;
+    const floor = this.floor(stream);
+    if (floor === undefined || floor >= seq) return;
+    stream.flushUntil = Math.max(stream.flushUntil, seq);
+    for (const consumer of stream.consumers.values()) consumer.wake?.();
+    await this.acknowledged(stream, seq, `stream ${streamName}`, Date.now() + timeoutMs);
   }
 
   async readStream(streamName: string, options: ReadStreamOptions): Promise<StreamMessage[]> {
