@@ -69,8 +69,8 @@ test('one tool call moves every component family of the one process', async () =
   assert.equal(
     delta(now, 'punk_bus_append_duration_seconds_count', { subject: 'punk.ledger.events', error_type: '' }),
     // The tally server's state change (connected on first use) may land in the same window.
-    3 + delta(now, 'punk_ledger_events_appended_total', { type: 'server.state_changed' }),
-    'the in-process bus: the decision, tool.called and tool.completed appended',
+    2 + delta(now, 'punk_ledger_events_appended_total', { type: 'server.state_changed' }),
+    'the in-process bus: tool.called (carrying the decision) and tool.completed appended',
   );
   assert.equal(now.get('process_resident_memory_bytes')?.type, 'gauge');
 });

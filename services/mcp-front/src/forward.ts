@@ -399,6 +399,8 @@ async function forwardModern(
   const channelFront = state && state.upstreamState === undefined ? (state.front ?? deps.channels.front) : deps.channels.front;
   const inputRequests = (result as { inputRequests?: Record<string, unknown> }).inputRequests ?? {};
   const upstream = result as Record<string, unknown>;
+  // What the state binds the retry to: this call, its front, method and target, tenant and principal.
+  const bound = { callId, front: channelFront, method: request.method, target, tenant: deps.tenant, principal: principal.subject };
   if (upstream[UPSTREAM_INPUT_REQUIRED] === true) {
     // The upstream's own input_required: its keys go to the client; its requestState travels inside Punk's signed one.
     const upstreamState = typeof upstream['requestState'] === 'string' ? upstream['requestState'] : '';
@@ -408,27 +410,14 @@ async function forwardModern(
       upstreamState,
       // A server process of one gateway replica asked: the retry goes back to that replica.
       ...(typeof instance === 'string' && { instance }),
-      callId,
-      front: channelFront,
-      method: request.method,
-      target,
-      tenant: deps.tenant,
-      principal: principal.subject,
+      ...bound,
     });
     return { resultType: 'input_required', inputRequests, requestState };
   }
   const [requestId] = Object.keys(inputRequests);
   if (requestId === undefined)
     throw new ProtocolError(ProtocolErrorCode.InternalError, 'the gateway answered input_required without an input request');
-  const requestState = deps.requestState.mint({
-    requestId,
-    callId,
-    front: channelFront,
-    method: request.method,
-    target,
-    tenant: deps.tenant,
-    principal: principal.subject,
-  });
+  const requestState = deps.requestState.mint({ requestId, ...bound });
   return { resultType: 'input_required', inputRequests, requestState };
 }
 
