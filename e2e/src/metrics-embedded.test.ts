@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { connectClient, listAllTools } from './clients.js';
 import { punkOnTally, type TallySetup } from './distributed.js';
-import { eventually, type RunningPunk } from './harness.js';
+import { eventually, verifyLedger, type RunningPunk } from './harness.js';
 import { scrape, valueOf, type Exposition } from './prometheus-text.js';
 
 let setup: TallySetup;
@@ -23,6 +23,9 @@ after(async () => {
 });
 
 test('one tool call moves every component family of the one process', async () => {
+  // The ledger counts an event at its commit, after the bus counted its append: a read of the ledger waits for every
+  // earlier append, so both counts start from the same events.
+  await verifyLedger(punk.baseUrl);
   const before = await scrape(punk.baseUrl);
   const client = await connectClient(`${punk.baseUrl}/mcp`, '2026-07-28');
   let countName: string;
