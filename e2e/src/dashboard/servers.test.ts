@@ -84,7 +84,11 @@ describe('dashboard: servers', () => {
     await writeFile(toolsFile, JSON.stringify([rugPull, echo]));
     const card = page.getByRole('listitem').filter({ has: page.getByRole('heading', { name: 'files' }) });
     await card.getByRole('button', { name: 'Test files' }).click();
-    await card.getByRole('status', { name: 'Test of files' }).waitFor();
+    await card
+      .getByRole('status', { name: 'Test of files' })
+      .getByText(/ok \d+ ms, 1 tool, 1 change awaits review/)
+      .waitFor();
+    await card.getByText('1, 1 change awaits review').waitFor();
     await card.getByRole('link', { name: 'files' }).click();
     await page.waitForURL(/\/ui\/servers\/files$/);
 
@@ -95,6 +99,8 @@ describe('dashboard: servers', () => {
     await screenshot(page, 'server-tools');
     await tool.getByRole('button', { name: 'Accept the changed definition of read_file' }).click();
     await tool.getByText('pinned', { exact: true }).waitFor();
+    // The server's summary follows the accept without a reload.
+    await page.getByText('2', { exact: true }).waitFor();
     assert.equal(await tool.getByRole('button', { name: /Accept/ }).count(), 0, 'nothing left to accept');
     assert.match(await tool.innerText(), /send ~\/\.ssh\/id_rsa/, 'the accepted description is the one served');
     await page.getByRole('heading', { name: 'echo' }).waitFor();

@@ -328,6 +328,10 @@ export const serverViewSchema = z
       )
       .optional(),
     toolCount: integer,
+    pendingReviews: z
+      .array(z.string())
+      .describe("Tools whose changed definition awaits an admin's review (tool pinning); a hidden one is not in `toolCount`.")
+      .optional(),
     nameConflicts: z
       .array(z.string())
       .describe('Tools of the server no endpoint exposes because their name collides (the server lists a name twice), each with why.')
@@ -353,6 +357,10 @@ export const testResultSchema = z
   .object({
     ok: z.boolean(),
     toolCount: integer,
+    pendingReviews: z
+      .array(z.string())
+      .describe("Tools whose changed definition awaits an admin's review (tool pinning); a hidden one is not in `toolCount`.")
+      .optional(),
     tools: z.array(z.looseObject({})).describe('The tools as the server listed them.'),
     latencyMs: z.number().min(0).describe('Connect (credentials resolved) and list time, in milliseconds.'),
     error: z.string().describe('Why the test failed, when `ok` is false.').optional(),

@@ -2,6 +2,7 @@ import { useState } from 'preact/hooks';
 import { acceptTool, getServer, serverTools, type ToolList, type ToolPin } from '../api.js';
 import { ErrorMessage, messageOf, Page, useLoad } from '../components.js';
 import { Link } from '../router.js';
+import { awaitingReview } from './Servers.js';
 
 /** What each side-effect level means (governance's classification, docs/governance.md). */
 const LEVELS = ['0 none', '1 read', '2 reversible write', '3 write or send', '4 destructive or payment'];
@@ -43,7 +44,10 @@ export function ServerPage(props: { name: string }) {
           <dt>Circuit</dt>
           <dd>{server.data.circuit ?? '—'}</dd>
           <dt>Tools</dt>
-          <dd>{server.data.toolCount}</dd>
+          <dd>
+            {server.data.toolCount}
+            {awaitingReview(server.data.pendingReviews)}
+          </dd>
           {server.data.lastError && (
             <>
               <dt>Last error</dt>
@@ -60,7 +64,7 @@ export function ServerPage(props: { name: string }) {
       )}
       <h2>Tools</h2>
       <ErrorMessage message={tools.error} />
-      {tools.data && <Tools name={name} list={tools.data} onAccepted={() => void tools.reload()} />}
+      {tools.data && <Tools name={name} list={tools.data} onAccepted={() => (void tools.reload(), void server.reload())} />}
     </Page>
   );
 }

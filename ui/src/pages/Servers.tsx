@@ -114,7 +114,10 @@ function ServerCard(props: { server: ServerView; onChanged: () => void }) {
         <dt>Transport</dt>
         <dd>{server.transport ?? server.type ?? '—'}</dd>
         <dt>Tools</dt>
-        <dd>{server.toolCount}</dd>
+        <dd>
+          {server.toolCount}
+          {awaitingReview(server.pendingReviews)}
+        </dd>
         <dt>Circuit</dt>
         <dd>{server.circuit ? <span class={`badge ${server.circuit === 'closed' ? 'ok' : 'bad'}`}>{server.circuit}</span> : '—'}</dd>
         <dt>Last test</dt>
@@ -138,6 +141,12 @@ function ServerCard(props: { server: ServerView; onChanged: () => void }) {
   );
 }
 
+/** ", 1 change awaits review" when tools of the server wait for an admin's review of a changed definition, else nothing. */
+export function awaitingReview(tools: string[] | undefined): string {
+  const count = tools?.length ?? 0;
+  return count === 0 ? '' : `, ${String(count)} change${count === 1 ? ' awaits' : 's await'} review`;
+}
+
 /** What a TEST found: latency and the tool names as chips, or why it failed. */
 function TestOutcome(props: { test: { result?: TestResult; error?: string }; name: string }) {
   const { result, error } = props.test;
@@ -147,7 +156,8 @@ function TestOutcome(props: { test: { result?: TestResult; error?: string }; nam
     <div class="test-result" role="status" aria-label={`Test of ${props.name}`}>
       {result.ok ? (
         <p>
-          <span class="badge ok">ok</span> {Math.round(result.latencyMs)} ms, {result.toolCount} tools
+          <span class="badge ok">ok</span> {Math.round(result.latencyMs)} ms, {result.toolCount} tool{result.toolCount === 1 ? '' : 's'}
+          {awaitingReview(result.pendingReviews)}
         </p>
       ) : (
         <p class="error">

@@ -140,6 +140,12 @@ export class ToolPinning {
     return [...(this.hidden.get(`${tenant}/${server}`)?.keys() ?? [])];
   }
 
+  /** The tools of a server whose changed definition awaits an admin's review, hidden or served under approval (no I/O), sorted. */
+  pendingReviews(tenant: string, server: string): string[] {
+    const key = `${tenant}/${server}`;
+    return [...(this.hidden.get(key)?.keys() ?? []), ...(this.approvals.get(key)?.keys() ?? [])].sort();
+  }
+
   /**
    * Reads which tools of a server wait for an admin's review from the database (another replica's review recorded a
    * change): answers whether what this replica withholds changed.

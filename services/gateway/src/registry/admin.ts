@@ -43,7 +43,7 @@ export const TOOLS_CACHE_MAX_AGE_MS = 10 * 60_000;
 export type CredentialsAdmin = Pick<CredentialVault, 'create' | 'replace' | 'apply' | 'list' | 'get' | 'delete'>;
 
 /** The tool-definition pins as the admin API uses them (`servers.tools`, `servers.acceptTool`, `servers.delete`). */
-export type PinsAdmin = Pick<ToolPinning, 'accept' | 'pins' | 'forget'>;
+export type PinsAdmin = Pick<ToolPinning, 'accept' | 'pins' | 'forget' | 'pendingReviews'>;
 
 /** What a test connection found: the served tools (allow/deny and overrides applied), or why it failed. */
 export interface ProbeResult {
@@ -123,6 +123,8 @@ export interface ServerView {
   /** The catalog's warnings: what is wrong but served. */
   warnings?: string[];
   toolCount: number;
+  /** Tools whose changed definition awaits an admin's review (not counted in `toolCount` when hidden). */
+  pendingReviews: string[];
   status: ServerRecord['status'];
   latencyMs?: number;
   testedAt?: string;
@@ -145,7 +147,7 @@ type Target =
 
 /**
  * Builds the `punk.gateway.admin` handler. Replies: `servers.list` `{ servers }`; `servers.get`, `servers.create`,
- * `servers.update` `{ server }`; `servers.delete` `{}`; `servers.test` `{ ok, toolCount, tools, latencyMs, error? }`;
+ * `servers.update` `{ server }`; `servers.delete` `{}`; `servers.test` `{ ok, toolCount, pendingReviews, tools, latencyMs, error? }`;
  * `servers.tools` `{ tools, listedAt, cached, pins, levels, warnings? }` ({@link levelsOf}); `servers.acceptTool` `{ tool, fingerprint }`; `credentials.create`,
  * `credentials.replace` and `credentials.get` `{ credential }`, `credentials.apply` `{ credential, outcome }` (`created`, `replaced` or
  * `unchanged`), `credentials.list` `{ credentials }`, `credentials.delete` `{}`. Literal
@@ -193,6 +195,7 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
       ...(lastError !== undefined && { lastError }),
       ...(catalog?.warnings && { warnings: catalog.warnings }),
       toolCount: catalog?.state === 'ready' ? catalog.tools.length : (record.toolCount ?? catalog?.tools.length ?? 0),
+      pendingReviews: deps.pins.pendingReviews(tenant, name),
       status: record.status,
       ...(record.latencyMs !== undefined && { latencyMs: record.latencyMs }),
       ...(record.testedAt !== undefined && { testedAt: record.testedAt }),
@@ -340,6 +343,7 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
         return {
           ok: outcome.ok,
           toolCount: outcome.toolCount,
+          pendingReviews: deps.pins.pendingReviews(tenant, id),
           tools: outcome.tools,
           latencyMs: outcome.latencyMs,
           ...(outcome.error !== undefined && { error: outcome.error }),

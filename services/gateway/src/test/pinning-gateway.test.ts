@@ -99,7 +99,11 @@ test('approval: a changed tool stays listed and every call fails closed until it
     assert.equal(refused.isError, true);
     assert.match(JSON.stringify(refused), /definition changed.*accept/);
     assert.equal(w.upstream.calls.length, 0, 'the upstream was not called');
+    const tested = await w.adminRequest({ op: 'servers.test', id: 'files' });
+    assert.equal(tested.toolCount, 1);
+    assert.deepEqual(tested.pendingReviews, ['read_file'], 'the test names the change awaiting review');
     await w.adminRequest({ op: 'servers.acceptTool', id: 'files', tool: 'read_file' });
+    assert.deepEqual((await w.adminRequest({ op: 'servers.get', id: 'files' })).server.pendingReviews, []);
     await waitFor(async () => (await w.callReadFile()).isError !== true, 15_000, 'calls pass after the accept');
     assert.equal(w.upstream.calls.length >= 1, true);
   } finally {
@@ -131,6 +135,8 @@ test('a test of the server notices a changed tool the server did not announce', 
     assert.equal(tested.ok, true);
     assert.ok(!tested.tools.some((t: { name: string }) => t.name === 'read_file'), 'the test answers what clients would be served');
     await waitFor(() => changedEvents(w.h).length === 1, 5_000, 'tool.definition_changed recorded by the test');
+    assert.deepEqual(tested.pendingReviews, ['read_file'], 'the test names the change awaiting review');
+    assert.deepEqual((await w.adminRequest({ op: 'servers.get', id: 'files' })).server.pendingReviews, ['read_file']);
     const pins = (await w.adminRequest({ op: 'servers.tools', id: 'files' })).pins;
     assert.equal(pins.find((p: { tool: string }) => p.tool === 'read_file').status, 'changed-hidden');
     // At once, on the pooled connection too: the tool is no longer served, and a call says why.

@@ -196,7 +196,7 @@ export async function runWorkflow(deps: RunDeps, run: RunRequest): Promise<RunOu
         if (result.isError === true) {
           const text = textOf(result) || '(no text)';
           // The gateway's own refusals (policy, approval) name the tool already and say it was not run.
-          const own = text.startsWith(`tool ${tool} on server ${server} `);
+          const own = text.startsWith(`tool ${tool} on server ${server} `) || text.startsWith(`tool ${tool} of server ${server} `);
           throw new NodeFailure('ToolError', own ? text : `tool ${tool} on server ${server} answered an error: ${text}`, facts);
         }
         env.vars[node.config.saveAs ?? node.id] = fitting(savedValueOf(result), `the result of node ${node.id}`);

@@ -57,16 +57,25 @@ export interface ServedWorkflows {
  * The side-effect level and read-only flag of a workflow, from its tool_call nodes as this catalog classifies them.
  * A node whose tool the catalog does not list (its server missing or not started, or the tool unknown: the workflow
  * is not ready) has no level Punk can know, a manifest's declared one included: the workflow's level is then
- * `null` (unknown), and it is not read-only.
+ * `null` (unknown), and it is not read-only. A tool awaiting review (hidden by pinning) is classified from its name
+ * and the manifest's declared level, as the run's call is.
  */
-function levelsOf(workflow: McpWorkflow, servers: ServerCatalog[]): { sideEffectLevel: SideEffectLevel | null; readOnly: boolean } {
+function levelsOf(
+  workflow: McpWorkflow,
+  servers: ServerCatalog[],
+  declaredLevel: RunDeps['declaredLevel'],
+): { sideEffectLevel: SideEffectLevel | null; readOnly: boolean } {
   const levels: SideEffectLevel[] = [];
   for (const node of workflow.spec.nodes) {
     if (node.kind !== 'tool_call') continue;
     const { server: name, tool } = node.config;
     const server = servers.find((s) => s.name === name);
-    if (!server?.tools.some((t) => t.name === tool)) return { sideEffectLevel: null, readOnly: false };
-    levels.push(classify({ kind: 'tool', server: name, target: tool, declaredLevel: server.sideEffectLevels[tool] }).level);
+    const known =
+      server !== undefined &&
+      (server.tools.some((t) => t.name === tool) || server.withheldTools.some((t) => t.name === tool && t.reason === 'awaiting-review'));
+    if (!known) return { sideEffectLevel: null, readOnly: false };
+    const declared = server.sideEffectLevels[tool] ?? declaredLevel(server.namespace, name, tool);
+    levels.push(classify({ kind: 'tool', server: name, target: tool, declaredLevel: declared }).level);
   }
   const sideEffectLevel = Math.max(0, ...levels) as SideEffectLevel;
   return { sideEffectLevel, readOnly: sideEffectLevel <= 1 };
@@ -87,7 +96,7 @@ export function serveWorkflows(deps: ServedWorkflowsDeps): ServedWorkflows {
       description: workflow.spec.description,
       tool: namespacedName(WORKFLOW_SERVER, workflow.metadata.name),
       inputSchema: workflow.spec.input,
-      ...levelsOf(workflow, servers),
+      ...levelsOf(workflow, servers, (namespace, server, tool) => deps.declaredLevel(namespace, server, tool)),
       ready: errors.length === 0,
       errors,
     };

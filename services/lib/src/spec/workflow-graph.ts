@@ -158,13 +158,17 @@ export function validateWorkflowCatalog(workflow: McpWorkflow, catalog: Workflow
 }
 
 /**
- * The catalog of one namespace from the gateway's server catalogs (`ServerCatalog`: namespace, name, listed tools).
+ * The catalog of one namespace from the gateway's server catalogs (`ServerCatalog`: namespace, name, listed tools). A
+ * tool withheld as `awaiting-review` (its changed definition hidden by pinning until an admin accepts it) is in the
+ * catalog without a schema: the workflow stays ready and its run fails closed at that node naming the review, as a
+ * call does, instead of the workflow vanishing as if the tool did not exist.
  */
 export function workflowCatalogOf(
   servers: ReadonlyArray<{
     namespace: string;
     name: string;
     tools: ReadonlyArray<{ name: string; inputSchema?: Record<string, unknown> }>;
+    withheldTools?: ReadonlyArray<{ name: string; reason: string }>;
   }>,
   namespace: string,
 ): WorkflowCatalog {
@@ -173,7 +177,10 @@ export function workflowCatalogOf(
       .filter((server) => server.namespace === namespace)
       .map((server) => [
         server.name,
-        new Map(server.tools.map((tool) => [tool.name, tool.inputSchema === undefined ? {} : { inputSchema: tool.inputSchema }])),
+        new Map<string, CatalogTool>([
+          ...(server.withheldTools ?? []).filter((tool) => tool.reason === 'awaiting-review').map((tool) => [tool.name, {}] as const),
+          ...server.tools.map((tool) => [tool.name, tool.inputSchema === undefined ? {} : { inputSchema: tool.inputSchema }] as const),
+        ]),
       ]),
   );
 }
