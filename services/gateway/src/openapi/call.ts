@@ -46,6 +46,22 @@ export class ArgumentValidator {
   }
 }
 
+/**
+ * Why a path parameter's value cannot fill its segment of the operation's template, or undefined when every one can.
+ * A value that is empty, `.` or `..` would not stay a segment of its own: URL normalisation removes dot segments
+ * (RFC 3986 section 5.2.4; the WHATWG URL parser treats `%2e` alike), so it would reach another path than the
+ * operation's, even one above `baseUrl`. Every other value is percent-encoded into exactly one segment.
+ */
+export function pathParameterProblem(operation: OpenApiOperation, args: Record<string, unknown>): string | undefined {
+  for (const parameter of operation.parameters) {
+    if (parameter.in !== 'path' || args[parameter.key] === undefined) continue;
+    const value = text(args[parameter.key]);
+    if (value === '' || value === '.' || value === '..')
+      return `arguments.${parameter.key} is ${JSON.stringify(value)}, which is not a path segment of its own (path parameter "${parameter.name}" of ${operation.path}): give a name, not an empty or dot segment`;
+  }
+  return undefined;
+}
+
 /** A request ready to send. */
 export interface BuiltRequest {
   url: URL;
@@ -70,7 +86,13 @@ export function buildRequest(baseUrl: string, operation: OpenApiOperation, args:
     const value = parameter ? args[parameter.key] : undefined;
     return value === undefined ? whole : encodeURIComponent(text(value));
   });
-  const url = new URL(baseUrl.replace(/\/+$/, '') + path);
+  const base = baseUrl.replace(/\/+$/, '');
+  const url = new URL(base + path);
+  // The URL keeps the template's shape under baseUrl ({@link pathParameterProblem} refused what would not).
+  const basePath = new URL(base).pathname.replace(/\/+$/, '');
+  const segments = (p: string) => p.split('/').length;
+  if (!url.pathname.startsWith(`${basePath}/`) || segments(url.pathname) !== segments(basePath) + segments(operation.path) - 1)
+    throw new Error(`the request path ${url.pathname} is not the operation's path ${operation.path} under ${base}`);
   const headers: Record<string, string> = {};
   for (const parameter of operation.parameters) {
     const value = args[parameter.key];

@@ -12,7 +12,7 @@ import { InMemoryTransport, Server } from '@modelcontextprotocol/server';
 import { errorMessage, PunkError, type Logger, type McpServer, type OpenApiSource } from '@punk/lib';
 import { redact } from '@punk/lib';
 import { headerRecord, renewHeaders, resolveHeaders, type ResolvedHeader, type Secrets } from '../upstream-secrets.js';
-import { ArgumentValidator, buildRequest, resultOf, type ToolResult } from './call.js';
+import { ArgumentValidator, buildRequest, pathParameterProblem, resultOf, type ToolResult } from './call.js';
 import { loadDocument, type OpenApiDocument } from './document.js';
 import { deriveTools, type OpenApiOperation } from './tools.js';
 
@@ -80,7 +80,7 @@ export async function openOpenApiConnection(
   let unauthorized = 0;
 
   const send = async (operation: OpenApiOperation, args: Record<string, unknown>, signal: AbortSignal): Promise<ToolResult> => {
-    const problem = validator.check(operation, args);
+    const problem = validator.check(operation, args) ?? pathParameterProblem(operation, args);
     if (problem !== undefined)
       return { content: [{ type: 'text', text: `tool ${operation.tool.name}: ${problem}; nothing was sent to the API` }], isError: true };
     const request = buildRequest(baseUrl, operation, args);

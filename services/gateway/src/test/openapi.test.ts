@@ -26,6 +26,8 @@ import {
   type ServerCatalog,
 } from '@punk/lib';
 import { startGateway, type Gateway } from '../index.js';
+import { buildRequest, pathParameterProblem } from '../openapi/call.js';
+import type { OpenApiOperation } from '../openapi/tools.js';
 import { openScratchDb, type ScratchDb } from '../../../lib/dist/test/pgtest.js';
 import { startPrivateNats, type PrivateNats } from '../../../lib/dist/test/natstest.js';
 import { keyringOf, newKeySpec } from './credentials-harness.js';
@@ -271,6 +273,46 @@ describe('openapi servers', () => {
     assert.equal(extra.isError, true);
     assert.match(extra.content[0]!.text, /must NOT have additional properties \(sid\)/);
     assert.equal(books.seen.length, before);
+  });
+
+  it('keeps every path parameter in its own segment under baseUrl: dot and empty segments are refused, the rest encoded', async () => {
+    // An empty, `.` or `..` value would be removed by URL normalisation and reach another path (issue 28 item 1).
+    for (const id of ['..', '.', '']) {
+      const before = books.seen.length;
+      const refused = await call('books', 'getbook', { id });
+      assert.equal(refused.isError, true, id);
+      assert.match(
+        refused.content[0]!.text,
+        /^tool getbook: arguments\.id is "[.]{0,2}", which is not a path segment of its own \(path parameter "id" of \/books\/\{id\}\).*nothing was sent to the API$/,
+      );
+      assert.equal(books.seen.length, before, `nothing sent for ${JSON.stringify(id)}`);
+    }
+    // Whatever else a value holds stays one segment of /api/books/{id}, as the recording API saw it.
+    for (const id of ['%2e%2e', '%2E.', '..%2f', 'a/../b', '../../health', '\uff0e\uff0e', '\u2024\u2024', '...', '..;x']) {
+      const before = books.seen.length;
+      await call('books', 'getbook', { id });
+      const sent = books.seen.slice(before).map((r) => r.url);
+      assert.deepEqual(sent, [`/api/books/${encodeURIComponent(id)}`], JSON.stringify(id));
+    }
+  });
+
+  it('refuses a dot segment in either parameter of a two-parameter template, and builds the rest under baseUrl', () => {
+    const operation: OpenApiOperation = {
+      method: 'get',
+      path: '/shelves/{shelf}/books/{book}',
+      parameters: [
+        { name: 'shelf', in: 'path', key: 'shelf', explode: false },
+        { name: 'book', in: 'path', key: 'book', explode: false },
+      ],
+      level: 1,
+      tool: { name: 'getshelfbook', inputSchema: { type: 'object' } },
+    };
+    assert.match(pathParameterProblem(operation, { shelf: '..', book: '..' }) ?? '', /^arguments\.shelf is "\.\."/);
+    assert.match(pathParameterProblem(operation, { shelf: 'a', book: '.' }) ?? '', /^arguments\.book is "\."/);
+    assert.equal(pathParameterProblem(operation, { shelf: 'a..', book: '..b' }), undefined);
+    const built = buildRequest('http://api.test/v1/', operation, { shelf: '%2e%2e', book: 'x/../../y' });
+    assert.equal(built.url.pathname, '/v1/shelves/%252e%252e/books/x%2F..%2F..%2Fy');
+    assert.throws(() => buildRequest('http://api.test/v1', operation, { shelf: '..', book: '..' }), /is not the operation's path/);
   });
 
   it('sends the credential to its own API only, and never an Authorization or a cookie', async () => {
