@@ -74,6 +74,18 @@ describe('signals to npm start', () => {
     });
   }
 
+  test('Ctrl-C in a terminal (SIGINT to npm and to punk up at once) is one clean stop, exit 0', async () => {
+    const started = await npmStart(dir);
+    process.kill(started.punkPid, 'SIGINT');
+    started.npm.kill('SIGINT');
+    await started.exited;
+    const gone = await eventually(async () => (alive(started.punkPid) ? undefined : true), 30_000);
+    assert.equal(gone, true, started.output());
+    assert.doesNotMatch(started.output(), /second signal/, 'the two signals of one key press are one stop');
+    assert.match(started.output(), /shutting down/);
+    assert.equal(await listening(started.port), false);
+  });
+
   test('SIGHUP to punk up stops it', async () => {
     const started = await npmStart(dir);
     process.kill(started.punkPid, 'SIGHUP');

@@ -202,17 +202,24 @@ function connectHint(config: PunkConfig, baseUrl: string): string {
 }
 
 /**
- * On SIGINT, SIGTERM or SIGHUP (the terminal closed), runs `close` and exits 0 (1 when it fails); a second
- * signal exits 1 at once.
+ * Signals within this many milliseconds of the first are the same stop: Ctrl-C in a terminal sends SIGINT to the
+ * whole foreground process group, and npm passes its own on, so one key press reaches `npm start`'s node twice.
+ */
+const SAME_STOP_MS = 1000;
+
+/**
+ * On SIGINT, SIGTERM or SIGHUP (the terminal closed), runs `close` and exits 0 (1 when it fails); a signal more
+ * than {@link SAME_STOP_MS} after the first (Ctrl-C pressed again) exits 1 at once.
  */
 function stopOnSignals(log: Logger, what: string, close: () => Promise<void>): void {
-  let stopping = false;
+  let stopping: number | undefined;
   const stop = (signal: string) => {
-    if (stopping) {
+    if (stopping !== undefined) {
+      if (Date.now() - stopping <= SAME_STOP_MS) return;
       log.warn({ signal }, 'second signal: exiting now');
       process.exit(1);
     }
-    stopping = true;
+    stopping = Date.now();
     log.info({ signal }, what);
     close().then(
       () => process.exit(0),
