@@ -8,7 +8,7 @@
 import { strict as assert } from 'node:assert';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import type { Server as HttpServer } from 'node:http';
 import { connect as connectTcp, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -62,6 +62,8 @@ void describe('an upstream of both eras, reached in the era of each client', { t
   let base: string;
   let workDir: string;
   let httpUpstream: ChildProcess;
+  /** The HTTP upstream's record of the requests it saw cancelled (`cancelled <id>` lines). */
+  let eventLog: string;
   const clients: Client[] = [];
 
   /** A connected client of `era` that answers every elicitation with the name Ada. */
@@ -80,7 +82,11 @@ void describe('an upstream of both eras, reached in the era of each client', { t
     const tenant = `era-${randomBytes(4).toString('hex')}`;
     workDir = await mkdtemp(join(tmpdir(), 'punk-era-'));
     const port = await freePort();
-    httpUpstream = spawn(process.execPath, [fixture, '--port', String(port)], { stdio: 'ignore' });
+    eventLog = join(workDir, 'events.log');
+    httpUpstream = spawn(process.execPath, [fixture, '--port', String(port)], {
+      stdio: 'ignore',
+      env: { ...process.env, EVENT_LOG: eventLog },
+    });
     await listening(port);
     bus = new MemoryBus(log);
     await bus.ensureStream(streams.ledger);
@@ -159,6 +165,26 @@ void describe('an upstream of both eras, reached in the era of each client', { t
     assert.equal(text(await slow), 'slow done');
     const first = (await modern.callTool({ name: 'greet', arguments: {} }, { allowInputRequired: true })) as Record<string, unknown>;
     assert.deepEqual(Object.keys(first['inputRequests'] as object), ['user_name']);
+  });
+
+  void it("a client's cancellation reaches an HTTP upstream in both eras (2025: notifications/cancelled; 2026-07-28: its request stream ends)", async () => {
+    const cancelledAtUpstream = async () => (await readFile(eventLog, 'utf8').catch(() => '')).split('\n').filter(Boolean).length;
+    for (const era of ['2025', '2026'] as const) {
+      const client = await connect(era, 'dual-http');
+      const before = await cancelledAtUpstream();
+      const abort = new AbortController();
+      const call = client.callTool({ name: 'hold', arguments: {} }, { signal: abort.signal });
+      await new Promise((done) => setTimeout(done, 500));
+      abort.abort('the user gave up');
+      await assert.rejects(call);
+      const deadline = Date.now() + 10_000;
+      while ((await cancelledAtUpstream()) === before) {
+        assert.ok(Date.now() < deadline, `the ${era} upstream request was not cancelled within 10 s`);
+        await new Promise((done) => setTimeout(done, 100));
+      }
+      // The connection goes on serving calls after the cancellation.
+      assert.equal(text(await client.callTool({ name: 'slow', arguments: {} })), 'slow done');
+    }
   });
 
   void it('protocolEra pins one era: a 2026-07-28 client of a pinned 2025 stdio server gets input requests Punk holds', async () => {
