@@ -15,7 +15,6 @@ import { ensurePortFree, verifyOwnListener } from './local-port.js';
 import { ServerProcess } from './process.js';
 import type { SessionLink } from './session-link.js';
 import { ProcessStdioTransport } from './stdio-transport.js';
-import { transportWire } from './transport-wire.js';
 import { wireExchange, type UpstreamExchange } from './upstream-exchange.js';
 import { headerRecord, renewHeaders, resolveHeaders, type ResolvedHeader, type Secrets } from './upstream-secrets.js';
 
@@ -286,7 +285,6 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
       listenForChanges(connected.client, options.log, name, options.timeoutMs, hide);
       return {
         client: connected.client,
-        exchange: httpExchange(connected, options),
         transport: connected.transport,
         headers,
         unauthorized: connected.unauthorized,
@@ -355,7 +353,6 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
     listenForChanges(connected.client, options.log, name, options.timeoutMs, hide);
     return {
       client: connected.client,
-      exchange: httpExchange(connected, options),
       transport: connected.transport,
       process: proc,
       headers: [],
@@ -374,13 +371,6 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
   } finally {
     clearTimeout(timer);
   }
-}
-
-/** The exchange of a connected HTTP client: its forwarded requests go through its own transport (transport-wire.ts). */
-function httpExchange(connected: HttpConnection, options: ConnectOptions): UpstreamExchange {
-  const transport = connected.client.transport;
-  if (!transport) throw new Error('the HTTP client has no transport');
-  return wireExchange(transportWire(transport), connected.client, declaredCapabilities(options), CLIENT_INFO);
 }
 
 /**

@@ -9,9 +9,8 @@
  * `outputSchema`). Deadlines and cancellation follow MCP 2025-11-25 basic/utilities/cancellation: past the
  * deadline, or when the caller's signal aborts, the upstream is sent `notifications/cancelled`.
  *
- * The wire is the stdio pipe (stdio-transport.ts) or the SDK's HTTP transport (transport-wire.ts). OpenAPI servers,
- * served in process, have no wire: they take the SDK client's request instead ({@link sdkExchange}): same outcomes,
- * the SDK's costs.
+ * A wire that cannot carry a request of its own (HTTP+SSE, OpenAPI servers served in process) takes the SDK
+ * client's request instead ({@link sdkExchange}): same outcomes, the SDK's costs.
  */
 import {
   CLIENT_CAPABILITIES_META_KEY,
@@ -65,16 +64,8 @@ export type RawAnswer = Record<string, unknown>;
 
 /** The part of a transport an exchange needs: send a message, and be handed the answer to an id of ours. */
 export interface ExchangeWire {
-  /**
-   * Writes one message (a request or `notifications/cancelled`); `signal`, for a request on a wire that
-   * {@link abortsRequests}, ends that request's stream when it aborts. @throws when the wire is closed.
-   */
-  send(message: JSONRPCMessage, signal?: AbortSignal): Promise<void>;
-  /**
-   * Whether the wire gives each request a stream of its own whose end cancels the request on a 2026-07-28
-   * connection (Streamable HTTP, MCP 2026-07-28 basic/utilities/cancellation), instead of `notifications/cancelled`.
-   */
-  abortsRequests?: boolean;
+  /** Writes one message (a request or `notifications/cancelled`). @throws when the wire is closed. */
+  send(message: JSONRPCMessage): Promise<void>;
   /** Hands the answer to `id`, and its JSON text, to `onAnswer` (once) instead of the SDK client; returns how to stop waiting for it. */
   expect(id: string, onAnswer: (answer: RawAnswer, text: string | undefined) => void): () => void;
 }
@@ -112,7 +103,6 @@ export function wireExchange(
     request(method, params, options) {
       const id = `${ID_PREFIX}${++next}`;
       const outer = envelope();
-      const stream = wire.abortsRequests && outer !== undefined ? new AbortController() : undefined;
       return new Promise<ExchangeAnswer>((resolve, reject) => {
         let settled = false;
         let stopExpecting = () => {};
@@ -125,12 +115,8 @@ export function wireExchange(
         const cancel = (reason: unknown) => {
           if (settled) return;
           finish();
-          if (stream) {
-            stream.abort(reason);
-          } else {
-            const cancelled = { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: String(reason) } };
-            wire.send({ ...cancelled, params: withEnvelope(cancelled.params, outer) } as JSONRPCMessage).catch(() => undefined);
-          }
+          const cancelled = { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: String(reason) } };
+          wire.send({ ...cancelled, params: withEnvelope(cancelled.params, outer) } as JSONRPCMessage).catch(() => undefined);
           reject(reason instanceof SdkError ? reason : new SdkError(SdkErrorCode.RequestTimeout, String(reason)));
         };
         const onAbort = () => cancel(options.signal?.reason);
@@ -153,13 +139,11 @@ export function wireExchange(
             reject(error as Error);
           }
         });
-        wire
-          .send({ jsonrpc: '2.0', id, method, params: withEnvelope(params, outer) } as JSONRPCMessage, stream?.signal)
-          .catch((error: unknown) => {
-            if (settled) return;
-            finish();
-            reject(error as Error);
-          });
+        wire.send({ jsonrpc: '2.0', id, method, params: withEnvelope(params, outer) } as JSONRPCMessage).catch((error: unknown) => {
+          if (settled) return;
+          finish();
+          reject(error as Error);
+        });
       });
     },
   };
