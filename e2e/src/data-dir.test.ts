@@ -1,11 +1,12 @@
 /**
  * What `punk up` keeps in its data directory: the PGlite database (the ledger, the encrypted credentials, the
  * API keys' hashes) and, beside it, the servers' working directories. Only their owner may read them, running
- * and stopped; API keys made through the API are still there after a restart.
+ * and stopped; API keys made through the API are still there after a restart, and so is a manifest server's last
+ * test (until its manifest changes).
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { chmod, copyFile, lstat, mkdir, readdir, stat, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, lstat, mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { connectClient, listAllTools } from './clients.js';
@@ -52,6 +53,54 @@ describe('punk up on a data directory', () => {
     assert.equal(await punk.stop(), 0, punk.output().slice(-2000));
     punk = undefined;
     assert.deepEqual(await notOwnerOnly(dataDir), [], 'data directory once punk up stopped');
+  });
+
+  test("a manifest server's last test is still its last test after a restart, and is forgotten once its manifest changes", async () => {
+    const tally = (extraEnv: string) => `apiVersion: mcp.punk.dev/v1alpha1
+kind: McpServer
+metadata: { name: tally }
+spec:
+  command: [${JSON.stringify(process.execPath)}, ${JSON.stringify(join(repoRoot, 'e2e/fixtures/tally.mjs'))}]
+  env:
+    - { name: TALLY_FILE, value: ${JSON.stringify(join(dir, 'tally.log'))} }${extraEnv}
+`;
+    await writeFile(join(dir, 'tally.yaml'), tally(''));
+    const server = async () => {
+      const answer = await fetch(`${punk!.baseUrl}/api/v1/mcp/servers/tally`);
+      assert.equal(answer.status, 200, await answer.clone().text());
+      return ((await answer.json()) as { server: { status: string; toolCount: number; testedAt?: string; latencyMs?: number } }).server;
+    };
+    try {
+      punk = await startPunk({ manifestDir: dir, args: ['--data', dataDir] });
+      assert.equal((await server()).status, 'unknown', 'never tested');
+      const tested = await fetch(`${punk.baseUrl}/api/v1/mcp/servers/tally/test`, { method: 'POST' });
+      assert.equal(tested.status, 200, await tested.clone().text());
+      assert.equal(((await tested.json()) as { ok: boolean }).ok, true);
+      const before = await server();
+      assert.equal(before.status, 'ok');
+      assert.ok(before.testedAt, 'the test has a time');
+      assert.equal(await punk.stop(), 0, punk.output().slice(-2000));
+
+      punk = await startPunk({ manifestDir: dir, args: ['--data', dataDir] });
+      const after = await server();
+      assert.deepEqual(
+        { status: after.status, toolCount: after.toolCount, testedAt: after.testedAt, latencyMs: after.latencyMs },
+        { status: 'ok', toolCount: 3, testedAt: before.testedAt, latencyMs: before.latencyMs },
+        'the same last test after the restart',
+      );
+      assert.equal(await punk.stop(), 0, punk.output().slice(-2000));
+
+      // Another definition: the test described the old one.
+      await writeFile(join(dir, 'tally.yaml'), tally('\n    - { name: MODE, value: changed }'));
+      punk = await startPunk({ manifestDir: dir, args: ['--data', dataDir] });
+      const changed = await server();
+      assert.equal(changed.status, 'unknown', 'the changed server was not tested');
+      assert.equal(changed.testedAt, undefined);
+    } finally {
+      await punk?.stop();
+      punk = undefined;
+      await rm(join(dir, 'tally.yaml'), { force: true });
+    }
   });
 
   test('a directory that holds other files and no Punk database is refused, and nothing in it is touched', async () => {

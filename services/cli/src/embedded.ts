@@ -44,7 +44,7 @@ export interface EmbeddedOptions {
 export interface EmbeddedPunk {
   /** Base URL of the HTTP listener, such as `http://127.0.0.1:4100`. */
   baseUrl: string;
-  /** Servers loaded from the manifests. */
+  /** Servers loaded from the manifests at start (a reload of the directory serves its changes live). */
   servers: McpServer[];
   /** Problems found in the manifests (those documents are not served). */
   manifestErrors: ManifestError[];
@@ -115,6 +115,8 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
     });
     for (const error of loaded.errors) log.error({ manifestError: error }, `manifest error: ${formatManifestError(error)}`);
     const servers = loaded.servers.map((entry) => entry.server);
+    /** The servers served now: those of the start, then those of the last reload that changed them. */
+    let current = servers;
 
     const dataDir = config.databaseUrl ? null : options.dataDir === null ? null : resolve(options.dataDir);
     const db: Database = await openDatabase({ ...(config.databaseUrl && { url: config.databaseUrl }), dataDir, log: logFor('db') });
@@ -160,6 +162,12 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
       checkWorkflow: (workflow) => {
         const namespace = workflow.metadata.namespace ?? config.tenant;
         return validateWorkflowCatalog(workflow, workflowCatalogOf(gateway.catalog(namespace), namespace));
+      },
+      // McpServer documents reload live, as the others: added ones start, changed ones restart, removed ones stop.
+      applyServers: async (next) => {
+        current = next;
+        await gateway.setServers(next);
+        await gateway.ready();
       },
     });
     await local.publishPolicies(loaded);
@@ -245,7 +253,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
       servers,
       manifestErrors: [...loaded.errors, ...credentialErrors],
       workflows: loaded.workflows,
-      catalog: () => [...new Set(servers.map((s) => s.metadata.namespace ?? config.tenant))].flatMap((tenant) => gateway.catalog(tenant)),
+      catalog: () => [...new Set(current.map((s) => s.metadata.namespace ?? config.tenant))].flatMap((tenant) => gateway.catalog(tenant)),
       serversStarted: () => gateway.ready(),
       close: stopAll,
     };

@@ -7,9 +7,12 @@
  * environment variables and files its `spec.values` names, and `spec.secretRef` is refused with that fix.
  *
  * The directory is watched (`fs.watch`, debounced): a changed document is applied again, a removed one is withdrawn
- * (its policy or workflow from its bucket, its credential from the vault). Every document loaded gets one line, every broken
- * one a line naming its file, document and field, and the others keep loading. A policy whose file has errors is
- * kept as last loaded, as the operator keeps an invalid policy's last valid generation: dropping it could widen access.
+ * (its policy or workflow from its bucket, its credential from the vault). With `applyServers` (`punk up`), McpServer
+ * documents are served live too: an added server starts, a changed one restarts, a removed one stops. Every document
+ * loaded gets one line, every broken one a line naming its file, document and field, and the others keep loading. A
+ * policy or server whose file has errors is kept as last loaded, as the operator keeps an invalid policy's last valid
+ * generation: dropping a policy could widen access, and stopping a server for a typo elsewhere in its file would cut
+ * its clients off.
  */
 import { createHmac, randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
@@ -32,11 +35,13 @@ import {
   type KvBucketConfig,
   type KvStore,
   type LoadedDocument,
+  type LoadedServer,
   type Logger,
   type ManifestError,
   type ManifestLoadResult,
   type McpCredential,
   type McpPolicy,
+  type McpServer,
   type McpWorkflow,
   type WorkflowError,
   workflowManifestError,
@@ -79,6 +84,12 @@ export interface LocalGovernanceOptions {
    * the workflows a reload adds or changes; `punk up` checks those of the start itself once the servers started.
    */
   checkWorkflow?: (workflow: McpWorkflow) => WorkflowError[];
+  /**
+   * Serves the McpServers of the directory after a reload changed them (`punk up`: the gateway's `setServers`, then
+   * their first start), before the workflows of that reload are published and checked. Without it (`punk cluster`,
+   * whose gateways got the servers at start) a change is reported with a line saying to restart.
+   */
+  applyServers?: (servers: McpServer[]) => Promise<void>;
 }
 
 /** The documents of a load in `manifestDir`, for `punk up`. */
@@ -96,6 +107,8 @@ export function localGovernance(options: LocalGovernanceOptions): LocalGovernanc
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> = Promise.resolve();
   let serversText: string | undefined;
+  /** Served McpServers by `tenant/name`, with the file they came from. */
+  const servers = new Map<string, LoadedServer>();
 
   const report = (error: ManifestError) => log.error({ manifestError: error }, `manifest error: ${formatManifestError(error)}`);
   const where = (entry: LoadedDocument<unknown>) => `${entry.file} (document ${entry.document})`;
@@ -151,15 +164,19 @@ export function localGovernance(options: LocalGovernanceOptions): LocalGovernanc
     return changed;
   };
 
-  /** Publishes the policies and workflows of `loaded`; returns the workflows published (new or changed). */
-  const publishAll = async (loaded: ManifestLoadResult) => {
+  /** Publishes the policies of `loaded`. */
+  const publishPolicies = async (loaded: ManifestLoadResult) => {
     await syncBucket('McpPolicy', buckets.mcpPolicies, loaded.policies, policies, loaded, {
       publish: publishPolicy,
       withdraw: withdrawPolicy,
       summary: (policy) =>
         `${policy.spec.rules.length} rules, ${policy.spec.rateLimits.length} rate limits, priority ${policy.spec.priority}`,
     });
-    return syncBucket(
+  };
+
+  /** Publishes the workflows of `loaded`; returns the workflows published (new or changed). */
+  const publishWorkflows = (loaded: ManifestLoadResult) =>
+    syncBucket(
       'McpWorkflow',
       buckets.mcpWorkflows,
       loaded.workflows.map(({ workflow, file, document }) => ({ object: workflow, file, document })),
@@ -171,6 +188,46 @@ export function localGovernance(options: LocalGovernanceOptions): LocalGovernanc
         summary: (workflow) => `${workflow.spec.nodes.length} nodes, start ${workflow.spec.start}`,
       },
     );
+
+  /**
+   * Takes the McpServers of `loaded` into {@link servers}: each one added or changed gets a line, each one gone is
+   * removed unless its file has errors (then kept as last loaded). Returns whether the served set changed.
+   */
+  const syncServers = (loaded: ManifestLoadResult): boolean => {
+    const broken = new Set(loaded.errors.map((e) => e.file));
+    const seen = new Set<string>();
+    let changed = false;
+    for (const entry of loaded.servers) {
+      const { name, namespace } = entry.server.metadata;
+      const key = `${namespace}/${name}`;
+      seen.add(key);
+      const previous = servers.get(key);
+      servers.set(key, entry);
+      if (previous && JSON.stringify(previous.server) === JSON.stringify(entry.server)) continue;
+      changed = true;
+      log.info(
+        { file: entry.file, document: entry.document, kind: 'McpServer', tenant: namespace, name },
+        `${previous ? 'changed' : 'loaded'} McpServer ${key} from ${entry.file} (document ${entry.document}): ${previous ? 'restarting it' : 'starting it'}`,
+      );
+    }
+    for (const [key, entry] of [...servers]) {
+      if (seen.has(key)) continue;
+      const { name, namespace } = entry.server.metadata;
+      if (broken.has(entry.file)) {
+        log.warn(
+          { file: entry.file, kind: 'McpServer', tenant: namespace, name },
+          `McpServer ${key} kept as last loaded: ${entry.file} has errors (above)`,
+        );
+        continue;
+      }
+      servers.delete(key);
+      changed = true;
+      log.info(
+        { file: entry.file, kind: 'McpServer', tenant: namespace, name },
+        `removed McpServer ${key}: its document is gone; stopping it`,
+      );
+    }
+    return changed;
   };
 
   /** The values of a credential document, read from the environment and files it names. */
@@ -269,12 +326,17 @@ export function localGovernance(options: LocalGovernanceOptions): LocalGovernanc
       return;
     }
     for (const error of loaded.errors) report(error);
-    // A workflow added or changed is checked against the servers' tools, as at start: its problems name its document.
-    for (const entry of await publishAll(loaded))
-      for (const error of options.checkWorkflow?.(entry.object) ?? []) report(workflowManifestError(entry, error));
+    // Policies and credentials before the servers that may need them, the servers before the workflows that call them.
+    await publishPolicies(loaded);
     await applyCredentials(loaded);
-    if (JSON.stringify(loaded.servers.map((s) => s.server)) !== serversText)
-      log.warn('McpServer manifests changed: they are read at start, restart punk up to serve the change');
+    if (options.applyServers) {
+      if (syncServers(loaded)) await options.applyServers([...servers.values()].map((entry) => entry.server));
+    } else if (JSON.stringify(loaded.servers.map((s) => s.server)) !== serversText) {
+      log.warn('McpServer manifests changed: they are read at start, restart to serve the change');
+    }
+    // A workflow added or changed is checked against the servers' tools, as at start: its problems name its document.
+    for (const entry of await publishWorkflows(loaded))
+      for (const error of options.checkWorkflow?.(entry.object) ?? []) report(workflowManifestError(entry, error));
   };
 
   const reload = () => {
@@ -286,10 +348,12 @@ export function localGovernance(options: LocalGovernanceOptions): LocalGovernanc
 
   return {
     async publishPolicies(loaded) {
-      await publishAll(loaded);
+      await publishPolicies(loaded);
+      await publishWorkflows(loaded);
     },
     async start(loaded) {
       serversText = JSON.stringify(loaded.servers.map((s) => s.server));
+      for (const entry of loaded.servers) servers.set(`${entry.server.metadata.namespace}/${entry.server.metadata.name}`, entry);
       const errors = await applyCredentials(loaded);
       // Dot directories hold state (the servers' `.punk/`, an embedded database written on every call), not
       // documents: they are not watched at all. Any other change may be a document or a value file.

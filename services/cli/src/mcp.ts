@@ -14,7 +14,7 @@ import { InMemoryTransport } from '@modelcontextprotocol/server';
 import { serveStdio } from '@modelcontextprotocol/server/stdio';
 import { relayServer } from './mcp-relay.js';
 import { PLATFORM_TOOLS, platformServer } from './mcp-tools.js';
-import { PunkApi, PunkApiError, targetFromEnv } from './punk-api.js';
+import { PunkApi, PunkApiError, targetFromEnv, type PunkTarget } from './punk-api.js';
 
 const VERSION = '0.1.0';
 
@@ -43,8 +43,9 @@ export async function mcpCommand(args: string[]): Promise<number> {
     return 0;
   }
   if (values.relay && values.selfcheck) throw new Error('punk mcp: --relay and --selfcheck do not go together; give one');
-  const api = new PunkApi(targetFromEnv(process.env));
-  if (values.selfcheck) return selfcheck(api, (line) => process.stdout.write(`${line}\n`));
+  const target = targetFromEnv(process.env);
+  if (values.selfcheck) return selfcheck(target, (line) => process.stdout.write(`${line}\n`));
+  const api = new PunkApi(target);
   // serveStdio owns the era decision: an `initialize` opening gets a 2025-era instance, a 2026-07-28 one a modern instance.
   const closed = new Promise<void>((done) => process.stdin.once('end', () => done()).once('close', () => done()));
   const log = (line: string) => process.stderr.write(`${line}\n`);
@@ -103,20 +104,26 @@ function selfcheckArguments(tool: (typeof PLATFORM_TOOLS)[number], seen: Seen): 
   }
 }
 
+/** The deadline of each request the selfcheck makes, in milliseconds: a deployment that takes a request and never answers fails it in seconds. */
+export const SELFCHECK_REQUEST_TIMEOUT_MS = 5_000;
+
 /**
- * Runs every platform tool once through an in-process client (a linked in-memory pair) against `api`'s
+ * Runs every platform tool once through an in-process client (a linked in-memory pair) against `target`'s
  * deployment, writing one line per tool with `print`; answers the exit code (0 when none failed, 1 otherwise). A tool
  * the key may not use (it answers naming the scope it needs) is listed as `skip`, not as a failure: a non-admin key
  * is a working install. Before the tools it checks the deployment answers and takes the key, and says so plainly
- * when not.
+ * when not. Every request it makes has a deadline of {@link SELFCHECK_REQUEST_TIMEOUT_MS}; one past it fails naming
+ * the request (`POST /mcp initialize`, `GET /api/v1/runs`).
  */
-export async function selfcheck(api: PunkApi, print: (line: string) => void): Promise<number> {
-  print(`punk mcp --selfcheck against ${api.target.baseUrl}${api.target.apiKey ? ' (with PUNK_MCP_API_KEY)' : ' (no API key)'}`);
+export async function selfcheck(target: PunkTarget, print: (line: string) => void): Promise<number> {
+  print(`punk mcp --selfcheck against ${target.baseUrl}${target.apiKey ? ' (with PUNK_MCP_API_KEY)' : ' (no API key)'}`);
+  const api = new PunkApi(target, { requestTimeoutMs: SELFCHECK_REQUEST_TIMEOUT_MS });
   try {
     await api.deploymentTools();
   } catch (error) {
     if (!(error instanceof PunkApiError)) throw error;
     if (error.unreachable) print(`FAIL the deployment cannot be reached: ${error.message}`);
+    else if (error.timedOut) print(`FAIL the deployment did not answer in time: ${error.message}`);
     else if (error.refused) print(`FAIL the deployment refused the API key: ${error.message}`);
     else print(`FAIL the deployment's /mcp endpoint failed: ${error.message}`);
     return 1;

@@ -7,6 +7,8 @@
 import {
   Client,
   ProtocolError,
+  SdkError,
+  SdkErrorCode,
   StreamableHTTPClientTransport,
   type CallToolResult,
   type ClientOptions,
@@ -55,13 +57,17 @@ export class PunkApiError extends Error {
   get unreachable(): boolean {
     return this.code === 'Unreachable';
   }
+  /** The deployment took the request and did not answer it within the client's deadline. */
+  get timedOut(): boolean {
+    return this.code === 'Timeout';
+  }
   /** The key was refused (401) or lacks a right (403). */
   get refused(): boolean {
     return this.status === 401 || this.status === 403;
   }
 }
 
-/** How long one API request may take before it fails as unreachable, in milliseconds. */
+/** How long one request may take by default before it fails as timed out, in milliseconds. */
 const REQUEST_TIMEOUT_MS = 30_000;
 
 /** Longest a workflow run through `/mcp` may take before its call fails, in milliseconds (the gateway's limit is 5 minutes a run). */
@@ -92,9 +98,46 @@ export interface RunsQuery {
   until?: string;
 }
 
+/** How a {@link PunkApi} asks. */
+export interface PunkApiOptions {
+  /**
+   * The deadline of every request, REST and MCP alike, in milliseconds (default 30 s; a workflow run through `/mcp`
+   * gets the longer of this and 6 minutes unless this is given). A request past it fails as `Timeout`, naming it.
+   */
+  requestTimeoutMs?: number;
+}
+
 /** Client of one deployment. Every method throws {@link PunkApiError}. */
 export class PunkApi {
-  constructor(readonly target: PunkTarget) {}
+  private readonly timeoutMs: number;
+  private readonly workflowTimeoutMs: number;
+
+  constructor(
+    readonly target: PunkTarget,
+    options: PunkApiOptions = {},
+  ) {
+    this.timeoutMs = options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
+    this.workflowTimeoutMs = options.requestTimeoutMs ?? WORKFLOW_CALL_TIMEOUT_MS;
+  }
+
+  /** The error of a request that got no answer within `timeoutMs`, naming it (`GET /api/v1/runs`, `POST /mcp tools/list`). */
+  private timeout(request: string, timeoutMs = this.timeoutMs): PunkApiError {
+    return new PunkApiError(
+      'Timeout',
+      `${request}: no answer within ${seconds(timeoutMs)} from the deployment at ${this.target.baseUrl} (it took the connection and did not answer)`,
+      0,
+    );
+  }
+
+  /** Runs one MCP request of `client` (`method` names it), a timeout of the SDK as {@link timeout}, any other failure as {@link mcpErrorOf}. */
+  private async mcpRequest<T>(method: string, work: (timeout: number) => Promise<T>, timeoutMs = this.timeoutMs): Promise<T> {
+    try {
+      return await work(timeoutMs);
+    } catch (error) {
+      if (error instanceof SdkError && error.code === SdkErrorCode.RequestTimeout) throw this.timeout(`POST /mcp ${method}`, timeoutMs);
+      throw error;
+    }
+  }
 
   private headers(): Record<string, string> {
     return this.target.apiKey ? { authorization: `Bearer ${this.target.apiKey}` } : {};
@@ -109,9 +152,10 @@ export class PunkApi {
         method,
         headers: { ...this.headers(), ...(body !== undefined && { 'content-type': 'application/json' }) },
         ...(body !== undefined && { body: JSON.stringify(body) }),
-        signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+        signal: AbortSignal.timeout(this.timeoutMs),
       });
     } catch (error) {
+      if (error instanceof DOMException && error.name === 'TimeoutError') throw this.timeout(`${method} /api/v1${path}`);
       const cause = error instanceof Error ? ((error.cause as Error | undefined)?.message ?? error.message) : String(error);
       throw new PunkApiError(
         'Unreachable',
@@ -120,7 +164,13 @@ export class PunkApi {
       );
     }
     if (response.status === 204) return undefined as T;
-    const text = await response.text();
+    let text: string;
+    try {
+      text = await response.text();
+    } catch (error) {
+      if (error instanceof DOMException && error.name === 'TimeoutError') throw this.timeout(`${method} /api/v1${path}`);
+      throw new PunkApiError('Unreachable', `${method} /api/v1${path}: the answer broke off (${String(error)})`, 0);
+    }
     let parsed: unknown;
     try {
       parsed = text === '' ? undefined : JSON.parse(text);
@@ -190,7 +240,7 @@ export class PunkApi {
       requestInit: { headers: this.headers() },
     });
     try {
-      await client.connect(transport);
+      await this.mcpRequest('initialize', (timeout) => client.connect(transport, { timeout }));
       return client;
     } catch (error) {
       await client.close().catch(() => undefined);
@@ -213,7 +263,11 @@ export class PunkApi {
     const tool = namespacedName(WORKFLOW_SERVER, name);
     const client = await this.connectMcp();
     try {
-      return await client.callTool({ name: tool, arguments: args }, { timeout: WORKFLOW_CALL_TIMEOUT_MS });
+      return await this.mcpRequest(
+        'tools/call',
+        (timeout) => client.callTool({ name: tool, arguments: args }, { timeout }),
+        this.workflowTimeoutMs,
+      );
     } catch (error) {
       if (error instanceof ProtocolError && /unknown tool/i.test(error.message))
         throw new PunkApiError(
@@ -234,7 +288,8 @@ export class PunkApi {
       const tools: DeploymentTool[] = [];
       let cursor: string | undefined;
       do {
-        const page = await client.listTools(cursor === undefined ? {} : { cursor });
+        const params = cursor === undefined ? {} : { cursor };
+        const page = await this.mcpRequest('tools/list', (timeout) => client.listTools(params, { timeout }));
         tools.push(...page.tools);
         cursor = page.nextCursor;
       } while (cursor);
@@ -269,6 +324,11 @@ function errorOf(method: string, path: string, response: Response, parsed: unkno
     return new PunkApiError(code, `${what}: forbidden (403: ${detail})${needs}`, 403, scope);
   }
   return new PunkApiError(code, `${what}: ${String(response.status)} ${code}: ${detail}`, response.status, scope);
+}
+
+/** `ms` milliseconds for people: `5 s`, `0.5 s`. */
+function seconds(ms: number): string {
+  return `${String(ms / 1000)} s`;
 }
 
 /** A failure of the SDK client against `/mcp` as a {@link PunkApiError}. */

@@ -170,7 +170,7 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
   const target = async (tenant: string, id: string): Promise<Target> => {
     checkName(tenant, id);
     const server = served.managedServer(tenant, id);
-    if (server) return { managed: true, server, record: served.managedRecord(tenant, id) };
+    if (server) return { managed: true, server, record: await served.managedRecord(tenant, id) };
     const stored = await store.get(tenant, id);
     if (!stored) throw notFound(tenant, id);
     return { managed: false, stored, record: stored };
@@ -274,9 +274,10 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
     switch (request.op) {
       case 'servers.list': {
         const { tenant } = request;
+        const records = await served.managedRecords(tenant);
         const managed = served
           .managedOf(tenant)
-          .map((server) => view(tenant, { managed: true, server, record: served.managedRecord(tenant, server.metadata.name) }));
+          .map((server) => view(tenant, { managed: true, server, record: records.get(server.metadata.name) ?? { status: 'unknown' } }));
         const names = new Set(managed.map((s) => s.name));
         const registered = (await store.list(tenant))
           .filter((s) => !names.has(s.name))
@@ -332,7 +333,7 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
           at: new Date().toISOString(),
           ...(result.error !== undefined && { error: result.error }),
         };
-        if (found.managed) served.recordManagedTest(tenant, id, outcome);
+        if (found.managed) await served.recordManagedTest(tenant, id, outcome);
         else await store.recordTest(tenant, id, outcome);
         await audit('server.tested', tenant, id, principal, {
           ok: outcome.ok,

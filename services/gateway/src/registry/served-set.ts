@@ -7,6 +7,7 @@
  * change another replica made, it reloads that registration from the database
  * and restarts, starts or stops its pooled connection.
  */
+import { createHash } from 'node:crypto';
 import {
   errorMessage,
   ORIGIN_HEADER,
@@ -21,6 +22,14 @@ import {
 import type { McpItem } from '../catalog.js';
 import { toMcpServer } from './registration.js';
 import type { RegistrationStore, ServerRecord, StoredRegistration, TestOutcome } from './store.js';
+
+/**
+ * The fingerprint of a managed server's definition: the SHA-256 (hex) of its spec. A stored last test counts
+ * only for the definition it tested.
+ */
+function definitionOf(server: McpServer): string {
+  return createHash('sha256').update(JSON.stringify(server.spec)).digest('hex');
+}
 
 /** `<tenant>/<name>`. */
 export const serverKey = (tenant: string, name: string) => `${tenant}/${name}`;
@@ -53,8 +62,11 @@ export class ServedSet {
   private readonly registered = new Map<string, McpServer>();
   /** Why a stored registration is not served here, by key. */
   private readonly refused = new Map<string, string>();
-  /** Last test and listing of managed servers (registrations keep theirs in the database). */
-  private readonly managedRecords = new Map<string, ServerRecord>();
+  /**
+   * The last tool listing of each managed server made on this replica, with the fingerprint of the definition
+   * listed (their last tests are in the database; registrations keep both there).
+   */
+  private readonly managedListings = new Map<string, { definition: string; tools: McpItem[]; at: string }>();
   private queue: Promise<void> = Promise.resolve();
   private subscription: BusSubscription | undefined;
 
@@ -120,37 +132,58 @@ export class ServedSet {
     await this.apply(announce);
   }
 
-  /** The last test and listing of a managed server (kept in memory on this replica). */
-  managedRecord(tenant: string, name: string): ServerRecord {
-    return this.managedRecords.get(serverKey(tenant, name)) ?? { status: 'unknown' };
-  }
-
-  /** Records the outcome of a test of a managed server. */
-  recordManagedTest(tenant: string, name: string, outcome: TestOutcome): void {
-    const { lastError: _previousError, ...previous } = this.managedRecord(tenant, name);
-    this.managedRecords.set(serverKey(tenant, name), {
-      ...previous,
-      status: outcome.ok ? 'ok' : 'error',
-      toolCount: outcome.toolCount,
-      latencyMs: outcome.latencyMs,
-      testedAt: outcome.at,
-      ...(outcome.error !== undefined && { lastError: outcome.error }),
-      ...(outcome.ok && { tools: outcome.tools, listedAt: outcome.at }),
-    });
+  /**
+   * The last test and listing of each managed server of `tenant`, by name: its last test from the database (kept
+   * only while the server's definition is the one tested), with a newer listing made on this replica.
+   * @throws PunkError `DatabaseUnavailable`.
+   */
+  async managedRecords(tenant: string): Promise<Map<string, ServerRecord>> {
+    const tests = new Map((await this.options.store.managedTests(tenant)).map((test) => [test.name, test]));
+    const records = new Map<string, ServerRecord>();
+    for (const server of this.managedOf(tenant)) {
+      const name = server.metadata.name;
+      const definition = definitionOf(server);
+      const test = tests.get(name);
+      let record: ServerRecord = test?.definition === definition ? test.record : { status: 'unknown' };
+      const listing = this.managedListings.get(serverKey(tenant, name));
+      if (listing?.definition === definition && (record.listedAt === undefined || Date.parse(record.listedAt) <= Date.parse(listing.at)))
+        record = { ...record, tools: listing.tools, listedAt: listing.at };
+      records.set(name, record);
+    }
+    return records;
   }
 
   /**
-   * Records a tool listing of a served server (a pooled connection listed it, or a live listing of the
-   * tools API): in the database for a registration, in memory for a managed server.
+   * The last test and listing of a managed server (see {@link managedRecords}); `unknown` before any test.
+   * @throws PunkError `DatabaseUnavailable`.
+   */
+  async managedRecord(tenant: string, name: string): Promise<ServerRecord> {
+    return (await this.managedRecords(tenant)).get(name) ?? { status: 'unknown' };
+  }
+
+  /**
+   * Stores the outcome of a test of a managed server, with the fingerprint of its definition; a no-op when the
+   * server is no longer managed.
+   * @throws PunkError `DatabaseUnavailable`.
+   */
+  async recordManagedTest(tenant: string, name: string, outcome: TestOutcome): Promise<void> {
+    const server = this.managedServer(tenant, name);
+    if (server) await this.options.store.recordManagedTest(tenant, name, definitionOf(server), outcome);
+  }
+
+  /**
+   * Records a tool listing of a served server (a pooled connection listed it, or a live listing of the tools API):
+   * in the database for a registration, in memory for a managed server.
    * @throws PunkError `DatabaseUnavailable`.
    */
   async recordListing(tenant: string, name: string, tools: McpItem[], at: string): Promise<void> {
     const key = serverKey(tenant, name);
-    if (this.managed.has(key)) {
-      const previous = this.managedRecord(tenant, name);
+    const server = this.managed.get(key);
+    if (server) {
+      const previous = this.managedListings.get(key);
       // Listings can finish out of order: the newer one stays.
-      if (previous.listedAt === undefined || Date.parse(previous.listedAt) <= Date.parse(at))
-        this.managedRecords.set(key, { ...previous, tools, listedAt: at });
+      if (previous === undefined || Date.parse(previous.at) <= Date.parse(at))
+        this.managedListings.set(key, { definition: definitionOf(server), tools, at });
     } else if (this.registered.has(key)) {
       await this.options.store.recordListing(tenant, name, tools, at);
     }

@@ -2,7 +2,8 @@
  * The registrations of the registry API in Postgres (`gateway.registrations`,
  * migrations/0001_registry.sql): one row per (tenant, name) with the body as
  * the admin sent it, who made and last changed it, the outcome of the last
- * test, and the last tool listing.
+ * test, and the last tool listing; and the last test of each managed server (`gateway.managed_tests`,
+ * migrations/0006_managed_tests.sql), whose definition is not stored here.
  */
 import { PunkError, type Queryable } from '@punk/lib';
 import type { Registration } from './registration.js';
@@ -85,6 +86,26 @@ function fromRow(row: Row): StoredRegistration {
     ...(row.tools !== null && { tools: row.tools }),
     ...(row.listed_at !== null && { listedAt: row.listed_at.toISOString() }),
   };
+}
+
+/** The stored last test of a managed server, with the fingerprint of the definition it tested. */
+export interface ManagedTest {
+  name: string;
+  /** SHA-256 (hex) of the server's spec when it was tested. */
+  definition: string;
+  record: ServerRecord;
+}
+
+interface ManagedTestRow {
+  name: string;
+  definition: string;
+  status: 'ok' | 'error';
+  tool_count: number;
+  last_error: string | null;
+  latency_ms: number;
+  tested_at: Date;
+  tools: McpItem[] | null;
+  listed_at: Date | null;
 }
 
 /** SQLSTATE 23505: unique_violation. */
@@ -177,6 +198,54 @@ export class RegistrationStore {
       `UPDATE gateway.registrations SET tools = $3, listed_at = $4
         WHERE tenant = $1 AND name = $2 AND (listed_at IS NULL OR listed_at <= $4)`,
       [tenant, name, JSON.stringify(tools), at],
+    );
+  }
+
+  /** The stored last tests of `tenant`'s managed servers. */
+  async managedTests(tenant: string): Promise<ManagedTest[]> {
+    const result = await this.db.query<ManagedTestRow>(
+      `SELECT name, definition, status, tool_count, last_error, latency_ms, tested_at, tools, listed_at
+         FROM gateway.managed_tests WHERE tenant = $1 ORDER BY name`,
+      [tenant],
+    );
+    return result.rows.map((row) => ({
+      name: row.name,
+      definition: row.definition,
+      record: {
+        status: row.status,
+        toolCount: row.tool_count,
+        latencyMs: row.latency_ms,
+        testedAt: row.tested_at.toISOString(),
+        ...(row.last_error !== null && { lastError: row.last_error }),
+        ...(row.tools !== null && row.listed_at !== null && { tools: row.tools, listedAt: row.listed_at.toISOString() }),
+      },
+    }));
+  }
+
+  /**
+   * Stores the outcome of a test of a managed server whose spec has the fingerprint `definition`, replacing the one
+   * before. A successful test stores its listing; a failed one keeps the listing of an earlier success of the same
+   * definition.
+   */
+  async recordManagedTest(tenant: string, name: string, definition: string, outcome: TestOutcome): Promise<void> {
+    await this.db.query(
+      `INSERT INTO gateway.managed_tests AS t (tenant, name, definition, status, tool_count, last_error, latency_ms, tested_at, tools, listed_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $4 = 'ok' THEN $9::jsonb END, CASE WHEN $4 = 'ok' THEN $8::timestamptz END)
+       ON CONFLICT (tenant, name) DO UPDATE
+          SET definition = $3, status = $4, tool_count = $5, last_error = $6, latency_ms = $7, tested_at = $8,
+              tools = CASE WHEN $4 = 'ok' THEN $9::jsonb WHEN t.definition = $3 THEN t.tools END,
+              listed_at = CASE WHEN $4 = 'ok' THEN $8::timestamptz WHEN t.definition = $3 THEN t.listed_at END`,
+      [
+        tenant,
+        name,
+        definition,
+        outcome.ok ? 'ok' : 'error',
+        outcome.toolCount,
+        outcome.error ?? null,
+        outcome.latencyMs,
+        outcome.at,
+        JSON.stringify(outcome.tools),
+      ],
     );
   }
 }
