@@ -7,7 +7,15 @@
 import { z } from 'zod';
 import { apiKeySchema, approvalSchema, approvalStateSchema } from './contracts.js';
 import { PunkError } from './errors.js';
-import { dnsLabel, durationSchema, envVarSchema, headerSchema, openApiSourceSchema, referenceText } from './spec/mcpserver.js';
+import {
+  commandSchema,
+  dnsLabel,
+  durationSchema,
+  envVarSchema,
+  headerSchema,
+  openApiSourceSchema,
+  referenceText,
+} from './spec/mcpserver.js';
 
 /** The named schemas of the OpenAPI document (`components.schemas`), by `id`. */
 export const apiComponents = z.registry<{ id: string; description?: string }>();
@@ -254,8 +262,12 @@ export const registrationBodySchema = z
   .object({
     name: dnsLabel.describe('DNS-1035 label, unique in the tenant; the tool prefix on the aggregated endpoint.'),
     type: choice(['stdio', 'http', 'openapi']),
-    command: z.string().min(1, 'must be a non-empty string').describe('stdio: the executable.').optional(),
-    args: z.array(z.string()).describe('stdio: arguments.').optional(),
+    command: commandSchema
+      .describe(
+        'stdio: the executable (`"node"`, its arguments in `args`), or, as in a manifest, the whole command line as a list (`["node", "server.mjs"]`, `args` appended).',
+      )
+      .optional(),
+    args: z.array(z.string()).describe('stdio: arguments (after those of a `command` list).').optional(),
     env: namedValues(envName, envVarSchema, false)
       .describe(
         "stdio: environment of the process (nothing else of the gateway's environment reaches it): a record of values, or a manifest's list of `{ name, value | valueFrom: { credentialRef } }`.",

@@ -157,7 +157,8 @@ function described(issue: z.core.$ZodIssue, input: unknown): { path: PropertyKey
 /**
  * The McpServer a registration stands for, in namespace `tenant`. A stdio registration becomes a server with
  * `image: local/<name>` and `command: [command]` (the form of manifests that run a local command: the gateway
- * starts it as a child process, never as a pod); an http registration becomes a `url` server.
+ * starts it as a child process, never as a pod); a `command` list is taken as it is, `args` after it; an http
+ * registration becomes a `url` server.
  * @throws PunkError `InvalidRegistration` when the result is not a valid McpServer (e.g. a tenant that is not a DNS label).
  */
 export function toMcpServer(tenant: string, registration: Registration): McpServer {
@@ -173,7 +174,7 @@ export function toMcpServer(tenant: string, registration: Registration): McpServ
       : registration.type === 'stdio'
         ? {
             image: `local/${registration.name}`,
-            command: [registration.command],
+            command: typeof registration.command === 'string' ? [registration.command] : registration.command,
             ...(registration.args && { args: registration.args }),
             env: entries(registration.env),
             transport: 'stdio',

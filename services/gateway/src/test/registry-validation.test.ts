@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { HTTP_FIELD_VALUE_RULE, PunkError } from '@punk/lib';
+import { COMMAND_RULE, HTTP_FIELD_VALUE_RULE, PunkError } from '@punk/lib';
 import { auditedRegistration, parseRegistration, toMcpServer } from '../registry/registration.js';
 
 const http = { name: 'remote', type: 'http', url: 'https://mcp.example.com/mcp' };
@@ -42,7 +42,10 @@ test('each invalid registration is refused with a message naming the field', () 
     [{ ...http, command: 'node' }, 'body.command: applies only to a stdio registration'],
     [{ ...http, env: { A: '1' } }, 'body.env: applies only to a stdio registration'],
     [{ name: 'x', type: 'stdio' }, 'body.command: required for a stdio registration'],
-    [{ ...stdio, command: '' }, 'body.command: must be a non-empty string'],
+    [{ ...stdio, command: '' }, `body.command: ${COMMAND_RULE}`],
+    [{ ...stdio, command: 42 }, `body.command: ${COMMAND_RULE}`],
+    [{ ...stdio, command: [] }, `body.command: ${COMMAND_RULE}`],
+    [{ ...stdio, command: ['node', ''] }, 'body.command[1]: must be a non-empty string'],
     [{ ...stdio, args: ['ok', 3] }, 'body.args[1]: Invalid input: expected string, received number'],
     [
       { ...stdio, env: { '1BAD': 'x' } },
@@ -205,6 +208,14 @@ test('a stdio registration becomes a local command McpServer', () => {
   assert.equal(server.spec.transport, 'stdio');
   assert.equal(server.spec.sessionMode, 'per-client');
   assert.equal(server.spec.url, undefined);
+});
+
+test("a stdio registration's command may be a manifest's list: it is stored as sent, and args follow it", () => {
+  const registration = parseRegistration({ ...stdio, command: ['node', 'server.js'], args: ['--verbose'] });
+  assert.deepEqual(registration.command, ['node', 'server.js']);
+  const server = toMcpServer('acme', registration);
+  assert.deepEqual(server.spec.command, ['node', 'server.js']);
+  assert.deepEqual(server.spec.args, ['--verbose']);
 });
 
 test('a tenant that cannot be a namespace is named as such', () => {

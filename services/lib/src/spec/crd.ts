@@ -12,7 +12,7 @@
 import { z } from 'zod';
 import { stringify } from 'yaml';
 import { PunkError } from '../errors.js';
-import { API_GROUP, mcpServerSpecSchema, mcpServerStatusSchema } from './mcpserver.js';
+import { API_GROUP, commandSchema, mcpServerSpecSchema, mcpServerStatusSchema } from './mcpserver.js';
 import { mcpCredentialSpecSchema, mcpCredentialStatusSchema } from './mcpcredential.js';
 import { mcpPolicySpecSchema, mcpPolicyStatusSchema } from './mcppolicy.js';
 import { mcpWorkflowSpecSchema, mcpWorkflowStatusSchema } from './mcpworkflow.js';
@@ -104,12 +104,20 @@ const COPIED_KEYWORDS = new Set([
  * defaults appear), then `$schema` and `additionalProperties: false` dropped, free-form records
  * (`z.record(z.string(), z.unknown())`) marked `x-kubernetes-preserve-unknown-fields: true`, formats
  * Kubernetes does not know dropped (and zod's pattern for one it knows), descriptions and defaults kept (they feed `kubectl explain` and
- * API-server defaulting). Keys come out in a fixed order (description, type, then zod's order).
+ * API-server defaulting). Keys come out in a fixed order (description, type, then zod's order). A `command`
+ * (`commandSchema`: a string or a list) takes its list form, the one type a structural schema allows.
  * @throws PunkError `UnsupportedSchema` naming the path of a node with no structural form
  *   (a union or nullable, a `$ref`, a node without a type).
  */
 export function structuralSchema(schema: z.ZodType): JsonSchemaProps {
-  const { $schema: _dialect, ...json } = z.toJSONSchema(schema, { io: 'input' }) as JsonSchemaProps;
+  const { $schema: _dialect, ...json } = z.toJSONSchema(schema, {
+    io: 'input',
+    override: (ctx) => {
+      if (ctx.zodSchema !== commandSchema) return;
+      delete ctx.jsonSchema.anyOf; // the string form: a structural schema has one type per node
+      Object.assign(ctx.jsonSchema, { type: 'array', minItems: 1, items: { type: 'string', minLength: 1 } });
+    },
+  }) as JsonSchemaProps;
   return structural(json, '');
 }
 

@@ -202,6 +202,26 @@ export const openApiSourceSchema = z
   );
 export type OpenApiSource = z.infer<typeof openApiSourceSchema>;
 
+/** What a `command` that is neither form gets told: the field's two forms, each with an example. */
+export const COMMAND_RULE =
+  'must be the executable as a non-empty string (command: node, with args: [server.mjs]) or the whole command line as a non-empty list of non-empty strings (command: [node, server.mjs])';
+
+/**
+ * A `command` in either form, as the registration API and manifests both take it: the executable alone as a string
+ * (its arguments in `args`) or the whole command line as a list (`args` appended). A manifest's spec reads the string
+ * as a one-element list; a registration keeps the form it was sent in. The McpServer CRD (a structural schema has one
+ * type per field) takes the list.
+ */
+export const commandSchema = z.union(
+  [
+    z.string({ error: COMMAND_RULE }).min(1, COMMAND_RULE),
+    z
+      .array(z.string({ error: 'must be a non-empty string' }).min(1, 'must be a non-empty string'), { error: COMMAND_RULE })
+      .min(1, COMMAND_RULE),
+  ],
+  { error: COMMAND_RULE },
+);
+
 /** The `spec` of an McpServer. */
 export const mcpServerSpecSchema = z
   .object({
@@ -228,12 +248,11 @@ export const mcpServerSpecSchema = z
     openapi: openApiSourceSchema
       .optional()
       .describe('A REST API described by an OpenAPI 3.0 or 3.1 document: each operation is a tool; no pod is made (docs/openapi.md).'),
-    command: z
-      .array(z.string().min(1))
-      .min(1)
+    command: commandSchema
+      .transform((command) => (typeof command === 'string' ? [command] : command))
       .optional()
       .describe(
-        "Entrypoint, replacing the image's or package's own. Alone (no image, package or url): a local process, under punk up only.",
+        "Entrypoint, replacing the image's or package's own: the whole command line as a list (`[node, server.mjs]`), or the executable alone as a string (`node`, with `args`; punk up only: the cluster's CRD takes the list). Alone (no image, package or url): a local process, under punk up only.",
       ),
     args: z.array(z.string()).optional().describe('Arguments. $(VAR) expands an environment variable of `env`.'),
     transport: z

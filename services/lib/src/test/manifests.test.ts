@@ -3,7 +3,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { loadManifestDirectory, parseManifests, transportOf } from '../index.js';
+import { COMMAND_RULE, loadManifestDirectory, parseManifests, transportOf } from '../index.js';
 
 const good = `apiVersion: mcp.punk.dev/v1alpha1
 kind: McpServer
@@ -24,6 +24,38 @@ test('a valid manifest gets its defaults', () => {
   assert.equal(server.spec.sessionMode, 'shared');
   // No spec.timeout: the call deadline is PUNK_CALL_TIMEOUT_MS, on the gateway and on the front alike.
   assert.equal(server.spec.timeout, undefined);
+});
+
+test('a command is a list or, as the registration API takes it, the executable alone: read as a one-element list', () => {
+  const manifest = (command: string) => `apiVersion: mcp.punk.dev/v1alpha1
+kind: McpServer
+metadata: { name: local }
+spec:
+  command: ${command}
+  args: [server.mjs]
+`;
+  const one = parseManifests(manifest('node'), 'x.yaml', 'default');
+  assert.deepEqual(one.errors, []);
+  assert.deepEqual(one.servers[0]!.server.spec.command, ['node']);
+  assert.deepEqual(one.servers[0]!.server.spec.args, ['server.mjs']);
+  const list = parseManifests(manifest('[node, --no-warnings]'), 'x.yaml', 'default');
+  assert.deepEqual(list.servers[0]!.server.spec.command, ['node', '--no-warnings']);
+  const refused: Array<[string, string]> = [
+    ['""', `spec.command: ${COMMAND_RULE}`],
+    ['[]', `spec.command: ${COMMAND_RULE}`],
+    ['42', `spec.command: ${COMMAND_RULE}`],
+    ['{ run: node }', `spec.command: ${COMMAND_RULE}`],
+    ['[node, ""]', 'spec.command.1: must be a non-empty string'],
+  ];
+  for (const [bad, message] of refused) {
+    const { servers, errors } = parseManifests(manifest(bad), 'x.yaml', 'default');
+    assert.deepEqual(servers, [], bad);
+    assert.deepEqual(
+      errors.map((e) => `${e.field}: ${e.message}`),
+      [message],
+      bad,
+    );
+  }
 });
 
 test('errors name the file, document and field, and valid documents are kept', () => {
