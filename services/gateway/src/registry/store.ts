@@ -176,16 +176,7 @@ export class RegistrationStore {
           SET status = $3, tool_count = $4, last_error = $5, latency_ms = $6, tested_at = $7, tools = CASE WHEN $3 = 'ok' THEN $8::jsonb ELSE tools END,
               listed_at = CASE WHEN $3 = 'ok' THEN $7 ELSE listed_at END
         WHERE tenant = $1 AND name = $2`,
-      [
-        tenant,
-        name,
-        outcome.ok ? 'ok' : 'error',
-        outcome.toolCount,
-        outcome.error ?? null,
-        outcome.latencyMs,
-        outcome.at,
-        JSON.stringify(outcome.tools),
-      ],
+      [tenant, name, ...testValues(outcome)],
     );
   }
 
@@ -235,17 +226,19 @@ export class RegistrationStore {
           SET definition = $3, status = $4, tool_count = $5, last_error = $6, latency_ms = $7, tested_at = $8,
               tools = CASE WHEN $4 = 'ok' THEN $9::jsonb WHEN t.definition = $3 THEN t.tools END,
               listed_at = CASE WHEN $4 = 'ok' THEN $8::timestamptz WHEN t.definition = $3 THEN t.listed_at END`,
-      [
-        tenant,
-        name,
-        definition,
-        outcome.ok ? 'ok' : 'error',
-        outcome.toolCount,
-        outcome.error ?? null,
-        outcome.latencyMs,
-        outcome.at,
-        JSON.stringify(outcome.tools),
-      ],
+      [tenant, name, definition, ...testValues(outcome)],
     );
   }
+}
+
+/** A test outcome's column values, in the order both test tables take them: status, tool_count, last_error, latency_ms, tested_at, tools (JSON). */
+function testValues(outcome: TestOutcome): unknown[] {
+  return [
+    outcome.ok ? 'ok' : 'error',
+    outcome.toolCount,
+    outcome.error ?? null,
+    outcome.latencyMs,
+    outcome.at,
+    JSON.stringify(outcome.tools),
+  ];
 }
