@@ -229,22 +229,28 @@ test('operator: the image layout holds production dependencies only, and the ope
   assert.ok('main' in runs);
   const layout = assemble('operator');
   checkServiceLayout('operator', layout, runs.main);
-  const port = await freePort();
   const kubeconfig = join(work, 'kubeconfig');
-  const env = {
-    ...layoutEnv('operator', layout),
-    PUNK_HOST: '127.0.0.1',
-    PUNK_PORT: String(port),
-    PUNK_METRICS_PORT: String(await freePort()),
-    PUNK_NATS_URL: natsUrl,
-    KUBECONFIG: kubeconfig,
-    PUNK_OPERATOR_LEASE_NAMESPACE: 'default',
+  // Ports are picked right before the operator starts: the control plane's own listeners and its
+  // connections to etcd take ephemeral ports, and one picked earlier may be theirs by then.
+  const operatorEnv = async () => {
+    const port = await freePort();
+    const env = {
+      ...layoutEnv('operator', layout),
+      PUNK_HOST: '127.0.0.1',
+      PUNK_PORT: String(port),
+      PUNK_METRICS_PORT: String(await freePort()),
+      PUNK_NATS_URL: natsUrl,
+      KUBECONFIG: kubeconfig,
+      PUNK_OPERATOR_LEASE_NAMESPACE: 'default',
+    };
+    return { env, port };
   };
   const availability = controlPlaneAvailability();
   if (availability.available) {
     const cluster: ControlPlane = await startControlPlane();
     try {
       writeFileSync(kubeconfig, cluster.kubeConfig.exportConfig());
+      const { env, port } = await operatorEnv();
       const operator = await startFromLayout(process.execPath, [join(layout, runs.main)], env, port);
       try {
         await waitForStatus(operator, '/readyz', 200, 90_000);
@@ -271,6 +277,7 @@ test('operator: the image layout holds production dependencies only, and the ope
       contexts: [{ name: 'missing', context: { cluster: 'missing', user: 'missing' } }],
     }),
   );
+  const { env, port } = await operatorEnv();
   const operator = await startFromLayout(process.execPath, [join(layout, runs.main)], env, port);
   try {
     await waitForStatus(operator, '/healthz', 200, 30_000);
