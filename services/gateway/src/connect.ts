@@ -15,6 +15,7 @@ import { ensurePortFree, verifyOwnListener } from './local-port.js';
 import { ServerProcess } from './process.js';
 import type { SessionLink } from './session-link.js';
 import { ProcessStdioTransport } from './stdio-transport.js';
+import { localFetch } from './pool-fetch.js';
 import { wireExchange, type UpstreamExchange } from './upstream-exchange.js';
 import { headerRecord, renewHeaders, resolveHeaders, type ResolvedHeader, type Secrets } from './upstream-secrets.js';
 
@@ -338,6 +339,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
           return await connectHttp(url, {
             transport: transport === 'sse' ? 'sse' : 'streamable-http',
             headers: {},
+            fetch: localFetch,
             timeoutMs: () => deadline - Date.now(),
             newClient: (kind) => (client = newClient(options, kind === 'streamable-http', 'auto', hideFromClient)),
           });

@@ -4,6 +4,7 @@
  * (pinned-dispatchers.ts). Give it to the MCP SDK's transports as their `fetch` option.
  */
 import { PunkError } from '@punk/lib';
+import { sendOnPool } from '../pool-fetch.js';
 import { checkDestination, type DestinationPolicy } from './destination.js';
 import { PinnedDispatchers } from './pinned-dispatchers.js';
 import { redactUrl } from './url-shape.js';
@@ -77,10 +78,7 @@ export function guardedFetch(policy: DestinationPolicy, options: GuardedFetchOpt
           cause: error,
         });
       });
-      // The pool is undici 7.16.0, the version Node 24.11's fetch is built on; @types/node declares the
-      // dispatcher with the types of another undici release, hence the cast.
-      const dispatcher = dispatchers.for(destination) as unknown as RequestInit['dispatcher'];
-      const response = await fetch(destination.url, { ...init, method, headers, body, redirect: 'manual', dispatcher });
+      const response = await sendOnPool(dispatchers.for(destination), destination.url, { ...init, method, headers, body });
       const location = REDIRECT_STATUSES.has(response.status) ? response.headers.get('location') : null;
       if (location === null || mode === 'manual') return response;
       await response.body?.cancel();

@@ -1,0 +1,78 @@
+/**
+ * HTTP requests on an undici pool, answered as fetch `Response`s: the requests of the MCP SDK's HTTP transports to
+ * upstream servers (through the egress guard's pinned pools, guarded-fetch.ts, or straight to a server process Punk
+ * started on loopback, {@link localFetch}).
+ */
+import { Readable } from 'node:stream';
+import { Pool, type Dispatcher } from 'undici';
+
+/** Statuses whose response has no body (Fetch Standard, "null body status"). */
+const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
+
+/**
+ * One request, without following redirects, on `dispatcher` (a pool of checked addresses). A request without a body
+ * or with a string body (every request of the MCP SDK's transports) goes out through the pool's own `request`: its
+ * head and body in one write, with a `Content-Length`. fetch streams every body (a string too) in several writes per
+ * request, which the profile of a call to an HTTP upstream showed as its largest block (docs/call-path-profile.md).
+ * Other bodies go through fetch. The answer is a fetch `Response` either way, its body streamed.
+ * @throws (rejects) the signal's reason once it aborts; otherwise a TypeError `fetch failed` whose `cause` is the
+ *   connection's error (ECONNREFUSED…), as fetch rejects.
+ */
+export async function sendOnPool(
+  dispatcher: Dispatcher,
+  url: URL,
+  init: RequestInit & { method: string; headers: Headers },
+): Promise<Response> {
+  const { body, method, headers, signal } = init;
+  if (body !== undefined && body !== null && typeof body !== 'string') {
+    // The pool is undici 7.16.0, the version Node 24.11's fetch is built on; @types/node declares the
+    // dispatcher with the types of another undici release, hence the cast.
+    return fetch(url, { ...init, redirect: 'manual', dispatcher: dispatcher as unknown as RequestInit['dispatcher'] });
+  }
+  let answer: Dispatcher.ResponseData;
+  try {
+    answer = await dispatcher.request({
+      origin: url.origin,
+      path: `${url.pathname}${url.search}`,
+      method,
+      headers: Object.fromEntries(headers),
+      ...(typeof body === 'string' && { body }),
+      ...(signal && { signal }),
+    });
+  } catch (error) {
+    signal?.throwIfAborted();
+    throw new TypeError('fetch failed', { cause: error });
+  }
+  const responseHeaders = new Headers();
+  for (const [name, value] of Object.entries(answer.headers)) {
+    if (Array.isArray(value)) for (const item of value) responseHeaders.append(name, item);
+    else if (value !== undefined) responseHeaders.append(name, value);
+  }
+  const empty = NULL_BODY_STATUSES.has(answer.statusCode) || method === 'HEAD';
+  if (empty) answer.body.resume();
+  const response = new Response(empty ? null : (Readable.toWeb(answer.body) as ReadableStream<Uint8Array>), {
+    status: answer.statusCode,
+    headers: responseHeaders,
+  });
+  // As fetch's answer names the URL it came from (the Response constructor leaves it empty).
+  return Object.defineProperty(response, 'url', { value: url.href });
+}
+
+/** Keep-alive pools of {@link localFetch}, one per origin, as fetch keeps them in its global dispatcher. */
+const localPools = new Map<string, Pool>();
+
+/**
+ * A fetch (the MCP SDK's `FetchLike`) for a server process Punk started and listens for on loopback: no egress check
+ * (the gateway verified the listener is its own child), sent as {@link sendOnPool} sends. Redirects are not followed
+ * (the SDK's transports follow the ones that stay within the origin).
+ * @throws (rejects) as {@link sendOnPool}.
+ */
+export function localFetch(input: string | URL, init: RequestInit = {}): Promise<Response> {
+  const url = new URL(input);
+  let pool = localPools.get(url.origin);
+  if (!pool) {
+    pool = new Pool(url.origin);
+    localPools.set(url.origin, pool);
+  }
+  return sendOnPool(pool, url, { ...init, method: (init.method ?? 'GET').toUpperCase(), headers: new Headers(init.headers) });
+}
