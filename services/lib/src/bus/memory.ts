@@ -469,8 +469,7 @@ export class MemoryBus implements Bus {
     while (room-- > 0 && stream.roomWaiters.length > 0) stream.roomWaiters.shift()!();
     this.recordPending(stream);
     if (stream.journal && stream.consumers.size > 0) {
-      // Acknowledged by every consumer, running or not, is what the journal may forget.
-      const acked = Math.min(...[...stream.consumers.values()].map((c) => c.ackFloor));
+      const acked = journalFloor(stream);
       const unacked = () => stream.messages.filter((m) => m.seq > acked);
       stream.journal.acknowledged(stream.lastSeq - acked, () =>
         unacked().map(({ subject, msgId, payload, headers }) => ({ subject, msgId, payload, headers })),
@@ -646,7 +645,7 @@ export class MemoryBus implements Bus {
     for (const stream of this.streams.values()) {
       for (const waiter of stream.ackWaiters.splice(0)) waiter.reject(new PunkError('BusClosed', 'the bus is closed'));
       for (const wake of stream.roomWaiters.splice(0)) wake();
-      stream.journal?.close();
+      stream.journal?.close(stream.consumers.size > 0 && journalFloor(stream) === stream.lastSeq);
     }
   }
 
@@ -836,4 +835,9 @@ class MemoryKvWatcher {
   idle(): Promise<void> {
     return this.chain;
   }
+}
+
+/** What a stream's journal may forget: the last sequence acknowledged by every consumer, running or not. */
+function journalFloor(stream: MemoryStream): number {
+  return Math.min(...[...stream.consumers.values()].map((c) => c.ackFloor));
 }

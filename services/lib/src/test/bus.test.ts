@@ -487,7 +487,7 @@ test('with a journal directory, an in-process append resolves once journaled; wh
     // A crash cut a fourth line short: its append never resolved, and it is skipped.
     await appendFile(file, '{"subject":"cut');
     // When the next process starts on the directory, its consumer gets the three, in order, and once it
-    // acknowledged them the journal is empty.
+    // acknowledged them a clean stop leaves the journal empty.
     const second = new MemoryBus(log, { journalDir: dir });
     await second.ensureStream(n.stream);
     const got: string[] = [];
@@ -496,9 +496,54 @@ test('with a journal directory, an in-process append resolves once journaled; wh
     });
     await until(() => got.length >= 3);
     assert.deepEqual(got, ['m1:{"i":1}', 'm2:{"i":2}', 'm3:{"i":3}']);
-    await until(() => statSync(file).size === 0);
     await consumer.stop();
     await second.close();
+    assert.equal(statSync(file).size, 0, 'a clean stop with everything acknowledged empties the journal');
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('with a journal directory, acknowledged messages are forgotten once the journal holds 64 KiB; before that a crash hands them over again', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'punk-journal-'));
+  try {
+    const n = names();
+    const subject = `test${n.id}.events.a`;
+    const file = join(dir, `${n.stream.name}.journal`);
+    const acked: string[] = [];
+    const first = new MemoryBus(log, { journalDir: dir, groupCommitMs: 0 });
+    await first.ensureStream(n.stream);
+    await first.consume(n.stream.name, 'w', async (batch) => {
+      acked.push(...batch.map((m) => m.msgId));
+    });
+    // Given two small messages, both acknowledged: the journal still holds them (no truncation per acknowledgement)...
+    for (const i of [1, 2]) await first.append(subject, { i }, { msgId: `small${i}` });
+    await until(() => acked.length === 2);
+    assert.deepEqual(acked, ['small1', 'small2']);
+    const held = statSync(file).size;
+    assert.ok(held > 0 && held < 64 * 1024, `the journal holds the two acknowledged messages (${held} bytes)`);
+    // ...so a crash now (no close) hands them to the next process's consumer again, which the ledger stores once.
+    const second = new MemoryBus(log, { journalDir: dir, groupCommitMs: 0 });
+    await second.ensureStream(n.stream);
+    const again: string[] = [];
+    const replayed = await second.consume(n.stream.name, 'w', async (batch) => {
+      again.push(...batch.map((m) => m.msgId));
+    });
+    await until(() => again.length === 2);
+    assert.deepEqual(again, ['small1', 'small2']);
+    // When the acknowledged messages pass 64 KiB, the journal is emptied: after five of 16 KiB it holds only what
+    // came after its emptying (the fifth), not the 80 KiB written.
+    const text = 'x'.repeat(16 * 1024);
+    for (const i of [1, 2, 3, 4, 5]) {
+      await second.append(subject, { text }, { msgId: `large${i}` });
+      await until(() => again.length === 2 + i);
+    }
+    assert.equal(again.length, 7, 'the consumer acknowledged the five large messages');
+    const left = statSync(file).size;
+    assert.ok(left > 16 * 1024 && left < 2 * 16 * 1024, `emptied once past 64 KiB, then the fifth written (${left} bytes)`);
+    await replayed.stop();
+    await second.close();
+    await first.close();
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
