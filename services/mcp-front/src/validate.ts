@@ -64,6 +64,8 @@ export class ToolSchemaValidator {
   private readonly compilers: Record<Dialect, Ajv | Ajv2019 | Ajv2020>;
   /** Serialised schema -> compiled function (null when it is not enforced) and what to evict from Ajv's own cache. */
   private readonly cache = new Map<string, { validate: ValidateFunction | null; compiled?: { dialect: Dialect; schema: object } }>();
+  /** Schema object -> its compiled function: a tool's cached definition is checked again without serialising its schema per call. */
+  private readonly bySchema = new WeakMap<object, ValidateFunction | null>();
 
   constructor(private readonly log: Logger) {
     const options: Options = {
@@ -132,9 +134,14 @@ export class ToolSchemaValidator {
   }
 
   private compiled(tool: string, which: string, schema: Record<string, unknown>): ValidateFunction | null {
+    const known = this.bySchema.get(schema);
+    if (known !== undefined) return known;
     const key = JSON.stringify(schema);
     const hit = this.cache.get(key);
-    if (hit !== undefined) return hit.validate;
+    if (hit !== undefined) {
+      this.bySchema.set(schema, hit.validate);
+      return hit.validate;
+    }
     let entry: { validate: ValidateFunction | null; compiled?: { dialect: Dialect; schema: object } } = { validate: null };
     const excess =
       key.length > SCHEMA_BOUNDS.maxChars ? `it is ${key.length} characters long (at most ${SCHEMA_BOUNDS.maxChars})` : excessOf(schema);
@@ -156,6 +163,7 @@ export class ToolSchemaValidator {
       if (oldest?.compiled) this.compilers[oldest.compiled.dialect].removeSchema(oldest.compiled.schema);
     }
     this.cache.set(key, entry);
+    this.bySchema.set(schema, entry.validate);
     return entry.validate;
   }
 }
