@@ -30,8 +30,11 @@ export interface Connection {
   /** The transport in use: `sse` when a streamable-http url server only spoke HTTP+SSE; `openapi`: served in the gateway (openapi/). */
   transport: 'stdio' | HttpTransportKind | 'openapi';
   process?: ServerProcess;
-  /** What is wrong but served (an openapi operation named from its route), each naming where: shown on the server's status. */
-  warnings?: string[];
+  /**
+   * What is wrong but served, each naming where, as of now (an openapi operation named from its route, an openapi
+   * document changed into one that cannot be served): shown on the server's status.
+   */
+  warnings?: () => string[];
   /** The resolved `spec.headers` of a url server (secret values: never log them). */
   headers: ResolvedHeader[];
   /** HTTP 401 answers the connection got so far (always 0 for stdio). */

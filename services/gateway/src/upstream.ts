@@ -212,7 +212,7 @@ export class Upstream {
   private readonly queue: CallQueue;
   private transport: Connection['transport'] | undefined;
   /** The last connection's warnings (see Connection.warnings), kept like {@link transport}. */
-  private warnings: string[] = [];
+  private warnings: () => string[] = () => [];
   private stopping = false;
   private generation = 0;
   private settleFirstStart!: () => void;
@@ -285,10 +285,11 @@ export class Upstream {
 
   /** The catalog entry, with the last listings in every state, the transport of the last connection and the circuit. */
   catalog(): ServerCatalog {
+    const warnings = this.warnings();
     return {
       ...buildCatalog(this.options.server, this.stateValue, this.lastError, this.identity, this.listings),
       ...(this.transport && { transport: this.transport }),
-      ...(this.warnings.length > 0 && { warnings: this.warnings }),
+      ...(warnings.length > 0 && { warnings }),
       circuit: this.circuit,
     };
   }
@@ -924,7 +925,7 @@ export class Upstream {
     }
     this.connection = connection;
     this.transport = connection.transport;
-    this.warnings = connection.warnings ?? [];
+    this.warnings = connection.warnings ?? (() => []);
     const client = connection.client;
     this.identity = {
       ...(client.getNegotiatedProtocolVersion() !== undefined && { protocolVersion: client.getNegotiatedProtocolVersion()! }),

@@ -8,6 +8,7 @@
  */
 import { Ajv, type ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
+import { errorMessage } from '@punk/lib';
 import { readLimited } from './document.js';
 import type { OpenApiOperation } from './tools.js';
 
@@ -25,19 +26,23 @@ export class ArgumentValidator {
     this.ajv = version.startsWith('3.1') ? new Ajv2020(options) : new Ajv(options);
   }
 
-  /** Why `args` does not fit the tool's input schema (Ajv's first error, with its path), or undefined when it fits. */
+  /**
+   * Why `args` does not fit the tool's input schema (Ajv's first error, with its path), or undefined when it fits; a
+   * schema Ajv cannot compile fits nothing (the reason says so).
+   */
   check(operation: OpenApiOperation, args: Record<string, unknown>): string | undefined {
     let validate = this.compiled.get(operation.tool.name);
     if (validate === undefined) {
       try {
         validate = this.ajv.compile(operation.tool.inputSchema);
       } catch (error) {
-        // A schema Ajv cannot compile (a circular $ref left in place): the API itself checks what it gets.
-        validate = error instanceof Error ? error.message : String(error);
+        // Nothing goes out unvalidated: a schema Ajv cannot compile refuses every call, saying why.
+        validate = `the tool's input schema cannot be compiled to validate the arguments (${errorMessage(error)}): fix the operation's schema in the OpenAPI document`;
       }
       this.compiled.set(operation.tool.name, validate);
     }
-    if (typeof validate === 'string' || validate(args)) return undefined;
+    if (typeof validate === 'string') return validate;
+    if (validate(args)) return undefined;
     const [first] = validate.errors ?? [];
     if (!first) return 'the arguments do not match the input schema';
     const where = first.instancePath === '' ? 'arguments' : `arguments${first.instancePath.replace(/\//g, '.')}`;

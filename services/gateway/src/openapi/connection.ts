@@ -5,7 +5,9 @@
  * The server lists one tool per operation (tools.ts) and answers a call with one HTTP request to the API (call.ts),
  * sent through the SSRF-guarded fetch with `spec.headers` only (resolved from the vault at connect time; an HTTP 401
  * to an OAuth2 credential's header renews it once and sends the request again). Redirects are not followed: a 3xx is
- * answered as it is, so no credential goes to another origin.
+ * answered as it is, so no credential goes to another origin. While connected, the document is watched (watch.ts): a
+ * changed one is served and announced with `notifications/tools/list_changed`, one that cannot be served leaves the
+ * last good one served and its error among the connection's warnings.
  */
 import { Client, type FetchLike } from '@modelcontextprotocol/client';
 import { InMemoryTransport, Server } from '@modelcontextprotocol/server';
@@ -13,8 +15,9 @@ import { errorMessage, PunkError, type Logger, type McpServer, type OpenApiSourc
 import { redact } from '@punk/lib';
 import { headerRecord, renewHeaders, resolveHeaders, type ResolvedHeader, type Secrets } from '../upstream-secrets.js';
 import { ArgumentValidator, buildRequest, pathParameterProblem, resultOf, type ToolResult } from './call.js';
-import { loadDocument, type OpenApiDocument } from './document.js';
+import { loadDocument, type LoadedDocument, type OpenApiDocument } from './document.js';
 import { deriveTools, type OpenApiOperation } from './tools.js';
+import { watchDocument } from './watch.js';
 
 /** Largest API answer by default, in bytes (the gateway passes its own bound: twice `PUNK_MAX_RESULT_BYTES`). */
 const DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024;
@@ -38,6 +41,8 @@ export interface OpenApiConnection {
   client: Client;
   transport: 'openapi';
   headers: ResolvedHeader[];
+  /** What is wrong but served, now (see Connection.warnings). */
+  warnings: () => string[];
   unauthorized: () => number;
   sessionLost: () => number;
   redact(text: string): string;
@@ -71,15 +76,16 @@ export async function openOpenApiConnection(
   // reconnects the server, and an HTTP 401 renews an OAuth2 one for this call and the next.
   const headers = remember(await resolveHeaders(server, options.secrets));
   let current = headers;
-  const loaded = await loadDocument(server, source, { ...(options.fetch && { fetch: options.fetch }), timeoutMs: options.timeoutMs });
-  const { operations, warnings } = deriveTools(loaded.document, source.operations, name);
-  if (warnings.length > 0) options.log.warn({ server: name, warnings }, `server ${name}: ${warnings.join('; ')}`);
-  const baseUrl = baseUrlOf(loaded.document, source, loaded.location, name);
-  const validator = new ArgumentValidator(loaded.document.openapi);
+  const loading = { ...(options.fetch && { fetch: options.fetch }), timeoutMs: options.timeoutMs };
+  const loaded = await loadDocument(server, source, loading);
+  let served = serve(loaded, source, name, options.log);
+  /** Why the document, changed since it was served, could not be served again (the last good one is). */
+  let reloadProblem: string | undefined;
   const maxBytes = options.maxMessageBytes ?? DEFAULT_MAX_BODY_BYTES;
   let unauthorized = 0;
 
   const send = async (operation: OpenApiOperation, args: Record<string, unknown>, signal: AbortSignal): Promise<ToolResult> => {
+    const { validator, baseUrl } = served;
     const problem = validator.check(operation, args) ?? pathParameterProblem(operation, args);
     if (problem !== undefined)
       return { content: [{ type: 'text', text: `tool ${operation.tool.name}: ${problem}; nothing was sent to the API` }], isError: true };
@@ -105,12 +111,11 @@ export async function openOpenApiConnection(
 
   const mcp = new Server(
     { name: server.metadata.name, version: String(loaded.document.info && (loaded.document.info as { version?: unknown }).version) },
-    { capabilities: { tools: {} } },
+    { capabilities: { tools: { listChanged: true } } },
   );
-  const tools = operations.map((operation) => operation.tool);
-  mcp.setRequestHandler('tools/list', () => ({ tools: structuredClone(tools) }) as never);
+  mcp.setRequestHandler('tools/list', () => ({ tools: structuredClone(served.operations.map((operation) => operation.tool)) }) as never);
   mcp.setRequestHandler('tools/call', async (request, ctx) => {
-    const operation = operations.find((o) => o.tool.name === request.params.name);
+    const operation = served.operations.find((o) => o.tool.name === request.params.name);
     if (!operation) return { content: [{ type: 'text', text: `unknown tool ${request.params.name}` }], isError: true };
     try {
       return (await send(operation, request.params.arguments ?? {}, ctx.mcpReq.signal)) as never;
@@ -128,20 +133,66 @@ export async function openOpenApiConnection(
   const client = options.newClient(hideFromClient);
   client.onclose = () => void mcp.close();
   await client.connect(clientSide, { timeout: options.timeoutMs });
+  // A changed document is served at once: its tools are listed again (notifications/tools/list_changed), so pinning
+  // reviews every changed definition; one that cannot be served leaves the last good one served, its error a warning.
+  const watcher = watchDocument(source, loaded, {
+    reload: async (since) => {
+      const next = await loadDocument(server, source, { ...loading, ...(since && { since }) });
+      if (next === undefined) return undefined;
+      const before = JSON.stringify(served.operations.map((operation) => operation.tool));
+      served = serve(next, source, name, options.log);
+      if (reloadProblem !== undefined) options.log.info({ server: name }, `server ${name}: its OpenAPI document is valid again`);
+      reloadProblem = undefined;
+      if (JSON.stringify(served.operations.map((operation) => operation.tool)) !== before) {
+        options.log.info(
+          { server: name, tools: served.operations.length },
+          `server ${name}: its OpenAPI document changed; listing its tools again`,
+        );
+        await mcp.sendToolListChanged();
+      }
+      return next;
+    },
+    onError: (error) => {
+      reloadProblem = hide(`the OpenAPI document changed but cannot be served, so its last good version is: ${errorMessage(error)}`);
+      options.log.warn({ server: name }, `server ${name}: ${reloadProblem}`);
+    },
+  });
+  mcp.onclose = () => {
+    watcher.close();
+  };
   options.log.info(
-    { server: name, tools: tools.length, baseUrl },
-    `serving server ${name}: ${tools.length} tools from its OpenAPI document`,
+    { server: name, tools: served.operations.length, baseUrl: served.baseUrl },
+    `serving server ${name}: ${served.operations.length} tools from its OpenAPI document`,
   );
   return {
     client,
     transport: 'openapi',
-    ...(warnings.length > 0 && { warnings }),
+    warnings: () => [...served.warnings, ...(reloadProblem !== undefined ? [reloadProblem] : [])],
     headers,
     unauthorized: () => unauthorized,
     sessionLost: () => 0,
     redact: hide,
     redactForClient: hideFromClient,
   };
+}
+
+/** A loaded document as served: its operations, their argument validator, the base URL of its requests and its warnings. */
+interface ServedDocument {
+  operations: OpenApiOperation[];
+  validator: ArgumentValidator;
+  baseUrl: string;
+  warnings: string[];
+}
+
+/**
+ * The tools of a loaded document, ready to serve (its warnings logged).
+ * @throws PunkError `OpenApiInvalid` as {@link deriveTools} and {@link baseUrlOf} do.
+ */
+function serve(loaded: LoadedDocument, source: OpenApiSource, name: string, log: Logger): ServedDocument {
+  const { operations, warnings } = deriveTools(loaded.document, source.operations, name);
+  if (warnings.length > 0) log.warn({ server: name, warnings }, `server ${name}: ${warnings.join('; ')}`);
+  const baseUrl = baseUrlOf(loaded.document, source, loaded.location, name);
+  return { operations, validator: new ArgumentValidator(loaded.document.openapi), baseUrl, warnings };
 }
 
 /** `spec.openapi.baseUrl`, else the document's first server (its variables at their defaults, relative to the document's URL). */

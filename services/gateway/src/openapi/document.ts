@@ -20,6 +20,16 @@ export interface LoadedDocument {
   document: OpenApiDocument;
   /** The document's URL or `file:` URL; undefined for inline content. */
   location?: string;
+  /** The absolute paths of the files read (a `file` document and the files of its `$ref`s): what to watch. */
+  files: string[];
+  /** A url document's validators (RFC 9110 section 8.8), sent back to fetch it again only if it changed. */
+  validators?: DocumentValidators;
+}
+
+/** The `ETag` and `Last-Modified` of a fetched document, as the server sent them. */
+export interface DocumentValidators {
+  etag?: string;
+  lastModified?: string;
 }
 
 /** Largest document (or external `$ref` file) read, in bytes. */
@@ -31,14 +41,26 @@ export interface LoadOptions {
   fetch?: FetchLike;
   /** Budget of each download, in milliseconds. */
   timeoutMs: number;
+  /**
+   * The validators of the last load of a url document: it is fetched with `If-None-Match` / `If-Modified-Since`
+   * (RFC 9110 section 13.1), and an HTTP 304 answer loads nothing.
+   */
+  since?: DocumentValidators;
 }
 
 /**
- * Reads, parses and validates the document `spec.openapi` names.
+ * Reads, parses and validates the document `spec.openapi` names; resolves with undefined when `options.since` is given
+ * and the url document is unchanged (HTTP 304).
  * @throws PunkError `OpenApiInvalid` naming the server, the document and the problem (with its path in the document
  *   when the validator gives one); `EgressRefused` and the other errors of the guarded fetch for a url.
  */
-export async function loadDocument(server: McpServer, source: OpenApiSource, options: LoadOptions): Promise<LoadedDocument> {
+export async function loadDocument(
+  server: McpServer,
+  source: OpenApiSource,
+  options: LoadOptions & { since?: undefined },
+): Promise<LoadedDocument>;
+export async function loadDocument(server: McpServer, source: OpenApiSource, options: LoadOptions): Promise<LoadedDocument | undefined>;
+export async function loadDocument(server: McpServer, source: OpenApiSource, options: LoadOptions): Promise<LoadedDocument | undefined> {
   const name = `${server.metadata.namespace ?? 'default'}/${server.metadata.name}`;
   const invalid = (where: string, why: string) =>
     new PunkError('OpenApiInvalid', `server ${name}: the OpenAPI document ${where} is invalid: ${why}`, { server: name });
@@ -48,19 +70,24 @@ export async function loadDocument(server: McpServer, source: OpenApiSource, opt
       'a ConfigMap is read in the cluster only; under punk up or through the registry API use openapi.file, openapi.url or openapi.content',
     );
   }
-  const download = (url: string) => fetchText(url, options);
+  const download = async (url: string) => (await fetchText(url, options))!.text;
+  const files: string[] = [];
   let where: string;
   let location: string | undefined;
+  let validators: DocumentValidators | undefined;
   let text: string;
   if (source.url !== undefined) {
     where = source.url;
     location = source.url;
-    text = await download(source.url);
+    const fetched = await fetchText(source.url, options, options.since);
+    if (fetched === undefined) return undefined;
+    ({ text, validators } = fetched);
   } else if (source.file !== undefined) {
     where = source.file;
     if (!isAbsolute(source.file))
       throw invalid(where, 'openapi.file must be an absolute path here (punk up makes a relative one absolute, beside its manifest)');
     location = `file://${source.file}`;
+    files.push(source.file);
     text = await readBounded(source.file).catch((error: unknown) => {
       throw invalid(where, `cannot read it: ${errorMessage(error)}`);
     });
@@ -97,6 +124,7 @@ export async function loadDocument(server: McpServer, source: OpenApiSource, opt
                   const inside = relative(root, path);
                   if (inside.startsWith(`..${sep}`) || inside === '..' || isAbsolute(inside))
                     throw new Error(`$ref ${path} is outside the document's directory ${root}`);
+                  files.push(path);
                   return readBounded(path);
                 },
               },
@@ -104,7 +132,12 @@ export async function loadDocument(server: McpServer, source: OpenApiSource, opt
       },
       dereference: { circular: 'ignore' },
     });
-    return { document: document as unknown as OpenApiDocument, ...(location !== undefined && { location }) };
+    return {
+      document: document as unknown as OpenApiDocument,
+      ...(location !== undefined && { location }),
+      files,
+      ...(validators && { validators }),
+    };
   } catch (error) {
     throw invalid(where, errorMessage(error).replace(/\s+/g, ' ').trim());
   }
@@ -117,13 +150,28 @@ async function readBounded(path: string): Promise<string> {
   return bytes.toString('utf8');
 }
 
-/** A document's text from `url` over the guarded fetch: a status other than 2xx or more than {@link MAX_DOCUMENT_BYTES} is an error. */
-async function fetchText(url: string, options: LoadOptions): Promise<string> {
+/**
+ * A document's text from `url` over the guarded fetch, and its validators; a status other than 2xx or more than
+ * {@link MAX_DOCUMENT_BYTES} is an error. With `since`, a conditional request: undefined when answered HTTP 304.
+ */
+async function fetchText(
+  url: string,
+  options: LoadOptions,
+  since?: DocumentValidators,
+): Promise<{ text: string; validators: DocumentValidators } | undefined> {
   const fetcher = options.fetch ?? fetch;
   const response = await fetcher(url, {
-    headers: { accept: 'application/json, application/yaml, text/yaml, */*' },
+    headers: {
+      accept: 'application/json, application/yaml, text/yaml, */*',
+      ...(since?.etag !== undefined && { 'if-none-match': since.etag }),
+      ...(since?.lastModified !== undefined && { 'if-modified-since': since.lastModified }),
+    },
     signal: AbortSignal.timeout(options.timeoutMs),
   });
+  if (since !== undefined && response.status === 304) {
+    await response.body?.cancel();
+    return undefined;
+  }
   if (!response.ok) {
     await response.body?.cancel();
     throw new PunkError('OpenApiInvalid', `the OpenAPI document ${url} could not be fetched: HTTP ${response.status}`, {
@@ -132,7 +180,12 @@ async function fetchText(url: string, options: LoadOptions): Promise<string> {
   }
   const bytes = await readLimited(response, MAX_DOCUMENT_BYTES);
   if (bytes === undefined) throw new PunkError('OpenApiInvalid', `the OpenAPI document ${url} is larger than ${MAX_DOCUMENT_BYTES} bytes`);
-  return new TextDecoder().decode(bytes);
+  const etag = response.headers.get('etag') ?? undefined;
+  const lastModified = response.headers.get('last-modified') ?? undefined;
+  return {
+    text: new TextDecoder().decode(bytes),
+    validators: { ...(etag !== undefined && { etag }), ...(lastModified !== undefined && { lastModified }) },
+  };
 }
 
 /** A response's body, or undefined (the rest cancelled) once it passes `max` bytes. */

@@ -6,7 +6,8 @@
  *   `_3`, … in document order (two `x-mcp.name`s alike are an error);
  * - description: the summary and the description, one paragraph each (`x-mcp.description` replaces them);
  * - inputSchema: an object of the path, query and header parameters by name, and the request body as `body`
- *   (cookie parameters are never sent, so not listed);
+ *   (cookie parameters are never sent, so not listed); a circular `$ref` (which dereferencing leaves in place) points
+ *   into the schema's own `$defs`, where its target is copied, so the schema is whole and Ajv compiles it;
  * - annotations: from the method (GET, HEAD, OPTIONS read-only; PUT and DELETE idempotent; DELETE destructive; POST
  *   and PATCH neither), `x-mcp.annotations` merged over them;
  * - side-effect level: from the method (GET, HEAD, OPTIONS, TRACE 1; PUT, PATCH 2; POST 3; DELETE 4), carried in the
@@ -159,7 +160,11 @@ export function deriveTools(document: OpenApiDocument, only: readonly string[] |
       name,
       ...(typeof extension?.title === 'string' && { title: extension.title }),
       ...(description !== '' && { description }),
-      inputSchema: { type: 'object', properties, ...(required.length > 0 && { required }), additionalProperties: false },
+      inputSchema: withDefinitions(
+        { type: 'object', properties, ...(required.length > 0 && { required }), additionalProperties: false },
+        document,
+        (ref) => invalid(entry.where, `the circular $ref ${ref} does not point into this document: ${CIRCULAR_REF_FIX}`),
+      ),
       annotations: { ...annotationsOf(method), ...(isObject(extension?.annotations) ? extension.annotations : {}) },
       _meta: {
         [OPENAPI_META_KEY]: {
@@ -181,6 +186,54 @@ export function deriveTools(document: OpenApiDocument, only: readonly string[] |
     };
   });
   return { operations, warnings };
+}
+
+/** How to fix a circular `$ref` that cannot be kept in an input schema. */
+const CIRCULAR_REF_FIX = "move the recursive schema into the document's components and $ref it as #/components/schemas/<name>";
+
+/**
+ * `schema` with each `$ref` left in it (a circular one: dereferencing inlines all others) rewritten to
+ * `#/$defs/<name>`, and the target (`#/components/schemas/Node` in the document, its own `$ref`s rewritten alike)
+ * copied there under its last pointer segment (`Node`, `Node_2` when taken). Ajv resolves `$defs` in draft-07 and
+ * 2020-12 alike, so the arguments are validated; a client reads the same whole schema.
+ * @param outside the error to throw for a `$ref` that is not a JSON pointer into the document (RFC 6901).
+ */
+function withDefinitions(schema: Json, document: OpenApiDocument, outside: (ref: string) => Error): Json {
+  const names = new Map<string, string>();
+  const defs: Json = {};
+  const pending: Array<[string, unknown]> = [];
+  const nameOf = (ref: string): string => {
+    let name = names.get(ref);
+    if (name !== undefined) return name;
+    if (!ref.startsWith('#/')) throw outside(ref);
+    const segments = ref
+      .slice(2)
+      .split('/')
+      .map((part) => decodeURIComponent(part).replace(/~1/g, '/').replace(/~0/g, '~'));
+    let target: unknown = document;
+    for (const segment of segments) target = isObject(target) || Array.isArray(target) ? (target as Json)[segment] : undefined;
+    if (target === undefined) throw outside(ref);
+    const base = segments.at(-1)!;
+    const taken = new Set(names.values());
+    name = base;
+    for (let n = 2; taken.has(name); n++) name = `${base}_${n}`;
+    names.set(ref, name);
+    pending.push([name, target]);
+    return name;
+  };
+  const rewrite = (value: unknown): unknown => {
+    if (Array.isArray(value)) return value.map(rewrite);
+    if (!isObject(value)) return value;
+    return Object.fromEntries(
+      Object.entries(value).map(([key, item]) => [
+        key,
+        key === '$ref' && typeof item === 'string' ? `#/$defs/${nameOf(item).replace(/~/g, '~0').replace(/\//g, '~1')}` : rewrite(item),
+      ]),
+    );
+  };
+  const root = rewrite(schema) as Json;
+  for (let next = pending.shift(); next !== undefined; next = pending.shift()) defs[next[0]] = rewrite(next[1]);
+  return Object.keys(defs).length === 0 ? root : { ...root, $defs: defs };
 }
 
 /** The path, query and header parameters of an operation (its own over its path item's), as input properties. */

@@ -12,7 +12,7 @@
 import { z } from 'zod';
 import { stringify } from 'yaml';
 import { PunkError } from '../errors.js';
-import { API_GROUP, commandSchema, mcpServerSpecSchema, mcpServerStatusSchema } from './mcpserver.js';
+import { API_GROUP, commandSchema, mcpServerSpecSchema, mcpServerStatusSchema, OPENAPI_REFRESH_INTERVAL } from './mcpserver.js';
 import { mcpCredentialSpecSchema, mcpCredentialStatusSchema } from './mcpcredential.js';
 import { mcpPolicySpecSchema, mcpPolicyStatusSchema } from './mcppolicy.js';
 import { mcpWorkflowSpecSchema, mcpWorkflowStatusSchema } from './mcpworkflow.js';
@@ -240,7 +240,17 @@ const MCPSERVER_SPEC_RULES: readonly PlacedRule[] = [
         rule: '(has(self.url) ? 1 : 0) + (has(self.file) ? 1 : 0) + (has(self.content) ? 1 : 0) + (has(self.configMapKeyRef) ? 1 : 0) == 1',
         message: 'set exactly one of url, file, content and configMapKeyRef',
       },
+      {
+        rule: '!has(self.refreshInterval) || has(self.url)',
+        message: OPENAPI_REFRESH_INTERVAL.urlOnly,
+        fieldPath: '.refreshInterval',
+        reason: 'FieldValueForbidden',
+      },
     ],
+  },
+  {
+    at: ['openapi', 'refreshInterval'],
+    rules: [{ rule: `duration(self) >= duration('${OPENAPI_REFRESH_INTERVAL.minimum}')`, message: OPENAPI_REFRESH_INTERVAL.tooShort }],
   },
   {
     at: ['openapi', 'url'],

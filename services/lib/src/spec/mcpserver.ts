@@ -163,6 +163,19 @@ const toolOverride = z
   .strict();
 
 /**
+ * `spec.openapi.refreshInterval`: its default and its minimum (a duration, and the minimum in milliseconds), and the
+ * messages of its two rules (zod's and the CRD's CEL rules say the same).
+ */
+export const OPENAPI_REFRESH_INTERVAL = {
+  default: '5m',
+  minimum: '5s',
+  minimumMs: 5_000,
+  tooShort: 'must be at least 5s: the document is fetched again that often',
+  urlOnly:
+    'refreshInterval applies to a url document only (a file document is watched, content and configMapKeyRef change with the spec): remove it',
+} as const;
+
+/**
  * `spec.openapi` of an McpServer: a REST API described by an OpenAPI 3.0 or 3.1 document, whose operations the
  * gateway serves as tools (docs/openapi.md). Exactly one of `url`, `file`, `content` and `configMapKeyRef` names the
  * document; `punk up` makes a relative `file` absolute (beside its manifest), the operator reads a ConfigMap key.
@@ -192,6 +205,12 @@ export const openApiSourceSchema = z
       .array(z.string().min(1))
       .optional()
       .describe('Only the operations with these operationIds become tools (all when absent).'),
+    refreshInterval: durationSchema
+      .refine((duration) => durationMs(duration) >= OPENAPI_REFRESH_INTERVAL.minimumMs, { error: OPENAPI_REFRESH_INTERVAL.tooShort })
+      .optional()
+      .describe(
+        `How often a url document is fetched again while the server is connected (If-None-Match / If-Modified-Since; a changed document's tools go through pinning). Default ${OPENAPI_REFRESH_INTERVAL.default}, at least ${OPENAPI_REFRESH_INTERVAL.minimum}.`,
+      ),
   })
   .strict()
   .refine(
@@ -199,7 +218,11 @@ export const openApiSourceSchema = z
     {
       message: 'set exactly one of url, file, content and configMapKeyRef',
     },
-  );
+  )
+  .refine((source) => source.refreshInterval === undefined || source.url !== undefined, {
+    message: OPENAPI_REFRESH_INTERVAL.urlOnly,
+    path: ['refreshInterval'],
+  });
 export type OpenApiSource = z.infer<typeof openApiSourceSchema>;
 
 /** What a `command` that is neither form gets told: the field's two forms, each with an example. */

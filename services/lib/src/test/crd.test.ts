@@ -179,7 +179,8 @@ test('every cross-field rule of the zod schema has its CEL rule, with a message'
     '.protocolEra',
     '.port',
   ]);
-  assert.deepEqual(at('spec.openapi'), ['set exactly one of url, file, content and configMapKeyRef']);
+  assert.deepEqual(at('spec.openapi'), ['set exactly one of url, file, content and configMapKeyRef', '.refreshInterval']);
+  assert.deepEqual(at('spec.openapi.refreshInterval'), ['must be at least 5s: the document is fetched again that often']);
   assert.deepEqual(at('spec.openapi.url'), ['must be an http or https URL']);
   assert.deepEqual(at('spec.openapi.baseUrl'), ['must be an http or https URL']);
   assert.deepEqual(at('spec.env[]'), ['set exactly one of value and valueFrom']);
@@ -302,6 +303,9 @@ test('the CEL rules accept and refuse the same specs as the zod superRefine, nam
       },
       undefined,
     ],
+    [{ openapi: { url: 'https://example.com/openapi.json', refreshInterval: '30s' } }, undefined],
+    [{ openapi: { url: 'https://example.com/openapi.json', refreshInterval: '4s' } }, 'spec.openapi.refreshInterval'],
+    [{ openapi: { configMapKeyRef: { name: 'doc', key: 'openapi.yaml' }, refreshInterval: '1m' } }, 'spec.openapi.refreshInterval'],
     [{}, 'spec'],
     [{ transport: 'stdio' }, 'spec'],
     [{ image: 'x', package: { name: 'p' } }, 'spec'],
