@@ -4,7 +4,8 @@
  * stdio with an admin key through every tool, deciding an approval that a waiting call then uses: a user's
  * `memory__delete_entities`, made through `punk mcp --relay` and held by a rule with `wait`, waits (progress passed
  * through) until the admin approves it in its own `punk mcp`, then runs. A non-admin key gets tool errors naming
- * the scope; `--selfcheck` is green with the admin key.
+ * the scope; `--selfcheck` is green with the admin key. An admin whose client takes elicitation decides the approval
+ * of its own `memory__create_entities` in conversation, through the relay, in both eras.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -45,6 +46,12 @@ spec:
       decision: approval_required
       reason: a person decides what the graph forgets
       approval: { wait: 2m }
+    - name: the-caller-decides
+      servers: [memory]
+      tools: [create_entities]
+      decision: approval_required
+      reason: its caller says whether the graph grows
+      approval: { allowSelf: true }
 `,
     );
     cluster = await startPunk({
@@ -121,6 +128,41 @@ spec:
       await client.close();
     }
   });
+
+  for (const era of ['2025', '2026-07-28'] as const) {
+    test(`a ${era} admin decides the approval of its own call in conversation, through the relay`, { timeout: 180_000 }, async () => {
+      const { client, stderr } = await punkMcp(cluster.baseUrl, adminKey, {
+        era,
+        args: ['--relay'],
+        client: { capabilities: { elicitation: { form: {} } } },
+      });
+      try {
+        const asked: string[] = [];
+        client.setRequestHandler('elicitation/create', (request) => {
+          asked.push(request.params.message);
+          return Promise.resolve({
+            action: 'accept' as const,
+            content: { decision: 'approve', reason: `approved in a ${era} conversation` },
+          });
+        });
+        const entity = `relay-${era}-${randomBytes(4).toString('hex')}`;
+        const created = await client.callTool({
+          name: 'memory__create_entities',
+          arguments: { entities: [{ name: entity, entityType: 'test', observations: [] }] },
+        });
+        assert.notEqual(created.isError, true, `${textOf(created)}\n${stderr()}`);
+        assert.equal(asked.length, 1, 'asked once');
+        assert.match(asked[0]!, /create_entities/);
+        const approvals = await call(client, 'punk_list_approvals', { state: 'consumed' });
+        const approval = (approvals.structuredContent!['approvals'] as Array<{ tool: string; reason?: string }>).find(
+          (a) => a.tool === 'create_entities' && a.reason === `approved in a ${era} conversation`,
+        );
+        assert.ok(approval, `the approval holds the answer: ${textOf(approvals)}`);
+      } finally {
+        await client.close();
+      }
+    });
+  }
 
   test('a non-admin key gets tool errors naming the scope; it may not decide', { timeout: 180_000 }, async () => {
     const { client } = await punkMcp(cluster.baseUrl, userKey);

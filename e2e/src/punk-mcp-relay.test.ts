@@ -5,7 +5,8 @@
  * stdio in both eras with a non-admin key: the platform tools and the deployment's beside them, a relayed call,
  * progress under the client's own token, a cancellation the upstream server sees, a resource, a prompt, a completion,
  * a JSON-RPC error passed through unchanged, and the deployment's list_changed re-announced. Started before the
- * deployment, it serves the platform tools and relays once the deployment answers, and again after it restarted.
+ * deployment, it serves the platform tools and offers resources and prompts all the same, relays once the deployment
+ * answers, and again after it restarted.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -179,6 +180,9 @@ describe('punk mcp --relay started before the deployment', () => {
       let punk: RunningPunk | undefined;
       try {
         assert.deepEqual((await client.listTools()).tools.map((t) => t.name).sort(), [...PLATFORM_TOOLS].sort());
+        // What the deployment may serve is offered all the same: a client asks for it once the deployment answers.
+        const capabilities = client.getServerCapabilities();
+        assert.ok(capabilities?.resources?.subscribe && capabilities.prompts && capabilities.completions, JSON.stringify(capabilities));
         assert.match(stderr(), /not relaying http:\/\/127\.0\.0\.1:\d+\/mcp yet \(the deployment at .* cannot be reached/);
         const down = await client.callTool({ name: 'memory__read_graph', arguments: {} });
         assert.equal(down.isError, true);
@@ -189,6 +193,14 @@ describe('punk mcp --relay started before the deployment', () => {
         assert.ok(names.includes('memory__read_graph') && names.includes('punk_list_servers'), names.join(', '));
         const graph = await client.callTool({ name: 'memory__read_graph', arguments: {} });
         assert.notEqual(graph.isError, true, textOf(graph));
+        // The memory server's resource is there; it has no prompts: their list is empty, and a get says what is missing.
+        assert.deepEqual(
+          (await client.listResources()).resources.map((r) => r.uri),
+          ['memory://knowledge-graph'],
+        );
+        assert.equal((await client.readResource({ uri: 'memory://knowledge-graph' })).contents.length, 1);
+        assert.deepEqual((await client.listPrompts()).prompts, []);
+        await assert.rejects(client.getPrompt({ name: 'memory__none' }), /offers no prompts/);
 
         // The deployment goes away and comes back (a new process: the old session is gone): the relay connects again.
         await punk.stop();

@@ -15,6 +15,7 @@ import { serveStdio } from '@modelcontextprotocol/server/stdio';
 import { relayServer } from './mcp-relay.js';
 import { PLATFORM_TOOLS, platformServer } from './mcp-tools.js';
 import { PunkApi, PunkApiError, targetFromEnv, type PunkTarget } from './punk-api.js';
+import { StdioWatch } from './stdio-watch.js';
 
 const VERSION = '0.1.0';
 
@@ -49,8 +50,11 @@ export async function mcpCommand(args: string[]): Promise<number> {
   // serveStdio owns the era decision: an `initialize` opening gets a 2025-era instance, a 2026-07-28 one a modern instance.
   const closed = new Promise<void>((done) => process.stdin.once('end', () => done()).once('close', () => done()));
   const log = (line: string) => process.stderr.write(`${line}\n`);
-  const handle = serveStdio((ctx) => (values.relay ? relayServer(api, VERSION, ctx.era, log) : platformServer(api, VERSION)), {
+  // The relay reads what the client declares and listens to on the wire (stdio-watch.ts).
+  const watch = values.relay ? new StdioWatch() : undefined;
+  const handle = serveStdio((ctx) => (watch ? relayServer(api, VERSION, ctx.era, log, watch) : platformServer(api, VERSION)), {
     onerror: (error) => log(`punk mcp: ${error.message}`),
+    ...(watch && { transport: watch.transport }),
   });
   log(
     `punk mcp: serving the platform tools${values.relay ? ` and relaying ${api.target.baseUrl}/mcp` : ''} over stdio for ${api.target.baseUrl}`,

@@ -229,13 +229,15 @@ export class PunkApi {
   /**
    * An SDK v2 `Client` connected to the deployment's aggregated `/mcp` over Streamable HTTP with the key, in the
    * `era` asked for (`legacy`: the 2025 `initialize` handshake; `modern`: pinned to 2026-07-28); `options` are the
-   * Client's (capabilities, listChanged handlers). The caller closes it. @throws PunkApiError when it cannot connect.
+   * Client's (capabilities, listChanged handlers, inputRequired); `setUp` registers the client's own handlers on it
+   * before it connects. The caller closes it. @throws PunkApiError when it cannot connect.
    */
-  async connectMcp(era: 'legacy' | 'modern' = 'legacy', options: ClientOptions = {}): Promise<Client> {
+  async connectMcp(era: 'legacy' | 'modern' = 'legacy', options: ClientOptions = {}, setUp?: (client: Client) => void): Promise<Client> {
     const client = new Client(
       { name: 'punk-cli', version: '0.1.0' },
       { ...options, ...(era === 'modern' && { versionNegotiation: { mode: { pin: '2026-07-28' } } }) },
     );
+    setUp?.(client);
     const transport = new StreamableHTTPClientTransport(new URL(`${this.target.baseUrl}/mcp`), {
       requestInit: { headers: this.headers() },
     });
