@@ -1,8 +1,10 @@
 /**
- * The Runs view pages through the ledger, in Debian's Chromium against `punk up` (authentication on): with more runs
- * than one page holds (prompts recorded through `POST /api/v1/ingest/prompt`, a second apart), the live first page
- * shows the newest 100, **Load older runs** adds the ones before the oldest shown (`before` its `lastAt`), and once
- * the ledger has none older the view says so. The page logs no error.
+ * The Runs view and `GET /api/v1/runs` page through the ledger, in Debian's Chromium against `punk up`
+ * (authentication on): with more runs than one page holds (prompts recorded through `POST /api/v1/ingest/prompt`, a
+ * second apart, except {@link SAME} of them in one same second across the first page's end), the API's pages, each
+ * asked with the `nextCursor` of the one before, list every run once, and a cursor it did not mint is a 400 naming
+ * `cursor`; in the view, the live first page shows the newest 100, **Load older runs** adds the rest (the page its
+ * `nextCursor` names), and once the ledger has none older the view says so. The page logs no error.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -10,6 +12,8 @@ import { openBrowser, signIn, startDashboardPunk, type DashboardPunk, type TestB
 
 /** Runs recorded: more than one page (100) and less than two. */
 const RUNS = 130;
+/** Runs recorded at one same time, the 81st to the 120th newest: the first page of 100 ends among them. */
+const SAME = { from: 10, to: 50 };
 
 let punk: DashboardPunk;
 let browser: TestBrowser;
@@ -21,7 +25,10 @@ before(async () => {
     const answer = await fetch(`${punk.baseUrl}/api/v1/ingest/prompt`, {
       method: 'POST',
       headers: { authorization: `Bearer ${punk.adminKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ prompt: `prompt number ${String(i)}`, time: new Date(start + i * 1000).toISOString() }),
+      body: JSON.stringify({
+        prompt: `prompt number ${String(i)}`,
+        time: new Date(start + (i >= SAME.from && i < SAME.to ? SAME.from : i) * 1000).toISOString(),
+      }),
     });
     assert.equal(answer.status, 201, await answer.text());
   }
@@ -31,6 +38,31 @@ before(async () => {
 after(async () => {
   await browser?.close();
   await punk?.close();
+});
+
+test('the API pages every run once, those of one same time across a page end included; a bad cursor is a 400', async () => {
+  const get = (query: string) => fetch(`${punk.baseUrl}/api/v1/runs?${query}`, { headers: { authorization: `Bearer ${punk.adminKey}` } });
+  for (const limit of [100, 7]) {
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const answer = await get(`type=prompt.observed&limit=${String(limit)}${cursor === undefined ? '' : `&cursor=${cursor}`}`);
+      assert.equal(answer.status, 200, await answer.clone().text());
+      const page = (await answer.json()) as { runs: Array<{ runId: string; lastAt: string }>; nextCursor?: string };
+      seen.push(...page.runs.map((run) => run.runId));
+      cursor = page.nextCursor;
+    } while (cursor !== undefined);
+    assert.equal(seen.length, RUNS, `pages of ${String(limit)}: every run`);
+    assert.equal(new Set(seen).size, RUNS, `pages of ${String(limit)}: each run once`);
+  }
+  const bad = await get('cursor=2026-01-01T00:00:00Z');
+  assert.equal(bad.status, 400);
+  assert.deepEqual(await bad.json(), {
+    error: {
+      code: 'InvalidParameter',
+      message: 'query parameter cursor is not a nextCursor this API returned (leave it out for the first page), got "2026-01-01T00:00:00Z"',
+    },
+  });
 });
 
 test('Runs shows the newest page live, loads the older runs on request, and says when there are no more', async () => {
