@@ -726,7 +726,7 @@ export type ApprovalView = z.infer<typeof approvalViewSchema>;
 
 // ---------------------------------------------------------------- ingest
 
-/** Longest prompt `POST /ingest/prompt` records, in characters. */
+/** Longest prompt `POST /ingest/prompt` records whole, in characters (UTF-16 code units); a longer one is recorded truncated to it. */
 export const MAX_INGESTED_PROMPT_CHARS = 100_000;
 
 /**
@@ -738,8 +738,9 @@ export const promptIngestBodySchema = z
   .looseObject({
     prompt: z
       .string()
-      .max(MAX_INGESTED_PROMPT_CHARS, `must be at most ${String(MAX_INGESTED_PROMPT_CHARS)} characters`)
-      .describe('The prompt as typed.'),
+      .describe(
+        `The prompt as typed. One longer than ${String(MAX_INGESTED_PROMPT_CHARS)} characters is recorded as its first ${String(MAX_INGESTED_PROMPT_CHARS)}, marked \`truncated\`.`,
+      ),
     session_id: z.string().min(1).max(200).describe("Claude Code's session id.").optional(),
     cwd: z.string().max(4096).describe('Working directory of the session.').optional(),
     prompt_id: z.string().min(1).max(200).describe("Claude Code's id of the prompt, when it gives one.").optional(),
@@ -750,7 +751,13 @@ export const promptIngestBodySchema = z
 
 /** The answer of `POST /ingest/prompt`. */
 export const promptIngestAnswerSchema = z
-  .object({ runId: z.string().describe('The observed run recorded for the prompt.') })
+  .object({
+    runId: z.string().describe('The observed run recorded for the prompt.'),
+    truncated: z
+      .literal(true)
+      .describe(`Present when the prompt was longer than ${String(MAX_INGESTED_PROMPT_CHARS)} characters: only its beginning is recorded.`)
+      .optional(),
+  })
   .register(apiComponents, { id: 'PromptIngestAnswer' });
 
 // ---------------------------------------------------------------- workflows
