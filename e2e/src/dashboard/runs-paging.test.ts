@@ -4,7 +4,8 @@
  * second apart, except {@link SAME} of them in one same second across the first page's end), the API's pages, each
  * asked with the `nextCursor` of the one before, list every run once, and a cursor it did not mint is a 400 naming
  * `cursor`; in the view, the live first page shows the newest 100, **Load older runs** adds the rest (the page its
- * `nextCursor` names), and once the ledger has none older the view says so. The page logs no error.
+ * `nextCursor` names), and once the ledger has none older the view says so; the runs that newer ones then push past
+ * the live page's end stay shown, each run once. The page logs no error.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -18,20 +19,21 @@ const SAME = { from: 10, to: 50 };
 let punk: DashboardPunk;
 let browser: TestBrowser;
 
+/** Records `prompt` as typed at `time` (RFC 3339): a run. */
+async function ingest(prompt: string, time: string): Promise<void> {
+  const answer = await fetch(`${punk.baseUrl}/api/v1/ingest/prompt`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${punk.adminKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ prompt, time }),
+  });
+  assert.equal(answer.status, 201, await answer.text());
+}
+
 before(async () => {
   punk = await startDashboardPunk();
   const start = Date.now() - RUNS * 1000;
-  for (let i = 0; i < RUNS; i++) {
-    const answer = await fetch(`${punk.baseUrl}/api/v1/ingest/prompt`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${punk.adminKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({
-        prompt: `prompt number ${String(i)}`,
-        time: new Date(start + (i >= SAME.from && i < SAME.to ? SAME.from : i) * 1000).toISOString(),
-      }),
-    });
-    assert.equal(answer.status, 201, await answer.text());
-  }
+  for (let i = 0; i < RUNS; i++)
+    await ingest(`prompt number ${String(i)}`, new Date(start + (i >= SAME.from && i < SAME.to ? SAME.from : i) * 1000).toISOString());
   browser = await openBrowser();
 });
 
@@ -77,11 +79,15 @@ test('Runs shows the newest page live, loads the older runs on request, and says
   await page.getByText('No older runs.').waitFor();
   assert.equal(await rows.count(), RUNS + 1);
   assert.equal(await page.getByRole('button', { name: 'Load older runs' }).count(), 0);
+  // Newer runs push the live page's last ones past its end: they stay shown, each run once.
+  for (let i = 0; i < 3; i++) await ingest(`a newer prompt ${String(i)}`, new Date().toISOString());
+  await page.getByText(`${String(RUNS + 3)} runs, newest first; live`, { exact: false }).waitFor();
   const ids = await page
     .getByRole('table', { name: 'Runs' })
     .getByRole('link', { name: /^Run / })
     .evaluateAll((links) => links.map((a) => a.getAttribute('aria-label')));
-  assert.equal(new Set(ids).size, RUNS, 'each run once');
+  assert.equal(ids.length, RUNS + 3);
+  assert.equal(new Set(ids).size, RUNS + 3, 'each run once');
   assert.deepEqual(
     browser.errors.filter((error) => !/status of 401/.test(error)),
     [],

@@ -6,8 +6,8 @@
  *
  * Nothing posted is dropped unseen: a prompt longer than `MAX_INGESTED_PROMPT_CHARS` is recorded as its beginning,
  * `truncated` (`promptChars` its whole length; the run's outcome `truncated`, the answer's `truncated` true); a body
- * larger than {@link MAX_BODY_BYTES} (4 MiB) cannot be read, so its run holds a `prompt.refused` event naming its size (outcome
- * `refused`) and the answer is 413.
+ * larger than {@link MAX_BODY_BYTES} (4 MiB) cannot be read, so its run holds a `prompt.refused` event naming its
+ * size (outcome `refused`) and the answer is 413.
  *
  * With authentication on, any authenticated caller of the tenant may post (401 otherwise): the run is recorded under
  * its principal. With it off, under the anonymous principal of the front's tenant. Errors are `{ error: { code, message } }`.

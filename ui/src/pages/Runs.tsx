@@ -71,7 +71,9 @@ export function RunsPage() {
     setOlderError(undefined);
     try {
       const page = await listRuns({ ...queryOf(applied), cursor: nextCursor });
-      setOlder((now) => ({ runs: [...now.runs, ...page.runs], loaded: true, nextCursor: page.nextCursor }));
+      // The first older page goes on after the live page as it is now: its runs are kept below it, so those that new
+      // runs push off the live page stay shown.
+      setOlder((now) => ({ runs: [...(now.loaded ? now.runs : live), ...page.runs], loaded: true, nextCursor: page.nextCursor }));
     } catch (caught) {
       setOlderError(messageOf(caught));
     } finally {
