@@ -76,7 +76,7 @@ export const runsQuerySchema = z.object({
       if (!position) ctx.addIssue({ code: 'custom', message: 'is not a nextCursor this API returned (leave it out for the first page)' });
       return position ?? z.NEVER;
     })
-    .describe('The page after the one that answered this `nextCursor` (opaque; same filters).')
+    .describe('The next page: the `nextCursor` of the previous answer (opaque; keep the same filters).')
     .optional(),
   before: dateTime.describe('Only runs whose last event is earlier (RFC 3339). To page, pass `cursor` instead.').optional(),
   server: filterText.describe('Only runs of this server (the registration name).').optional(),
