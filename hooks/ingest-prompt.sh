@@ -1,7 +1,8 @@
 #!/bin/sh
 # Claude Code UserPromptSubmit hook: posts the hook's JSON (stdin) to Punk's POST /api/v1/ingest/prompt, with the
 # time it was typed, so each prompt becomes an observed run on the ledger (docs/punk-mcp.md "Prompt ingest").
-# Fire and forget: a 1-second limit, nothing printed, exit 0 always, with Punk down or the key wrong alike.
+# Fire and forget: a 1-second limit, nothing printed, exit 0 always, with Punk down or the key wrong alike. An
+# oversized prompt is Punk's to mark: recorded truncated, or, past what it reads, as a refused prompt (docs/punk-mcp.md).
 # Reads PUNK_GATEWAY_URL (default http://localhost:4100) and PUNK_MCP_API_KEY.
 url="${PUNK_GATEWAY_URL:-http://localhost:4100}"
 url="${url%/}/api/v1/ingest/prompt"

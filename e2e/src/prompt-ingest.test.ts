@@ -2,8 +2,10 @@
  * Prompt ingest on `punk up` with authentication on: `hooks/ingest-prompt.sh`, fed a Claude Code UserPromptSubmit
  * hook input on stdin, makes a completed observed run under the key's subject (provider claude-code, model external,
  * route live, cost 0) whose events are chained, found with the runs filters; with a wrong key, and with Punk down,
- * it prints nothing, exits 0 and returns quickly. The API refuses a bad body naming the field, and no token. With
- * redaction on, an email and a card number in a prompt never reach the ledger's stored rows (Postgres).
+ * it prints nothing, exits 0 and returns quickly, a 1 MiB prompt too. The API refuses a bad body naming the field, and
+ * no token. A prompt over 100,000 characters is recorded as its beginning, marked truncated (the run's outcome
+ * `truncated`); a body over 4 MiB is answered 413 and leaves a `prompt.refused` run naming its size. With redaction
+ * on, an email and a card number in a prompt never reach the ledger's stored rows (Postgres).
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -153,12 +155,74 @@ describe('prompt ingest', () => {
     await new Promise((done) => silent.once('listening', done));
     try {
       const port = (silent.address() as AddressInfo).port;
-      const hung = await runHook(hookInput('lost'), { PUNK_GATEWAY_URL: `http://127.0.0.1:${String(port)}`, PUNK_MCP_API_KEY: key });
-      assert.deepEqual([hung.code, hung.output], [0, '']);
-      assert.ok(hung.ms < 3_000, `${String(hung.ms)} ms`);
+      for (const prompt of ['lost', 'l'.repeat(1024 * 1024)]) {
+        const hung = await runHook(hookInput(prompt), { PUNK_GATEWAY_URL: `http://127.0.0.1:${String(port)}`, PUNK_MCP_API_KEY: key });
+        assert.deepEqual([hung.code, hung.output], [0, '']);
+        assert.ok(hung.ms < 3_000, `${String(prompt.length)} characters: ${String(hung.ms)} ms`);
+      }
     } finally {
       silent.close();
     }
+  });
+
+  test('an oversized prompt is recorded truncated, and one too large to read leaves a refused run', { timeout: 120_000 }, async () => {
+    type Event = { type: string; data: Record<string, unknown> };
+    type Summary = { runId: string; outcome?: string; types: string[] };
+    const runsOf = async (query: string) =>
+      ((await (await fetch(`${punk.baseUrl}/api/v1/runs?${query}`, { headers: admin })).json()) as { runs: Summary[] }).runs;
+    const eventsOf = async (runId: string) =>
+      ((await (await fetch(`${punk.baseUrl}/api/v1/runs/${runId}`, { headers: admin })).json()) as { events: Event[] }).events;
+
+    // 1 MiB typed in one prompt: the hook still returns at once, and the run holds the prompt's beginning, marked.
+    const marker = randomBytes(4).toString('hex');
+    const prompt = `${marker} ${'x'.repeat(1024 * 1024 - marker.length - 1)}`;
+    const ran = await runHook(hookInput(prompt), { PUNK_GATEWAY_URL: punk.baseUrl, PUNK_MCP_API_KEY: key });
+    assert.deepEqual([ran.code, ran.output], [0, '']);
+    assert.ok(ran.ms < 3_000, `${String(ran.ms)} ms`);
+    const truncated = await eventually(async () => (await runsOf('outcome=truncated&type=observed.completed'))[0], 30_000);
+    assert.ok(truncated, 'a truncated run is listed');
+    assert.deepEqual(truncated.types, ['observed.completed', 'prompt.observed']);
+    const [observed, completed] = await eventsOf(truncated.runId);
+    assert.equal(observed!.type, 'prompt.observed');
+    assert.equal(observed!.data['prompt'], prompt.slice(0, 100_000), 'the first 100,000 characters');
+    assert.deepEqual([observed!.data['truncated'], observed!.data['promptChars']], [true, 1024 * 1024]);
+    assert.equal(completed!.data['outcome'], 'truncated');
+    const answer = await fetch(`${punk.baseUrl}/api/v1/ingest/prompt`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      body: hookInput('y'.repeat(100_001)),
+    });
+    assert.equal(answer.status, 201);
+    assert.equal(((await answer.json()) as { truncated?: boolean }).truncated, true, 'the answer says so too');
+
+    // A body past what the API reads (4 MiB): the hook still exits 0 at once, and a refused run names the size.
+    const huge = hookInput('z'.repeat(5 * 1024 * 1024));
+    const refusedHook = await runHook(huge, { PUNK_GATEWAY_URL: punk.baseUrl, PUNK_MCP_API_KEY: key });
+    assert.deepEqual([refusedHook.code, refusedHook.output], [0, '']);
+    assert.ok(refusedHook.ms < 3_000, `${String(refusedHook.ms)} ms`);
+    const refused = await eventually(async () => (await runsOf(`type=prompt.refused&subject=api-key:${keyId}`))[0], 30_000);
+    assert.ok(refused, 'a refused run is listed');
+    assert.equal(refused.outcome, 'refused');
+    const [notRecorded] = await eventsOf(refused.runId);
+    assert.deepEqual(notRecorded!.data, {
+      reason: 'the body is larger than 4 MiB, so its prompt is not recorded',
+      bodyBytes: Buffer.byteLength(huge) + '{"time":"2026-01-01T00:00:00Z",'.length - 1,
+      maxBodyBytes: 4 * 1024 * 1024,
+      provider: 'claude-code',
+      model: 'external',
+      route: 'live',
+      trigger: 'hook',
+    });
+    const tooLarge = await fetch(`${punk.baseUrl}/api/v1/ingest/prompt`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      body: huge,
+    });
+    assert.equal(tooLarge.status, 413);
+    assert.deepEqual(await tooLarge.json(), {
+      error: { code: 'PayloadTooLarge', message: 'the body is larger than 4 MiB, so its prompt is not recorded' },
+    });
+    assert.equal((await runsOf('type=prompt.refused')).length, 2, 'each refused post has its run');
   });
 
   test('with redaction on, the email and the card number of a prompt never reach the ledger', { timeout: 120_000 }, async () => {

@@ -5,7 +5,9 @@
  * `memory__delete_entities`, made through `punk mcp --relay` and held by a rule with `wait`, waits (progress passed
  * through) until the admin approves it in its own `punk mcp`, then runs. A non-admin key gets tool errors naming
  * the scope; `--selfcheck` is green with the admin key. An admin whose client takes elicitation decides the approval
- * of its own `memory__create_entities` in conversation, through the relay, in both eras.
+ * of its own `memory__create_entities` in conversation, through the relay, in both eras. Through both ledgers, runs
+ * of one same time page once each by the API's cursor, and a prompt over 100,000 characters is recorded truncated, a
+ * body over 4 MiB as refused.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -195,6 +197,56 @@ spec:
       await client.close();
     }
   });
+
+  test(
+    'through both ledgers, runs of one same time page once each by cursor; an oversized prompt is marked',
+    { timeout: 180_000 },
+    async () => {
+      const headers = { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' };
+      const post = (body: string) => fetch(`${cluster.baseUrl}/api/v1/ingest/prompt`, { method: 'POST', headers, body });
+      const time = new Date(Date.now() - 60_000).toISOString();
+      for (let i = 0; i < 6; i++) {
+        const prompt = i === 3 ? 'w'.repeat(120_000) : `cluster prompt ${String(i)}`;
+        const posted = await post(JSON.stringify({ prompt, time }));
+        assert.equal(posted.status, 201, await posted.text());
+      }
+      const tooLarge = await post(JSON.stringify({ prompt: 'v'.repeat(5 * 1024 * 1024) }));
+      assert.equal(tooLarge.status, 413);
+      type Page = { runs: Array<{ runId: string; outcome?: string; types: string[] }>; nextCursor?: string };
+      const get = async (query: string) => {
+        const answer = await fetch(`${cluster.baseUrl}/api/v1/runs?${query}`, { headers });
+        assert.equal(answer.status, 200, await answer.clone().text());
+        return (await answer.json()) as Page;
+      };
+      const stored = await eventually(async () => {
+        const { runs } = await get('type=observed.completed&limit=500');
+        return runs.length === 7 ? runs : undefined;
+      }, 60_000);
+      assert.ok(stored, 'six observed prompts and a refused one are stored');
+
+      // Pages of two, each asked of whichever front and ledger the proxy picks.
+      const seen: string[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await get(`type=prompt.observed&limit=2${cursor === undefined ? '' : `&cursor=${cursor}`}`);
+        seen.push(...page.runs.map((r) => r.runId));
+        cursor = page.nextCursor;
+      } while (cursor !== undefined);
+      assert.equal(seen.length, 6, seen.join());
+      assert.equal(new Set(seen).size, 6, 'each run once');
+
+      assert.deepEqual(stored.map((r) => r.outcome).sort(), ['ok', 'ok', 'ok', 'ok', 'ok', 'refused', 'truncated']);
+      const truncated = stored.find((r) => r.outcome === 'truncated')!;
+      const { events } = (await (await fetch(`${cluster.baseUrl}/api/v1/runs/${truncated.runId}`, { headers })).json()) as {
+        events: Array<{ data: Record<string, unknown> }>;
+      };
+      assert.deepEqual(
+        [events[0]!.data['truncated'], events[0]!.data['promptChars'], (events[0]!.data['prompt'] as string).length],
+        [true, 120_000, 100_000],
+      );
+      assert.ok(stored.find((r) => r.outcome === 'refused')!.types.includes('prompt.refused'));
+    },
+  );
 
   test('--selfcheck is green against the cluster with the admin key', { timeout: 180_000 }, async () => {
     const green = await punkCli(cluster.baseUrl, adminKey, ['mcp', '--selfcheck']);

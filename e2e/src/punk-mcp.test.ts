@@ -321,6 +321,54 @@ describe('punk mcp against punk up with authentication on', () => {
     assert.match(forbidden.stderr, /the key needs the scope punk:admin/);
   });
 
+  test('punk_list_runs and punk runs page with the cursor: runs of one same time are each listed once', { timeout: 180_000 }, async () => {
+    // Eight prompts typed in one same second: pages of three cut them twice.
+    const time = new Date(Date.now() - 60_000).toISOString();
+    for (let i = 0; i < 8; i++) {
+      const posted = await fetch(`${punk.baseUrl}/api/v1/ingest/prompt`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ prompt: `same second ${String(i)}`, time }),
+      });
+      assert.equal(posted.status, 201, await posted.text());
+    }
+    const { client } = await punkMcp(punk.baseUrl, adminKey);
+    try {
+      const seen: string[] = [];
+      let cursor: string | undefined;
+      do {
+        const listed = await call(client, 'punk_list_runs', { type: 'prompt.observed', limit: 3, ...(cursor !== undefined && { cursor }) });
+        assert.notEqual(listed.isError, true, textOf(listed));
+        seen.push(...(listed.structuredContent!['runs'] as Array<{ runId: string }>).map((r) => r.runId));
+        cursor = listed.structuredContent!['nextCursor'] as string | undefined;
+        if (cursor !== undefined) assert.match(textOf(listed), new RegExp(`^More runs: cursor ${cursor}$`, 'm'));
+      } while (cursor !== undefined);
+      assert.equal(seen.length, 8, seen.join());
+      assert.equal(new Set(seen).size, 8, 'each run once');
+      const bad = await call(client, 'punk_list_runs', { cursor: 'not-a-cursor' });
+      assert.equal(bad.isError, true);
+      assert.match(textOf(bad), /400 InvalidParameter: query parameter cursor is not a nextCursor this API returned/);
+    } finally {
+      await client.close();
+    }
+
+    const fromCli: string[] = [];
+    let args = ['runs', '--type', 'prompt.observed', '--limit', '3', '--json'];
+    for (;;) {
+      const page = JSON.parse((await punkCli(punk.baseUrl, adminKey, args)).stdout) as {
+        runs: Array<{ runId: string }>;
+        nextCursor?: string;
+      };
+      fromCli.push(...page.runs.map((r) => r.runId));
+      if (page.nextCursor === undefined) break;
+      args = ['runs', '--type', 'prompt.observed', '--limit', '3', '--json', '--cursor', page.nextCursor];
+    }
+    assert.equal(new Set(fromCli).size, 8);
+    assert.equal(fromCli.length, 8);
+    const table = await punkCli(punk.baseUrl, adminKey, ['runs', '--type', 'prompt.observed', '--limit', '3']);
+    assert.match(table.stdout, /\nMore runs: --cursor [A-Za-z0-9_-]+\n$/);
+  });
+
   test('--selfcheck says so when the deployment cannot be reached', { timeout: 180_000 }, async () => {
     const url = punk.baseUrl;
     await punk.stop();

@@ -73,6 +73,6 @@ export function timeText(iso: string): string {
 /** The badge class of a run's or approval's outcome: `ok`, `bad` or `warn`. */
 export function outcomeClass(outcome: string | undefined): string {
   if (outcome === 'ok' || outcome === 'approved' || outcome === 'consumed') return 'ok';
-  if (outcome === 'approval_required' || outcome === 'pending' || outcome === undefined) return 'warn';
+  if (outcome === 'approval_required' || outcome === 'pending' || outcome === 'truncated' || outcome === undefined) return 'warn';
   return 'bad';
 }

@@ -18,6 +18,7 @@ import type {
   credentialViewSchema,
   registrationBodySchema,
   runSchema,
+  runsPageSchema,
   runsQuerySchema,
   runSummarySchema,
   serverViewSchema,
@@ -52,6 +53,8 @@ export type ApiKeyView = z.infer<typeof apiKeyViewSchema>;
 export type ApiKeyInput = z.input<typeof apiKeyInputSchema>;
 /** One run of the ledger. */
 export type RunSummary = z.infer<typeof runSummarySchema>;
+/** A page of runs and the cursor of the next one. */
+export type RunsPage = z.infer<typeof runsPageSchema>;
 /** A run with its events. */
 export type Run = z.infer<typeof runSchema>;
 /** The filters of the runs list (`GET /runs` query). */
@@ -230,8 +233,8 @@ export const revokeApiKey = (id: string) => apiRequest<undefined>('DELETE', `/ap
 
 // ---------------------------------------------------------------- runs, ledger, approvals
 
-/** `GET /runs`: newest first. */
-export const listRuns = (query: RunsQuery = {}) => apiRequest<{ runs: RunSummary[] }>('GET', `/runs${queryOf(query)}`).then((a) => a.runs);
+/** `GET /runs`: a page, newest first; `nextCursor` is the `cursor` of the next one. */
+export const listRuns = (query: RunsQuery = {}) => apiRequest<RunsPage>('GET', `/runs${queryOf(query)}`);
 /** `GET /runs/{id}`: a run with its events in order. */
 export const getRun = (id: string) => apiRequest<Run>('GET', `/runs/${encode(id)}`);
 /** `GET /ledger/verify`: checks the tenant's hash chain. */

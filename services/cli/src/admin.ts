@@ -34,6 +34,7 @@ export async function adminCommand(command: AdminCommand, args: string[], out: (
     options: {
       json: { type: 'boolean', default: false },
       limit: { type: 'string' },
+      cursor: { type: 'string' },
       before: { type: 'string' },
       server: { type: 'string' },
       tool: { type: 'string' },
@@ -74,14 +75,14 @@ export async function adminCommand(command: AdminCommand, args: string[], out: (
       const limit = values.limit === undefined ? undefined : Number(values.limit);
       if (limit !== undefined && !(Number.isInteger(limit) && limit >= 1 && limit <= 500))
         throw new PunkError('InvalidArguments', `--limit must be an integer from 1 to 500 (got ${values.limit ?? ''})`);
-      const { before, server, tool, subject, type, outcome, trigger, since, until } = values;
-      const runs = await api.runs({ limit, before, server, tool, subject, type, outcome, trigger, since, until });
+      const { cursor, before, server, tool, subject, type, outcome, trigger, since, until } = values;
+      const page = await api.runs({ limit, cursor, before, server, tool, subject, type, outcome, trigger, since, until });
       print(
-        { runs },
+        page,
         table(
           ['RUN', 'LAST', 'SERVER', 'TOOL', 'OUTCOME', 'SUBJECT'],
-          runs.map((r) => [r.runId, r.lastAt, r.server ?? '', r.tool ?? '', r.outcome ?? '', r.subject ?? '']),
-        ),
+          page.runs.map((r) => [r.runId, r.lastAt, r.server ?? '', r.tool ?? '', r.outcome ?? '', r.subject ?? '']),
+        ) + (page.nextCursor === undefined ? '' : `More runs: --cursor ${page.nextCursor}\n`),
       );
       return 0;
     }

@@ -40,9 +40,10 @@ Commands:
 Admin commands (over the HTTP API of PUNK_GATEWAY_URL, default http://localhost:4100, with PUNK_MCP_API_KEY;
 tables, or --json):
   servers              the servers, their state, tool count and last error
-  runs [--limit N] [--before TIME] [--server S] [--tool T] [--subject S] [--type T] [--outcome O]
-       [--trigger T] [--since TIME] [--until TIME]
-                       the ledger's runs, most recently active first, filtered
+  runs [--limit N] [--cursor C] [--before TIME] [--server S] [--tool T] [--subject S] [--type T]
+       [--outcome O] [--trigger T] [--since TIME] [--until TIME]
+                       the ledger's runs, most recently active first, filtered; while there are
+                       more, the table ends with the --cursor of the next page
   run <id>             one run explained: events, decisions, approvals, timings, errors, chain state
   approvals [--state S]
                        approval requests (pending by default)

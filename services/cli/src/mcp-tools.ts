@@ -221,10 +221,11 @@ export function platformServer(api: PunkApi, version: string): McpServer {
     {
       title: 'List runs',
       description:
-        "The ledger's runs (one tool call, read, observed prompt or a server's lifecycle each), most recently active first, filtered by server, tool, subject, event type, outcome, trigger and time; page with `before` set to the last run's lastAt.",
+        "The ledger's runs (one tool call, read, observed prompt or a server's lifecycle each), most recently active first, filtered by server, tool, subject, event type, outcome, trigger and time; for the next page, pass the answer's nextCursor as `cursor` (with the same filters).",
       inputSchema: z.object({
         limit: z.number().int().min(1).max(500).default(20).describe('Runs to list (default 20).'),
-        before: z.string().describe("RFC 3339 time: runs last active strictly before it (the last listed run's lastAt).").optional(),
+        cursor: z.string().describe("The next page: a previous answer's nextCursor (opaque).").optional(),
+        before: z.string().describe('RFC 3339 time: only runs last active strictly before it.').optional(),
         server: z.string().min(1).describe('Only runs of this server.').optional(),
         tool: z.string().min(1).describe('Only runs of this tool (its name on its server, e.g. read_file).').optional(),
         subject: z.string().min(1).describe('Only runs of this caller (principal subject).').optional(),
@@ -242,16 +243,24 @@ export function platformServer(api: PunkApi, version: string): McpServer {
         since: z.string().describe('RFC 3339: only runs active at or after it.').optional(),
         until: z.string().describe('RFC 3339: only runs begun at or before it.').optional(),
       }),
-      outputSchema: z.object({ runs: z.array(runSchema) }),
+      outputSchema: z.object({
+        runs: z.array(runSchema),
+        nextCursor: z.string().describe('The `cursor` of the next page; absent on the last page.').optional(),
+      }),
       annotations: read,
     },
     (query) =>
       guarded(async () => {
-        const runs = (await api.runs(query)).map(({ tenant: _tenant, ...run }) => run);
+        const page = await api.runs(query);
+        const runs = page.runs.map(({ tenant: _tenant, ...run }) => run);
         const lines = runs.map((r) =>
           `${r.runId} ${r.lastAt} ${r.tool ? `${r.server ?? '?'}/${r.tool}` : (r.server ?? '')} ${r.outcome ?? ''} ${r.subject ?? ''}`.trimEnd(),
         );
-        return answer({ runs }, runs.length === 0 ? 'No runs.' : lines.join('\n'));
+        if (page.nextCursor !== undefined) lines.push(`More runs: cursor ${page.nextCursor}`);
+        return answer(
+          { runs, ...(page.nextCursor !== undefined && { nextCursor: page.nextCursor }) },
+          runs.length === 0 ? 'No runs.' : lines.join('\n'),
+        );
       }),
   );
 

@@ -13,7 +13,15 @@ import {
   type CallToolResult,
   type ClientOptions,
 } from '@modelcontextprotocol/client';
-import { WORKFLOW_SERVER, approvalViewSchema, namespacedName, runSummarySchema, verificationSchema, workflowViewSchema } from '@punk/lib';
+import {
+  WORKFLOW_SERVER,
+  approvalViewSchema,
+  namespacedName,
+  runsPageSchema,
+  runSummarySchema,
+  verificationSchema,
+  workflowViewSchema,
+} from '@punk/lib';
 import type { z } from 'zod';
 
 /** Where a deployment is and the key to use: `PUNK_GATEWAY_URL` (default `http://localhost:4100`), `PUNK_MCP_API_KEY`. */
@@ -82,11 +90,12 @@ export interface DeploymentTool {
 }
 
 /**
- * The query of `GET /api/v1/runs`: `limit` (1 to 500), `before` (RFC 3339, the page), and filters combined with AND
- * (exact values; `type` an event type the run holds; `since`/`until` RFC 3339).
+ * The query of `GET /api/v1/runs`: `limit` (1 to 500), `cursor` (the page: a previous answer's `nextCursor`), and
+ * filters combined with AND (exact values; `type` an event type the run holds; `before`, `since`, `until` RFC 3339).
  */
 export interface RunsQuery {
   limit?: number;
+  cursor?: string;
   before?: string;
   server?: string;
   tool?: string;
@@ -191,12 +200,12 @@ export class PunkApi {
     return this.request<TestResult>('POST', `/mcp/servers/${encodeURIComponent(name)}/test`);
   }
 
-  /** Runs, most recently active first (`GET /runs`). */
-  async runs(query: RunsQuery = {}): Promise<RunSummary[]> {
+  /** A page of runs, most recently active first, and the `cursor` of the next page while there is one (`GET /runs`). */
+  async runs(query: RunsQuery = {}): Promise<RunsPage> {
     const params = new URLSearchParams();
     for (const [name, value] of Object.entries(query)) if (value !== undefined) params.set(name, String(value));
     const qs = params.size > 0 ? `?${params.toString()}` : '';
-    return (await this.request<{ runs: RunSummary[] }>('GET', `/runs${qs}`)).runs;
+    return this.request<RunsPage>('GET', `/runs${qs}`);
   }
 
   /** One run with its events in chain order (`GET /runs/<id>`). */
@@ -368,6 +377,9 @@ export interface TestResult {
 
 /** One run of the ledger (`RunSummary` of the OpenAPI document, declared once in @punk/lib). */
 export type RunSummary = z.infer<typeof runSummarySchema>;
+
+/** The answer of `GET /runs` (`RunsPage` of the OpenAPI document). */
+export type RunsPage = z.infer<typeof runsPageSchema>;
 
 /** One stored ledger event with its chain position. */
 export interface RunEvent {

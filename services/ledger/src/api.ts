@@ -1,5 +1,6 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import {
+  encodeRunsCursor,
   ledgerTenantQuerySchema,
   ledgerVerifyQuerySchema,
   parseQuery,
@@ -24,11 +25,13 @@ function queryOf<T>(req: Request, schema: Parameters<typeof parseQuery<T>>[1]): 
  * `{ error: { code, message } }` with 400 (`InvalidParameter`, `AmbiguousRun`),
  * 404 (`RunNotFound`), 503 (`DatabaseUnavailable`) or 500 (`InternalError`).
  *
- * - `GET /runs?tenant=&limit=&before=&server=&tool=&subject=&type=&outcome=&trigger=&since=&until=`: `{ runs: RunSummary[] }`,
- *   most recently active first; `tenant` defaults to `default`, `limit` to 50 (1 to 500), `before` is an RFC 3339 time
- *   (runs whose last event occurred strictly earlier; pass the last run's `lastAt` to page); the filters are exact
- *   values combined with AND (`type`: an event type the run holds; `since`: last event at or after; `until`: first
- *   event at or before); an unknown parameter is a 400 naming it.
+ * - `GET /runs?tenant=&limit=&cursor=&before=&server=&tool=&subject=&type=&outcome=&trigger=&since=&until=`:
+ *   `{ runs: RunSummary[], nextCursor? }` (`runsPageSchema`), most recently active first (last event time, then run
+ *   id); `tenant` defaults to `default`, `limit` to 50 (1 to 500); `nextCursor`, present while there are more runs,
+ *   is the `cursor` of the next page (lib's runs-cursor.ts; one not minted here is a 400 naming `cursor`); `before`
+ *   is an RFC 3339 time (runs whose last event occurred strictly earlier); the filters are exact values combined
+ *   with AND (`type`: an event type the run holds; `since`: last event at or after; `until`: first event at or
+ *   before); an unknown parameter is a 400 naming it.
  * - `GET /runs/:id?tenant=`: `{ run, events }`, events in chain order with `hash` and `prevHash`.
  * - `GET /ledger/verify?tenant=&from=&maxEvents=`: the `VerifyResult` of one bounded, incremental verification of
  *   the tenant's chain (see `verifyChain`); `from=genesis` starts again from the first event.
@@ -57,21 +60,24 @@ export function createLedgerRouter(
 
   router.get('/runs', async (req, res) => {
     const query = queryOf(req, runsQuerySchema);
-    res.json({
-      runs: await store.listRuns({
-        tenant: query.tenant ?? confined(res) ?? DEFAULT_TENANT,
-        limit: query.limit ?? DEFAULT_RUNS_LIMIT,
-        ...(query.before !== undefined && { before: new Date(query.before) }),
-        ...(query.since !== undefined && { since: new Date(query.since) }),
-        ...(query.until !== undefined && { until: new Date(query.until) }),
-        ...(query.server !== undefined && { server: query.server }),
-        ...(query.tool !== undefined && { tool: query.tool }),
-        ...(query.subject !== undefined && { subject: query.subject }),
-        ...(query.type !== undefined && { type: query.type }),
-        ...(query.outcome !== undefined && { outcome: query.outcome }),
-        ...(query.trigger !== undefined && { trigger: query.trigger }),
-      }),
+    const limit = query.limit ?? DEFAULT_RUNS_LIMIT;
+    // One run more than the page: whether there is a next page, without an empty last one.
+    const runs = await store.listRuns({
+      tenant: query.tenant ?? confined(res) ?? DEFAULT_TENANT,
+      limit: limit + 1,
+      ...(query.cursor !== undefined && { after: query.cursor }),
+      ...(query.before !== undefined && { before: new Date(query.before) }),
+      ...(query.since !== undefined && { since: new Date(query.since) }),
+      ...(query.until !== undefined && { until: new Date(query.until) }),
+      ...(query.server !== undefined && { server: query.server }),
+      ...(query.tool !== undefined && { tool: query.tool }),
+      ...(query.subject !== undefined && { subject: query.subject }),
+      ...(query.type !== undefined && { type: query.type }),
+      ...(query.outcome !== undefined && { outcome: query.outcome }),
+      ...(query.trigger !== undefined && { trigger: query.trigger }),
     });
+    const page = runs.slice(0, limit);
+    res.json({ runs: page, ...(runs.length > limit && { nextCursor: encodeRunsCursor(page.at(-1)!) }) });
   });
 
   router.get('/runs/:id', async (req, res) => {

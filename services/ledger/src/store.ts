@@ -1,4 +1,4 @@
-import type { Database, LedgerEvent, Queryable } from '@punk/lib';
+import type { Database, LedgerEvent, Queryable, RunsPosition } from '@punk/lib';
 import { GENESIS_HASH, chainEvent } from './chain.js';
 import { recordAppend } from './metrics.js';
 import { EVENT_COLUMNS, eventOfRow, runOfRow, type EventRow, type RunRow, type StoredEvent } from './rows.js';
@@ -32,6 +32,8 @@ export interface ListRunsOptions {
   tenant: string;
   /** Most runs returned. */
   limit: number;
+  /** Only runs after this one in the order of the list (last event time, then run id, both descending): the next page. */
+  after?: RunsPosition;
   /** Only runs whose last event occurred strictly before this time. */
   before?: Date;
   /** Exact matches, combined with AND: the run's server, tool, subject, outcome, trigger, and an event type it holds. */
@@ -121,6 +123,10 @@ export class LedgerStore {
       params.push(value);
       where.push(condition(`$${String(params.length)}`));
     };
+    if (options.after) {
+      params.push(options.after.lastAt, options.after.runId);
+      where.push(`(last_at, run_id) < ($${String(params.length - 1)}::timestamptz, $${String(params.length)})`);
+    }
     add((p) => `last_at < ${p}::timestamptz`, options.before?.toISOString());
     add((p) => `last_at >= ${p}::timestamptz`, options.since?.toISOString());
     add((p) => `first_at <= ${p}::timestamptz`, options.until?.toISOString());

@@ -7,6 +7,7 @@
 import { z } from 'zod';
 import { apiKeySchema, approvalSchema, approvalStateSchema } from './contracts.js';
 import { PunkError } from './errors.js';
+import { decodeRunsCursor } from './runs-cursor.js';
 import {
   commandSchema,
   dnsLabel,
@@ -68,7 +69,16 @@ export const runsQuerySchema = z.object({
     .pipe(z.number().min(1, limitRule).max(MAX_RUNS_LIMIT, limitRule))
     .describe(`Runs per page, 1 to ${String(MAX_RUNS_LIMIT)} (default 50).`)
     .optional(),
-  before: dateTime.describe("Runs whose last event is earlier (RFC 3339); pass the last run's `lastAt` for the next page.").optional(),
+  cursor: z
+    .string()
+    .transform((text, ctx) => {
+      const position = decodeRunsCursor(text);
+      if (!position) ctx.addIssue({ code: 'custom', message: 'is not a nextCursor this API returned (leave it out for the first page)' });
+      return position ?? z.NEVER;
+    })
+    .describe('The next page: the `nextCursor` of the previous answer (opaque; keep the same filters).')
+    .optional(),
+  before: dateTime.describe('Only runs whose last event is earlier (RFC 3339). To page, pass `cursor` instead.').optional(),
   server: filterText.describe('Only runs of this server (the registration name).').optional(),
   tool: filterText.describe('Only runs of this tool (its name on its server, not namespaced).').optional(),
   subject: filterText.describe('Only runs of this principal subject.').optional(),
@@ -608,7 +618,7 @@ export const runSummarySchema = z
     runId: z.string(),
     tenant: z.string(),
     firstAt: z.string().describe('RFC 3339 time of its first event.'),
-    lastAt: z.string().describe('RFC 3339 time of its last event; the `before` of the next page.'),
+    lastAt: z.string().describe('RFC 3339 time of its last event.'),
     eventCount: z.number().int().min(1),
     types: z.array(z.string()).describe('Distinct event types, sorted.'),
     server: z.string().optional(),
@@ -629,6 +639,14 @@ export const runSummarySchema = z
     id: 'RunSummary',
     description: "One run of the ledger (the events of one call, or of one server's lifecycle).",
   });
+
+/** The answer of `GET /runs`: a page of runs, most recently active first, and the cursor of the next one. */
+export const runsPageSchema = z
+  .object({
+    runs: z.array(runSummarySchema),
+    nextCursor: z.string().describe('The `cursor` of the next page (opaque); absent on the last page.').optional(),
+  })
+  .register(apiComponents, { id: 'RunsPage' });
 
 /** The answer of `GET /runs/{id}`. */
 export const runSchema = z
@@ -708,7 +726,7 @@ export type ApprovalView = z.infer<typeof approvalViewSchema>;
 
 // ---------------------------------------------------------------- ingest
 
-/** Longest prompt `POST /ingest/prompt` records, in characters. */
+/** Longest prompt `POST /ingest/prompt` records whole, in characters (UTF-16 code units); a longer one is recorded truncated to it. */
 export const MAX_INGESTED_PROMPT_CHARS = 100_000;
 
 /**
@@ -720,8 +738,9 @@ export const promptIngestBodySchema = z
   .looseObject({
     prompt: z
       .string()
-      .max(MAX_INGESTED_PROMPT_CHARS, `must be at most ${String(MAX_INGESTED_PROMPT_CHARS)} characters`)
-      .describe('The prompt as typed.'),
+      .describe(
+        `The prompt as typed. One longer than ${String(MAX_INGESTED_PROMPT_CHARS)} characters is recorded as its first ${String(MAX_INGESTED_PROMPT_CHARS)}, marked \`truncated\`.`,
+      ),
     session_id: z.string().min(1).max(200).describe("Claude Code's session id.").optional(),
     cwd: z.string().max(4096).describe('Working directory of the session.').optional(),
     prompt_id: z.string().min(1).max(200).describe("Claude Code's id of the prompt, when it gives one.").optional(),
@@ -732,7 +751,13 @@ export const promptIngestBodySchema = z
 
 /** The answer of `POST /ingest/prompt`. */
 export const promptIngestAnswerSchema = z
-  .object({ runId: z.string().describe('The observed run recorded for the prompt.') })
+  .object({
+    runId: z.string().describe('The observed run recorded for the prompt.'),
+    truncated: z
+      .literal(true)
+      .describe(`Present when the prompt was longer than ${String(MAX_INGESTED_PROMPT_CHARS)} characters: only its beginning is recorded.`)
+      .optional(),
+  })
   .register(apiComponents, { id: 'PromptIngestAnswer' });
 
 // ---------------------------------------------------------------- workflows

@@ -689,10 +689,14 @@ export const ledgerEventTypeSchema = z.enum([
   'settings.changed',
   /**
    * Prompt ingest (`POST /api/v1/ingest/prompt`): a prompt typed in a client Punk observes (`data`: `prompt`, `cwd`,
-   * `promptId`, `provider` `claude-code`, `model` `external`, `route` `live`, `trigger` `hook`), then its run
-   * completed (`data`: `outcome` `ok`, `provider`, `model`, `route`, `costUsd` 0).
+   * `promptId`, `provider` `claude-code`, `model` `external`, `route` `live`, `trigger` `hook`; for a prompt longer
+   * than `MAX_INGESTED_PROMPT_CHARS`, `prompt` is its beginning, with `truncated` true and `promptChars` its whole
+   * length), or a post whose body was too large to read (`prompt.refused`, `data`: `reason`, `bodyBytes`, `maxBodyBytes`,
+   * `provider`, `model`, `route`, `trigger`), then its run completed (`data`: `outcome` `ok`, `truncated` or
+   * `refused`, `provider`, `model`, `route`, `costUsd` 0).
    */
   'prompt.observed',
+  'prompt.refused',
   'observed.completed',
   /**
    * A workflow run (docs/workflows.md "Runs"), in order: `workflow.started` (`data`: `workflow`, `tool`, `trigger`

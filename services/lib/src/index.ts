@@ -15,6 +15,7 @@ export * from './service/index.js';
 export * from './tracing/index.js';
 export * from './metrics/index.js';
 export * from './api-schemas.js';
+export * from './runs-cursor.js';
 export * from './naming.js';
 export * from './redaction/redact.js';
 export * from './redaction/mask.js';

@@ -4,6 +4,11 @@
  * `prompt.observed` event then an `observed.completed` one (provider `claude-code`, model `external`, route `live`,
  * cost 0), chained like every event (appended to the ledger stream with `appendLedgerEvent`). Answers 201 `{ runId }`.
  *
+ * Nothing posted is dropped unseen: a prompt longer than `MAX_INGESTED_PROMPT_CHARS` is recorded as its beginning,
+ * `truncated` (`promptChars` its whole length; the run's outcome `truncated`, the answer's `truncated` true); a body
+ * larger than {@link MAX_BODY_BYTES} (4 MiB) cannot be read, so its run holds a `prompt.refused` event naming its
+ * size (outcome `refused`) and the answer is 413.
+ *
  * With authentication on, any authenticated caller of the tenant may post (401 otherwise): the run is recorded under
  * its principal. With it off, under the anonymous principal of the front's tenant. Errors are `{ error: { code, message } }`.
  */
@@ -13,6 +18,7 @@ import {
   anonymousPrincipal,
   appendLedgerEvent,
   errorMessage,
+  MAX_INGESTED_PROMPT_CHARS,
   promptIngestBodySchema,
   PunkError,
   type Bus,
@@ -35,11 +41,53 @@ export interface IngestApiOptions {
   tenant: string;
 }
 
-/** Largest body, with a 100,000-character prompt of multi-byte characters and the hook's other fields. */
-const MAX_BODY = '512kb';
+/** Largest body read, in bytes: a prompt of a few MiB is recorded truncated; a larger body is refused (`prompt.refused`). */
+const MAX_BODY_BYTES = 4 * 1024 * 1024;
 
 /** What an observed prompt's run is, as the seed names it. */
 const OBSERVED = { provider: 'claude-code', model: 'external', route: 'live' } as const;
+
+/** Where an observed prompt's events go: its run, who posted it, when it was typed and in which session. */
+interface ObservedRun {
+  runId: string;
+  principal: Principal;
+  occurredAt: string;
+  sessionId?: string | undefined;
+}
+
+/** Appends the events of an observed prompt's run: `type` with `data`, then `observed.completed` with `outcome`. */
+async function appendObservedRun(
+  bus: Bus,
+  run: ObservedRun,
+  type: 'prompt.observed' | 'prompt.refused',
+  data: Record<string, unknown>,
+  outcome: 'ok' | 'truncated' | 'refused',
+): Promise<void> {
+  const event = (eventType: LedgerEvent['type'], eventData: Record<string, unknown>): LedgerEvent => ({
+    id: randomUUID(),
+    type: eventType,
+    tenant: run.principal.tenant,
+    runId: run.runId,
+    occurredAt: run.occurredAt,
+    source: 'mcp-front',
+    principal: run.principal,
+    ...(run.sessionId !== undefined && { sessionId: run.sessionId }),
+    data: eventData,
+  });
+  await appendLedgerEvent(bus, event(type, { ...data, ...OBSERVED, trigger: 'hook' }));
+  await appendLedgerEvent(bus, event('observed.completed', { outcome, ...OBSERVED, costUsd: 0 }));
+}
+
+/** `prompt` cut to `MAX_INGESTED_PROMPT_CHARS`, never between the two halves of a surrogate pair; `undefined` when it fits. */
+function truncatedPrompt(prompt: string): string | undefined {
+  if (prompt.length <= MAX_INGESTED_PROMPT_CHARS) return undefined;
+  const high = prompt.charCodeAt(MAX_INGESTED_PROMPT_CHARS - 1);
+  return prompt.slice(0, high >= 0xd800 && high <= 0xdbff ? MAX_INGESTED_PROMPT_CHARS - 1 : MAX_INGESTED_PROMPT_CHARS);
+}
+
+/** The principal a request posts as: its caller's, or with authentication off the anonymous one of `tenant`. */
+const posterOf = (res: Response, tenant: string): Principal =>
+  (res.locals['caller'] as Principal | undefined) ?? anonymousPrincipal(tenant);
 
 /** Builds the router; mount it at `/api/v1`. */
 export function ingestRouter(options: IngestApiOptions): Router {
@@ -47,7 +95,7 @@ export function ingestRouter(options: IngestApiOptions): Router {
   router.post(
     '/ingest/prompt',
     callerGuard(options.auth, options.log),
-    express.json({ limit: MAX_BODY, strict: true, type: () => true }),
+    express.json({ limit: MAX_BODY_BYTES, strict: true, type: () => true }),
     checkJsonDepth,
     async (req: Request, res: Response, next: NextFunction) => {
       try {
@@ -59,33 +107,30 @@ export function ingestRouter(options: IngestApiOptions): Router {
           throw new PunkError('InvalidRequest', `${issue.path.join('.') || 'body'}: ${issue.message}`);
         }
         const body = parsed.data;
-        const principal = (res.locals['caller'] as Principal | undefined) ?? anonymousPrincipal(options.tenant);
-        const runId = `prompt-${randomUUID()}`;
-        const occurredAt = new Date(body.time ?? Date.now()).toISOString();
-        const event = (type: LedgerEvent['type'], data: Record<string, unknown>): LedgerEvent => ({
-          id: randomUUID(),
-          type,
-          tenant: principal.tenant,
-          runId,
-          occurredAt,
-          source: 'mcp-front',
-          principal,
-          ...(body.session_id !== undefined && { sessionId: body.session_id }),
-          data,
-        });
-        await appendLedgerEvent(
+        const run: ObservedRun = {
+          runId: `prompt-${randomUUID()}`,
+          principal: posterOf(res, options.tenant),
+          occurredAt: new Date(body.time ?? Date.now()).toISOString(),
+          sessionId: body.session_id,
+        };
+        const truncated = truncatedPrompt(body.prompt);
+        await appendObservedRun(
           options.bus,
-          event('prompt.observed', {
-            prompt: body.prompt,
+          run,
+          'prompt.observed',
+          {
+            prompt: truncated ?? body.prompt,
+            ...(truncated !== undefined && { truncated: true, promptChars: body.prompt.length }),
             ...(body.cwd !== undefined && { cwd: body.cwd }),
             ...(body.prompt_id !== undefined && { promptId: body.prompt_id }),
             ...(body.hook_event_name !== undefined && { hookEvent: body.hook_event_name }),
-            ...OBSERVED,
-            trigger: 'hook',
-          }),
+          },
+          truncated === undefined ? 'ok' : 'truncated',
         );
-        await appendLedgerEvent(options.bus, event('observed.completed', { outcome: 'ok', ...OBSERVED, costUsd: 0 }));
-        res.status(201).set('Cache-Control', 'no-store').json({ runId });
+        res
+          .status(201)
+          .set('Cache-Control', 'no-store')
+          .json({ runId: run.runId, ...(truncated !== undefined && { truncated: true }) });
       } catch (error) {
         next(error);
       }
@@ -97,12 +142,23 @@ export function ingestRouter(options: IngestApiOptions): Router {
       type === 'entity.parse.failed'
         ? [400, 'InvalidRequest', 'body: not valid JSON']
         : type === 'entity.too.large'
-          ? [413, 'PayloadTooLarge', `the body is larger than ${MAX_BODY}`]
+          ? [413, 'PayloadTooLarge', `the body is larger than ${String(MAX_BODY_BYTES / 1024 / 1024)} MiB, so its prompt is not recorded`]
           : error instanceof PunkError
             ? [error.code === 'UnsupportedMediaType' ? 415 : statusOf(error), error.code, error.message]
             : [500, 'Internal', 'the request failed inside Punk; see its logs'];
     if (status >= 500) options.log.warn({ err: errorMessage(error) }, 'prompt ingest failed');
-    res.status(status).set('Cache-Control', 'no-store').json({ error: { code, message } });
+    const answer = () => res.status(status).set('Cache-Control', 'no-store').json({ error: { code, message } });
+    if (type !== 'entity.too.large') {
+      answer();
+      return;
+    }
+    // Too large to read: the run says a prompt was posted and not recorded, so its loss shows.
+    const bodyBytes = (error as { length?: unknown }).length;
+    const run = { runId: `prompt-${randomUUID()}`, principal: posterOf(res, options.tenant), occurredAt: new Date().toISOString() };
+    const data = { reason: message, ...(typeof bodyBytes === 'number' && { bodyBytes }), maxBodyBytes: MAX_BODY_BYTES };
+    appendObservedRun(options.bus, run, 'prompt.refused', data, 'refused')
+      .catch((failed: unknown) => options.log.warn({ err: errorMessage(failed) }, 'a refused prompt could not be recorded'))
+      .finally(answer);
   });
   return router;
 }

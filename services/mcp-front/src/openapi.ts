@@ -24,10 +24,10 @@ import {
   ledgerVerifyQuerySchema,
   registrationBodySchema,
   runSchema,
+  runsPageSchema,
   runsQuerySchema,
   promptIngestAnswerSchema,
   promptIngestBodySchema,
-  runSummarySchema,
   serverViewSchema,
   settingChangeSchema,
   settingViewSchema,
@@ -362,7 +362,10 @@ export const routes: readonly Route[] = [
     operationId: 'listRuns',
     summary: 'Runs of the ledger, most recently active first.',
     query: runsQuerySchema,
-    responses: { '200': ok('The runs.', wrapped('runs', z.array(runSummarySchema))), '400': error('A bad query parameter.') },
+    responses: {
+      '200': ok('A page of runs.', runsPageSchema),
+      '400': error('A bad query parameter (`cursor`: not a `nextCursor` of this API).'),
+    },
   },
   {
     method: 'get',

@@ -33,6 +33,12 @@ function summaryOf(event: RunEvent): string {
   if (typeof data['durationMs'] === 'number') parts.push(`${String(data['durationMs'])} ms`);
   if (data['isError'] === true) parts.push('error');
   if (text(data['error'])) parts.push(String(data['error']));
+  // An observed prompt stored in part, or not at all (prompt ingest): said so, not left for the event's JSON to tell.
+  if (data['truncated'] === true && typeof data['promptChars'] === 'number')
+    parts.push(
+      `prompt truncated: the first ${String(text(data['prompt'])?.length ?? 0)} of ${String(data['promptChars'])} characters stored`,
+    );
+  if (event.type === 'prompt.refused') parts.push(`prompt not recorded: ${text(data['reason']) ?? 'refused'}`);
   return parts.join(' · ');
 }
 

@@ -1,7 +1,7 @@
 /**
  * The Runs view: the ledger's runs, most recently active first, live (asked again every {@link POLL_MS}), with the
  * filters of `GET /runs` (server, tool, subject, outcome, trigger, time range), each run linked to its page. The
- * first page stays live; **Load older runs** adds the page before the oldest run shown (`before` its `lastAt`).
+ * first page stays live; **Load older runs** adds the next page: the one after the last page loaded (its `nextCursor`).
  */
 import '../views.css';
 import { useEffect, useState } from 'preact/hooks';
@@ -24,12 +24,13 @@ const OUTCOMES = ['ok', 'error', 'denied', 'approval_required'];
 /** Runs of one page. */
 const LIMIT = 100;
 
-/** The older pages loaded below the live first one, and whether the ledger has none older. */
+/** The older pages loaded below the live first one, and the cursor of the next (absent once the ledger has none older). */
 interface Older {
   runs: RunSummary[];
-  exhausted: boolean;
+  loaded: boolean;
+  nextCursor?: string | undefined;
 }
-const NO_OLDER: Older = { runs: [], exhausted: false };
+const NO_OLDER: Older = { runs: [], loaded: false };
 
 /** A run id to show in a table: a UUID's first 8 digits, any other id whole. */
 const shortId = (id: string) => (/^[0-9a-f]{8}-[0-9a-f-]{27}$/.test(id) ? id.slice(0, 8) : id);
@@ -59,24 +60,27 @@ export function RunsPage() {
     setOlderError(undefined);
   }, [applied]);
   // A run of the live page that had a new event moved up there: it is shown once, in the live page.
-  const live = runs.data ?? [];
+  const live = runs.data?.runs ?? [];
   const liveIds = new Set(live.map((run) => run.runId));
   const shown = [...live, ...older.runs.filter((run) => !liveIds.has(run.runId))];
+  // The page after the last one loaded: the live page's until an older one is.
+  const nextCursor = older.loaded ? older.nextCursor : runs.data?.nextCursor;
   const loadOlder = async () => {
-    const oldest = shown.at(-1);
-    if (!oldest) return;
+    if (nextCursor === undefined) return;
     setLoadingOlder(true);
     setOlderError(undefined);
     try {
-      const page = await listRuns({ ...queryOf(applied), before: oldest.lastAt });
-      setOlder((now) => ({ runs: [...now.runs, ...page], exhausted: page.length < LIMIT }));
+      const page = await listRuns({ ...queryOf(applied), cursor: nextCursor });
+      // The first older page goes on after the live page as it is now: its runs are kept below it, so those that new
+      // runs push off the live page stay shown.
+      setOlder((now) => ({ runs: [...(now.loaded ? now.runs : live), ...page.runs], loaded: true, nextCursor: page.nextCursor }));
     } catch (caught) {
       setOlderError(messageOf(caught));
     } finally {
       setLoadingOlder(false);
     }
   };
-  const mayHaveOlder = !older.exhausted && (older.runs.length > 0 || live.length >= LIMIT);
+  const mayHaveOlder = nextCursor !== undefined;
   const field = (name: keyof Filters) => ({
     id: `runs-${name}`,
     name,
@@ -187,7 +191,7 @@ export function RunsPage() {
           {loadingOlder ? 'Loading older runs…' : 'Load older runs'}
         </button>
       )}
-      {older.exhausted && <p class="muted">No older runs.</p>}
+      {older.loaded && nextCursor === undefined && <p class="muted">No older runs.</p>}
     </Page>
   );
 }

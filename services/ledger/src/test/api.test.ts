@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { MemoryBus, appendLedgerEvent } from '@punk/lib';
 import { startLedger, type RunSummary } from '../index.js';
-import { backends, log, toolRun, uniqueTenant, until } from './helpers.js';
+import { backends, event, log, toolRun, uniqueTenant, until } from './helpers.js';
 
 for (const backend of backends) {
   test(`[${backend.name}] an operator browses runs and verifies the chain over HTTP`, async () => {
@@ -100,7 +100,7 @@ for (const backend of backends) {
       assert.equal(misspelt.body.error.code, 'InvalidParameter');
       assert.equal(
         misspelt.body.error.message,
-        'unknown query parameter "tennant" of /api/v1/runs; accepted: tenant, limit, before, server, tool, subject, type, outcome, trigger, since, until',
+        'unknown query parameter "tennant" of /api/v1/runs; accepted: tenant, limit, cursor, before, server, tool, subject, type, outcome, trigger, since, until',
       );
       const several = await get(`/runs/run-first?tenant=${tenant}&verbose=1&x=2`);
       assert.equal(several.status, 400);
@@ -121,6 +121,86 @@ for (const backend of backends) {
       assert.equal(zero.status, 400);
       assert.equal(zero.body.error.message, 'query parameter maxEvents must be an integer from 1 to 100000, got "0"');
       assert.match((await get(`/ledger/verify?tenant=${tenant}&from=start`)).body.error.message, /from must be checkpoint or genesis/);
+    } finally {
+      await ledger.stop();
+      await new Promise((resolve) => server.close(resolve));
+      await bus.close();
+      await close();
+    }
+  });
+}
+
+for (const backend of backends) {
+  test(`[${backend.name}] runs whose last events share one time are each paged once by the cursor`, async () => {
+    const { db, close } = await backend.open();
+    const bus = new MemoryBus(log);
+    const ledger = await startLedger({ bus, db, log });
+    const app = express();
+    app.use('/api/v1', ledger.router);
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise((resolve) => server.once('listening', resolve));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v1`;
+    const get = async (path: string) => {
+      const res = await fetch(base + path);
+      return { status: res.status, body: (await res.json()) as { runs: RunSummary[]; nextCursor?: string; error?: { message: string } } };
+    };
+    try {
+      const tenant = uniqueTenant();
+      // 23 runs: one older, 20 at one same instant, two newer, so pages of 4 cut the 20 several times.
+      const at = (time: string) => (e: ReturnType<typeof event>) => ({ ...e, occurredAt: time });
+      const runs = [
+        at('2026-03-01T10:00:00.000Z')(event(tenant, 'run-older', 'server.registered')),
+        ...Array.from({ length: 20 }, (_, i) =>
+          at('2026-03-01T10:00:01.000Z')(event(tenant, `run-same-${String(i).padStart(2, '0')}`, 'server.registered')),
+        ),
+        at('2026-03-01T10:00:02.000Z')(event(tenant, 'run-newer-a', 'server.registered')),
+        at('2026-03-01T10:00:02.000Z')(event(tenant, 'run-newer-b', 'server.registered')),
+      ];
+      for (const e of runs) await appendLedgerEvent(bus, e);
+      await until('23 events', async () => ((await ledger.store.verify(tenant)).events === runs.length ? true : undefined));
+
+      const seen: string[] = [];
+      let cursor: string | undefined;
+      let pages = 0;
+      do {
+        const page = await get(`/runs?tenant=${tenant}&limit=4${cursor === undefined ? '' : `&cursor=${cursor}`}`);
+        assert.equal(page.status, 200, JSON.stringify(page.body));
+        seen.push(...page.body.runs.map((r) => r.runId));
+        cursor = page.body.nextCursor;
+        pages++;
+      } while (cursor !== undefined);
+      const expected = [
+        'run-newer-b',
+        'run-newer-a',
+        ...Array.from({ length: 20 }, (_, i) => `run-same-${String(19 - i).padStart(2, '0')}`),
+        'run-older',
+      ];
+      assert.deepEqual(seen, expected, 'every run once, most recently active first, then by run id');
+      assert.equal(pages, 6, 'the last page holds the last run and says there is no next');
+      const whole = await get(`/runs?tenant=${tenant}&limit=23`);
+      assert.equal(whole.body.nextCursor, undefined, 'a page holding every run has no next');
+
+      // The filters apply on every page, the cursor only says where the page starts.
+      const first = await get(`/runs?tenant=${tenant}&limit=2`);
+      const filtered = await get(`/runs?tenant=${tenant}&limit=500&cursor=${first.body.nextCursor!}&before=2026-03-01T10:00:01.000Z`);
+      assert.deepEqual(
+        filtered.body.runs.map((r) => r.runId),
+        ['run-older'],
+      );
+
+      for (const bad of [
+        'not-a-cursor!',
+        'eyJ2IjoxfQ',
+        Buffer.from('{"v":2,"lastAt":"2026-03-01T10:00:01.000Z","runId":"x"}').toString('base64url'),
+        '',
+      ]) {
+        const res = await get(`/runs?tenant=${tenant}&cursor=${encodeURIComponent(bad)}`);
+        assert.equal(res.status, 400, bad);
+        assert.equal(
+          res.body.error?.message,
+          `query parameter cursor is not a nextCursor this API returned (leave it out for the first page), got ${JSON.stringify(bad)}`,
+        );
+      }
     } finally {
       await ledger.stop();
       await new Promise((resolve) => server.close(resolve));
