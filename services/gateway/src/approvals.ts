@@ -12,6 +12,8 @@
  *   notifications when the client sent a progress token (the front's SSE keep-alive comments otherwise);
  * - then fails closed, naming the approval id and the route that decides it. An unattended call (no client channel)
  *   never waits or asks.
+ * An approval is spent by a call that reaches its upstream: one consumed by a call that then ends before its request
+ * goes out (a dead server, a full or timed-out queue, an open circuit) is given back ({@link releaseApproval}).
  */
 import { createHash } from 'node:crypto';
 import canonicalize from 'canonicalize';
@@ -121,6 +123,23 @@ export async function seekApproval(bus: Bus, log: Logger, call: ApprovalCall): P
     if (reply.approval.state === 'consumed') return { approved: true, approval: reply.approval };
   }
   return { approved: false, message: refusalOf(call, reply.approval) };
+}
+
+/**
+ * Gives back approval `id`, consumed by the call of run `runId` that then ended before its request reached the
+ * upstream, so the next call of the same four may use it (`punk.governance.approval` op `release`). Never throws: when
+ * governance cannot release it, the approval stays consumed (its `approval.consumed` event on the ledger) and a
+ * warning says so.
+ */
+export async function releaseApproval(bus: Bus, log: Logger, release: { tenant: string; id: string; runId: string }): Promise<void> {
+  try {
+    await requestApproval(bus, { op: 'release', ...release });
+  } catch (error) {
+    log.warn(
+      { approvalId: release.id, runId: release.runId, err: errorMessage(error) },
+      'a call that did not reach its upstream could not give its approval back; the approval stays consumed',
+    );
+  }
 }
 
 /** The tool error of a call that did not get its approval, naming the request and what to do. */

@@ -26,7 +26,7 @@ import {
   WORKFLOW_SERVER,
 } from '@punk/lib';
 import { traceUpstreamCall } from '@punk/lib';
-import { seekApproval } from './approvals.js';
+import { releaseApproval, seekApproval } from './approvals.js';
 import { queueShareOf } from './call-queue.js';
 import { awaitingReviewMessage, declaredLevelOf, denialOf, isToolVisible } from './catalog.js';
 import { busClientLink, type CallCancellations, type ClientLink, type PendingRequests } from './client-channel.js';
@@ -84,7 +84,8 @@ type CallRequest = Exclude<GatewayRequest, { method: 'catalog/list' | 'resources
  * (the shape of an approval_required refusal) after the governance decision, without reaching the upstream.
  * Both checks (tool served, no approval pending) are made again right before the request goes out, after any
  * (re)connect inside the call (idle reconnect, 401 renewal) that listed the tools anew; a refusal there ends the
- * same way, on the ledger, without the request.
+ * same way, on the ledger, without the request. A tools/call that consumed an approval and ended before any request
+ * went out (unavailable, busy, circuit open, refused) gives the approval back for the next call (approvals.ts).
  */
 export function createRelay(deps: {
   bus: Bus;
@@ -147,8 +148,15 @@ export function createRelay(deps: {
     };
     const run = (link: ClientLink | undefined): Promise<Record<string, unknown>> => {
       switch (request.method) {
-        case 'tools/call':
-          return callTool(bus, log, decide, upstream, request, context, link, cancel?.signal, pinning, maxResultBytes);
+        case 'tools/call': {
+          // approvals.ts: an approval is spent by a request that reached the upstream; the call's ending gives it back otherwise.
+          const use: ApprovalUse = { id: undefined, reached: false };
+          return callTool(bus, log, decide, upstream, request, context, link, cancel?.signal, pinning, maxResultBytes, use).finally(() =>
+            use.id !== undefined && !use.reached
+              ? releaseApproval(bus, log, { tenant: request.tenant, id: use.id, runId: context.runId })
+              : undefined,
+          );
+        }
         case 'resources/read':
           return relayOther(bus, decide, upstream, request, context, 'resource', request.uri, link, cancel?.signal, maxResultBytes);
         case 'prompts/get':
@@ -181,6 +189,12 @@ function listCatalog(registry: Registry, tenant: string, server: string | undefi
   return { servers: [one] };
 }
 
+/** The approval a tools/call consumed (its `id`), and whether a request of the call reached the upstream, which spends it. */
+interface ApprovalUse {
+  id: string | undefined;
+  reached: boolean;
+}
+
 async function callTool(
   bus: Bus,
   log: Logger,
@@ -192,6 +206,7 @@ async function callTool(
   signal: AbortSignal | undefined,
   pinning: PinningCheck | undefined,
   maxResultBytes: number,
+  use: ApprovalUse,
 ): Promise<Record<string, unknown>> {
   const name = request.name;
   const notServed = () =>
@@ -205,7 +220,6 @@ async function callTool(
   const declaredLevel = declaredLevelOf(upstream.server, name, typeof known === 'object' ? known : undefined);
   const audit = await ask(decide, request, context, 'tool', name, declaredLevel);
   const { decision } = audit;
-  let approvalId: string | undefined;
   if (decision.decision === 'approval_required') {
     // approvals.ts: an approval of this exact call is consumed, or asked for, or waited for, or the call fails closed.
     const token = request._meta?.['progressToken'];
@@ -223,7 +237,7 @@ async function callTool(
       signal,
     });
     if (!approval.approved) return toolError(approval.message);
-    approvalId = approval.approval.id;
+    use.id = approval.approval.id;
   } else if (decision.decision !== 'allow') return toolError(refusal(`tool ${name}`, request.server, decision));
   if (hidden() || pinning?.isApprovalRequired(request.tenant, request.server, name)) {
     // Fails closed like an approval_required decision for an unattended caller; the attempt is on the ledger.
@@ -251,7 +265,7 @@ async function callTool(
     arguments: request.arguments ?? {},
     decisionId: decision.decisionId,
     sideEffectLevel: decision.sideEffectLevel,
-    ...(approvalId !== undefined && { approvalId }),
+    ...(use.id !== undefined && { approvalId: use.id }),
     ...(audit.folded && { decision: audit.folded }),
   });
   const appendCalled = () => {
@@ -273,6 +287,7 @@ async function callTool(
     if (refusedAs === 'hidden') return awaitingReviewMessage(name, request.server);
     if (refusedAs === 'pinned') return pinningRefusal(name, request.server);
     appended ??= appendCalled();
+    use.reached = true;
     return undefined;
   };
   const outcome = await settle(

@@ -3,7 +3,10 @@
  * state and it survives a restart. A request is bound to the exact call that asked (principal, server, tool, the
  * SHA-256 of the RFC 8785 canonical arguments); once approved it authorises one call with the same four before it
  * expires, and is then `consumed` by an atomic `UPDATE … WHERE state = 'approved' RETURNING`, so two replicas never
- * both use it. Every change is a ledger event in the run of the call it belongs to (docs/governance.md "Approvals").
+ * both use it; a call that then fails before reaching its upstream gives it back (`release`). Every change is a ledger
+ * event in the run of the call it belongs to, appended (acknowledged by the stream) inside the transaction of the
+ * change, before it commits: a change whose event could not be appended is rolled back, so no state is without its
+ * event (docs/governance.md "Approvals").
  */
 import { randomUUID } from 'node:crypto';
 import {
@@ -146,19 +149,16 @@ export class ApprovalStore {
     const call = [claim.tenant, boundSubject(claim.principal), claim.server, claim.tool, claim.argumentsDigest];
     const callMatch = 'tenant = $1 AND subject = $2 AND server = $3 AND tool = $4 AND arguments_digest = $5';
     const target = claim.id === undefined ? '' : 'AND id = $7';
-    const consumed = await this.db.query<Row>(
+    const [consumed] = await this.change(
       `UPDATE governance.approvals SET state = 'consumed', consumed_at = now(), consumed_run_id = $6
         WHERE id = (SELECT id FROM governance.approvals WHERE ${callMatch} AND state = 'approved' AND expires_at > now() ${target}
                      ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
           AND state = 'approved'
         RETURNING *`,
       [...call, claim.runId, ...(claim.id === undefined ? [] : [claim.id])],
+      () => ({ type: 'approval.consumed', runId: claim.runId }),
     );
-    if (consumed.rows[0]) {
-      const approval = approvalOf(consumed.rows[0]);
-      await this.record('approval.consumed', approval, claim.runId);
-      return { approval, callerMayDecide: false };
-    }
+    if (consumed) return { approval: approvalOf(consumed), callerMayDecide: false };
     const existing =
       claim.id === undefined
         ? await this.db.query<Row>(
@@ -169,7 +169,7 @@ export class ApprovalStore {
     let row = existing.rows[0];
     if (!row && claim.id !== undefined) throw new PunkError('ApprovalNotFound', `no approval ${claim.id} for this call`, { id: claim.id });
     if (!row) {
-      const created = await this.db.query<Row>(
+      [row] = await this.change(
         `INSERT INTO governance.approvals (id, tenant, subject, groups, server, tool, arguments_digest, rule, generation,
            approvers, allow_self, run_id, session_id, state, expires_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'pending', now() + $14 * interval '1 millisecond')
@@ -190,11 +190,10 @@ export class ApprovalStore {
           claim.sessionId ?? null,
           claim.approval.timeoutMs,
         ],
+        (created) => ({ type: 'approval.requested', runId: created.run_id, args: claim.arguments }),
       );
-      row = created.rows[0]!;
-      await this.record('approval.requested', approvalOf(row), row.run_id, claim.arguments);
     }
-    const approval = approvalOf(row);
+    const approval = approvalOf(row!);
     return {
       approval,
       callerMayDecide: approval.state === 'pending' && decideRefusal(approval, this.callerOf(claim.principal)) === undefined,
@@ -258,20 +257,20 @@ export class ApprovalStore {
     const refusal = decideRefusal(found, caller);
     if (refusal) throw new PunkError('ApprovalForbidden', refusal, { id });
     const state: ApprovalState = verdict === 'approve' ? 'approved' : 'denied';
-    const { rows } = await this.db.query<Row>(
+    const [decided] = await this.change(
       `UPDATE governance.approvals SET state = $3, decided_by = $4, decided_at = now(), reason = $5
         WHERE tenant = $1 AND id = $2 AND state = 'pending' AND expires_at > now() RETURNING *`,
       [tenant, id, state, caller.principal.subject, reason ?? null],
+      (row) => ({ type: state === 'approved' ? 'approval.granted' : 'approval.denied', runId: row.run_id }),
     );
-    if (!rows[0]) {
+    if (!decided) {
       const now = await this.find(this.db, tenant, id);
       throw new PunkError('ApprovalNotPending', `approval ${id} is ${now?.state ?? 'gone'}, not pending: it cannot be decided any more`, {
         id,
         state: now?.state,
       });
     }
-    const approval = approvalOf(rows[0]);
-    await this.record(state === 'approved' ? 'approval.granted' : 'approval.denied', approval, approval.runId);
+    const approval = approvalOf(decided);
     await this.bus
       .publish(subjects.approvalDecided(id), { id, state })
       .catch((error: unknown) =>
@@ -282,12 +281,55 @@ export class ApprovalStore {
 
   /** Marks the open requests past their expiry (of `tenant`, or of every tenant) `expired`, each on the ledger. */
   async expire(tenant?: string): Promise<void> {
-    const { rows } = await this.db.query<Row>(
+    await this.change(
       `UPDATE governance.approvals SET state = 'expired'
         WHERE state IN ('pending', 'approved') AND expires_at <= now() ${tenant === undefined ? '' : 'AND tenant = $1'} RETURNING *`,
       tenant === undefined ? [] : [tenant],
+      (row) => ({ type: 'approval.expired', runId: row.run_id }),
     );
-    for (const row of rows) await this.record('approval.expired', approvalOf(row), row.run_id);
+  }
+
+  /**
+   * Gives approval `id`, consumed by the call of run `runId`, back: that call ended before its request reached the
+   * upstream, so the approval is `approved` again for the next call (until it expires), on the ledger in `runId`.
+   * @throws PunkError `ApprovalNotFound`; `ApprovalNotConsumed` (naming its state) when it is not consumed by that run.
+   */
+  async release(tenant: string, id: string, runId: string): Promise<Approval> {
+    const [released] = await this.change(
+      `UPDATE governance.approvals SET state = 'approved', consumed_at = NULL, consumed_run_id = NULL
+        WHERE tenant = $1 AND id = $2 AND state = 'consumed' AND consumed_run_id = $3 RETURNING *`,
+      [tenant, id, runId],
+      () => ({ type: 'approval.released', runId }),
+    );
+    if (released) return approvalOf(released);
+    const now = await this.find(this.db, tenant, id);
+    if (!now) throw notFound(tenant, id);
+    throw new PunkError(
+      'ApprovalNotConsumed',
+      `approval ${id} is ${now.state}${now.consumedRunId ? ` (used by run ${now.consumedRunId})` : ''}, not consumed by run ${runId}: it cannot be released`,
+      { id, state: now.state },
+    );
+  }
+
+  /**
+   * Runs the change `sql` (an UPDATE or INSERT … RETURNING *) in a transaction and appends the ledger event `event`
+   * says for each row it returns before the transaction commits: when an append fails, the change is rolled back and
+   * the error thrown. (A crash after the appends and before the commit leaves an event whose change is not made: the
+   * event says what was attempted, never the reverse.) Resolves with the changed rows.
+   */
+  private change(
+    sql: string,
+    params: unknown[],
+    event: (row: Row) => { type: LedgerEventType; runId: string; args?: Record<string, unknown> },
+  ): Promise<Row[]> {
+    return this.db.transaction(async (tx) => {
+      const { rows } = await tx.query<Row>(sql, params);
+      for (const row of rows) {
+        const { type, runId, args } = event(row);
+        await this.record(type, approvalOf(row), runId, args);
+      }
+      return rows;
+    });
   }
 
   private async find(db: Queryable, tenant: string, id: string): Promise<Approval | undefined> {

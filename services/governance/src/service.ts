@@ -116,6 +116,8 @@ export async function startGovernance(options: GovernanceOptions): Promise<Gover
       switch (request.op) {
         case 'claim':
           return approvals.claim(request);
+        case 'release':
+          return { approval: await approvals.release(request.tenant, request.id, request.runId) };
         case 'list':
           return {
             approvals: (await approvals.list(request.tenant, request.caller, request.filter)).map((approval) =>

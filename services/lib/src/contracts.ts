@@ -571,6 +571,9 @@ export const approvalFilterSchema = z.object({
  *   while the call waits); else the oldest `approved` request of the same principal, server, tool and arguments
  *   digest, then a `pending` one, else a new `pending` request (`approval.requested`). An approved one is consumed
  *   (`approval.consumed`, in `runId`).
+ * - `release` (the gateway, when the call that consumed approval `id` in run `runId` ended before its request reached
+ *   the upstream: a dead server, a full or timed-out queue, an open circuit): the approval is `approved` again, for the
+ *   next call (`approval.released`, in `runId`); answers `{ approval }`.
  * - `list`, `get`, `decide`: the approvals API; `decide` is refused (`ApprovalForbidden`) for a caller who may not.
  */
 export const approvalRequestSchema = z.discriminatedUnion('op', [
@@ -590,6 +593,7 @@ export const approvalRequestSchema = z.discriminatedUnion('op', [
     sessionId: z.string().optional(),
     id: z.uuid().optional(),
   }),
+  z.object({ op: z.literal('release'), tenant: z.string().min(1), id: z.uuid(), runId: z.string().min(1) }),
   z.object({ op: z.literal('list'), tenant: z.string().min(1), caller: approvalCallerSchema, filter: approvalFilterSchema }),
   z.object({ op: z.literal('get'), tenant: z.string().min(1), caller: approvalCallerSchema, id: z.string().min(1) }),
   z.object({
@@ -678,13 +682,14 @@ export const ledgerEventTypeSchema = z.enum([
   /**
    * Approvals, each in the run of the call it belongs to (`data`: `approvalId`, `server`, `tool`, `argumentsDigest`,
    * `rule`, the call's `arguments` on a request, and `decidedBy`/`reason` for decisions): a request recorded, approved,
-   * denied, expired, used by its call.
+   * denied, expired, used by its call, and given back by a call that failed before reaching its upstream (usable again).
    */
   'approval.requested',
   'approval.granted',
   'approval.denied',
   'approval.expired',
   'approval.consumed',
+  'approval.released',
   /** Settings API: a tenant setting changed (`data`: `key`, `value`, `previous`). */
   'settings.changed',
   /**

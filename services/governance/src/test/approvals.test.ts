@@ -2,10 +2,14 @@
  * Approval requests in Postgres, through two governance replicas on one database and one NATS (this test's own
  * nats-server): concurrent claims of one approved request consume it exactly once; a request past its expiry is
  * `expired` (on the ledger, its request holding the call's arguments) and cannot be decided; who may decide follows the rule's approvers and allowSelf.
+ * A change is on the ledger before it commits: with the ledger's stream gone, an approved request stays approved
+ * (never consumed without its event); a consumed one given back by the call that used it is approved again.
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
 import {
   approvalClaimReplySchema,
   createLogger,
@@ -175,5 +179,80 @@ describe('approval requests on two governance replicas', () => {
     const requested = events.find((e) => e.data['approvalId'] === pending.approval.id && e.type === 'approval.requested');
     assert.deepEqual(requested?.data['arguments'], { entityNames: ['old'] }, 'approvers see the arguments they decide on');
     assert.ok(events.every((e) => e.source === 'governance' || e.tenant !== tenant));
+  });
+
+  /** The governance events of approval `id` on the ledger's stream, as `[type, runId]`. */
+  const eventsOf = async (id: string) =>
+    (await buses[0]!.readStream(streams.ledger.name, { subject: subjects.ledgerEvents, afterSeq: 0, limit: 10_000 }))
+      .map((m) => ledgerEventSchema.parse(m.data))
+      .filter((e) => e.data['approvalId'] === id)
+      .map((e) => [e.type, e.runId]);
+  const stateOf = async (id: string) =>
+    (await database.db.query('SELECT state, consumed_run_id FROM governance.approvals WHERE id = $1', [id])).rows[0];
+
+  it('an approval is consumed together with its ledger event: when the append fails, it stays approved', async () => {
+    const digest = 'e'.repeat(64);
+    const pending = await claim(claimOf({ argumentsDigest: digest }));
+    await decide('bob', [], pending.approval.id, 'approve');
+    // Given the ledger's stream gone (no JetStream stream captures punk.ledger.events any more),
+    const nc = await connect({ servers: nats.url });
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.delete(streams.ledger.name);
+    try {
+      // when the approved call claims its approval, the claim fails on the append,
+      await assert.rejects(claim(claimOf({ argumentsDigest: digest })), (error: unknown) => {
+        assert.ok(error instanceof PunkError, String(error));
+        assert.equal(error.code, 'BusStreamNotFound');
+        return true;
+      });
+      // and the approval is not consumed: its state commits only with its event.
+      assert.deepEqual(await stateOf(pending.approval.id), { state: 'approved', consumed_run_id: null });
+    } finally {
+      await buses[0]!.ensureStream(streams.ledger);
+      await nc.close();
+    }
+    // Once the stream is back, the same call consumes it, and the ledger holds that.
+    const runId = randomUUID();
+    const used = await claim(claimOf({ argumentsDigest: digest, runId }));
+    assert.equal(used.approval.state, 'consumed');
+    assert.deepEqual(await stateOf(pending.approval.id), { state: 'consumed', consumed_run_id: runId });
+    assert.deepEqual(await eventsOf(pending.approval.id), [['approval.consumed', runId]]);
+  });
+
+  it('a call that did not reach its upstream gives its approval back: approved again, on the ledger, for one next call', async () => {
+    const digest = 'f'.repeat(64);
+    const pending = await claim(claimOf({ argumentsDigest: digest }));
+    await decide('bob', [], pending.approval.id, 'approve');
+    const failed = randomUUID();
+    assert.equal((await claim(claimOf({ argumentsDigest: digest, runId: failed }))).approval.state, 'consumed');
+    const release = (runId: string) =>
+      requestApproval(buses[1]!, { op: 'release', tenant, id: pending.approval.id, runId }) as Promise<{ approval: ApprovalView }>;
+    // Only the run that consumed it gives it back.
+    const stranger = randomUUID();
+    await assert.rejects(release(stranger), (error: unknown) => {
+      assert.ok(error instanceof PunkError, String(error));
+      assert.equal(error.code, 'ApprovalNotConsumed');
+      assert.equal(
+        error.message,
+        `approval ${pending.approval.id} is consumed (used by run ${failed}), not consumed by run ${stranger}: it cannot be released`,
+      );
+      return true;
+    });
+    const released = await release(failed);
+    assert.equal(released.approval.state, 'approved');
+    assert.equal(released.approval.consumedRunId, undefined);
+    // The next call uses it, once.
+    const next = randomUUID();
+    assert.equal((await claim(claimOf({ argumentsDigest: digest, runId: next }))).approval.id, pending.approval.id);
+    const another = await claim(claimOf({ argumentsDigest: digest }));
+    assert.equal(another.approval.state, 'pending');
+    assert.notEqual(another.approval.id, pending.approval.id);
+    await assert.rejects(release(failed), /is consumed \(used by run .*\), not consumed by run/);
+    const events = await eventsOf(pending.approval.id);
+    assert.deepEqual(events.slice(2), [
+      ['approval.consumed', failed],
+      ['approval.released', failed],
+      ['approval.consumed', next],
+    ]);
   });
 });
