@@ -3,28 +3,32 @@
  * `Mcp-Method` or `MCP-Protocol-Version` header disagrees with its body is answered -32020 with `data.mismatch`
  * holding the header's value and the body's value (not the message twice); an unsupported `MCP-Protocol-Version`
  * lists 2026-07-28 among the supported versions on `/mcp`, and on the HTTP+SSE `/sse` says where 2026-07-28 is
- * served.
+ * served. The -32020 answers on `punk cluster` too.
  */
 import assert from 'node:assert/strict';
-import { appendFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { after, before, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
+import { scratchDatabase } from './distributed.js';
 import { manifestDir, removeDir, repoRoot, startPunk, type RunningPunk } from './harness.js';
+import { startOwnNats } from './nats-server.js';
 
 const V2026 = '2026-07-28';
 let dir: string;
 let punk: RunningPunk;
 
-before(async () => {
-  dir = await manifestDir('header-mismatch-up', {
-    'tally.yaml': `apiVersion: mcp.punk.dev/v1alpha1
+/** The tally fixture, writing its calls into `dir`. */
+const tally = (dir: string) => `apiVersion: mcp.punk.dev/v1alpha1
 kind: McpServer
 metadata: { name: tally }
 spec:
   command: [${JSON.stringify(process.execPath)}, ${JSON.stringify(join(repoRoot, 'e2e/fixtures/tally.mjs'))}]
-`,
-  });
-  await appendFile(join(dir, 'tally.yaml'), `  env: [{ name: TALLY_FILE, value: ${JSON.stringify(join(dir, 'tally.log'))} }]\n`);
+  env: [{ name: TALLY_FILE, value: ${JSON.stringify(join(dir, 'tally.log'))} }]
+`;
+
+before(async () => {
+  dir = await manifestDir('header-mismatch-up', {});
+  await writeFile(join(dir, 'tally.yaml'), tally(dir));
   punk = await startPunk({ manifestDir: dir });
 });
 
@@ -41,11 +45,12 @@ const meta = (version: string) => ({
 
 /** POSTs `body` to `path` and returns the HTTP status and the JSON-RPC error. */
 async function errorOf(
+  baseUrl: string,
   path: string,
   body: unknown,
   headers: Record<string, string>,
 ): Promise<{ status: number; code: number; message: string; data: unknown }> {
-  const response = await fetch(`${punk.baseUrl}${path}`, {
+  const response = await fetch(`${baseUrl}${path}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
     body: JSON.stringify(body),
@@ -54,7 +59,8 @@ async function errorOf(
   return { status: response.status, ...error };
 }
 
-test('2026-07-28: -32020 carries the header value and the body value in data.mismatch', async () => {
+/** Each mismatching header of a 2026-07-28 `tools/call` answers -32020 naming both values; matching ones pass. */
+async function mismatchesNamed(baseUrl: string): Promise<void> {
   const call = {
     jsonrpc: '2.0',
     id: 1,
@@ -89,13 +95,13 @@ test('2026-07-28: -32020 carries the header value and the body value in data.mis
     },
   ];
   for (const c of cases) {
-    const error = await errorOf('/mcp', call, c.headers);
+    const error = await errorOf(baseUrl, '/mcp', call, c.headers);
     assert.equal(error.status, 400, c.what);
     assert.equal(error.code, -32020, c.what);
     assert.deepEqual(error.data, { mismatch: c.mismatch }, `${c.what}: ${error.message}`);
     assert.ok(error.message.includes(JSON.stringify(c.mismatch.body)), `${c.what}: the message names the body's value: ${error.message}`);
   }
-  const matching = await fetch(`${punk.baseUrl}/mcp`, {
+  const matching = await fetch(`${baseUrl}/mcp`, {
     method: 'POST',
     headers: {
       'content-type': 'application/json',
@@ -108,20 +114,51 @@ test('2026-07-28: -32020 carries the header value and the body value in data.mis
   });
   assert.equal(matching.status, 200, 'headers that repeat the body pass');
   assert.match(await matching.text(), /counted 1/);
-});
+}
+
+test('2026-07-28: -32020 carries the header value and the body value in data.mismatch', () => mismatchesNamed(punk.baseUrl));
 
 test('an unsupported MCP-Protocol-Version: /mcp lists 2026-07-28, /sse says where 2026-07-28 is served', async () => {
-  const legacy = await errorOf('/mcp', { jsonrpc: '2.0', id: 2, method: 'tools/list' }, { 'mcp-protocol-version': '2024-01-01' });
+  const legacy = await errorOf(
+    punk.baseUrl,
+    '/mcp',
+    { jsonrpc: '2.0', id: 2, method: 'tools/list' },
+    { 'mcp-protocol-version': '2024-01-01' },
+  );
   assert.equal(legacy.code, -32022);
   assert.ok((legacy.data as { supported: string[] }).supported.includes(V2026), JSON.stringify(legacy.data));
   const modern = await errorOf(
+    punk.baseUrl,
     '/mcp',
     { jsonrpc: '2.0', id: 3, method: 'tools/list', params: { _meta: meta('2099-01-01') } },
     { 'mcp-protocol-version': '2099-01-01', 'mcp-method': 'tools/list' },
   );
   assert.deepEqual(modern.data, { supported: [V2026], requested: '2099-01-01' });
-  const sse = await errorOf('/sse', { jsonrpc: '2.0', id: 4, method: 'tools/list' }, { 'mcp-protocol-version': V2026 });
+  const sse = await errorOf(punk.baseUrl, '/sse', { jsonrpc: '2.0', id: 4, method: 'tools/list' }, { 'mcp-protocol-version': V2026 });
   assert.equal(sse.status, 400);
   assert.equal(sse.code, -32022);
   assert.match(sse.message, /2026-07-28 is served on the Streamable HTTP endpoint \(this path with \/mcp in place of \/sse\)/);
+});
+
+describe('punk cluster (NATS, Postgres, the services as processes)', () => {
+  test('-32020 names both values there too', { timeout: 300_000 }, async () => {
+    const nats = await startOwnNats();
+    const db = await scratchDatabase();
+    const clusterDir = await manifestDir('header-mismatch-cluster', {});
+    await writeFile(join(clusterDir, 'tally.yaml'), tally(clusterDir));
+    const cluster = await startPunk({
+      manifestDir: clusterDir,
+      command: 'cluster',
+      env: { PUNK_NATS_URL: nats.url, PUNK_DATABASE_URL: db.url },
+      timeoutMs: 180_000,
+    });
+    try {
+      await mismatchesNamed(cluster.baseUrl);
+    } finally {
+      await cluster.stop();
+      await nats.stop();
+      await db.drop();
+      await removeDir(clusterDir);
+    }
+  });
 });
