@@ -33,7 +33,8 @@ describe('punk cluster with PUNK_AUTH_MODE=on on its own HTTP example server', (
     serverPort = await freePort();
     const example = await readFile(join(repoRoot, 'examples/everything-http.yaml'), 'utf8');
     dir = await manifestDir('cluster-launched', {
-      'everything-http.yaml': example.replaceAll('4101', String(serverPort)),
+      // A declared port (the example leaves it to Punk): the registration below names the same URL.
+      'everything-http.yaml': example.replace('transport: streamable-http', `transport: streamable-http\n  port: ${String(serverPort)}`),
       'broken.yaml': `apiVersion: mcp.punk.dev/v1alpha1
 kind: McpServer
 metadata: { name: broken }

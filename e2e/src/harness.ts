@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
  * with real MCP clients, as a user would.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { cp, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -36,19 +36,12 @@ export async function manifestDir(prefix: string, files: Record<string, string>)
 }
 
 /**
- * Copies `examples/` into a temporary directory, moving the HTTP example to a
- * free port, and adds `extra` manifests (file name to YAML text).
+ * Copies `examples/` into a temporary directory (its HTTP server gets a free port from Punk), and adds `extra`
+ * manifests (file name to YAML text).
  */
 export async function exampleManifests(extra: Record<string, string> = {}): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'punk-e2e-'));
   await cp(join(repoRoot, 'examples'), dir, { recursive: true });
-  const port = await freePort();
-  for (const name of await readdir(dir)) {
-    if (!name.endsWith('.yaml')) continue;
-    const path = join(dir, name);
-    const text = await readFile(path, 'utf8');
-    await writeFile(path, text.replaceAll('4101', String(port)));
-  }
   for (const [name, text] of Object.entries(extra)) await writeFile(join(dir, name), text);
   return dir;
 }

@@ -14,7 +14,7 @@ import type { Client } from '@modelcontextprotocol/client';
 import { connectClient, listAllTools, textOf } from './clients.js';
 import { startEchoServer, type EchoServer } from './echo-server.js';
 import { scratchDatabase } from './distributed.js';
-import { eventually, freePort, manifestDir, removeDir, repoRoot, startPunk, type RunningPunk } from './harness.js';
+import { eventually, manifestDir, removeDir, repoRoot, startPunk, type RunningPunk } from './harness.js';
 import { startOwnNats } from './nats-server.js';
 
 const ENV_SECRET = `env-${randomBytes(8).toString('hex')}`;
@@ -161,7 +161,6 @@ describe('punk cluster serves the same documents over NATS', () => {
   test('its policy is published to the replicas: the denied tool is refused, and an edit is reloaded', async () => {
     const nats = await startOwnNats();
     const db = await scratchDatabase();
-    const port = await freePort();
     const example = await readFile(join(repoRoot, 'examples/everything-http.yaml'), 'utf8');
     const guard = (tool: string) => `apiVersion: mcp.punk.dev/v1alpha1
 kind: McpPolicy
@@ -171,7 +170,7 @@ spec:
     - { name: no-${tool}, servers: [everything-http], tools: [${tool}], decision: deny }
 `;
     const clusterDir = await manifestDir('local-governance-cluster', {
-      'everything-http.yaml': example.replaceAll('4101', String(port)),
+      'everything-http.yaml': example,
       'policy.yaml': guard('echo'),
     });
     const cluster = await startPunk({

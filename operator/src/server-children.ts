@@ -110,7 +110,8 @@ export interface ServerChildren {
 /**
  * The children of `server` (see this module's comment). A server made from an image or a package gets:
  * - ServiceAccount `<name>`, automountServiceAccountToken false;
- * - Service `<name>` (ClusterIP) on the bridge's port 8080 (stdio) or `spec.port`;
+ * - Service `<name>` (ClusterIP) on the bridge's port 8080 (stdio) or `spec.port` (8080 too when absent; `$(PORT)` in
+ *   the command, args and env values of an HTTP server expands to it, as under `punk up`);
  * - Deployment `<name>` of `spec.replicas` sandboxed pods (sandbox.ts): the server container `server` with the
  *   bridge in front of a stdio server (`punk-bridge serve --port 8080 --path <spec.path> -- <command> <args>`;
  *   for an image, the bridge is copied in by an init container from the bridge image), `npx -y <name>@<version>`
@@ -135,6 +136,14 @@ export interface ServerChildren {
  *   of a url server (the gateway resolves only McpCredentials), and any refused `spec.podTemplate…` field.
  * @throws Error naming `packageRegistries.<registry>[i]` for a configured registry that is not `host[:port]`.
  */
+/**
+ * `value` with `$(PORT)` replaced by `port`, as `punk up` expands it (gateway launch.ts); `$$` escapes and every other
+ * `$(VAR)` stay for Kubernetes, which expands those from the container's environment.
+ */
+function withPort(value: string, port: number): string {
+  return value.replace(/\$\$|\$\(PORT\)/g, (match) => (match === '$$' ? match : String(port)));
+}
+
 /**
  * An `openapi` McpServer has no pod: the gateway serves its document's operations itself (docs/openapi.md). In the
  * cluster the document is a `url` or inline `content` (the reconciler turns a `configMapKeyRef` into `content`); a
@@ -219,7 +228,8 @@ export function buildServerChildren(server: McpServer, options: ServerChildrenOp
       `"${name}" has ${name.length} characters, too many for the egress proxy this server needs for ${why}: its children are named ${egressProxyName(server)}, which must fit 63 characters, so use a name of at most ${63 - EGRESS_PROXY_SUFFIX.length} characters`,
     );
   }
-  const port = stdio ? BRIDGE_PORT : spec.port!;
+  // A pod has a network of its own: an HTTP server that declares no port listens on the bridge's (punk up picks one).
+  const port = stdio ? BRIDGE_PORT : (spec.port ?? BRIDGE_PORT);
   const metadata = (component: 'mcp-server' = 'mcp-server') => ({
     name,
     namespace,
@@ -342,10 +352,15 @@ function podTemplate(
   const container: V1Container = {
     name: SERVER_CONTAINER,
     image,
-    ...(command && { command }),
-    ...(args && { args }),
+    ...(command && { command: how.stdio ? command : command.map((part) => withPort(part, how.port)) }),
+    ...(args && { args: how.stdio ? args : args.map((arg) => withPort(arg, how.port)) }),
     ports: [{ name: 'mcp', containerPort: how.port, protocol: 'TCP' }],
-    env: withOverrides([...sandboxEnv(), ...how.egress], serverEnv(server, options.credentialSecrets)),
+    env: withOverrides(
+      [...sandboxEnv(), ...how.egress],
+      serverEnv(server, options.credentialSecrets).map((entry) =>
+        how.stdio || entry.value === undefined ? entry : { ...entry, value: withPort(entry.value, how.port) },
+      ),
+    ),
     resources: serverResources(spec),
     securityContext: containerSecurityContext(),
     volumeMounts: mounts,

@@ -266,6 +266,25 @@ describe('package servers', () => {
     assert.equal(served.spec.transport, 'streamable-http');
   });
 
+  it('that declare no port listen on 8080 in their pod, and $(PORT) in args and env expands to it', () => {
+    const server = mcpServer('everything-http', {
+      package: { registry: 'npm', name: '@modelcontextprotocol/server-everything', version: '2026.8.31' },
+      args: ['streamableHttp', '--port=$(PORT)', '$$(PORT)'],
+      transport: 'streamable-http',
+      env: [
+        { name: 'PORT', value: '$(PORT)' },
+        { name: 'OTHER', value: '$(HOME)' },
+      ],
+    });
+    const { objects, endpoint } = buildServerChildren(server, childrenOptions());
+    const c = container(child<V1Deployment>(objects, 'Deployment', 'everything-http'));
+    assert.deepEqual(c.args, ['streamableHttp', '--port=8080', '$$(PORT)'], 'an escaped reference stays for Kubernetes');
+    assert.deepEqual(c.ports, [{ name: 'mcp', containerPort: 8080, protocol: 'TCP' }]);
+    assert.equal(c.env?.find((e) => e.name === 'PORT')?.value, '8080');
+    assert.equal(c.env?.find((e) => e.name === 'OTHER')?.value, '$(HOME)', 'other references are for Kubernetes to expand');
+    assert.equal(endpoint, 'http://everything-http.team-a.svc.cluster.local:8080/mcp');
+  });
+
   it('run spec.command instead of the package command when it is set', () => {
     const { objects } = buildServerChildren(
       mcpServer('custom', { package: { name: 'some-mcp' }, command: ['node', '/opt/x.js'], args: ['a'] }),

@@ -7,7 +7,7 @@ import type { ChildProcess } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { join } from 'node:path';
-import { asLocalUrlServer, planLaunch } from '@punk/gateway';
+import { asLocalUrlServer, freePort, planLaunch } from '@punk/gateway';
 import { transportOf, type McpServer } from '@punk/lib';
 
 /** A server process started by the cluster. */
@@ -56,13 +56,15 @@ export async function prepareServers(options: {
     const { namespace = 'default', name } = server.metadata;
     let forGateways = pinManifestDir(server, options.manifestDir);
     if (isLocalHttpServer(server)) {
-      const plan = await planLaunch(server, { workDir: options.workDir, extraEnv: { PUNK_MANIFEST_DIR: options.manifestDir } });
+      // Its spec.port, or a free loopback port picked for it ($(PORT) expands to it).
+      const port = server.spec.port ?? (await freePort());
+      const plan = await planLaunch(server, { workDir: options.workDir, port, extraEnv: { PUNK_MANIFEST_DIR: options.manifestDir } });
       started.push({
         name: `${namespace}/${name}`,
         process: options.start(name, plan.command, plan.args, plan.env, plan.cwd),
-        url: `http://127.0.0.1:${String(server.spec.port)}${server.spec.path}`,
+        url: `http://127.0.0.1:${String(port)}${server.spec.path}`,
       });
-      forGateways = asLocalUrlServer(forGateways);
+      forGateways = asLocalUrlServer(forGateways, port);
     }
     // JSON is YAML: the manifest loader reads it as it is.
     await writeFile(join(options.outDir, `${namespace}-${name}.yaml`), JSON.stringify(forGateways, null, 2));

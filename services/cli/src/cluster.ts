@@ -31,7 +31,7 @@ import {
   type PunkConfig,
   type ServerCatalog,
 } from '@punk/lib';
-import { freePort } from './ports.js';
+import { freePort } from '@punk/gateway';
 import { prepareServers, waitListening } from './cluster-servers.js';
 import { startProxy, type Proxy } from './proxy.js';
 import { KEY_FILE, localEncryptionKey } from './encryption-key.js';

@@ -55,7 +55,8 @@ tables, or --json):
 Options of \`punk up\`:
   --manifests DIR   McpServer manifests to serve (default: examples, or PUNK_MANIFESTS)
   --data DIR        PGlite data directory (default: .punk/data, or PUNK_DATA_DIR); the servers'
-                    working directories go beside it, in DIR/../servers
+                    working directories go beside it, in DIR-servers (.punk/servers
+                    for .punk/data)
   --ephemeral       keep nothing: the database in memory, the servers' working
                     directories in a temporary directory removed at exit
   --host HOST       listen address (default: 127.0.0.1, or PUNK_HOST)

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { chmod, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import express from 'express';
 import {
   MemoryBus,
@@ -32,6 +32,17 @@ import { localGovernance } from './local-governance.js';
 import { startGovernance } from '@punk/governance';
 import { startLedger } from '@punk/ledger';
 import { ApiKeyStore, confinedTenant, createFront, frontOptionsOf } from '@punk/mcp-front';
+
+/**
+ * The servers' working directories of data directory `dataDir`, beside it and its own: `servers` for the default
+ * `.punk/data` (`.punk/servers`), else `<name>-servers` (`--data run/a` and `--data run/b` get `run/a-servers` and
+ * `run/b-servers`, so two `punk up` in one parent share no server files).
+ */
+export function serversDirOf(dataDir: string): string {
+  const full = resolve(dataDir);
+  const name = basename(full);
+  return join(dirname(full), name === 'data' ? 'servers' : `${name}-servers`);
+}
 
 /** Options of the all-in-one process, beyond the shared configuration. */
 export interface EmbeddedOptions {
@@ -183,7 +194,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
       workDir = await mkdtemp(join(tmpdir(), 'punk-servers-'));
       stops.push(() => rm(workDir, { recursive: true, force: true }));
     } else {
-      workDir = resolve(options.dataDir, '..', 'servers');
+      workDir = serversDirOf(options.dataDir);
       // The servers' own files are in there: owner-only, as the data directory is.
       await mkdir(workDir, { recursive: true, mode: OWNER_ONLY_DIRECTORY_MODE });
       await chmod(workDir, OWNER_ONLY_DIRECTORY_MODE);

@@ -14,6 +14,13 @@
  *   never waits or asks.
  * An approval is spent by a call that reaches its upstream: one consumed by a call that then ends before its request
  * goes out (a dead server, a full or timed-out queue, an open circuit) is given back ({@link releaseApproval}).
+}
+
+ *   notifications when the client sent a progress token (the front's SSE keep-alive comments otherwise); the wait
+ *   ends {@link DEADLINE_MARGIN_MS} before the front's deadline of the call, so that the refusal answers the client,
+ *   not the front's timeout;
+ * - then fails closed, naming the approval id and the route that decides it (and, when the deadline cut the wait,
+ *   the deadline and how to lengthen it). An unattended call (no client channel) never waits or asks.
  */
 import { createHash } from 'node:crypto';
 import canonicalize from 'canonicalize';
@@ -21,6 +28,7 @@ import {
   approvalClaimReplySchema,
   approvalDecidedSchema,
   DEFAULT_APPROVAL,
+  deadlines,
   errorMessage,
   parseMessage,
   PunkError,
@@ -39,6 +47,11 @@ import type { ClientLink } from './client-channel.js';
 export const RECHECK_MS = 5_000;
 /** How often a waiting call sends a progress notification when the client sent a progress token. */
 const PROGRESS_MS = 5_000;
+/**
+ * How long before the front's deadline of a call its approval wait ends, in milliseconds: time for the last claim
+ * (governance's approval deadline), the ledger's audit records and the reply to reach the front.
+ */
+export const DEADLINE_MARGIN_MS = deadlines.governanceApprovalMs + 1_000;
 
 /**
  * The digest an approval is bound to: SHA-256 (hex) of the RFC 8785 canonical JSON (the `canonicalize` package) of
@@ -67,6 +80,11 @@ export interface ApprovalCall {
   progressToken: string | number | undefined;
   /** Aborts when the client cancels the call. */
   signal: AbortSignal | undefined;
+  /**
+   * The front's deadline of the call (lib `CallDeadline`: `ms` and `source` name it) and `at`, the time (epoch
+   * milliseconds) the front stops waiting for the reply; undefined when the caller has none (a workflow's node).
+   */
+  deadline?: { at: number; ms: number; source: string } | undefined;
 }
 
 /** What came of it: the consumed approval (run the call), or the refusal to answer as a tool error. */
@@ -119,8 +137,12 @@ export async function seekApproval(bus: Bus, log: Logger, call: ApprovalCall): P
       if (reply.approval.state === 'consumed') return { approved: true, approval: reply.approval };
     }
   } else if (call.link && (settings?.waitMs ?? 0) > 0 && reply.approval.state === 'pending') {
-    reply = await waitForDecision(bus, log, call, id, settings!.waitMs, claim);
+    const ruleWaitMs = settings!.waitMs;
+    const waitMs = call.deadline ? Math.max(0, Math.min(ruleWaitMs, call.deadline.at - DEADLINE_MARGIN_MS - Date.now())) : ruleWaitMs;
+    reply = await waitForDecision(bus, log, call, id, waitMs, claim);
     if (reply.approval.state === 'consumed') return { approved: true, approval: reply.approval };
+    if (waitMs < ruleWaitMs && reply.approval.state === 'pending')
+      return { approved: false, message: `${refusalOf(call, reply.approval)}. ${cutWaitOf(call.deadline!, ruleWaitMs, waitMs)}` };
   }
   return { approved: false, message: refusalOf(call, reply.approval) };
 }
@@ -140,6 +162,19 @@ export async function releaseApproval(bus: Bus, log: Logger, release: { tenant: 
       'a call that did not reach its upstream could not give its approval back; the approval stays consumed',
     );
   }
+}
+
+/** Why a call waited less than its rule's `wait`, and the fix. */
+function cutWaitOf(deadline: { ms: number; source: string }, ruleWaitMs: number, waitMs: number): string {
+  return (
+    `It waited ${seconds(waitMs)} of its rule's approval.wait of ${seconds(ruleWaitMs)}: the call's deadline is ${seconds(deadline.ms)} ` +
+    `(${deadline.source}), and the wait ends before it. To wait longer, raise that deadline above the wait, or shorten the rule's approval.wait`
+  );
+}
+
+/** Milliseconds as seconds for people (`57 s`, `0.5 s`). */
+function seconds(ms: number): string {
+  return `${String(ms >= 10_000 ? Math.round(ms / 1000) : Math.round(ms / 100) / 10)} s`;
 }
 
 /** The tool error of a call that did not get its approval, naming the request and what to do. */

@@ -11,7 +11,7 @@ import { errorMessage, PunkError, redact, redactJson, redactParsed, transportOf,
 import { connectHttp, type HttpAnswers, type HttpConnection, type HttpTransportKind } from './http-transport.js';
 import { planLaunch } from './launch.js';
 import { openOpenApiConnection } from './openapi/connection.js';
-import { ensurePortFree, verifyOwnListener } from './local-port.js';
+import { ensurePortFree, freePort, verifyOwnListener } from './local-port.js';
 import { ServerProcess } from './process.js';
 import type { SessionLink } from './session-link.js';
 import { ProcessStdioTransport } from './stdio-transport.js';
@@ -30,6 +30,8 @@ export interface Connection {
   /** The transport in use: `sse` when a streamable-http url server only spoke HTTP+SSE; `openapi`: served in the gateway (openapi/). */
   transport: 'stdio' | HttpTransportKind | 'openapi';
   process?: ServerProcess;
+  /** The port a local HTTP server listens on on 127.0.0.1: its `spec.port`, or the one Punk picked. */
+  port?: number;
   /**
    * What is wrong but served, each naming where, as of now (an openapi operation named from its route, an openapi
    * document changed into one that cannot be served): shown on the server's status.
@@ -298,16 +300,18 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
         hideResultForClient,
       };
     }
+    // An HTTP server listens on its spec.port, or on a free loopback port Punk picks ($(PORT) expands to it).
+    const port = transport === 'stdio' ? undefined : (spec.port ?? (await freePort()));
     const plan = await planLaunch(server, {
       workDir: options.workDir,
+      ...(port !== undefined && { port }),
       ...(options.extraEnv && { extraEnv: options.extraEnv }),
       ...(options.secrets && { secrets: options.secrets }),
     });
     for (const value of plan.secrets) secrets.add(value);
     for (const value of plan.vaultSecrets) vaultSecrets.add(value);
     // An HTTP server's port must be free: whatever answers there once it runs is taken for this server.
-    const port = spec.port ?? 0; // the manifest schema requires spec.port of a streamable-http or sse server Punk starts
-    if (transport !== 'stdio') await Promise.race([ensurePortFree(name, port), timeout]);
+    if (port !== undefined) await Promise.race([ensurePortFree(name, port), timeout]);
     if (options.signal?.aborted) await timeout;
     const proc = (child = new ServerProcess(plan, { log: options.log, server: name, stdio: transport === 'stdio' }));
     const exited = proc.exited.then((exit) => {
@@ -334,7 +338,7 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
         hideResultForClient,
       };
     }
-    const url = new URL(`http://127.0.0.1:${spec.port}${spec.path}`);
+    const url = new URL(`http://127.0.0.1:${String(port)}${spec.path}`);
     const attempt = async (): Promise<HttpConnection> => {
       for (;;) {
         if (abandoned) throw new Error('start abandoned');
@@ -354,12 +358,13 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
       }
     };
     const connected = await Promise.race([attempt(), exited, timeout]);
-    await Promise.race([verifyOwnListener(name, port, proc.pid), exited, timeout]);
+    await Promise.race([verifyOwnListener(name, port!, proc.pid), exited, timeout]);
     listenForChanges(connected.client, options.log, name, options.timeoutMs, hide);
     return {
       client: connected.client,
       transport: connected.transport,
       process: proc,
+      port,
       headers: [],
       unauthorized: () => 0,
       sessionLost: () => 0,

@@ -21,6 +21,7 @@ export {
 } from './upstream.js';
 export { type Secrets, type ResolvedHeader } from './upstream-secrets.js';
 export { gatewayService } from './definition.js';
+export { freePort } from './local-port.js';
 export {
   checkUrlShape,
   redactUrl,

@@ -39,6 +39,8 @@ export interface LaunchOptions {
   workDir: string;
   /** Extra variables that `$(VAR)` may expand (e.g. `PUNK_MANIFEST_DIR`); they are not passed to the child. */
   extraEnv?: Record<string, string>;
+  /** The port of a streamable-http or sse server (its `spec.port`, or the one Punk picked): `$(PORT)` expands to it. */
+  port?: number;
   /** The credentials vault that resolves `cred:<id>` values and `credentialRef`s of `env` (none: such entries are errors). */
   secrets?: Secrets;
 }
@@ -82,7 +84,11 @@ export async function planLaunch(server: McpServer, options: LaunchOptions): Pro
     TMPDIR: process.env.TMPDIR ?? tmpdir(),
     LANG: process.env.LANG ?? 'C.UTF-8',
   };
-  const vars = (): Record<string, string> => ({ ...options.extraEnv, ...env });
+  const vars = (): Record<string, string> => ({
+    ...options.extraEnv,
+    ...(options.port !== undefined && { PORT: String(options.port) }),
+    ...env,
+  });
   const secrets: string[] = [];
   const vaultSecrets: string[] = [];
   for (const entry of spec.env) {
@@ -119,11 +125,11 @@ export async function planLaunch(server: McpServer, options: LaunchOptions): Pro
 }
 
 /**
- * The `url` server that reaches local HTTP server `server` (one Punk starts, with a `port`) on 127.0.0.1 once it
- * runs: what launches it (`image`, `package`, `command`, `args`, `env`) is left out.
+ * The `url` server that reaches local HTTP server `server` (one Punk starts) on 127.0.0.1 `port` (its `spec.port`, or
+ * the one Punk picked) once it runs: what launches it (`image`, `package`, `command`, `args`, `env`) is left out.
  */
-export function asLocalUrlServer(server: McpServer): McpServer {
-  const spec: McpServer['spec'] = { ...server.spec, env: [], url: `http://127.0.0.1:${String(server.spec.port)}${server.spec.path}` };
+export function asLocalUrlServer(server: McpServer, port: number): McpServer {
+  const spec: McpServer['spec'] = { ...server.spec, env: [], url: `http://127.0.0.1:${String(port)}${server.spec.path}` };
   delete spec.image;
   delete spec.package;
   delete spec.command;

@@ -6,9 +6,11 @@
  * On Linux the listeners come from `/proc/net/tcp` and `/proc/net/tcp6` and their processes from the socket inodes
  * in `/proc/<pid>/fd` (other users' processes cannot be inspected: their pids stay unknown). Elsewhere the only
  * check is a TCP connect to 127.0.0.1 before the spawn.
+ *
+ * A local HTTP server without `spec.port` gets a free loopback port picked by {@link freePort} (`$(PORT)` expands to it).
  */
 import { readdir, readFile, readlink } from 'node:fs/promises';
-import { connect } from 'node:net';
+import { connect, createServer } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { PunkError } from '@punk/lib';
 
@@ -24,6 +26,20 @@ export interface PortListener {
 
 /** TCP state LISTEN in /proc/net/tcp. */
 const LISTEN = '0A';
+
+/** Asks the kernel for a free TCP port on 127.0.0.1 (it may be taken again before use; callers bind at once). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => {
+        resolvePort(port);
+      });
+    });
+  });
+}
 
 /** The sockets listening on `port` (Linux), with the processes holding them; undefined where /proc/net/tcp cannot be read. */
 export async function portListeners(port: number): Promise<PortListener[] | undefined> {
@@ -61,7 +77,7 @@ export async function ensurePortFree(server: string, port: number): Promise<void
   throw new PunkError(
     'ServerPortInUse',
     `server ${server}: port ${String(port)} is already in use by ${holder}; Punk connects only to a server process it started. ` +
-      'Stop that process, or give the server a free port (spec.port and the setting the server reads it from)',
+      'Stop that process, or give the server a free port (spec.port and the setting the server reads it from), or leave spec.port out: Punk picks a free one, which $(PORT) in spec.args or spec.env expands to',
     { port, pids: listeners?.flatMap((l) => l.pids) ?? [] },
   );
 }
@@ -86,7 +102,7 @@ export async function verifyOwnListener(server: string, port: number, pid: numbe
     throw new PunkError(
       'ServerPortInUse',
       `server ${server}: port ${String(port)} is answered by ${holders}, not by the process Punk started (pid ${String(pid ?? 'none')}); Punk connects only to its own. ` +
-        'Stop that process, or give the server a free port (spec.port and the setting the server reads it from)',
+        'Stop that process, or give the server a free port (spec.port and the setting the server reads it from), or leave spec.port out: Punk picks a free one, which $(PORT) in spec.args or spec.env expands to',
       { port },
     );
   }

@@ -209,6 +209,12 @@ async function callTool(
   use: ApprovalUse,
 ): Promise<Record<string, unknown>> {
   const name = request.name;
+  // When the front stops waiting for this reply (an approval wait ends before it).
+  const deadline = request.deadline && {
+    at: Date.now() + request.deadline.waitMs,
+    ms: request.deadline.ms,
+    source: request.deadline.source,
+  };
   const notServed = () =>
     new PunkError('ToolNotFound', `tool ${name} is not served by server ${request.server}`, { tool: name, server: request.server });
   // A listed tool the manifest denies, or one hidden by pinning, answers why (a tool error), not that it is unknown.
@@ -235,6 +241,7 @@ async function callTool(
       link,
       progressToken: typeof token === 'string' || typeof token === 'number' ? token : undefined,
       signal,
+      deadline,
     });
     if (!approval.approved) return toolError(approval.message);
     use.id = approval.approval.id;

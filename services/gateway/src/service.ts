@@ -418,9 +418,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     await mkdir(options.workDir, { recursive: true });
     const workDir = await mkdtemp(join(options.workDir, 'probe-'));
     const pooled = upstreams.get(keyOf(server));
-    const viaPool = server.spec.url === undefined && transportOf(server.spec) !== 'stdio' && pooled?.pid !== undefined;
+    const poolPort =
+      server.spec.url === undefined && transportOf(server.spec) !== 'stdio' && pooled?.pid !== undefined ? pooled.port : undefined;
+    const viaPool = poolPort !== undefined;
     // Punk's own child on loopback, not a remote destination: the egress guard's fetch is not for it.
-    const { fetch: guarded, ...base } = upstreamBase(viaPool ? asLocalUrlServer(server) : server, workDir);
+    const { fetch: guarded, ...base } = upstreamBase(viaPool ? asLocalUrlServer(server, poolPort) : server, workDir);
     const upstream = new Upstream({
       ...base,
       ...(!viaPool && { fetch: guarded }),

@@ -310,6 +310,11 @@ export class Upstream {
     return this.connection?.process?.pid;
   }
 
+  /** The 127.0.0.1 port of the local HTTP server process this upstream is connected to (declared or picked), if any. */
+  get port(): number | undefined {
+    return this.connection?.port;
+  }
+
   /** Calls in flight to the server now. */
   get callsInFlight(): number {
     return this.queue.inFlight;

@@ -322,6 +322,18 @@ export const callChannelSchema = z.object({
 });
 export type CallChannel = z.infer<typeof callChannelSchema>;
 
+/**
+ * The deadline of one call mcp-front forwards (mcp-front deadline.ts): the deadline in milliseconds, where it comes
+ * from as error messages name it (`the server's spec.timeout`, `PUNK_TOOL_TIMEOUTS for <tool>`, `PUNK_CALL_TIMEOUT_MS,
+ * …`), and how long the front waits on the bus for the reply, in milliseconds from sending the request.
+ */
+export const callDeadlineSchema = z.object({
+  ms: z.number().int().positive(),
+  source: z.string().min(1),
+  waitMs: z.number().int().positive(),
+});
+export type CallDeadline = z.infer<typeof callDeadlineSchema>;
+
 const callBase = {
   tenant: z.string().min(1),
   server: z.string().min(1),
@@ -333,6 +345,8 @@ const callBase = {
   _meta: looseObject.optional(),
   /** Present when the client can receive messages during the call (a 2025-era session) or take input_required results (era `2026`). */
   channel: callChannelSchema.optional(),
+  /** The front's deadline of the call: an approval wait of the gateway ends before it (approvals.ts). */
+  deadline: callDeadlineSchema.optional(),
   /**
    * A 2026-07-28 client's retry of an `input_required` result the upstream itself answered (MCP 2026-07-28
    * basic/patterns/mrtr): the client's `inputResponses`, and the upstream's own `requestState`, echoed byte for

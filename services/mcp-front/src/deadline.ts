@@ -6,7 +6,7 @@
  * of single tools that only the front enforces; every other call waits `PUNK_CALL_TIMEOUT_MS`, which is
  * also the gateway's default for servers without `spec.timeout`.
  */
-import { deadlines, type ServerCatalog } from '@punk/lib';
+import { deadlines, type CallDeadline, type ServerCatalog } from '@punk/lib';
 
 /**
  * How much longer than a server's `spec.timeout` the front waits for the gateway's answer: the gateway asks
@@ -14,15 +14,8 @@ import { deadlines, type ServerCatalog } from '@punk/lib';
  */
 export const GATEWAY_ANSWER_GRACE_MS = deadlines.governanceCheckMs + 1_000;
 
-/** The deadline of one forwarded call. */
-export interface CallDeadline {
-  /** The deadline, in milliseconds. */
-  ms: number;
-  /** Where it comes from, as error messages name it. */
-  source: string;
-  /** How long the front waits on the bus for the gateway's answer, in milliseconds. */
-  waitMs: number;
-}
+/** The deadline of one forwarded call (lib `callDeadlineSchema`: it goes to the gateway with the call). */
+export type { CallDeadline };
 
 /** The front's own deadlines: `PUNK_CALL_TIMEOUT_MS` and `PUNK_TOOL_TIMEOUTS`. */
 export interface DeadlineDefaults {

@@ -25,13 +25,14 @@ import {
 } from '@modelcontextprotocol/server';
 import type { Logger, Principal } from '@punk/lib';
 import { scopeIncludes, scopeKey, type Scope } from './aggregate.js';
-import { HEADER_MISMATCH_CODE, SERVER_BUSY_CODE, sendJsonRpcError } from './errors.js';
+import { HEADER_MISMATCH_CODE, SERVER_BUSY_CODE, sendJsonRpcError, type HeaderMismatch } from './errors.js';
 import type { LegacyEndpoint } from './legacy.js';
 import { LISTEN_RETRY_AFTER_SECONDS, type ListenSlots } from './listen-limits.js';
 import { MODERN_PROTOCOL_VERSIONS } from './http.js';
 import { limitOwnerOf } from './limit-owner.js';
 import type { FastPath } from './fast-path.js';
 import { paramHeaderMismatch } from './param-headers.js';
+import { standardHeaderMismatch } from './standard-headers.js';
 
 /** What the endpoint router needs. */
 export interface EndpointDeps {
@@ -91,9 +92,18 @@ export class McpEndpoints {
       if (era === 'modern') {
         // The SDK hands `req.auth` to the server factory as `authInfo`; the token itself is never kept.
         (req as IncomingMessage & { auth?: AuthInfo }).auth = { token: '', clientId: principal.subject, scopes: [], extra: { principal } };
-        const mismatch = await this.paramHeaderMismatch(scope, req, body);
-        if (mismatch) {
-          sendJsonRpcError(res, 400, HEADER_MISMATCH_CODE, `Bad Request: ${mismatch}`, {}, undefined, (body as { id: string | number }).id);
+        const refusal = standardHeaderMismatch(req, body) ?? (await this.paramHeaderMismatch(scope, req, body));
+        if (refusal) {
+          const { message, mismatch } = refusal;
+          sendJsonRpcError(
+            res,
+            400,
+            HEADER_MISMATCH_CODE,
+            `Bad Request: ${message}`,
+            {},
+            { mismatch },
+            (body as { id: string | number }).id,
+          );
           return;
         }
         if ((body as { method?: unknown }).method === 'subscriptions/listen') {
@@ -164,7 +174,7 @@ export class McpEndpoints {
   }
 
   /** The `Mcp-Param-*` headers of a 2026 `tools/call`, checked against its arguments (param-headers.ts). */
-  private async paramHeaderMismatch(scope: Scope, req: IncomingMessage, body: unknown): Promise<string | undefined> {
+  private async paramHeaderMismatch(scope: Scope, req: IncomingMessage, body: unknown): Promise<HeaderMismatch | undefined> {
     const request = body as { method?: unknown; params?: { name?: unknown; arguments?: unknown } };
     if (request.method !== 'tools/call' || typeof request.params?.name !== 'string') return undefined;
     const schema = await this.deps.toolInputSchema(scope, request.params.name);

@@ -95,6 +95,17 @@ export function toProtocolError(error: unknown, context: ErrorContext): Protocol
 /** JSON-RPC code of a header that disagrees with the body (MCP 2026-07-28 basic/transports/streamable-http "Server Validation"; HTTP 400). */
 export const HEADER_MISMATCH_CODE = -32020;
 
+/** Why a request header does not fit the body: the -32020 error's message and its `data.mismatch`. */
+export interface HeaderMismatch {
+  /** What disagrees, for people (the error message after `Bad Request: `). */
+  message: string;
+  /**
+   * `data.mismatch`: the header's name, its value as sent (null when absent), the body field it mirrors
+   * (`params.name`, `arguments.region`, …) and that field's value.
+   */
+  mismatch: { name: string; header: string | null; field: string; body: unknown };
+}
+
 /** JSON-RPC code the SDK and MCP clients use for an unknown session (answered with HTTP 404). */
 export const SESSION_NOT_FOUND_CODE = -32001;
 

@@ -266,6 +266,7 @@ async function forward(
       principal: session.principal,
       runId: randomUUID(),
       sessionId: session.id,
+      deadline,
     } as GatewayRequest;
     return await deps.calls.call(message, {
       // The call id follows from the request id, so a notifications/cancelled on any replica finds the call (cancellation.ts).
@@ -363,6 +364,7 @@ async function forwardModern(
         tenant: deps.tenant,
         principal,
         runId: randomUUID(),
+        deadline,
         // A retry of the upstream's own input_required (or a call that brings answers unasked) takes them to the upstream.
         ...(ctx.inputResponses && { inputResponses: ctx.inputResponses }),
         ...(state?.upstreamState && { requestState: state.upstreamState }),

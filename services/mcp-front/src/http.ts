@@ -23,12 +23,12 @@
  * | 9 | every message an object, every `id` a string or an integer (MCP basic "Requests": not null; JSON-RPC 2.0 §4), `initialize` with an id | 400, -32600 |
  * | 10 | the per-server endpoint names one server of the tenant | 404 / 503, -32000 |
  *
- * Then the message (endpoint.ts): 2026-07-28 requests go to the SDK's
- * `createMcpHandler`, which itself checks that `MCP-Protocol-Version`
- * matches `_meta` and that `Mcp-Method`/`Mcp-Name` match the body (400,
- * -32020 `HeaderMismatch`); it does so after reading the body, so a request
- * that also exceeds the size limit answers 413 first. 2025-era requests go
- * to legacy.ts (sessions, initialize limits).
+ * Then the message (endpoint.ts): a 2026-07-28 request whose `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`
+ * (standard-headers.ts) or `Mcp-Param-*` (param-headers.ts) header is missing or disagrees with the body is
+ * answered 400, -32020 `HeaderMismatch` with `data.mismatch` (the header, its value, the body's field and its
+ * value); this runs after reading the body, so a request that also exceeds the size limit answers 413 first.
+ * Other 2026-07-28 requests go to the SDK's `createMcpHandler`; 2025-era requests to legacy.ts (sessions,
+ * initialize limits).
  *
  * The HTTP+SSE endpoints of MCP 2024-11-05 (`/sse`, `/servers/<name>/sse`,
  * `/servers/<namespace>/<name>/sse`; http-sse.ts) get the same checks, except:
@@ -297,7 +297,8 @@ function checkMediaTypes(req: IncomingMessage, httpSse: boolean): Refusal | unde
 /**
  * Check 6: `MCP-Protocol-Version`, when present, names a supported revision. `data.supported` lists, for a
  * request carrying the per-request `_meta` envelope, those `server/discover` reports (2026-07-28
- * basic/versioning `UnsupportedProtocolVersionError`); on an HTTP+SSE endpoint, {@link HTTP_SSE_VERSIONS};
+ * basic/versioning `UnsupportedProtocolVersionError`); on an HTTP+SSE endpoint, {@link HTTP_SSE_VERSIONS} (a 2026-07-28
+ * request is told where that revision is served);
  * otherwise every revision of either era, as the message does (a 2025-era client may move to 2026-07-28).
  */
 function checkVersion(req: IncomingMessage, body: unknown, httpSse: boolean): Refusal | undefined {
@@ -308,10 +309,15 @@ function checkVersion(req: IncomingMessage, body: unknown, httpSse: boolean): Re
   // The message lists what `data.supported` lists, and for a 2026-07-28 request names the 2025 era's apart.
   const listed = modern ? MODERN_PROTOCOL_VERSIONS : supported;
   const legacy = modern ? ` (2025-era clients: ${LEGACY_PROTOCOL_VERSIONS.join(', ')}, with initialize and a session)` : '';
+  // 2026-07-28 is served, only not by HTTP+SSE: the answer says where (a trial read its absence as "not supported").
+  const elsewhere =
+    httpSse && (MODERN_PROTOCOL_VERSIONS as readonly string[]).includes(String(version))
+      ? `; ${String(version)} is served on the Streamable HTTP endpoint (this path with /mcp in place of /sse), not on HTTP+SSE`
+      : '';
   return {
     status: 400,
     code: ProtocolErrorCode.UnsupportedProtocolVersion,
-    message: `Bad Request: unsupported MCP-Protocol-Version ${JSON.stringify(version)}; supported versions: ${listed.join(', ')}${legacy}`,
+    message: `Bad Request: unsupported MCP-Protocol-Version ${JSON.stringify(version)}; supported versions: ${listed.join(', ')}${legacy}${elsewhere}`,
     data: { supported: [...listed], requested: String(version) },
   };
 }

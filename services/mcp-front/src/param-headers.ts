@@ -11,6 +11,7 @@
  * low-level `Server` mcp-front builds, hence this module.
  */
 import type { IncomingHttpHeaders } from 'node:http';
+import type { HeaderMismatch } from './errors.js';
 
 /** One `x-mcp-header` annotation: the header's name part and the property path it mirrors. */
 interface ParamHeader {
@@ -27,22 +28,27 @@ const BASE64_SUFFIX = '?=';
  * @param args the call's `arguments`.
  * @returns why the headers do not fit the body (for the -32020 error), or undefined when they do.
  */
-export function paramHeaderMismatch(headers: IncomingHttpHeaders, inputSchema: unknown, args: unknown): string | undefined {
+export function paramHeaderMismatch(headers: IncomingHttpHeaders, inputSchema: unknown, args: unknown): HeaderMismatch | undefined {
   for (const annotation of annotationsOf(inputSchema)) {
     const header = `Mcp-Param-${annotation.name}`;
     const raw = headers[header.toLowerCase()];
     const value = valueAt(args, annotation.path);
-    const where = `arguments.${annotation.path.join('.')}`;
-    if (Array.isArray(raw)) return `${header} is repeated`;
+    const field = `arguments.${annotation.path.join('.')}`;
+    const refusal = (message: string): HeaderMismatch => ({
+      message,
+      mismatch: { name: header, header: Array.isArray(raw) ? raw.join(', ') : (raw ?? null), field, body: value ?? null },
+    });
+    if (Array.isArray(raw)) return refusal(`${header} is repeated`);
     // An absent (or null) argument expects no header, and one sent anyway is ignored, as the SDK's McpServer does.
     if (value === undefined || value === null) continue;
     const expected = headerForm(value);
     if (expected === undefined) continue;
-    if (raw === undefined) return `${header} is missing; the body's ${where} is ${JSON.stringify(value)}`;
-    const decoded = decode(raw);
-    if (decoded === undefined) return `${header} has characters a header value may not carry, or malformed Base64`;
+    if (raw === undefined) return refusal(`${header} is missing; the body's ${field} is ${JSON.stringify(value)}`);
+    const decoded = decodeHeaderValue(raw);
+    if (decoded === undefined) return refusal(`${header} has characters a header value may not carry, or malformed Base64`);
     const equal = typeof value === 'number' && /^-?\d+$/.test(decoded) ? Number(decoded) === value : decoded === expected;
-    if (!equal) return `${header} does not match the body's ${where}`;
+    if (!equal)
+      return refusal(`${header} is ${JSON.stringify(raw)} but the body's ${field} is ${JSON.stringify(value)}: the header must repeat it`);
   }
   return undefined;
 }
@@ -69,8 +75,11 @@ function valueAt(args: unknown, path: string[]): unknown {
   return current;
 }
 
-/** A header value as the string it carries: Base64 decoded when wrapped; undefined when malformed (RFC 9110 §5.5, RFC 4648 §4). */
-function decode(raw: string): string | undefined {
+/**
+ * A header value as the string it carries: Base64 decoded when wrapped in `=?base64?…?=` (MCP 2026-07-28 "Value
+ * Encoding"); undefined when malformed (RFC 9110 §5.5, RFC 4648 §4). `Mcp-Name` is encoded the same way.
+ */
+export function decodeHeaderValue(raw: string): string | undefined {
   if (/[^\t\x20-\x7e]/.test(raw)) return undefined;
   if (!(raw.startsWith(BASE64_PREFIX) && raw.endsWith(BASE64_SUFFIX) && raw.length >= BASE64_PREFIX.length + BASE64_SUFFIX.length))
     return raw;

@@ -224,12 +224,6 @@ const MCPSERVER_SPEC_RULES: readonly PlacedRule[] = [
         fieldPath: `.${field}`,
         reason: 'FieldValueForbidden' as const,
       })),
-      {
-        rule: "has(self.url) || !has(self.transport) || self.transport == 'stdio' || has(self.port)",
-        message: 'a streamable-http or sse server that Punk starts needs the port it listens on',
-        fieldPath: '.port',
-        reason: 'FieldValueRequired',
-      },
     ],
   },
   { at: ['url'], rules: [{ rule: "isURL(self) && url(self).getScheme() in ['http', 'https']", message: 'must be an http or https URL' }] },

@@ -33,7 +33,9 @@ const approvalSchema = z
       .describe('How long a request stays open, and an approval stays usable, before it expires (default 15m).'),
     wait: durationSchema
       .default('0s')
-      .describe('How long an interactive call waits for a decision made elsewhere before it fails closed (default 0s: at once).'),
+      .describe(
+        "How long an interactive call waits for a decision made elsewhere before it fails closed (default 0s: at once); the wait ends 6s before the call's deadline.",
+      ),
     allowSelf: z.boolean().default(false).describe('Whether the caller may approve its own call (an admin in Claude Code); default false.'),
   })
   .strict();

@@ -277,7 +277,10 @@ export const mcpServerSpecSchema = z
       .describe(
         "Entrypoint, replacing the image's or package's own: the whole command line as a list (`[node, server.mjs]`), or the executable alone as a string (`node`, with `args`; punk up only: the cluster's CRD takes the list). Alone (no image, package or url): a local process, under punk up only.",
       ),
-    args: z.array(z.string()).optional().describe('Arguments. $(VAR) expands an environment variable of `env`.'),
+    args: z
+      .array(z.string())
+      .optional()
+      .describe('Arguments. $(VAR) expands an environment variable of `env`, and $(PORT) the port of an HTTP server Punk starts.'),
     transport: z
       .enum(['stdio', 'streamable-http', 'sse'])
       .optional()
@@ -288,7 +291,9 @@ export const mcpServerSpecSchema = z
       .min(1)
       .max(65535)
       .optional()
-      .describe('Port the server listens on, for streamable-http and sse servers that Punk starts.'),
+      .describe(
+        'Port the server listens on, for streamable-http and sse servers that Punk starts; $(PORT) in args and env expands to it. When absent, punk up picks a free loopback port, and in the cluster the pod listens on 8080.',
+      ),
     path: z
       .string()
       .startsWith('/')
@@ -444,9 +449,6 @@ export const mcpServerSpecSchema = z
             message: `${field} does not apply to an openapi server (Punk serves its tools itself)`,
           });
       }
-    }
-    if (spec.url === undefined && spec.transport !== undefined && spec.transport !== 'stdio' && spec.port === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['port'], message: `a ${spec.transport} server that Punk starts needs the port it listens on` });
     }
   });
 export type McpServerSpec = z.infer<typeof mcpServerSpecSchema>;

@@ -38,20 +38,26 @@ describe('Mcp-Param-* headers against tools/call arguments', () => {
   });
 
   it('refuses a missing header, a different value, malformed Base64 and characters a header may not carry', () => {
-    assert.match(paramHeaderMismatch({}, schema, { region: 'eu' }) ?? '', /Mcp-Param-Region is missing/);
+    assert.match(paramHeaderMismatch({}, schema, { region: 'eu' })?.message ?? '', /Mcp-Param-Region is missing/);
     assert.match(
-      paramHeaderMismatch({ 'mcp-param-region': 'us' }, schema, { region: 'eu' }) ?? '',
-      /does not match the body's arguments.region/,
+      paramHeaderMismatch({ 'mcp-param-region': 'us' }, schema, { region: 'eu' })?.message ?? '',
+      /is "us" but the body's arguments.region is "eu"/,
     );
-    assert.match(paramHeaderMismatch({ 'mcp-param-zone': 'a' }, schema, { target: { zone: 'b' } }) ?? '', /arguments.target.zone/);
+    assert.deepEqual(paramHeaderMismatch({ 'mcp-param-count': '41' }, schema, { count: 42 })?.mismatch, {
+      name: 'Mcp-Param-Count',
+      header: '41',
+      field: 'arguments.count',
+      body: 42,
+    });
+    assert.match(paramHeaderMismatch({ 'mcp-param-zone': 'a' }, schema, { target: { zone: 'b' } })?.message ?? '', /arguments.target.zone/);
     for (const bad of ['=?base64?SGVsbG8?=', '=?base64?SGVs!!!bG8=?=', 'caf\u00e9']) {
       assert.match(
-        paramHeaderMismatch({ 'mcp-param-region': bad }, schema, { region: 'Hello' }) ?? '',
+        paramHeaderMismatch({ 'mcp-param-region': bad }, schema, { region: 'Hello' })?.message ?? '',
         /malformed Base64|may not carry/,
         bad,
       );
     }
-    assert.match(paramHeaderMismatch({ 'mcp-param-region': ['a', 'a'] }, schema, { region: 'a' }) ?? '', /repeated/);
+    assert.match(paramHeaderMismatch({ 'mcp-param-region': ['a', 'a'] }, schema, { region: 'a' })?.message ?? '', /repeated/);
   });
 
   it('expects no header for an absent or null argument, and ignores tools without annotations', () => {
