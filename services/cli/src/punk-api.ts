@@ -13,7 +13,15 @@ import {
   type CallToolResult,
   type ClientOptions,
 } from '@modelcontextprotocol/client';
-import { WORKFLOW_SERVER, approvalViewSchema, namespacedName, runSummarySchema, verificationSchema, workflowViewSchema } from '@punk/lib';
+import {
+  WORKFLOW_SERVER,
+  approvalViewSchema,
+  namespacedName,
+  runSummarySchema,
+  verificationSchema,
+  workflowViewSchema,
+  type WorkflowRunReply,
+} from '@punk/lib';
 import type { z } from 'zod';
 
 /** Where a deployment is and the key to use: `PUNK_GATEWAY_URL` (default `http://localhost:4100`), `PUNK_MCP_API_KEY`. */
@@ -257,15 +265,16 @@ export class PunkApi {
    * Runs the workflow `name` as a tool of the deployment's `/mcp` (`punk_workflow__<name>`, so the run's trigger is
    * `mcp` and the key's policy applies) and answers the tool's result, once the run ended (at most
    * {@link WORKFLOW_CALL_TIMEOUT_MS}). @throws PunkApiError `WorkflowNotServed` (404) when `/mcp` serves no such
-   * tool to this key (no such workflow, not ready, or withheld), or as {@link connectMcp} does.
+   * tool to this key (no such workflow, not ready, or withheld), or as {@link connectMcp} does. `signal` aborting
+   * cancels the call, and so the run.
    */
-  async runWorkflow(name: string, args: Record<string, unknown>): Promise<CallToolResult> {
+  async runWorkflow(name: string, args: Record<string, unknown>, signal?: AbortSignal): Promise<CallToolResult> {
     const tool = namespacedName(WORKFLOW_SERVER, name);
     const client = await this.connectMcp();
     try {
       return await this.mcpRequest(
         'tools/call',
-        (timeout) => client.callTool({ name: tool, arguments: args }, { timeout }),
+        (timeout) => client.callTool({ name: tool, arguments: args }, { timeout, ...(signal && { signal }) }),
         this.workflowTimeoutMs,
       );
     } catch (error) {
@@ -279,6 +288,15 @@ export class PunkApi {
     } finally {
       await client.close().catch(() => undefined);
     }
+  }
+
+  /**
+   * Cancels run `runId` of workflow `name` (`POST /workflows/<name>/runs/<runId>/cancel`): answers `cancelled`, or
+   * `running` when it has not stopped within the deployment's wait. @throws PunkApiError `WorkflowRunNotFound` (404),
+   * `WorkflowRunNotRunning` (409, naming the state it ended in).
+   */
+  async cancelWorkflowRun(name: string, runId: string): Promise<WorkflowRunReply> {
+    return this.request<WorkflowRunReply>('POST', `/workflows/${encodeURIComponent(name)}/runs/${encodeURIComponent(runId)}/cancel`);
   }
 
   /** Every tool of the deployment's aggregated `/mcp` (all pages of `tools/list`), as the key may see them. */
