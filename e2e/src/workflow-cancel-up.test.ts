@@ -4,8 +4,9 @@
  * logs the cancellation it saw, `slow` answers after 1.5 s). A run cancelled through the API mid-node stops there:
  * the upstream call is cancelled, the next node never starts, `workflow.cancelled` ends it on the ledger, and a
  * second cancellation is a 409 naming its state, as is one of a completed run; a client of either era that cancels
- * its `punk_workflow__…` call cancels the run; a rule denying a group the workflow refuses its trigger (MCP and API),
- * naming the rule, on the ledger, while another caller runs it.
+ * its `punk_workflow__…` call cancels the run; `punk mcp` cancels a run with `punk_cancel_workflow_run`, and its
+ * client cancelling `punk_run_workflow` cancels that run; a rule denying a group the workflow refuses its trigger (MCP
+ * and API), naming the rule, on the ledger, while another caller runs it.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -14,6 +15,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { connectClient, textOf, type Era } from './clients.js';
 import { createApiKey, eventually, manifestDir, removeDir, repoRoot, startPunk, type RunningPunk } from './harness.js';
+import { call, punkMcp } from './punk-mcp-client.js';
 
 const BOOTSTRAP = randomBytes(24).toString('base64url');
 const FIXTURE = join(repoRoot, 'services/mcp-front/src/test/fixtures/dual-era.mjs');
@@ -190,6 +192,43 @@ for (const era of ['2025-11-25', '2026-07-28'] as Era[]) {
   });
 }
 
+test('punk mcp: punk_cancel_workflow_run cancels a running run, then names its state; cancelling punk_run_workflow cancels its run', async () => {
+  const { client, stderr } = await punkMcp(punk.baseUrl, BOOTSTRAP);
+  try {
+    const started = await post('/workflows/hold-on/runs', { waitSeconds: 0 });
+    const { runId } = started.body as { runId: string };
+    await eventsOf(runId, holding);
+    const cancelled = await call(client, 'punk_cancel_workflow_run', { name: 'hold-on', runId });
+    assert.notEqual(cancelled.isError, true, `${textOf(cancelled)}\n${stderr()}`);
+    assert.deepEqual(cancelled.structuredContent, { runId, state: 'cancelled' });
+    assertCancelledAtFirst(await eventsOf(runId, ended), /cancelled by bootstrap-admin through the API/);
+    const again = await call(client, 'punk_cancel_workflow_run', { name: 'hold-on', runId });
+    assert.equal(again.isError, true);
+    assert.match(textOf(again), /is cancelled, not running/);
+
+    const mcpRuns = async () =>
+      (
+        (await (
+          await fetch(`${punk.baseUrl}/api/v1/runs?trigger=mcp&tool=punk_workflow__hold-on&limit=500`, { headers: admin })
+        ).json()) as {
+          runs: Array<{ runId: string }>;
+        }
+      ).runs.map((r) => r.runId);
+    const before = new Set(await mcpRuns());
+    const abort = new AbortController();
+    const running = client.callTool({ name: 'punk_run_workflow', arguments: { name: 'hold-on' } }, { signal: abort.signal });
+    running.catch(() => undefined);
+    const relayed = await eventually(async () => (await mcpRuns()).find((id) => !before.has(id)), 30_000);
+    assert.ok(relayed, 'the run punk mcp started is on the ledger');
+    await eventsOf(relayed, holding);
+    abort.abort('no longer needed');
+    await assert.rejects(running);
+    assertCancelledAtFirst(await eventsOf(relayed, ended), /./);
+  } finally {
+    await client.close();
+  }
+});
+
 test('a rule denying a group the workflow refuses its trigger, over MCP and the API, naming the rule, on the ledger', async () => {
   const client = await connectClient(`${punk.baseUrl}/mcp`, '2026-07-28', { authorization: `Bearer ${internKey}` });
   try {
@@ -213,7 +252,11 @@ test('a rule denying a group the workflow refuses its trigger, over MCP and the 
   ).json()) as {
     runs: Array<{ runId: string; tool: string }>;
   };
-  assert.equal(runs.length, 2, JSON.stringify(runs));
+  assert.deepEqual(
+    runs.map((r) => r.tool),
+    ['punk_workflow__hold-on', 'punk_workflow__hold-on'],
+    'each denied start is a run of the workflow tool',
+  );
   const events = await eventsOf(runs[0]!.runId, (list) => list.length > 0);
   assert.deepEqual(
     events.map((e) => [e.type, e.data.decision, e.data.rule, e.data.target]),

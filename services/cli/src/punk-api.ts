@@ -266,11 +266,12 @@ export class PunkApi {
    * `mcp` and the key's policy applies) and answers the tool's result, once the run ended (at most
    * {@link WORKFLOW_CALL_TIMEOUT_MS}). @throws PunkApiError `WorkflowNotServed` (404) when `/mcp` serves no such
    * tool to this key (no such workflow, not ready, or withheld), or as {@link connectMcp} does. `signal` aborting
-   * cancels the call, and so the run.
+   * cancels the call, and so the run: in the 2026-07-28 era, where closing the call's response stream is its
+   * cancellation (a 2025 `notifications/cancelled` would be lost as the client closes right after).
    */
   async runWorkflow(name: string, args: Record<string, unknown>, signal?: AbortSignal): Promise<CallToolResult> {
     const tool = namespacedName(WORKFLOW_SERVER, name);
-    const client = await this.connectMcp();
+    const client = await this.connectMcp('modern');
     try {
       return await this.mcpRequest(
         'tools/call',

@@ -68,7 +68,8 @@ export const subjects = {
   /**
    * Broadcast from the front replica serving one call to the gateway replica relaying it: the client gave the
    * call up (a 2026-07-28 response stream closed, or `notifications/cancelled`); the upstream request is
-   * cancelled (`callCancelSchema`). Each gateway replica subscribes once to {@link subjects.callsCancel}.
+   * cancelled (`callCancelSchema`). Each gateway replica subscribes once to {@link subjects.callsCancel}. With a
+   * workflow run's id, from the replica answering `workflows.cancel`: the replica running the run cancels it.
    */
   callCancel: (callId: string) => `punk.call.${callId}.cancel`,
   /** What every gateway replica subscribes to: {@link subjects.callCancel} of every call. */
