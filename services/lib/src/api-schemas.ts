@@ -787,7 +787,7 @@ export const workflowRunBodySchema = z
 export type WorkflowRunBody = z.infer<typeof workflowRunBodySchema>;
 
 /** States of a workflow run as the runs API answers them. */
-export const workflowRunStateSchema = z.enum(['running', 'completed', 'failed', 'cancelled', 'interrupted']);
+export const workflowRunStateSchema = z.enum(['running', 'completed', 'failed', 'cancelled']);
 export type WorkflowRunState = z.infer<typeof workflowRunStateSchema>;
 
 /** Answer of `POST /workflows/{name}/runs`: 201 when the run ended within the wait, 202 while it runs. */

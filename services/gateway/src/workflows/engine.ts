@@ -2,7 +2,8 @@
  * Runs one McpWorkflow (docs/workflows.md "Runs"): node after node from `spec.start`, each tool_call node's call
  * handed to the relay as a client's `tools/call` is (so governance, classification, pinning and the ledger treat it
  * the same), as the agent `workflow-engine` acting for the caller. Every step is on the run's ledger, in order:
- * `workflow.started`, per node `node.started` and `node.completed`, then `workflow.completed` or `workflow.failed`.
+ * `workflow.started`, per node `node.started` and `node.completed`, then `workflow.completed`, `workflow.failed` or
+ * `workflow.cancelled`.
  * A tool error (a failing tool, a server down, a denied call, an approval not granted) fails the run closed at
  * that node: an unattended run never waits for a human. A cancellation (the run's `signal`) stops it before its next
  * node and cancels the node in flight (its upstream call too), ending it with `workflow.cancelled`.
@@ -166,6 +167,16 @@ export async function runWorkflow(deps: RunDeps, run: RunRequest): Promise<RunOu
   };
   const { signal } = run;
   const cancelled = () => new NodeFailure('WorkflowCancelled', `the run was cancelled: ${String(signal?.reason)}`);
+  /** Ends the run as cancelled at node `nodeId` (the one in flight, or the next), `message` naming it and why. */
+  const endCancelled = async (nodeId: string, message: string): Promise<RunOutcome> => {
+    await append('workflow.cancelled', {
+      durationMs: Date.now() - started,
+      outcome: 'cancelled',
+      node: nodeId,
+      reason: String(signal?.reason),
+    });
+    return { state: 'cancelled', error: { code: 'WorkflowCancelled', message, node: nodeId } };
+  };
   /** `promise`, or a failure once the run's time is up. */
   const inTime = async <T>(promise: Promise<T>): Promise<T> => {
     let timer: NodeJS.Timeout | undefined;
@@ -270,17 +281,8 @@ export async function runWorkflow(deps: RunDeps, run: RunRequest): Promise<RunOu
         throw new NodeFailure('WorkflowLimit', `the run reached its limit of ${String(limits.maxNodes)} nodes (maxNodes)`);
       if (Date.now() >= deadline)
         throw new NodeFailure('WorkflowTimeout', `the run took longer than its limit of ${String(limits.maxRunMs)} ms (maxRunMs)`);
-      if (signal?.aborted) {
-        // Between nodes: the next one never starts.
-        const message = `node ${node.id}: ${cancelled().message}`;
-        await append('workflow.cancelled', {
-          durationMs: Date.now() - started,
-          outcome: 'cancelled',
-          node: node.id,
-          reason: String(signal.reason),
-        });
-        return { state: 'cancelled', error: { code: 'WorkflowCancelled', message, node: node.id } };
-      }
+      // Between nodes: the next one never starts.
+      if (signal?.aborted) return await endCancelled(node.id, `node ${node.id}: ${cancelled().message}`);
       await append('node.started', { node: node.id, kind: node.kind });
       const step = await execute(node);
       await append(
@@ -310,15 +312,7 @@ export async function runWorkflow(deps: RunDeps, run: RunRequest): Promise<RunOu
         error: message,
         ...facts,
       });
-      if (signal?.aborted) {
-        await append('workflow.cancelled', {
-          durationMs: Date.now() - started,
-          outcome: 'cancelled',
-          node: node.id,
-          reason: String(signal.reason),
-        });
-        return { state: 'cancelled', error: { code, message, node: node.id } };
-      }
+      if (signal?.aborted) return await endCancelled(node.id, message);
       await append('workflow.failed', { durationMs: Date.now() - started, outcome: 'failed', node: node.id, code, error: message });
       return { state: 'failed', error: { code, message, node: node.id } };
     }
