@@ -2,13 +2,15 @@
  * Workflows in the cluster's services: two gateway processes and governance over a nats-server of their own and a
  * scratch Postgres, the tally fixture as the server. A workflow published to bucket `PUNK_MCP_WORKFLOWS` (as the
  * operator publishes one) runs from the workflows API on `punk.gateway.admin` on whichever replica takes it, its
- * node events in order on the ledger stream; and when the gateway running a run is killed (SIGKILL), the other
- * replica records the run failed, outcome interrupted.
+ * node events in order on the ledger stream; a run cancelled through `workflows.cancel` stops mid-node whichever
+ * replica takes the cancellation (`workflow.cancelled`), and a second cancellation names its state; and when the
+ * gateway running a run is killed (SIGKILL), the other replica records the run failed, outcome interrupted.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import {
   buckets,
+  PunkError,
   publishWorkflow,
   streams,
   subjects,
@@ -118,6 +120,39 @@ test('a workflow published to the bucket runs on a gateway replica over NATS, it
   );
   assert.ok(events.every((e) => e.principal?.subject === 'workflow-engine' && e.principal.actingFor?.subject === 'carol'));
   assert.ok((await world.setup.lines()).some((line) => line.startsWith('count done#7')));
+});
+
+test('a run is cancelled mid-node on whichever replica runs it, wherever the cancellation lands', { timeout: 120_000 }, async () => {
+  const cancel = (runId: string) =>
+    bus.request(
+      subjects.gatewayAdmin,
+      {
+        op: 'workflows.cancel',
+        tenant: world.setup.tenant,
+        principal: { subject: 'dave', tenant: world.setup.tenant, groups: [] },
+        name: 'count-then-read',
+        runId,
+      },
+      { timeoutMs: 40_000 },
+    ) as Promise<WorkflowRunReply>;
+  // Three runs: the queue group hands their cancellations to either replica, the one running the run or the other.
+  for (let i = 0; i < 3; i++) {
+    const started = await run(60_000, 0);
+    assert.equal(started.state, 'running');
+    await eventsOf(started.runId, (e) => e.some((x) => x.type === 'node.started' && x.data.node === 'read'), 15_000);
+    assert.deepEqual(await cancel(started.runId), { runId: started.runId, state: 'cancelled' });
+    const events = await eventsOf(started.runId, (e) => e.some((x) => x.type === 'workflow.cancelled'), 15_000);
+    const cancelled = events.at(-1)!;
+    assert.equal(cancelled.type, 'workflow.cancelled');
+    assert.deepEqual([cancelled.data.node, cancelled.data.reason], ['read', 'cancelled by dave through the API']);
+    assert.ok((cancelled.data.durationMs as number) < 30_000, 'the node in flight (60 s) was cancelled');
+    assert.equal(events.find((e) => e.type === 'tool.completed' && e.data.name === 'read_slowly')?.data.isError, true);
+    await assert.rejects(
+      cancel(started.runId),
+      (error: unknown) =>
+        error instanceof PunkError && error.code === 'WorkflowRunNotRunning' && /is cancelled, not running/.test(error.message),
+    );
+  }
 });
 
 test('a run whose gateway is killed is recorded failed, outcome interrupted, by the other replica', { timeout: 120_000 }, async () => {

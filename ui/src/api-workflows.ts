@@ -1,7 +1,7 @@
 /**
  * The workflows API (docs/workflows.md "The API"): the tenant's workflows, one with its spec, and starting a run,
  * whose node-by-node trace is then read from the ledger (`GET /runs/{runId}`: `workflow.started`, `node.started`,
- * `node.completed`, …, `workflow.completed` or `workflow.failed`).
+ * `node.completed`, …, `workflow.completed`, `workflow.failed` or `workflow.cancelled`), and cancelling it.
  */
 import type { WorkflowDetail, WorkflowRunReply, WorkflowView } from '@punk/lib';
 import { apiRequest } from './api.js';
@@ -20,6 +20,10 @@ export const getWorkflow = (name: string) =>
 export const runWorkflow = (name: string, args: Record<string, unknown>, waitSeconds = 10) =>
   apiRequest<WorkflowRunReply>('POST', `/workflows/${encode(name)}/runs`, { arguments: args, waitSeconds });
 
+/** `POST /workflows/{name}/runs/{runId}/cancel`: `cancelled`, or `running` while it stops; a 409 names the state a run ended in. */
+export const cancelWorkflowRun = (name: string, runId: string) =>
+  apiRequest<WorkflowRunReply>('POST', `/workflows/${encode(name)}/runs/${encode(runId)}/cancel`);
+
 /** One node of a run's trace, from its `node.started` and `node.completed` events. */
 export interface TraceNode {
   node: string;
@@ -35,7 +39,10 @@ export interface TraceNode {
   events: RunEvent[];
 }
 
-/** A run's trace: its nodes in the order they ran, and how it ended (`ok`, `failed`, `interrupted`; undefined while it runs). */
+/**
+ * A run's trace: its nodes in the order they ran, and how it ended (`ok`, `failed`, `interrupted`, `cancelled`;
+ * undefined while it runs); `failedNode` is the node it failed or was cancelled at.
+ */
 export interface Trace {
   nodes: TraceNode[];
   outcome?: string;
@@ -66,8 +73,11 @@ export function traceOf(events: RunEvent[]): Trace {
       if (tool) open.tool = tool;
       if (typeof data['isError'] === 'boolean') open.isError = data['isError'];
       open = undefined;
-    } else if (event.type === 'workflow.completed' || event.type === 'workflow.failed') {
-      trace.outcome = str(data['outcome']) ?? (event.type === 'workflow.completed' ? 'ok' : 'failed');
+    } else if (event.type === 'workflow.completed' || event.type === 'workflow.failed' || event.type === 'workflow.cancelled') {
+      trace.outcome =
+        str(data['outcome']) ?? (event.type === 'workflow.completed' ? 'ok' : event.type === 'workflow.failed' ? 'failed' : 'cancelled');
+      // A cancellation says who cancelled it and how.
+      if (event.type === 'workflow.cancelled') trace.error = `cancelled at node ${str(data['node']) ?? '?'}: ${str(data['reason']) ?? ''}`;
       if ('result' in data) trace.result = data['result'];
       const error = data['error'];
       if (error !== undefined) trace.error = str(error) ?? str((error as { message?: unknown }).message) ?? JSON.stringify(error);

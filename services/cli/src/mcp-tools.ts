@@ -4,7 +4,14 @@
  * unreachable deployment is a tool error (`isError`) whose text names the scope needed or what to fix, never a crash.
  */
 import { McpServer } from '@modelcontextprotocol/server';
-import { approvalStateSchema, approvalViewSchema, runSummarySchema, verificationSchema, workflowViewSchema } from '@punk/lib';
+import {
+  approvalStateSchema,
+  approvalViewSchema,
+  runSummarySchema,
+  verificationSchema,
+  workflowRunReplySchema,
+  workflowViewSchema,
+} from '@punk/lib';
 import { z } from 'zod';
 import { describeVerification, explainRun } from './explain.js';
 import { PunkApi, PunkApiError, type Approval } from './punk-api.js';
@@ -21,6 +28,7 @@ export const PLATFORM_TOOLS = [
   'punk_verify_ledger',
   'punk_list_workflows',
   'punk_run_workflow',
+  'punk_cancel_workflow_run',
 ] as const;
 
 type ToolResult = { content: Array<{ type: 'text'; text: string }>; structuredContent?: Record<string, unknown>; isError?: boolean };
@@ -397,9 +405,10 @@ export function platformServer(api: PunkApi, version: string): McpServer {
       }),
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
     },
-    ({ name, arguments: args }) =>
+    ({ name, arguments: args }, ctx) =>
       guarded(async () => {
-        const ran = await api.runWorkflow(name, args);
+        // The client's cancellation of this call cancels the run.
+        const ran = await api.runWorkflow(name, args, ctx.mcpReq.signal);
         const text = (ran.content as Array<{ type: string; text?: string }>).map((c) => c.text ?? '').join('\n');
         if (ran.isError === true) {
           const structured = { workflow: name, state: 'failed' as const, error: text };
@@ -407,6 +416,31 @@ export function platformServer(api: PunkApi, version: string): McpServer {
         }
         const result = ran.structuredContent ?? text;
         return answer({ workflow: name, state: 'completed' as const, result }, `Workflow ${name} completed: ${text}`);
+      }),
+  );
+
+  server.registerTool(
+    'punk_cancel_workflow_run',
+    {
+      title: 'Cancel a workflow run',
+      description:
+        'Cancels a running workflow run (its id from punk_list_runs or a run answer): it stops before its next node and the node in flight is cancelled, its tool call too; the run ends as cancelled on the ledger (workflow.cancelled). A run that already ended is a tool error naming its state.',
+      inputSchema: z.object({
+        name: z.string().min(1).describe('The workflow name, as punk_list_workflows gives it.'),
+        runId: z.string().min(1).describe('The run id.'),
+      }),
+      outputSchema: workflowRunReplySchema,
+      annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+    },
+    ({ name, runId }) =>
+      guarded(async () => {
+        const reply = await api.cancelWorkflowRun(name, runId);
+        return answer(
+          reply,
+          reply.state === 'cancelled'
+            ? `Run ${runId} of workflow ${name} is cancelled.`
+            : `Run ${runId} of workflow ${name} is still stopping; its end will be on the ledger (punk_explain_run).`,
+        );
       }),
   );
 

@@ -65,12 +65,13 @@ export async function mcpCommand(args: string[]): Promise<number> {
 }
 
 /**
- * The tools `--selfcheck` runs on an approval and a workflow no one has: the answer "no approval <id>" or "no ready
- * workflow <name>" means the route answered, and counts as ok.
+ * The tools `--selfcheck` runs on an approval, a workflow and a run no one has: the answer "no approval <id>", "no
+ * ready workflow <name>" or "has no run <id>" means the route answered, and counts as ok.
  */
 const EXPECTED_REFUSALS: Partial<Record<(typeof PLATFORM_TOOLS)[number], RegExp>> = {
   punk_decide_approval: /no approval/i,
   punk_run_workflow: /no ready workflow/i,
+  punk_cancel_workflow_run: /has no run/i,
 };
 
 /** What a tool answers when the key lacks a right: the tool works, this key may not use it (not a failure). */
@@ -103,6 +104,9 @@ function selfcheckArguments(tool: (typeof PLATFORM_TOOLS)[number], seen: Seen): 
     case 'punk_run_workflow':
       // A workflow no tenant has: the key's /mcp is asked, and nothing runs.
       return { name: `punk-selfcheck-${randomUUID()}`, arguments: {} };
+    case 'punk_cancel_workflow_run':
+      // A run no workflow has: the route and the key's right to ask are checked, and nothing is cancelled.
+      return { name: `punk-selfcheck-${randomUUID()}`, runId: randomUUID() };
     default:
       return {};
   }

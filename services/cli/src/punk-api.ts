@@ -21,6 +21,7 @@ import {
   runSummarySchema,
   verificationSchema,
   workflowViewSchema,
+  type WorkflowRunReply,
 } from '@punk/lib';
 import type { z } from 'zod';
 
@@ -268,15 +269,17 @@ export class PunkApi {
    * Runs the workflow `name` as a tool of the deployment's `/mcp` (`punk_workflow__<name>`, so the run's trigger is
    * `mcp` and the key's policy applies) and answers the tool's result, once the run ended (at most
    * {@link WORKFLOW_CALL_TIMEOUT_MS}). @throws PunkApiError `WorkflowNotServed` (404) when `/mcp` serves no such
-   * tool to this key (no such workflow, not ready, or withheld), or as {@link connectMcp} does.
+   * tool to this key (no such workflow, not ready, or withheld), or as {@link connectMcp} does. `signal` aborting
+   * cancels the call, and so the run: in the 2026-07-28 era, where closing the call's response stream is its
+   * cancellation (a 2025 `notifications/cancelled` would be lost as the client closes right after).
    */
-  async runWorkflow(name: string, args: Record<string, unknown>): Promise<CallToolResult> {
+  async runWorkflow(name: string, args: Record<string, unknown>, signal?: AbortSignal): Promise<CallToolResult> {
     const tool = namespacedName(WORKFLOW_SERVER, name);
-    const client = await this.connectMcp();
+    const client = await this.connectMcp('modern');
     try {
       return await this.mcpRequest(
         'tools/call',
-        (timeout) => client.callTool({ name: tool, arguments: args }, { timeout }),
+        (timeout) => client.callTool({ name: tool, arguments: args }, { timeout, ...(signal && { signal }) }),
         this.workflowTimeoutMs,
       );
     } catch (error) {
@@ -290,6 +293,15 @@ export class PunkApi {
     } finally {
       await client.close().catch(() => undefined);
     }
+  }
+
+  /**
+   * Cancels run `runId` of workflow `name` (`POST /workflows/<name>/runs/<runId>/cancel`): answers `cancelled`, or
+   * `running` when it has not stopped within the deployment's wait. @throws PunkApiError `WorkflowRunNotFound` (404),
+   * `WorkflowRunNotRunning` (409, naming the state it ended in).
+   */
+  async cancelWorkflowRun(name: string, runId: string): Promise<WorkflowRunReply> {
+    return this.request<WorkflowRunReply>('POST', `/workflows/${encodeURIComponent(name)}/runs/${encodeURIComponent(runId)}/cancel`);
   }
 
   /** Every tool of the deployment's aggregated `/mcp` (all pages of `tools/list`), as the key may see them. */

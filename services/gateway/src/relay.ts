@@ -21,7 +21,7 @@ import {
   type GovernanceDecision,
   type LedgerEvent,
   type Logger,
-  type RequestHandler,
+  type BusMessageInfo,
   type ServerCatalog,
   WORKFLOW_SERVER,
 } from '@punk/lib';
@@ -69,6 +69,12 @@ export function toolError(text: string): Record<string, unknown> {
   return { content: [{ type: 'text', text }], isError: true };
 }
 
+/**
+ * The relay's handler of `punk.gateway.call`; called in process (a workflow node's call) it takes a `signal` whose
+ * abort cancels the call upstream, as a client's cancellation does.
+ */
+export type RelayHandler = (data: unknown, info: BusMessageInfo, signal?: AbortSignal) => Promise<unknown>;
+
 type CallRequest = Exclude<GatewayRequest, { method: 'catalog/list' | 'resources/subscribe' | 'completion/complete' | 'logging/setLevel' }>;
 
 /**
@@ -103,10 +109,10 @@ export function createRelay(deps: {
    * `WORKFLOW_SERVER` runs one.
    */
   workflows?: Pick<ServedWorkflows, 'catalogEntry' | 'callTool'>;
-}): RequestHandler {
+}): RelayHandler {
   const { bus, log, registry, pending, decider, pinning, cancellations } = deps;
   const maxResultBytes = deps.maxResultBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
-  return async (data, info) => {
+  return async (data, info, signal) => {
     const request = receivedMessage(gatewayRequestSchema, subjects.gatewayCall, data, info.local);
     if (request.method === 'catalog/list') {
       const reply = listCatalog(registry, request.tenant, request.server);
@@ -114,7 +120,11 @@ export function createRelay(deps: {
       const entry = request.server === undefined ? deps.workflows?.catalogEntry(request.tenant) : undefined;
       return entry ? { servers: [...reply.servers, entry] } : reply;
     }
-    if (request.method === 'tools/call' && request.server === WORKFLOW_SERVER && deps.workflows) return deps.workflows.callTool(request);
+    if (request.method === 'tools/call' && request.server === WORKFLOW_SERVER && deps.workflows) {
+      // The client's cancellation of the call cancels the run.
+      const cancel = request.channel ? cancellations.watch(request.channel.callId) : undefined;
+      return deps.workflows.callTool(request, cancel?.signal).finally(() => cancel?.close());
+    }
     const upstream = registry.find(request.tenant, request.server, 'sessionId' in request ? request.sessionId : undefined);
     if (!upstream)
       throw new PunkError('ServerNotFound', `server ${request.server} is not registered in tenant ${request.tenant}`, {
@@ -138,7 +148,10 @@ export function createRelay(deps: {
       principal: request.principal,
       sessionId: request.sessionId,
     };
-    const cancel = request.channel ? cancellations.watch(request.channel.callId) : undefined;
+    const watched = request.channel ? cancellations.watch(request.channel.callId) : undefined;
+    const cancel = watched
+      ? { signal: signal ? AbortSignal.any([signal, watched.signal]) : watched.signal, close: () => watched.close() }
+      : signal && { signal, close: () => undefined };
     // The decisions' audit records go on the ledger alongside the rest of the call; the call's answer waits for them.
     const audits: CallDecision[] = [];
     const decide: Decide = async (check) => {
@@ -512,7 +525,8 @@ function ask(
   });
 }
 
-function refusal(what: string, server: string, decision: GovernanceDecision): string {
+/** The tool error text of a use `what` (`tool echo`, `workflow summarize`) of `server` that `decision` refuses, naming its rule. */
+export function refusal(what: string, server: string, decision: GovernanceDecision): string {
   const verdict =
     decision.decision === 'approval_required'
       ? 'requires an approval, which only tool calls can get (docs/governance.md "Approvals")'

@@ -30,7 +30,6 @@ import {
   type Logger,
   type McpServer,
   type NameConflict,
-  type RequestHandler,
   type RegistryChanged,
   type ResourceUpdated,
   type ServerCatalog,
@@ -50,7 +49,7 @@ import { isScaledToZero, scaledToZeroCatalog, scaledToZeroError } from './regist
 import { ServedSet } from './registry/served-set.js';
 import { RegistrationStore } from './registry/store.js';
 import { CallDecider } from './decisions.js';
-import { createRelay, type Registry } from './relay.js';
+import { createRelay, type Registry, type RelayHandler } from './relay.js';
 import { createSessionRouting } from './routing.js';
 import { busSessionLink } from './session-link.js';
 import { Upstream, type UpstreamPoolOptions } from './upstream.js';
@@ -491,9 +490,12 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     workflows: workflowWatch,
     catalog: (tenant) => registry.catalog(tenant),
     runs: runTable,
+    decider,
+    cancellations,
     limits: { ...DEFAULT_WORKFLOW_LIMITS, ...options.workflowLimits },
     // Called by runs only, after `relay` below is made.
-    callTool: async (request) => (await relay(request, { subject: subjects.gatewayCall, headers: {} })) as Record<string, unknown>,
+    callTool: async (request, signal) =>
+      (await relay(request, { subject: subjects.gatewayCall, headers: {} }, signal)) as Record<string, unknown>,
     declaredLevel: (tenant, server, tool) => registry.catalog(tenant).find((s) => s.name === server)?.sideEffectLevels[tool],
   });
   // The fronts list the workflow tools again (and tell their clients) when a tenant's workflows change.
@@ -504,7 +506,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       .catch((error: unknown) => log.warn({ err: errorMessage(error) }, 'could not broadcast a workflow change'));
   });
   await runTable.start();
-  const relay: RequestHandler = createRelay({
+  const relay: RelayHandler = createRelay({
     bus,
     log,
     registry,

@@ -1,4 +1,4 @@
-import { WORKFLOW_SERVER, type LedgerEvent } from '@punk/lib';
+import { namespacedName, WORKFLOW_SERVER, type LedgerEvent } from '@punk/lib';
 
 /** What a run's summary row says about it. Times are RFC 3339 strings. */
 export interface RunSummary {
@@ -38,12 +38,19 @@ export interface RunDelta {
 
 const str = (value: unknown): string | undefined => (typeof value === 'string' && value.length > 0 ? value : undefined);
 
-/** The tool an event names: `data.tool` or `data.name` on `tool.*` events, `data.target` on a tool decision, `data.tool` on `workflow.started`. */
+/**
+ * The tool an event names: `data.tool` or `data.name` on `tool.*` events, `data.target` on a tool decision (the
+ * workflow's tool `punk_workflow__<target>` on the decision of a workflow's trigger), `data.tool` on `workflow.started`.
+ */
 function toolOf(event: LedgerEvent): string | undefined {
   if (event.type.startsWith('tool.')) return str(event.data.tool) ?? str(event.data.name);
   // A workflow run: the workflow's tool on /mcp (`punk_workflow__<name>`), named by its first event.
   if (event.type === 'workflow.started') return str(event.data.tool);
-  if (event.type === 'governance.decision' && event.data.kind === 'tool') return str(event.data.target);
+  if (event.type === 'governance.decision' && event.data.kind === 'tool') {
+    const target = str(event.data.target);
+    // The decision on a workflow's trigger names the workflow: its run's tool is the workflow's tool, as above.
+    return target !== undefined && event.server === WORKFLOW_SERVER ? namespacedName(WORKFLOW_SERVER, target) : target;
+  }
   return undefined;
 }
 
@@ -51,10 +58,11 @@ function toolOf(event: LedgerEvent): string | undefined {
  * The outcome an event states: a `*.completed` event gives `data.outcome`, or
  * `error` when `data.isError` is true or `data.error` is present, else `ok`;
  * a governance decision that is not `allow` gives `denied` or `approval_required`; a `workflow.failed` its
- * `data.outcome` (`failed`, `interrupted`).
+ * `data.outcome` (`failed`, `interrupted`); a `workflow.cancelled` `cancelled`.
  */
 function outcomeOf(event: LedgerEvent): string | undefined {
   if (event.type === 'workflow.failed') return str(event.data.outcome) ?? 'failed';
+  if (event.type === 'workflow.cancelled') return 'cancelled';
   if (event.type.endsWith('.completed')) {
     const stated = str(event.data.outcome);
     if (stated) return stated;

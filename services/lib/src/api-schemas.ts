@@ -812,7 +812,7 @@ export const workflowRunBodySchema = z
 export type WorkflowRunBody = z.infer<typeof workflowRunBodySchema>;
 
 /** States of a workflow run as the runs API answers them. */
-export const workflowRunStateSchema = z.enum(['running', 'completed', 'failed']);
+export const workflowRunStateSchema = z.enum(['running', 'completed', 'failed', 'cancelled']);
 export type WorkflowRunState = z.infer<typeof workflowRunStateSchema>;
 
 /** Answer of `POST /workflows/{name}/runs`: 201 when the run ended within the wait, 202 while it runs. */
@@ -824,7 +824,7 @@ export const workflowRunReplySchema = z
     error: z
       .object({ code: z.string(), message: z.string(), node: z.string().optional().describe('The node that failed, when one did.') })
       .optional()
-      .describe('Why a failed run failed.'),
+      .describe('Why a failed run failed, or who cancelled a cancelled one.'),
   })
   .register(apiComponents, { id: 'WorkflowRun', description: 'A workflow run and, once it ended, its result or error.' });
 export type WorkflowRunReply = z.infer<typeof workflowRunReplySchema>;

@@ -68,7 +68,8 @@ export const subjects = {
   /**
    * Broadcast from the front replica serving one call to the gateway replica relaying it: the client gave the
    * call up (a 2026-07-28 response stream closed, or `notifications/cancelled`); the upstream request is
-   * cancelled (`callCancelSchema`). Each gateway replica subscribes once to {@link subjects.callsCancel}.
+   * cancelled (`callCancelSchema`). Each gateway replica subscribes once to {@link subjects.callsCancel}. With a
+   * workflow run's id, from the replica answering `workflows.cancel`: the replica running the run cancels it.
    */
   callCancel: (callId: string) => `punk.call.${callId}.cancel`,
   /** What every gateway replica subscribes to: {@link subjects.callCancel} of every call. */
@@ -721,15 +722,17 @@ export const ledgerEventTypeSchema = z.enum([
    * A workflow run (docs/workflows.md "Runs"), in order: `workflow.started` (`data`: `workflow`, `tool`, `trigger`
    * `mcp` or `api`, `arguments`), per node `node.started` (`node`, `kind`) and `node.completed` (`node`, `kind`,
    * `durationMs`, `next`, and for a tool_call `server`, `tool`, `sideEffectLevel`, `isError`), then
-   * `workflow.completed` (`durationMs`, `outcome` `ok`, `result`) or `workflow.failed` (`durationMs`, `outcome`
-   * `failed` or `interrupted`, `node`, `error`). Every event's principal is the agent `workflow-engine` acting for
-   * the caller; a tool_call node's own decision, `tool.called` and `tool.completed` are in the same run.
+   * `workflow.completed` (`durationMs`, `outcome` `ok`, `result`), `workflow.failed` (`durationMs`, `outcome`
+   * `failed` or `interrupted`, `node`, `error`) or `workflow.cancelled` (`durationMs`, `outcome` `cancelled`, `node`
+   * in flight or next, `reason` naming who cancelled it and how). Every event's principal is the agent `workflow-engine` acting
+   * for the caller; a tool_call node's own decision, `tool.called` and `tool.completed` are in the same run.
    */
   'workflow.started',
   'node.started',
   'node.completed',
   'workflow.completed',
   'workflow.failed',
+  'workflow.cancelled',
 ]);
 export type LedgerEventType = z.infer<typeof ledgerEventTypeSchema>;
 
@@ -811,6 +814,18 @@ export const gatewayAdminRequestSchema = z.discriminatedUnion('op', [
     principal: principalSchema,
     name: z.string().min(1),
     body: z.unknown(),
+  }),
+  /**
+   * Cancels run `runId` of workflow `name` for `principal` (`POST /api/v1/workflows/<name>/runs/<runId>/cancel`),
+   * on whichever gateway replica runs it. Reply `workflowRunReplySchema` (`cancelled`, or `running` when it has not
+   * stopped within the wait); errors `WorkflowRunNotFound`, `WorkflowRunNotRunning` (naming its state).
+   */
+  z.object({
+    op: z.literal('workflows.cancel'),
+    tenant: z.string().min(1),
+    principal: principalSchema,
+    name: z.string().min(1),
+    runId: z.string().min(1),
   }),
   /** Replace credential `id` in place (`PUT /api/v1/credentials/<id>`): `body` is `{ id?, type?, data }` as a create's. */
   z.object({

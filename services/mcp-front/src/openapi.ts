@@ -296,9 +296,27 @@ export const routes: readonly Route[] = [
       '201': ok('The run ended within the wait: `completed` with its result, or `failed` with its error.', workflowRunReplySchema),
       '202': ok('The run is still running.', workflowRunReplySchema),
       '400': error('The body is invalid, or the arguments do not match the input schema (`InvalidArguments`, naming the field).'),
+      '403': error('A policy rule denies the caller this workflow (`PolicyDenied`, naming the rule; the decision is on the ledger).'),
       '404': error('No such workflow in the tenant.'),
       '409': error('The workflow is not ready (`WorkflowNotReady`, naming its errors).'),
       '415': error('A body that is not JSON.'),
+    },
+  },
+  {
+    method: 'post',
+    path: '/workflows/{name}/runs/{runId}/cancel',
+    operationId: 'cancelWorkflowRun',
+    summary:
+      'Cancels a running run on whichever gateway replica runs it: it stops before its next node, the node in flight is cancelled (its upstream call too), and `workflow.cancelled` ends it on the ledger.',
+    pathParameters: { name: "The McpWorkflow's metadata.name.", runId: 'The run id (from POST /workflows/{name}/runs or GET /runs).' },
+    query: tenantQuerySchema,
+    responses: {
+      '200': ok('The run is cancelled.', workflowRunReplySchema),
+      '202': ok('The run has not stopped within 10 s; its end will be on the ledger.', workflowRunReplySchema),
+      '404': error('The workflow has no such run (`WorkflowRunNotFound`; runs are known here until a day after their end).'),
+      '409': error(
+        'The run is not running (`WorkflowRunNotRunning`, naming the state it ended in: completed, failed, cancelled, interrupted).',
+      ),
     },
   },
   {

@@ -21,6 +21,7 @@
  * | `GET /workflows` | `workflows.list` | 200 `{ workflows }` |
  * | `GET /workflows/:name` | `workflows.get` | 200 `{ workflow }` |
  * | `POST /workflows/:name/runs` | `workflows.run` (trigger `api`) | 201 `{ runId, state, result?, error? }` once ended, 202 while running |
+ * | `POST /workflows/:name/runs/:runId/cancel` | `workflows.cancel` | 200 `{ runId, state: cancelled }`, 202 while it stops |
  * | `GET /settings` | `settings.get` (governance) | 200 `{ settings }` |
  * | `PUT /settings` | `settings.put` (governance; body `{ key, value }`) | 200 `{ setting }` |
  *
@@ -67,6 +68,8 @@ const STATUSES: Record<string, number> = {
   UpstreamUnreachable: 400,
   ToolNotPending: 409,
   WorkflowNotReady: 409,
+  WorkflowRunNotRunning: 409,
+  PolicyDenied: 403,
   InvalidArguments: 400,
   ToolDefinitionMismatch: 409,
   Conflict: 409,
@@ -277,6 +280,25 @@ export function registryRouter(options: RegistryApiOptions): Router {
       };
       res
         .status(reply.state === 'running' ? 202 : 201)
+        .set('Cache-Control', 'no-store')
+        .json(reply);
+    }),
+  );
+  router.post(
+    '/workflows/:name/runs/:runId/cancel',
+    route(async (req, res, { tenant, principal }) => {
+      const request: GatewayAdminRequest = {
+        op: 'workflows.cancel',
+        tenant,
+        principal,
+        name: String(req.params['name']),
+        runId: String(req.params['runId']),
+      };
+      const reply = (await options.bus.request(subjects.gatewayAdmin, request, { timeoutMs: deadlines.gatewayAdminMs })) as {
+        state?: unknown;
+      };
+      res
+        .status(reply.state === 'running' ? 202 : 200)
         .set('Cache-Control', 'no-store')
         .json(reply);
     }),

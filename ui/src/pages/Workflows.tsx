@@ -1,22 +1,37 @@
 /**
  * The Workflows view: the tenant's workflows (ready or not, with what keeps them from being ready); one chosen is
  * run from a form generated from its input JSON Schema, and the run's node-by-node trace is read from the ledger
- * (asked again every {@link POLL_MS} until the run ended).
+ * (asked again every {@link POLL_MS} until the run ended); a running run can be cancelled from its trace.
  */
 import '../views.css';
 import { useState } from 'preact/hooks';
 import { getRun } from '../api.js';
 import { eventsOf, json, outcomeClass, POLL_MS, usePolling } from '../api-runs.js';
-import { listWorkflows, runWorkflow, traceOf, type WorkflowRunReply, type WorkflowView } from '../api-workflows.js';
+import { cancelWorkflowRun, listWorkflows, runWorkflow, traceOf, type WorkflowRunReply, type WorkflowView } from '../api-workflows.js';
 import { ErrorMessage, messageOf, Page, useLoad } from '../components.js';
 import { Link } from '../router.js';
 import { SchemaFields, useSchemaTexts, valuesOf, type JsonSchema } from '../schema-form.js';
 
-/** The node-by-node trace of run `runId`. */
-function RunTrace(props: { runId: string }) {
+/** The node-by-node trace of run `runId` of workflow `workflow`, with a button cancelling it while it runs. */
+function RunTrace(props: { workflow: string; runId: string }) {
   const run = useLoad(() => getRun(props.runId), [props.runId]);
   const trace = run.data ? traceOf(eventsOf(run.data)) : undefined;
   usePolling(trace?.outcome === undefined ? run : { reload: async () => undefined }, POLL_MS);
+  const [cancelling, setCancelling] = useState(false);
+  const [cancelError, setCancelError] = useState<string | undefined>(undefined);
+  const cancel = async () => {
+    setCancelError(undefined);
+    setCancelling(true);
+    try {
+      await cancelWorkflowRun(props.workflow, props.runId);
+      await run.reload();
+    } catch (caught) {
+      // A run that ended meanwhile: the message names the state it ended in.
+      setCancelError(messageOf(caught));
+    } finally {
+      setCancelling(false);
+    }
+  };
   if (!trace) return run.error ? <ErrorMessage message={run.error} /> : <p class="muted">Waiting for the run on the ledger…</p>;
   return (
     <section aria-label="Run trace" class="trace">
@@ -28,9 +43,15 @@ function RunTrace(props: { runId: string }) {
         {trace.outcome ? (
           <span class={`badge ${outcomeClass(trace.outcome)}`}>{trace.outcome}</span>
         ) : (
-          <span class="badge warn">running</span>
+          <>
+            <span class="badge warn">running</span>{' '}
+            <button type="button" class="quiet" disabled={cancelling} onClick={() => void cancel()}>
+              {cancelling ? 'Cancelling…' : 'Cancel run'}
+            </button>
+          </>
         )}
       </h3>
+      <ErrorMessage message={cancelError} />
       <ol class="plain" aria-label="Nodes">
         {trace.nodes.map((node, index) => (
           <li key={`${node.node}-${String(index)}`} class={`node ${node.isError ? 'bad' : node.durationMs !== undefined ? 'ok' : ''}`}>
@@ -119,7 +140,7 @@ function WorkflowPanel(props: { workflow: WorkflowView }) {
           The run failed: {reply.error.message}
         </p>
       )}
-      {reply && <RunTrace key={reply.runId} runId={reply.runId} />}
+      {reply && <RunTrace key={reply.runId} workflow={workflow.name} runId={reply.runId} />}
     </section>
   );
 }

@@ -410,6 +410,7 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
       case 'workflows.list':
       case 'workflows.get':
       case 'workflows.run':
+      case 'workflows.cancel':
         return deps.workflows(request);
     }
   };

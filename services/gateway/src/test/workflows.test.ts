@@ -162,8 +162,11 @@ test('a run whose replica died is recorded failed, outcome interrupted, once', a
     events.map((e) => [e.type, e.data.outcome, e.data.workflow]),
     [['workflow.failed', 'interrupted', 'lost']],
   );
-  const { rows } = await h.database.db.query('SELECT * FROM gateway.workflow_runs WHERE run_id = $1', [runId]);
-  assert.equal(rows.length, 0);
+  const { rows } = await h.database.db.query<{ state: string }>('SELECT state FROM gateway.workflow_runs WHERE run_id = $1', [runId]);
+  assert.deepEqual(
+    rows.map((r) => r.state),
+    ['interrupted'],
+  );
 });
 
 test('text that is not JSON is saved as the text; a run ending on a tool_call node answers the saved results', async () => {

@@ -2,9 +2,11 @@
  * Runs one McpWorkflow (docs/workflows.md "Runs"): node after node from `spec.start`, each tool_call node's call
  * handed to the relay as a client's `tools/call` is (so governance, classification, pinning and the ledger treat it
  * the same), as the agent `workflow-engine` acting for the caller. Every step is on the run's ledger, in order:
- * `workflow.started`, per node `node.started` and `node.completed`, then `workflow.completed` or `workflow.failed`.
+ * `workflow.started`, per node `node.started` and `node.completed`, then `workflow.completed`, `workflow.failed` or
+ * `workflow.cancelled`.
  * A tool error (a failing tool, a server down, a denied call, an approval not granted) fails the run closed at
- * that node: an unattended run never waits for a human.
+ * that node: an unattended run never waits for a human. A cancellation (the run's `signal`) stops it before its next
+ * node and cancels the node in flight (its upstream call too), ending it with `workflow.cancelled`.
  */
 import { randomUUID } from 'node:crypto';
 import {
@@ -51,8 +53,11 @@ export type ToolCallRequest = Extract<GatewayRequest, { method: 'tools/call' }>;
 export interface RunDeps {
   bus: Bus;
   log: Logger;
-  /** The relay: answers one tools/call as it answers a client's (a tool error for a refusal), or throws a PunkError. */
-  callTool(request: ToolCallRequest): Promise<Record<string, unknown>>;
+  /**
+   * The relay: answers one tools/call as it answers a client's (a tool error for a refusal), or throws a PunkError;
+   * `signal` aborting cancels the call upstream.
+   */
+  callTool(request: ToolCallRequest, signal: AbortSignal | undefined): Promise<Record<string, unknown>>;
   /** The side-effect level the gateway declares for a tool (its manifest's override, an openapi method), if any. */
   declaredLevel(tenant: string, server: string, tool: string): SideEffectLevel | undefined;
   limits: WorkflowLimits;
@@ -68,6 +73,8 @@ export interface RunRequest {
   runId: string;
   /** The workflow's tool name on `/mcp`. */
   tool: string;
+  /** Aborts to cancel the run; its reason (a sentence naming who cancelled and how) goes on `workflow.cancelled`. */
+  signal?: AbortSignal;
 }
 
 /** Why a run failed: a PunkError code, a sentence, and the node. */
@@ -78,7 +85,7 @@ export interface RunError {
 }
 
 /** How a run ended. */
-export type RunOutcome = { state: 'completed'; result: unknown } | { state: 'failed'; error: RunError };
+export type RunOutcome = { state: 'completed'; result: unknown } | { state: 'failed' | 'cancelled'; error: RunError };
 
 /** The principal of a run's calls: the agent `workflow-engine` of the caller's tenant, acting for the caller. */
 export function agentOf(caller: Principal): Principal {
@@ -158,6 +165,18 @@ export async function runWorkflow(deps: RunDeps, run: RunRequest): Promise<RunOu
       );
     return value;
   };
+  const { signal } = run;
+  const cancelled = () => new NodeFailure('WorkflowCancelled', `the run was cancelled: ${String(signal?.reason)}`);
+  /** Ends the run as cancelled at node `nodeId` (the one in flight, or the next), `message` naming it and why. */
+  const endCancelled = async (nodeId: string, message: string): Promise<RunOutcome> => {
+    await append('workflow.cancelled', {
+      durationMs: Date.now() - started,
+      outcome: 'cancelled',
+      node: nodeId,
+      reason: String(signal?.reason),
+    });
+    return { state: 'cancelled', error: { code: 'WorkflowCancelled', message, node: nodeId } };
+  };
   /** `promise`, or a failure once the run's time is up. */
   const inTime = async <T>(promise: Promise<T>): Promise<T> => {
     let timer: NodeJS.Timeout | undefined;
@@ -184,9 +203,11 @@ export async function runWorkflow(deps: RunDeps, run: RunRequest): Promise<RunOu
         const facts = { server, tool, sideEffectLevel: level };
         let result: Record<string, unknown>;
         try {
-          result = await inTime(deps.callTool({ method: 'tools/call', tenant, server, principal, runId, name: tool, arguments: args }));
+          result = await inTime(
+            deps.callTool({ method: 'tools/call', tenant, server, principal, runId, name: tool, arguments: args }, signal),
+          );
         } catch (error) {
-          if (error instanceof NodeFailure) throw error;
+          if (error instanceof NodeFailure) throw new NodeFailure(error.code, error.message, facts);
           throw new NodeFailure(
             error instanceof PunkError ? error.code : 'ToolCallFailed',
             `tool ${tool} on server ${server}: ${errorMessage(error)}`,
@@ -235,7 +256,7 @@ export async function runWorkflow(deps: RunDeps, run: RunRequest): Promise<RunOu
             },
             link: undefined,
             progressToken: undefined,
-            signal: undefined,
+            signal,
           }),
         );
         if (!approval.approved) throw new NodeFailure('ApprovalRequired', approval.message);
@@ -260,6 +281,8 @@ export async function runWorkflow(deps: RunDeps, run: RunRequest): Promise<RunOu
         throw new NodeFailure('WorkflowLimit', `the run reached its limit of ${String(limits.maxNodes)} nodes (maxNodes)`);
       if (Date.now() >= deadline)
         throw new NodeFailure('WorkflowTimeout', `the run took longer than its limit of ${String(limits.maxRunMs)} ms (maxRunMs)`);
+      // Between nodes: the next one never starts.
+      if (signal?.aborted) return await endCancelled(node.id, `node ${node.id}: ${cancelled().message}`);
       await append('node.started', { node: node.id, kind: node.kind });
       const step = await execute(node);
       await append(
@@ -272,12 +295,15 @@ export async function runWorkflow(deps: RunDeps, run: RunRequest): Promise<RunOu
         ended = true;
       }
       current = step.next;
-    } catch (error) {
+    } catch (thrown) {
+      // The node in flight when the run was cancelled is cancelled, whatever its call answered on the way out (a
+      // cancelled upstream call answers an error).
+      const error = signal?.aborted ? cancelled() : thrown;
       const code = error instanceof NodeFailure || error instanceof PunkError ? error.code : 'WorkflowFailed';
       if (!(error instanceof NodeFailure) && !(error instanceof PunkError))
         deps.log.error({ err: errorMessage(error), runId }, 'workflow run failed');
       const message = `node ${node.id}: ${errorMessage(error)}`;
-      const facts = error instanceof NodeFailure ? error.facts : {};
+      const facts = thrown instanceof NodeFailure ? thrown.facts : {};
       await append('node.completed', {
         node: node.id,
         kind: node.kind,
@@ -286,6 +312,7 @@ export async function runWorkflow(deps: RunDeps, run: RunRequest): Promise<RunOu
         error: message,
         ...facts,
       });
+      if (signal?.aborted) return await endCancelled(node.id, message);
       await append('workflow.failed', { durationMs: Date.now() - started, outcome: 'failed', node: node.id, code, error: message });
       return { state: 'failed', error: { code, message, node: node.id } };
     }

@@ -1,9 +1,11 @@
 /**
- * The runs in progress, in the gateway's table `gateway.workflow_runs` (Postgres, PGlite in `punk up`): a run has a
- * row while it runs, renewed every {@link RENEW_MS} by the replica running it. Every replica sweeps the table every
- * {@link RENEW_MS} (and once at start): a row not renewed for {@link STALE_MS} belongs to a replica that died, so the
- * sweep deletes it (one `DELETE … RETURNING`: exactly one replica takes each) and records the run as failed with
- * outcome `interrupted`. A run is thus never left running forever, whichever replica or restart notices first.
+ * The runs, in the gateway's table `gateway.workflow_runs` (Postgres, PGlite in `punk up`): a run has a row in state
+ * `running` while it runs, renewed every {@link RENEW_MS} by the replica running it, and keeps it for
+ * {@link ENDED_KEPT_MS} after its end with the state it ended in (so a cancellation of an ended run names that state
+ * on every replica). Every replica sweeps the table every {@link RENEW_MS} (and once at start): a running row not
+ * renewed for {@link STALE_MS} belongs to a replica that died, so the sweep marks it `interrupted` (one
+ * `UPDATE … RETURNING`: exactly one replica takes each) and records the run as failed with outcome `interrupted`. A
+ * run is thus never left running forever, whichever replica or restart notices first.
  */
 import { createHash } from 'node:crypto';
 import { appendLedgerEvent, errorMessage, principalSchema, type Bus, type Database, type Logger, type Principal } from '@punk/lib';
@@ -12,6 +14,11 @@ import { appendLedgerEvent, errorMessage, principalSchema, type Bus, type Databa
 export const RENEW_MS = 5_000;
 /** Age of a row's last renewal past which its run counts as interrupted, in milliseconds. */
 export const STALE_MS = 20_000;
+/** How long an ended run's row (its state) is kept, in milliseconds: a day. */
+export const ENDED_KEPT_MS = 24 * 60 * 60_000;
+
+/** States of a run's row: running, or how it ended. */
+export type RunState = 'running' | 'completed' | 'failed' | 'cancelled' | 'interrupted';
 
 /** A run in progress. */
 export interface RunRow {
@@ -57,14 +64,33 @@ export class RunTable {
     this.running.set(`${row.tenant}\n${row.runId}`, row);
   }
 
-  /** Forgets a run that ended (its end is on the ledger); a failure is logged (the sweep would then record it interrupted). */
-  async remove(tenant: string, runId: string): Promise<void> {
+  /**
+   * Records that a run ended (its end is on the ledger) in `state`; a failure is logged (the sweep would then record
+   * it interrupted).
+   */
+  async end(tenant: string, runId: string, state: Exclude<RunState, 'running' | 'interrupted'>): Promise<void> {
     this.running.delete(`${tenant}\n${runId}`);
     try {
-      await this.deps.db.query('DELETE FROM gateway.workflow_runs WHERE tenant = $1 AND run_id = $2', [tenant, runId]);
+      await this.deps.db.query(
+        "UPDATE gateway.workflow_runs SET state = $3, ended_at = now() WHERE tenant = $1 AND run_id = $2 AND state = 'running'",
+        [tenant, runId, state],
+      );
     } catch (error) {
-      this.deps.log.warn({ runId, err: errorMessage(error) }, 'could not remove an ended workflow run from gateway.workflow_runs');
+      this.deps.log.warn({ runId, err: errorMessage(error) }, 'could not record the end of a workflow run in gateway.workflow_runs');
     }
+  }
+
+  /**
+   * The workflow and state of run `runId` of `tenant` (any replica's), undefined when the table has none (never
+   * started, or ended more than {@link ENDED_KEPT_MS} ago).
+   * @throws PunkError `DatabaseUnavailable`.
+   */
+  async find(tenant: string, runId: string): Promise<{ workflow: string; state: RunState } | undefined> {
+    const { rows } = await this.deps.db.query<{ workflow: string; state: RunState }>(
+      'SELECT workflow, state FROM gateway.workflow_runs WHERE tenant = $1 AND run_id = $2',
+      [tenant, runId],
+    );
+    return rows[0];
   }
 
   /** Stops renewing and sweeping (this replica's rows then age: another replica records their runs interrupted). */
@@ -76,17 +102,24 @@ export class RunTable {
   private async tick(): Promise<void> {
     try {
       if (this.running.size > 0)
-        await this.deps.db.query('UPDATE gateway.workflow_runs SET renewed_at = now() WHERE instance = $1', [this.deps.instanceId]);
+        await this.deps.db.query("UPDATE gateway.workflow_runs SET renewed_at = now() WHERE instance = $1 AND state = 'running'", [
+          this.deps.instanceId,
+        ]);
       await this.sweep();
     } catch (error) {
       this.deps.log.warn({ err: errorMessage(error) }, 'could not renew or sweep the workflow runs');
     }
   }
 
-  /** Records every stale run as interrupted. */
+  /** Records every stale run as interrupted, and forgets the runs ended more than {@link ENDED_KEPT_MS} ago. */
   private async sweep(): Promise<void> {
+    await this.deps.db.query('DELETE FROM gateway.workflow_runs WHERE ended_at < now() - make_interval(secs => $1::double precision)', [
+      ENDED_KEPT_MS / 1000,
+    ]);
     const { rows } = await this.deps.db.query<{ tenant: string; run_id: string; workflow: string; principal: unknown; started_at: Date }>(
-      `DELETE FROM gateway.workflow_runs WHERE renewed_at < now() - make_interval(secs => $1::double precision) RETURNING tenant, run_id, workflow, principal, started_at`,
+      `UPDATE gateway.workflow_runs SET state = 'interrupted', ended_at = now()
+       WHERE state = 'running' AND renewed_at < now() - make_interval(secs => $1::double precision)
+       RETURNING tenant, run_id, workflow, principal, started_at`,
       [(this.deps.staleMs ?? STALE_MS) / 1000],
     );
     for (const row of rows) {

@@ -3,7 +3,10 @@
  * `PUNK_MCP_WORKFLOWS`, each checked against this replica's catalog of the tenant (ready, or its errors); the ready
  * ones listed to the fronts as the tools of one catalog entry, server {@link WORKFLOW_SERVER} (so `/mcp` names each
  * `punk_workflow__<name>`, docs/endpoint.md), whose calls the relay hands here (trigger `mcp`); and the workflows
- * API (`workflows.list`, `workflows.get`, `workflows.run`, trigger `api`) of `punk.gateway.admin`.
+ * API (`workflows.list`, `workflows.get`, `workflows.run`, trigger `api`, `workflows.cancel`) of `punk.gateway.admin`.
+ * A run's trigger is decided by policy as a tool call of server {@link WORKFLOW_SERVER} is (the workflow's name the
+ * tool, level 0: the trigger has no effect of its own, each node's call is decided at its level); a run is cancelled
+ * on `punk.call.<runId>.cancel`, which every replica watches, so a cancellation reaches the replica running it.
  */
 import { randomUUID } from 'node:crypto';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
@@ -13,6 +16,7 @@ import {
   formatWorkflowError,
   namespacedName,
   PunkError,
+  subjects,
   validateWorkflowCatalog,
   workflowCatalogOf,
   workflowRunBodySchema,
@@ -28,11 +32,20 @@ import {
   type WorkflowView,
   WORKFLOW_SERVER,
 } from '@punk/lib';
+import type { CallCancellations } from '../client-channel.js';
+import type { CallDecider } from '../decisions.js';
+import { refusal } from '../relay.js';
 import { agentOf, runWorkflow, type RunDeps, type RunOutcome, type ToolCallRequest } from './engine.js';
 import type { RunTable } from './run-table.js';
 
 /** The workflows API operations of `punk.gateway.admin`. */
-export type WorkflowAdminRequest = Extract<GatewayAdminRequest, { op: 'workflows.list' | 'workflows.get' | 'workflows.run' }>;
+export type WorkflowAdminRequest = Extract<
+  GatewayAdminRequest,
+  { op: 'workflows.list' | 'workflows.get' | 'workflows.run' | 'workflows.cancel' }
+>;
+
+/** Longest a `workflows.cancel` waits for the run to stop, in milliseconds (then it answers `running`). */
+const CANCEL_WAIT_MS = 10_000;
 
 /** What the served workflows need. */
 export interface ServedWorkflowsDeps extends RunDeps {
@@ -41,14 +54,21 @@ export interface ServedWorkflowsDeps extends RunDeps {
   /** This replica's catalog of a tenant's servers. */
   catalog(tenant: string): ServerCatalog[];
   runs: RunTable;
+  /** Decides a run's trigger. */
+  decider: CallDecider;
+  /** This replica's watch of `punk.call.<id>.cancel`: a run is cancelled by its run id. */
+  cancellations: CallCancellations;
 }
 
 /** The workflows of every tenant, served. */
 export interface ServedWorkflows {
   /** The catalog entry of the tenant's ready workflows (server {@link WORKFLOW_SERVER}); undefined when none is ready. */
   catalogEntry(tenant: string): ServerCatalog | undefined;
-  /** A `tools/call` of a workflow tool (server {@link WORKFLOW_SERVER}): runs it (trigger `mcp`) and answers its MCP result. */
-  callTool(request: ToolCallRequest): Promise<Record<string, unknown>>;
+  /**
+   * A `tools/call` of a workflow tool (server {@link WORKFLOW_SERVER}): runs it (trigger `mcp`) and answers its MCP
+   * result; `signal` (the client's cancellation of the call) aborting cancels the run.
+   */
+  callTool(request: ToolCallRequest, signal: AbortSignal | undefined): Promise<Record<string, unknown>>;
   /** Answers one workflows API operation. */
   admin(request: WorkflowAdminRequest): Promise<unknown>;
 }
@@ -136,8 +156,35 @@ export function serveWorkflows(deps: ServedWorkflowsDeps): ServedWorkflows {
   };
 
   /**
+   * The policy decision on `caller` starting `workflow` (on the ledger in run `runId` before this resolves), as a
+   * tool call of server {@link WORKFLOW_SERVER} named as the workflow, at level 0, by the agent acting for the caller.
+   * @throws PunkError `PolicyDenied` naming the rule when it is not allowed (an approval_required decision too: an
+   *   approval node of the workflow is the way to ask for one); governance's errors.
+   */
+  const decideTrigger = async (workflow: McpWorkflow, caller: Principal, runId: string): Promise<void> => {
+    const tenant = workflow.metadata.namespace!;
+    const name = workflow.metadata.name;
+    const audit = await deps.decider.decide({
+      tenant,
+      // The run's principal, as on every event of the run: a rule naming the caller (or its groups) matches it.
+      principal: agentOf(caller),
+      server: WORKFLOW_SERVER,
+      kind: 'tool',
+      target: name,
+      declaredLevel: 0,
+      runId,
+    });
+    await audit.recorded();
+    const { decision } = audit;
+    if (decision.decision !== 'allow')
+      throw new PunkError('PolicyDenied', refusal(`workflow ${name}`, WORKFLOW_SERVER, decision), { rule: decision.rule });
+  };
+
+  /**
    * Starts a run of a ready workflow; resolves once it is recorded as running, with its outcome's promise.
-   * @throws PunkError `WorkflowNotReady` naming its errors (or a `spec.input` Ajv cannot compile), `InvalidArguments`.
+   * `signal` aborting (the client's cancellation of its call) cancels it, as `punk.call.<runId>.cancel` does.
+   * @throws PunkError `WorkflowNotReady` naming its errors (or a `spec.input` Ajv cannot compile), `InvalidArguments`,
+   *   `PolicyDenied` (the trigger).
    */
   const start = async (
     workflow: McpWorkflow,
@@ -145,21 +192,78 @@ export function serveWorkflows(deps: ServedWorkflowsDeps): ServedWorkflows {
     trigger: 'mcp' | 'api',
     args: Record<string, unknown>,
     runId: string,
+    signal?: AbortSignal,
   ): Promise<{ outcome: Promise<RunOutcome> }> => {
     const view = viewOf(workflow);
     if (!view.ready)
       throw new PunkError('WorkflowNotReady', `workflow ${view.name} is not ready: ${view.errors.join('; ')}`, { errors: view.errors });
     checkArguments(workflow, args);
+    await decideTrigger(workflow, caller, runId);
     const tenant = workflow.metadata.namespace!;
-    await deps.runs.add({ tenant, runId, workflow: view.name, principal: agentOf(caller) });
-    const outcome = runWorkflow(deps, { workflow, caller, trigger, arguments: args, runId, tool: view.tool }).finally(() =>
-      deps.runs.remove(tenant, runId),
-    );
+    const cancel = deps.cancellations.watch(runId);
+    try {
+      await deps.runs.add({ tenant, runId, workflow: view.name, principal: agentOf(caller) });
+    } catch (error) {
+      cancel.close();
+      throw error;
+    }
+    const outcome = runWorkflow(deps, {
+      workflow,
+      caller,
+      trigger,
+      arguments: args,
+      runId,
+      tool: view.tool,
+      signal: signal ? AbortSignal.any([signal, cancel.signal]) : cancel.signal,
+    })
+      .then(
+        async (ended) => {
+          await deps.runs.end(tenant, runId, ended.state);
+          return ended;
+        },
+        async (error: unknown) => {
+          await deps.runs.end(tenant, runId, 'failed');
+          throw error;
+        },
+      )
+      .finally(() => cancel.close());
     // The API may answer before the run ends: its end is logged here when it fails unexpectedly (a ledger append).
     outcome.catch((error: unknown) =>
       deps.log.error({ runId, workflow: view.name, err: error }, 'workflow run stopped without its end on the ledger'),
     );
     return { outcome };
+  };
+
+  /**
+   * Cancels a running run on whichever replica runs it and waits (up to {@link CANCEL_WAIT_MS}) for it to stop.
+   * @throws PunkError `WorkflowRunNotFound`, `WorkflowRunNotRunning` naming the state it ended in.
+   */
+  const cancelRun = async (request: Extract<WorkflowAdminRequest, { op: 'workflows.cancel' }>): Promise<WorkflowRunReply> => {
+    const { tenant, name, runId } = request;
+    const notRunning = (state: string) =>
+      new PunkError(
+        'WorkflowRunNotRunning',
+        `run ${runId} of workflow ${name} is ${state}, not running: only a running run can be cancelled`,
+        { runId, state },
+      );
+    const row = await deps.runs.find(tenant, runId);
+    if (row?.workflow !== name)
+      throw new PunkError(
+        'WorkflowRunNotFound',
+        `workflow ${name} of tenant ${tenant} has no run ${runId} (a run is known here while it runs and for a day after it ends; every run is on the ledger: GET /api/v1/runs/${runId})`,
+        { runId },
+      );
+    if (row.state !== 'running') throw notRunning(row.state);
+    const by = request.principal.subject;
+    await deps.bus.publish(subjects.callCancel(runId), { reason: `cancelled by ${by} through the API` });
+    const until = Date.now() + CANCEL_WAIT_MS;
+    for (;;) {
+      const now = await deps.runs.find(tenant, runId);
+      if (now?.state === 'cancelled') return { runId, state: 'cancelled' };
+      if (now && now.state !== 'running') throw notRunning(now.state);
+      if (Date.now() >= until) return { runId, state: 'running' };
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
   };
 
   return {
@@ -191,7 +295,7 @@ export function serveWorkflows(deps: ServedWorkflowsDeps): ServedWorkflows {
       };
     },
 
-    async callTool(request) {
+    async callTool(request, signal) {
       const workflow = deps.workflows.get(request.tenant, request.name);
       if (!workflow)
         throw new PunkError('ToolNotFound', `tool ${request.name} is not served by server ${WORKFLOW_SERVER}: no such workflow`, {
@@ -200,15 +304,20 @@ export function serveWorkflows(deps: ServedWorkflowsDeps): ServedWorkflows {
         });
       let outcome: RunOutcome;
       try {
-        outcome = await (await start(workflow, request.principal, 'mcp', request.arguments ?? {}, request.runId)).outcome;
+        outcome = await (await start(workflow, request.principal, 'mcp', request.arguments ?? {}, request.runId, signal)).outcome;
       } catch (error) {
-        if (error instanceof PunkError && (error.code === 'WorkflowNotReady' || error.code === 'InvalidArguments'))
+        if (
+          error instanceof PunkError &&
+          (error.code === 'WorkflowNotReady' || error.code === 'InvalidArguments' || error.code === 'PolicyDenied')
+        )
           return { content: [{ type: 'text', text: error.message }], isError: true };
         throw error;
       }
-      if (outcome.state === 'failed')
+      if (outcome.state !== 'completed')
         return {
-          content: [{ type: 'text', text: `workflow ${workflow.metadata.name} failed (run ${request.runId}): ${outcome.error.message}` }],
+          content: [
+            { type: 'text', text: `workflow ${workflow.metadata.name} ${outcome.state} (run ${request.runId}): ${outcome.error.message}` },
+          ],
           isError: true,
         };
       const { result } = outcome;
@@ -250,9 +359,11 @@ export function serveWorkflows(deps: ServedWorkflowsDeps): ServedWorkflows {
               ? { runId, state: 'running' }
               : waited.state === 'completed'
                 ? { runId, state: 'completed', result: waited.result ?? null }
-                : { runId, state: 'failed', error: waited.error };
+                : { runId, state: waited.state, error: waited.error };
           return reply;
         }
+        case 'workflows.cancel':
+          return cancelRun(request);
       }
     },
   };
