@@ -14,7 +14,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Client } from '@modelcontextprotocol/client';
-import { BOOKS_API_KEY, startBooksApi, type BooksApi } from '../../services/gateway/dist/test/fixtures/books-api.js';
+import { BOOKS_API_KEY, TREE_DOCUMENT, startBooksApi, type BooksApi } from '../../services/gateway/dist/test/fixtures/books-api.js';
 import { connectClient, listAllTools, textOf, type Era } from './clients.js';
 import { scratchDatabase } from './distributed.js';
 import { eventually, manifestDir, removeDir, startPunk, type RunningPunk } from './harness.js';
@@ -41,30 +41,6 @@ const booksDocument = (options: { getSummary?: string; search?: boolean } = {}) 
     }),
   },
 });
-
-/** A document whose request body is a tree of books: `Node` refers to itself, a circular $ref. */
-const treeDocument = {
-  openapi: '3.1.0',
-  info: { title: 'Trees', version: '1.0.0' },
-  paths: {
-    '/books': {
-      post: {
-        operationId: 'createBook',
-        requestBody: { required: true, content: { 'application/json': { schema: { $ref: '#/components/schemas/Node' } } } },
-        responses: { '201': { description: 'created' } },
-      },
-    },
-  },
-  components: {
-    schemas: {
-      Node: {
-        type: 'object',
-        required: ['title'],
-        properties: { title: { type: 'string' }, children: { type: 'array', items: { $ref: '#/components/schemas/Node' } } },
-      },
-    },
-  },
-};
 
 /** A server of a document (`file` or `url`) beside the books API. */
 const manifest = (name: string, openapi: string, extra = '') => `apiVersion: mcp.punk.dev/v1alpha1
@@ -154,7 +130,7 @@ for (const mode of ['up', 'cluster'] as const) {
         'tree.yaml': manifest('tree', 'file: tree-openapi.json'),
       });
       for (const name of ['hidden', 'held', 'broken']) await write(`${name}-openapi.json`, booksDocument());
-      await write('tree-openapi.json', treeDocument);
+      await write('tree-openapi.json', TREE_DOCUMENT);
       // The API and the document server run on loopback, which the SSRF guard refuses unless its network is allowed.
       // Each probe is a fresh client: more initialize requests than the default per-minute limit.
       punk = await startPunk({
@@ -189,7 +165,10 @@ for (const mode of ['up', 'cluster'] as const) {
         );
         const subscription = await clients['2026-07-28'].listen({ toolsListChanged: true });
         for (const era of ERAS) {
-          const names = (await listAllTools(clients[era])).map((t) => t.name);
+          // Every gateway replica serves the servers once it connected them: the cluster's second may be a moment later.
+          const listed = async () => (await listAllTools(clients[era])).map((t) => t.name);
+          await eventually(async () => ((await listed()).includes('held__getbook') ? true : undefined), 15_000);
+          const names = await listed();
           for (const name of ['hidden__getbook', 'held__getbook'])
             assert.ok(names.includes(name), `${era}: ${name} in ${names.join(', ')}`);
         }
@@ -205,7 +184,13 @@ for (const mode of ['up', 'cluster'] as const) {
         await Promise.race([Promise.all(heard), late]).finally(() => clearTimeout(timer));
         await subscription.close();
         for (const era of ERAS) {
-          const { tools } = await clients[era].listTools(undefined, { cacheMode: 'refresh' });
+          // The change is heard once one replica read it; each gateway replica reads the document on its own.
+          const refreshed = async () => (await clients[era].listTools(undefined, { cacheMode: 'refresh' })).tools;
+          await eventually(async () => {
+            const now = await refreshed();
+            return !now.some((t) => t.name === 'hidden__getbook') && now.some((t) => t.name === 'held__searchbooks') ? true : undefined;
+          }, 15_000);
+          const tools = await refreshed();
           const names = tools.map((t) => t.name);
           assert.ok(!names.includes('hidden__getbook'), `${era}: hide withholds the changed tool: ${names.join(', ')}`);
           for (const name of ['hidden__listbooks', 'hidden__searchbooks', 'held__searchbooks'])

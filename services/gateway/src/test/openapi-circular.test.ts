@@ -8,33 +8,10 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { BOOKS_API_KEY, startBooksApi } from './fixtures/books-api.js';
+import { BOOKS_API_KEY, TREE_DOCUMENT, startBooksApi } from './fixtures/books-api.js';
 import { manifest, startHarness } from './harness.js';
 
 type Result = { content: Array<{ text: string }>; structuredContent?: Record<string, unknown>; isError?: boolean };
-
-const tree = {
-  openapi: '3.0.3',
-  info: { title: 'Trees', version: '1.0.0' },
-  paths: {
-    '/books': {
-      post: {
-        operationId: 'createBook',
-        requestBody: { required: true, content: { 'application/json': { schema: { $ref: '#/components/schemas/Node' } } } },
-        responses: { '201': { description: 'created' } },
-      },
-    },
-  },
-  components: {
-    schemas: {
-      Node: {
-        type: 'object',
-        required: ['title'],
-        properties: { title: { type: 'string' }, children: { type: 'array', items: { $ref: '#/components/schemas/Node' } } },
-      },
-    },
-  },
-};
 
 test('a circular $ref schema is validated by the gateway: a bad argument deep in the tree is refused by its path, nothing sent', async (t) => {
   const api = await startBooksApi();
@@ -42,7 +19,7 @@ test('a circular $ref schema is validated by the gateway: a bad argument deep in
   const dir = await mkdtemp(join(tmpdir(), 'punk-openapi-circular-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
   const document = join(dir, 'tree.json');
-  await writeFile(document, JSON.stringify(tree));
+  await writeFile(document, JSON.stringify(TREE_DOCUMENT));
   const harness = await startHarness((tenant) => [
     manifest(tenant, 'tree', { openapi: { file: document, baseUrl: api.url }, headers: [{ name: 'X-Api-Key', value: BOOKS_API_KEY }] }),
   ]);

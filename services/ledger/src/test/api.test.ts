@@ -6,20 +6,32 @@ import { MemoryBus, appendLedgerEvent } from '@punk/lib';
 import { startLedger, type RunSummary } from '../index.js';
 import { backends, event, log, toolRun, uniqueTenant, until } from './helpers.js';
 
+/** The ledger on `backend`'s database with its API served on loopback: `get(path)` answers status and JSON body. */
+async function serveLedger(backend: (typeof backends)[number]) {
+  const { db, close } = await backend.open();
+  const bus = new MemoryBus(log);
+  const ledger = await startLedger({ bus, db, log });
+  const app = express();
+  app.use('/api/v1', ledger.router);
+  const server = app.listen(0, '127.0.0.1');
+  await new Promise((resolve) => server.once('listening', resolve));
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v1`;
+  const get = async (path: string) => {
+    const res = await fetch(base + path);
+    return { status: res.status, body: (await res.json()) as Record<string, any> };
+  };
+  const stop = async () => {
+    await ledger.stop();
+    await new Promise((resolve) => server.close(resolve));
+    await bus.close();
+    await close();
+  };
+  return { bus, ledger, get, stop };
+}
+
 for (const backend of backends) {
   test(`[${backend.name}] an operator browses runs and verifies the chain over HTTP`, async () => {
-    const { db, close } = await backend.open();
-    const bus = new MemoryBus(log);
-    const ledger = await startLedger({ bus, db, log });
-    const app = express();
-    app.use('/api/v1', ledger.router);
-    const server = app.listen(0, '127.0.0.1');
-    await new Promise((resolve) => server.once('listening', resolve));
-    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v1`;
-    const get = async (path: string) => {
-      const res = await fetch(base + path);
-      return { status: res.status, body: (await res.json()) as Record<string, any> };
-    };
+    const { bus, ledger, get, stop } = await serveLedger(backend);
     try {
       const tenant = uniqueTenant();
       const first = toolRun(tenant, 'run-first', 'read_file');
@@ -122,28 +134,16 @@ for (const backend of backends) {
       assert.equal(zero.body.error.message, 'query parameter maxEvents must be an integer from 1 to 100000, got "0"');
       assert.match((await get(`/ledger/verify?tenant=${tenant}&from=start`)).body.error.message, /from must be checkpoint or genesis/);
     } finally {
-      await ledger.stop();
-      await new Promise((resolve) => server.close(resolve));
-      await bus.close();
-      await close();
+      await stop();
     }
   });
 }
 
 for (const backend of backends) {
   test(`[${backend.name}] runs whose last events share one time are each paged once by the cursor`, async () => {
-    const { db, close } = await backend.open();
-    const bus = new MemoryBus(log);
-    const ledger = await startLedger({ bus, db, log });
-    const app = express();
-    app.use('/api/v1', ledger.router);
-    const server = app.listen(0, '127.0.0.1');
-    await new Promise((resolve) => server.once('listening', resolve));
-    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v1`;
-    const get = async (path: string) => {
-      const res = await fetch(base + path);
-      return { status: res.status, body: (await res.json()) as { runs: RunSummary[]; nextCursor?: string; error?: { message: string } } };
-    };
+    const { bus, ledger, get: getAny, stop } = await serveLedger(backend);
+    const get = async (path: string) =>
+      (await getAny(path)) as { status: number; body: { runs: RunSummary[]; nextCursor?: string; error?: { message: string } } };
     try {
       const tenant = uniqueTenant();
       // 23 runs: one older, 20 at one same instant, two newer, so pages of 4 cut the 20 several times.
@@ -202,10 +202,7 @@ for (const backend of backends) {
         );
       }
     } finally {
-      await ledger.stop();
-      await new Promise((resolve) => server.close(resolve));
-      await bus.close();
-      await close();
+      await stop();
     }
   });
 }
