@@ -78,8 +78,8 @@ function sessionHeaders(sessionId: string): Record<string, string> {
   };
 }
 
-/** Opens a 2025-11-25 session on `/mcp` by hand (initialize, notifications/initialized); its id. */
-async function rawSession(baseUrl: string): Promise<string> {
+/** Opens a 2025-11-25 session on `/mcp` by hand (initialize, notifications/initialized) with `capabilities`; its id. */
+async function rawSession(baseUrl: string, capabilities: Record<string, unknown>): Promise<string> {
   const res = await fetch(`${baseUrl}/mcp`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
@@ -87,7 +87,7 @@ async function rawSession(baseUrl: string): Promise<string> {
       jsonrpc: '2.0',
       id: 0,
       method: 'initialize',
-      params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'punk-e2e-raw', version: '1.0.0' } },
+      params: { protocolVersion: '2025-11-25', capabilities, clientInfo: { name: 'punk-e2e-raw', version: '1.0.0' } },
     }),
   });
   assert.equal(res.status, 200, await res.clone().text());
@@ -107,21 +107,29 @@ async function rawSession(baseUrl: string): Promise<string> {
 function messagesOf(body: string): Array<{ id?: unknown; result?: unknown; error?: unknown }> {
   const trimmed = body.trim();
   if (trimmed.startsWith('{')) return [JSON.parse(trimmed) as { id?: unknown }];
-  return trimmed
-    .split('\n')
-    .filter((line) => line.startsWith('data: '))
-    .map((line) => JSON.parse(line.slice('data: '.length)) as { id?: unknown });
+  return (
+    trimmed
+      .split('\n')
+      // The priming event of a resumable stream carries no message.
+      .filter((line) => line.startsWith('data: ') && line !== 'data: ')
+      .map((line) => JSON.parse(line.slice('data: '.length)) as { id?: unknown })
+  );
 }
 
 /**
- * Sends `count` tools/call requests (`wait` for `ms` on server `slow`) in a raw 2025 session, each followed at once
- * by its `notifications/cancelled`, which so travels beside the call and may reach Punk first; returns each call's
- * response messages.
+ * Sends `count` tools/call requests (`wait` for `ms` on server `slow`, ids and `n` from `from`) in a raw 2025 session,
+ * each followed at once by its `notifications/cancelled`, which so travels beside the call and may reach Punk first;
+ * returns each call's response messages. A session declaring `roots` gets its calls' answers on resumable streams
+ * (the SDK's transport, legacy.ts), one declaring nothing on plain ones (fast-path.ts).
  */
-async function overtakenCalls(baseUrl: string, count: number, ms: number): Promise<Array<Array<{ id?: unknown }>>> {
-  const sessionId = await rawSession(baseUrl);
+async function overtakenCalls(
+  baseUrl: string,
+  options: { count: number; ms: number; from: number; capabilities: Record<string, unknown> },
+): Promise<Array<Array<{ id?: unknown }>>> {
+  const sessionId = await rawSession(baseUrl, options.capabilities);
+  const { count, ms, from } = options;
   const answers: Array<Array<{ id?: unknown }>> = [];
-  for (let n = 1; n <= count; n++) {
+  for (let n = from; n < from + count; n++) {
     const call = fetch(`${baseUrl}/mcp`, {
       method: 'POST',
       headers: sessionHeaders(sessionId),
@@ -209,8 +217,10 @@ void test('a cancel while the call waits for the start stops it: the server neve
       await client.close();
     }
   }
-  const [answer] = await overtakenCalls(punk.baseUrl, 1, 100);
-  assert.deepEqual(answer, [], 'the cancelled request gets no response: its stream ends without one');
+  for (const capabilities of [{}, { roots: {} }]) {
+    const [answer] = await overtakenCalls(punk.baseUrl, { count: 1, ms: 100, from: 1, capabilities });
+    assert.deepEqual(answer, [], 'the cancelled request gets no response: its stream ends without one');
+  }
   assert.ok(await eventually(async () => (await serverState(punk, 'slow')) === 'ready' || undefined, 30_000), 'the server starts');
   // Once started, a call runs: the cancelled ones did not wait to run then.
   const client = await connectClient(`${punk.baseUrl}/mcp`, '2025-11-25');
@@ -226,7 +236,10 @@ void test('a cancel while the call waits for the start stops it: the server neve
 async function earlyCancels(world: Awaited<ReturnType<typeof punkWith>>): Promise<void> {
   const { punk } = world;
   const count = 10;
-  const answers = await overtakenCalls(punk.baseUrl, count, 2_000);
+  const answers = [
+    ...(await overtakenCalls(punk.baseUrl, { count, ms: 2_000, from: 1, capabilities: {} })),
+    ...(await overtakenCalls(punk.baseUrl, { count, ms: 2_000, from: 201, capabilities: { roots: {} } })),
+  ];
   // The SDK client's own cancellation, 5 ms after the call went out.
   const client = await connectClient(`${punk.baseUrl}/mcp`, '2025-11-25');
   try {
@@ -239,12 +252,12 @@ async function earlyCancels(world: Awaited<ReturnType<typeof punkWith>>): Promis
   }
   // Long enough for a call that was not stopped to end.
   await new Promise((resolve) => setTimeout(resolve, 2_500));
-  assertNoneRanToItsEnd(await world.calls(), 2 * count);
+  assertNoneRanToItsEnd(await world.calls(), 3 * count);
   answers.forEach((messages, i) =>
     assert.deepEqual(
       messages.filter((m) => m.id !== undefined),
       [],
-      `cancelled request ${String(i + 1)} gets no response (got ${JSON.stringify(messages)})`,
+      `cancelled request #${String(i + 1)} gets no response (got ${JSON.stringify(messages)})`,
     ),
   );
 }
@@ -274,7 +287,7 @@ void test('a tools/call without an id is refused with 400 naming the missing id,
   t.after(() => world.stop());
   const { punk } = world;
   const call = { jsonrpc: '2.0', method: 'tools/call', params: { name: 'slow__wait', arguments: { ms: 10 } } };
-  const sessionId = await rawSession(punk.baseUrl);
+  const sessionId = await rawSession(punk.baseUrl, {});
   const modern = {
     'content-type': 'application/json',
     accept: 'application/json, text/event-stream',

@@ -11,10 +11,9 @@
  *   Closing a 2025 response stream is not a cancellation (2025-11-25 basic/transports). The gateway keeps a
  *   cancellation that overtook its call, so it is never lost; a call so cancelled answers PunkError `Cancelled`
  *   ({@link isCancelledCall}), and its request gets no response: its stream ends without one ("the receiver
- *   SHOULD NOT send a response for the cancelled request").
+ *   SHOULD NOT send a response for the cancelled request"; fast-path.ts, and legacy.ts for the SDK's streams).
  */
 import { createHash } from 'node:crypto';
-import { ProtocolError } from '@modelcontextprotocol/server';
 import { errorMessage, subjects, type Bus, type Logger } from '@punk/lib';
 
 /**
@@ -63,7 +62,11 @@ export function cancelledRequestOf(body: unknown): string | number | undefined {
   return typeof requestId === 'string' || typeof requestId === 'number' ? requestId : undefined;
 }
 
-/** Whether a forwarded call's error says the client cancelled it (the gateway's PunkError `Cancelled`, as errors.ts maps it). */
+/**
+ * Whether a forwarded call's error, thrown (a `ProtocolError`) or as its JSON-RPC `error` object, says the client
+ * cancelled it (the gateway's PunkError `Cancelled`, as errors.ts maps it: `data.code`).
+ */
 export function isCancelledCall(error: unknown): boolean {
-  return error instanceof ProtocolError && (error.data as { code?: unknown } | undefined)?.code === 'Cancelled';
+  const data = typeof error === 'object' && error !== null ? (error as { data?: unknown }).data : undefined;
+  return typeof data === 'object' && data !== null && (data as { code?: unknown }).code === 'Cancelled';
 }
