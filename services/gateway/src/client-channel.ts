@@ -200,15 +200,24 @@ export async function clientResult(
   }
 }
 
+/** How long a cancellation of a call not (yet) relayed here is kept for it, in milliseconds. */
+const EARLY_CANCEL_MS = 60_000;
+
+/** Most cancellations of calls not relayed here kept at once (the oldest is dropped past it). */
+const MAX_EARLY_CANCELS = 10_000;
+
 /**
  * The cancellations of the calls this gateway replica relays: one subscription to `punk.call.*.cancel` for the
- * whole replica (not one per call), dispatched by call id to the calls being watched; a cancellation of a call
- * not relayed here is ignored.
+ * whole replica (not one per call), dispatched by call id to the calls being watched. A cancellation may come before
+ * its call (a 2025 client's `notifications/cancelled` travels in a POST of its own, which may overtake the call's):
+ * one of a call not watched here is kept {@link EARLY_CANCEL_MS} (at most {@link MAX_EARLY_CANCELS}), and a call
+ * watched meanwhile starts cancelled, so it never reaches its upstream.
  */
 export class CallCancellations {
   private constructor(
     private readonly subscription: BusSubscription,
     private readonly watched: Map<string, AbortController>,
+    private readonly early: Map<string, { reason: string; until: number }>,
   ) {}
 
   /**
@@ -217,23 +226,37 @@ export class CallCancellations {
    */
   static async start(bus: Bus, log: Logger): Promise<CallCancellations> {
     const watched = new Map<string, AbortController>();
+    const early = new Map<string, { reason: string; until: number }>();
     const subscription = await bus.subscribe(subjects.callsCancel, (data, info) => {
       const callId = callIdOfSubject(info.subject);
-      const controller = callId === undefined ? undefined : watched.get(callId);
-      if (!controller) return;
-      const { reason } = parseMessage(callCancelSchema, info.subject, data);
+      if (callId === undefined) return;
+      const { reason = 'cancelled by the client' } = parseMessage(callCancelSchema, info.subject, data);
+      const controller = watched.get(callId);
+      if (!controller) {
+        early.delete(callId);
+        early.set(callId, { reason, until: Date.now() + EARLY_CANCEL_MS });
+        // Oldest first: drop the expired ones, and the oldest past the bound.
+        for (const [id, kept] of early) {
+          if (kept.until > Date.now() && early.size <= MAX_EARLY_CANCELS) break;
+          early.delete(id);
+        }
+        return;
+      }
       log.debug({ callId, reason }, 'the client cancelled a call');
-      controller.abort(reason ?? 'cancelled by the client');
+      controller.abort(reason);
     });
-    return new CallCancellations(subscription, watched);
+    return new CallCancellations(subscription, watched, early);
   }
 
   /**
    * Watches call `callId` (`punk.call.<callId>.cancel`, published by the front serving it): `signal` aborts when its
-   * cancellation comes. Call `close` once the call has ended.
+   * cancellation comes, at once when it came already. Call `close` once the call has ended.
    */
   watch(callId: string): { signal: AbortSignal; close(): void } {
     const controller = new AbortController();
+    const kept = this.early.get(callId);
+    this.early.delete(callId);
+    if (kept && kept.until > Date.now()) controller.abort(kept.reason);
     this.watched.set(callId, controller);
     return {
       signal: controller.signal,
@@ -246,6 +269,7 @@ export class CallCancellations {
   /** Stops listening (the gateway's stop). */
   async stop(): Promise<void> {
     this.watched.clear();
+    this.early.clear();
     await this.subscription.unsubscribe();
   }
 }

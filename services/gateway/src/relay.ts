@@ -85,7 +85,10 @@ type CallRequest = Exclude<GatewayRequest, { method: 'catalog/list' | 'resources
  * `resources/subscribe` answers `{}` once this replica's upstream connection is subscribed;
  * `completion/complete` answers the upstream's result; `logging/setLevel` answers `{}` (upstream.ts).
  * A call whose channel has era `2026` may answer an `input_required` result instead (input-required.ts).
- * A call with a channel is cancelled upstream when its front says so on `punk.call.<callId>.cancel`.
+ * A call with a channel is cancelled upstream when its front says so on `punk.call.<callId>.cancel` (before the call
+ * came here too: client-channel.ts); a call so cancelled, at whatever stage, answers PunkError `Cancelled` once its
+ * ledger records are in, whatever it came to, so the front knows to send its client no response (MCP 2025-11-25
+ * basic/utilities/cancellation).
  * With `pinning`, a tools/call to a tool whose changed definition awaits an admin's acceptance answers a tool error
  * (the shape of an approval_required refusal) after the governance decision, without reaching the upstream.
  * Both checks (tool served, no approval pending) are made again right before the request goes out, after any
@@ -177,7 +180,16 @@ export function createRelay(deps: {
       }
     };
     // The call may outlive this reply (input_required): stop listening for its cancellation when it ends.
-    const dispatch = (link: ClientLink | undefined) => afterAudits(audits, run(link)).finally(() => cancel?.close());
+    const dispatch = (link: ClientLink | undefined) =>
+      afterAudits(audits, run(link))
+        .then((result) => {
+          if (cancel?.signal.aborted)
+            throw new PunkError('Cancelled', `the client cancelled ${request.method} on server ${request.server}`, {
+              server: request.server,
+            });
+          return result;
+        })
+        .finally(() => cancel?.close());
     try {
       // A 2026-07-28 client gets the upstream's requests as input_required results (input-required.ts).
       if (request.channel?.era === '2026')

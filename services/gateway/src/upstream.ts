@@ -291,6 +291,7 @@ export class Upstream {
       ...(this.transport && { transport: this.transport }),
       ...(warnings.length > 0 && { warnings }),
       circuit: this.circuit,
+      startTimeoutMs: this.startTimeoutMs,
     };
   }
 
@@ -589,7 +590,9 @@ export class Upstream {
       return { ok: false, kind: 'cancelled', message: `the client cancelled the call to server ${this.key} while it waited for a slot` };
     clearTimeout(this.idleTimer);
     try {
-      const connection = await this.connectionForCall();
+      const connection = await this.connectionForCall(signal);
+      if (signal?.aborted)
+        return { ok: false, kind: 'cancelled', message: `the client cancelled the call to server ${this.key} before it was sent` };
       if (!connection) {
         return {
           ok: false,
@@ -646,10 +649,11 @@ export class Upstream {
   /**
    * The connection a call goes out on: the ready one; a new one when the server is idle or starting (the
    * call waits for the start), or when its credentials are being renewed after an HTTP 401 (the call waits
-   * for the reconnect, at most the call timeout); none when it failed (the caller answers `unavailable`).
+   * for the reconnect, at most the call timeout); none when it failed (the caller answers `unavailable`). The wait for
+   * a start ends early when `signal` aborts (the caller then answers `cancelled`).
    * @throws PunkError `ServerUnavailable` while the circuit is open or half-open, saying when it probes again.
    */
-  private async connectionForCall(): Promise<Connection | undefined> {
+  private async connectionForCall(signal?: AbortSignal): Promise<Connection | undefined> {
     const renewal = this.renewal;
     if (renewal && renewal.of === this.connection) {
       // Sending on the refused connection would only be refused again; a failed renewal is the caller's to see.
@@ -659,7 +663,17 @@ export class Upstream {
       clearTimeout(timer);
     }
     if (this.stateValue === 'idle' && !this.stopping) void this.attempt();
-    if (this.stateValue === 'starting' && this.circuit === 'closed') await this.connecting;
+    if (this.stateValue === 'starting' && this.circuit === 'closed') {
+      let onAbort = () => {};
+      const aborted = new Promise<void>((resolve) => {
+        onAbort = resolve;
+        if (signal?.aborted) resolve();
+        signal?.addEventListener('abort', onAbort, { once: true });
+      });
+      await Promise.race([this.connecting, aborted]);
+      signal?.removeEventListener('abort', onAbort);
+      if (signal?.aborted) return undefined;
+    }
     if (this.circuit !== 'closed')
       throw new PunkError('ServerUnavailable', `server ${this.key} is unavailable: ${this.lastError ?? 'its circuit breaker is open'}`, {
         server: this.key,

@@ -455,6 +455,11 @@ export const serverCatalogSchema = z.object({
   withheldTools: z.array(withheldToolSchema).default([]),
   /** The server's call deadline from its `spec.timeout`, in milliseconds; absent when the manifest sets none (`PUNK_CALL_TIMEOUT_MS` applies). */
   timeoutMs: z.number().int().positive().optional(),
+  /**
+   * The server's start budget (`spec.startTimeout`, else `PUNK_SERVER_START_TIMEOUT_MS`), in milliseconds: a call to the
+   * server while it is `starting` waits that long at most for the start.
+   */
+  startTimeoutMs: z.number().int().positive().optional(),
 });
 export type ServerCatalog = z.infer<typeof serverCatalogSchema>;
 

@@ -8,7 +8,10 @@
  * - 2025 era: the client sends `notifications/cancelled` with the request id in a POST of its own, which
  *   any replica may receive. The call id of a session's call is derived from the session id and the JSON-RPC
  *   request id ({@link sessionCallId}), so that replica names the call's subject without asking anyone.
- *   Closing a 2025 response stream is not a cancellation (2025-11-25 basic/transports).
+ *   Closing a 2025 response stream is not a cancellation (2025-11-25 basic/transports). The gateway keeps a
+ *   cancellation that overtook its call, so it is never lost; a call so cancelled answers PunkError `Cancelled`
+ *   ({@link isCancelledCall}), and its request gets no response: its stream ends without one ("the receiver
+ *   SHOULD NOT send a response for the cancelled request"; fast-path.ts, and legacy.ts for the SDK's streams).
  */
 import { createHash } from 'node:crypto';
 import { errorMessage, subjects, type Bus, type Logger } from '@punk/lib';
@@ -57,4 +60,13 @@ export function cancelledRequestOf(body: unknown): string | number | undefined {
   if (method !== 'notifications/cancelled') return undefined;
   const requestId = params?.requestId;
   return typeof requestId === 'string' || typeof requestId === 'number' ? requestId : undefined;
+}
+
+/**
+ * Whether a forwarded call's error, thrown (a `ProtocolError`) or as its JSON-RPC `error` object, says the client
+ * cancelled it (the gateway's PunkError `Cancelled`, as errors.ts maps it: `data.code`).
+ */
+export function isCancelledCall(error: unknown): boolean {
+  const data = typeof error === 'object' && error !== null ? (error as { data?: unknown }).data : undefined;
+  return typeof data === 'object' && data !== null && (data as { code?: unknown }).code === 'Cancelled';
 }

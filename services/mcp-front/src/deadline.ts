@@ -4,7 +4,8 @@
  * the server with it and answers the timeout itself (a tool error naming it), so the front waits that
  * long plus {@link GATEWAY_ANSWER_GRACE_MS} for the gateway's answer. `PUNK_TOOL_TIMEOUTS` names deadlines
  * of single tools that only the front enforces; every other call waits `PUNK_CALL_TIMEOUT_MS`, which is
- * also the gateway's default for servers without `spec.timeout`.
+ * also the gateway's default for servers without `spec.timeout`. A call to a server still `starting` waits for
+ * the start at the gateway, so the front waits the server's start budget longer.
  */
 import { deadlines, type CallDeadline, type ServerCatalog } from '@punk/lib';
 
@@ -31,14 +32,15 @@ export interface DeadlineDefaults {
  * `spec.timeout`, else `PUNK_CALL_TIMEOUT_MS`.
  */
 export function callDeadline(defaults: DeadlineDefaults, server: ServerCatalog | undefined, tool?: string): CallDeadline {
+  const start = server?.state === 'starting' ? (server.startTimeoutMs ?? 0) : 0;
   const toolMs = tool === undefined ? undefined : defaults.toolTimeouts[tool];
-  if (tool !== undefined && toolMs !== undefined) return { ms: toolMs, source: `PUNK_TOOL_TIMEOUTS for ${tool}`, waitMs: toolMs };
+  if (tool !== undefined && toolMs !== undefined) return { ms: toolMs, source: `PUNK_TOOL_TIMEOUTS for ${tool}`, waitMs: toolMs + start };
   if (server?.timeoutMs !== undefined) {
-    return { ms: server.timeoutMs, source: "the server's spec.timeout", waitMs: server.timeoutMs + GATEWAY_ANSWER_GRACE_MS };
+    return { ms: server.timeoutMs, source: "the server's spec.timeout", waitMs: server.timeoutMs + GATEWAY_ANSWER_GRACE_MS + start };
   }
   return {
     ms: defaults.callTimeoutMs,
     source: 'PUNK_CALL_TIMEOUT_MS, the server sets no spec.timeout',
-    waitMs: defaults.callTimeoutMs,
+    waitMs: defaults.callTimeoutMs + start,
   };
 }

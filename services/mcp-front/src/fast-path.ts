@@ -27,6 +27,7 @@ import {
 } from '@modelcontextprotocol/server';
 import type { Principal } from '@punk/lib';
 import type { Scope } from './aggregate.js';
+import { isCancelledCall } from './cancellation.js';
 import { callTool, getPrompt, readResource, type Caller, type ForwardContext, type ForwardDeps } from './forward.js';
 import { MODERN_PROTOCOL_VERSIONS } from './http.js';
 import { fastPathRequests, observeAnswer } from './metrics.js';
@@ -102,6 +103,11 @@ export class FastPath {
       const result = await this.dispatch(caller, era, ctx, call);
       response = { result: encodeResult(era, call.method, result, this.deps.serverInfo), jsonrpc: '2.0', id: call.id };
     } catch (thrown) {
+      // A 2025 request its client cancelled gets no response (MCP 2025-11-25 basic/utilities/cancellation).
+      if (era === 'legacy' && isCancelledCall(thrown)) {
+        answer.finish(undefined);
+        return;
+      }
       // As the SDK answers a handler's throw: its code when it has an integer one, its message, its data.
       const error = thrown as { code?: unknown; message?: string; data?: unknown };
       const code = encodeErrorCode(era, typeof error.code === 'number' && Number.isSafeInteger(error.code) ? error.code : -32603);
@@ -164,11 +170,16 @@ class ForwardedAnswer {
     this.res.write(sseEvent(message));
   }
 
-  /** Writes the answer and ends the response. */
-  finish(response: Record<string, unknown>): void {
+  /** Writes the answer and ends the response; without one (a cancelled request), ends the stream as it stands. */
+  finish(response: Record<string, unknown> | undefined): void {
     this.done = true;
     clearInterval(this.timer);
     if (this.res.writableEnded || this.res.destroyed) return;
+    if (response === undefined) {
+      this.stream();
+      this.res.end();
+      return;
+    }
     if (this.era === 'modern' && !this.streaming) {
       const code = (response['error'] as { code?: unknown } | undefined)?.code;
       // In-band errors are HTTP 200, but a missing client capability (-32021), which the spec answers with 400.

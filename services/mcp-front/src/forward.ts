@@ -131,8 +131,9 @@ export async function viewFor(deps: ForwardDeps, scope: Scope, method: string): 
 }
 
 /**
- * `tools/call`: a tool withheld, of a server not running, or with arguments that break its `inputSchema` is a tool
- * error (before 2025-11-25 an argument error is -32602); an unknown one is -32602 (with a suggestion on `/mcp`);
+ * `tools/call`: a tool withheld, of a server failed or stopped, or with arguments that break its `inputSchema` is a
+ * tool error (before 2025-11-25 an argument error is -32602); one of a server still starting waits for the start (the
+ * gateway checks it once the server is listed); an unknown one is -32602 (with a suggestion on `/mcp`);
  * a result that breaks the tool's `outputSchema` is a tool error; else the upstream's result, projected.
  * @throws ProtocolError as the module comment says.
  */
@@ -151,8 +152,17 @@ export async function callTool(
     // A tool withheld by the gateway (denied by the manifest, or awaiting an admin's review) answers why.
     const withheld = withheldTool(current, name);
     if (withheld) return { content: [{ type: 'text', text: withheld.message }], isError: true };
-    // A tool of a server that is not running (failed, stopped, starting) says so, not "Unknown tool".
     const unserved = unservedServer(current, name);
+    // A tool of a server still starting, not listed yet: the call waits for the start at the gateway (bounded by the
+    // server's start budget, deadline.ts), which then checks the tool against the server's listing.
+    if (unserved?.server.state === 'starting') {
+      const server = unserved.server.name;
+      const upstreamName = current.tools.namespaced ? name.slice(namespacedName(server, '').length) : name;
+      const request = { method: 'tools/call', server, name: upstreamName, ...(args && { arguments: args }), ...metaOf(ctx) } as const;
+      const result = (await forward(deps, caller, ctx, current, request, name, false)) as Record<string, unknown>;
+      return isInputRequiredResult(result) ? result : project(result, undefined);
+    }
+    // A tool of a server that is not running (failed, stopped) says so, not "Unknown tool".
     if (unserved) return { content: [{ type: 'text', text: `tool ${name} is not available: ${unserved.message}` }], isError: true };
     // On /mcp, an upstream name of one tool the caller may see suggests its exposed name.
     const suggestion = current.tools.namespaced

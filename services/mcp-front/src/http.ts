@@ -20,7 +20,7 @@
  * | 8 | body present and JSON | 400, -32700 |
  * | 9 | a JSON-RPC batch (array) only under 2025-03-26 (the header absent or naming it), never empty | 400, -32600 |
  * | 9 | no deeper than 256 levels; in a batch no `initialize` and no repeated id | 400, -32600 |
- * | 9 | every message an object, every `id` a string or an integer (MCP basic "Requests": not null; JSON-RPC 2.0 §4), `initialize` with an id | 400, -32600 |
+ * | 9 | every message an object, every `id` a string or an integer (MCP basic "Requests": not null; JSON-RPC 2.0 §4), every method but `notifications/…` with an id | 400, -32600 |
  * | 10 | the per-server endpoint names one server of the tenant | 404 / 503, -32000 |
  *
  * Then the message (endpoint.ts): a 2026-07-28 request whose `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`
@@ -359,7 +359,8 @@ function checkBatch(req: IncomingMessage, body: unknown): string | undefined {
 /**
  * Check 9: every message is a JSON object (JSON-RPC 2.0 §4), an `id`, where a message has one, is a string
  * or an integer (MCP 2025-11-25 basic "Requests": "MUST be a string or integer", "MUST NOT be null"; the
- * same ids come back on responses), and `initialize` is a request, with an id. Returns the refusal's message.
+ * same ids come back on responses), and a message of any method but a notification's (`notifications/…`, MCP
+ * 2025-11-25 basic "Notifications") is a request, with an id. Returns the refusal's message.
  */
 function checkMessages(body: unknown): string | undefined {
   for (const message of Array.isArray(body) ? body : [body]) {
@@ -367,7 +368,11 @@ function checkMessages(body: unknown): string | undefined {
       return `Invalid Request: a JSON-RPC message is an object, not ${message === null ? 'null' : Array.isArray(message) ? 'an array' : `a ${typeof message}`}`;
     }
     if (!('id' in message)) {
-      if ((message as { method?: unknown }).method === 'initialize') return 'Invalid Request: initialize is a request and needs an id';
+      const method = (message as { method?: unknown }).method;
+      // Without an id a message is a notification (JSON-RPC 2.0 §4.1), answered by nothing: a request method
+      // (every MCP notification is `notifications/…`) sent so would get a silent 202 and its call be lost.
+      if (typeof method === 'string' && !method.startsWith('notifications/'))
+        return `Invalid Request: ${method} is a request and needs an id (a string or an integer); without one it is a notification, which gets no answer, and MCP notifications are named notifications/…`;
       continue;
     }
     const id = (message as { id: unknown }).id;

@@ -44,6 +44,7 @@ import { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
 import {
   isInitializeRequest,
   ProtocolErrorCode,
+  isJSONRPCErrorResponse,
   isJSONRPCRequest,
   isJSONRPCResultResponse,
   type InitializeRequest,
@@ -53,7 +54,7 @@ import {
 } from '@modelcontextprotocol/server';
 import { errorMessage, subjects, type Bus, type Logger, type Principal, type SessionState } from '@punk/lib';
 import { scopeKey, type Scope } from './aggregate.js';
-import { cancelCall, cancelledRequestOf, sessionCallId } from './cancellation.js';
+import { cancelCall, cancelledRequestOf, isCancelledCall, sessionCallId } from './cancellation.js';
 import { isClientAnswer, routeClientAnswer } from './client-answers.js';
 import type { ResponseMode } from './endpoint.js';
 import { SERVER_BUSY_CODE, SESSION_NOT_FOUND_CODE, sendJsonRpcError } from './errors.js';
@@ -362,6 +363,16 @@ export class LegacyEndpoint {
       sendRelated: (message, relatedRequestId) => transport.send(message, { relatedRequestId }),
     });
     this.intercept(transport, outgoing);
+    if (delivery.stream && !Array.isArray(body)) {
+      // A request its client cancelled gets no response (MCP 2025-11-25 basic/utilities/cancellation): its stream ends
+      // without one. (A JSON answer cannot be left out; a batch's stream carries other answers.)
+      const send = transport.send.bind(transport);
+      transport.send = async (message, options) => {
+        if (!isJSONRPCErrorResponse(message) || message.id === undefined || !isCancelledCall(message.error)) return send(message, options);
+        events?.abandon();
+        transport.closeSSEStream(message.id);
+      };
+    }
     const closeServer = () => void server.close().catch(() => undefined);
     // A resumable stream outlives its connection: the call goes on until its response is stored.
     res.on('close', () => (events?.awaitingResponse ? void events.answered.then(closeServer) : closeServer()));

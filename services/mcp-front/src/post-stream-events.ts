@@ -93,6 +93,11 @@ export class PostStreamEvents implements EventStore {
     }
   }
 
+  /** Marks the stream as one whose request gets no response (its client cancelled it): {@link answered} settles. */
+  abandon(): void {
+    this.finish();
+  }
+
   private finish(): void {
     this.finished = true;
     this.settle();

@@ -2,14 +2,15 @@
  * The gateway's end of a call's channel on the in-process bus: an upstream's
  * request reaches the call's subject, the client's answer from the call's own
  * session resolves it, another session's answer is refused, and the bounds
- * on pending requests (count and time) turn into errors for the upstream.
+ * on pending requests (count and time) turn into errors for the upstream; a cancellation aborts its call, even one
+ * that came before the call did.
  */
 import { strict as assert } from 'node:assert';
 import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { ProtocolError } from '@modelcontextprotocol/client';
 import { createLogger, MemoryBus, PunkError, sendClientAnswer, subjects } from '@punk/lib';
-import { busClientLink, PendingRequests } from '../client-channel.js';
+import { busClientLink, CallCancellations, PendingRequests } from '../client-channel.js';
 
 const log = createLogger('client-channel-test', 'silent');
 
@@ -98,6 +99,26 @@ describe('a call channel to the client', () => {
     assert.equal(second.published.length, 0, 'the refused request never reached the client');
     await assert.rejects(waiting, /did not answer elicitation\/create within 100 ms/);
     assert.equal(pending.size, 0);
+    await bus.close();
+  });
+
+  it('a cancellation aborts its call, also when it came before the call was watched; another call is untouched', async () => {
+    const bus = new MemoryBus(log);
+    const cancellations = await CallCancellations.start(bus, log);
+    const [running, early, other] = [randomUUID(), randomUUID(), randomUUID()];
+    const watched = cancellations.watch(running);
+    await bus.publish(subjects.callCancel(running), { reason: 'the client sent notifications/cancelled' });
+    await bus.publish(subjects.callCancel(early), { reason: 'overtook its call' });
+    await until(() => (watched.signal.aborted ? true : undefined));
+    assert.equal(watched.signal.reason, 'the client sent notifications/cancelled');
+    // The call whose cancellation overtook it starts cancelled; one never cancelled does not.
+    const late = cancellations.watch(early);
+    assert.equal(late.signal.aborted, true);
+    assert.equal(late.signal.reason, 'overtook its call');
+    assert.equal(cancellations.watch(other).signal.aborted, false);
+    // A cancellation is used once: the same call id watched again (a new call) is not cancelled.
+    assert.equal(cancellations.watch(early).signal.aborted, false);
+    await cancellations.stop();
     await bus.close();
   });
 });
