@@ -175,6 +175,17 @@ export function registryRouter(options: RegistryApiOptions): Router {
     else res.status(status).set('Cache-Control', 'no-store').json(reply);
   };
 
+  /** Sends a workflow run's admin request: 202 while the run is still running, else `ended` (201 started, 200 cancelled). */
+  const answerRun = async (res: Response, request: GatewayAdminRequest, ended: 200 | 201) => {
+    const reply = (await options.bus.request(subjects.gatewayAdmin, request, { timeoutMs: deadlines.gatewayAdminMs })) as {
+      state?: unknown;
+    };
+    res
+      .status(reply.state === 'running' ? 202 : ended)
+      .set('Cache-Control', 'no-store')
+      .json(reply);
+  };
+
   const route =
     (handler: (req: Request, res: Response, caller: { principal: Principal; tenant: string }) => Promise<void>) =>
     async (req: Request, res: Response, next: NextFunction) => {
@@ -275,13 +286,7 @@ export function registryRouter(options: RegistryApiOptions): Router {
       const body = hasBody(req) ? bodyOf(req, res) : {};
       if (!body) return;
       const request: GatewayAdminRequest = { op: 'workflows.run', tenant, principal, name: String(req.params['name']), body };
-      const reply = (await options.bus.request(subjects.gatewayAdmin, request, { timeoutMs: deadlines.gatewayAdminMs })) as {
-        state?: unknown;
-      };
-      res
-        .status(reply.state === 'running' ? 202 : 201)
-        .set('Cache-Control', 'no-store')
-        .json(reply);
+      await answerRun(res, request, 201);
     }),
   );
   router.post(
@@ -294,13 +299,7 @@ export function registryRouter(options: RegistryApiOptions): Router {
         name: String(req.params['name']),
         runId: String(req.params['runId']),
       };
-      const reply = (await options.bus.request(subjects.gatewayAdmin, request, { timeoutMs: deadlines.gatewayAdminMs })) as {
-        state?: unknown;
-      };
-      res
-        .status(reply.state === 'running' ? 202 : 200)
-        .set('Cache-Control', 'no-store')
-        .json(reply);
+      await answerRun(res, request, 200);
     }),
   );
 
