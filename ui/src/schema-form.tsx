@@ -121,6 +121,8 @@ function parse(schema: JsonSchema, value: FormValue, path: string, required: boo
  * @throws Error naming the property whose value is missing (required) or does not parse.
  */
 export function valuesOf(schema: JsonSchema, values: FormObject): Record<string, unknown> {
+  // A schema without properties (a workflow without input: a bare `{type: object}`) has no fields to fill.
+  if (Object.keys(schema.properties ?? {}).length === 0) return {};
   return parse({ ...schema, type: 'object' }, values, '', true) as Record<string, unknown>;
 }
 

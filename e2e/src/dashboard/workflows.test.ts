@@ -71,6 +71,16 @@ spec:
     - { id: look, kind: tool_call, config: { server: memory, tool: read_everywhere, args: {} } }
 `;
 
+/** A workflow without input: its form has no field, and Run workflow runs it with `{}`. */
+const NO_INPUT = `apiVersion: mcp.punk.dev/v1alpha1
+kind: McpWorkflow
+metadata: { name: show-the-graph }
+spec:
+  start: read
+  nodes:
+    - { id: read, kind: tool_call, config: { server: memory, tool: read_graph, args: {} } }
+`;
+
 let punk: DashboardPunk;
 let browser: TestBrowser;
 
@@ -80,6 +90,7 @@ before(async () => {
       'memory.yaml': await readFile(join(repoRoot, 'examples/memory.yaml'), 'utf8'),
       'workflow.yaml': WORKFLOW,
       'not-ready.yaml': NOT_READY,
+      'no-input.yaml': NO_INPUT,
     },
   });
   browser = await openBrowser();
@@ -159,4 +170,21 @@ test('a workflow runs from the form generated from its input schema and shows it
     [],
     'no page error but the sign-in check before the key',
   );
+});
+
+test('a workflow without input runs from its form, which has no field', { timeout: 120_000 }, async () => {
+  const { page } = browser;
+  await page.goto(`${punk.baseUrl}/ui/servers`);
+  await page.getByRole('navigation', { name: 'Views' }).getByRole('link', { name: 'Workflows', exact: true }).click();
+  await page.getByRole('button', { name: 'show-the-graph' }).click();
+  const form = page.getByRole('form', { name: 'Run show-the-graph' });
+  assert.equal(await form.getByRole('textbox').count(), 0, 'no field to fill');
+  await form.getByRole('button', { name: 'Run workflow' }).click();
+  const trace = page.getByRole('region', { name: 'Run trace' });
+  await trace.getByText('ok', { exact: true }).waitFor();
+  assert.match(
+    (await trace.getByRole('list', { name: 'Nodes' }).getByRole('listitem').nth(0).textContent()) ?? '',
+    /read tool_call memory\/read_graph/,
+  );
+  assert.equal(await form.getByRole('alert').count(), 0, 'no error under the form');
 });
