@@ -1,25 +1,36 @@
 /**
- * The example servers of `punk cluster`: a streamable-http or sse server
- * that Punk starts runs once, as its pod would, and every gateway reaches it
- * by URL; stdio servers stay as they are (each gateway starts its own).
+ * The McpServers of `punk cluster`: each is published to bucket `PUNK_MCP_SERVERS`, the operator's path, which
+ * every gateway replica watches, so a change of the manifests directory reaches them live (added servers start,
+ * changed ones restart, removed ones stop). A streamable-http or sse server that Punk starts runs once, as its pod
+ * would, and every gateway reaches it by URL; stdio servers stay as they are (each gateway starts its own).
  */
 import type { ChildProcess } from 'node:child_process';
-import { mkdir, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
-import { join } from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
 import { asLocalUrlServer, freePort, planLaunch } from '@punk/gateway';
-import { transportOf, type McpServer } from '@punk/lib';
+import {
+  buckets,
+  errorMessage,
+  kvKey,
+  managedServerSchema,
+  transportOf,
+  type Bus,
+  type KvStore,
+  type Logger,
+  type ManagedServer,
+  type McpServer,
+} from '@punk/lib';
 
 /** A server process started by the cluster. */
 export interface StartedServer {
   /** `<namespace>/<name>`. */
   name: string;
   process: ChildProcess;
-  /** The endpoint the gateways reach it at (`http://127.0.0.1:<port><path>`), the `url` of its rewritten manifest. */
+  /** The endpoint the gateways reach it at (`http://127.0.0.1:<port><path>`), the `url` of its published server. */
   url: string;
 }
 
-/** `$(PUNK_MANIFEST_DIR)` in args and env values, expanded now: the rewritten manifests live elsewhere. */
+/** `$(PUNK_MANIFEST_DIR)` in args and env values, expanded now: the gateways do not read the manifests directory. */
 function pinManifestDir(server: McpServer, manifestDir: string): McpServer {
   const pin = (value: string) => value.replaceAll('$(PUNK_MANIFEST_DIR)', manifestDir);
   const spec = { ...server.spec };
@@ -29,47 +40,106 @@ function pinManifestDir(server: McpServer, manifestDir: string): McpServer {
 }
 
 /** True for a server Punk starts that listens on a port (streamable-http or sse, no `url`). */
-export function isLocalHttpServer(server: McpServer): boolean {
+function isLocalHttpServer(server: McpServer): boolean {
   return server.spec.url === undefined && transportOf(server.spec) !== 'stdio';
 }
 
-/**
- * Starts each local HTTP server once (through the gateway's `planLaunch`: same
- * scrubbed environment and working directory as a gateway would give it) and
- * writes, into `outDir`, one manifest per server for the gateways: local HTTP
- * servers become `url: http://127.0.0.1:<port><path>` servers, the others are
- * copied with `$(PUNK_MANIFEST_DIR)` pinned to `manifestDir`.
- * `onOutput` receives each server's output lines.
- *
- * @throws PunkError `ServerLaunchFailed` from `planLaunch` when a server cannot run locally.
- */
-export async function prepareServers(options: {
-  servers: McpServer[];
+/** What {@link clusterServers} needs. */
+export interface ClusterServersOptions {
+  bus: Bus;
+  log: Logger;
+  /** The manifests directory: `$(PUNK_MANIFEST_DIR)` of the servers. */
   manifestDir: string;
-  outDir: string;
+  /** Root of the local HTTP servers' working directories. */
   workDir: string;
+  /** How long a local HTTP server may take to listen, in milliseconds (`PUNK_SERVER_START_TIMEOUT_MS`). */
+  startTimeoutMs: number;
+  /** Starts a server process (its output prefixed with `name`). */
   start(name: string, command: string, args: string[], env: Record<string, string>, cwd: string): ChildProcess;
-}): Promise<StartedServer[]> {
-  const started: StartedServer[] = [];
-  await mkdir(options.outDir, { recursive: true });
-  for (const server of options.servers) {
-    const { namespace = 'default', name } = server.metadata;
-    let forGateways = pinManifestDir(server, options.manifestDir);
-    if (isLocalHttpServer(server)) {
-      // Its spec.port, or a free loopback port picked for it ($(PORT) expands to it).
-      const port = server.spec.port ?? (await freePort());
-      const plan = await planLaunch(server, { workDir: options.workDir, port, extraEnv: { PUNK_MANIFEST_DIR: options.manifestDir } });
-      started.push({
-        name: `${namespace}/${name}`,
-        process: options.start(name, plan.command, plan.args, plan.env, plan.cwd),
-        url: `http://127.0.0.1:${String(port)}${server.spec.path}`,
-      });
-      forGateways = asLocalUrlServer(forGateways, port);
-    }
-    // JSON is YAML: the manifest loader reads it as it is.
-    await writeFile(join(options.outDir, `${namespace}-${name}.yaml`), JSON.stringify(forGateways, null, 2));
-  }
-  return started;
+  /** Stops a server process started by `start`; resolves once it exited. */
+  stop(process: ChildProcess): Promise<void>;
+}
+
+/** The servers of a running cluster. */
+export interface ClusterServers {
+  /**
+   * Serves exactly `servers` (those of the manifests directory): removed ones leave the bucket and their processes
+   * stop; each added or changed local HTTP server is started (again) through the gateway's `planLaunch` (same
+   * scrubbed environment and working directory as a gateway would give it) and waited for until it listens; then
+   * each added or changed server is published, a local HTTP one as the `url` server that reaches it, marked
+   * `launched`, with `metadata.generation` counting its changes (so the gateways reconnect to a restarted process).
+   * A server that cannot run here (`planLaunch`'s `ServerLaunchFailed`) or does not listen in time is logged with
+   * why and published all the same (the gateways report it failed); the others are served.
+   * @throws PunkError `BusUnavailable` from the bucket.
+   */
+  apply(servers: McpServer[]): Promise<void>;
+}
+
+/** The servers of `punk cluster` (see the module comment); the bucket holds nothing else once `apply` ran. */
+export function clusterServers(options: ClusterServersOptions): ClusterServers {
+  const { log } = options;
+  /** The running local HTTP servers by `kvKey(namespace, name)`, with the definition they were started from and their port. */
+  const running = new Map<string, { server: McpServer; started: StartedServer; port: number }>();
+  let bucket: KvStore | undefined;
+
+  /** The servers published by `apply`, by key, as their documents have them. */
+  const published = new Map<string, McpServer>();
+
+  /** The bucket entry of `server` (of key `key`), of generation `generation`. */
+  const entryOf = (key: string, server: McpServer, generation: number): ManagedServer => {
+    const pinned = pinManifestDir(server, options.manifestDir);
+    const local = isLocalHttpServer(server);
+    // A local server that could not start is published at its declared port (or none): the gateways report it failed.
+    const served = local ? asLocalUrlServer(pinned, running.get(key)?.port ?? server.spec.port ?? 0) : pinned;
+    const metadata = { ...served.metadata, namespace: served.metadata.namespace ?? 'default', generation };
+    return { server: { ...served, metadata }, generation, ...(local && { launched: true }) };
+  };
+
+  /** Starts local HTTP server `server` and waits until it listens; one that cannot run or listen is logged with why. */
+  const launch = async (key: string, server: McpServer) => {
+    // Its spec.port, or a free loopback port picked for it ($(PORT) expands to it).
+    const port = server.spec.port ?? (await freePort());
+    const plan = await planLaunch(server, { workDir: options.workDir, port, extraEnv: { PUNK_MANIFEST_DIR: options.manifestDir } }).catch(
+      (error: unknown) => {
+        log.error({ server: key, err: errorMessage(error) }, `${key} cannot run here: ${errorMessage(error)}`);
+        return undefined;
+      },
+    );
+    if (!plan) return;
+    const started: StartedServer = {
+      name: key,
+      process: options.start(server.metadata.name, plan.command, plan.args, plan.env, plan.cwd),
+      url: `http://127.0.0.1:${String(port)}${server.spec.path}`,
+    };
+    running.set(key, { server, started, port });
+    if (!(await waitListening(started, options.startTimeoutMs)))
+      log.error({ server: key, url: started.url }, `${key} does not listen at ${started.url}; see its lines above`);
+  };
+
+  return {
+    async apply(servers) {
+      bucket ??= await options.bus.keyValue(buckets.mcpServers);
+      const wanted = new Map(servers.map((s) => [kvKey(s.metadata.namespace ?? 'default', s.metadata.name), s]));
+      // Gone first (an earlier run's too): the gateways let go of a server before its process stops.
+      for (const key of await bucket.keys()) {
+        if (wanted.has(key)) continue;
+        await bucket.delete(key);
+        published.delete(key);
+      }
+      for (const [key, { server, started }] of [...running]) {
+        if (isDeepStrictEqual(wanted.get(key), server)) continue;
+        running.delete(key);
+        await options.stop(started.process);
+      }
+      for (const [key, server] of wanted) if (isLocalHttpServer(server) && !running.has(key)) await launch(key, server);
+      for (const [key, server] of wanted) {
+        if (isDeepStrictEqual(published.get(key), server)) continue;
+        const previous = managedServerSchema.safeParse((await bucket.get(key))?.value).data;
+        await bucket.put(key, entryOf(key, server, (previous?.generation ?? 0) + 1));
+        published.set(key, server);
+      }
+    },
+  };
 }
 
 /**

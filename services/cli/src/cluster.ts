@@ -6,7 +6,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -32,7 +32,7 @@ import {
   type ServerCatalog,
 } from '@punk/lib';
 import { freePort } from '@punk/gateway';
-import { prepareServers, waitListening } from './cluster-servers.js';
+import { clusterServers } from './cluster-servers.js';
 import { startProxy, type Proxy } from './proxy.js';
 import { KEY_FILE, localEncryptionKey } from './encryption-key.js';
 import { localGovernance, type LocalGovernance } from './local-governance.js';
@@ -164,8 +164,12 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
   const children: Array<{ name: string; child: ChildProcess; service: boolean }> = [];
   const tempDir = await mkdtemp(join(tmpdir(), 'punk-cluster-'));
   let proxy: Proxy | undefined;
-  let manifests: { local: LocalGovernance; bus: NatsBus } | undefined;
+  // The manifests' documents reach the services over NATS: the servers through bucket PUNK_MCP_SERVERS, the rest as under punk up.
+  const manifestsBus = await NatsBus.connect({ url: natsUrl, name: 'punk-cluster-manifests', log });
+  let local: LocalGovernance | undefined;
   let stopping = false;
+  /** Server processes stopped by a reload of the manifests directory: their exit is expected. */
+  const retired = new Set<ChildProcess>();
   const launch = (
     name: string,
     command: string,
@@ -179,29 +183,26 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
     const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true, ...(cwd && { cwd }) });
     prefixOutput(name, child);
     child.on('exit', (code, signal) => {
-      if (!stopping) log.error({ process: name, code, signal }, `${name} exited unexpectedly`);
+      if (!stopping && !retired.has(child)) log.error({ process: name, code, signal }, `${name} exited unexpectedly`);
     });
     children.push({ name, child, service });
     return child;
   };
+  /** Sends `child` SIGTERM (SIGKILL after 15 s); resolves once it exited. */
+  const terminate = async (child: ChildProcess): Promise<void> => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((done) => child.once('exit', done));
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    await exited.finally(() => clearTimeout(timer));
+  };
   const stop = async () => {
     stopping = true;
     await proxy?.close();
-    await manifests?.local.stop();
-    await manifests?.bus.close();
+    await local?.stop();
+    await manifestsBus.close();
     // Services first (they drain), then the servers they called.
-    for (const group of [true, false]) {
-      await Promise.all(
-        children
-          .filter((c) => c.service === group && c.child.exitCode === null && c.child.signalCode === null)
-          .map(({ child }) => {
-            const exited = new Promise((done) => child.once('exit', done));
-            child.kill('SIGTERM');
-            const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-            return exited.finally(() => clearTimeout(timer));
-          }),
-      );
-    }
+    for (const group of [true, false]) await Promise.all(children.filter((c) => c.service === group).map(({ child }) => terminate(child)));
     await rm(tempDir, { recursive: true, force: true });
   };
 
@@ -209,19 +210,23 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
     const manifestDir = resolve(config.manifests);
     const loaded = await loadManifestDirectory(manifestDir, config.tenant);
     for (const error of loaded.errors) log.error({ manifestError: error }, `manifest error: ${formatManifestError(error)}`);
-    const gatewayManifests = join(tempDir, 'manifests');
-    const launched = await prepareServers({
-      servers: loaded.servers.map((s) => s.server),
+    const servers = clusterServers({
+      bus: manifestsBus,
+      log,
       manifestDir,
-      outDir: gatewayManifests,
       workDir: join(tempDir, 'servers'),
+      startTimeoutMs: config.serverStartTimeoutMs,
       start: (name, command, args, env, cwd) => launch(name, command, args, env, false, cwd),
+      stop: (child) => {
+        retired.add(child);
+        return terminate(child);
+      },
     });
-
-    for (const server of launched) {
-      if (!(await waitListening(server, config.serverStartTimeoutMs)))
-        log.error({ server: server.name, url: server.url }, `${server.name} does not listen at ${server.url}; see its lines above`);
-    }
+    // Before the gateways start: each serves the bucket's servers once they have started (or failed) a first time.
+    await servers.apply(loaded.servers.map((s) => s.server));
+    // The gateways read no manifests (their servers are the bucket's): an empty directory.
+    const gatewayManifests = join(tempDir, 'manifests');
+    await mkdir(gatewayManifests);
 
     const gaps: string[] = [];
     // Every front replica signs requestState with the same key, so a 2026-07-28 retry may reach either.
@@ -256,8 +261,6 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
         const port = ports.get(name)!;
         const env = {
           ...common,
-          // The HTTP servers started above are this cluster's own processes, not remote URLs (the SSRF guard lets them through).
-          ...(service === 'gateway' && { PUNK_LAUNCHED_SERVERS: launched.map((l) => `${l.name}=${l.url}`).join(',') }),
           ...(service === 'mcp-front' && config.authMode === 'on' && { PUNK_LEDGER_URL: ledgerOf(i) }),
           PUNK_PORT: String(port),
           PUNK_INSTANCE_ID: name,
@@ -273,11 +276,16 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
       }
     }
     await Promise.all(started.map((s) => waitReady(s.url, s.name, s.child, 120_000)));
-    // The manifests' McpPolicy and McpCredential documents, as under punk up: published and applied over NATS, reloaded on change.
-    const manifestsBus = await NatsBus.connect({ url: natsUrl, name: 'punk-cluster-manifests', log });
-    manifests = { bus: manifestsBus, local: localGovernance({ bus: manifestsBus, manifestDir, tenant: config.tenant, log }) };
-    await manifests.local.publishPolicies(loaded);
-    const credentialErrors = started.some((s) => s.service === 'gateway') ? await manifests.local.start(loaded) : [];
+    // The manifests' documents, as under punk up: published and applied over NATS, reloaded on change (servers too).
+    local = localGovernance({
+      bus: manifestsBus,
+      manifestDir,
+      tenant: config.tenant,
+      log,
+      applyServers: (next) => servers.apply(next),
+    });
+    await local.publishPolicies(loaded);
+    const credentialErrors = started.some((s) => s.service === 'gateway') ? await local.start(loaded) : [];
     const backends = {
       ledgers: started.filter((s) => s.service === 'ledger').map((s) => s.url),
       fronts: started.filter((s) => s.service === 'mcp-front').map((s) => s.url),
@@ -302,10 +310,10 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
       requestTimeoutMs: config.requestTimeoutMs,
       ...(connections && { connections }),
     });
-    const servers = started.some((s) => s.service === 'gateway')
+    const states = started.some((s) => s.service === 'gateway')
       ? await serverStates(natsUrl, [...new Set(loaded.servers.map((s) => s.server.metadata.namespace ?? config.tenant))], log)
       : [];
-    return { url: proxy.url, gaps, servers, manifestErrors: [...loaded.errors, ...credentialErrors], stop };
+    return { url: proxy.url, gaps, servers: states, manifestErrors: [...loaded.errors, ...credentialErrors], stop };
   } catch (error) {
     await stop();
     throw error;

@@ -7,8 +7,8 @@
  * environment variables and files its `spec.values` names, and `spec.secretRef` is refused with that fix.
  *
  * The directory is watched (`fs.watch`, debounced): a changed document is applied again, a removed one is withdrawn
- * (its policy or workflow from its bucket, its credential from the vault). With `applyServers` (`punk up`), McpServer
- * documents are served live too: an added server starts, a changed one restarts, a removed one stops. Every document
+ * (its policy or workflow from its bucket, its credential from the vault). McpServer documents are served live too,
+ * through `applyServers`: an added server starts, a changed one restarts, a removed one stops. Every document
  * loaded gets one line, every broken one a line naming its file, document and field, and the others keep loading. A
  * policy or server whose file has errors is kept as last loaded, as the operator keeps an invalid policy's last valid
  * generation: dropping a policy could widen access, and stopping a server for a typo elsewhere in its file would cut
@@ -86,10 +86,10 @@ export interface LocalGovernanceOptions {
   checkWorkflow?: (workflow: McpWorkflow) => WorkflowError[];
   /**
    * Serves the McpServers of the directory after a reload changed them (`punk up`: the gateway's `setServers`, then
-   * their first start), before the workflows of that reload are published and checked. Without it (`punk cluster`,
-   * whose gateways got the servers at start) a change is reported with a line saying to restart.
+   * their first start; `punk cluster`: bucket `PUNK_MCP_SERVERS` and its own HTTP server processes), before the
+   * workflows of that reload are published and checked.
    */
-  applyServers?: (servers: McpServer[]) => Promise<void>;
+  applyServers: (servers: McpServer[]) => Promise<void>;
 }
 
 /** The documents of a load in `manifestDir`, for `punk up`. */
@@ -106,7 +106,6 @@ export function localGovernance(options: LocalGovernanceOptions): LocalGovernanc
   let watcher: FSWatcher | undefined;
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> = Promise.resolve();
-  let serversText: string | undefined;
   /** Served McpServers by `tenant/name`, with the file they came from. */
   const servers = new Map<string, LoadedServer>();
 
@@ -329,11 +328,7 @@ export function localGovernance(options: LocalGovernanceOptions): LocalGovernanc
     // Policies and credentials before the servers that may need them, the servers before the workflows that call them.
     await publishPolicies(loaded);
     await applyCredentials(loaded);
-    if (options.applyServers) {
-      if (syncServers(loaded)) await options.applyServers([...servers.values()].map((entry) => entry.server));
-    } else if (JSON.stringify(loaded.servers.map((s) => s.server)) !== serversText) {
-      log.warn('McpServer manifests changed: they are read at start, restart to serve the change');
-    }
+    if (syncServers(loaded)) await options.applyServers([...servers.values()].map((entry) => entry.server));
     // A workflow added or changed is checked against the servers' tools, as at start: its problems name its document.
     for (const entry of await publishWorkflows(loaded))
       for (const error of options.checkWorkflow?.(entry.object) ?? []) report(workflowManifestError(entry, error));
@@ -352,7 +347,6 @@ export function localGovernance(options: LocalGovernanceOptions): LocalGovernanc
       await publishWorkflows(loaded);
     },
     async start(loaded) {
-      serversText = JSON.stringify(loaded.servers.map((s) => s.server));
       for (const entry of loaded.servers) servers.set(`${entry.server.metadata.namespace}/${entry.server.metadata.name}`, entry);
       const errors = await applyCredentials(loaded);
       // Dot directories hold state (the servers' `.punk/`, an embedded database written on every call), not

@@ -47,7 +47,6 @@ export const gatewayService: ServiceDefinition = {
         maxCallsPerPrincipal: config.upstreamMaxCallsPerPrincipal,
       },
       egress: destinationPolicyOf(config),
-      launched: config.launchedServers,
       keyring: Keyring.fromConfig(config),
       toolPinning: config.toolPinning,
       workflowLimits: {

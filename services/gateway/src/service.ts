@@ -85,12 +85,6 @@ export interface GatewayOptions {
    * `destinationPolicyOf(config)` gives the configured one (open to private networks only with authentication off).
    */
   egress?: DestinationPolicy;
-  /**
-   * Servers of `servers` (the manifests) whose `url` is the endpoint of a process Punk itself launched, by
-   * `<namespace>/<name>` (`PUNK_LAUNCHED_SERVERS`, set by `punk cluster`): each such server, and no other, may reach
-   * exactly that origin whatever the egress policy says of its address.
-   */
-  launched?: Readonly<Record<string, string>>;
   /** The key ring of the credentials vault (`Keyring.fromConfig`); absent: the credentials API answers `CredentialsUnavailable` and `cred:` references do not resolve. */
   keyring?: Keyring | undefined;
   /** What a changed tool definition does when a server's `spec.tools.pinning` says nothing (`PUNK_TOOL_PINNING`, default `hide`). */
@@ -168,20 +162,25 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       .catch((error: unknown) => log.warn({ err: errorMessage(error) }, 'could not broadcast a registry change'));
   };
 
+  // Managed servers: the manifests' and those of bucket `PUNK_MCP_SERVERS` (a manifest wins a clash: it was given to this replica).
+  let manifests = options.servers;
+  let operated: McpServer[] = [];
   const egress = options.egress ?? { allowPrivate: false, allowedNetworks: [] };
   // One guarded fetch for every url server: its keep-alive pools are keyed by origin and checked addresses.
   const egressFetch = guardedFetch(egress);
-  // A guarded fetch of its own for each manifest server Punk launched, allowed its own origin only.
+  /** The `spec.url` of each server of bucket `PUNK_MCP_SERVERS` whose entry says its writer launched that process (`punk cluster`). */
+  const launchedUrls = new Map<string, string>();
+  // A guarded fetch of its own for each such server, allowed its own origin only.
   const launchedFetches = new Map<string, GuardedFetch>();
   const fetchFor = (server: McpServer): GuardedFetch => {
     const key = keyOf(server);
-    const url = options.launched?.[key];
-    if (url === undefined || server.spec.url !== url || !options.servers.some((s) => keyOf(s) === key && s.spec.url === url))
-      return egressFetch;
-    let launched = launchedFetches.get(key);
+    const url = launchedUrls.get(key);
+    // A manifest of the same name wins the clash (see setManaged): it was not launched by the bucket's writer.
+    if (url === undefined || server.spec.url !== url || manifests.some((s) => keyOf(s) === key)) return egressFetch;
+    let launched = launchedFetches.get(`${key} ${url}`);
     if (!launched) {
       launched = guardedFetch({ ...egress, launchedOrigins: [new URL(url).origin] });
-      launchedFetches.set(key, launched);
+      launchedFetches.set(`${key} ${url}`, launched);
     }
     return launched;
   };
@@ -448,9 +447,6 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const store = new RegistrationStore(options.db);
   const served = new ServedSet({ store, bus, log, instanceId, allowStdioRegistrations, host: { serve } });
   await served.start(options.servers);
-  // Managed servers: the manifests' and the operator's (a manifest wins a clash: it was given to this replica).
-  let manifests = options.servers;
-  let operated: McpServer[] = [];
   const setManaged = () => {
     const merged = new Map(operated.map((s) => [keyOf(s), s]));
     for (const server of manifests) {
@@ -466,8 +462,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const operatorServers = await watchManagedServers({
     bus,
     log,
-    onChange: async (servers) => {
-      operated = servers;
+    onChange: async (entries) => {
+      operated = entries.map((entry) => entry.server);
+      launchedUrls.clear();
+      for (const { server, launched } of entries)
+        if (launched && server.spec.url !== undefined) launchedUrls.set(keyOf(server), server.spec.url);
       await setManaged();
     },
   });

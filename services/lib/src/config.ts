@@ -308,26 +308,6 @@ export const configSchema = z.object({
       ),
     )
     .default([]),
-  /**
-   * `PUNK_LAUNCHED_SERVERS`: comma-separated `<namespace>/<name>=<url>`, manifest servers whose `url` is the
-   * endpoint of a process Punk itself launched on this machine (`punk cluster` sets it for its gateways). Such a
-   * URL is not a remote one: the SSRF guard lets that server, and no other, reach exactly that origin.
-   */
-  launchedServers: z
-    .string()
-    .transform((value, ctx) => {
-      const launched: Record<string, string> = {};
-      for (const entry of splitList(value)) {
-        const match = /^([a-z0-9][a-z0-9-]*\/[a-z0-9][a-z0-9-]*)=(http:\/\/\S+)$/.exec(entry);
-        if (!match?.[1] || !match[2] || !URL.canParse(match[2])) {
-          ctx.addIssue({ code: 'custom', message: `entry ${JSON.stringify(entry)} must be <namespace>/<name>=http://<host>:<port><path>` });
-          return z.NEVER;
-        }
-        launched[match[1]] = match[2];
-      }
-      return launched;
-    })
-    .default({}),
   /** `PUNK_UPSTREAM_MAX_CONCURRENT_CALLS`: most calls in flight to one server from one gateway replica (more wait in its queue). */
   upstreamMaxConcurrentCalls: positiveInt.default(32),
   /** `PUNK_UPSTREAM_MAX_QUEUED_CALLS`: most calls waiting for a slot per server and gateway replica (more fail at once with `ServerBusy`; 0: no queue). */
@@ -492,7 +472,6 @@ const envNames: Record<keyof PunkConfig, string> = {
   encryptionKey: 'PUNK_ENCRYPTION_KEY',
   encryptionPreviousKeys: 'PUNK_ENCRYPTION_PREVIOUS_KEYS',
   upstreamAllowedNetworks: 'PUNK_UPSTREAM_ALLOWED_NETWORKS',
-  launchedServers: 'PUNK_LAUNCHED_SERVERS',
   upstreamMaxConcurrentCalls: 'PUNK_UPSTREAM_MAX_CONCURRENT_CALLS',
   upstreamMaxQueuedCalls: 'PUNK_UPSTREAM_MAX_QUEUED_CALLS',
   upstreamQueueTimeoutMs: 'PUNK_UPSTREAM_QUEUE_TIMEOUT_MS',

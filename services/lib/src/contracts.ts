@@ -153,10 +153,11 @@ export const buckets = {
    */
   principalSessions: { name: 'PUNK_PRINCIPAL_SESSIONS', ttlMs: 24 * 60 * 60_000 } satisfies KvBucketConfig,
   /**
-   * The servers the operator manages (McpServer custom resources), by `kvKey(tenant, name)`: each value a
-   * {@link managedServerSchema}, the McpServer as the gateway serves it (a pod's server as the `url` of its
-   * Service). Every gateway replica watches the bucket and serves its entries beside the manifests'; entries
-   * never expire (the operator deletes them with the custom resource).
+   * The servers the operator manages (McpServer custom resources), and `punk cluster` those of its manifests
+   * directory, by `kvKey(tenant, name)`: each value a {@link managedServerSchema}, the McpServer as the gateway
+   * serves it (a pod's server as the `url` of its Service). Every gateway replica watches the bucket and serves its
+   * entries beside the manifests'; entries never expire (the operator deletes them with the custom resource,
+   * `punk cluster` with the document).
    */
   mcpServers: { name: 'PUNK_MCP_SERVERS', ttlMs: 0 } satisfies KvBucketConfig,
   /**
@@ -192,8 +193,10 @@ export type RateLimitCounter = z.infer<typeof rateLimitCounterSchema>;
 
 /**
  * One entry of bucket `PUNK_MCP_SERVERS`: the McpServer object the gateway serves (validated again with
- * `mcpServerSchema` by the gateway, which names the bad field in its log and skips the entry), and the
- * `metadata.generation` of the custom resource it was made from.
+ * `mcpServerSchema` by the gateway, which names the bad field in its log and skips the entry), the
+ * `metadata.generation` of the custom resource it was made from, and whether its `spec.url` is the endpoint of a
+ * process the writer launched itself on this machine (`punk cluster`'s HTTP servers, as their pods would run): the
+ * SSRF guard lets that server, and no other, reach exactly that origin.
  */
 export const managedServerSchema = z.object({
   server: z.looseObject({
@@ -202,6 +205,7 @@ export const managedServerSchema = z.object({
     metadata: z.looseObject({ name: z.string(), namespace: z.string() }),
   }),
   generation: z.number().int().min(0),
+  launched: z.boolean().optional(),
 });
 export type ManagedServer = z.infer<typeof managedServerSchema>;
 

@@ -1,8 +1,9 @@
 /**
- * The servers the operator manages (McpServer custom resources), as it publishes them in bucket
- * `PUNK_MCP_SERVERS` (`managedServerSchema` by `kvKey(tenant, name)`). Every gateway replica watches the bucket
- * and serves its entries beside the manifests' (read-only in the registry API, like them). An entry that is not a
- * valid McpServer is logged with its key and the bad field and not served; the others still are.
+ * The servers the operator manages (McpServer custom resources), and `punk cluster` those of its manifests
+ * directory, as they publish them in bucket `PUNK_MCP_SERVERS` (`managedServerSchema` by `kvKey(tenant, name)`).
+ * Every gateway replica watches the bucket and serves its entries beside the manifests' (read-only in the registry
+ * API, like them). An entry that is not a valid McpServer is logged with its key and the bad field and not served;
+ * the others still are.
  */
 import {
   buckets,
@@ -16,15 +17,21 @@ import {
 } from '@punk/lib';
 import type { z } from 'zod';
 
+/** A valid entry of the bucket: its server, and whether its `spec.url` is a process its writer launched (`managedServerSchema`). */
+export interface ManagedEntry {
+  server: McpServer;
+  launched: boolean;
+}
+
 /** Options of {@link watchManagedServers}. */
 export interface ManagedServersOptions {
   bus: Bus;
   log: Logger;
   /**
-   * Called with every valid server of the bucket: once when the watch has read the bucket, then after each change
+   * Called with every valid entry of the bucket: once when the watch has read the bucket, then after each change
    * (a put, an update, a delete), one call at a time.
    */
-  onChange: (servers: McpServer[]) => Promise<void>;
+  onChange: (entries: ManagedEntry[]) => Promise<void>;
 }
 
 /**
@@ -35,11 +42,11 @@ export interface ManagedServersOptions {
 export async function watchManagedServers(options: ManagedServersOptions): Promise<BusSubscription> {
   const { bus, log, onChange } = options;
   const kv = await bus.keyValue(buckets.mcpServers);
-  const servers = new Map<string, McpServer>();
+  const servers = new Map<string, ManagedEntry>();
   let caughtUp = false;
   const subscription = await kv.watch(async (change) => {
-    const server = change.operation === 'put' ? validServer(change.key, change.value, log) : undefined;
-    if (server) servers.set(change.key, server);
+    const entry = change.operation === 'put' ? validEntry(change.key, change.value, log) : undefined;
+    if (entry) servers.set(change.key, entry);
     else if (!servers.delete(change.key)) return;
     if (caughtUp) await onChange([...servers.values()]);
   });
@@ -48,8 +55,8 @@ export async function watchManagedServers(options: ManagedServersOptions): Promi
   return subscription;
 }
 
-/** The McpServer of a bucket entry, or `undefined` (logged with the key and the field) when it is not a valid one. */
-function validServer(key: string, value: unknown, log: Logger): McpServer | undefined {
+/** A bucket entry, or `undefined` (logged with the key and the field) when it is not a valid one. */
+function validEntry(key: string, value: unknown, log: Logger): ManagedEntry | undefined {
   const refuse = (field: string, message: string) => {
     log.error({ bucket: buckets.mcpServers.name, key, field }, `managed server ${key} is not served: ${field}: ${message}`);
     return undefined;
@@ -70,7 +77,7 @@ function validServer(key: string, value: unknown, log: Logger): McpServer | unde
     refuse('server.metadata', `names ${namespace}/${name}, whose key is ${kvKey(namespace, name)}, not ${key}`);
     return;
   }
-  return server;
+  return { server, launched: entry.data.launched ?? false };
 }
 
 /** The path (`server.spec.port`) and message of the first issue of a failed parse. */

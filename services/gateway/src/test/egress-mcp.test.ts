@@ -5,39 +5,10 @@
  * allowedNetworks 127.0.0.1/32, and refused without it.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { connect } from 'node:net';
-import { test, type TestContext } from 'node:test';
+import { test } from 'node:test';
 import { Client, SSEClientTransport, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { guardedFetch, type DestinationPolicy } from '../index.js';
-import { freePort, installed } from './harness.js';
-
-const everythingBin = installed('@modelcontextprotocol/server-everything/dist/index.js');
-
-/** Starts server-everything in `mode` on a free port; resolves once it accepts connections. */
-async function startEverything(t: TestContext, mode: 'streamableHttp' | 'sse'): Promise<number> {
-  const port = await freePort();
-  const child = spawn(process.execPath, [everythingBin, mode], {
-    env: { ...process.env, PORT: String(port) },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr.on('data', (chunk) => (stderr += chunk));
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  t.after(async () => {
-    child.kill();
-    await exited;
-  });
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`server-everything ${mode} exited: ${stderr}`);
-    const listening = await new Promise<boolean>((resolve) => {
-      const socket = connect(port, '127.0.0.1', () => (socket.destroy(), resolve(true)));
-      socket.once('error', () => resolve(false));
-    });
-    if (listening) return port;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
+import { startEverything } from './harness.js';
 
 /** Reachable: loopback allowed as a listed network; the test name resolves to 127.0.0.1, counted. */
 function policyFor(lookups: string[]): DestinationPolicy {

@@ -1,7 +1,9 @@
 /** Test harness: a real MemoryBus with the ledger stream, governance, and a gateway over real servers. */
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
+import { spawn } from 'node:child_process';
+import { connect, createServer } from 'node:net';
+import type { TestContext } from 'node:test';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -56,6 +58,33 @@ export async function freePort(): Promise<number> {
       server.close(() => resolvePort(typeof address === 'object' && address ? address.port : 0));
     });
   });
+}
+
+const everythingBin = installed('@modelcontextprotocol/server-everything/dist/index.js');
+
+/** Starts server-everything in `mode` on a free port (stopped after `t`); resolves with the port once it accepts connections. */
+export async function startEverything(t: TestContext, mode: 'streamableHttp' | 'sse'): Promise<number> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [everythingBin, mode], {
+    env: { ...process.env, PORT: String(port) },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (chunk) => (stderr += chunk));
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  t.after(async () => {
+    child.kill();
+    await exited;
+  });
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`server-everything ${mode} exited: ${stderr}`);
+    const listening = await new Promise<boolean>((resolve) => {
+      const socket = connect(port, '127.0.0.1', () => (socket.destroy(), resolve(true)));
+      socket.once('error', () => resolve(false));
+    });
+    if (listening) return port;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 }
 
 /** Pids of every live descendant of this process (from /proc), but the server processes' watchdog (watchdog.ts). */

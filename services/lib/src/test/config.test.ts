@@ -106,18 +106,6 @@ test('a non-loopback listener without authentication gets a warning', () => {
   );
 });
 
-test('PUNK_LAUNCHED_SERVERS maps <namespace>/<name> to the URL of a process Punk launched; anything else is named', () => {
-  assert.deepEqual(loadConfig({}).launchedServers, {});
-  assert.deepEqual(
-    loadConfig({ PUNK_LAUNCHED_SERVERS: 'default/everything-http=http://127.0.0.1:4101/mcp,t1/web=http://127.0.0.1:4102/' })
-      .launchedServers,
-    { 'default/everything-http': 'http://127.0.0.1:4101/mcp', 't1/web': 'http://127.0.0.1:4102/' },
-  );
-  for (const bad of ['everything-http=http://127.0.0.1:4101/mcp', 'default/everything-http', 'default/x=file:///etc/passwd']) {
-    assert.throws(() => loadConfig({ PUNK_LAUNCHED_SERVERS: bad }), /PUNK_LAUNCHED_SERVERS.*must be <namespace>\/<name>=http:/, bad);
-  }
-});
-
 test('gateway settings: networks must be CIDRs, keys 32 bytes, and a key is never shown', () => {
   assert.deepEqual(loadConfig({ PUNK_UPSTREAM_ALLOWED_NETWORKS: '10.96.0.0/12, fd00::/8' }).upstreamAllowedNetworks, [
     '10.96.0.0/12',
