@@ -38,9 +38,12 @@ spec:
   tools: ${tools}
 `;
 
-/** The everything-http example on `port`. */
+/** The everything-http example, declaring `port` (the example itself declares none: Punk picks one). */
 const everythingHttp = async (port: number) =>
-  (await readFile(join(repoRoot, 'examples/everything-http.yaml'), 'utf8')).replaceAll('4101', String(port));
+  (await readFile(join(repoRoot, 'examples/everything-http.yaml'), 'utf8')).replace(
+    '  path: /mcp\n',
+    `  path: /mcp\n  port: ${String(port)}\n`,
+  );
 
 /** Whether something accepts TCP connections on 127.0.0.1:`port`. */
 const listening = (port: number) =>
