@@ -37,6 +37,7 @@ import {
   TMP_VOLUME,
   writableVolumes,
 } from './sandbox.js';
+import { SERVER_SERVICE_ACCOUNT } from './shared-service-account.js';
 import { SpecError } from './spec-error.js';
 
 /** Path of the bridge executable inside the bridge and runner images. */
@@ -156,7 +157,7 @@ export function cidrEgressRules(entries: readonly EgressEntry[]): V1NetworkPolic
  * The egress proxy's children: Deployment, Service and NetworkPolicy `<name>-egress`. The policy admits only
  * the server's pods on port 3128 and lets the proxy reach DNS, the `cidr` entries, and the `host` entries'
  * ports anywhere except link-local addresses (cloud metadata services); the proxy itself checks the names.
- * The pod uses the server's ServiceAccount and the same sandbox as the server.
+ * The pod uses the namespace's shared ServiceAccount (shared-service-account.ts) and the same sandbox as the server.
  */
 export function egressProxyChildren(server: McpServer, entries: readonly EgressEntry[], bridgeImage: string): KubernetesObject[] {
   const name = egressProxyName(server);
@@ -175,7 +176,7 @@ export function egressProxyChildren(server: McpServer, entries: readonly EgressE
       template: {
         metadata: { labels: childLabels(server, 'egress-proxy') },
         spec: {
-          serviceAccountName: server.metadata.name,
+          serviceAccountName: SERVER_SERVICE_ACCOUNT,
           automountServiceAccountToken: false,
           enableServiceLinks: false,
           securityContext: podSecurityContext(),

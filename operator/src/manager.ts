@@ -40,7 +40,8 @@ import {
 } from './mcpserver-reconciler.js';
 import { observeReconciles, watchManager } from './metrics.js';
 import { WorkQueue } from './queue.js';
-import { MANAGED_BY, SERVER_LABEL } from './sandbox.js';
+import { hasPods, MANAGED_BY, SERVER_LABEL } from './sandbox.js';
+import { SERVER_SERVICE_ACCOUNT } from './shared-service-account.js';
 import { ToolListings } from './tool-listings.js';
 
 /** Options of the operator; durations in milliseconds. */
@@ -343,6 +344,14 @@ export class Manager {
       case 'Service':
       case 'ServiceAccount':
       case 'NetworkPolicy': {
+        if (kind === 'ServiceAccount' && name === SERVER_SERVICE_ACCOUNT) {
+          // The namespace's shared account, changed or deleted by someone: one of its pod servers applies it again.
+          if (deleted) this.servers.serviceAccounts.forget(namespace);
+          else if (this.servers.serviceAccounts.isOwnApply(object)) return;
+          const server = this.caches.McpServer.list(namespace).find(hasPods);
+          if (server) this.queue.add(`McpServer/${namespace}/${server.metadata!.name}`);
+          return;
+        }
         const owner = object.metadata?.ownerReferences?.find((ref) => ref.controller === true && ref.kind === 'McpServer');
         if (!owner) return;
         if (!deleted && this.servers.isOwnApply(namespace, owner.name, kind, object)) return;

@@ -32,6 +32,7 @@ import { egressProxyName } from './egress-proxy-children.js';
 import { checkSecretKeys } from './server-env.js';
 import {
   buildServerChildren,
+  CLUSTER_IP_ANNOTATION,
   referencedSecretNames,
   secretChecksum,
   SpecError,
@@ -40,8 +41,9 @@ import {
 } from './server-children.js';
 import { driftMessage, sandboxDrift, type DriftedField } from './sandbox-drift.js';
 import { serverConditions, type ObservedServer } from './server-status.js';
-import { SERVER_LABEL } from './sandbox.js';
-import { conditionsOf, fieldPath, writeStatus } from './status.js';
+import { hasPods, SERVER_LABEL } from './sandbox.js';
+import { SharedServiceAccounts } from './shared-service-account.js';
+import { conditionsOf, fieldPath, writeStatus, WrittenStatuses } from './status.js';
 import { apiErrorMessage, isNotFound, isPermanentApiError } from './kube.js';
 import type { ReconcileResult } from './queue.js';
 import type { ToolListings } from './tool-listings.js';
@@ -147,30 +149,40 @@ interface AppliedMemo {
 export class McpServerReconciler {
   /** Per server (`namespace/name`), per child (`kind/name`): what was applied last (see applyChild). */
   private readonly applied = new Map<string, Map<string, AppliedMemo>>();
+  /** The statuses written whose echo the McpServer cache has not shown yet. */
+  private readonly statuses = new WrittenStatuses();
+  /** The namespaces' shared ServiceAccount of server pods (shared-service-account.ts). */
+  readonly serviceAccounts: SharedServiceAccounts;
 
   constructor(
     private readonly context: ReconcileContext,
     private readonly bucket: KvStore,
     private readonly options: ServerReconcilerOptions,
     private readonly listings: ToolListings,
-  ) {}
+  ) {
+    this.serviceAccounts = new SharedServiceAccounts(context);
+  }
 
   /** Brings server `namespace/name`'s children, bucket entry and status in line with the object. */
   async reconcile(namespace: string, name: string): Promise<ReconcileResult | undefined> {
     const object = this.context.caches.McpServer.get(name, namespace) as ServerObject | undefined;
     const key = kvKey(namespace, name);
     if (!object || object.metadata?.deletionTimestamp) {
+      this.statuses.forget(object?.metadata?.uid);
       this.applied.delete(`${namespace}/${name}`);
       this.listings.delete(namespace, name);
       await this.bucket.delete(key);
+      await this.serviceAccounts.release(namespace);
       return;
     }
     const meta = object.metadata!;
     const generation = meta.generation ?? 0;
-    const previous = conditionsOf(object);
+    // The status as last written: the cache may not show this operator's last write yet.
+    const subject = { kind: 'McpServer' as const, metadata: { name, namespace, uid: meta.uid, resourceVersion: meta.resourceVersion } };
+    const known = this.statuses.current({ ...subject, status: object.status }) as ServerObject['status'];
+    const previous = conditionsOf({ status: known });
     const published = await this.bucket.get(key);
-    const spec = object.spec as { url?: unknown; openapi?: unknown } | undefined;
-    const hasPod = spec?.url === undefined && spec?.openapi === undefined; // url and openapi servers have no pod
+    const hasPod = hasPods(object);
     // spec.replicas 0 (kubectl scale, an HPA): published as scaled to zero, so the gateways answer calls at once.
     const scaledToZero = (object.spec as { replicas?: unknown } | undefined)?.replicas === 0;
     // What runs now (the last applied generation, if any): the conditions describe it even when this generation cannot be applied.
@@ -178,7 +190,7 @@ export class McpServerReconciler {
     let deployment = this.context.caches.Deployment.get(name, namespace) as V1Deployment | undefined;
     if (!deployment?.metadata?.ownerReferences?.some((ref) => ref.controller === true && ref.uid === meta.uid)) deployment = undefined;
     const pods = (this.context.caches.Pod.list(namespace) as V1Pod[]).filter((pod) => pod.metadata?.labels?.[SERVER_LABEL] === name);
-    const kept = pick(object.status, ['endpoint', 'upstreamUrl', 'toolCount', 'tools', 'warnings']);
+    const kept = pick(known, ['endpoint', 'upstreamUrl', 'toolCount', 'tools', 'warnings']);
     const write = async (
       observed: Omit<ObservedServer, 'generation' | 'hasPod' | 'pods' | 'deployment' | 'published' | 'scaledToZero'>,
       extra: Record<string, unknown>,
@@ -194,12 +206,7 @@ export class McpServerReconciler {
         ? { replicas: deployment?.status?.replicas ?? 0, selector: `${SERVER_LABEL}=${name},app.kubernetes.io/component=mcp-server` }
         : {};
       const status = { ...extra, ...scale, observedGeneration: generation, conditions };
-      await writeStatus(
-        this.context.clients,
-        this.context.recorder,
-        { kind: 'McpServer', metadata: { name, namespace, uid: meta.uid, resourceVersion: meta.resourceVersion }, status: object.status },
-        status,
-      );
+      await writeStatus(this.context.clients, this.context.recorder, { ...subject, status: object.status }, status, this.statuses);
     };
     const fail = (reason: string, message: string) => write({ problem: { reason, message } }, { ...kept, lastError: message });
 
@@ -261,10 +268,13 @@ export class McpServerReconciler {
     try {
       // Nothing is applied while one child belongs to someone else: a partial apply would still take objects over.
       const conflict = await this.foreignChild(built.objects, meta.uid, meta.resourceVersion);
-      if (conflict) {
-        await fail('ChildConflict', conflict);
+      // The namespace's shared ServiceAccount, which the pods run as, comes first; a user's of its name is not taken over either.
+      const blocked = conflict ?? (built.objects.length > 0 ? await this.serviceAccounts.ensure(namespace) : undefined);
+      if (blocked) {
+        await fail('ChildConflict', blocked);
         return { requeueAfterMs: CONFLICT_RETRY_MS };
       }
+      const firstRun = !this.applied.has(`${namespace}/${name}`);
       const memos = this.applied.get(`${namespace}/${name}`) ?? new Map<string, AppliedMemo>();
       this.applied.set(`${namespace}/${name}`, memos);
       for (const child of built.objects) {
@@ -273,10 +283,10 @@ export class McpServerReconciler {
         if (drifted.length > 0) drift.push(driftMessage(namespace, child.metadata!.name!, drifted));
       }
       // The wanted set shrinks only with a new generation (an egress proxy dropped with its hosts); a server still
-      // Degraded may also have been left half-pruned by a failed run.
-      const settled =
-        object.status?.observedGeneration === generation && previous.some((c) => c.type === 'Degraded' && c.status === 'False');
-      if (!settled) await this.prune(server, built.objects);
+      // Degraded may also have been left half-pruned by a failed run, and an older operator may have made children this
+      // one does not (a ServiceAccount per server): pruned at this process's first reconcile of the server.
+      const settled = known?.observedGeneration === generation && previous.some((c) => c.type === 'Degraded' && c.status === 'False');
+      if (!settled || firstRun) await this.prune(server, built.objects);
     } catch (error) {
       await fail('ApplyFailed', `applying the children failed: ${apiErrorMessage(error)}`);
       if (!isPermanentApiError(error)) throw error;
@@ -335,6 +345,8 @@ export class McpServerReconciler {
    * Applies `child` unless the informer's cache shows it unchanged since this operator last applied the same
    * desired object (same resourceVersion as the apply returned): an unchanged server then costs no API request at
    * a resync, and any change by anyone (a new resourceVersion) or a new desired object applies again.
+   * A Service whose {@link CLUSTER_IP_ANNOTATION} differs from the desired one (headless against a cluster IP, which
+   * cannot change once set) is deleted first, so the apply makes it anew.
    * A Deployment's sandbox drift is computed from the apply's answer, which carries `managedFields` (the caches
    * drop them: they are as large as the objects) to name who set each field, and kept with the memo.
    * @returns the child as stored (the apply's answer, or the cached object when nothing was sent) and its drift.
@@ -349,6 +361,10 @@ export class McpServerReconciler {
     const memo = memos.get(`${kind}/${metadata.name}`);
     if (cached && memo && memo.desired === desired && memo.resourceVersion === cached.metadata?.resourceVersion)
       return { stored: cached, drifted: memo.drifted };
+    const wantedClusterIP = child.metadata.annotations?.[CLUSTER_IP_ANNOTATION];
+    // A Service of an older operator has no annotation and a cluster IP.
+    if (kind === 'Service' && cached && (cached.metadata?.annotations?.[CLUSTER_IP_ANNOTATION] ?? 'true') !== wantedClusterIP)
+      await deleteObject(this.context.clients, child);
     const applied = await applyObject<V1Deployment>(this.context.clients, child);
     const drifted = kind === 'Deployment' ? sandboxDrift(child as V1Deployment, applied) : [];
     memos.set(`${kind}/${metadata.name}`, { desired, resourceVersion: applied.metadata?.resourceVersion ?? '', drifted });

@@ -175,7 +175,10 @@ export function checkPodTemplate(podTemplate: Json, protect: ProtectedMetadata):
   }
   for (const field of ['serviceAccountName', 'serviceAccount'] as const) {
     if (spec[field] !== undefined)
-      throw new SpecError(at(field), 'the pod runs as the ServiceAccount Punk makes for the server, without a token; it cannot be changed');
+      throw new SpecError(
+        at(field),
+        "the pod runs as the ServiceAccount Punk makes for the namespace's servers, without a token; it cannot be changed",
+      );
   }
   if (spec.runtimeClassName !== undefined && protect.runtimeClassName !== undefined && spec.runtimeClassName !== protect.runtimeClassName) {
     throw new SpecError(

@@ -5,6 +5,7 @@
  * and limits on every container. Also the labels and owner references every child of an McpServer carries.
  */
 import type {
+  KubernetesObject,
   V1Container,
   V1OwnerReference,
   V1PodSecurityContext,
@@ -45,6 +46,12 @@ export function childLabels(server: McpServer, component: Component): Record<str
     'app.kubernetes.io/managed-by': MANAGED_BY,
     [SERVER_LABEL]: server.metadata.name,
   };
+}
+
+/** Whether McpServer `server` (as stored, not yet parsed) runs in pods: neither a `url` nor an `openapi` server. */
+export function hasPods(server: KubernetesObject): boolean {
+  const spec = (server as { spec?: { url?: unknown; openapi?: unknown } }).spec;
+  return spec?.url === undefined && spec?.openapi === undefined;
 }
 
 /** The labels that select the pods of one component of a server (a Deployment's selector, a NetworkPolicy's podSelector). */

@@ -1,6 +1,6 @@
 /**
- * The Kubernetes children of an McpServer, as pure functions of its spec: a ServiceAccount without a token, a
- * ClusterIP Service, a Deployment of sandboxed pods and a NetworkPolicy (only the gateway may connect; egress
+ * The Kubernetes children of an McpServer, as pure functions of its spec: a Service (headless unless
+ * `spec.service.clusterIP`), a Deployment of sandboxed pods and a NetworkPolicy (only the gateway may connect; egress
  * only to DNS and the declared allow-list), plus an egress proxy when the allow-list names hosts
  * (egress-proxy-children.ts). A stdio server runs behind Punk's bridge (`punk-bridge serve`), which speaks
  * Streamable HTTP to the gateway; an HTTP server (streamable-http, sse) is reached on its own port. Also the
@@ -15,7 +15,6 @@ import type {
   V1PodTemplateSpec,
   V1Probe,
   V1Service,
-  V1ServiceAccount,
   V1Volume,
   V1VolumeMount,
 } from '@kubernetes/client-node';
@@ -55,11 +54,19 @@ import {
 import { SECRET_CHECKSUM_ANNOTATION } from './secret-checksum.js';
 import { serverEnv, type CredentialSecrets } from './server-env.js';
 import { SpecError } from './spec-error.js';
+import { SERVER_SERVICE_ACCOUNT } from './shared-service-account.js';
 
 export { SpecError } from './spec-error.js';
 export { secretChecksum, SECRET_CHECKSUM_ANNOTATION } from './secret-checksum.js';
 export { referencedSecretNames, type CredentialSecrets } from './server-env.js';
 export { DEFAULT_PACKAGE_REGISTRIES, packageRegistryEntries, type PackageRegistries } from './egress-proxy-children.js';
+
+/**
+ * Annotation of a server's Service: `true` when it has a cluster IP, `false` when headless. A Service's cluster IP
+ * cannot change once set, so the operator replaces a Service whose annotation differs from the spec (one without it
+ * was made by an older operator, with a cluster IP).
+ */
+export const CLUSTER_IP_ANNOTATION = 'mcp.punk.dev/cluster-ip';
 
 /** Name of the server's container in its pod (the one a podTemplate merges into). */
 export const SERVER_CONTAINER = 'server';
@@ -95,13 +102,17 @@ export interface ServerChildrenOptions {
 /** The children of one McpServer and how the gateway reaches it. */
 export interface ServerChildren {
   /**
-   * Objects to apply, in this order: ServiceAccount, Service, Deployment, NetworkPolicy of the server, then the
+   * Objects to apply, in this order: Service, Deployment, NetworkPolicy of the server, then the
    * egress proxy's Deployment, Service and NetworkPolicy when it has one; none for a url server. They are
    * @kubernetes/client-node models, not wire JSON: a NetworkPolicy ingress rule's `from` is `_from`. Apply them
    * through `KubernetesObjectApi` (its serializer writes `from`); raw JSON would lose the rule's sources.
    */
   objects: KubernetesObject[];
-  /** URL of the server's MCP endpoint: the Service's cluster address and `spec.path`, or a url server's url (an openapi server's base URL). */
+  /**
+   * URL of the server's MCP endpoint: the Service's DNS name, the server's port and `spec.path` (the pods' own port:
+   * a headless Service maps no port, and its port is the container's), or a url server's url (an openapi server's
+   * base URL).
+   */
   endpoint: string;
   /** The McpServer the gateway serves (bucket PUNK_MCP_SERVERS): a url server at {@link endpoint}. */
   served: McpServer;
@@ -109,15 +120,16 @@ export interface ServerChildren {
 
 /**
  * The children of `server` (see this module's comment). A server made from an image or a package gets:
- * - ServiceAccount `<name>`, automountServiceAccountToken false;
- * - Service `<name>` (ClusterIP) on the bridge's port 8080 (stdio) or `spec.port` (8080 too when absent; `$(PORT)` in
- *   the command, args and env values of an HTTP server expands to it, as under `punk up`);
+ * - Service `<name>` on the bridge's port 8080 (stdio) or `spec.port` (8080 too when absent; `$(PORT)` in the command,
+ *   args and env values of an HTTP server expands to it, as under `punk up`), its target the container port of the
+ *   same number: headless (clusterIP None) unless `spec.service.clusterIP`, annotated {@link CLUSTER_IP_ANNOTATION};
  * - Deployment `<name>` of `spec.replicas` sandboxed pods (sandbox.ts): the server container `server` with the
  *   bridge in front of a stdio server (`punk-bridge serve --port 8080 --path <spec.path> -- <command> <args>`;
  *   for an image, the bridge is copied in by an init container from the bridge image), `npx -y <name>@<version>`
  *   or `uvx <name>==<version>` in the runner image for a package (behind the runner's own bridge when stdio, alone
  *   on `spec.port` when it serves streamable-http or sse, as `punk up` runs it), HOME and TMPDIR on emptyDirs, the extra
- *   `spec.sandbox.volumes` mounted at /mnt/<name>, probes (the bridge's /healthz and /readyz, or TCP on the
+ *   `spec.sandbox.volumes` mounted at /mnt/<name>, the namespace's shared ServiceAccount
+ *   {@link SERVER_SERVICE_ACCOUNT} without a token (shared-service-account.ts), probes (the bridge's /healthz and /readyz, or TCP on the
  *   server's port), the annotation `mcp.punk.dev/secret-checksum`, and `spec.podTemplate` merged last
  *   (pod-template-merge.ts);
  * - NetworkPolicy `<name>`: ingress only from the gateway's pods on the server's port; egress only to the
@@ -237,18 +249,15 @@ export function buildServerChildren(server: McpServer, options: ServerChildrenOp
     ownerReferences: [ownerReference(server)],
   });
 
-  const serviceAccount: V1ServiceAccount = {
-    apiVersion: 'v1',
-    kind: 'ServiceAccount',
-    metadata: metadata(),
-    automountServiceAccountToken: false,
-  };
+  const clusterIP = spec.service?.clusterIP === true;
   const service: V1Service = {
     apiVersion: 'v1',
     kind: 'Service',
-    metadata: metadata(),
+    metadata: { ...metadata(), annotations: { [CLUSTER_IP_ANNOTATION]: String(clusterIP) } },
     spec: {
       type: 'ClusterIP',
+      // Headless: no cluster IP to allocate; the name resolves to the ready pods, reached on their own port.
+      ...(!clusterIP && { clusterIP: 'None' }),
       selector: selectorLabels(server, 'mcp-server'),
       ports: [{ name: 'mcp', port, targetPort: 'mcp', protocol: 'TCP', appProtocol: 'http' }],
     },
@@ -263,12 +272,7 @@ export function buildServerChildren(server: McpServer, options: ServerChildrenOp
       template: podTemplate(server, options, { port, stdio, egress: proxied ? serverProxyEnv(server, clusterDomain) : [] }),
     },
   };
-  const objects: KubernetesObject[] = [
-    serviceAccount,
-    service,
-    deployment,
-    serverNetworkPolicy(server, options.gateway, port, egress, proxied),
-  ];
+  const objects: KubernetesObject[] = [service, deployment, serverNetworkPolicy(server, options.gateway, port, egress, proxied)];
   if (proxied) objects.push(...egressProxyChildren(server, egress, options.bridgeImage));
 
   const endpoint = `http://${name}.${namespace}.svc.${clusterDomain}:${port}${spec.path}`;
@@ -371,7 +375,7 @@ function podTemplate(
   const template: V1PodTemplateSpec = {
     metadata: { labels, annotations },
     spec: {
-      serviceAccountName: server.metadata.name,
+      serviceAccountName: SERVER_SERVICE_ACCOUNT,
       automountServiceAccountToken: false,
       // Service links would put every Service of the namespace into the server's environment.
       enableServiceLinks: false,

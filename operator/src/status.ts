@@ -80,8 +80,42 @@ export interface StatusSubject {
 }
 
 /**
+ * The statuses this operator wrote whose echo its cache has not shown yet. A reconcile that runs again before the
+ * watch brings its own status write back sees the object's older status in the cache; compared with that, the same
+ * status would be written twice (and its conditions stamped anew). Keyed by uid.
+ */
+export class WrittenStatuses {
+  private readonly written = new Map<string, { from: string; status: unknown }>();
+
+  /**
+   * The status `object` (as the cache holds it) has as far as this operator knows: the one it wrote last when the
+   * cache still shows the resourceVersion that write was made from, else the object's own.
+   */
+  current(object: StatusSubject): unknown {
+    const { uid, resourceVersion } = object.metadata;
+    const memo = uid === undefined ? undefined : this.written.get(uid);
+    if (memo && memo.from === resourceVersion) return memo.status;
+    // The cache has moved past the write (its echo or a later change): the memo is of no more use.
+    if (memo) this.written.delete(uid!);
+    return object.status;
+  }
+
+  /** Records that `status` was written to `object` (as the cache held it when the write was computed). */
+  record(object: StatusSubject, status: unknown): void {
+    const { uid, resourceVersion } = object.metadata;
+    if (uid !== undefined && resourceVersion !== undefined) this.written.set(uid, { from: resourceVersion, status });
+  }
+
+  /** Forgets object `uid` (deleted). */
+  forget(uid: string | undefined): void {
+    if (uid !== undefined) this.written.delete(uid);
+  }
+}
+
+/**
  * Writes `next` as the status of `object` when it differs from the object's current status (compared as JSON,
  * so a reconcile that observes nothing new writes nothing), and queues one Event for its condition transitions (events.ts).
+ * With `written`, the current status is {@link WrittenStatuses.current}'s, and the write is recorded there.
  * @returns whether a write happened.
  * @throws the API server's error (404 when the object is gone).
  */
@@ -90,14 +124,17 @@ export async function writeStatus(
   recorder: EventRecorder,
   object: StatusSubject,
   next: Record<string, unknown>,
+  written?: WrittenStatuses,
 ): Promise<boolean> {
-  const current = JSON.parse(JSON.stringify(object.status ?? {})) as unknown;
+  const known = written ? written.current(object) : object.status;
+  const current = JSON.parse(JSON.stringify(known ?? {})) as unknown;
   const wanted = JSON.parse(JSON.stringify(next)) as unknown;
   if (isDeepStrictEqual(current, wanted)) return false;
   const { name, namespace } = object.metadata;
   await applyStatus(clients, object.kind, namespace, name, next);
+  written?.record(object, wanted);
   const subject = { apiVersion: `${API_GROUP}/${API_VERSION_NAME}`, kind: object.kind, metadata: object.metadata };
-  recorder.recordTransitions(subject, transitions(conditionsOf(object), (next.conditions as Condition[] | undefined) ?? []));
+  recorder.recordTransitions(subject, transitions(conditionsOf({ status: known }), (next.conditions as Condition[] | undefined) ?? []));
   return true;
 }
 

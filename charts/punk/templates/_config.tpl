@@ -53,9 +53,9 @@ PUNK_AUTH_AUDIENCES: {{ join "," . | quote }}
 {{- end }}
 {{- else if eq .component "gateway" }}
 PUNK_TENANT: {{ $v.tenant | quote }}
-{{- /* The SSRF guard refuses private addresses with auth on, unless they lie in the Service network. */}}
+{{- /* The SSRF guard refuses private addresses with auth on, unless they lie in the Service or pod network (headless Services resolve to pods). */}}
 PUNK_AUTH_MODE: {{ $v.auth.mode | quote }}
-PUNK_UPSTREAM_ALLOWED_NETWORKS: {{ join "," $v.cluster.serviceCidrs | quote }}
+PUNK_UPSTREAM_ALLOWED_NETWORKS: {{ join "," (concat $v.cluster.serviceCidrs $v.cluster.podCidrs) | quote }}
 {{- /* Servers come from the operator (bucket PUNK_MCP_SERVERS), not from manifests: an empty directory. */}}
 PUNK_MANIFESTS: /var/run/punk/manifests
 {{- else if eq .component "operator" }}

@@ -23,7 +23,7 @@ PUNK_AUTH_JWKS_URL: auth.jwksUrl
 PUNK_AUTH_REQUIRED_SCOPES: auth.requiredScopes
 PUNK_AUTH_AUDIENCES: auth.audiences
 PUNK_AUTH_BOOTSTRAP_ADMIN_KEY: auth.bootstrapAdminKey.existingSecret
-PUNK_UPSTREAM_ALLOWED_NETWORKS: cluster.serviceCidrs
+PUNK_UPSTREAM_ALLOWED_NETWORKS: cluster.serviceCidrs and cluster.podCidrs
 PUNK_MANIFESTS: ""
 PUNK_OPERATOR_NAMESPACES: operator.watchNamespaces
 PUNK_OPERATOR_LEASE_NAMESPACE: ""

@@ -6,6 +6,7 @@ import { describe, it } from 'node:test';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { slimForCache } from '../cache-slim.js';
 import { buildServerChildren } from '../server-children.js';
+import { sharedServiceAccount } from '../shared-service-account.js';
 import { childrenOptions, mcpServer } from './server-fixtures.js';
 
 /** `object` as the API server would answer it: with a resourceVersion, managedFields and a status. */
@@ -21,7 +22,8 @@ function stored(object: KubernetesObject & { spec?: unknown; status?: unknown })
 }
 
 describe('slimForCache', () => {
-  const children = buildServerChildren(mcpServer('files', { image: 'ghcr.io/example/s:1', command: ['s'] }), childrenOptions()).objects;
+  const server = mcpServer('files', { image: 'ghcr.io/example/s:1', command: ['s'] });
+  const children = [...buildServerChildren(server, childrenOptions()).objects, sharedServiceAccount(server.metadata.namespace!)];
   const byKind = (kind: string) => stored(children.find((o) => o.kind === kind)!);
 
   it('keeps only the metadata of Services, ServiceAccounts and NetworkPolicies', () => {

@@ -211,7 +211,11 @@ describe('the Helm chart charts/punk', { skip: availability.available || availab
       { name: 'punk-database', key: 'database-url' },
       'governance keeps approvals and the tenant settings',
     );
-    assert.equal(config('gateway')['PUNK_UPSTREAM_ALLOWED_NETWORKS'], '10.96.0.0/12');
+    assert.equal(
+      config('gateway')['PUNK_UPSTREAM_ALLOWED_NETWORKS'],
+      '10.96.0.0/12,10.244.0.0/16',
+      'Service and pod networks: a headless Service resolves to pod addresses',
+    );
     assert.equal(config('gateway')['PUNK_MANIFESTS'], '/var/run/punk/manifests');
     assert.equal(config('operator')['PUNK_OPERATOR_NAMESPACES'], '');
     assert.equal(config('operator')['PUNK_OPERATOR_LEASE_NAMESPACE'], NAMESPACE);

@@ -1,13 +1,14 @@
 // Every child the operator makes is watched (as controller-runtime's Owns() does), on a real kube-apiserver with the
 // operator running against it and a resync far away (10 minutes), so what puts a child back is its watch: each kind of
 // child deleted, and edited in a field the operator owns (an allow-all egress rule appended to a NetworkPolicy, a
-// Service's selector, the ServiceAccount's token), is repaired; so is the server whose conflicting ServiceAccount its
-// owner removes. The bound of each wait is a deadline for waiting (30 s), never an assertion about speed.
+// Service's selector, the shared ServiceAccount's token), is repaired, the namespace's shared ServiceAccount (owned by
+// no server) included; so is the server whose namespace held a user's ServiceAccount of the shared name until its
+// owner removed it. The bound of each wait is a deadline for waiting (30 s), never an assertion about speed.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { AppsV1Api, CoreV1Api, NetworkingV1Api, PatchStrategy, setHeaderOptions, type V1NetworkPolicy } from '@kubernetes/client-node';
 import { controlPlaneAvailability } from './control-plane.js';
-import { conditionOf, CustomResources, startOperatorFixture, until, type OperatorFixture } from './harness.js';
+import { conditionOf, createNamespace, CustomResources, startOperatorFixture, until, type OperatorFixture } from './harness.js';
 
 const availability = controlPlaneAvailability();
 const jsonPatch = setHeaderOptions('Content-Type', PatchStrategy.JsonPatch);
@@ -57,11 +58,6 @@ describe('the operator repairing the children it owns', { skip: availability.ava
   /** Each child of server fixme: how to read it and delete it (the clients are made in before()). */
   const children = [
     {
-      what: 'ServiceAccount fixme',
-      read: () => core.readNamespacedServiceAccount({ name: 'fixme', namespace: ns }),
-      remove: () => core.deleteNamespacedServiceAccount({ name: 'fixme', namespace: ns }),
-    },
-    {
       what: 'Service fixme',
       read: () => core.readNamespacedService({ name: 'fixme', namespace: ns }),
       remove: () => core.deleteNamespacedService({ name: 'fixme', namespace: ns }),
@@ -109,6 +105,21 @@ describe('the operator repairing the children it owns', { skip: availability.ava
     });
   }
 
+  it("puts back the namespace's shared ServiceAccount when it is deleted", async () => {
+    const before = await core.readNamespacedServiceAccount({ name: 'punk-mcp-server', namespace: ns });
+    await core.deleteNamespacedServiceAccount({ name: 'punk-mcp-server', namespace: ns });
+    const back = await until(
+      'punk-mcp-server recreated',
+      async () => {
+        const live = await core.readNamespacedServiceAccount({ name: 'punk-mcp-server', namespace: ns }).catch(() => undefined);
+        return live && live.metadata!.uid !== before.metadata!.uid ? live : undefined;
+      },
+      REPAIR_MS,
+    );
+    assert.equal(back.automountServiceAccountToken, false);
+    assert.equal(back.metadata?.labels?.['app.kubernetes.io/managed-by'], 'punk-operator');
+  });
+
   for (const name of ['fixme', 'fixme-egress']) {
     it(`removes an allow-all egress rule appended to NetworkPolicy ${name}`, async () => {
       const patched = await net.patchNamespacedNetworkPolicy(
@@ -128,7 +139,7 @@ describe('the operator repairing the children it owns', { skip: availability.ava
     });
   }
 
-  it("puts back a Service's selector and the ServiceAccount's token setting", async () => {
+  it("puts back a Service's selector and the shared ServiceAccount's token setting", async () => {
     await core.patchNamespacedService(
       {
         name: 'fixme',
@@ -137,7 +148,10 @@ describe('the operator repairing the children it owns', { skip: availability.ava
       },
       merge,
     );
-    await core.patchNamespacedServiceAccount({ name: 'fixme', namespace: ns, body: { automountServiceAccountToken: true } }, merge);
+    await core.patchNamespacedServiceAccount(
+      { name: 'punk-mcp-server', namespace: ns, body: { automountServiceAccountToken: true } },
+      merge,
+    );
     await until(
       'the selector put back',
       async () =>
@@ -147,32 +161,39 @@ describe('the operator repairing the children it owns', { skip: availability.ava
     );
     await until(
       'automountServiceAccountToken false again',
-      async () => (await core.readNamespacedServiceAccount({ name: 'fixme', namespace: ns })).automountServiceAccountToken === false,
+      async () =>
+        (await core.readNamespacedServiceAccount({ name: 'punk-mcp-server', namespace: ns })).automountServiceAccountToken === false,
       REPAIR_MS,
     );
   });
 
-  it('gives a server its children soon after the conflicting ServiceAccount is deleted by its owner', async () => {
-    await core.createNamespacedServiceAccount({ namespace: ns, body: { metadata: { name: 'taken' } } });
-    await crs.create('mcpservers', ns, {
+  it("gives a server its children soon after a user's ServiceAccount of the shared name is deleted by its owner", async () => {
+    const other = await createNamespace(fixture.plane.kubeConfig, 'repair-taken');
+    await core.createNamespacedServiceAccount({ namespace: other, body: { metadata: { name: 'punk-mcp-server' } } });
+    await crs.create('mcpservers', other, {
       ...proxiedServer('taken'),
       spec: { image: 'ghcr.io/example/fs-server:1.0', command: ['fs-server'] },
     });
-    await until(
+    const degraded = await until(
       'taken Degraded ChildConflict',
-      async () => conditionOf(await crs.get('mcpservers', ns, 'taken'), 'Degraded')?.reason === 'ChildConflict',
+      async () => {
+        const condition = conditionOf(await crs.get('mcpservers', other, 'taken'), 'Degraded');
+        return condition?.reason === 'ChildConflict' && condition;
+      },
       REPAIR_MS,
     );
-    await core.deleteNamespacedServiceAccount({ name: 'taken', namespace: ns });
+    assert.match(degraded.message, /ServiceAccount .*\/punk-mcp-server exists and is not managed by the operator .*delete it/);
+    await assert.rejects(apps.readNamespacedDeployment({ name: 'taken', namespace: other }), 'nothing applied meanwhile');
+    await core.deleteNamespacedServiceAccount({ name: 'punk-mcp-server', namespace: other });
     const account = await until(
       'the ServiceAccount the operator makes',
       async () => {
-        const live = await core.readNamespacedServiceAccount({ name: 'taken', namespace: ns }).catch(() => undefined);
-        return live?.metadata?.ownerReferences?.some((ref) => ref.kind === 'McpServer') && live;
+        const live = await core.readNamespacedServiceAccount({ name: 'punk-mcp-server', namespace: other }).catch(() => undefined);
+        return live?.metadata?.labels?.['app.kubernetes.io/managed-by'] === 'punk-operator' && live;
       },
       REPAIR_MS,
     );
     assert.equal(account.automountServiceAccountToken, false);
-    await until('its Deployment', () => apps.readNamespacedDeployment({ name: 'taken', namespace: ns }), REPAIR_MS);
+    await until('its Deployment', () => apps.readNamespacedDeployment({ name: 'taken', namespace: other }), REPAIR_MS);
   });
 });

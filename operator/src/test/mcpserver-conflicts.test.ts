@@ -1,5 +1,5 @@
 // McpServers whose children cannot be applied, on a real kube-apiserver with the operator running against it: an
-// object of a child's name that the McpServer does not control is never taken over (a user's ServiceAccount,
+// object of a child's name that the McpServer does not control is never taken over (a user's Service,
 // another McpServer's egress proxy), and an API server refusal (422) is reported in its clean form.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -73,48 +73,48 @@ describe(
       });
     }
 
-    it('leaves a ServiceAccount of the same name untouched, applies nothing and is Degraded ChildConflict; a rename works', async () => {
-      const account = await core.createNamespacedServiceAccount({
+    it('leaves a Service of the same name untouched, applies nothing and is Degraded ChildConflict; a rename works', async () => {
+      const userService = await core.createNamespacedService({
         namespace: ns,
-        body: { metadata: { name: 'builder', labels: { team: 'a' } }, automountServiceAccountToken: true },
+        body: { metadata: { name: 'builder', labels: { team: 'a' } }, spec: { ports: [{ port: 9000 }], selector: { team: 'a' } } },
       });
       await crs.create('mcpservers', ns, stdioServer('builder'));
       const live = await degradedWith('builder', 'ChildConflict');
       assert.equal(
         conditionOf(live, 'Degraded')!.message,
-        `ServiceAccount ${ns}/builder exists and is not owned by this McpServer; rename the McpServer or delete the ServiceAccount`,
+        `Service ${ns}/builder exists and is not owned by this McpServer; rename the McpServer or delete the Service`,
       );
       assert.equal(conditionOf(live, 'Ready')?.status, 'False');
       const event = await until('a Warning Event', async () => {
         const list = await core.listNamespacedEvent({ namespace: ns, fieldSelector: 'involvedObject.name=builder' });
         return list.items.find((e) => e.reason === 'ChildConflict' && e.type === 'Warning');
       });
-      assert.match(event.message ?? '', /^Degraded=True: ServiceAccount .*\/builder exists and is not owned by this McpServer/);
+      assert.match(event.message ?? '', /^Degraded=True: Service .*\/builder exists and is not owned by this McpServer/);
       // One Event for the first status: it leads with Degraded and names the other conditions' transitions after it.
       for (const type of ['Ready', 'Available', 'Progressing'])
         assert.match(event.message ?? '', new RegExp(`; ${type}=(True|False|Unknown) [A-Z]\\w+`), `the Event names ${type}`);
 
-      const untouched = await core.readNamespacedServiceAccount({ name: 'builder', namespace: ns });
+      const untouched = await core.readNamespacedService({ name: 'builder', namespace: ns });
       assert.equal(untouched.metadata!.ownerReferences, undefined, 'no owner reference added');
-      assert.equal(untouched.automountServiceAccountToken, true, 'automountServiceAccountToken unchanged');
-      assert.equal(untouched.metadata!.resourceVersion, account.metadata!.resourceVersion, 'not written at all');
+      assert.deepEqual(untouched.spec?.selector, { team: 'a' }, 'selector unchanged');
+      assert.equal(untouched.metadata!.resourceVersion, userService.metadata!.resourceVersion, 'not written at all');
       assert.ok(!untouched.metadata!.managedFields?.some((f) => f.manager === 'punk-operator'), 'punk-operator manages none of its fields');
       for (const read of [
-        () => core.readNamespacedService({ name: 'builder', namespace: ns }),
         () => apps.readNamespacedDeployment({ name: 'builder', namespace: ns }),
+        () => core.readNamespacedServiceAccount({ name: 'punk-mcp-server', namespace: ns }),
       ]) {
         await assert.rejects(read(), (e: { code?: number }) => e.code === 404, 'nothing else of the server is applied');
       }
 
-      // The same server under another name runs, and the user's ServiceAccount is still untouched.
+      // The same server under another name runs, and the user's Service is still untouched.
       await crs.create('mcpservers', ns, stdioServer('builder-mcp'));
       const deployment = await until("the renamed server's Deployment", () =>
         apps.readNamespacedDeployment({ name: 'builder-mcp', namespace: ns }),
       );
-      assert.equal(deployment.spec!.template.spec!.serviceAccountName, 'builder-mcp');
+      assert.equal(deployment.spec!.template.spec!.serviceAccountName, 'punk-mcp-server');
       assert.equal(
-        (await core.readNamespacedServiceAccount({ name: 'builder', namespace: ns })).metadata!.resourceVersion,
-        account.metadata!.resourceVersion,
+        (await core.readNamespacedService({ name: 'builder', namespace: ns })).metadata!.resourceVersion,
+        userService.metadata!.resourceVersion,
       );
     });
 

@@ -75,13 +75,18 @@ describe('the operator reconciling McpServers', { skip: availability.available ?
     await apps.patchNamespacedDeploymentStatus({ name, namespace: ns, body: { status } }, merge);
   }
 
-  it('creates the ServiceAccount, Service, Deployment and NetworkPolicy of a server, sandboxed and owned by it', async () => {
+  it('creates the headless Service, Deployment and NetworkPolicy of a server, sandboxed and owned by it, and the shared ServiceAccount', async () => {
     const created = await crs.create('mcpservers', ns, stdioServer('files'));
     const deployment = await until('the Deployment', () => apps.readNamespacedDeployment({ name: 'files', namespace: ns }));
     const service = await core.readNamespacedService({ name: 'files', namespace: ns });
-    const account = await core.readNamespacedServiceAccount({ name: 'files', namespace: ns });
+    const account = await core.readNamespacedServiceAccount({ name: 'punk-mcp-server', namespace: ns });
     const policy = await net.readNamespacedNetworkPolicy({ name: 'files', namespace: ns });
-    for (const child of [deployment, service, account, policy]) {
+    assert.equal(service.spec?.clusterIP, 'None', 'headless by default');
+    assert.deepEqual(account.metadata?.ownerReferences ?? [], [], "the namespace's shared account is owned by no server");
+    assert.equal(account.metadata?.labels?.['app.kubernetes.io/managed-by'], 'punk-operator');
+    assert.equal(account.automountServiceAccountToken, false);
+    assert.equal(deployment.spec!.template.spec!.serviceAccountName, 'punk-mcp-server');
+    for (const child of [deployment, service, policy]) {
       const owner = child.metadata?.ownerReferences?.find((ref) => ref.kind === 'McpServer');
       assert.equal(owner?.uid, created.metadata.uid, `${child.kind} is owned by the McpServer`);
       assert.equal(owner?.controller, true);
@@ -217,7 +222,7 @@ describe('the operator reconciling McpServers', { skip: availability.available ?
     const versions = async () => {
       const d = await apps.readNamespacedDeployment({ name: 'files', namespace: ns });
       const s = await core.readNamespacedService({ name: 'files', namespace: ns });
-      const a = await core.readNamespacedServiceAccount({ name: 'files', namespace: ns });
+      const a = await core.readNamespacedServiceAccount({ name: 'punk-mcp-server', namespace: ns });
       const p = await net.readNamespacedNetworkPolicy({ name: 'files', namespace: ns });
       return [d, s, a, p].map((o) => o.metadata!.resourceVersion);
     };

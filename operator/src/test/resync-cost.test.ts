@@ -4,6 +4,8 @@
 // with what it applied last and sends only what differs; a child changed by hand is still put back (one apply). The
 // servers exist before the operator starts, and its cold start reads no child either: the caches hold the metadata of
 // every object of the children's kinds, listed after the servers were made, so a name they lack is free without a GET.
+// Its writes are one apply per child of each server, one apply of the namespace's shared ServiceAccount (not one per
+// server) and one status write per server: a reconcile that finds nothing new writes no status.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { NetworkingV1Api } from '@kubernetes/client-node';
@@ -73,6 +75,19 @@ describe('a resync of unchanged McpServers', { skip: availability.available ? fa
     const before = await requestCounts();
     const reads = Object.keys(delta(start, before)).filter((key) => key.startsWith('GET ') && !key.endsWith(' mcpservers'));
     assert.deepEqual(reads, [], 'the cold start read no child (the caches tell which names are taken)');
+    const writes = Object.fromEntries(Object.entries(delta(start, before)).filter(([key]) => !/^(GET|LIST) /.test(key)));
+    // Five servers, three of them (0, 2, 4) with an egress proxy: its Deployment, Service and NetworkPolicy.
+    assert.deepEqual(
+      writes,
+      {
+        'APPLY deployments': 8,
+        'APPLY services': 8,
+        'APPLY networkpolicies': 8,
+        'APPLY serviceaccounts': 1,
+        'APPLY mcpservers/status': 5,
+      },
+      "the cold start's writes: each child once, one ServiceAccount for the namespace, one status per server",
+    );
     const applies = [...before].filter(([key]) => / deployments$/.test(key) && !key.startsWith('GET ') && !key.startsWith('LIST '));
     assert.ok(
       applies.reduce((n, [, count]) => n + count, 0) >= 5,

@@ -3,11 +3,12 @@
 // serves, and the checksum that rolls pods out when a Secret changes.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { V1Container, V1Deployment, V1NetworkPolicy, V1Secret, V1Service, V1ServiceAccount } from '@kubernetes/client-node';
+import type { V1Container, V1Deployment, V1NetworkPolicy, V1Secret, V1Service } from '@kubernetes/client-node';
 import { fileURLToPath } from 'node:url';
 import { loadManifestDirectory, mcpServerSchema } from '@punk/lib';
 import { buildServerChildren, referencedSecretNames, secretChecksum } from '../server-children.js';
 import { child, childrenOptions, container, credentials, mcpServer } from './server-fixtures.js';
+import { sharedServiceAccount } from '../shared-service-account.js';
 
 const stdioImage = () =>
   mcpServer('files', {
@@ -29,17 +30,22 @@ describe('a stdio server from an image', () => {
   const deployment = child<V1Deployment>(objects, 'Deployment', 'files');
   const pod = deployment.spec!.template.spec!;
 
-  it('is a ServiceAccount without token, a Service, a Deployment and a NetworkPolicy, in that order', () => {
+  it("is a Service, a Deployment and a NetworkPolicy, in that order; the pods run as the namespace's shared ServiceAccount", () => {
     assert.deepEqual(
       objects.map((o) => `${o.apiVersion} ${o.kind}/${o.metadata!.namespace}/${o.metadata!.name}`),
-      [
-        'v1 ServiceAccount/team-a/files',
-        'v1 Service/team-a/files',
-        'apps/v1 Deployment/team-a/files',
-        'networking.k8s.io/v1 NetworkPolicy/team-a/files',
-      ],
+      ['v1 Service/team-a/files', 'apps/v1 Deployment/team-a/files', 'networking.k8s.io/v1 NetworkPolicy/team-a/files'],
     );
-    assert.equal(child<V1ServiceAccount>(objects, 'ServiceAccount', 'files').automountServiceAccountToken, false);
+    assert.equal(pod.serviceAccountName, 'punk-mcp-server');
+    assert.deepEqual(sharedServiceAccount('team-a'), {
+      apiVersion: 'v1',
+      kind: 'ServiceAccount',
+      metadata: {
+        name: 'punk-mcp-server',
+        namespace: 'team-a',
+        labels: { 'app.kubernetes.io/component': 'mcp-server', 'app.kubernetes.io/managed-by': 'punk-operator' },
+      },
+      automountServiceAccountToken: false,
+    });
   });
 
   it('labels every child and its pods, and makes the McpServer their controlling owner', () => {
@@ -79,7 +85,7 @@ describe('a stdio server from an image', () => {
       seccompProfile: { type: 'RuntimeDefault' },
     });
     assert.equal(pod.automountServiceAccountToken, false);
-    assert.equal(pod.serviceAccountName, 'files');
+    assert.equal(pod.serviceAccountName, 'punk-mcp-server');
     assert.equal(pod.enableServiceLinks, false);
     assert.equal(pod.runtimeClassName, 'gvisor');
     for (const c of [...(pod.initContainers ?? []), ...pod.containers]) {
@@ -161,9 +167,18 @@ describe('a stdio server from an image', () => {
     assert.equal(deployment.spec!.template.metadata!.annotations!['mcp.punk.dev/secret-checksum'], 'c0ffee');
   });
 
-  it("serves on 8080 through a ClusterIP Service that only the gateway's pods may reach, with egress to DNS only", () => {
+  it("serves on 8080 through a headless Service that only the gateway's pods may reach, with egress to DNS only", () => {
     const service = child<V1Service>(objects, 'Service', 'files');
     assert.equal(service.spec!.type, 'ClusterIP');
+    assert.equal(service.spec!.clusterIP, 'None', 'headless: no cluster IP to allocate');
+    assert.equal(service.metadata!.annotations!['mcp.punk.dev/cluster-ip'], 'false');
+    const clusterIP = child<V1Service>(
+      buildServerChildren({ ...server, spec: { ...server.spec, service: { clusterIP: true } } }, childrenOptions()).objects,
+      'Service',
+      'files',
+    );
+    assert.equal(clusterIP.spec!.clusterIP, undefined, 'spec.service.clusterIP: true leaves the cluster IP to the API server');
+    assert.equal(clusterIP.metadata!.annotations!['mcp.punk.dev/cluster-ip'], 'true');
     assert.deepEqual(service.spec!.selector, deployment.spec!.selector.matchLabels);
     assert.deepEqual(service.spec!.ports, [{ name: 'mcp', port: 8080, targetPort: 'mcp', protocol: 'TCP', appProtocol: 'http' }]);
     const policy = child<V1NetworkPolicy>(objects, 'NetworkPolicy', 'files').spec!;
@@ -347,7 +362,7 @@ describe('the example manifests', () => {
         continue;
       }
       const { objects, served } = buildServerChildren(owned, childrenOptions());
-      assert.equal(objects.length >= 4 || server.spec.url !== undefined, true, file);
+      assert.equal(objects.length >= 3 || server.spec.url !== undefined, true, file);
       assert.deepEqual(mcpServerSchema.parse(served), served, `${file}: the served McpServer is valid`);
     }
   });
@@ -452,7 +467,7 @@ describe('egress', () => {
       sandbox: { egress: [{ cidr: '10.20.0.0/16', ports: [5432] }, { cidr: '192.0.2.7' }] },
     });
     const { objects } = buildServerChildren(server, childrenOptions());
-    assert.equal(objects.length, 4);
+    assert.equal(objects.length, 3);
     const egress = child<V1NetworkPolicy>(objects, 'NetworkPolicy', 'db').spec!.egress!;
     assert.deepEqual(egress.slice(1), [
       { to: [{ ipBlock: { cidr: '10.20.0.0/16' } }], ports: [{ protocol: 'TCP', port: 5432 }] },
@@ -479,17 +494,9 @@ describe('egress', () => {
     it("adds the proxy's Deployment, Service and NetworkPolicy, labelled egress-proxy and owned by the McpServer", () => {
       assert.deepEqual(
         objects.map((o) => `${o.kind}/${o.metadata!.name}`),
-        [
-          'ServiceAccount/web',
-          'Service/web',
-          'Deployment/web',
-          'NetworkPolicy/web',
-          'Deployment/web-egress',
-          'Service/web-egress',
-          'NetworkPolicy/web-egress',
-        ],
+        ['Service/web', 'Deployment/web', 'NetworkPolicy/web', 'Deployment/web-egress', 'Service/web-egress', 'NetworkPolicy/web-egress'],
       );
-      for (const object of objects.slice(4)) {
+      for (const object of objects.slice(3)) {
         assert.equal(object.metadata!.labels!['app.kubernetes.io/component'], 'egress-proxy');
         assert.equal(object.metadata!.labels!['mcp.punk.dev/server'], 'web');
         assert.equal(object.metadata!.ownerReferences![0]!.uid, 'uid-of-web');
@@ -637,7 +644,7 @@ describe('package servers reach their registry', () => {
 
   it('while image servers get no registry and no proxy of their own', () => {
     const { objects } = buildServerChildren(stdioImage(), childrenOptions());
-    assert.equal(objects.length, 4);
+    assert.equal(objects.length, 3);
   });
 });
 

@@ -319,6 +319,18 @@ export const mcpServerSpecSchema = z
       .describe(
         'Pod replicas (cluster; the scale subresource: kubectl scale, a HorizontalPodAutoscaler). 0: scaled to zero, the egress proxy too, and the gateway answers calls at once that the server is scaled to zero.',
       ),
+    service: z
+      .object({
+        clusterIP: z
+          .boolean()
+          .default(false)
+          .describe(
+            "Give the server's Service a cluster IP. Default false: the Service is headless (clusterIP None), its DNS name resolves to the ready pods' addresses and no IP is allocated.",
+          ),
+      })
+      .strict()
+      .optional()
+      .describe("The server's Service (cluster; image and package servers)."),
     resources: z
       .object({
         requests: quantityMap.optional().describe('Resources the scheduler reserves for the container.'),
