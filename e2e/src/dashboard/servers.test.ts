@@ -2,13 +2,15 @@
  * The Servers view in Chromium against `punk up`: an admin registers a stdio server whose environment names a
  * credential offered from the credentials list, TESTs it and sees the latency and its tools as chips; the server
  * changes a tool's description, a TEST finds it, and the server's page shows the tool hidden with the diff of its
- * definition and an Accept button that pins it again; a server that cannot be reached shows why; a registered
- * server is deleted. At a phone's width nothing overflows sideways.
+ * definition and an Accept button that pins it again; under `tools.pinning: approval` the change is shown as
+ * needing approval per call until accepted; a server that cannot be reached shows why; a registered server is
+ * deleted. At a phone's width nothing overflows sideways.
  */
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { connectClient, textOf } from '../clients.js';
 import { freePort, repoRoot } from '../harness.js';
 import { DESKTOP, openBrowser, PHONE, screenshot, signIn, startDashboardPunk, type DashboardPunk, type TestBrowser } from './browser.js';
 
@@ -111,6 +113,62 @@ describe('dashboard: servers', () => {
         .innerText(),
       /level/,
     );
+  });
+
+  test('under tools.pinning approval, a changed definition stays served, each call needs approval, and Accept pins it', async () => {
+    const { page } = browser;
+    const heldTools = join(punk.dir, 'held-tools.json');
+    await writeFile(heldTools, JSON.stringify([readFile]));
+    const registered = await fetch(`${punk.baseUrl}/api/v1/mcp/servers`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${punk.adminKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        name: 'held',
+        type: 'stdio',
+        command: process.execPath,
+        args: [FILE_TOOLS],
+        env: { TOOLS_FILE: heldTools },
+        tools: { pinning: 'approval' },
+      }),
+    });
+    assert.equal(registered.status, 201, await registered.text());
+    await page.getByRole('navigation', { name: 'Views' }).getByRole('link', { name: 'Servers', exact: true }).click();
+    const card = page.getByRole('listitem').filter({ has: page.getByRole('heading', { name: 'held' }) });
+    await card.getByRole('button', { name: 'Test held' }).click();
+    await card
+      .getByRole('status', { name: 'Test of held' })
+      .getByText(/ok \d+ ms, 1 tool$/)
+      .waitFor();
+    await writeFile(heldTools, JSON.stringify([rugPull]));
+    await card.getByRole('button', { name: 'Test held' }).click();
+    await card
+      .getByRole('status', { name: 'Test of held' })
+      .getByText(/ok \d+ ms, 1 tool, 1 change awaits review/)
+      .waitFor();
+    await card.getByText('1, 1 change awaits review').waitFor();
+    await card.getByRole('link', { name: 'held' }).click();
+    await page.waitForURL(/\/ui\/servers\/held$/);
+    const tool = page.getByRole('listitem').filter({ has: page.getByRole('heading', { name: 'read_file' }) });
+    await tool.getByText('changed: each call needs approval until accepted').waitFor();
+    // Served, not hidden: the changed tool is listed, and a call of it is held for an approval.
+    const client = await connectClient(`${punk.baseUrl}/servers/held/mcp`, '2025-11-25', { authorization: `Bearer ${punk.adminKey}` });
+    try {
+      const { tools } = await client.listTools();
+      assert.match(tools.find((t) => t.name === 'read_file')?.description ?? '', /id_rsa/, 'the changed definition is served');
+      const held = await client.callTool({ name: 'read_file', arguments: { path: 'x' } });
+      assert.equal(held.isError, true);
+      assert.match(textOf(held), /definition changed since it was pinned and requires an approval/);
+    } finally {
+      await client.close();
+    }
+    await tool.getByRole('button', { name: 'Accept the changed definition of read_file' }).click();
+    await tool.getByText('pinned', { exact: true }).waitFor();
+    assert.equal(await tool.getByRole('button', { name: /Accept/ }).count(), 0, 'nothing left to accept');
+    const deleted = await fetch(`${punk.baseUrl}/api/v1/mcp/servers/held`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${punk.adminKey}` },
+    });
+    assert.equal(deleted.status, 204, await deleted.text());
   });
 
   test('a refused registration and a server that cannot be reached show why; a registered server is deleted', async () => {
