@@ -31,6 +31,8 @@ const ALLOWED_HEADERS = [
   'Mcp-Name',
   'Last-Event-ID',
 ];
+/** Methods that change nothing (RFC 9110 §9.2.1), which {@link OriginPolicy.refuseForeignWrites} lets through. */
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 /** Response headers a browser client may read. */
 const EXPOSED_HEADERS = ['Mcp-Session-Id', 'MCP-Protocol-Version', 'WWW-Authenticate'];
 
@@ -71,6 +73,26 @@ export class OriginPolicy {
     } catch {
       return false;
     }
+  }
+
+  /**
+   * Middleware of the REST API (`/api/v1`): a request that may change something (any method but GET, HEAD and
+   * OPTIONS) from an Origin {@link allows} refuses is answered 403 `ForbiddenOrigin` and goes no further. A POST
+   * without a body is a CORS "simple" request, sent by any page without a preflight (cross-site request forgery); with
+   * authentication off nothing else would stop it. Reads are left to CORS: another origin cannot read their answers.
+   */
+  refuseForeignWrites(): (req: IncomingMessage, res: ServerResponse, next: () => void) => void {
+    return (req, res, next) => {
+      if (SAFE_METHODS.has(req.method ?? '') || this.allows(req)) {
+        next();
+        return;
+      }
+      // Express's originalUrl is the path before the mount point was taken off; the query is left out.
+      const path = ((req as { originalUrl?: string }).originalUrl ?? req.url ?? '').split('?')[0];
+      const message = `Origin ${JSON.stringify(req.headers.origin)} may not ${String(req.method)} ${path}: a page of another origin may only read (allowed: the endpoint's own origin and PUNK_ALLOWED_ORIGINS)`;
+      res.writeHead(403, { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'no-store' });
+      res.end(JSON.stringify({ error: { code: 'ForbiddenOrigin', message } }));
+    };
   }
 
   /**

@@ -368,6 +368,7 @@ export async function createFront(options: FrontOptions): Promise<Front> {
   const router = express.Router();
   router.use(trackHttpResponses);
   if (authenticator) router.use(authenticator.metadata);
+  router.use('/api/v1', origins.refuseForeignWrites());
   router.use('/api/v1', adminRouter({ auth: authenticator, tenant, defaultScopes: options.auth?.requiredScopes ?? [], log }));
   const adminOnly = adminGuard(authenticator, 'open', log);
   // The API's description is public: it holds no data, and clients generate code from it.
