@@ -8,6 +8,8 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
@@ -178,6 +180,27 @@ describe('punk up with authentication on', () => {
     assert.equal((await call(BOOTSTRAP, 'GET', `/runs/${encodeURIComponent(runId)}?tenant=${other}`)).status, 200);
     assert.equal((await call(BOOTSTRAP, 'GET', `/ledger/verify?tenant=${other}`)).json.ok, true);
     assert.equal((await call(BOOTSTRAP, 'DELETE', `/credentials/elsewhere?tenant=${other}`)).status, 204);
+
+    // A stdio server runs its command on Punk's host as Punk's user: a tenant admin may not register or change one
+    // (found by a fresh-user trial: a tenant admin's `/bin/sh -c` ran as Punk and read its bootstrap key).
+    const marker = join(tmpdir(), `punk-auth-stdio-${randomBytes(4).toString('hex')}`);
+    const shell = { name: 'shell', type: 'stdio', command: ['/bin/sh', '-c', `touch ${marker}; sleep 30`] };
+    const refusedStdio = await call(token, 'POST', '/mcp/servers', shell);
+    assert.equal(refusedStdio.status, 403, JSON.stringify(refusedStdio.json));
+    assert.match(
+      refusedStdio.json.error.message,
+      /a stdio server runs its command on Punk's host as Punk's own user: registering or changing one needs the scope punk:platform-admin \(a platform admin\); an admin of tenant default may register http and openapi servers/,
+    );
+    const echo = { name: 'echo', type: 'stdio', command: process.execPath, args: ['-e', 'setInterval(() => {}, 1000)'] };
+    assert.equal((await call(BOOTSTRAP, 'POST', '/mcp/servers', echo)).status, 201, 'a platform admin registers a stdio server');
+    const changed = await call(token, 'PUT', '/mcp/servers/echo', {
+      ...echo,
+      args: ['-e', `require('fs').writeFileSync(${JSON.stringify(marker)}, '')`],
+    });
+    assert.equal(changed.status, 403, 'nor changes one');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    assert.equal(existsSync(marker), false, 'no command of the tenant admin ran');
+    assert.equal((await call(BOOTSTRAP, 'DELETE', '/mcp/servers/echo')).status, 204);
     assert.equal((await call(BOOTSTRAP, 'DELETE', `/api-keys/${String(admin.json.id)}`)).status, 204);
   });
 

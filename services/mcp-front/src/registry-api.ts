@@ -51,7 +51,7 @@ import {
   type Logger,
   type Principal,
 } from '@punk/lib';
-import { adminGuard } from './auth/admin-api.js';
+import { adminGuard, refuseWith, registrationRefusal } from './auth/admin-api.js';
 import { bodyRefusal } from './body-errors.js';
 import { checkJsonDepth } from './json-depth.js';
 import type { Authenticator } from './auth/authenticator.js';
@@ -167,6 +167,15 @@ export function registryRouter(options: RegistryApiOptions): Router {
     return body as Record<string, unknown>;
   };
 
+  /** A registration body `principal` may send; undefined after answering 400 (not an object) or 403 (a stdio server, not a platform admin). */
+  const registrationOf = (req: Request, res: Response, principal: Principal): Record<string, unknown> | undefined => {
+    const body = bodyOf(req, res);
+    const refusal = body && options.auth ? registrationRefusal(options.auth, principal, body) : undefined;
+    if (!refusal) return body;
+    refuseWith(req, res, options.auth!, options.log, refusal, principal);
+    return undefined;
+  };
+
   /** Sends one admin request and answers with its reply (`status`, or 204 without a body). */
   const forward = async (res: Response, request: GatewayAdminRequest | GovernanceAdminRequest, status: 200 | 201 | 204 = 200) => {
     const subject = request.op.startsWith('settings.') ? subjects.governanceAdmin : subjects.gatewayAdmin;
@@ -205,7 +214,7 @@ export function registryRouter(options: RegistryApiOptions): Router {
     '/mcp/servers',
     json,
     route(async (req, res, { tenant, principal }) => {
-      const body = bodyOf(req, res);
+      const body = registrationOf(req, res, principal);
       if (body) await forward(res, { op: 'servers.create', tenant, principal, body }, 201);
     }),
   );
@@ -217,7 +226,7 @@ export function registryRouter(options: RegistryApiOptions): Router {
     '/mcp/servers/:id',
     json,
     route(async (req, res, { tenant, principal }) => {
-      const body = bodyOf(req, res);
+      const body = registrationOf(req, res, principal);
       if (body) await forward(res, { op: 'servers.update', tenant, principal, id: id(req), body });
     }),
   );

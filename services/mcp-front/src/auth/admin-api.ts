@@ -66,6 +66,23 @@ function tenantRefusal(auth: Authenticator, admin: Principal, tenant: unknown): 
 }
 
 /**
+ * The refusal of a registration body (`POST`/`PUT /mcp/servers…`) that `admin` may not send, or undefined: a `stdio`
+ * server runs its command on Punk's host as Punk's own user (which could read Punk's environment and keys), so it is
+ * a platform admin's power; a tenant admin registers `http` and `openapi` servers. A 403 `insufficient_scope`
+ * naming the platform admin scope and what a tenant admin may register instead.
+ */
+export function registrationRefusal(auth: Authenticator, admin: Principal, body: Record<string, unknown>): Refusal | undefined {
+  const runsProcess = body['type'] === 'stdio' || body['command'] !== undefined;
+  if (!runsProcess || isPlatformAdmin(auth, admin)) return undefined;
+  return {
+    status: 403,
+    error: 'insufficient_scope',
+    message: `a stdio server runs its command on Punk's host as Punk's own user: registering or changing one needs the scope ${auth.platformAdminScope} (a platform admin); an admin of tenant ${admin.tenant} may register http and openapi servers`,
+    scopes: [auth.platformAdminScope],
+  };
+}
+
+/**
  * The one tenant the admin of a request passed by {@link adminGuard} may act in (a tenant admin's own), or
  * undefined for a platform admin or with authentication off: what a route reads when the request names no tenant.
  */
