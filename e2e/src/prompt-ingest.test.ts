@@ -136,6 +136,15 @@ describe('prompt ingest', () => {
     const badTime = await post(JSON.stringify({ prompt: 'x', time: 'yesterday' }), { authorization: `Bearer ${key}` });
     assert.equal(badTime.status, 400);
     assert.match(((await badTime.json()) as { error: { message: string } }).error.message, /^time: /);
+    // A run dated ahead would stay first in every listing, and nothing on the ledger can be removed (fresh-user trial).
+    for (const time of ['2099-01-01T00:00:00Z', '1999-01-01T00:00:00Z']) {
+      const outOfBounds = await post(JSON.stringify({ prompt: 'x', time }), { authorization: `Bearer ${key}` });
+      assert.equal(outOfBounds.status, 400, time);
+      assert.match(
+        ((await outOfBounds.json()) as { error: { message: string } }).error.message,
+        new RegExp(`^time: ${time} is not within the last 24 hours or at most 5 minutes ahead of Punk's clock .*; leave it out`),
+      );
+    }
     const { runs } = (await (await fetch(`${punk.baseUrl}/api/v1/runs?type=prompt.observed`, { headers: admin })).json()) as {
       runs: unknown[];
     };

@@ -745,7 +745,11 @@ export const promptIngestBodySchema = z
     cwd: z.string().max(4096).describe('Working directory of the session.').optional(),
     prompt_id: z.string().min(1).max(200).describe("Claude Code's id of the prompt, when it gives one.").optional(),
     hook_event_name: z.string().max(100).describe('`UserPromptSubmit`.').optional(),
-    time: dateTime.describe('When the prompt was submitted (RFC 3339; default: when the request arrives).').optional(),
+    time: dateTime
+      .describe(
+        "When the prompt was submitted (RFC 3339; default: when the request arrives); within the last 24 hours and at most 5 minutes ahead of Punk's clock.",
+      )
+      .optional(),
   })
   .register(apiComponents, { id: 'PromptIngest' });
 

@@ -89,6 +89,27 @@ function truncatedPrompt(prompt: string): string | undefined {
 const posterOf = (res: Response, tenant: string): Principal =>
   (res.locals['caller'] as Principal | undefined) ?? anonymousPrincipal(tenant);
 
+/** How far a prompt's `time` may be before Punk's clock (a hook posts at once; a queue may hold it a while), in ms. */
+const MAX_TIME_PAST_MS = 24 * 60 * 60_000;
+/** How far a prompt's `time` may be after Punk's clock (clock skew), in ms. */
+const MAX_TIME_AHEAD_MS = 5 * 60_000;
+
+/**
+ * The run's time: the prompt's `time` when it is within a day before `now` and five minutes after it, else a 400:
+ * the ledger lists runs by time, and one dated ahead would stay first forever (nothing on it can be removed).
+ * @throws PunkError `InvalidRequest` naming `time`, the bounds and the fix.
+ */
+function submittedAt(time: string | undefined, now: number): string {
+  if (time === undefined) return new Date(now).toISOString();
+  const at = Date.parse(time);
+  if (at < now - MAX_TIME_PAST_MS || at > now + MAX_TIME_AHEAD_MS)
+    throw new PunkError(
+      'InvalidRequest',
+      `time: ${time} is not within the last 24 hours or at most 5 minutes ahead of Punk's clock (${new Date(now).toISOString()}); leave it out to record when the request arrives`,
+    );
+  return new Date(at).toISOString();
+}
+
 /** Builds the router; mount it at `/api/v1`. */
 export function ingestRouter(options: IngestApiOptions): Router {
   const router = express.Router();
@@ -110,7 +131,7 @@ export function ingestRouter(options: IngestApiOptions): Router {
         const run: ObservedRun = {
           runId: `prompt-${randomUUID()}`,
           principal: posterOf(res, options.tenant),
-          occurredAt: new Date(body.time ?? Date.now()).toISOString(),
+          occurredAt: submittedAt(body.time, Date.now()),
           sessionId: body.session_id,
         };
         const truncated = truncatedPrompt(body.prompt);
