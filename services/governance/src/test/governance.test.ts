@@ -52,6 +52,19 @@ test('tool names are classified by their most severe verb', () => {
     ['status', 1],
     ['frobnicate', 3],
     ['get-sum', 1],
+    // Found by a fresh-user trial served without an approval: destroy verbs, and write verbs with what they act on.
+    ['format_disk', 4],
+    ['rm_rf', 4],
+    ['overwrite_file', 4],
+    ['revoke_token', 4],
+    ['send_money', 4],
+    ['run_shell', 4],
+    ['execute_sql', 4],
+    ['resetPassword', 4],
+    ['send_message', 3],
+    ['run_tests', 3],
+    ['set_title', 3],
+    ['format_date', 3],
   ];
   for (const [name, level] of table) assert.equal(heuristicToolLevel(name), level, name);
 });

@@ -36,6 +36,26 @@ const DESTROY_VERBS = [
   'withdraw',
   'buy',
   'sell',
+  'rm',
+  'rmdir',
+  'unlink',
+  'shred',
+  'overwrite',
+  'revoke',
+  'uninstall',
+  'shutdown',
+  'reboot',
+];
+/**
+ * Pairs of a write verb and a noun that make a name level 4 together, where the verb alone is a write (level 3):
+ * money sent, code or a shell run, a password reset, a disk formatted (the fresh-user trial found `send_money`, `run_shell`,
+ * `execute_sql` and `reset_password` served without an approval).
+ */
+const DESTROY_PAIRS: { verbs: string[]; nouns: string[] }[] = [
+  { verbs: ['send', 'move', 'wire'], nouns: ['money', 'funds', 'payment', 'payout', 'crypto'] },
+  { verbs: ['execute', 'exec', 'run', 'eval', 'invoke'], nouns: ['shell', 'sql', 'bash', 'command', 'cmd', 'script', 'code'] },
+  { verbs: ['reset', 'set', 'change', 'update'], nouns: ['password', 'passwords', 'mfa', '2fa'] },
+  { verbs: ['format'], nouns: ['disk', 'disks', 'drive', 'volume', 'partition', 'device', 'filesystem'] },
 ];
 /** Verbs of writing or sending tools (level 3). */
 const WRITE_VERBS = [
@@ -145,14 +165,15 @@ function hasAny(words: string[], verbs: string[]): boolean {
 }
 
 /**
- * Level of a tool from its name alone: any destroy- or payment-shaped word → 4,
- * else any write- or send-shaped word → 3, else any read-shaped word → 1,
+ * Level of a tool from its name alone: any destroy- or payment-shaped word, or a
+ * write verb with a noun of {@link DESTROY_PAIRS}, → 4, else any write- or send-shaped word → 3, else any read-shaped word → 1,
  * else {@link UNKNOWN_TOOL_LEVEL}. The most severe word wins, so
  * `get_and_delete` is 4.
  */
 export function heuristicToolLevel(name: string): SideEffectLevel {
   const words = splitWords(name);
   if (hasAny(words, DESTROY_VERBS)) return 4;
+  if (DESTROY_PAIRS.some(({ verbs, nouns }) => hasAny(words, verbs) && words.some((word) => nouns.includes(word)))) return 4;
   if (hasAny(words, WRITE_VERBS)) return 3;
   if (hasAny(words, READ_VERBS)) return 1;
   return UNKNOWN_TOOL_LEVEL;
