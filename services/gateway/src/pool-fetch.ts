@@ -5,6 +5,7 @@
  */
 import { Readable } from 'node:stream';
 import { Pool, type Dispatcher } from 'undici';
+import { errorMessage } from '@punk/lib';
 
 /** Statuses whose response has no body (Fetch Standard, "null body status"). */
 const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
@@ -75,4 +76,11 @@ export function localFetch(input: string | URL, init: RequestInit = {}): Promise
     localPools.set(url.origin, pool);
   }
   return sendOnPool(pool, url, { ...init, method: (init.method ?? 'GET').toUpperCase(), headers: new Headers(init.headers) });
+}
+
+/** The reason a fetch failed: undici puts the system error (ECONNREFUSED, ENOTFOUND…) in `cause`. */
+export function describeFetchError(error: unknown): string {
+  const cause = (error as { cause?: unknown })?.cause;
+  const code = (cause as { code?: unknown })?.code;
+  return typeof code === 'string' ? code : errorMessage(cause ?? error);
 }

@@ -5,7 +5,8 @@
  * RFC 6749 §5.2) and never carry a token or a secret.
  */
 import type { FetchLike } from '@modelcontextprotocol/client';
-import { PunkError, errorMessage, redact } from '@punk/lib';
+import { PunkError, redact } from '@punk/lib';
+import { describeFetchError } from '../pool-fetch.js';
 
 /** What a refresh needs. */
 export interface RefreshRequest {
@@ -150,11 +151,4 @@ export async function refreshAccessToken(request: RefreshRequest): Promise<Token
   if (typeof fields.refresh_token === 'string' && fields.refresh_token !== '') tokens.refreshToken = fields.refresh_token;
   if (typeof expiresIn === 'number' && Number.isFinite(expiresIn) && expiresIn > 0) tokens.expiresIn = expiresIn;
   return tokens;
-}
-
-/** The reason a fetch failed: undici puts the system error (ECONNREFUSED, ENOTFOUND…) in `cause`. */
-function describeFetchError(error: unknown): string {
-  const cause = (error as { cause?: unknown })?.cause;
-  const code = (cause as { code?: unknown })?.code;
-  return typeof code === 'string' ? code : errorMessage(cause ?? error);
 }

@@ -18,6 +18,8 @@ import { ArgumentValidator, buildRequest, pathParameterProblem, resultOf, type T
 import { loadDocument, type LoadedDocument, type OpenApiDocument } from './document.js';
 import { deriveTools, type OpenApiOperation } from './tools.js';
 import { watchDocument } from './watch.js';
+import { describeFetchError } from '../pool-fetch.js';
+import { redactUrl } from '../egress/url-shape.js';
 
 /** Largest API answer by default, in bytes (the gateway passes its own bound: twice `PUNK_MAX_RESULT_BYTES`). */
 const DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024;
@@ -121,7 +123,7 @@ export async function openOpenApiConnection(
       return (await send(operation, request.params.arguments ?? {}, ctx.mcpReq.signal)) as never;
     } catch (error) {
       // A refusal of the egress guard, an unreachable host, a timeout: a tool error naming it (secrets hidden).
-      const why = error instanceof PunkError ? error.message : errorMessage(error);
+      const why = error instanceof PunkError ? error.message : `${describeFetchError(error)} reaching ${redactUrl(served.baseUrl)}`;
       return {
         content: [{ type: 'text', text: hide(`tool ${operation.tool.name}: the request to the API failed: ${why}`) }],
         isError: true,
