@@ -79,21 +79,27 @@ export class StreamJournal {
     this.lines.push(`${JSON.stringify(entry)}\n`);
     this.flush ??= new Promise<void>((resolve, reject) => {
       setImmediate(() => {
-        const text = Buffer.from(this.lines.join(''));
-        this.lines = [];
-        this.flush = undefined;
         try {
-          for (let written = 0; written < text.length;) written += writeSync(this.fd, text, written);
+          this.writeLines();
         } catch (error) {
           reject(error as Error);
           return;
         }
-        this.bytes += text.length;
-        this.syncSoon();
         resolve();
       });
     });
     return this.flush;
+  }
+
+  /** Writes the lines of this turn's appends in one write (none: nothing); {@link close} writes them too. */
+  private writeLines(): void {
+    this.flush = undefined;
+    if (this.lines.length === 0) return;
+    const text = Buffer.from(this.lines.join(''));
+    this.lines = [];
+    for (let written = 0; written < text.length;) written += writeSync(this.fd, text, written);
+    this.bytes += text.length;
+    this.syncSoon();
   }
 
   /** Schedules one fdatasync of what is written, within {@link SYNC_WINDOW_MS}. */
@@ -135,6 +141,8 @@ export class StreamJournal {
    * everything (then it is emptied first, so a clean stop hands nothing to the consumers again).
    */
   close(acknowledged = false): void {
+    // Appends of this turn not yet written (a state change recorded as Punk stops) go out before the file closes.
+    this.writeLines();
     clearTimeout(this.syncTimer);
     if (acknowledged && this.bytes > 0) ftruncateSync(this.fd, 0);
     closeSync(this.fd);

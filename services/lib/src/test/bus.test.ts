@@ -549,6 +549,34 @@ test('with a journal directory, acknowledged messages are forgotten once the jou
   }
 });
 
+test('with a journal directory, an append made just before the bus closes is written before the file closes and handed over at the next start', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'punk-journal-'));
+  try {
+    const n = names();
+    const subject = `test${n.id}.events.a`;
+    const first = new MemoryBus(log, { journalDir: dir });
+    await first.ensureStream(n.stream);
+    await first.consume(n.stream.name, 'w', () => Promise.reject(new Error('the database is away')));
+    // Given an append whose journal write is still to come in this turn (a state change recorded as Punk stops)...
+    const appended = first.append(subject, { last: true }, { msgId: 'last' });
+    await first.close();
+    // ...it resolves (no EBADF from a write after the file closed), and the next start hands it over.
+    await appended;
+    const second = new MemoryBus(log, { journalDir: dir });
+    await second.ensureStream(n.stream);
+    const got: string[] = [];
+    const consumer = await second.consume(n.stream.name, 'w', async (batch) => {
+      got.push(...batch.map((m) => m.msgId));
+    });
+    await until(() => got.length > 0);
+    assert.deepEqual(got, ['last']);
+    await consumer.stop();
+    await second.close();
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
 test('with a journal directory, a consumer takes the appends of its group-commit window in one batch, and stop cuts the window short', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'punk-journal-'));
   try {
