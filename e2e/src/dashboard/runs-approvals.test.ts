@@ -152,7 +152,7 @@ describe('dashboard runs, approvals and audit', () => {
       // The reason is governance's (the API's decideRefusal), not a copy of its rule in the dashboard.
       await own
         .getByText(
-          /made the call of approval [0-9a-f-]{36} and may not approve it \(rule deletions-wait\/deletions-wait-for-a-person does not set approval\.allowSelf\)/,
+          /approval [0-9a-f-]{36} is decided by an admin of tenant default \(rule deletions-wait\/deletions-wait-for-a-person names no approvers\); \S+ also made its call \(rule deletions-wait\/deletions-wait-for-a-person does not set approval\.allowSelf\)/,
         )
         .waitFor();
       assert.equal(await own.getByRole('button', { name: /^(Approve|Deny)$/ }).count(), 0, 'no decision for the caller');

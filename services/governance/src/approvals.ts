@@ -105,15 +105,19 @@ function madeTheCall(approval: Approval, subject: string): boolean {
 export function decideRefusal(approval: Approval, caller: ApprovalCaller): string | undefined {
   if (caller.authOff) return undefined;
   const { subject, groups } = caller.principal;
-  if (madeTheCall(approval, subject) && !approval.allowSelf)
-    return `${subject} made the call of approval ${approval.id} and may not approve it (rule ${approval.rule} does not set approval.allowSelf)`;
+  const self = madeTheCall(approval, subject) && !approval.allowSelf;
+  // Who may decide comes first: a caller who may not decide anyway is told that, and that it made the call too.
+  const alsoSelf = self ? `; ${subject} also made its call (rule ${approval.rule} does not set approval.allowSelf)` : '';
   const { subjects: named, groups: namedGroups } = approval.approvers;
   if (named.length > 0 || namedGroups.length > 0) {
-    if (named.includes(subject) || groups.some((group) => namedGroups.includes(group))) return undefined;
-    return `only the approvers rule ${approval.rule} names may decide approval ${approval.id} (subjects: ${named.join(', ') || 'none'}; groups: ${namedGroups.join(', ') || 'none'})`;
+    if (!named.includes(subject) && !groups.some((group) => namedGroups.includes(group)))
+      return `only the approvers rule ${approval.rule} names may decide approval ${approval.id} (subjects: ${named.join(', ') || 'none'}; groups: ${namedGroups.join(', ') || 'none'})${alsoSelf}`;
+  } else if (!caller.admin) {
+    return `approval ${approval.id} is decided by an admin of tenant ${approval.tenant} (rule ${approval.rule} names no approvers)${alsoSelf}`;
   }
-  if (caller.admin) return undefined;
-  return `approval ${approval.id} is decided by an admin of tenant ${approval.tenant} (rule ${approval.rule} names no approvers)`;
+  if (self)
+    return `${subject} made the call of approval ${approval.id} and may not approve it (rule ${approval.rule} does not set approval.allowSelf)`;
+  return undefined;
 }
 
 /** `approval` as the approvals API shows it to `caller`: with whether it may decide it now, and why not. */
