@@ -28,6 +28,20 @@ export interface RunningPunk {
 /** A free TCP port on 127.0.0.1 (the CLI's own helper). */
 export { freePort };
 
+/**
+ * The McpServer manifest `tally` (e2e/fixtures/tally.mjs, which writes each call it runs to `tallyFile`), with
+ * `tools` (YAML) as its `spec.tools` when given: the fixture of tests that count what reached the upstream.
+ */
+export function tallyManifest(tallyFile: string, tools?: string): string {
+  return `apiVersion: mcp.punk.dev/v1alpha1
+kind: McpServer
+metadata: { name: tally }
+spec:
+  command: [${JSON.stringify(process.execPath)}, ${JSON.stringify(join(repoRoot, 'e2e/fixtures/tally.mjs'))}]
+  env: [{ name: TALLY_FILE, value: ${JSON.stringify(tallyFile)} }]
+${tools === undefined ? '' : `  tools: ${tools}\n`}`;
+}
+
 /** A fresh temporary directory (`punk-<prefix>-…`) holding `files` (file name to text: McpServer manifests and what they use). */
 export async function manifestDir(prefix: string, files: Record<string, string>): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), `punk-${prefix}-`));

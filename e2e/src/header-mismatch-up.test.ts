@@ -10,7 +10,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { scratchDatabase } from './distributed.js';
-import { manifestDir, removeDir, repoRoot, startPunk, type RunningPunk } from './harness.js';
+import { manifestDir, removeDir, startPunk, tallyManifest, type RunningPunk } from './harness.js';
 import { startOwnNats } from './nats-server.js';
 
 const V2026 = '2026-07-28';
@@ -18,13 +18,7 @@ let dir: string;
 let punk: RunningPunk;
 
 /** The tally fixture, writing its calls into `dir`. */
-const tally = (dir: string) => `apiVersion: mcp.punk.dev/v1alpha1
-kind: McpServer
-metadata: { name: tally }
-spec:
-  command: [${JSON.stringify(process.execPath)}, ${JSON.stringify(join(repoRoot, 'e2e/fixtures/tally.mjs'))}]
-  env: [{ name: TALLY_FILE, value: ${JSON.stringify(join(dir, 'tally.log'))} }]
-`;
+const tally = (dir: string) => tallyManifest(join(dir, 'tally.log'));
 
 before(async () => {
   dir = await manifestDir('header-mismatch-up', {});

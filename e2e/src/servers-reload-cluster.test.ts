@@ -16,7 +16,17 @@ import { after, before, test } from 'node:test';
 import type { Client } from '@modelcontextprotocol/client';
 import { connectClient, textOf, type Era } from './clients.js';
 import { scratchDatabase } from './distributed.js';
-import { createApiKey, eventually, freePort, manifestDir, removeDir, repoRoot, startPunk, type RunningPunk } from './harness.js';
+import {
+  createApiKey,
+  eventually,
+  freePort,
+  manifestDir,
+  removeDir,
+  repoRoot,
+  startPunk,
+  tallyManifest,
+  type RunningPunk,
+} from './harness.js';
 import { startOwnNats, type OwnNats } from './nats-server.js';
 
 const BOOTSTRAP = randomBytes(24).toString('base64url');
@@ -28,15 +38,7 @@ let dir: string;
 let cluster: RunningPunk;
 let clients: Record<Era, Client>;
 
-const tally = (tools: string) => `apiVersion: mcp.punk.dev/v1alpha1
-kind: McpServer
-metadata: { name: tally }
-spec:
-  command: [${JSON.stringify(process.execPath)}, ${JSON.stringify(join(repoRoot, 'e2e/fixtures/tally.mjs'))}]
-  env:
-    - { name: TALLY_FILE, value: ${JSON.stringify(join(dir, 'tally.log'))} }
-  tools: ${tools}
-`;
+const tally = (tools: string) => tallyManifest(join(dir, 'tally.log'), tools);
 
 /** The everything-http example, declaring `port` (the example itself declares none: Punk picks one). */
 const everythingHttp = async (port: number) =>

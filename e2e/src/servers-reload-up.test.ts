@@ -11,21 +11,13 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import type { Client } from '@modelcontextprotocol/client';
 import { connectClient, listAllTools, textOf } from './clients.js';
-import { eventually, manifestDir, removeDir, repoRoot, startPunk, type RunningPunk } from './harness.js';
+import { eventually, manifestDir, removeDir, startPunk, tallyManifest, type RunningPunk } from './harness.js';
 
 let dir: string;
 let punk: RunningPunk;
 let client: Client;
 
-const tally = (tools: string) => `apiVersion: mcp.punk.dev/v1alpha1
-kind: McpServer
-metadata: { name: tally }
-spec:
-  command: [${JSON.stringify(process.execPath)}, ${JSON.stringify(join(repoRoot, 'e2e/fixtures/tally.mjs'))}]
-  env:
-    - { name: TALLY_FILE, value: ${JSON.stringify(join(dir, 'tally.log'))} }
-  tools: ${tools}
----
+const tally = (tools: string) => `${tallyManifest(join(dir, 'tally.log'), tools)}---
 apiVersion: mcp.punk.dev/v1alpha1
 kind: McpWorkflow
 metadata: { name: tally-once }
