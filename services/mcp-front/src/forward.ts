@@ -37,7 +37,9 @@ import {
   type TenantPolicies,
 } from '@punk/lib';
 import { namespacedSuggestion, routeResource, unservedServer, withheldTool, type CatalogView, type Scope } from './aggregate.js';
+import { callerToken } from './auth/caller-token.js';
 import { permittedTools } from './auth/list-filter.js';
+import type { ExchangeTarget, TokenExchange } from './auth/token-exchange.js';
 import type { CallChannels, CallSink } from './call-channel.js';
 import { cancelOnAbort, sessionCallId } from './cancellation.js';
 import type { TenantCatalog } from './catalog.js';
@@ -63,6 +65,8 @@ export interface ForwardDeps {
   /** The front's deadline of single tools by namespaced name (`server__tool`), in milliseconds (deadline.ts). */
   toolTimeouts: Record<string, number>;
   catalog: TenantCatalog;
+  /** Exchanges callers' OAuth tokens for servers with `spec.auth.tokenExchange`; absent without Punk's OAuth client. */
+  tokenExchange?: TokenExchange | undefined;
   /** This replica's call channels (one subscription for all its calls). */
   channels: CallChannels;
   /** This replica's forwarded calls, answered at once when their gateway replica is lost. */
@@ -267,6 +271,16 @@ async function forward(
   const entry = view.servers.find((s) => s.name === request.server);
   const deadline = callDeadline(deps, entry, request.method === 'tools/call' ? namespacedName(request.server, request.name) : undefined);
   const { session } = caller;
+  if (entry?.tokenExchange) {
+    try {
+      request = {
+        ...request,
+        exchangedToken: await exchangedToken(deps, entry.name, entry.tokenExchange, session?.principal ?? caller.principal),
+      };
+    } catch (error) {
+      throw toProtocolError(error, { method: request.method, server: request.server, target });
+    }
+  }
   if (!session) return forwardModern(deps, caller.principal, request, target, ctx, deadline, retrySafe);
   try {
     const message = {
@@ -290,6 +304,38 @@ async function forward(
   } catch (error) {
     throw toProtocolError(error, { method: request.method, server: request.server, target, deadline });
   }
+}
+
+/**
+ * The token a call to `server` (with `spec.auth.tokenExchange`) carries upstream: the caller's OAuth access token of
+ * this request exchanged for one of the server's audience (auth/token-exchange.ts), and the subject it is for.
+ * @throws PunkError `TokenExchangeUnconfigured` when this front has no OAuth client of its own; `OAuthTokenRequired`
+ *   when the caller signed in with no OAuth token (an API key); as {@link TokenExchange.tokenFor} otherwise.
+ */
+async function exchangedToken(
+  deps: ForwardDeps,
+  server: string,
+  target: ExchangeTarget,
+  principal: Principal,
+): Promise<{ accessToken: string; subject: string }> {
+  const exchange = deps.tokenExchange;
+  if (!exchange) {
+    throw new PunkError(
+      'TokenExchangeUnconfigured',
+      `server "${server}" declares spec.auth.tokenExchange, but this mcp-front has no OAuth client to exchange tokens with: set PUNK_AUTH_ISSUER, PUNK_OAUTH_CLIENT_ID and PUNK_OAUTH_CLIENT_SECRET`,
+      { server },
+    );
+  }
+  const subjectToken = callerToken();
+  if (subjectToken === undefined) {
+    throw new PunkError(
+      'OAuthTokenRequired',
+      `server "${server}" is called as its caller (spec.auth.tokenExchange: Punk exchanges the caller's OAuth access token for one of audience ${target.audience}), and caller ${principal.subject} signed in without an OAuth token (an API key); sign in with an access token of ${exchange.issuer} instead`,
+      { server, subject: principal.subject },
+    );
+  }
+  const accessToken = await exchange.tokenFor(deps.tenant, server, principal.subject, subjectToken, target);
+  return { accessToken, subject: principal.subject };
 }
 
 /**
