@@ -512,6 +512,7 @@ const secretKeys = new Set<keyof PunkConfig>([
   'authBootstrapAdminKey',
   'sessionSigningKey',
   'authIntrospectionClientSecret',
+  'oauthClientSecret',
   'authJwtKey',
   'databaseUrl',
   'natsUrl',
