@@ -38,6 +38,17 @@ spec:
     tokenExchange: { audience: ${audience}, scopes: ${JSON.stringify(scopes)} }
 `;
 
+/** A workflow calling the hr server: its calls come from the workflow engine, with no caller's token to exchange. */
+const HR_WORKFLOW = `apiVersion: mcp.punk.dev/v1alpha1
+kind: McpWorkflow
+metadata: { name: hr-headers }
+spec:
+  start: call
+  nodes:
+    - { id: call, kind: tool_call, next: done, config: { server: hr, tool: headers, args: {}, saveAs: seen } }
+    - { id: done, kind: output, config: { value: { kind: ref, path: vars.seen } } }
+`;
+
 /** The bearer the upstream saw on the `headers` call whose result is `result`. */
 function bearerSeen(result: { content?: unknown }): string {
   const headers = JSON.parse(textOf(result)) as Record<string, string>;
@@ -73,6 +84,7 @@ for (const mode of ['up', 'cluster'] as const)
       dir = await manifestDir('token-exchange', {
         'hr.yaml': server('hr', upstream.url, HR_AUDIENCE, ['hr:read']),
         'payroll.yaml': server('payroll', upstream.url, REFUSED_AUDIENCE, []),
+        'workflow.yaml': HR_WORKFLOW,
       });
       if (mode === 'cluster') {
         nats = await startOwnNats();
@@ -179,6 +191,22 @@ for (const mode of ['up', 'cluster'] as const)
         assert.equal(issuer.exchanges, before);
       });
     }
+
+    test("a workflow run's call to the server fails closed: it carries no caller's token, and never goes as Punk", async () => {
+      const run = await fetch(`${punk.baseUrl}/api/v1/workflows/hr-headers/runs`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${BOOTSTRAP}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ arguments: {}, waitSeconds: 30 }),
+      });
+      assert.equal(run.status, 201);
+      const body = (await run.json()) as { state: string; error?: { code: string; message: string } };
+      assert.equal(body.state, 'failed');
+      assert.equal(body.error?.code, 'OAuthTokenRequired');
+      assert.match(
+        body.error.message,
+        /server "hr" is called as its caller \(spec\.auth\.tokenExchange, audience https:\/\/hr\.example\.test\), and this tools\/call carries no token exchanged for its caller workflow-engine/,
+      );
+    });
 
     test("the ledger's tool.called names the subject the upstream saw, and holds no token", async () => {
       const admin = { headers: { authorization: `Bearer ${BOOTSTRAP}` } };

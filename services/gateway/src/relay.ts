@@ -145,6 +145,15 @@ export function createRelay(deps: {
       await upstream.setLogLevel(request.level);
       return {};
     }
+    const tokenExchange = upstream.server.spec.auth?.tokenExchange;
+    if (tokenExchange && !request.exchangedToken) {
+      // Fails closed: a call that did not come through mcp-front's exchange (a workflow run's) never goes as Punk.
+      throw new PunkError(
+        'OAuthTokenRequired',
+        `server "${request.server}" is called as its caller (spec.auth.tokenExchange, audience ${tokenExchange.audience}), and this ${request.method} carries no token exchanged for its caller ${request.principal.subject} (only a client's call through mcp-front, signed in with an OAuth token, does; a workflow run's does not)`,
+        { server: request.server, subject: request.principal.subject },
+      );
+    }
     const context: CallContext = {
       tenant: request.tenant,
       server: request.server,
