@@ -105,6 +105,8 @@ for (const mode of ['up', 'cluster'] as const)
           PUNK_OAUTH_CLIENT_SECRET: PUNK_CLIENT.clientSecret,
           // The upstream listens on loopback, which the SSRF guard refuses with authentication on.
           PUNK_UPSTREAM_ALLOWED_NETWORKS: '127.0.0.1/32',
+          // Pooled connections close after a second without calls, so a call can reconnect (see the reconnect test).
+          PUNK_UPSTREAM_IDLE_TIMEOUT_MS: '1000',
         },
       });
     });
@@ -162,6 +164,22 @@ for (const mode of ['up', 'cluster'] as const)
         tokens.add(bobs);
         assert.equal(decodeJwt(bobs).sub, b, 'another user gets a token of their own');
         assert.equal(issuer.exchanges, afterAlice + 1);
+      });
+
+      test(`${era}: a call that reconnects an idle connection sends its handshake and listings with Punk's headers, only the call with the caller's token`, async () => {
+        const alice = await signedIn(era, a);
+        await new Promise((resolve) => setTimeout(resolve, 2_500)); // the pooled connection closes (state idle)
+        const from = upstream.requests.length;
+        const bearer = bearerSeen(await alice.client.callTool({ name: 'hr__headers', arguments: {} }));
+        const seen = upstream.requests.slice(from);
+        const handshake = seen.filter((r) => r.method === 'initialize' || r.method === 'server/discover');
+        assert.ok(handshake.length > 0, `the call reconnected: ${JSON.stringify(seen.map((r) => r.method))}`);
+        for (const request of seen.filter((r) => r.method !== 'tools/call'))
+          assert.equal(request.authorization, undefined, `${request.method ?? 'a response'} goes with the connection's headers`);
+        assert.deepEqual(
+          seen.filter((r) => r.method === 'tools/call').map((r) => r.authorization),
+          [`Bearer ${bearer}`],
+        );
       });
 
       test(`${era}: the issuer refusing the exchange is an error naming the server and the issuer's error code`, async () => {
@@ -228,8 +246,8 @@ for (const mode of ['up', 'cluster'] as const)
         return expected.every((identity) => identities.includes(identity)) ? { identities, texts } : undefined;
       }, 20_000);
       assert.ok(found, 'every user has a tool.called naming them');
-      // The calls to hr that reached the upstream (2 × replicas of A and one of B per era), each recorded as its caller.
-      assert.equal(found.identities.length, ERAS.length * (2 * FRONTS[mode] + 1));
+      // The calls to hr that reached the upstream (2 × replicas + 1 of A and one of B per era), each recorded as its caller.
+      assert.equal(found.identities.length, ERAS.length * (2 * FRONTS[mode] + 2));
       const ledger = found.texts.join('\n');
       for (const token of tokens) assert.ok(!ledger.includes(token), 'no token value is on the ledger');
       assert.doesNotMatch(

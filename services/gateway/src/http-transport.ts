@@ -65,7 +65,7 @@ export async function connectHttp(url: URL, options: HttpConnectOptions): Promis
   const base = options.fetch ?? fetch;
   const observed: FetchLike = async (input, init) => {
     // A call of a server with spec.auth.tokenExchange carries its caller's exchanged token (call-bearer.ts).
-    const response = await base(input, { ...init, headers: withBearerOf(init?.headers) });
+    const response = await base(input, { ...init, headers: withBearerOf(init?.headers, init?.body) });
     if (response.status === 401) seen.unauthorized++;
     if (response.status === 404 && new Headers(init?.headers).has('mcp-session-id')) seen.sessionLost++;
     return response;
