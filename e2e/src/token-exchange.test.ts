@@ -102,9 +102,9 @@ for (const mode of ['up', 'cluster'] as const)
           PUNK_AUTH_JWKS_URL: issuer.jwksUrl,
           PUNK_AUTH_ALGORITHMS: 'ES256',
           PUNK_OAUTH_CLIENT_ID: PUNK_CLIENT.clientId,
+          PUNK_OAUTH_CLIENT_SECRET: PUNK_CLIENT.clientSecret,
           // Every log line, so that the test below can tell no token is in any.
           PUNK_LOG_LEVEL: 'trace',
-          PUNK_OAUTH_CLIENT_SECRET: PUNK_CLIENT.clientSecret,
           // The upstream listens on loopback, which the SSRF guard refuses with authentication on.
           PUNK_UPSTREAM_ALLOWED_NETWORKS: '127.0.0.1/32',
           // Pooled connections close after a second without calls, so a call can reconnect (see the reconnect test).
