@@ -23,8 +23,11 @@ export interface EchoServer {
   close(): Promise<void>;
 }
 
-/** Starts the server on 127.0.0.1, on a free port. */
-export async function startEchoServer(): Promise<EchoServer> {
+/**
+ * Starts the server on 127.0.0.1, on a free port. With `refuseBearers`, it answers HTTP 401 to every request carrying
+ * an `Authorization` header (a server that accepts none of the tokens it is sent).
+ */
+export async function startEchoServer(options: { refuseBearers?: boolean } = {}): Promise<EchoServer> {
   let lastHeaders: IncomingHttpHeaders = {};
   const echoed = () => JSON.stringify(lastHeaders);
   const build = (): McpServer => {
@@ -82,6 +85,10 @@ export async function startEchoServer(): Promise<EchoServer> {
         ...(typeof method === 'string' && { method }),
         ...(req.headers.authorization !== undefined && { authorization: req.headers.authorization }),
       });
+      if (options.refuseBearers && req.headers.authorization !== undefined) {
+        res.writeHead(401, { 'www-authenticate': 'Bearer error="invalid_token"' }).end();
+        return;
+      }
       void serve(req, res, body);
     });
   });

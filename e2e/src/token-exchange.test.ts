@@ -25,6 +25,8 @@ const BOOTSTRAP = randomBytes(24).toString('base64url');
 const PUNK_CLIENT = { clientId: 'punk', clientSecret: randomBytes(16).toString('hex') };
 const HR_AUDIENCE = 'https://hr.example.test';
 const REFUSED_AUDIENCE = 'https://payroll.example.test';
+/** An audience the issuer grants, of a server that accepts no token. */
+const STRICT_AUDIENCE = 'https://strict.example.test';
 const ERAS: Era[] = ['2025-11-25', '2026-07-28'];
 /** Two users per era, so that each era's test starts with nothing cached. */
 const usersOf = (era: Era) => ({ a: `alice-${era.slice(0, 4)}`, b: `bob-${era.slice(0, 4)}` });
@@ -66,6 +68,7 @@ for (const mode of ['up', 'cluster'] as const)
     let db: { url: string; drop(): Promise<void> } | undefined;
     let issuer: TokenExchangeIssuer;
     let upstream: EchoServer;
+    let strict: EchoServer;
     let dir: string;
     let punk: RunningPunk;
     const clients: Client[] = [];
@@ -73,17 +76,19 @@ for (const mode of ['up', 'cluster'] as const)
 
     before(async () => {
       upstream = await startEchoServer();
+      strict = await startEchoServer({ refuseBearers: true });
       issuer = await startTokenExchangeIssuer({
         resource: PUBLIC_URL,
         users: ERAS.flatMap((era) => Object.values(usersOf(era))),
         punk: PUNK_CLIENT,
-        audiences: [HR_AUDIENCE],
+        audiences: [HR_AUDIENCE, STRICT_AUDIENCE],
         refusedAudiences: [REFUSED_AUDIENCE],
         exchangedTokenTtl: 600,
       });
       dir = await manifestDir('token-exchange', {
         'hr.yaml': server('hr', upstream.url, HR_AUDIENCE, ['hr:read']),
         'payroll.yaml': server('payroll', upstream.url, REFUSED_AUDIENCE, []),
+        'strict.yaml': server('strict', strict.url, STRICT_AUDIENCE, []),
         'workflow.yaml': HR_WORKFLOW,
       });
       if (mode === 'cluster') {
@@ -116,6 +121,7 @@ for (const mode of ['up', 'cluster'] as const)
       await Promise.all(clients.map((c) => c.close().catch(() => undefined)));
       await punk?.stop();
       await upstream?.close();
+      await strict?.close();
       await issuer?.close();
       await nats?.stop();
       await db?.drop();
@@ -184,6 +190,31 @@ for (const mode of ['up', 'cluster'] as const)
         );
       });
 
+      test(`${era}: an upstream refusing the exchanged token (HTTP 401) is an error saying so; its connection is not renewed`, async () => {
+        const { client } = await signedIn(era, a);
+        const from = strict.requests.length;
+        await assert.rejects(client.callTool({ name: 'strict__headers', arguments: {} }), (error: Error) => {
+          assert.match(
+            error.message,
+            /server default\/strict answered HTTP 401 \(unauthorized\) to the token exchanged for the caller \(spec\.auth\.tokenExchange\)/,
+          );
+          return true;
+        });
+        const seen = strict.requests.slice(from);
+        assert.deepEqual(
+          seen.filter((r) => r.method === 'tools/call').map((r) => r.authorization !== undefined),
+          [true],
+          'the call went once, with its token',
+        );
+        // The call may reconnect an idle connection first; nothing reconnects after the refusal.
+        const call = seen.findIndex((r) => r.method === 'tools/call');
+        assert.deepEqual(
+          seen.slice(call + 1).filter((r) => r.method === 'initialize' || r.method === 'server/discover'),
+          [],
+          'no reconnect of the shared connection',
+        );
+      });
+
       test(`${era}: the issuer refusing the exchange is an error naming the server and the issuer's error code`, async () => {
         const { client } = await signedIn(era, a);
         await assert.rejects(client.callTool({ name: 'payroll__headers', arguments: {} }), (error: Error) => {
@@ -245,11 +276,11 @@ for (const mode of ['up', 'cluster'] as const)
             .filter((e) => e.type === 'tool.called' && e.server === 'hr')
             .map((e) => e.data.upstreamIdentity),
         );
-        return expected.every((identity) => identities.includes(identity)) ? { identities, texts } : undefined;
+        // The calls to hr that reached the upstream (2 × replicas + 1 of A and one of B per era), each recorded as its caller.
+        const complete = identities.length === ERAS.length * (2 * FRONTS[mode] + 2);
+        return complete && expected.every((identity) => identities.includes(identity)) ? { identities, texts } : undefined;
       }, 20_000);
-      assert.ok(found, 'every user has a tool.called naming them');
-      // The calls to hr that reached the upstream (2 × replicas + 1 of A and one of B per era), each recorded as its caller.
-      assert.equal(found.identities.length, ERAS.length * (2 * FRONTS[mode] + 2));
+      assert.ok(found, 'every call to hr has a tool.called naming its caller');
       const ledger = found.texts.join('\n');
       for (const token of tokens) assert.ok(!ledger.includes(token), 'no token value is on the ledger');
       assert.doesNotMatch(

@@ -21,6 +21,11 @@ export function withCallBearer<T>(accessToken: string | undefined, fn: () => T):
   return accessToken === undefined ? fn() : bearers.run(accessToken, fn);
 }
 
+/** Whether the current call carries a caller's exchanged token (an HTTP 401 then refuses that token, not the connection's). */
+export function carriesCallBearer(): boolean {
+  return bearers.getStore() !== undefined;
+}
+
 /**
  * The headers of an upstream HTTP request with `body`: with the current call's bearer as `Authorization` when the
  * request is the call's (a POST of one of {@link CALL_METHODS}, or of a response); else `headers` untouched.
