@@ -193,6 +193,7 @@ for (const mode of ['up', 'cluster'] as const)
       test(`${era}: an upstream refusing the exchanged token (HTTP 401) is an error saying so; its connection is not renewed`, async () => {
         const { client } = await signedIn(era, a);
         const from = strict.requests.length;
+        const before = issuer.exchanges;
         await assert.rejects(client.callTool({ name: 'strict__headers', arguments: {} }), (error: Error) => {
           assert.match(
             error.message,
@@ -213,6 +214,9 @@ for (const mode of ['up', 'cluster'] as const)
           [],
           'no reconnect of the shared connection',
         );
+        // The refused token is not kept: the next call exchanges again (under punk cluster, maybe on the other front).
+        await assert.rejects(client.callTool({ name: 'strict__headers', arguments: {} }));
+        assert.equal(issuer.exchanges, before + 2);
       });
 
       test(`${era}: the issuer refusing the exchange is an error naming the server and the issuer's error code`, async () => {

@@ -257,7 +257,8 @@ export async function getPrompt(
 
 /**
  * Forwards one call to the gateway; errors become JSON-RPC errors naming the server. A session's call listens on its
- * channel meanwhile, so the upstream's progress and requests reach the client on this request's response.
+ * channel meanwhile, so the upstream's progress and requests reach the client on this request's response. A call to a
+ * server with `spec.auth.tokenExchange` carries the token exchanged for its caller (docs/identity.md).
  */
 async function forward(
   deps: ForwardDeps,
@@ -271,16 +272,36 @@ async function forward(
   const entry = view.servers.find((s) => s.name === request.server);
   const deadline = callDeadline(deps, entry, request.method === 'tools/call' ? namespacedName(request.server, request.name) : undefined);
   const { session } = caller;
-  if (entry?.tokenExchange) {
-    try {
-      request = {
-        ...request,
-        exchangedToken: await exchangedToken(deps, entry.name, entry.tokenExchange, session?.principal ?? caller.principal),
-      };
-    } catch (error) {
-      throw toProtocolError(error, { method: request.method, server: request.server, target });
-    }
+  const exchange = entry?.tokenExchange;
+  if (!exchange) return send(deps, caller, ctx, request, target, deadline, retrySafe);
+  const principal = session?.principal ?? caller.principal;
+  let exchanged: { accessToken: string; subject: string };
+  try {
+    exchanged = await exchangedToken(deps, request.server, exchange, principal);
+  } catch (error) {
+    throw toProtocolError(error, { method: request.method, server: request.server, target });
   }
+  try {
+    return await send(deps, caller, ctx, { ...request, exchangedToken: exchanged }, target, deadline, retrySafe);
+  } catch (error) {
+    // The upstream refused the exchanged token (HTTP 401): the next call exchanges again rather than reuse it.
+    if (error instanceof ProtocolError && (error.data as { code?: unknown } | undefined)?.code === 'UpstreamUnauthorized')
+      deps.tokenExchange?.forget(deps.tenant, request.server, principal.subject, exchange);
+    throw error;
+  }
+}
+
+/** Sends one call to the gateway: as a 2026-07-28 request, or on the caller's 2025-era session's channel. */
+async function send(
+  deps: ForwardDeps,
+  caller: Caller,
+  ctx: ForwardContext,
+  request: ForwardedRequest,
+  target: string,
+  deadline: CallDeadline,
+  retrySafe: boolean,
+): Promise<unknown> {
+  const { session } = caller;
   if (!session) return forwardModern(deps, caller.principal, request, target, ctx, deadline, retrySafe);
   try {
     const message = {

@@ -62,7 +62,7 @@ export class TokenExchange {
    *   issuer refuses; `TokenExchangeUnavailable` when it cannot be reached or answers no usable token.
    */
   async tokenFor(tenant: string, server: string, subject: string, subjectToken: string, target: ExchangeTarget): Promise<string> {
-    const key = JSON.stringify([tenant, server, subject, target.audience, target.scopes]);
+    const key = cacheKey(tenant, server, subject, target);
     const cached = this.cache.get(key);
     if (cached && cached.renewAt > Date.now()) return cached.accessToken;
     let pending = this.inFlight.get(key);
@@ -71,6 +71,11 @@ export class TokenExchange {
       this.inFlight.set(key, pending);
     }
     return pending;
+  }
+
+  /** Drops the cached token of `subject` on `server` (the upstream refused it): the next call exchanges again. */
+  forget(tenant: string, server: string, subject: string, target: ExchangeTarget): void {
+    this.cache.delete(cacheKey(tenant, server, subject, target));
   }
 
   private async exchange(server: string, subjectToken: string, target: ExchangeTarget, key: string): Promise<string> {
@@ -162,4 +167,8 @@ export class TokenExchange {
       { issuer: this.options.issuer },
     );
   }
+}
+
+function cacheKey(tenant: string, server: string, subject: string, target: ExchangeTarget): string {
+  return JSON.stringify([tenant, server, subject, target.audience, target.scopes]);
 }
