@@ -17,12 +17,17 @@ export interface EchoServer {
   readonly url: string;
   /** The headers of the last HTTP request. */
   readonly lastHeaders: IncomingHttpHeaders;
+  /** Every HTTP request so far: its JSON-RPC method (absent for a response or a request without a body) and `Authorization`. */
+  readonly requests: ReadonlyArray<{ method?: string; authorization?: string }>;
   /** Stops listening and drops every open connection. */
   close(): Promise<void>;
 }
 
-/** Starts the server on 127.0.0.1, on a free port. */
-export async function startEchoServer(): Promise<EchoServer> {
+/**
+ * Starts the server on 127.0.0.1, on a free port. With `refuseBearers`, it answers HTTP 401 to every request carrying
+ * an `Authorization` header (a server that accepts none of the tokens it is sent).
+ */
+export async function startEchoServer(options: { refuseBearers?: boolean } = {}): Promise<EchoServer> {
   let lastHeaders: IncomingHttpHeaders = {};
   const echoed = () => JSON.stringify(lastHeaders);
   const build = (): McpServer => {
@@ -63,9 +68,29 @@ export async function startEchoServer(): Promise<EchoServer> {
   };
   const handler = createMcpHandler(build);
   const serve = toNodeHandler(handler);
+  const requests: Array<{ method?: string; authorization?: string }> = [];
   const http = createServer((req, res) => {
     lastHeaders = req.headers;
-    void serve(req, res);
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      let body: unknown;
+      try {
+        body = chunks.length > 0 ? JSON.parse(Buffer.concat(chunks).toString('utf8')) : undefined;
+      } catch {
+        body = undefined;
+      }
+      const method = (body as { method?: unknown } | undefined)?.method;
+      requests.push({
+        ...(typeof method === 'string' && { method }),
+        ...(req.headers.authorization !== undefined && { authorization: req.headers.authorization }),
+      });
+      if (options.refuseBearers && req.headers.authorization !== undefined) {
+        res.writeHead(401, { 'www-authenticate': 'Bearer error="invalid_token"' }).end();
+        return;
+      }
+      void serve(req, res, body);
+    });
   });
   await new Promise<void>((resolve, reject) => {
     http.once('error', reject);
@@ -78,6 +103,7 @@ export async function startEchoServer(): Promise<EchoServer> {
     get lastHeaders() {
       return lastHeaders;
     },
+    requests,
     close: async () => {
       await handler.close();
       http.closeAllConnections();

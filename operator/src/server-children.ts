@@ -286,6 +286,8 @@ export function buildServerChildren(server: McpServer, options: ServerChildrenOp
       sessionMode: spec.sessionMode,
       timeout: spec.timeout,
       ...(spec.tools && { tools: spec.tools }),
+      // An HTTP server in its pod is called as its caller too (docs/identity.md).
+      ...(spec.auth && { auth: spec.auth }),
       // The gateways answer a server scaled to zero at once (a replica count of 1 otherwise: see the url case).
       ...(spec.replicas === 0 && { replicas: 0 }),
     }),

@@ -224,6 +224,16 @@ describe('a stdio server from an image', () => {
   });
 });
 
+describe('HTTP image servers', () => {
+  it('keep spec.auth.tokenExchange when served by the gateway at their Service', () => {
+    const tokenExchange = { audience: 'https://hr.example.test', scopes: ['hr:read'] };
+    const server = mcpServer('hr', { image: 'ghcr.io/org/hr:1.0', transport: 'streamable-http', auth: { tokenExchange } });
+    const { served } = buildServerChildren(server, childrenOptions());
+    assert.deepEqual(served.spec.auth, { tokenExchange });
+    assert.deepEqual(mcpServerSchema.parse(served), served, 'a valid McpServer');
+  });
+});
+
 describe('package servers', () => {
   it("run an npm package with npx in the npm runner, behind the runner's own bridge", () => {
     const server = mcpServer('memory', {

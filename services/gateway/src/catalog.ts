@@ -138,5 +138,6 @@ export function buildCatalog(
     sideEffectLevels,
     withheldTools: denied,
     ...(server.spec.timeout !== undefined && { timeoutMs: durationMs(server.spec.timeout) }),
+    ...(server.spec.auth?.tokenExchange && { tokenExchange: server.spec.auth.tokenExchange }),
   };
 }

@@ -427,3 +427,15 @@ export function unauthorizedError(server: string, renewed: boolean): PunkError {
     : 'and no header comes from an OAuth2 credential that could be renewed; check spec.headers and the credentials they reference';
   return new PunkError('UpstreamUnauthorized', `server ${server} answered HTTP 401 (unauthorized) ${why}`, { server, status: 401 });
 }
+
+/**
+ * The error of a call whose caller's exchanged token (`spec.auth.tokenExchange`, call-bearer.ts) the upstream answered
+ * with HTTP 401: the token is refused, not the connection's credentials, which are neither renewed nor reconnected.
+ */
+export function exchangedTokenRefused(server: string): PunkError {
+  return new PunkError(
+    'UpstreamUnauthorized',
+    `server ${server} answered HTTP 401 (unauthorized) to the token exchanged for the caller (spec.auth.tokenExchange): the upstream does not accept the issuer's token for its audience; check the audience and scopes the server declares, and what the issuer grants`,
+    { server, status: 401 },
+  );
+}

@@ -4,6 +4,7 @@
  * "Backwards Compatibility"). Every request carries the connection's headers and goes through the given fetch;
  * every HTTP 401 the server answers is counted, so the caller can tell a refused credential from other failures.
  */
+import { withBearerOf } from './call-bearer.js';
 import type { FetchLike } from '@modelcontextprotocol/client';
 import { SSEClientTransport, StreamableHTTPClientTransport, type Client } from '@modelcontextprotocol/client';
 import { errorMessage } from '@punk/lib';
@@ -63,7 +64,8 @@ export async function connectHttp(url: URL, options: HttpConnectOptions): Promis
   const seen = options.seen ?? { unauthorized: 0, sessionLost: 0 };
   const base = options.fetch ?? fetch;
   const observed: FetchLike = async (input, init) => {
-    const response = await base(input, init);
+    // A call of a server with spec.auth.tokenExchange carries its caller's exchanged token (call-bearer.ts).
+    const response = await base(input, { ...init, headers: withBearerOf(init?.headers, init?.body) });
     if (response.status === 401) seen.unauthorized++;
     if (response.status === 404 && new Headers(init?.headers).has('mcp-session-id')) seen.sessionLost++;
     return response;

@@ -4,6 +4,7 @@
  * decision (decisions.ts: in process, or by governance when it needs shared
  * state), each recorded on the ledger before the reply is sent.
  */
+import { withCallBearer } from './call-bearer.js';
 import {
   appendLedgerEvent,
   errorMessage,
@@ -144,6 +145,15 @@ export function createRelay(deps: {
       await upstream.setLogLevel(request.level);
       return {};
     }
+    const tokenExchange = upstream.server.spec.auth?.tokenExchange;
+    if (tokenExchange && !request.exchangedToken) {
+      // Fails closed: a call that did not come through mcp-front's exchange (a workflow run's) never goes as Punk.
+      throw new PunkError(
+        'OAuthTokenRequired',
+        `server "${request.server}" is called as its caller (spec.auth.tokenExchange, audience ${tokenExchange.audience}), and this ${request.method} carries no token exchanged for its caller ${request.principal.subject} (only a client's call through mcp-front, signed in with an OAuth token, does; a workflow run's does not)`,
+        { server: request.server, subject: request.principal.subject },
+      );
+    }
     const context: CallContext = {
       tenant: request.tenant,
       server: request.server,
@@ -181,7 +191,10 @@ export function createRelay(deps: {
     };
     // The call may outlive this reply (input_required): stop listening for its cancellation when it ends.
     const dispatch = (link: ClientLink | undefined) =>
-      afterAudits(audits, run(link))
+      afterAudits(
+        audits,
+        withCallBearer(request.exchangedToken?.accessToken, () => run(link)),
+      )
         .then((result) => {
           if (cancel?.signal.aborted)
             throw new PunkError('Cancelled', `the client cancelled ${request.method} on server ${request.server}`, {
@@ -299,6 +312,7 @@ async function callTool(
     sideEffectLevel: decision.sideEffectLevel,
     ...(use.id !== undefined && { approvalId: use.id }),
     ...(audit.folded && { decision: audit.folded }),
+    ...upstreamIdentityOf(request),
   });
   const appendCalled = () => {
     const append = settle(appendLedgerEvent(bus, called));
@@ -368,6 +382,14 @@ async function callTool(
   if (!result.ok && result.thrown instanceof PunkError && result.thrown.code === 'PayloadTooLarge') return toolError(result.error);
   if (!result.ok) throw result.thrown;
   return result.value;
+}
+
+/**
+ * Which identity reached the upstream, for `tool.called` (`data.upstreamIdentity`): the caller's exchanged token names
+ * its subject, never the token; absent when the call goes with the connection's own headers.
+ */
+function upstreamIdentityOf(request: { exchangedToken?: { subject: string } | undefined }): { upstreamIdentity?: string } {
+  return request.exchangedToken ? { upstreamIdentity: `exchanged token for subject ${request.exchangedToken.subject}` } : {};
 }
 
 /**

@@ -39,10 +39,12 @@ import {
   type ServerState,
   redactJson,
 } from '@punk/lib';
+import { carriesCallBearer } from './call-bearer.js';
 import { CallQueue } from './call-queue.js';
 import { buildCatalog, emptyListings, type Listings, type McpItem, type ServerIdentity } from './catalog.js';
 import type { ClientLink } from './client-channel.js';
 import {
+  exchangedTokenRefused,
   openConnection,
   unauthorizedError,
   type ConnectOptions,
@@ -628,6 +630,8 @@ export class Upstream {
         return this.account(fresh, await this.relayOn(fresh, call, meta, link, signal, mode));
       }
       if (connection.unauthorized() === refused) return this.account(connection, outcome);
+      // The caller's exchanged token was refused, not the connection's credentials: the shared connection stays.
+      if (carriesCallBearer()) throw exchangedTokenRefused(this.key);
       // The upstream answered HTTP 401: renew the credentials once, reconnect, and retry the call once.
       this.options.log.info(
         { server: this.key },

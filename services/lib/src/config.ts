@@ -265,6 +265,10 @@ export const configSchema = z.object({
   authIntrospectionClientId: z.string().min(1).optional(),
   /** `PUNK_AUTH_INTROSPECTION_CLIENT_SECRET`: its client secret. */
   authIntrospectionClientSecret: z.string().min(1).optional(),
+  /** `PUNK_OAUTH_CLIENT_ID`: Punk's own OAuth client at `PUNK_AUTH_ISSUER`, for RFC 8693 token exchange (`spec.auth.tokenExchange`). */
+  oauthClientId: z.string().min(1).optional(),
+  /** `PUNK_OAUTH_CLIENT_SECRET`: its client secret (HTTP Basic at the token endpoint, RFC 6749 §2.3.1). */
+  oauthClientSecret: z.string().min(1).optional(),
   /** `PUNK_AUTH_AUDIENCES`: comma-separated accepted token audiences; empty: the endpoint's canonical URL or `PUNK_PUBLIC_URL` (RFC 8707). */
   authAudiences: commaSeparated.default([]),
   /** `PUNK_AUTH_ALGORITHMS`: comma-separated JWS algorithms accepted on JWT access tokens (`none` is never accepted). */
@@ -435,6 +439,8 @@ const envNames: Record<keyof PunkConfig, string> = {
   authIntrospectionUrl: 'PUNK_AUTH_INTROSPECTION_URL',
   authIntrospectionClientId: 'PUNK_AUTH_INTROSPECTION_CLIENT_ID',
   authIntrospectionClientSecret: 'PUNK_AUTH_INTROSPECTION_CLIENT_SECRET',
+  oauthClientId: 'PUNK_OAUTH_CLIENT_ID',
+  oauthClientSecret: 'PUNK_OAUTH_CLIENT_SECRET',
   authAudiences: 'PUNK_AUTH_AUDIENCES',
   authAlgorithms: 'PUNK_AUTH_ALGORITHMS',
   authClockToleranceMs: 'PUNK_AUTH_CLOCK_TOLERANCE_MS',
@@ -506,6 +512,7 @@ const secretKeys = new Set<keyof PunkConfig>([
   'authBootstrapAdminKey',
   'sessionSigningKey',
   'authIntrospectionClientSecret',
+  'oauthClientSecret',
   'authJwtKey',
   'databaseUrl',
   'natsUrl',

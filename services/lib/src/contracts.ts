@@ -359,6 +359,12 @@ const callBase = {
    */
   inputResponses: z.record(z.string(), z.unknown()).optional(),
   requestState: z.string().optional(),
+  /**
+   * A server with `spec.auth.tokenExchange`: the access token mcp-front got for this call's caller (RFC 8693), sent as the
+   * upstream request's `Authorization: Bearer`, and the caller's `subject` it was issued for (the ledger names it, never
+   * the token). Never logged, never on the ledger; the caller's own token never leaves mcp-front.
+   */
+  exchangedToken: z.object({ accessToken: z.string().min(1), subject: z.string().min(1) }).optional(),
 };
 
 /**
@@ -457,6 +463,8 @@ export const serverCatalogSchema = z.object({
    * `awaiting-review` (a changed definition hidden until an admin accepts it). A call to one answers `message` as a tool error.
    */
   withheldTools: z.array(withheldToolSchema).default([]),
+  /** The server's `spec.auth.tokenExchange`: mcp-front exchanges each caller's OAuth token for one of this audience (docs/identity.md). */
+  tokenExchange: z.object({ audience: z.string().min(1), scopes: z.array(z.string()) }).optional(),
   /** The server's call deadline from its `spec.timeout`, in milliseconds; absent when the manifest sets none (`PUNK_CALL_TIMEOUT_MS` applies). */
   timeoutMs: z.number().int().positive().optional(),
   /**

@@ -37,7 +37,9 @@ import {
   type TenantPolicies,
 } from '@punk/lib';
 import { namespacedSuggestion, routeResource, unservedServer, withheldTool, type CatalogView, type Scope } from './aggregate.js';
+import { callerToken } from './auth/caller-token.js';
 import { permittedTools } from './auth/list-filter.js';
+import type { ExchangeTarget, TokenExchange } from './auth/token-exchange.js';
 import type { CallChannels, CallSink } from './call-channel.js';
 import { cancelOnAbort, sessionCallId } from './cancellation.js';
 import type { TenantCatalog } from './catalog.js';
@@ -63,6 +65,8 @@ export interface ForwardDeps {
   /** The front's deadline of single tools by namespaced name (`server__tool`), in milliseconds (deadline.ts). */
   toolTimeouts: Record<string, number>;
   catalog: TenantCatalog;
+  /** Exchanges callers' OAuth tokens for servers with `spec.auth.tokenExchange`; absent without Punk's OAuth client. */
+  tokenExchange?: TokenExchange | undefined;
   /** This replica's call channels (one subscription for all its calls). */
   channels: CallChannels;
   /** This replica's forwarded calls, answered at once when their gateway replica is lost. */
@@ -253,7 +257,8 @@ export async function getPrompt(
 
 /**
  * Forwards one call to the gateway; errors become JSON-RPC errors naming the server. A session's call listens on its
- * channel meanwhile, so the upstream's progress and requests reach the client on this request's response.
+ * channel meanwhile, so the upstream's progress and requests reach the client on this request's response. A call to a
+ * server with `spec.auth.tokenExchange` carries the token exchanged for its caller (docs/identity.md).
  */
 async function forward(
   deps: ForwardDeps,
@@ -266,6 +271,36 @@ async function forward(
 ): Promise<unknown> {
   const entry = view.servers.find((s) => s.name === request.server);
   const deadline = callDeadline(deps, entry, request.method === 'tools/call' ? namespacedName(request.server, request.name) : undefined);
+  const { session } = caller;
+  const exchange = entry?.tokenExchange;
+  if (!exchange) return send(deps, caller, ctx, request, target, deadline, retrySafe);
+  const principal = session?.principal ?? caller.principal;
+  let exchanged: { accessToken: string; subject: string };
+  try {
+    exchanged = await exchangedToken(deps, request.server, exchange, principal);
+  } catch (error) {
+    throw toProtocolError(error, { method: request.method, server: request.server, target });
+  }
+  try {
+    return await send(deps, caller, ctx, { ...request, exchangedToken: exchanged }, target, deadline, retrySafe);
+  } catch (error) {
+    // The upstream refused the exchanged token (HTTP 401): the next call exchanges again rather than reuse it.
+    if (error instanceof ProtocolError && (error.data as { code?: unknown } | undefined)?.code === 'UpstreamUnauthorized')
+      deps.tokenExchange?.forget(deps.tenant, request.server, principal.subject, exchange);
+    throw error;
+  }
+}
+
+/** Sends one call to the gateway: as a 2026-07-28 request, or on the caller's 2025-era session's channel. */
+async function send(
+  deps: ForwardDeps,
+  caller: Caller,
+  ctx: ForwardContext,
+  request: ForwardedRequest,
+  target: string,
+  deadline: CallDeadline,
+  retrySafe: boolean,
+): Promise<unknown> {
   const { session } = caller;
   if (!session) return forwardModern(deps, caller.principal, request, target, ctx, deadline, retrySafe);
   try {
@@ -290,6 +325,38 @@ async function forward(
   } catch (error) {
     throw toProtocolError(error, { method: request.method, server: request.server, target, deadline });
   }
+}
+
+/**
+ * The token a call to `server` (with `spec.auth.tokenExchange`) carries upstream: the caller's OAuth access token of
+ * this request exchanged for one of the server's audience (auth/token-exchange.ts), and the subject it is for.
+ * @throws PunkError `TokenExchangeUnconfigured` when this front has no OAuth client of its own; `OAuthTokenRequired`
+ *   when the caller signed in with no OAuth token (an API key); as {@link TokenExchange.tokenFor} otherwise.
+ */
+async function exchangedToken(
+  deps: ForwardDeps,
+  server: string,
+  target: ExchangeTarget,
+  principal: Principal,
+): Promise<{ accessToken: string; subject: string }> {
+  const exchange = deps.tokenExchange;
+  if (!exchange) {
+    throw new PunkError(
+      'TokenExchangeUnconfigured',
+      `server "${server}" declares spec.auth.tokenExchange, but this mcp-front has no OAuth client to exchange tokens with: set PUNK_AUTH_ISSUER, PUNK_OAUTH_CLIENT_ID and PUNK_OAUTH_CLIENT_SECRET`,
+      { server },
+    );
+  }
+  const subjectToken = callerToken();
+  if (subjectToken === undefined) {
+    throw new PunkError(
+      'OAuthTokenRequired',
+      `server "${server}" is called as its caller (spec.auth.tokenExchange: Punk exchanges the caller's OAuth access token for one of audience ${target.audience}), and caller ${principal.subject} signed in without an OAuth token (an API key); sign in with an access token of ${exchange.issuer} instead`,
+      { server, subject: principal.subject },
+    );
+  }
+  const accessToken = await exchange.tokenFor(deps.tenant, server, principal.subject, subjectToken, target);
+  return { accessToken, subject: principal.subject };
 }
 
 /**

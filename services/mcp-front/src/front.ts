@@ -21,6 +21,7 @@ import {
 import { serversInScope, type Scope } from './aggregate.js';
 import { adminGuard, adminRouter } from './auth/admin-api.js';
 import { authOptionsFromConfig, createAuthenticator, type AuthOptions } from './auth/authenticator.js';
+import { TokenExchange } from './auth/token-exchange.js';
 import { meRouter } from './auth/me-api.js';
 import type { ApiKeyStore } from './auth/api-keys.js';
 import { TenantCatalog } from './catalog.js';
@@ -265,6 +266,8 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     callTimeoutMs: options.callTimeoutMs,
     toolTimeouts: options.toolTimeouts ?? {},
     catalog,
+    ...(options.auth?.oauthClient &&
+      options.auth.issuer && { tokenExchange: new TokenExchange({ issuer: options.auth.issuer, ...options.auth.oauthClient }) }),
     channels,
     calls,
     validator,
@@ -359,6 +362,7 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     maxBodyBytes: options.maxBodyBytes,
     origins,
     ...(authenticate && { authenticate }),
+    ...(authenticator && !options.authenticate && { accessTokenOf: authenticator.accessTokenOf }),
     anonymous: options.principalOf ?? (() => anonymousPrincipal(tenant)),
     endpoints,
     httpSse,

@@ -50,6 +50,7 @@ import express, { type NextFunction, type Request, type Response, type Router } 
 import { errorMessage, PunkError, type Logger, type Principal } from '@punk/lib';
 import { traceMcpRequest } from '@punk/lib';
 import type { Scope } from './aggregate.js';
+import { withCallerToken } from './auth/caller-token.js';
 import type { OriginPolicy } from './cors.js';
 import type { McpEndpoints } from './endpoint.js';
 import type { HttpSseEndpoint } from './http-sse.js';
@@ -100,6 +101,8 @@ export interface HttpDeps {
    * other check. Absent: every caller is `anonymous(req)`.
    */
   authenticate?: (req: IncomingMessage, res: ServerResponse) => Promise<Principal | null>;
+  /** The OAuth access token of a principal `authenticate` resolved with (for token exchange); absent: none has one. */
+  accessTokenOf?: (principal: Principal) => string | undefined;
   /** The principal of a caller when there is no `authenticate` hook. */
   anonymous: (req: IncomingMessage) => Principal;
   endpoints: McpEndpoints;
@@ -221,8 +224,10 @@ export function createRouter(deps: HttpDeps): Router {
         return;
       }
       const message: unknown = req.method === 'POST' ? req.body : undefined;
-      await traceMcpRequest(req, res, message, principal.tenant, () =>
-        (httpSse ? deps.httpSse : deps.endpoints).handle(scope, req, res, message, principal),
+      await withCallerToken(deps.accessTokenOf?.(principal), () =>
+        traceMcpRequest(req, res, message, principal.tenant, () =>
+          (httpSse ? deps.httpSse : deps.endpoints).handle(scope, req, res, message, principal),
+        ),
       );
     } catch (error) {
       next(error);

@@ -311,6 +311,24 @@ export const mcpServerSpecSchema = z
       .describe(
         'HTTP headers sent to a url server, or with every operation of an openapi server, on every request (e.g. Authorization: cred:<id>).',
       ),
+    auth: z
+      .object({
+        tokenExchange: z
+          .object({
+            audience: z.string().min(1).describe('`audience` of the exchanged token (RFC 8693 §2.1): the upstream as the issuer names it.'),
+            scopes: z
+              .array(z.string().min(1))
+              .default([])
+              .describe('Scopes asked for the exchanged token (RFC 8693 `scope`); the issuer decides when absent.'),
+          })
+          .strict()
+          .describe(
+            "Each call reaches the upstream as its caller: mcp-front exchanges the caller's OAuth access token at PUNK_AUTH_ISSUER's token endpoint (RFC 8693) for one of this audience, sent as the call's Authorization: Bearer (docs/identity.md). Callers without an OAuth token (API keys) are refused.",
+          ),
+      })
+      .strict()
+      .optional()
+      .describe("Whose identity reaches the upstream on calls; Punk's own (spec.headers) when absent."),
     replicas: z
       .number()
       .int()
@@ -451,6 +469,13 @@ export const mcpServerSpecSchema = z
     }
     if (spec.url === undefined && spec.openapi === undefined && spec.headers !== undefined) {
       ctx.addIssue({ code: 'custom', path: ['headers'], message: 'headers apply only to url and openapi servers' });
+    }
+    if (spec.auth !== undefined && (spec.openapi !== undefined || transportOf(spec) === 'stdio')) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['auth'],
+        message: 'auth applies only to servers Punk reaches over HTTP: a url server, or transport streamable-http or sse',
+      });
     }
     if (spec.openapi !== undefined) {
       for (const field of ['command', 'args', 'transport', 'port', 'protocolEra'] as const) {

@@ -245,3 +245,36 @@ test('the example manifests are valid: the servers and the policy of examples/ (
   );
   assert.deepEqual(credentials, []);
 });
+
+test('auth.tokenExchange is read on an HTTP server, and refused on a stdio or openapi server and without an audience', () => {
+  const server = (name: string, source: string, tokenExchange: string) => `apiVersion: mcp.punk.dev/v1alpha1
+kind: McpServer
+metadata: { name: ${name} }
+spec:
+  ${source}
+  auth: { tokenExchange: ${tokenExchange} }
+`;
+  const { servers, errors } = parseManifests(
+    [
+      server('hr', 'url: https://hr.example.com/mcp', '{ audience: https://hr.example.com }'),
+      server('local', 'command: [node, server.mjs]', '{ audience: https://local.example.com }'),
+      server('rest', 'openapi: { content: "{}" }', '{ audience: https://rest.example.com }'),
+      server('nobody', 'url: https://nobody.example.com/mcp', '{ scopes: [read] }'),
+    ].join('---\n'),
+    'servers.yaml',
+    'default',
+  );
+  assert.deepEqual(
+    servers.map(({ server }) => [server.metadata.name, server.spec.auth]),
+    [['hr', { tokenExchange: { audience: 'https://hr.example.com', scopes: [] } }]],
+  );
+  const rule = 'auth applies only to servers Punk reaches over HTTP: a url server, or transport streamable-http or sse';
+  assert.deepEqual(
+    errors.filter((e) => e.field === 'spec.auth').map((e) => e.message),
+    [rule, rule],
+  );
+  assert.ok(
+    errors.some((e) => e.field === 'spec.auth.tokenExchange.audience'),
+    errors.map((e) => `${e.field}: ${e.message}`).join('; '),
+  );
+});

@@ -69,6 +69,11 @@ export interface AuthOptions {
    * client id and the scopes it asks for (empty: the admin scope and the required scopes). Needs `issuer`.
    */
   dashboard?: { clientId: string; scopes: string[] };
+  /**
+   * Punk's own OAuth client at `issuer` (`PUNK_OAUTH_CLIENT_ID`, `PUNK_OAUTH_CLIENT_SECRET`): it exchanges callers' tokens
+   * for servers with `spec.auth.tokenExchange` (RFC 8693, token-exchange.ts). Needs `issuer`.
+   */
+  oauthClient?: { clientId: string; clientSecret: string };
 }
 
 const DEFAULT_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'];
@@ -102,6 +107,8 @@ export interface Authenticator {
    * JSON-RPC error body) and resolves with null.
    */
   authenticate: (req: IncomingMessage, res: ServerResponse) => Promise<Principal | null>;
+  /** The OAuth access token a principal that {@link authenticate} resolved with signed in with; undefined for a key. */
+  accessTokenOf: (principal: Principal) => string | undefined;
 }
 
 /**
@@ -136,6 +143,12 @@ export function authOptionsFromConfig(config: PunkConfig): AuthOptions | undefin
       'PUNK_DASHBOARD_OAUTH_CLIENT_ID needs PUNK_AUTH_ISSUER (the authorization server the dashboard signs in with) and one of PUNK_AUTH_JWKS_URL, PUNK_AUTH_JWT_KEY and PUNK_AUTH_INTROSPECTION_URL (how Punk verifies the tokens it issues)',
     );
   }
+  if ((config.oauthClientId === undefined) !== (config.oauthClientSecret === undefined) || (config.oauthClientId && !config.authIssuer)) {
+    throw new PunkError(
+      'InvalidConfig',
+      "PUNK_OAUTH_CLIENT_ID and PUNK_OAUTH_CLIENT_SECRET go together, with PUNK_AUTH_ISSUER: Punk's OAuth client at the issuer, for token exchange (docs/identity.md)",
+    );
+  }
   // Read the static key now, so a bad one stops start-up before anything runs.
   if (config.authJwtKey !== undefined) staticKey(config.authJwtKey, config.authAlgorithms);
   return {
@@ -159,6 +172,7 @@ export function authOptionsFromConfig(config: PunkConfig): AuthOptions | undefin
     clockToleranceMs: config.authClockToleranceMs,
     ...(config.authTenantClaim && { tenantClaim: config.authTenantClaim }),
     groupsClaim: config.authGroupsClaim,
+    ...(config.oauthClientId && { oauthClient: { clientId: config.oauthClientId, clientSecret: config.oauthClientSecret! } }),
     ...(config.dashboardOauthClientId && {
       dashboard: { clientId: config.dashboardOauthClientId, scopes: config.dashboardOauthScopes },
     }),
@@ -206,6 +220,8 @@ export async function createAuthenticator(options: {
   const audiencesFor = (path: string): string[] =>
     auth.audiences && auth.audiences.length > 0 ? auth.audiences : [urls.canonical(path), urls.canonical()];
 
+  /** Each OAuth principal's access token, for token exchange (token-exchange.ts); gone with the principal. */
+  const accessTokens = new WeakMap<Principal, string>();
   const principalOf = (claims: TokenClaims): Identification => {
     const subject = stringClaim(claims['sub']) ?? stringClaim(claims['client_id']);
     if (!subject) return refuse(401, 'invalid_token', 'the access token names no subject (sub)');
@@ -263,7 +279,9 @@ export async function createAuthenticator(options: {
     }
     if (!verifier) return refuse(401, 'invalid_token', 'the token is not an API key (pk_…), and no OAuth token verifier is configured');
     try {
-      return principalOf(await verifier.verify(token, audiencesFor(pathOf(req))));
+      const identified = principalOf(await verifier.verify(token, audiencesFor(pathOf(req))));
+      if (identified.ok) accessTokens.set(identified.principal, token);
+      return identified;
     } catch (error) {
       if (error instanceof PunkError && error.code === 'InvalidToken') return refuse(401, 'invalid_token', error.message);
       log.warn({ err: errorMessage(error) }, 'an access token could not be verified');
@@ -284,6 +302,7 @@ export async function createAuthenticator(options: {
     }),
     metadataUrl: (path) => urls.metadataUrl(path),
     identify,
+    accessTokenOf: (principal) => accessTokens.get(principal),
     async authenticate(req, res) {
       const path = pathOf(req);
       const identified = await identify(req);

@@ -597,6 +597,30 @@ describe('mcp-front as an OAuth 2.1 resource server', () => {
     );
   });
 
+  it("Punk's OAuth client for token exchange needs both its id and secret, and PUNK_AUTH_ISSUER; start-up says so", () => {
+    const env = { PUNK_AUTH_MODE: 'on', PUNK_PUBLIC_URL: PUBLIC, PUNK_AUTH_JWKS_URL: 'https://issuer.example.test/jwks' };
+    const rule = /PUNK_OAUTH_CLIENT_ID and PUNK_OAUTH_CLIENT_SECRET go together, with PUNK_AUTH_ISSUER/;
+    assert.throws(
+      () => authOptionsFromConfig(loadConfig({ ...env, PUNK_AUTH_ISSUER: 'https://issuer.example.test', PUNK_OAUTH_CLIENT_ID: 'punk' })),
+      rule,
+    );
+    assert.throws(
+      () => authOptionsFromConfig(loadConfig({ ...env, PUNK_OAUTH_CLIENT_ID: 'punk', PUNK_OAUTH_CLIENT_SECRET: 's3cret' })),
+      rule,
+    );
+    assert.deepEqual(
+      authOptionsFromConfig(
+        loadConfig({
+          ...env,
+          PUNK_AUTH_ISSUER: 'https://issuer.example.test',
+          PUNK_OAUTH_CLIENT_ID: 'punk',
+          PUNK_OAUTH_CLIENT_SECRET: 's3cret',
+        }),
+      )?.oauthClient,
+      { clientId: 'punk', clientSecret: 's3cret' },
+    );
+  });
+
   it('an oct (HMAC) key verifies HS256 tokens once PUNK_AUTH_ALGORITHMS names HS256; start-up refuses it with the default algorithms, and refuses a garbage key', async () => {
     const secret = randomBytes(32);
     const env = {
