@@ -61,6 +61,25 @@ export async function exampleManifests(extra: Record<string, string> = {}): Prom
 }
 
 /**
+ * `punk cluster` on `manifestDir` over its own NATS and database (`natsUrl`, `databaseUrl`), with authentication on
+ * and `bootstrapKey` as the platform admin's key: the start of the cluster tests that act through keys.
+ */
+export function startAuthCluster(manifestDir: string, natsUrl: string, databaseUrl: string, bootstrapKey: string): Promise<RunningPunk> {
+  return startPunk({
+    manifestDir,
+    command: 'cluster',
+    env: {
+      PUNK_NATS_URL: natsUrl,
+      PUNK_DATABASE_URL: databaseUrl,
+      PUNK_AUTH_MODE: 'on',
+      PUNK_PUBLIC_URL: 'https://punk.example.test',
+      PUNK_AUTH_BOOTSTRAP_ADMIN_KEY: bootstrapKey,
+    },
+    timeoutMs: 180_000,
+  });
+}
+
+/**
  * Starts `node services/cli/dist/main.js up` and resolves once it printed its
  * ready line (every server started or failed), with `until: 'serving'` once it
  * serves while servers still start, with `until: 'spawned'` at once (`baseUrl` then empty). Rejects with the process output when it exits or times out first.

@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { connectClient, textOf } from './clients.js';
 import { scratchDatabase } from './distributed.js';
-import { eventually, manifestDir, removeDir, repoRoot, startPunk, type RunningPunk, createApiKey } from './harness.js';
+import { eventually, manifestDir, removeDir, repoRoot, startAuthCluster, type RunningPunk, createApiKey } from './harness.js';
 import { startOwnNats, type OwnNats } from './nats-server.js';
 import { PLATFORM_TOOLS, call, punkCli, punkMcp } from './punk-mcp-client.js';
 
@@ -56,18 +56,7 @@ spec:
       approval: { allowSelf: true }
 `,
     );
-    cluster = await startPunk({
-      manifestDir: dir,
-      command: 'cluster',
-      env: {
-        PUNK_NATS_URL: nats.url,
-        PUNK_DATABASE_URL: db.url,
-        PUNK_AUTH_MODE: 'on',
-        PUNK_PUBLIC_URL: 'https://punk.example.test',
-        PUNK_AUTH_BOOTSTRAP_ADMIN_KEY: BOOTSTRAP,
-      },
-      timeoutMs: 180_000,
-    });
+    cluster = await startAuthCluster(dir, nats.url, db.url, BOOTSTRAP);
     const make = async (body: Record<string, unknown>) => (await createApiKey(cluster.baseUrl, BOOTSTRAP, body)).key;
     adminKey = await make({ name: 'cluster admin', scopes: ['punk:admin'] });
     userKey = await make({ name: 'cluster user' });

@@ -23,7 +23,7 @@ import {
   manifestDir,
   removeDir,
   repoRoot,
-  startPunk,
+  startAuthCluster,
   tallyManifest,
   type RunningPunk,
 } from './harness.js';
@@ -74,18 +74,7 @@ before(async () => {
   nats = await startOwnNats();
   db = await scratchDatabase();
   dir = await manifestDir('servers-reload-cluster', {});
-  cluster = await startPunk({
-    manifestDir: dir,
-    command: 'cluster',
-    env: {
-      PUNK_NATS_URL: nats.url,
-      PUNK_DATABASE_URL: db.url,
-      PUNK_AUTH_MODE: 'on',
-      PUNK_PUBLIC_URL: 'https://punk.example.test',
-      PUNK_AUTH_BOOTSTRAP_ADMIN_KEY: BOOTSTRAP,
-    },
-    timeoutMs: 180_000,
-  });
+  cluster = await startAuthCluster(dir, nats.url, db.url, BOOTSTRAP);
   const { key } = await createApiKey(cluster.baseUrl, BOOTSTRAP, { name: 'reload' });
   const headers = { Authorization: `Bearer ${key}` };
   clients = {
