@@ -227,10 +227,13 @@ spec:
       assert.deepEqual(stored.map((r) => r.outcome).sort(), ['ok', 'ok', 'ok', 'ok', 'ok', 'refused', 'truncated']);
       const truncated = stored.find((r) => r.outcome === 'truncated')!;
       const { events } = (await (await fetch(`${cluster.baseUrl}/api/v1/runs/${truncated.runId}`, { headers })).json()) as {
-        events: Array<{ data: Record<string, unknown> }>;
+        events: Array<{ type: string; data: Record<string, unknown> }>;
       };
+      // By type, not position: the two ledgers may each take one of the run's events and chain them in either order.
+      const observed = events.find((event) => event.type === 'prompt.observed');
+      assert.ok(observed, `a prompt.observed event: ${events.map((event) => event.type).join(', ')}`);
       assert.deepEqual(
-        [events[0]!.data['truncated'], events[0]!.data['promptChars'], (events[0]!.data['prompt'] as string).length],
+        [observed.data['truncated'], observed.data['promptChars'], (observed.data['prompt'] as string).length],
         [true, 120_000, 100_000],
       );
       assert.ok(stored.find((r) => r.outcome === 'refused')!.types.includes('prompt.refused'));
