@@ -48,6 +48,7 @@ import {
   type ServerCapabilities,
   type ServerContext,
 } from '@modelcontextprotocol/server';
+import { errorMessage } from '@punk/lib';
 import { PLATFORM_TOOLS, platformServer } from './mcp-tools.js';
 import { PunkApiError, mcpErrorOf, type PunkApi } from './punk-api.js';
 import type { StdioWatch } from './stdio-watch.js';
@@ -127,6 +128,8 @@ export async function relayServer(
   // The deployment's list changes and messages go to the stdio server, once it exists (it is built from what the
   // deployment answered first).
   const downstream: { server?: Server } = {};
+  // 2025: what the deployment may ask, as the client declared it at initialize (a stdio connection's client is one).
+  const asks = era === 'legacy' ? askable(watch.clientCapabilities) : undefined;
   const reannounce = (send: (server: Server) => Promise<void>) => ({
     autoRefresh: false,
     debounceMs: 0,
@@ -140,7 +143,7 @@ export async function relayServer(
     },
     // 2025: the deployment may ask what the client declared. 2026-07-28: each request carries the client's own
     // capabilities, and an input_required result goes back to the client instead of being answered here.
-    ...(era === 'legacy' ? { capabilities: askable(watch.clientCapabilities) } : { inputRequired: { autoFulfill: false } }),
+    ...(asks ? { capabilities: asks } : { inputRequired: { autoFulfill: false } }),
   };
   /** The stdio server a request of the deployment goes to (as the relay's own), and its options: aborted with the deployment's. */
   const ask = (ctx: { mcpReq: { signal: AbortSignal } }) => {
@@ -150,25 +153,24 @@ export async function relayServer(
   const tell = (notification: Notification) => void downstream.server?.notification(notification).catch(() => undefined);
   /** The deployment's client's handlers: its requests to the client (2025) and the notifications the client is told. */
   const setUp = (client: Client) => {
-    const asks = era === 'legacy' ? askable(watch.clientCapabilities) : {};
-    if (asks.elicitation)
+    if (asks?.elicitation)
       client.setRequestHandler('elicitation/create', (request, ctx) => {
         const { server, options } = ask(ctx);
         return server.request({ method: 'elicitation/create', params: request.params }, options);
       });
-    if (asks.sampling)
+    if (asks?.sampling)
       client.setRequestHandler('sampling/createMessage', (request, ctx) => {
         const { server, options } = ask(ctx);
         return server.request({ method: 'sampling/createMessage', params: request.params }, options);
       });
-    if (asks.roots)
+    if (asks?.roots)
       client.setRequestHandler('roots/list', (request, ctx) => {
         const { server, options } = ask(ctx);
         return server.request({ method: 'roots/list', ...(request.params && { params: request.params }) }, options);
       });
     client.setNotificationHandler('notifications/resources/updated', tell);
     client.setNotificationHandler('notifications/message', tell);
-    if (asks.elicitation) client.setNotificationHandler('notifications/elicitation/complete', tell);
+    if (asks?.elicitation) client.setNotificationHandler('notifications/elicitation/complete', tell);
   };
 
   /** The client's `logging/setLevel` and 2025-era subscriptions, made again on a new session to the deployment. */
@@ -199,9 +201,7 @@ export async function relayServer(
     ];
     for (const { what, run } of again)
       await run().catch((error: unknown) =>
-        log(
-          `punk mcp --relay: ${what} not made again at ${api.target.baseUrl}/mcp (${error instanceof Error ? error.message : String(error)})`,
-        ),
+        log(`punk mcp --relay: ${what} not made again at ${api.target.baseUrl}/mcp (${errorMessage(error)})`),
       );
   };
   await connect().catch((error: unknown) => {
@@ -245,9 +245,7 @@ export async function relayServer(
       })
       .catch((error: unknown) => {
         if (failures === 0)
-          log(
-            `punk mcp --relay: updates of ${uris.join(', ')} are not relayed yet (${error instanceof Error ? error.message : String(error)}); trying again`,
-          );
+          log(`punk mcp --relay: updates of ${uris.join(', ')} are not relayed yet (${errorMessage(error)}); trying again`);
         again(failures + 1);
         return undefined;
       });
@@ -276,9 +274,7 @@ export async function relayServer(
     if (signal?.aborted || !deployment || (error instanceof SdkError && error.code === SdkErrorCode.RequestTimeout)) return;
     const gone = deployment;
     deployment = undefined;
-    log(
-      `punk mcp --relay: lost ${api.target.baseUrl}/mcp (${error instanceof Error ? error.message : String(error)}); connecting again at the next request`,
-    );
+    log(`punk mcp --relay: lost ${api.target.baseUrl}/mcp (${errorMessage(error)}); connecting again at the next request`);
     void gone.close().catch(() => undefined);
   };
   /**
