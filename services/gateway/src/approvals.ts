@@ -9,18 +9,13 @@
  * - else waits up to the rule's `wait` for a decision made elsewhere (governance's broadcast
  *   `punk.governance.approval.<id>.decided`, and a re-check every {@link RECHECK_MS}, which outlasts a governance
  *   restart), sending progress
- *   notifications when the client sent a progress token (the front's SSE keep-alive comments otherwise);
- * - then fails closed, naming the approval id and the route that decides it. An unattended call (no client channel)
- *   never waits or asks.
- * An approval is spent by a call that reaches its upstream: one consumed by a call that then ends before its request
- * goes out (a dead server, a full or timed-out queue, an open circuit) is given back ({@link releaseApproval}).
-}
-
  *   notifications when the client sent a progress token (the front's SSE keep-alive comments otherwise); the wait
  *   ends {@link DEADLINE_MARGIN_MS} before the front's deadline of the call, so that the refusal answers the client,
  *   not the front's timeout;
  * - then fails closed, naming the approval id and the route that decides it (and, when the deadline cut the wait,
  *   the deadline and how to lengthen it). An unattended call (no client channel) never waits or asks.
+ * An approval is spent by a call that reaches its upstream: one consumed by a call that then ends before its request
+ * goes out (a dead server, a full or timed-out queue, an open circuit) is given back ({@link releaseApproval}).
  */
 import { createHash } from 'node:crypto';
 import canonicalize from 'canonicalize';
