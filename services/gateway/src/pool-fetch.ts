@@ -4,14 +4,14 @@
  * started on loopback, {@link localFetch}).
  */
 import { Readable } from 'node:stream';
-import { Pool, type Dispatcher } from 'undici';
+import { Agent, type Dispatcher } from 'undici';
 import { errorMessage } from '@punk/lib';
 
 /** Statuses whose response has no body (Fetch Standard, "null body status"). */
 const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
 
 /**
- * One request, without following redirects, on `dispatcher` (a pool of checked addresses). A request without a body
+ * One request, without following redirects, on `dispatcher` (a pool of checked addresses, or the local Agent). A request without a body
  * or with a string body (every request of the MCP SDK's transports) goes out through the pool's own `request`: its
  * head and body in one write, with a `Content-Length`. fetch streams every body (a string too) in several writes per
  * request, which the profile of a call to an HTTP upstream showed as its largest block (docs/call-path-profile.md).
@@ -59,8 +59,11 @@ export async function sendOnPool(
   return Object.defineProperty(response, 'url', { value: url.href });
 }
 
-/** Keep-alive pools of {@link localFetch}, one per origin, as fetch keeps them in its global dispatcher. */
-const localPools = new Map<string, Pool>();
+/**
+ * The dispatcher of {@link localFetch}: undici's Agent keeps a keep-alive pool per origin and drops one once its
+ * connections are gone, as a server restarted on a new picked port leaves its old origin behind.
+ */
+const localAgent = new Agent();
 
 /**
  * A fetch (the MCP SDK's `FetchLike`) for a server process Punk started and listens for on loopback: no egress check
@@ -70,12 +73,7 @@ const localPools = new Map<string, Pool>();
  */
 export function localFetch(input: string | URL, init: RequestInit = {}): Promise<Response> {
   const url = new URL(input);
-  let pool = localPools.get(url.origin);
-  if (!pool) {
-    pool = new Pool(url.origin);
-    localPools.set(url.origin, pool);
-  }
-  return sendOnPool(pool, url, { ...init, method: (init.method ?? 'GET').toUpperCase(), headers: new Headers(init.headers) });
+  return sendOnPool(localAgent, url, { ...init, method: (init.method ?? 'GET').toUpperCase(), headers: new Headers(init.headers) });
 }
 
 /** The reason a fetch failed: undici puts the system error (ECONNREFUSED, ENOTFOUND…) in `cause`. */
