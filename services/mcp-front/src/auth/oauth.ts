@@ -161,19 +161,27 @@ export interface IntrospectionOptions {
 }
 
 /**
+ * The `Authorization` header of Punk as an OAuth client at its issuer's endpoints (introspection, token exchange):
+ * HTTP Basic with the client id and secret, each URL-encoded first (RFC 6749 §2.3.1).
+ */
+export function clientAuthorization(clientId: string, clientSecret: string): string {
+  return `Basic ${Buffer.from(`${encodeURIComponent(clientId)}:${encodeURIComponent(clientSecret)}`).toString('base64')}`;
+}
+
+/**
  * A verifier of opaque access tokens through RFC 7662 introspection: the token must be `active`, not
  * expired, its `aud` must name an accepted audience (a response without `aud` is refused: fail closed),
  * and its `iss`, when present, the configured issuer.
  */
 export function introspectionVerifier(options: IntrospectionOptions): AccessTokenVerifier {
-  const basic = Buffer.from(`${encodeURIComponent(options.clientId)}:${encodeURIComponent(options.clientSecret)}`).toString('base64');
+  const authorization = clientAuthorization(options.clientId, options.clientSecret);
   return {
     async verify(token, audiences) {
       let response: Response;
       try {
         response = await fetch(options.url, {
           method: 'POST',
-          headers: { authorization: `Basic ${basic}`, 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
+          headers: { authorization, 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
           body: new URLSearchParams({ token, token_type_hint: 'access_token' }),
           signal: AbortSignal.timeout(options.timeoutMs ?? 5_000),
         });

@@ -10,6 +10,7 @@
  * Neither is ever logged.
  */
 import { errorMessage, PunkError } from '@punk/lib';
+import { clientAuthorization } from './oauth.js';
 
 /** `grant_type` of RFC 8693 §2.1. */
 export const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
@@ -94,13 +95,16 @@ export class TokenExchange {
       audience: target.audience,
     });
     if (target.scopes.length > 0) body.set('scope', target.scopes.join(' '));
-    const basic = Buffer.from(`${encodeURIComponent(clientId)}:${encodeURIComponent(clientSecret)}`).toString('base64');
     let response: Response;
     let answer: Record<string, unknown>;
     try {
       response = await fetch(endpoint, {
         method: 'POST',
-        headers: { authorization: `Basic ${basic}`, 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
+        headers: {
+          authorization: clientAuthorization(clientId, clientSecret),
+          'content-type': 'application/x-www-form-urlencoded',
+          accept: 'application/json',
+        },
         body,
         signal: AbortSignal.timeout(this.options.timeoutMs ?? 5_000),
       });
