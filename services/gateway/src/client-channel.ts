@@ -250,16 +250,17 @@ export class CallCancellations {
 
   /**
    * Watches call `callId` (`punk.call.<callId>.cancel`, published by the front serving it): `signal` aborts when its
-   * cancellation comes, at once when it came already. Call `close` once the call has ended.
+   * cancellation comes, at once when it came already, and when `also` (the caller's own signal) aborts. Call `close`
+   * once the call has ended.
    */
-  watch(callId: string): { signal: AbortSignal; close(): void } {
+  watch(callId: string, also?: AbortSignal): { signal: AbortSignal; close(): void } {
     const controller = new AbortController();
     const kept = this.early.get(callId);
     this.early.delete(callId);
     if (kept && kept.until > Date.now()) controller.abort(kept.reason);
     this.watched.set(callId, controller);
     return {
-      signal: controller.signal,
+      signal: also ? AbortSignal.any([also, controller.signal]) : controller.signal,
       close: () => {
         if (this.watched.get(callId) === controller) this.watched.delete(callId);
       },

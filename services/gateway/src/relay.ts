@@ -161,10 +161,7 @@ export function createRelay(deps: {
       principal: request.principal,
       sessionId: request.sessionId,
     };
-    const watched = request.channel ? cancellations.watch(request.channel.callId) : undefined;
-    const cancel = watched
-      ? { signal: signal ? AbortSignal.any([signal, watched.signal]) : watched.signal, close: () => watched.close() }
-      : signal && { signal, close: () => undefined };
+    const cancel = request.channel ? cancellations.watch(request.channel.callId, signal) : signal && { signal, close: () => undefined };
     // The decisions' audit records go on the ledger alongside the rest of the call; the call's answer waits for them.
     const audits: CallDecision[] = [];
     const decide: Decide = async (check) => {

@@ -200,7 +200,7 @@ export function serveWorkflows(deps: ServedWorkflowsDeps): ServedWorkflows {
     checkArguments(workflow, args);
     await decideTrigger(workflow, caller, runId);
     const tenant = workflow.metadata.namespace!;
-    const cancel = deps.cancellations.watch(runId);
+    const cancel = deps.cancellations.watch(runId, signal);
     try {
       await deps.runs.add({ tenant, runId, workflow: view.name, principal: agentOf(caller) });
     } catch (error) {
@@ -214,7 +214,7 @@ export function serveWorkflows(deps: ServedWorkflowsDeps): ServedWorkflows {
       arguments: args,
       runId,
       tool: view.tool,
-      signal: signal ? AbortSignal.any([signal, cancel.signal]) : cancel.signal,
+      signal: cancel.signal,
     })
       .then(
         async (ended) => {
