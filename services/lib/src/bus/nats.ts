@@ -435,8 +435,14 @@ export class NatsBus implements Bus {
 
   async keyValue(config: KvBucketConfig): Promise<KvStore> {
     this.assertOpen();
+    const create = () => new Kvm(this.nc).create(config.name, { ttl: config.ttlMs, history: 1 });
     try {
-      const kv = await new Kvm(this.nc).create(config.name, { ttl: config.ttlMs, history: 1 });
+      // Two services creating one bucket at once: both find no stream and both add it, and the later add can be
+      // refused ("subjects overlap with an existing stream"); by then the stream exists, so one more look finds it.
+      const kv = await create().catch((error: unknown) => {
+        if (/subjects overlap|already in use/.test(errorMessage(error))) return create();
+        throw error;
+      });
       return new NatsKv(kv, config.name, config.ttlMs, this.jsm, this.log);
     } catch (error) {
       throw this.unavailable(`bucket ${config.name}`, error);

@@ -612,3 +612,15 @@ test('with a journal directory, a consumer takes the appends of its group-commit
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+test('a NATS bucket that several services create at the same moment opens on each, with one stream', async (t) => {
+  const buses = await Promise.all(
+    Array.from({ length: 6 }, () => opened(t, () => NatsBus.connect({ url: natsUrl, name: 'punk-bus-test', log }))),
+  );
+  for (let round = 0; round < 5; round++) {
+    const n = names();
+    const stores = await Promise.all(buses.map((bus) => bus.keyValue({ name: n.bucket, ttlMs: 60_000 })));
+    await stores[0]!.put('k', { round });
+    for (const store of stores) assert.deepEqual((await store.get('k'))?.value, { round });
+  }
+});

@@ -18,6 +18,10 @@ export interface PrivateNats {
   url: string;
   /** Stops the server and starts it again on the same port and store (clients reconnect). */
   restart(): Promise<void>;
+  /** Kills the server (SIGKILL: no clean shutdown) and waits for its exit; the store is kept. */
+  kill(): Promise<void>;
+  /** Starts a stopped server again on the same port and store; resolves once it accepts connections. */
+  start(): Promise<void>;
   /** Stops the server and removes its store. */
   stop(): Promise<void>;
 }
@@ -39,9 +43,9 @@ export async function startPrivateNats(serverArgs: readonly string[] = []): Prom
     if (port === -1) port = await portOf(server, dir);
     await listening(port);
   };
-  const halt = async () => {
+  const halt = async (signal: NodeJS.Signals = 'SIGTERM') => {
     if (server.exitCode !== null || server.signalCode !== null) return;
-    server.kill();
+    server.kill(signal);
     await once(server, 'exit');
   };
   await start();
@@ -51,6 +55,8 @@ export async function startPrivateNats(serverArgs: readonly string[] = []): Prom
       await halt();
       await start();
     },
+    kill: () => halt('SIGKILL'),
+    start,
     stop: async () => {
       await halt();
       await rm(dir, { recursive: true, force: true });
