@@ -6,7 +6,7 @@
  * start timeout; on any failure nothing is left running.
  */
 import type { FetchLike } from '@modelcontextprotocol/client';
-import { Client, type ClientOptions } from '@modelcontextprotocol/client';
+import { Client, StreamableHTTPClientTransport, type ClientOptions } from '@modelcontextprotocol/client';
 import { errorMessage, PunkError, redact, redactJson, redactParsed, transportOf, type Logger, type McpServer } from '@punk/lib';
 import { connectHttp, type HttpAnswers, type HttpConnection, type HttpTransportKind } from './http-transport.js';
 import { planLaunch } from './launch.js';
@@ -15,7 +15,8 @@ import { ensurePortFree, freePort, verifyOwnListener } from './local-port.js';
 import { ServerProcess } from './process.js';
 import type { SessionLink } from './session-link.js';
 import { ProcessStdioTransport } from './stdio-transport.js';
-import { localFetch } from './pool-fetch.js';
+import { httpExchange } from './http-exchange.js';
+import { localFetch, localRequest } from './pool-fetch.js';
 import { wireExchange, type UpstreamExchange } from './upstream-exchange.js';
 import { headerRecord, renewHeaders, resolveHeaders, type ResolvedHeader, type Secrets } from './upstream-secrets.js';
 
@@ -360,8 +361,22 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
     const connected = await Promise.race([attempt(), exited, timeout]);
     await Promise.race([verifyOwnListener(name, port!, proc.pid), exited, timeout]);
     listenForChanges(connected.client, options.log, name, options.timeoutMs, hide);
+    const sdkTransport = connected.client.transport;
     return {
       client: connected.client,
+      // Forwarded requests as raw exchanges on the loopback pool (http-exchange.ts); HTTP+SSE keeps the SDK's.
+      ...(sdkTransport instanceof StreamableHTTPClientTransport && {
+        exchange: httpExchange({
+          url,
+          client: connected.client,
+          transport: sdkTransport,
+          headers: {},
+          request: localRequest,
+          seen: connected.answers,
+          capabilities: declaredCapabilities(options),
+          clientInfo: CLIENT_INFO,
+        }),
+      }),
       transport: connected.transport,
       process: proc,
       port,

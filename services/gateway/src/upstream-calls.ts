@@ -182,7 +182,12 @@ export class UpstreamCalls {
       // client, else answered here through the call's own link and retried (upstream-input.ts).
       const modern = connection.client.getProtocolEra() === 'modern';
       const sent = modern ? metaForModernUpstream({ ...withToken, ...(logLevel && { [LOG_LEVEL_META_KEY]: logLevel }) }, link) : withToken;
-      const options = { timeout: timeoutMs, ...(signal && { signal }), ...(modern && { allowInputRequired: true }) };
+      const options = {
+        timeout: timeoutMs,
+        ...(signal && { signal }),
+        ...(modern && { allowInputRequired: true }),
+        toolDefinition: this.options.toolDefinition,
+      };
       const rounds = async (): Promise<ExchangeAnswer> => {
         let retry = modern ? mode?.retry : undefined;
         for (let round = 1; ; round++) {
