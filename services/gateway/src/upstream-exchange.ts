@@ -9,8 +9,9 @@
  * `outputSchema`). Deadlines and cancellation follow MCP 2025-11-25 basic/utilities/cancellation: past the
  * deadline, or when the caller's signal aborts, the upstream is sent `notifications/cancelled`.
  *
- * A wire that cannot carry a request of its own (HTTP+SSE, OpenAPI servers served in process) takes the SDK
- * client's request instead ({@link sdkExchange}): same outcomes, the SDK's costs.
+ * Streamable HTTP connections give {@link wireExchange} a wire of POSTs on their pool (http-exchange.ts). A wire that
+ * cannot carry a request of its own (HTTP+SSE, OpenAPI servers served in process) takes the SDK client's request
+ * instead ({@link sdkExchange}): same outcomes, the SDK's costs.
  */
 import {
   CLIENT_CAPABILITIES_META_KEY,

@@ -40,6 +40,7 @@ import {
   type ProtocolEra,
 } from './connect.js';
 import { OtherEraConnections } from './other-era.js';
+import type { PoolRequest } from './pool-fetch.js';
 import type { SessionLink } from './session-link.js';
 import { UpstreamCalls, type CallAdmission, type CallOutcome, type RelayedCall } from './upstream-calls.js';
 import type { InputRequiredMode } from './upstream-input.js';
@@ -83,8 +84,11 @@ export interface UpstreamOptions {
   onResourceUpdated: (upstream: Upstream, uri: string) => void;
   /** The client session this upstream belongs to (`per-client` servers only): its log messages and `roots/list` go there. */
   session?: SessionLink;
-  /** The fetch of every HTTP request to a url server (e.g. the SSRF-guarded one); the global fetch when absent. */
-  fetch?: FetchLike;
+  /**
+   * The fetch of every HTTP request to a url server (e.g. the SSRF-guarded one); the global fetch when absent. With a
+   * `request` (a guarded fetch's), forwarded requests go out on it as raw exchanges (http-exchange.ts).
+   */
+  fetch?: FetchLike & { request?: PoolRequest };
   /** The credentials vault that resolves `cred:` references in `spec.headers` and `spec.env`, and renews OAuth2 ones after an HTTP 401. */
   secrets?: Secrets;
   /**
@@ -771,6 +775,7 @@ export class Upstream {
       },
       ...(this.options.session && { session: this.options.session }),
       ...(this.options.fetch && { fetch: this.options.fetch }),
+      ...(this.options.fetch?.request && { request: this.options.fetch.request }),
       ...(this.options.secrets && { secrets: this.options.secrets }),
     };
   }
