@@ -26,6 +26,11 @@ export function carriesCallBearer(): boolean {
   return bearers.getStore() !== undefined;
 }
 
+/** The current call's exchanged token, if it carries one (the bearer of every request of an HTTP exchange, http-exchange.ts). */
+export function callBearer(): string | undefined {
+  return bearers.getStore();
+}
+
 /**
  * The headers of an upstream HTTP request with `body`: with the current call's bearer as `Authorization` when the
  * request is the call's (a POST of one of {@link CALL_METHODS}, or of a response); else `headers` untouched.

@@ -6,7 +6,7 @@
  * start timeout; on any failure nothing is left running.
  */
 import type { FetchLike } from '@modelcontextprotocol/client';
-import { Client, type ClientOptions } from '@modelcontextprotocol/client';
+import { Client, StreamableHTTPClientTransport, type ClientOptions } from '@modelcontextprotocol/client';
 import { errorMessage, PunkError, redact, redactJson, redactParsed, transportOf, type Logger, type McpServer } from '@punk/lib';
 import { connectHttp, type HttpAnswers, type HttpConnection, type HttpTransportKind } from './http-transport.js';
 import { planLaunch } from './launch.js';
@@ -15,7 +15,8 @@ import { ensurePortFree, freePort, verifyOwnListener } from './local-port.js';
 import { ServerProcess } from './process.js';
 import type { SessionLink } from './session-link.js';
 import { ProcessStdioTransport } from './stdio-transport.js';
-import { localFetch } from './pool-fetch.js';
+import { httpExchange } from './http-exchange.js';
+import { localFetch, localRequest, type PoolRequest } from './pool-fetch.js';
 import { wireExchange, type UpstreamExchange } from './upstream-exchange.js';
 import { headerRecord, renewHeaders, resolveHeaders, type ResolvedHeader, type Secrets } from './upstream-secrets.js';
 
@@ -24,7 +25,7 @@ export interface Connection {
   client: Client;
   /**
    * The forwarded requests' own exchange on the connection's wire (upstream-exchange.ts), where the wire carries one
-   * (stdio); absent: they go through {@link client}.
+   * (stdio, and Streamable HTTP through http-exchange.ts); absent: they go through {@link client}.
    */
   exchange?: UpstreamExchange;
   /** The transport in use: `sse` when a streamable-http url server only spoke HTTP+SSE; `openapi`: served in the gateway (openapi/). */
@@ -91,6 +92,11 @@ export interface ConnectOptions {
   session?: SessionLink;
   /** The fetch of every HTTP request to a url server (e.g. the SSRF-guarded one); not used for local servers. */
   fetch?: FetchLike;
+  /**
+   * Sends the raw exchanges of a url server's forwarded requests (http-exchange.ts) on the pools of {@link fetch} (a
+   * guarded fetch's `request`); without it they go through the SDK client and `fetch`.
+   */
+  request?: PoolRequest;
   /** The credentials vault that resolves `cred:` references in `spec.headers` and `spec.env`. */
   secrets?: Secrets;
   /** Headers to send instead of resolving `spec.headers`: already renewed after an HTTP 401, so a 401 now is final. */
@@ -289,8 +295,22 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
       }
       options.log.info({ server: name, transport: connected.transport }, `connected to server ${name} over ${connected.transport}`);
       listenForChanges(connected.client, options.log, name, options.timeoutMs, hide);
+      const sdkTransport = connected.client.transport;
       return {
         client: connected.client,
+        ...(sdkTransport instanceof StreamableHTTPClientTransport &&
+          options.request && {
+            exchange: httpExchange({
+              url,
+              client: connected.client,
+              transport: sdkTransport,
+              headers: headerRecord(headers),
+              request: options.request,
+              seen: connected.answers,
+              capabilities: declaredCapabilities(options),
+              clientInfo: CLIENT_INFO,
+            }),
+          }),
         transport: connected.transport,
         headers,
         unauthorized: connected.unauthorized,
@@ -360,8 +380,22 @@ export async function openConnection(server: McpServer, options: ConnectOptions)
     const connected = await Promise.race([attempt(), exited, timeout]);
     await Promise.race([verifyOwnListener(name, port!, proc.pid), exited, timeout]);
     listenForChanges(connected.client, options.log, name, options.timeoutMs, hide);
+    const sdkTransport = connected.client.transport;
     return {
       client: connected.client,
+      // Forwarded requests as raw exchanges on the loopback pool (http-exchange.ts); HTTP+SSE keeps the SDK's.
+      ...(sdkTransport instanceof StreamableHTTPClientTransport && {
+        exchange: httpExchange({
+          url,
+          client: connected.client,
+          transport: sdkTransport,
+          headers: {},
+          request: localRequest,
+          seen: connected.answers,
+          capabilities: declaredCapabilities(options),
+          clientInfo: CLIENT_INFO,
+        }),
+      }),
       transport: connected.transport,
       process: proc,
       port,

@@ -53,6 +53,8 @@ export interface HttpConnection {
   unauthorized: () => number;
   /** How many times the server answered HTTP 404 to this connection's session (see {@link HttpAnswers.sessionLost}). */
   sessionLost: () => number;
+  /** The counts behind {@link unauthorized} and {@link sessionLost}, for requests sent beside the SDK transport (http-exchange.ts). */
+  answers: HttpAnswers;
 }
 
 /**
@@ -87,15 +89,15 @@ export async function connectHttp(url: URL, options: HttpConnectOptions): Promis
   };
   const unauthorized = () => seen.unauthorized;
   const sessionLost = () => seen.sessionLost;
-  if (options.transport === 'sse') return { client: await attempt('sse'), transport: 'sse', unauthorized, sessionLost };
+  if (options.transport === 'sse') return { client: await attempt('sse'), transport: 'sse', unauthorized, sessionLost, answers: seen };
   try {
-    return { client: await attempt('streamable-http'), transport: 'streamable-http', unauthorized, sessionLost };
+    return { client: await attempt('streamable-http'), transport: 'streamable-http', unauthorized, sessionLost, answers: seen };
   } catch (error) {
     const status = httpStatusOf(error);
     if (status === undefined || !SSE_FALLBACK_STATUSES.includes(status)) throw error;
     options.onFallback?.(status);
     try {
-      return { client: await attempt('sse'), transport: 'sse', unauthorized, sessionLost };
+      return { client: await attempt('sse'), transport: 'sse', unauthorized, sessionLost, answers: seen };
     } catch (fallbackError) {
       // Neither transport: say both, so a Streamable HTTP server's own 400 is not hidden behind the SSE error.
       throw new Error(

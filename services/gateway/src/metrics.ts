@@ -15,7 +15,8 @@ import {
   type ServerState,
 } from '@punk/lib';
 import { Counter, Gauge, Histogram } from 'prom-client';
-import type { CallOutcome, Upstream } from './upstream.js';
+import type { CallOutcome } from './upstream-calls.js';
+import type { Upstream } from './upstream.js';
 
 /**
  * `mcp_client_operation_duration_seconds` (histogram, seconds; semconv `mcp.client.operation.duration`, its bucket

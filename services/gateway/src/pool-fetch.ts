@@ -30,20 +30,12 @@ export async function sendOnPool(
     // dispatcher with the types of another undici release, hence the cast.
     return fetch(url, { ...init, redirect: 'manual', dispatcher: dispatcher as unknown as RequestInit['dispatcher'] });
   }
-  let answer: Dispatcher.ResponseData;
-  try {
-    answer = await dispatcher.request({
-      origin: url.origin,
-      path: `${url.pathname}${url.search}`,
-      method,
-      headers: Object.fromEntries(headers),
-      ...(typeof body === 'string' && { body }),
-      ...(signal && { signal }),
-    });
-  } catch (error) {
-    signal?.throwIfAborted();
-    throw new TypeError('fetch failed', { cause: error });
-  }
+  const answer = await requestOnPool(dispatcher, url, {
+    method,
+    headers: Object.fromEntries(headers),
+    ...(typeof body === 'string' && { body }),
+    ...(signal && { signal }),
+  });
   const responseHeaders = new Headers();
   for (const [name, value] of Object.entries(answer.headers)) {
     if (Array.isArray(value)) for (const item of value) responseHeaders.append(name, item);
@@ -57,6 +49,31 @@ export async function sendOnPool(
   });
   // As fetch's answer names the URL it came from (the Response constructor leaves it empty).
   return Object.defineProperty(response, 'url', { value: url.href });
+}
+
+/** A request as {@link requestOnPool} sends it: a string body or none, its head and body in one write. */
+export interface PoolRequestInit {
+  method: string;
+  headers: Record<string, string>;
+  body?: string;
+  signal?: AbortSignal;
+}
+
+/** Sends one request on a pool and resolves with undici's own answer (status, headers, body as a Node stream). */
+export type PoolRequest = (url: URL, init: PoolRequestInit) => Promise<Dispatcher.ResponseData>;
+
+/**
+ * One request on `dispatcher` through the pool's own `request`, without following redirects, answered as undici's
+ * `ResponseData` (no fetch `Response` or web stream around it).
+ * @throws (rejects) as {@link sendOnPool}.
+ */
+export async function requestOnPool(dispatcher: Dispatcher, url: URL, init: PoolRequestInit): Promise<Dispatcher.ResponseData> {
+  try {
+    return await dispatcher.request({ origin: url.origin, path: `${url.pathname}${url.search}`, ...init });
+  } catch (error) {
+    init.signal?.throwIfAborted();
+    throw new TypeError('fetch failed', { cause: error });
+  }
 }
 
 /**
@@ -75,6 +92,9 @@ export function localFetch(input: string | URL, init: RequestInit = {}): Promise
   const url = new URL(input);
   return sendOnPool(localAgent, url, { ...init, method: (init.method ?? 'GET').toUpperCase(), headers: new Headers(init.headers) });
 }
+
+/** {@link requestOnPool} on the dispatcher of {@link localFetch}: the raw requests to a server process Punk started (http-exchange.ts). */
+export const localRequest: PoolRequest = (url, init) => requestOnPool(localAgent, url, init);
 
 /** The reason a fetch failed: undici puts the system error (ECONNREFUSED, ENOTFOUND…) in `cause`. */
 export function describeFetchError(error: unknown): string {

@@ -36,7 +36,8 @@ import { callEvent, summarizeResult, type CallContext } from './events.js';
 import { runWithInputRequired } from './input-required.js';
 import { observeUpstreamCall } from './metrics.js';
 import { inputModeOf } from './upstream-input.js';
-import type { CallOutcome, Upstream } from './upstream.js';
+import type { CallOutcome } from './upstream-calls.js';
+import type { Upstream } from './upstream.js';
 import type { ServedWorkflows } from './workflows/served.js';
 
 /** How the relay finds servers. */

@@ -9,8 +9,9 @@
  * `outputSchema`). Deadlines and cancellation follow MCP 2025-11-25 basic/utilities/cancellation: past the
  * deadline, or when the caller's signal aborts, the upstream is sent `notifications/cancelled`.
  *
- * A wire that cannot carry a request of its own (HTTP+SSE, OpenAPI servers served in process) takes the SDK
- * client's request instead ({@link sdkExchange}): same outcomes, the SDK's costs.
+ * Streamable HTTP connections give {@link wireExchange} a wire of POSTs on their pool (http-exchange.ts). A wire that
+ * cannot carry a request of its own (HTTP+SSE, OpenAPI servers served in process) takes the SDK client's request
+ * instead ({@link sdkExchange}): same outcomes, the SDK's costs.
  */
 import {
   CLIENT_CAPABILITIES_META_KEY,
@@ -35,6 +36,8 @@ export interface ExchangeOptions {
   signal?: AbortSignal;
   /** 2026-07-28: an `input_required` result resolves as such (`resultType: 'input_required'`) instead of failing. */
   allowInputRequired?: boolean;
+  /** The definition of a tool as its server listed it, without `outputSchema` (an HTTP exchange reads its `inputSchema`'s `x-mcp-header`s). */
+  toolDefinition?: (name: string) => Tool;
 }
 
 /** The answer to one exchanged request. */
@@ -64,8 +67,11 @@ export type RawAnswer = Record<string, unknown>;
 
 /** The part of a transport an exchange needs: send a message, and be handed the answer to an id of ours. */
 export interface ExchangeWire {
-  /** Writes one message (a request or `notifications/cancelled`). @throws when the wire is closed. */
-  send(message: JSONRPCMessage): Promise<void>;
+  /**
+   * Writes one message (a request, with its exchange's options, or `notifications/cancelled`); on HTTP it resolves
+   * once the request's answer stream is read. @throws when the wire is closed or the request is refused.
+   */
+  send(message: JSONRPCMessage, options?: ExchangeOptions): Promise<void>;
   /** Hands the answer to `id`, and its JSON text, to `onAnswer` (once) instead of the SDK client; returns how to stop waiting for it. */
   expect(id: string, onAnswer: (answer: RawAnswer, text: string | undefined) => void): () => void;
 }
@@ -139,11 +145,13 @@ export function wireExchange(
             reject(error as Error);
           }
         });
-        wire.send({ jsonrpc: '2.0', id, method, params: withEnvelope(params, outer) } as JSONRPCMessage).catch((error: unknown) => {
-          if (settled) return;
-          finish();
-          reject(error as Error);
-        });
+        wire
+          .send({ jsonrpc: '2.0', id, method, params: withEnvelope(params, outer) } as JSONRPCMessage, options)
+          .catch((error: unknown) => {
+            if (settled) return;
+            finish();
+            reject(error as Error);
+          });
       });
     },
   };

@@ -10,30 +10,18 @@
  * doubled per failure, at most {@link MAX_BACKOFF_MS}). The probe running is `half-open`; its success closes
  * the circuit (the next failure before any success re-opens it with the next, longer backoff), its failure
  * re-opens it. Below the threshold a lost connection is restarted on the same backoff, as before.
+ *
+ * What a call does on a connection is upstream-calls.ts's, the connection in the other era other-era.ts's, the listings
+ * upstream-listing.ts's. What stays here is one state machine (the connection, its generation, the breaker's count,
+ * the renewal under way) that the lifecycle and the call's retries after an HTTP 401 or 404 both change, hence its size.
  */
 import type { FetchLike } from '@modelcontextprotocol/client';
-import { randomUUID } from 'node:crypto';
-import {
-  isInputRequiredResult,
-  LOG_LEVEL_META_KEY,
-  ProtocolError,
-  ProtocolErrorCode,
-  SdkError,
-  SdkErrorCode,
-  StreamableHTTPClientTransport,
-  type Client,
-  type Tool,
-} from '@modelcontextprotocol/client';
+import { ProtocolError, StreamableHTTPClientTransport, type Client, type Tool } from '@modelcontextprotocol/client';
 import {
   durationMs,
   errorMessage,
-  logLevelSchema,
-  passesLogLevel,
   PunkError,
-  UPSTREAM_INPUT_INSTANCE,
-  UPSTREAM_INPUT_REQUIRED,
   type Logger,
-  type LogLevel,
   type McpServer,
   type ServerCatalog,
   type ServerState,
@@ -49,15 +37,15 @@ import {
   unauthorizedError,
   type ConnectOptions,
   type Connection,
-  type ForwardedMethod,
   type ProtocolEra,
 } from './connect.js';
-import { renewHeaders, type ResolvedHeader, type Secrets } from './upstream-secrets.js';
-import type { ProcessExit } from './process.js';
-import { droppedAnswerOf } from './stdio-transport.js';
+import { OtherEraConnections } from './other-era.js';
+import type { PoolRequest } from './pool-fetch.js';
 import type { SessionLink } from './session-link.js';
-import { sdkExchange, type ExchangeAnswer, type ExchangeOptions, type UpstreamExchange } from './upstream-exchange.js';
-import { answerInputRequests, MAX_INPUT_ROUNDS, metaForModernUpstream, type InputRequiredMode, type InputRetry } from './upstream-input.js';
+import { UpstreamCalls, type CallAdmission, type CallOutcome, type RelayedCall } from './upstream-calls.js';
+import type { InputRequiredMode } from './upstream-input.js';
+import { listServer, subscribeOn } from './upstream-listing.js';
+import { renewHeaders, type ResolvedHeader, type Secrets } from './upstream-secrets.js';
 
 /** First restart delay after a crash, doubled per consecutive failure up to {@link MAX_BACKOFF_MS}. */
 export const INITIAL_BACKOFF_MS = 1_000;
@@ -73,12 +61,8 @@ const FINAL_START_ERRORS = new Set([
   'EgressRefused',
   'ServerListensBeyondLoopback',
 ]);
-/** Longest wait of a call for the connection of its client's era to open (at most the start timeout), in milliseconds. */
-const OTHER_ERA_WAIT_MS = 10_000;
 /** A server ready for this long before it fails starts its backoff afresh. */
 const STABLE_MS = 60_000;
-/** How long a closed connection waits for its process's exit code before reporting. */
-const EXIT_GRACE_MS = 1_000;
 
 /** Options of an {@link Upstream}. */
 export interface UpstreamOptions {
@@ -100,8 +84,11 @@ export interface UpstreamOptions {
   onResourceUpdated: (upstream: Upstream, uri: string) => void;
   /** The client session this upstream belongs to (`per-client` servers only): its log messages and `roots/list` go there. */
   session?: SessionLink;
-  /** The fetch of every HTTP request to a url server (e.g. the SSRF-guarded one); the global fetch when absent. */
-  fetch?: FetchLike;
+  /**
+   * The fetch of every HTTP request to a url server (e.g. the SSRF-guarded one); the global fetch when absent. With a
+   * `request` (a guarded fetch's), forwarded requests go out on it as raw exchanges (http-exchange.ts).
+   */
+  fetch?: FetchLike & { request?: PoolRequest };
   /** The credentials vault that resolves `cred:` references in `spec.headers` and `spec.env`, and renews OAuth2 ones after an HTTP 401. */
   secrets?: Secrets;
   /**
@@ -150,44 +137,6 @@ export const DEFAULT_QUEUE_TIMEOUT_MS = 10_000;
 /** The circuit breaker of one upstream on this replica (see the module comment). */
 export type CircuitState = 'closed' | 'open' | 'half-open';
 
-/** How a relayed call ended when the server gave no answer of its own (`cancelled`: the client gave it up, and the upstream was told). */
-export type CallFailure =
-  | { kind: 'unavailable'; message: string }
-  | { kind: 'timeout'; message: string }
-  | { kind: 'exited'; message: string }
-  | { kind: 'cancelled'; message: string }
-  | { kind: 'refused'; message: string };
-
-/**
- * The outcome of a relayed call: the upstream's result with the redaction of the connection that answered it
- * (`Connection.redact`: its secret values hidden from a text, e.g. a summary of the result for the ledger), or why
- * there is none (`refused`: the call's {@link CallAdmission} refused it, it never reached the upstream).
- */
-export type CallOutcome =
-  | {
-      ok: true;
-      result: Record<string, unknown>;
-      /** The size of the upstream's answer in UTF-8 bytes, when its wire knew it: at least the result's JSON size. */
-      bytes?: number;
-      redact: (text: string) => string;
-    }
-  | ({ ok: false } & CallFailure);
-
-/**
- * Checked right before a call goes out on a connection, after any (re)connect or relisting the call waited for
- * (also before the one retry after an HTTP 401 renewal): the reason the call must not be sent (e.g. its tool is no
- * longer served), or undefined to send it. Answered from memory.
- */
-export type CallAdmission = () => string | undefined;
-
-/** One relayed request on a connection's exchange (`options` carry its deadline, cancellation and input-required handling). */
-type RelayedCall = (
-  exchange: UpstreamExchange,
-  options: ExchangeOptions,
-  meta: Record<string, unknown> | undefined,
-  retry?: InputRetry,
-) => Promise<ExchangeAnswer>;
-
 /** One upstream MCP server and its pooled connection. */
 export class Upstream {
   /** `<namespace>/<name>`. */
@@ -220,19 +169,10 @@ export class Upstream {
   private settleFirstStart!: () => void;
   /** URIs this connection is subscribed to (renewed after a restart). */
   private readonly subscribed = new Set<string>();
-  /** Progress tokens Punk gave the upstream for calls in flight, to the client's link and own token. */
-  private readonly progress = new Map<string, { link: ClientLink; clientToken: string | number }>();
-  /** Clients of the calls in flight that can receive messages, to the log level each call asked for (none: every level). */
-  private readonly links = new Map<ClientLink, LogLevel | undefined>();
-  /**
-   * The connection in the other protocol era than the pooled one's, for the calls of clients of that era (see
-   * {@link connectionInEra}): opened on the first such call, closed with the pooled connection it belongs to (`of`).
-   */
-  private other: OtherEraConnection | undefined;
-  /** Those of {@link links} whose call went out on a 2026-07-28 connection (which sends no server-to-client request). */
-  private readonly modernLinks = new Set<ClientLink>();
-  /** Clients of calls in flight that were sent a server-to-client request they have not answered yet, to how many. */
-  private readonly asking = new Map<ClientLink, number>();
+  /** The calls in flight and the routing of the upstream's messages to their clients (upstream-calls.ts). */
+  private readonly calls: UpstreamCalls;
+  /** The connection in the other protocol era than the pooled one's, for the calls of clients of that era (other-era.ts). */
+  private readonly other: OtherEraConnections;
 
   constructor(private readonly options: UpstreamOptions) {
     const { namespace = 'default', name } = options.server.metadata;
@@ -245,6 +185,32 @@ export class Upstream {
       ...(options.maxCallsPerPrincipal !== undefined && { maxPerPrincipal: options.maxCallsPerPrincipal }),
     });
     this.firstStart = new Promise((resolve) => (this.settleFirstStart = resolve));
+    this.calls = new UpstreamCalls({
+      key: this.key,
+      log: options.log,
+      ...(options.instanceId !== undefined && { instanceId: options.instanceId }),
+      callTimeout: () => ({ ms: this.callTimeoutMs, source: this.callTimeoutSource }),
+      toolDefinition: (toolName) => this.toolDefinition(toolName),
+      answered: (connection) => {
+        this.succeeded(connection);
+      },
+    });
+    this.other = new OtherEraConnections({
+      server: options.server,
+      key: this.key,
+      log: options.log,
+      startTimeoutMs: () => this.startTimeoutMs,
+      open: (era) =>
+        openConnection(this.options.server, {
+          ...this.connectOptions(),
+          era,
+          // The pooled connection lists and carries subscriptions; this one only relays calls.
+          onListChanged: () => undefined,
+          onResourceUpdated: () => undefined,
+        }),
+      close: (connection) => this.closeConnection(connection),
+      hide: (text) => this.hide(text),
+    });
   }
 
   /** The manifest this upstream runs. */
@@ -532,44 +498,6 @@ export class Upstream {
   }
 
   /**
-   * Answers a server-to-client request of the upstream by relaying it to the client of the one call in
-   * flight whose client can take it, leaving out calls whose client has yet to answer an earlier request
-   * when that leaves one. Over a shared connection nothing on the wire says which call a request belongs to
-   * (stdio carries no related request id), so with none or several candidate calls the upstream gets an
-   * error rather than a guess.
-   * @throws ProtocolError for the upstream: -32601 when no call's client declared the capability,
-   *   -32603 when the call is ambiguous, or the client's own error.
-   */
-  private async serverRequest(method: ForwardedMethod, params: Record<string, unknown> | undefined): Promise<Record<string, unknown>> {
-    // Only a 2025-era connection sends requests: they belong to the calls in flight on such a connection.
-    const live = [...this.links.keys()].filter((link) => !this.modernLinks.has(link));
-    const able = live.filter((link) => link.supports(method));
-    // A call whose client is still to answer an earlier request (a 2026-07-28 client's input_required round, which
-    // it may abandon) is waiting in that request: a new one is the request of another call, never held up by it.
-    const free = able.filter((link) => !this.asking.has(link));
-    const target = able.length === 1 ? able[0] : free.length === 1 ? free[0] : undefined;
-    if (target) {
-      this.asking.set(target, (this.asking.get(target) ?? 0) + 1);
-      try {
-        return await target.request(method, params);
-      } finally {
-        const left = (this.asking.get(target) ?? 1) - 1;
-        if (left === 0) this.asking.delete(target);
-        else this.asking.set(target, left);
-      }
-    }
-    if (able.length === 0) {
-      if (live.length === 1) live[0]!.unsupported?.(method);
-      const why = live.length === 0 ? 'no client call is in progress' : 'the client of the call did not declare the capability';
-      throw new ProtocolError(ProtocolErrorCode.MethodNotFound, `${method} cannot be relayed: ${why}`);
-    }
-    throw new ProtocolError(
-      ProtocolErrorCode.InternalError,
-      `${method} cannot be relayed: ${String(free.length)} client calls are in progress on server ${this.key} and the request does not say which one it belongs to`,
-    );
-  }
-
-  /**
    * Relays one call within the pool's bounds: at most `maxConcurrentCalls` in flight (more wait in the queue, bounded in
    * depth and time; a call cancelled while it waits ends `cancelled`), the connection opened
    * again when idle, fast failure while the circuit is open, and after an HTTP 401 one renewal of the
@@ -605,17 +533,16 @@ export class Upstream {
       // The (re)connect may have listed the tools again: what was checked before it may no longer hold.
       const refusal = admit?.();
       if (refusal !== undefined) return { ok: false, kind: 'refused', message: refusal };
-      const inEra = await this.connectionInEra(connection, mode?.era);
+      const inEra = await this.other.connectionFor(connection, mode?.era);
       if (inEra !== connection) {
         // The connection of the client's era: a transport failure drops it (the next such call opens it again).
-        const outcome = await this.relayOn(inEra, call, meta, link, signal, mode);
-        if (!outcome.ok && (outcome.kind === 'unavailable' || outcome.kind === 'exited') && this.other?.connection === inEra)
-          void this.closeOther();
+        const outcome = await this.calls.relayOn(inEra, call, meta, link, signal, mode);
+        if (!outcome.ok && (outcome.kind === 'unavailable' || outcome.kind === 'exited')) this.other.dropFailed(inEra);
         return outcome;
       }
       const refused = connection.unauthorized();
       const lost = connection.sessionLost();
-      const outcome = await this.relayOn(connection, call, meta, link, signal, mode);
+      const outcome = await this.calls.relayOn(connection, call, meta, link, signal, mode);
       if (outcome.ok || outcome.kind === 'cancelled') return this.account(connection, outcome);
       if (connection.sessionLost() !== lost && connection.unauthorized() === refused) {
         // HTTP 404 to the session: the server ended it (a restarted pod, an idle timeout) without seeing the call,
@@ -627,7 +554,7 @@ export class Upstream {
         const fresh = await this.reconnectAfter(connection, false);
         const refusalAfterReconnect = admit?.();
         if (refusalAfterReconnect !== undefined) return { ok: false, kind: 'refused', message: refusalAfterReconnect };
-        return this.account(fresh, await this.relayOn(fresh, call, meta, link, signal, mode));
+        return this.account(fresh, await this.calls.relayOn(fresh, call, meta, link, signal, mode));
       }
       if (connection.unauthorized() === refused) return this.account(connection, outcome);
       // The caller's exchanged token was refused, not the connection's credentials: the shared connection stays.
@@ -641,7 +568,7 @@ export class Upstream {
       const refusalAfterRenewal = admit?.();
       if (refusalAfterRenewal !== undefined) return { ok: false, kind: 'refused', message: refusalAfterRenewal };
       const refusedAgain = renewed.unauthorized();
-      const retried = await this.relayOn(renewed, call, meta, link, signal, mode);
+      const retried = await this.calls.relayOn(renewed, call, meta, link, signal, mode);
       if (!retried.ok && retried.kind !== 'cancelled' && renewed.unauthorized() !== refusedAgain) throw unauthorizedError(this.key, true);
       return this.account(renewed, retried);
     } finally {
@@ -749,162 +676,6 @@ export class Upstream {
     return this.connection;
   }
 
-  private async relayOn(
-    connection: Connection,
-    call: RelayedCall,
-    meta: Record<string, unknown> | undefined,
-    link: ClientLink | undefined,
-    signal?: AbortSignal,
-    mode?: InputRequiredMode,
-  ): Promise<CallOutcome> {
-    const timeoutMs = this.callTimeoutMs;
-    const exchange = connection.exchange ?? sdkExchange(connection.client, (name) => this.toolDefinition(name));
-    // What goes back to the client never holds a value resolved from the vault for this connection (an upstream may echo its headers).
-    const hide = (text: string) => connection.redactForClient(text);
-    const proc = connection.process;
-    // Listened to for this call only: a `.then` on proc.exited would keep the call's closures until the process ends.
-    let unwatchExit = () => {};
-    const exited = new Promise<{ exit: ProcessExit }>((resolve) => {
-      if (proc) unwatchExit = proc.onExit((exit) => resolve({ exit }));
-    });
-    // The upstream gets a progress token of Punk's own, mapped back to the client's (tokens are per connection).
-    const clientToken = meta?.['progressToken'];
-    const token = link && (typeof clientToken === 'string' || typeof clientToken === 'number') ? `punk-${randomUUID()}` : undefined;
-    if (token) this.progress.set(token, { link: link!, clientToken: clientToken as string | number });
-    // The call's log level (`io.modelcontextprotocol/logLevel`, MCP 2026-07-28) filters a shared connection's log
-    // messages relayed to it (onLog); a 2026-07-28 upstream gets it with the request, a 2025-era one never sees the key.
-    const { [LOG_LEVEL_META_KEY]: requestedLevel, ...clientMeta } = meta ?? {};
-    const logLevel = requestedLevel === undefined ? undefined : logLevelSchema.safeParse(requestedLevel).data;
-    if (link) this.links.set(link, logLevel);
-    if (link && connection.client.getProtocolEra() === 'modern') this.modernLinks.add(link);
-    try {
-      const base = meta === undefined ? undefined : clientMeta;
-      const withToken = token ? { ...base, progressToken: token } : base;
-      // A 2026-07-28 upstream asks for client input with input_required results: passed through to a 2026-07-28
-      // client, else answered here through the call's own link and retried (upstream-input.ts).
-      const modern = connection.client.getProtocolEra() === 'modern';
-      const sent = modern ? metaForModernUpstream({ ...withToken, ...(logLevel && { [LOG_LEVEL_META_KEY]: logLevel }) }, link) : withToken;
-      const options = { timeout: timeoutMs, ...(signal && { signal }), ...(modern && { allowInputRequired: true }) };
-      const rounds = async (): Promise<ExchangeAnswer> => {
-        let retry = modern ? mode?.retry : undefined;
-        for (let round = 1; ; round++) {
-          const answer = await call(exchange, options, sent, retry);
-          const value = answer.result;
-          if (!modern || !isInputRequiredResult(value)) return answer;
-          if (mode?.passThrough) {
-            const instanceId = connection.process && this.options.instanceId;
-            return {
-              result: {
-                ...value,
-                [UPSTREAM_INPUT_REQUIRED]: true,
-                ...(instanceId && { [UPSTREAM_INPUT_INSTANCE]: instanceId }),
-              },
-            };
-          }
-          if (round > MAX_INPUT_ROUNDS)
-            throw new PunkError('UpstreamError', `server ${this.key} still asked for input after ${MAX_INPUT_ROUNDS} rounds`, {
-              mcpCode: ProtocolErrorCode.InternalError,
-            });
-          retry = await answerInputRequests(this.key, value, link, hide);
-        }
-      };
-      const settled = await Promise.race([rounds().then((answer) => ({ answer })), exited]);
-      if ('exit' in settled) return this.exitedDuringCall(connection, settled.exit);
-      const { result, text } = settled.answer;
-      return {
-        ok: true,
-        result: connection.hideResultForClient(result, text),
-        ...(text !== undefined && { bytes: Buffer.byteLength(text) }),
-        redact: (message) => connection.redact(message),
-      };
-    } catch (error) {
-      if (error instanceof PunkError) throw error;
-      if (error instanceof ProtocolError) {
-        this.succeeded(connection);
-        // Not the server's error: Punk dropped its answer, too large to read (stdio-transport.ts).
-        const dropped = droppedAnswerOf(error.data);
-        if (dropped)
-          throw new PunkError(
-            'PayloadTooLarge',
-            `server ${this.key} answered with ${dropped.bytes} bytes, past the limit of ${dropped.limit / 2} bytes (PUNK_MAX_RESULT_BYTES) and past the ${dropped.limit} bytes Punk reads from a stdio server (twice the limit), so Punk dropped it; raise PUNK_MAX_RESULT_BYTES to carry it`,
-            { bytes: dropped.bytes, limit: dropped.limit / 2 },
-          );
-        throw new PunkError('UpstreamError', `server ${this.key} answered with an error: ${connection.redact(error.message)}`, {
-          mcpCode: error.code,
-          data: redactJson(error.data, hide),
-        });
-      }
-      if (signal?.aborted) return { ok: false, kind: 'cancelled', message: `the client cancelled the call to server ${this.key}` };
-      if (error instanceof SdkError && error.code === SdkErrorCode.RequestTimeout) {
-        return {
-          ok: false,
-          kind: 'timeout',
-          message: `server ${this.key} did not answer within ${String(timeoutMs)} ms (${this.callTimeoutSource}): the call timed out`,
-        };
-      }
-      if (proc) {
-        let timer: NodeJS.Timeout | undefined;
-        const exit = await Promise.race([
-          exited.then((e) => e.exit),
-          new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), EXIT_GRACE_MS))),
-        ]);
-        clearTimeout(timer);
-        if (exit) return this.exitedDuringCall(connection, exit);
-      }
-      return {
-        ok: false,
-        kind: 'unavailable',
-        message: `server ${this.key} failed during the call: ${connection.redact(errorMessage(error))}`,
-      };
-    } finally {
-      unwatchExit();
-      if (link) {
-        this.links.delete(link);
-        this.modernLinks.delete(link);
-      }
-      if (token) {
-        // The SDK dispatches notifications a microtask late: let a progress read with the result go out first.
-        await new Promise((resolve) => setImmediate(resolve));
-        this.progress.delete(token);
-      }
-    }
-  }
-
-  /** Relays an upstream `notifications/progress` to the client of the call whose token it carries; others are dropped. */
-  private onProgress(params: Record<string, unknown>): void {
-    const entry = this.progress.get(String(params['progressToken']));
-    if (entry) entry.link.notify('notifications/progress', { ...params, progressToken: entry.clientToken });
-  }
-
-  /**
-   * Relays a `notifications/message` of a shared connection to the client of the one call in flight, when its
-   * level is at or above the call's log level (MCP 2025-11-25 server/utilities/logging): nothing on the wire
-   * says which call a log message belongs to (as for {@link serverRequest}), so with none or several calls in
-   * flight it is dropped.
-   */
-  private onLog(params: Record<string, unknown>): void {
-    const live = [...this.links];
-    if (live.length !== 1) {
-      this.options.log.debug(
-        { server: this.key, calls: live.length },
-        'a log message of a shared connection was dropped: no one call it belongs to',
-      );
-      return;
-    }
-    const [link, threshold] = live[0]!;
-    if (passesLogLevel(params['level'], threshold)) link.notify('notifications/message', params);
-  }
-
-  private exitedDuringCall(connection: Connection, exit: ProcessExit): CallOutcome {
-    const how = exit.signal ? `killed by ${exit.signal}` : `exit code ${exit.code}`;
-    const tail = connection.process!.stderrTail(3);
-    return {
-      ok: false,
-      kind: 'exited',
-      message: connection.redact(`server ${this.key} exited during the call (${how})${tail.length ? `; stderr: ${tail.join(' | ')}` : ''}`),
-    };
-  }
-
   /** `text` with the secret values of `connection` (by default the current one) hidden (`Connection.redact`). */
   private hide(text: string, connection: Connection | undefined = this.connection): string {
     return connection ? connection.redact(text) : text;
@@ -959,7 +730,7 @@ export class Upstream {
     void connection.process?.exited.then((exit) => {
       if (generation !== this.generation || this.stopping) return;
       this.connection = undefined;
-      if (this.other?.of === connection) void this.closeOther();
+      void this.other.closeWith(connection);
       void client.close().catch(() => undefined);
       this.fail(connection.redact(`server process ${connection.process!.describeExit(exit)}`), true);
     });
@@ -995,101 +766,18 @@ export class Upstream {
       ...(this.options.extraEnv && { extraEnv: this.options.extraEnv }),
       ...(this.options.maxMessageBytes !== undefined && { maxMessageBytes: this.options.maxMessageBytes }),
       timeoutMs: this.startTimeoutMs,
-      onServerRequest: (method, params) => this.serverRequest(method, params),
+      onServerRequest: (method, params) => this.calls.serverRequest(method, params),
       onProgress: (params) => {
-        this.onProgress(params);
+        this.calls.onProgress(params);
       },
       onLog: (params) => {
-        this.onLog(params);
+        this.calls.onLog(params);
       },
       ...(this.options.session && { session: this.options.session }),
       ...(this.options.fetch && { fetch: this.options.fetch }),
+      ...(this.options.fetch?.request && { request: this.options.fetch.request }),
       ...(this.options.secrets && { secrets: this.options.secrets }),
     };
-  }
-
-  /**
-   * The connection a call of a client of `era` goes out on (MCP: a server that speaks both eras is reached in the era of
-   * the client's request, so it asks for client input the way that client takes it): `pooled` when it speaks that era,
-   * when the manifest pins one (`spec.protocolEra`), when the call has no client, and when the server is not reached in
-   * that era otherwise; else a second connection in that era, opened on the first such call (a process of its own for a
-   * stdio server; the call waits for it at most {@link OTHER_ERA_WAIT_MS}) and kept beside `pooled`. A server that refuses the era is asked again only after `pooled` is replaced.
-   * A Streamable HTTP server is reached in 2025 beside 2026-07-28 only when its 2025 endpoint opens a session: a stateless
-   * one cannot carry the server's requests to its clients, which the 2026-07-28 connection bridges (upstream-input.ts).
-   * A streamable-http or sse server Punk starts itself is reached on its one connection (its port is its own).
-   */
-  private async connectionInEra(pooled: Connection, era: ProtocolEra | undefined): Promise<Connection> {
-    const spec = this.options.server.spec;
-    if (era === undefined || spec.protocolEra !== undefined || pooled.client.getProtocolEra() === era) return pooled;
-    if (pooled.transport === 'sse' || (spec.url === undefined && pooled.transport !== 'stdio')) return pooled;
-    if (this.other?.of !== pooled) {
-      void this.closeOther();
-      this.other = { of: pooled, era };
-    }
-    const other = this.other;
-    if (other.refused) return pooled;
-    other.opening ??= this.openOther(other);
-    // A server that never answers the other era's handshake must not hold the call for the whole start timeout: past
-    // the bound the call goes out on `pooled`, and the opening goes on for the calls after it.
-    let timer: NodeJS.Timeout | undefined;
-    const bound = new Promise<undefined>((resolve) => {
-      timer = setTimeout(
-        () => {
-          resolve(undefined);
-        },
-        Math.min(OTHER_ERA_WAIT_MS, this.startTimeoutMs),
-      );
-    });
-    try {
-      return (await Promise.race([other.opening, bound])) ?? pooled;
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
-  /** Opens the connection of `other` (see {@link connectionInEra}); resolves with none when the server refuses that era. */
-  private async openOther(other: OtherEraConnection): Promise<Connection | undefined> {
-    const what = other.era === 'modern' ? 'the 2026-07-28 era' : 'the 2025 era';
-    try {
-      const connection = await openConnection(this.options.server, {
-        ...this.connectOptions(),
-        era: other.era,
-        // The pooled connection lists and carries subscriptions; this one only relays calls.
-        onListChanged: () => undefined,
-        onResourceUpdated: () => undefined,
-      });
-      const transport = connection.client.transport;
-      if (other.era === 'legacy' && transport instanceof StreamableHTTPClientTransport && transport.sessionId === undefined) {
-        await this.closeConnection(connection);
-        throw new Error('its 2025-era endpoint is stateless (no Mcp-Session-Id): its requests to clients could not reach them there');
-      }
-      if (this.other !== other) {
-        await this.closeConnection(connection);
-        return undefined;
-      }
-      other.connection = connection;
-      void connection.process?.exited.then(() => {
-        if (this.other === other) this.other = undefined;
-      });
-      this.options.log.info({ server: this.key, era: other.era }, `server ${this.key} is reached in ${what} too, for clients of that era`);
-      return connection;
-    } catch (error) {
-      other.refused = true;
-      // Expected of most servers today (they speak one era): the bridge serves that era's clients, so no alarm.
-      this.options.log.debug(
-        { server: this.key, era: other.era, err: this.hide(errorMessage(error)) },
-        `server ${this.key} does not speak ${what}; its clients of that era are bridged over its one connection`,
-      );
-      return undefined;
-    }
-  }
-
-  /** Closes the connection of the other era, if any (with its pooled connection, or after it failed a call). */
-  private async closeOther(): Promise<void> {
-    const other = this.other;
-    this.other = undefined;
-    const connection = await other?.opening;
-    if (connection) await this.closeConnection(connection);
   }
 
   /**
@@ -1141,35 +829,15 @@ export class Upstream {
     await this.closeConnection(connection);
   }
 
-  /** Lists every page of every advertised capability; a failed list is logged and left empty. */
-  private async list(client: Client): Promise<Listings> {
-    const caps = client.getServerCapabilities() ?? {};
-    const timeout = this.startTimeoutMs;
-    const attempt = async <T>(what: string, enabled: boolean, run: () => Promise<T[]>): Promise<McpItem[]> => {
-      if (!enabled) return [];
-      try {
-        return (await run()) as McpItem[];
-      } catch (error) {
-        this.options.log.warn({ server: this.key, err: this.hide(errorMessage(error)) }, `listing ${what} failed`);
-        return [];
-      }
-    };
-    const [listedTools, resources, resourceTemplates, prompts] = await Promise.all([
-      attempt('tools', !!caps.tools, async () => (await client.listTools(undefined, { timeout, cacheMode: 'refresh' })).tools),
-      attempt(
-        'resources',
-        !!caps.resources,
-        async () => (await client.listResources(undefined, { timeout, cacheMode: 'refresh' })).resources,
-      ),
-      attempt(
-        'resource templates',
-        !!caps.resources,
-        async () => (await client.listResourceTemplates(undefined, { timeout, cacheMode: 'refresh' })).resourceTemplates,
-      ),
-      attempt('prompts', !!caps.prompts, async () => (await client.listPrompts(undefined, { timeout, cacheMode: 'refresh' })).prompts),
-    ]);
-    const tools = caps.tools ? await this.reviewed(listedTools) : listedTools;
-    return { tools, resources, resourceTemplates, prompts };
+  /** Lists every capability the server advertises, its tools reviewed (upstream-listing.ts). */
+  private list(client: Client): Promise<Listings> {
+    return listServer(client, {
+      key: this.key,
+      log: this.options.log,
+      timeoutMs: this.startTimeoutMs,
+      hide: (text) => this.hide(text),
+      review: (tools) => this.reviewed(tools),
+    });
   }
 
   /** The tools listing as `reviewTools` lets it be served; the previous listing when the review fails (fail closed). */
@@ -1227,7 +895,7 @@ export class Upstream {
    * ended with DELETE (MCP 2025-11-25 basic/transports "Session Management"), the client closed, the process stopped.
    */
   private async closeConnection(connection: Connection): Promise<void> {
-    if (this.other?.of === connection) await this.closeOther();
+    await this.other.closeWith(connection);
     const transport = connection.client.transport;
     const close = async () => {
       if (transport instanceof StreamableHTTPClientTransport) await transport.terminateSession().catch(() => undefined);
@@ -1248,25 +916,3 @@ export class Upstream {
 
 /** `spec.protocolEra` as the era of a connection. */
 const PINNED_ERA: Record<string, ProtocolEra> = { '2025': 'legacy', '2026': 'modern' };
-
-/** The connection of an upstream in the other era than its pooled connection's (`of`), while it opens and once open. */
-interface OtherEraConnection {
-  of: Connection;
-  era: ProtocolEra;
-  opening?: Promise<Connection | undefined>;
-  connection?: Connection;
-  /** The server could not be reached in that era on this pooled connection's watch. */
-  refused?: boolean;
-}
-
-/**
- * Subscribes `client` to updates of `uri`: `resources/subscribe` on a 2025-era connection (MCP 2025-11-25
- * server/resources "Subscriptions"); on a 2026-07-28 connection, which has no such method, a
- * `subscriptions/listen` stream filtered to that URI (MCP 2026-07-28 basic/utilities/subscriptions), open for the
- * connection's lifetime. Either way `notifications/resources/updated` reaches the client's handler.
- * @throws what the SDK throws when the upstream refuses or does not answer within `timeoutMs`.
- */
-async function subscribeOn(client: Client, uri: string, timeoutMs: number): Promise<void> {
-  if (client.getProtocolEra() === 'modern') await client.listen({ resourceSubscriptions: [uri] }, { timeout: timeoutMs });
-  else await client.subscribeResource({ uri }, { timeout: timeoutMs });
-}

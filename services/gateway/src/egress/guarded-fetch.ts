@@ -4,7 +4,7 @@
  * (pinned-dispatchers.ts). Give it to the MCP SDK's transports as their `fetch` option.
  */
 import { PunkError } from '@punk/lib';
-import { sendOnPool } from '../pool-fetch.js';
+import { requestOnPool, sendOnPool, type PoolRequest } from '../pool-fetch.js';
 import { checkDestination, type DestinationPolicy } from './destination.js';
 import { PinnedDispatchers } from './pinned-dispatchers.js';
 import { redactUrl } from './url-shape.js';
@@ -36,6 +36,12 @@ export interface GuardedFetchOptions {
 /** A `fetch` (the MCP SDK's `FetchLike`) guarded by a destination policy; `close()` ends its pooled connections. */
 export interface GuardedFetch {
   (input: string | URL, init?: RequestInit): Promise<Response>;
+  /**
+   * One request past the same check, on the same pinned pools, answered as undici's own answer and without following
+   * redirects (a redirect is the caller's to take, through the fetch): the raw exchanges of http-exchange.ts.
+   * @throws (rejects) as the fetch does for a refused or unresolvable destination.
+   */
+  request: PoolRequest;
   /** Destroys the connection pools (requests and streams in flight are aborted). */
   close(): Promise<void>;
 }
@@ -120,5 +126,9 @@ export function guardedFetch(policy: DestinationPolicy, options: GuardedFetchOpt
       url = target;
     }
   };
-  return Object.assign(guarded, { close: () => dispatchers.close() });
+  const request: PoolRequest = async (url, init) => {
+    const destination = await checkDestination(url, policy);
+    return requestOnPool(dispatchers.for(destination), destination.url, init);
+  };
+  return Object.assign(guarded, { request, close: () => dispatchers.close() });
 }
