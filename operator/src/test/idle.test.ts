@@ -111,7 +111,13 @@ describe('an McpServer with spec.idle', { skip: availability.available ? false :
     await until('the Deployment at two', async () => (await apps.readNamespacedDeployment({ name: 'search', namespace: ns })).spec?.replicas === 2);
     assert.equal(await publishedReplicas('search'), 0);
     await markReady('search', 2);
-    await until('published running once its pods are ready', async () => (await publishedReplicas('search')) === 2);
+    // The gateway that asked forwards its held call as soon as it is published: that call is in flight.
+    await activity.put(kvKey(ns, 'search', 'gateway-test'), { lastUsedAt: new Date().toISOString(), inFlight: 1, streams: 0, writtenAt: new Date().toISOString() });
+    // Published running: the url of its Service (its replicas are the Deployment's; the entry says 1, not 0).
+    await until('published running once its pods are ready', async () => (await publishedReplicas('search')) === 1);
+    const entry = (await servers.get(kvKey(ns, 'search')))?.value as { server: { spec: { idle?: unknown } } };
+    assert.deepEqual(entry.server.spec.idle, { scaleToZeroAfter: '1s', wakeTimeout: '30s' }, 'published with spec.idle: the gateways hold its calls at zero');
+    await activity.delete(kvKey(ns, 'search', 'gateway-test'));
   });
 
   it('is held up by a call in flight, and a server without spec.idle is not woken', async () => {
