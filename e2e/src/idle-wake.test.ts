@@ -136,12 +136,16 @@ describe('punk cluster: servers with spec.idle sleep when unused and wake on the
   });
 
   test('a server that does not come up within spec.idle.wakeTimeout answers its condition', async () => {
-    await until('never asleep', async () => {
-      const slept = (await bus.readStream(streams.ledger.name, { subject: subjects.ledgerEvents, afterSeq: 0, limit: 10_000 }))
-        .map((m) => ledgerEventSchema.parse(m.data))
-        .some((e) => e.type === 'server.slept' && e.server === 'never');
-      return slept;
-    }, output);
+    await until(
+      'never asleep',
+      async () => {
+        const slept = (await bus.readStream(streams.ledger.name, { subject: subjects.ledgerEvents, afterSeq: 0, limit: 10_000 }))
+          .map((m) => ledgerEventSchema.parse(m.data))
+          .some((e) => e.type === 'server.slept' && e.server === 'never');
+        return slept;
+      },
+      output,
+    );
     const client = await connectClient(`${punk!.baseUrl}/mcp`, '2025-11-25');
     try {
       const answer = await client.callTool({ name: 'never__anything', arguments: {} }, { timeout: 60_000 }).then(

@@ -131,7 +131,12 @@ export class IdleScaler {
 
   /** Scales `object` to zero, remembering its replicas; a change of the McpServer meanwhile (409) skips it. */
   private async sleep(object: ServerObject, idleMs: number): Promise<void> {
-    const { namespace, name, uid, resourceVersion } = object.metadata as { namespace: string; name: string; uid?: string; resourceVersion?: string };
+    const { namespace, name, uid, resourceVersion } = object.metadata as {
+      namespace: string;
+      name: string;
+      uid?: string;
+      resourceVersion?: string;
+    };
     const replicas = object.spec?.replicas ?? 1;
     const target = { group: API_GROUP, version: API_VERSION_NAME, namespace, plural: 'mcpservers', name };
     try {
@@ -186,7 +191,12 @@ export class IdleScaler {
   }
 
   private async scaleUp(object: ServerObject): Promise<ServerWakeReply> {
-    const { namespace, name, uid, resourceVersion } = object.metadata as { namespace: string; name: string; uid?: string; resourceVersion?: string };
+    const { namespace, name, uid, resourceVersion } = object.metadata as {
+      namespace: string;
+      name: string;
+      uid?: string;
+      resourceVersion?: string;
+    };
     const remembered = Number(object.metadata?.annotations?.[WAKE_REPLICAS_ANNOTATION]);
     const replicas = Number.isInteger(remembered) && remembered > 0 ? remembered : 1;
     const target = { group: API_GROUP, version: API_VERSION_NAME, namespace, plural: 'mcpservers', name };
@@ -195,7 +205,10 @@ export class IdleScaler {
     await this.context.clients.custom
       .patchNamespacedCustomObject({ ...target, body: { metadata: { annotations: { [WAKE_REPLICAS_ANNOTATION]: null } } } }, merge)
       .catch((error: unknown) =>
-        this.context.log.warn({ server: `${namespace}/${name}`, err: apiErrorMessage(error) }, 'could not drop the wake-replicas annotation'),
+        this.context.log.warn(
+          { server: `${namespace}/${name}`, err: apiErrorMessage(error) },
+          'could not drop the wake-replicas annotation',
+        ),
       );
     this.context.log.info({ server: `${namespace}/${name}`, replicas }, `woke server ${namespace}/${name} for a call`);
     serverWakes.inc();
@@ -212,7 +225,10 @@ export class IdleScaler {
 
   private appendLedger(event: Parameters<typeof appendLedgerEvent>[1]): void {
     appendLedgerEvent(this.context.bus, event).catch((error: unknown) =>
-      this.context.log.warn({ server: `${event.tenant}/${event.server}`, type: event.type, err: errorMessage(error) }, 'could not record a sleep or wake on the ledger'),
+      this.context.log.warn(
+        { server: `${event.tenant}/${event.server}`, type: event.type, err: errorMessage(error) },
+        'could not record a sleep or wake on the ledger',
+      ),
     );
   }
 }

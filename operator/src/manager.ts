@@ -459,9 +459,14 @@ export class Manager {
       this.resyncTimer = setTimeout(tick, this.options.resyncMs);
     };
     this.resyncTimer = setTimeout(tick, this.options.resyncMs);
-    this.idle?.start().catch((error: unknown) =>
-      this.log.error({ err: errorMessage(error) }, 'could not start scaling idle servers to zero (spec.idle); it is tried at the next lead'),
-    );
+    this.idle
+      ?.start()
+      .catch((error: unknown) =>
+        this.log.error(
+          { err: errorMessage(error) },
+          'could not start scaling idle servers to zero (spec.idle); it is tried at the next lead',
+        ),
+      );
   }
 
   private async stopLeading(): Promise<void> {

@@ -106,4 +106,3 @@ export const serverWakes = new Counter({
   name: 'punk_operator_server_wakes_total',
   help: 'McpServers scaled to zero by spec.idle and scaled back to their replicas for a call.',
 });
-

@@ -50,7 +50,13 @@ describe('an McpServer with spec.idle', { skip: availability.available ? false :
   /** Plays the kubelet and the Deployment controller: the Deployment's pods are all `replicas` ready. */
   const markReady = async (name: string, replicas: number) => {
     const deployment = await apps.readNamespacedDeployment({ name, namespace: ns });
-    const status = { observedGeneration: deployment.metadata!.generation, replicas, updatedReplicas: replicas, readyReplicas: replicas, availableReplicas: replicas };
+    const status = {
+      observedGeneration: deployment.metadata!.generation,
+      replicas,
+      updatedReplicas: replicas,
+      readyReplicas: replicas,
+      availableReplicas: replicas,
+    };
     await apps.patchNamespacedDeploymentStatus({ name, namespace: ns, body: { status } }, merge);
   };
   const publishedReplicas = async (name: string) =>
@@ -63,9 +69,7 @@ describe('an McpServer with spec.idle', { skip: availability.available ? false :
   const ledgerOf = (name: string, type: string) =>
     until(`a ${type} ledger event`, async () => {
       const messages = await bus.readStream(streams.ledger.name, { subject: subjects.ledgerEvents, afterSeq: 0 });
-      return messages
-        .map((m) => ledgerEventSchema.parse(m.data))
-        .find((e) => e.type === type && e.tenant === ns && e.server === name);
+      return messages.map((m) => ledgerEventSchema.parse(m.data)).find((e) => e.type === type && e.tenant === ns && e.server === name);
     });
   const server = (name: string, replicas: number) => ({
     apiVersion: 'mcp.punk.dev/v1alpha1',
@@ -76,7 +80,10 @@ describe('an McpServer with spec.idle', { skip: availability.available ? false :
 
   it('is scaled to zero once idle, remembering its replicas, and woken back to them on request', async () => {
     await crs.create('mcpservers', ns, server('search', 2));
-    await until('the Deployment', async () => (await apps.readNamespacedDeployment({ name: 'search', namespace: ns })).spec?.replicas === 2);
+    await until(
+      'the Deployment',
+      async () => (await apps.readNamespacedDeployment({ name: 'search', namespace: ns })).spec?.replicas === 2,
+    );
     await markReady('search', 2);
 
     const asleep = await until('scaled to zero by spec.idle', async () => {
@@ -108,15 +115,27 @@ describe('an McpServer with spec.idle', { skip: availability.available ? false :
     assert.equal(woken.length, 1, 'concurrent wake requests make one wake');
 
     // Not published running until its pods are ready (the gateway holds the calls meanwhile).
-    await until('the Deployment at two', async () => (await apps.readNamespacedDeployment({ name: 'search', namespace: ns })).spec?.replicas === 2);
+    await until(
+      'the Deployment at two',
+      async () => (await apps.readNamespacedDeployment({ name: 'search', namespace: ns })).spec?.replicas === 2,
+    );
     assert.equal(await publishedReplicas('search'), 0);
     await markReady('search', 2);
     // The gateway that asked forwards its held call as soon as it is published: that call is in flight.
-    await activity.put(kvKey(ns, 'search', 'gateway-test'), { lastUsedAt: new Date().toISOString(), inFlight: 1, streams: 0, writtenAt: new Date().toISOString() });
+    await activity.put(kvKey(ns, 'search', 'gateway-test'), {
+      lastUsedAt: new Date().toISOString(),
+      inFlight: 1,
+      streams: 0,
+      writtenAt: new Date().toISOString(),
+    });
     // Published running: the url of its Service (its replicas are the Deployment's; the entry says 1, not 0).
     await until('published running once its pods are ready', async () => (await publishedReplicas('search')) === 1);
     const entry = (await servers.get(kvKey(ns, 'search')))?.value as { server: { spec: { idle?: unknown } } };
-    assert.deepEqual(entry.server.spec.idle, { scaleToZeroAfter: '1s', wakeTimeout: '30s' }, 'published with spec.idle: the gateways hold its calls at zero');
+    assert.deepEqual(
+      entry.server.spec.idle,
+      { scaleToZeroAfter: '1s', wakeTimeout: '30s' },
+      'published with spec.idle: the gateways hold its calls at zero',
+    );
     await activity.delete(kvKey(ns, 'search', 'gateway-test'));
   });
 
@@ -124,7 +143,12 @@ describe('an McpServer with spec.idle', { skip: availability.available ? false :
     await crs.create('mcpservers', ns, server('busy', 1));
     await until('the Deployment', async () => (await apps.readNamespacedDeployment({ name: 'busy', namespace: ns })).spec?.replicas === 1);
     // A gateway replica reports a call in flight, rewriting its entry as it does while the call lasts.
-    const inFlight = (): ServerActivity => ({ lastUsedAt: new Date(Date.now() - 60_000).toISOString(), inFlight: 1, streams: 0, writtenAt: new Date().toISOString() });
+    const inFlight = (): ServerActivity => ({
+      lastUsedAt: new Date(Date.now() - 60_000).toISOString(),
+      inFlight: 1,
+      streams: 0,
+      writtenAt: new Date().toISOString(),
+    });
     await activity.put(kvKey(ns, 'busy', 'gateway-test'), inFlight());
     await markReady('busy', 1);
     await until('Available', async () => conditionOf(await crs.get('mcpservers', ns, 'busy'), 'Available')?.status === 'True');
@@ -137,12 +161,17 @@ describe('an McpServer with spec.idle', { skip: availability.available ? false :
     await activity.put(kvKey(ns, 'busy', 'gateway-test'), { ...inFlight(), inFlight: 0, lastUsedAt: new Date().toISOString() });
     await until('scaled to zero after the call', async () => (await crs.get('mcpservers', ns, 'busy')).spec.replicas === 0);
 
-    await crs.create('mcpservers', ns, { ...server('manual', 0), spec: { image: 'ghcr.io/example/search:1.0', command: ['search'], replicas: 0 } });
+    await crs.create('mcpservers', ns, {
+      ...server('manual', 0),
+      spec: { image: 'ghcr.io/example/search:1.0', command: ['search'], replicas: 0 },
+    });
     await until('the McpServer in the cache', () =>
       bus.request(subjects.serverWake, { namespace: ns, name: 'manual' }, { timeoutMs: 5_000 }).then(
         () => undefined,
         (error: unknown) => (error instanceof PunkError && error.code === 'ServerNotIdle' ? error : undefined),
       ),
-    ).then((error) => assert.match(error.message, /has no spec\.idle, so it is not woken by calls; scale it up \(kubectl scale mcpserver manual/));
+    ).then((error) =>
+      assert.match(error.message, /has no spec\.idle, so it is not woken by calls; scale it up \(kubectl scale mcpserver manual/),
+    );
   });
 });

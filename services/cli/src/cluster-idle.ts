@@ -88,12 +88,18 @@ export async function startClusterIdle(options: { bus: Bus; log: Logger; servers
     const key = kvKey(namespace, name);
     const found = servers.idle().get(key);
     if (!found) {
-      throw new PunkError('ServerNotIdle', `McpServer ${namespace}/${name} is not in the manifests directory with spec.idle, so it is not woken by calls`);
+      throw new PunkError(
+        'ServerNotIdle',
+        `McpServer ${namespace}/${name} is not in the manifests directory with spec.idle, so it is not woken by calls`,
+      );
     }
     const replicas = found.server.spec.replicas || 1;
     const started = waking.get(key);
     if (started !== undefined)
-      return { replicas, condition: `Available=False (Waking): its process was started ${String(Math.round((Date.now() - started) / 1000))} s ago and does not listen yet` };
+      return {
+        replicas,
+        condition: `Available=False (Waking): its process was started ${String(Math.round((Date.now() - started) / 1000))} s ago and does not listen yet`,
+      };
     if (!found.asleep) return { replicas, condition: 'Available=True (Running): its process runs' };
     const failure = failed.get(key);
     failed.delete(key);
@@ -102,7 +108,10 @@ export async function startClusterIdle(options: { bus: Bus; log: Logger; servers
       .wake(key)
       .then(async (listening) => {
         if (!listening) {
-          failed.set(key, `Available=False (ProcessNotListening): the process of ${namespace}/${name} did not listen within its start timeout; see its lines in punk cluster's output`);
+          failed.set(
+            key,
+            `Available=False (ProcessNotListening): the process of ${namespace}/${name} did not listen within its start timeout; see its lines in punk cluster's output`,
+          );
           return;
         }
         since.set(key, Date.now());

@@ -165,8 +165,7 @@ export function clusterServers(options: ClusterServersOptions): ClusterServers {
       }
       // A changed (or removed) document starts awake.
       for (const key of asleep) if (!isDeepStrictEqual(wanted.get(key), published.get(key))) asleep.delete(key);
-      for (const [key, server] of wanted)
-        if (isLocalHttpServer(server) && !running.has(key) && !asleep.has(key)) await launch(key, server);
+      for (const [key, server] of wanted) if (isLocalHttpServer(server) && !running.has(key) && !asleep.has(key)) await launch(key, server);
       for (const [key, server] of wanted) {
         if (isDeepStrictEqual(published.get(key), server)) continue;
         const previous = managedServerSchema.safeParse((await bucket.get(key))?.value).data;

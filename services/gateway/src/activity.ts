@@ -6,15 +6,7 @@
  * the operator never misses a call that just began), and again every period while calls are in flight or streams
  * are open (so its freshness says this replica still holds them). A failed write is logged; the next one repeats it.
  */
-import {
-  ACTIVITY_WRITE_MS,
-  errorMessage,
-  kvKey,
-  type KvStore,
-  type Logger,
-  type McpServer,
-  type ServerActivity,
-} from '@punk/lib';
+import { ACTIVITY_WRITE_MS, errorMessage, kvKey, type KvStore, type Logger, type McpServer, type ServerActivity } from '@punk/lib';
 
 interface Use {
   namespace: string;

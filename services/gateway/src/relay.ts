@@ -130,7 +130,10 @@ export function createRelay(deps: {
    * `progressToken` how the wake goes (`notifications/progress` on the call's channel, in both eras); undefined when
    * the server is not asleep. The client's cancellation ends the wait.
    */
-  const wakeAsleep = async (request: GatewayRequest & { server: string }, signal: AbortSignal | undefined): Promise<Upstream | undefined> => {
+  const wakeAsleep = async (
+    request: GatewayRequest & { server: string },
+    signal: AbortSignal | undefined,
+  ): Promise<Upstream | undefined> => {
     const asleep = registry.asleep?.(request.tenant, request.server);
     if (!asleep || !deps.waker) return undefined;
     const channel = 'channel' in request ? request.channel : undefined;
@@ -140,8 +143,12 @@ export function createRelay(deps: {
         ? (elapsedS: number, totalS: number, message: string) => {
             const params = { progressToken: token, progress: elapsedS, total: totalS, message };
             bus
-              .publish(subjects.callOut(channel.front, channel.callId), { message: { jsonrpc: '2.0', method: 'notifications/progress', params } })
-              .catch((error: unknown) => log.warn({ callId: channel.callId, err: errorMessage(error) }, 'could not tell the client how a wake goes'));
+              .publish(subjects.callOut(channel.front, channel.callId), {
+                message: { jsonrpc: '2.0', method: 'notifications/progress', params },
+              })
+              .catch((error: unknown) =>
+                log.warn({ callId: channel.callId, err: errorMessage(error) }, 'could not tell the client how a wake goes'),
+              );
           }
         : undefined;
     const watch = channel ? cancellations.watch(channel.callId, signal) : undefined;

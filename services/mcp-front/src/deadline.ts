@@ -35,8 +35,7 @@ export interface DeadlineDefaults {
  */
 export function callDeadline(defaults: DeadlineDefaults, server: ServerCatalog | undefined, tool?: string): CallDeadline {
   const waking = server?.wakeTimeoutMs;
-  const start =
-    server?.state === 'starting' || waking !== undefined ? (server?.startTimeoutMs ?? 0) + (waking ?? 0) : 0;
+  const start = server?.state === 'starting' || waking !== undefined ? (server?.startTimeoutMs ?? 0) + (waking ?? 0) : 0;
   const toolMs = tool === undefined ? undefined : defaults.toolTimeouts[tool];
   if (tool !== undefined && toolMs !== undefined) return { ms: toolMs, source: `PUNK_TOOL_TIMEOUTS for ${tool}`, waitMs: toolMs + start };
   if (server?.timeoutMs !== undefined) {

@@ -71,7 +71,11 @@ export class ServerWaker {
     let onAbort: (() => void) | undefined;
     const aborted = new Promise<never>((_, reject) => {
       onAbort = () =>
-        reject(new PunkError('Cancelled', `the client cancelled the call while server ${server.metadata.name} was woken`, { server: server.metadata.name }));
+        reject(
+          new PunkError('Cancelled', `the client cancelled the call while server ${server.metadata.name} was woken`, {
+            server: server.metadata.name,
+          }),
+        );
       if (signal?.aborted) onAbort();
       else signal?.addEventListener('abort', onAbort, { once: true });
     });
@@ -131,18 +135,20 @@ export class ServerWaker {
         fail(error);
       },
       timer: setTimeout(() => {
-        void this.ask(namespace, name, 2_000).catch(() => undefined).then((reply) => {
-          if (done) return;
-          end('timeout');
-          const condition = reply ? reply.condition : 'unknown: the operator did not answer punk.server.wake';
-          fail(
-            new PunkError(
-              'ServerWakeTimeout',
-              `server ${name} did not become ready within ${server.spec.idle!.wakeTimeout} (McpServer ${namespace}/${name} spec.idle.wakeTimeout); its condition: ${condition}`,
-              { server: name },
-            ),
-          );
-        });
+        void this.ask(namespace, name, 2_000)
+          .catch(() => undefined)
+          .then((reply) => {
+            if (done) return;
+            end('timeout');
+            const condition = reply ? reply.condition : 'unknown: the operator did not answer punk.server.wake';
+            fail(
+              new PunkError(
+                'ServerWakeTimeout',
+                `server ${name} did not become ready within ${server.spec.idle!.wakeTimeout} (McpServer ${namespace}/${name} spec.idle.wakeTimeout); its condition: ${condition}`,
+                { server: name },
+              ),
+            );
+          });
       }, totalMs),
     };
     // Every caller may have given up (cancelled) before the wake fails: its failure is then nobody's to handle.

@@ -12,7 +12,14 @@
 import { z } from 'zod';
 import { stringify } from 'yaml';
 import { PunkError } from '../errors.js';
-import { API_GROUP, commandSchema, IDLE_MINIMUM_MESSAGE, mcpServerSpecSchema, mcpServerStatusSchema, OPENAPI_REFRESH_INTERVAL } from './mcpserver.js';
+import {
+  API_GROUP,
+  commandSchema,
+  IDLE_MINIMUM_MESSAGE,
+  mcpServerSpecSchema,
+  mcpServerStatusSchema,
+  OPENAPI_REFRESH_INTERVAL,
+} from './mcpserver.js';
 import { mcpCredentialSpecSchema, mcpCredentialStatusSchema } from './mcpcredential.js';
 import { mcpPolicySpecSchema, mcpPolicyStatusSchema } from './mcppolicy.js';
 import { mcpWorkflowSpecSchema, mcpWorkflowStatusSchema } from './mcpworkflow.js';

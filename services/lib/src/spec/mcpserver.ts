@@ -355,7 +355,7 @@ export const mcpServerSpecSchema = z
           .refine((duration) => durationMs(duration) >= 1000, IDLE_MINIMUM_MESSAGE)
           .default('60s')
           .describe(
-            'How long a call to the server scaled to zero waits for it to be woken (scaled back and its pods ready) before it is answered with the McpServer\'s condition. Not counted against spec.timeout.',
+            "How long a call to the server scaled to zero waits for it to be woken (scaled back and its pods ready) before it is answered with the McpServer's condition. Not counted against spec.timeout.",
           ),
       })
       .strict()
