@@ -6,25 +6,13 @@
  * `spec.idle.wakeTimeout` answers an error naming the McpServer and its condition.
  */
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { ledgerEventSchema, streams, subjects, type NatsBus } from '@punk/lib';
 import { connectClient, textOf, type Era } from './clients.js';
 import { scratchDatabase, testBus } from './distributed.js';
-import { freePort, manifestDir, removeDir, repoRoot, startPunk, type RunningPunk } from './harness.js';
+import { freePort, listening, manifestDir, removeDir, repoRoot, startPunk, type RunningPunk } from './harness.js';
 import { startOwnNats, type OwnNats } from './nats-server.js';
-
-/** Whether something listens on 127.0.0.1:`port`. */
-const listening = (port: number) =>
-  new Promise<boolean>((resolve) => {
-    const socket = connect(port, '127.0.0.1');
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
 
 /** Waits for `probe`; past `timeoutMs` fails with `output()` (punk cluster's lines) to tell why. */
 async function until(what: string, probe: () => Promise<boolean>, output: () => string, timeoutMs = 60_000): Promise<void> {

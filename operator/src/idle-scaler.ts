@@ -32,6 +32,7 @@ import {
   WAKE_REPLICAS_ANNOTATION,
   type BusSubscription,
   type KvStore,
+  type LedgerEvent,
   type ServerActivity,
   type ServerWakeReply,
 } from '@punk/lib/controller';
@@ -131,12 +132,7 @@ export class IdleScaler {
 
   /** Scales `object` to zero, remembering its replicas; a change of the McpServer meanwhile (409) skips it. */
   private async sleep(object: ServerObject, idleMs: number): Promise<void> {
-    const { namespace, name, uid, resourceVersion } = object.metadata as {
-      namespace: string;
-      name: string;
-      uid?: string;
-      resourceVersion?: string;
-    };
+    const { namespace, name, resourceVersion } = object.metadata as { namespace: string; name: string; resourceVersion?: string };
     const replicas = object.spec?.replicas ?? 1;
     const target = { group: API_GROUP, version: API_VERSION_NAME, namespace, plural: 'mcpservers', name };
     try {
@@ -153,14 +149,13 @@ export class IdleScaler {
     const idleFor = `${String(Math.round(idleMs / 1000))} s`;
     this.context.log.info({ server: `${namespace}/${name}`, idleMs, replicas }, `scaled idle server ${namespace}/${name} to zero`);
     serverSleeps.inc();
-    void this.context.recorder.record(
-      { apiVersion: `${API_GROUP}/${API_VERSION_NAME}`, kind: 'McpServer', metadata: { name, namespace, uid, resourceVersion } },
-      'Normal',
+    this.announce(
+      object,
       'Slept',
       'ScaleToZero',
       `no call for ${idleFor} (spec.idle.scaleToZeroAfter ${object.spec!.idle!.scaleToZeroAfter!}): scaled to zero; the first call wakes it to ${String(replicas)} replicas`,
+      idleEvent('server.slept', namespace, name, 'operator', { idleForMs: idleMs, replicas }),
     );
-    this.appendLedger(idleEvent('server.slept', namespace, name, 'operator', { idleForMs: idleMs, replicas }));
   }
 
   /**
@@ -191,12 +186,7 @@ export class IdleScaler {
   }
 
   private async scaleUp(object: ServerObject): Promise<ServerWakeReply> {
-    const { namespace, name, uid, resourceVersion } = object.metadata as {
-      namespace: string;
-      name: string;
-      uid?: string;
-      resourceVersion?: string;
-    };
+    const { namespace, name } = object.metadata as { namespace: string; name: string };
     const remembered = Number(object.metadata?.annotations?.[WAKE_REPLICAS_ANNOTATION]);
     const replicas = Number.isInteger(remembered) && remembered > 0 ? remembered : 1;
     const target = { group: API_GROUP, version: API_VERSION_NAME, namespace, plural: 'mcpservers', name };
@@ -212,21 +202,33 @@ export class IdleScaler {
       );
     this.context.log.info({ server: `${namespace}/${name}`, replicas }, `woke server ${namespace}/${name} for a call`);
     serverWakes.inc();
-    void this.context.recorder.record(
-      { apiVersion: `${API_GROUP}/${API_VERSION_NAME}`, kind: 'McpServer', metadata: { name, namespace, uid, resourceVersion } },
-      'Normal',
+    this.announce(
+      object,
       'Woken',
       'ScaleUp',
       `a call came while scaled to zero by spec.idle: scaled back to ${String(replicas)} replicas`,
+      idleEvent('server.woken', namespace, name, 'operator', { replicas }),
     );
-    this.appendLedger(idleEvent('server.woken', namespace, name, 'operator', { replicas }));
     return { replicas, condition: conditionText(object) };
   }
 
-  private appendLedger(event: Parameters<typeof appendLedgerEvent>[1]): void {
+  /** Records a sleep or wake of `object`: a Normal Event (`reason`, `action`, `note`) and `event` on the ledger (logged when it fails). */
+  private announce(object: ServerObject, reason: string, action: string, note: string, event: LedgerEvent): void {
+    const { name, namespace, uid, resourceVersion } = object.metadata as {
+      name: string;
+      namespace: string;
+      uid?: string;
+      resourceVersion?: string;
+    };
+    const subject = {
+      apiVersion: `${API_GROUP}/${API_VERSION_NAME}`,
+      kind: 'McpServer',
+      metadata: { name, namespace, uid, resourceVersion },
+    };
+    void this.context.recorder.record(subject, 'Normal', reason, action, note);
     appendLedgerEvent(this.context.bus, event).catch((error: unknown) =>
       this.context.log.warn(
-        { server: `${event.tenant}/${event.server}`, type: event.type, err: errorMessage(error) },
+        { server: `${namespace}/${name}`, type: event.type, err: errorMessage(error) },
         'could not record a sleep or wake on the ledger',
       ),
     );
