@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { cp, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -209,4 +210,16 @@ export async function createApiKey(baseUrl: string, adminKey: string, body: Reco
   });
   assert.equal(created.status, 201, await created.clone().text());
   return (await created.json()) as { key: string; id: string };
+}
+
+/** Whether something accepts TCP connections on 127.0.0.1:`port` (a local server's process runs and listens). */
+export function listening(port: number): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
 }

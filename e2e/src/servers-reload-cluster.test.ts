@@ -10,7 +10,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { readFile, rm, writeFile } from 'node:fs/promises';
-import { connect } from 'node:net';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import type { Client } from '@modelcontextprotocol/client';
@@ -20,6 +19,7 @@ import {
   createApiKey,
   eventually,
   freePort,
+  listening,
   manifestDir,
   removeDir,
   repoRoot,
@@ -46,17 +46,6 @@ const everythingHttp = async (port: number) =>
     '  path: /mcp\n',
     `  path: /mcp\n  port: ${String(port)}\n`,
   );
-
-/** Whether something accepts TCP connections on 127.0.0.1:`port`. */
-const listening = (port: number) =>
-  new Promise<boolean>((resolve) => {
-    const socket = connect(port, '127.0.0.1');
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
 
 /** Every tool name `era`'s client is served now (a 2026-07-28 client's cached list, 60 s by its `ttlMs`, is refreshed). */
 const toolNames = async (era: Era = '2025-11-25') => {

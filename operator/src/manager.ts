@@ -27,6 +27,7 @@ import type { ReconcileContext, WatchCache, WatchedKind } from './context.js';
 import { EventRecorder } from './events.js';
 import { apiErrorMessage, kubeClients, type KubeClients } from './kube.js';
 import { LeaderElector } from './leader-election.js';
+import { IdleScaler } from './idle-scaler.js';
 import { makeMetadataInformer } from './metadata-informer.js';
 import { McpCredentialReconciler } from './mcpcredential-reconciler.js';
 import { McpPolicyReconciler } from './mcppolicy-reconciler.js';
@@ -69,6 +70,8 @@ export interface ManagerOptions {
   maxRetryDelayMs?: number;
   /** How long a deleted McpCredential's finalizer waits for the gateway before it is released (default 5 minutes). */
   finalizerTimeoutMs?: number;
+  /** How often the leader looks for McpServers idle past `spec.idle.scaleToZeroAfter` (default 10 s; idle-scaler.ts). */
+  idleCheckMs?: number;
 }
 
 /** The label selector of what the operator makes: its children and their pods. */
@@ -147,6 +150,7 @@ export class Manager {
   private policyBucket!: KvStore;
   private workflowBucket!: KvStore;
   private recorder: EventRecorder | undefined;
+  private idle: IdleScaler | undefined;
   private resyncTimer: NodeJS.Timeout | undefined;
   /** What the last event showed of each custom resource beyond its status (see changedBeyondStatus). */
   private readonly seen = new Map<string, string>();
@@ -223,6 +227,7 @@ export class Manager {
     this.credentials = new McpCredentialReconciler(context, this.options.finalizerTimeoutMs);
     this.policies = new McpPolicyReconciler(context, this.policyBucket);
     this.workflows = new McpWorkflowReconciler(context, this.workflowBucket, listings);
+    this.idle = new IdleScaler(context, this.options.idleCheckMs);
     await Promise.all(this.informers.map((entry) => this.sync(entry)));
     this.elector.start();
   }
@@ -454,12 +459,21 @@ export class Manager {
       this.resyncTimer = setTimeout(tick, this.options.resyncMs);
     };
     this.resyncTimer = setTimeout(tick, this.options.resyncMs);
+    this.idle
+      ?.start()
+      .catch((error: unknown) =>
+        this.log.error(
+          { err: errorMessage(error) },
+          'could not start scaling idle servers to zero (spec.idle); it is tried at the next lead',
+        ),
+      );
   }
 
   private async stopLeading(): Promise<void> {
     if (!this.leading) return;
     this.leading = false;
     clearTimeout(this.resyncTimer);
+    await this.idle?.stop();
     await this.queue.stop();
   }
 }

@@ -94,3 +94,15 @@ export function observeReconciles(handler: ReconcileHandler): ReconcileHandler {
     }
   };
 }
+
+/** `punk_operator_server_sleeps_total` (counter): McpServers scaled to zero by `spec.idle` after `scaleToZeroAfter` unused. */
+export const serverSleeps = new Counter({
+  name: 'punk_operator_server_sleeps_total',
+  help: 'McpServers scaled to zero by spec.idle after spec.idle.scaleToZeroAfter without a call.',
+});
+
+/** `punk_operator_server_wakes_total` (counter): McpServers scaled back from zero for a call (`punk.server.wake`). */
+export const serverWakes = new Counter({
+  name: 'punk_operator_server_wakes_total',
+  help: 'McpServers scaled to zero by spec.idle and scaled back to their replicas for a call.',
+});

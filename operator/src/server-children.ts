@@ -290,6 +290,8 @@ export function buildServerChildren(server: McpServer, options: ServerChildrenOp
       ...(spec.auth && { auth: spec.auth }),
       // The gateways answer a server scaled to zero at once (a replica count of 1 otherwise: see the url case).
       ...(spec.replicas === 0 && { replicas: 0 }),
+      // Asleep at zero, the gateways hold its calls for a wake (registry/wake.ts) instead of answering at once.
+      ...(spec.idle && { idle: spec.idle }),
     }),
   };
   return { objects, endpoint, served };

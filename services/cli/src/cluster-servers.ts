@@ -73,6 +73,19 @@ export interface ClusterServers {
    * @throws PunkError `BusUnavailable` from the bucket.
    */
   apply(servers: McpServer[]): Promise<void>;
+  /** The servers applied last with `spec.idle`, by `kvKey(namespace, name)`, and whether each is asleep. */
+  idle(): Map<string, { server: McpServer; asleep: boolean }>;
+  /**
+   * Puts server `key` to sleep, as the operator scales it to zero: published with `spec.replicas` 0 (the gateways
+   * hold its calls for a wake and stop their own stdio processes of it), its local HTTP process stopped.
+   */
+  sleep(key: string): Promise<void>;
+  /**
+   * Wakes server `key`: a local HTTP server's process is started again and, once it listens, the server is published
+   * running (as the operator publishes a pod's server once its pods are ready); resolves false, the server left
+   * asleep and its process stopped, when it does not listen within the start timeout.
+   */
+  wake(key: string): Promise<boolean>;
 }
 
 /** The servers of `punk cluster` (see the module comment); the bucket holds nothing else once `apply` ran. */
@@ -84,19 +97,22 @@ export function clusterServers(options: ClusterServersOptions): ClusterServers {
 
   /** The servers published by `apply`, by key, as their documents have them. */
   const published = new Map<string, McpServer>();
+  /** The keys of the servers asleep (spec.idle): published at zero, no process. */
+  const asleep = new Set<string>();
 
   /** The bucket entry of `server` (of key `key`), of generation `generation`. */
   const entryOf = (key: string, server: McpServer, generation: number): ManagedServer => {
     const pinned = pinManifestDir(server, options.manifestDir);
     const local = isLocalHttpServer(server);
     // A local server that could not start is published at its declared port (or none): the gateways report it failed.
-    const served = local ? asLocalUrlServer(pinned, running.get(key)?.port ?? server.spec.port ?? 0) : pinned;
+    const reached = local ? asLocalUrlServer(pinned, running.get(key)?.port ?? server.spec.port ?? 0) : pinned;
+    const served = asleep.has(key) ? { ...reached, spec: { ...reached.spec, replicas: 0 } } : reached;
     const metadata = { ...served.metadata, namespace: served.metadata.namespace ?? 'default', generation };
     return { server: { ...served, metadata }, generation, ...(local && { launched: true }) };
   };
 
-  /** Starts local HTTP server `server` and waits until it listens; one that cannot run or listen is logged with why. */
-  const launch = async (key: string, server: McpServer) => {
+  /** Starts local HTTP server `server` and waits until it listens; one that cannot run or listen is logged with why (false). */
+  const launch = async (key: string, server: McpServer): Promise<boolean> => {
     // Its spec.port, or a free loopback port picked for it ($(PORT) expands to it).
     const port = server.spec.port ?? (await freePort());
     const plan = await planLaunch(server, { workDir: options.workDir, port, extraEnv: { PUNK_MANIFEST_DIR: options.manifestDir } }).catch(
@@ -105,15 +121,31 @@ export function clusterServers(options: ClusterServersOptions): ClusterServers {
         return undefined;
       },
     );
-    if (!plan) return;
+    if (!plan) return false;
     const started: StartedServer = {
       name: key,
       process: options.start(server.metadata.name, plan.command, plan.args, plan.env, plan.cwd),
       url: `http://127.0.0.1:${String(port)}${server.spec.path}`,
     };
     running.set(key, { server, started, port });
-    if (!(await waitListening(started, options.startTimeoutMs)))
-      log.error({ server: key, url: started.url }, `${key} does not listen at ${started.url}; see its lines above`);
+    if (await waitListening(started, options.startTimeoutMs)) return true;
+    log.error({ server: key, url: started.url }, `${key} does not listen at ${started.url}; see its lines above`);
+    return false;
+  };
+
+  /** Publishes the entry of `key` anew (one generation on), as it is now (asleep or not). */
+  const republish = async (key: string) => {
+    const server = published.get(key);
+    if (!bucket || !server) return;
+    const previous = managedServerSchema.safeParse((await bucket.get(key))?.value).data;
+    await bucket.put(key, entryOf(key, server, (previous?.generation ?? 0) + 1));
+  };
+
+  /** Stops the local HTTP process of `key`, if one runs. */
+  const stopProcess = async (key: string) => {
+    const process = running.get(key)?.started.process;
+    running.delete(key);
+    if (process) await options.stop(process);
   };
 
   return {
@@ -131,13 +163,34 @@ export function clusterServers(options: ClusterServersOptions): ClusterServers {
         running.delete(key);
         await options.stop(started.process);
       }
-      for (const [key, server] of wanted) if (isLocalHttpServer(server) && !running.has(key)) await launch(key, server);
+      // A changed (or removed) document starts awake.
+      for (const key of asleep) if (!isDeepStrictEqual(wanted.get(key), published.get(key))) asleep.delete(key);
+      for (const [key, server] of wanted) if (isLocalHttpServer(server) && !running.has(key) && !asleep.has(key)) await launch(key, server);
       for (const [key, server] of wanted) {
         if (isDeepStrictEqual(published.get(key), server)) continue;
         const previous = managedServerSchema.safeParse((await bucket.get(key))?.value).data;
         await bucket.put(key, entryOf(key, server, (previous?.generation ?? 0) + 1));
         published.set(key, server);
       }
+    },
+    idle: () =>
+      new Map([...published].filter(([, server]) => server.spec.idle).map(([key, server]) => [key, { server, asleep: asleep.has(key) }])),
+    async sleep(key) {
+      asleep.add(key);
+      // Published at zero first: the gateways stop calling it before its process stops.
+      await republish(key);
+      await stopProcess(key);
+    },
+    async wake(key) {
+      const server = published.get(key);
+      if (!server) return false;
+      if (isLocalHttpServer(server) && !running.has(key) && !(await launch(key, server))) {
+        await stopProcess(key);
+        return false;
+      }
+      asleep.delete(key);
+      await republish(key);
+      return true;
     },
   };
 }

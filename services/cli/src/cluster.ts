@@ -32,6 +32,7 @@ import {
   type ServerCatalog,
 } from '@punk/lib';
 import { freePort } from '@punk/gateway';
+import { startClusterIdle, type ClusterIdle } from './cluster-idle.js';
 import { clusterServers } from './cluster-servers.js';
 import { startProxy, type Proxy } from './proxy.js';
 import { KEY_FILE, localEncryptionKey } from './encryption-key.js';
@@ -167,6 +168,7 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
   // The manifests' documents reach the services over NATS: the servers through bucket PUNK_MCP_SERVERS, the rest as under punk up.
   const manifestsBus = await NatsBus.connect({ url: natsUrl, name: 'punk-cluster-manifests', log });
   let local: LocalGovernance | undefined;
+  let idle: ClusterIdle | undefined;
   let stopping = false;
   /** Server processes stopped by a reload of the manifests directory: their exit is expected. */
   const retired = new Set<ChildProcess>();
@@ -200,6 +202,7 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
     stopping = true;
     await proxy?.close();
     await local?.stop();
+    await idle?.stop();
     await manifestsBus.close();
     // Services first (they drain), then the servers they called.
     for (const group of [true, false]) await Promise.all(children.filter((c) => c.service === group).map(({ child }) => terminate(child)));
@@ -276,6 +279,9 @@ export async function startCluster(config: PunkConfig, natsUrl: string, database
       }
     }
     await Promise.all(started.map((s) => waitReady(s.url, s.name, s.child, 120_000)));
+    // spec.idle: the operator's part, played here once the services run (the ledger records each sleep and wake):
+    // servers unused for their scaleToZeroAfter stop, and a call wakes them.
+    idle = await startClusterIdle({ bus: manifestsBus, log, servers });
     // The manifests' documents, as under punk up: published and applied over NATS, reloaded on change (servers too).
     local = localGovernance({
       bus: manifestsBus,

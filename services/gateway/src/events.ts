@@ -2,7 +2,7 @@
  * The gateway's ledger events: built here, appended with `appendLedgerEvent`.
  */
 import { randomUUID } from 'node:crypto';
-import type { LedgerEvent, LedgerEventType, Principal } from '@punk/lib';
+import { lifecycleRunId, type LedgerEvent, type LedgerEventType, type Principal } from '@punk/lib';
 
 /** Who and what a relayed call belongs to. */
 export interface CallContext {
@@ -27,11 +27,6 @@ export function callEvent(type: LedgerEventType, context: CallContext, data: Rec
     server: context.server,
     data,
   };
-}
-
-/** Run id of server lifecycle events, which belong to no client run: `server.<namespace>.<name>` (no `/`, so it fits a URL path segment). */
-export function lifecycleRunId(namespace: string, name: string): string {
-  return `server.${namespace}.${name}`;
 }
 
 /** A `server.state_changed` event. */

@@ -51,6 +51,23 @@ export function countDecision(decision: string, kind: string, decidedBy: 'gatewa
   decisions.inc({ decision, kind, decided_by: decidedBy });
 }
 
+/**
+ * `punk_gateway_server_wake_duration_seconds` (histogram, seconds; labels `server` (`<namespace>/<name>`), `outcome`:
+ * `woken`, `timeout` or `failed`): one wake of a server scaled to zero by `spec.idle`, from the first call held for
+ * it on this replica until it was served running again here (or given up); its `_count` counts the wakes.
+ */
+export const serverWakeDuration = new Histogram({
+  name: 'punk_gateway_server_wake_duration_seconds',
+  help: 'Duration of wakes of servers scaled to zero by spec.idle, from the first held call until served again, by server and outcome (woken, timeout, failed).',
+  labelNames: ['server', 'outcome'] as const,
+  buckets: [0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300],
+});
+
+/** Observes one wake into {@link serverWakeDuration}. */
+export function observeWake(server: string, outcome: 'woken' | 'timeout' | 'failed', seconds: number): void {
+  serverWakeDuration.observe({ server, outcome }, seconds);
+}
+
 /** Where the gateways of this process keep their upstreams: the pooled ones, and the `per-client` sessions' own. */
 interface UpstreamSource {
   shared: () => Iterable<Upstream>;

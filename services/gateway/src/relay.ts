@@ -22,6 +22,7 @@ import {
   type GovernanceDecision,
   type LedgerEvent,
   type Logger,
+  type McpServer,
   type BusMessageInfo,
   type ServerCatalog,
   WORKFLOW_SERVER,
@@ -36,6 +37,8 @@ import { callEvent, summarizeResult, type CallContext } from './events.js';
 import { runWithInputRequired } from './input-required.js';
 import { observeUpstreamCall } from './metrics.js';
 import { inputModeOf } from './upstream-input.js';
+import type { ServerActivityReporter } from './activity.js';
+import type { ServerWaker } from './registry/wake.js';
 import type { CallOutcome } from './upstream-calls.js';
 import type { Upstream } from './upstream.js';
 import type { ServedWorkflows } from './workflows/served.js';
@@ -46,6 +49,8 @@ export interface Registry {
   find(tenant: string, server: string, sessionId?: string): Upstream | undefined;
   /** Catalog entries of every server of a tenant. */
   catalog(tenant: string): ServerCatalog[];
+  /** The McpServer of a tenant's server asleep (scaled to zero by `spec.idle`): its calls wait for a wake. */
+  asleep?(tenant: string, server: string): McpServer | undefined;
 }
 
 // ---- tool-definition pinning (pinning/tool-pinning.ts): calls to a tool whose changed definition awaits acceptance
@@ -114,9 +119,46 @@ export function createRelay(deps: {
    * `WORKFLOW_SERVER` runs one.
    */
   workflows?: Pick<ServedWorkflows, 'catalogEntry' | 'callTool'>;
+  /** Wakes servers asleep (registry/wake.ts): a request to one waits for it, out of its upstream's own timeout. */
+  waker?: Pick<ServerWaker, 'wake'>;
+  /** Counts the calls to servers with `spec.idle` for the operator's idle scaler (activity.ts). */
+  activity?: Pick<ServerActivityReporter, 'begin'>;
 }): RelayHandler {
   const { bus, log, registry, pending, decider, pinning, cancellations } = deps;
   const maxResultBytes = deps.maxResultBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
+  /**
+   * Holds a request to a server asleep while it is woken (registry/wake.ts), telling a caller that gave a
+   * `progressToken` how the wake goes (`notifications/progress` on the call's channel, in both eras); undefined when
+   * the server is not asleep. The client's cancellation ends the wait.
+   */
+  const wakeAsleep = async (
+    request: GatewayRequest & { server: string },
+    signal: AbortSignal | undefined,
+  ): Promise<Upstream | undefined> => {
+    const asleep = registry.asleep?.(request.tenant, request.server);
+    if (!asleep || !deps.waker) return undefined;
+    const channel = 'channel' in request ? request.channel : undefined;
+    const token = '_meta' in request ? request._meta?.['progressToken'] : undefined;
+    const progress =
+      channel && (typeof token === 'string' || typeof token === 'number')
+        ? (elapsedS: number, totalS: number, message: string) => {
+            const params = { progressToken: token, progress: elapsedS, total: totalS, message };
+            bus
+              .publish(subjects.callOut(channel.front, channel.callId), {
+                message: { jsonrpc: '2.0', method: 'notifications/progress', params },
+              })
+              .catch((error: unknown) =>
+                log.warn({ callId: channel.callId, err: errorMessage(error) }, 'could not tell the client how a wake goes'),
+              );
+          }
+        : undefined;
+    const watch = channel ? cancellations.watch(channel.callId, signal) : undefined;
+    try {
+      return await deps.waker.wake(asleep, progress, watch?.signal ?? signal);
+    } finally {
+      watch?.close();
+    }
+  };
   return async (data, info, signal) => {
     const request = receivedMessage(gatewayRequestSchema, subjects.gatewayCall, data, info.local);
     if (request.method === 'catalog/list') {
@@ -130,7 +172,9 @@ export function createRelay(deps: {
       const cancel = request.channel ? cancellations.watch(request.channel.callId) : undefined;
       return deps.workflows.callTool(request, cancel?.signal).finally(() => cancel?.close());
     }
-    const upstream = registry.find(request.tenant, request.server, 'sessionId' in request ? request.sessionId : undefined);
+    const upstream =
+      registry.find(request.tenant, request.server, 'sessionId' in request ? request.sessionId : undefined) ??
+      (await wakeAsleep(request, signal));
     if (!upstream)
       throw new PunkError('ServerNotFound', `server ${request.server} is not registered in tenant ${request.tenant}`, {
         server: request.server,
@@ -188,6 +232,7 @@ export function createRelay(deps: {
       }
     };
     // The call may outlive this reply (input_required): stop listening for its cancellation when it ends.
+    const ended = deps.activity?.begin(upstream.server);
     const dispatch = (link: ClientLink | undefined) =>
       afterAudits(
         audits,
@@ -200,7 +245,10 @@ export function createRelay(deps: {
             });
           return result;
         })
-        .finally(() => cancel?.close());
+        .finally(() => {
+          cancel?.close();
+          ended?.();
+        });
     try {
       // A 2026-07-28 client gets the upstream's requests as input_required results (input-required.ts).
       if (request.channel?.era === '2026')

@@ -47,6 +47,8 @@ import { createAdminHandler, type ProbeResult } from './registry/admin.js';
 import { watchManagedServers } from './registry/managed-servers.js';
 import { isScaledToZero, scaledToZeroCatalog, scaledToZeroError } from './registry/scaled-to-zero.js';
 import { ServedSet } from './registry/served-set.js';
+import { ServerWaker } from './registry/wake.js';
+import { ServerActivityReporter } from './activity.js';
 import { RegistrationStore } from './registry/store.js';
 import { CallDecider } from './decisions.js';
 import { createRelay, type Registry, type RelayHandler } from './relay.js';
@@ -319,21 +321,33 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   });
 
   // Servers scaled to zero (spec.replicas 0): no connection; listed with nothing, and a call is refused at once.
+  // Asleep ones (spec.idle) are listed with what they listed last here, and a call waits for their wake (registry/wake.ts).
   const scaled = new Map<string, McpServer>();
+  const lastListed = new Map<string, ServerCatalog>();
+  const waker = new ServerWaker({ bus, log, upstreamOf: (key) => upstreams.get(key) });
   const registry: Registry = {
     find: (tenant, server, sessionId) => {
       const found =
         (sessionId !== undefined ? sessions.find(tenant, server, sessionId) : undefined) ?? upstreams.get(`${tenant}/${server}`);
       const zero = found ? undefined : scaled.get(`${tenant}/${server}`);
-      if (zero) throw scaledToZeroError(zero);
+      if (zero && !zero.spec.idle) throw scaledToZeroError(zero);
       return found;
+    },
+    asleep: (tenant, server) => {
+      const zero = scaled.get(`${tenant}/${server}`);
+      return zero?.spec.idle ? zero : undefined;
     },
     // Tools hidden by a review on any connection (a test's too) are left out at once, whatever the pooled connection listed.
     catalog: (tenant) => [
       ...[...upstreams.values()]
         .filter((u) => (u.server.metadata.namespace ?? 'default') === tenant)
         .map((u) => withholdTools(u.catalog(), pinning.hiddenTools(tenant, u.server.metadata.name))),
-      ...[...scaled.values()].filter((s) => (s.metadata.namespace ?? 'default') === tenant).map(scaledToZeroCatalog),
+      ...[...scaled.values()]
+        .filter((s) => (s.metadata.namespace ?? 'default') === tenant)
+        .map((s) => {
+          const listed = lastListed.get(keyOf(s));
+          return scaledToZeroCatalog(s, listed && withholdTools(listed, pinning.hiddenTools(tenant, s.metadata.name)));
+        }),
     ],
   };
 
@@ -369,11 +383,16 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     for (const [key, upstream] of upstreams) {
       const next = wanted.get(key);
       if (next && JSON.stringify(next) === JSON.stringify(upstream.server)) continue;
+      // Going to sleep: what it listed stays listed while it is asleep.
+      if (zero.get(key)?.spec.idle && upstream.state === 'ready') lastListed.set(key, upstream.catalog());
       stops.push(replace(upstream, next));
     }
     for (const [key, server] of wanted) if (!upstreams.has(key)) create(server);
     scaled.clear();
     for (const [key, server] of zero) scaled.set(key, server);
+    for (const key of lastListed.keys()) if (!scaled.get(key)?.spec.idle) lastListed.delete(key);
+    // Calls held for a server woken now go on.
+    waker.served();
     if (announceChanges) {
       for (const [key, server] of [...wanted, ...zero]) {
         const previous = before.get(key);
@@ -505,10 +524,18 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       .catch((error: unknown) => log.warn({ err: errorMessage(error) }, 'could not broadcast a workflow change'));
   });
   await runTable.start();
+  const activity = new ServerActivityReporter({
+    bucket: await bus.keyValue(buckets.serverActivity),
+    log,
+    instanceId,
+    streamsOf: (key) => sessions.ofServer(key).length + (upstreams.get(key)?.subscriptionCount ?? 0),
+  });
   const relay: RelayHandler = createRelay({
     bus,
     log,
     registry,
+    waker,
+    activity,
     pending,
     decider,
     pinning,
@@ -616,6 +643,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     stop: () =>
       (stopped ??= (async () => {
         unwatchUpstreams();
+        activity.stop();
+        waker.stop();
         await operatorServers.unsubscribe();
         await served.stop();
         await Promise.all(subscriptions.map((s) => s.unsubscribe()));

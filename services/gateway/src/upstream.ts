@@ -455,6 +455,11 @@ export class Upstream {
     }
   }
 
+  /** Resource subscriptions this connection carries (each an open stream on a 2026-07-28 connection). */
+  get subscriptionCount(): number {
+    return this.subscribed.size;
+  }
+
   /**
    * Subscribes this gateway replica's connection to updates of `uri` (MCP 2025-11-25 server/resources
    * "Subscriptions"); a no-op when it already is. Subscriptions are shared by every client of the

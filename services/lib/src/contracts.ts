@@ -41,6 +41,13 @@ export const subjects = {
    * is the operation's JSON body, errors are PunkErrors). mcp-front serves them over HTTP under `/api/v1`.
    */
   gatewayAdmin: 'punk.gateway.admin',
+  /**
+   * Request/reply, queue group `operator`: wake McpServer `namespace/name` scaled to zero by `spec.idle`
+   * (`serverWakeRequestSchema`), asked by the gateway holding a call to it; answered (`serverWakeReplySchema`) by the
+   * operator once it scaled the server back to its remembered replicas (or found it scaled up already), and by
+   * `punk cluster` once it started the server's process again. Asked again, it answers the server's condition now.
+   */
+  serverWake: 'punk.server.wake',
   /** Broadcast: a server's registration or state changed; catalogs refresh. */
   registryChanged: 'punk.registry.changed',
   /**
@@ -118,6 +125,8 @@ function subjectToken(value: string): string {
 export const queues = {
   gateway: 'gateway',
   governance: 'governance',
+  /** The operator's replicas (and `punk cluster`'s stand-in for it): `punk.server.wake`. */
+  operator: 'operator',
   /** Fronts of one tenant: one of them fans each registry change out to the tenant's 2025 sessions. */
   frontSessions: (tenant: string) => `mcp-front-sessions-${tenant}`,
 } as const;
@@ -185,7 +194,46 @@ export const buckets = {
    * events (settings.ts), so the redaction setting applies on every replica; entries never expire.
    */
   tenantSettings: { name: 'PUNK_TENANT_SETTINGS', ttlMs: 0 } satisfies KvBucketConfig,
+  /**
+   * The use of each server with `spec.idle` as each gateway replica saw it (`serverActivitySchema`), by
+   * `kvKey(namespace, name, instanceId)`: written by the replica at most once per few seconds per server while it is
+   * used, read by the operator (and `punk cluster`) to scale an idle server to zero; entries expire a day after their
+   * last write.
+   */
+  serverActivity: { name: 'PUNK_SERVER_ACTIVITY', ttlMs: 24 * 60 * 60_000 } satisfies KvBucketConfig,
 } as const;
+
+/**
+ * One entry of bucket `PUNK_SERVER_ACTIVITY`: one gateway replica's use of one server. RFC 3339 times; an entry whose
+ * `writtenAt` is older than a few write periods comes from a replica that stopped, and its `inFlight` and `streams`
+ * no longer hold the server up.
+ */
+export const serverActivitySchema = z.object({
+  /** When the last call to the server began or ended on this replica. */
+  lastUsedAt: z.iso.datetime({ offset: true }),
+  /** Calls (tools/call, resources/read, prompts/get) to the server in flight on this replica when written. */
+  inFlight: z.number().int().min(0),
+  /** Streams this replica holds open on the server (its `per-client` upstream sessions and resource subscriptions). */
+  streams: z.number().int().min(0),
+  /** When this entry was written. */
+  writtenAt: z.iso.datetime({ offset: true }),
+});
+export type ServerActivity = z.infer<typeof serverActivitySchema>;
+
+/** A request on `punk.server.wake`: the McpServer to wake. */
+export const serverWakeRequestSchema = z.object({ namespace: z.string().min(1), name: z.string().min(1) });
+export type ServerWakeRequest = z.infer<typeof serverWakeRequestSchema>;
+
+/**
+ * The answer to `punk.server.wake`: the replicas the server is scaled to now (0: it cannot be woken, `message` says
+ * why) and its condition as people read it (`Available=False (ScaledToZero): …`), which a wake that times out names.
+ */
+export const serverWakeReplySchema = z.object({
+  replicas: z.number().int().min(0),
+  condition: z.string(),
+  message: z.string().optional(),
+});
+export type ServerWakeReply = z.infer<typeof serverWakeReplySchema>;
 
 /** One counter of bucket `PUNK_RATE_LIMITS`: uses counted in the fixed window that started at `windowStart` (epoch milliseconds). */
 export const rateLimitCounterSchema = z.object({ windowStart: z.number().int().min(0), count: z.number().int().min(0) });
@@ -254,6 +302,8 @@ export const deadlines = {
   sessionMessageMs: 5_000,
   /** A registry or credentials API operation (`punk.gateway.admin`); `servers.test` connects and lists within it. */
   gatewayAdminMs: 45_000,
+  /** One wake request (`punk.server.wake`): the operator patches the scale subresource, punk cluster starts a process. */
+  serverWakeMs: 10_000,
 } as const;
 
 // ---------------------------------------------------------------- shared parts
@@ -472,6 +522,11 @@ export const serverCatalogSchema = z.object({
    * server while it is `starting` waits that long at most for the start.
    */
   startTimeoutMs: z.number().int().positive().optional(),
+  /**
+   * A server scaled to zero by `spec.idle`: how long a call to it waits for its wake (`spec.idle.wakeTimeout`), in
+   * milliseconds, before its start budget; absent for every other server.
+   */
+  wakeTimeoutMs: z.number().int().positive().optional(),
 });
 export type ServerCatalog = z.infer<typeof serverCatalogSchema>;
 
@@ -697,6 +752,13 @@ export const ledgerEventTypeSchema = z.enum([
   'server.updated',
   'server.deregistered',
   'server.tested',
+  /**
+   * An McpServer with `spec.idle` was scaled to zero after `scaleToZeroAfter` without use (`data`: `idleForMs`,
+   * `replicas` it is woken back to), or woken by a call (`data`: `replicas`), appended by the operator (or
+   * `punk cluster`, which plays its part), run id `server.<namespace>.<name>`.
+   */
+  'server.slept',
+  'server.woken',
   /** A listed tool's definition differs from the pinned one (`data`: `tool`, `previousFingerprint`, `fingerprint`, `diff`, `policy`). */
   'tool.definition_changed',
   /** An admin accepted a changed tool definition (`data`: `tool`, `fingerprint`). */

@@ -11,6 +11,7 @@ export * from './bus/bus.js';
 export { NatsBus, type NatsBusOptions } from './bus/nats.js';
 export * from './contracts.js';
 export * from './spec/mcpserver.js';
+export * from './server-idle.js';
 export * from './spec/mcpcredential.js';
 export * from './spec/credential-body.js';
 export * from './spec/mcppolicy.js';

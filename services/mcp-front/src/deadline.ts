@@ -5,7 +5,9 @@
  * long plus {@link GATEWAY_ANSWER_GRACE_MS} for the gateway's answer. `PUNK_TOOL_TIMEOUTS` names deadlines
  * of single tools that only the front enforces; every other call waits `PUNK_CALL_TIMEOUT_MS`, which is
  * also the gateway's default for servers without `spec.timeout`. A call to a server still `starting` waits for
- * the start at the gateway, so the front waits the server's start budget longer.
+ * the start at the gateway, so the front waits the server's start budget longer; a call to a server asleep
+ * (`spec.idle`, scaled to zero) waits at the gateway for its wake and then its start, so the front waits both longer
+ * (the call's own deadline, `ms`, starts after them at the gateway).
  */
 import { deadlines, type CallDeadline, type ServerCatalog } from '@punk/lib';
 
@@ -32,7 +34,8 @@ export interface DeadlineDefaults {
  * `spec.timeout`, else `PUNK_CALL_TIMEOUT_MS`.
  */
 export function callDeadline(defaults: DeadlineDefaults, server: ServerCatalog | undefined, tool?: string): CallDeadline {
-  const start = server?.state === 'starting' ? (server.startTimeoutMs ?? 0) : 0;
+  const waking = server?.wakeTimeoutMs;
+  const start = server?.state === 'starting' || waking !== undefined ? (server?.startTimeoutMs ?? 0) + (waking ?? 0) : 0;
   const toolMs = tool === undefined ? undefined : defaults.toolTimeouts[tool];
   if (tool !== undefined && toolMs !== undefined) return { ms: toolMs, source: `PUNK_TOOL_TIMEOUTS for ${tool}`, waitMs: toolMs + start };
   if (server?.timeoutMs !== undefined) {

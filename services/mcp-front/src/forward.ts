@@ -157,9 +157,10 @@ export async function callTool(
     const withheld = withheldTool(current, name);
     if (withheld) return { content: [{ type: 'text', text: withheld.message }], isError: true };
     const unserved = unservedServer(current, name);
-    // A tool of a server still starting, not listed yet: the call waits for the start at the gateway (bounded by the
-    // server's start budget, deadline.ts), which then checks the tool against the server's listing.
-    if (unserved?.server.state === 'starting') {
+    // A tool of a server still starting, not listed yet, or asleep (spec.idle) with no listing here: the call waits for
+    // the start (or the wake) at the gateway (bounded by the server's budgets, deadline.ts), which then checks the
+    // tool against the server's listing.
+    if (unserved?.server.state === 'starting' || unserved?.server.wakeTimeoutMs !== undefined) {
       const server = unserved.server.name;
       const upstreamName = current.tools.namespaced ? name.slice(namespacedName(server, '').length) : name;
       const request = { method: 'tools/call', server, name: upstreamName, ...(args && { arguments: args }), ...metaOf(ctx) } as const;

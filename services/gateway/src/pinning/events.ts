@@ -3,8 +3,7 @@
  * (contracts.ts `ledgerEventTypeSchema`), in the run of the server's lifecycle events.
  */
 import { createHash, randomUUID } from 'node:crypto';
-import type { LedgerEvent, Principal } from '@punk/lib';
-import { lifecycleRunId } from '../events.js';
+import { lifecycleRunId, type LedgerEvent, type Principal } from '@punk/lib';
 import type { DefinitionDiff } from './diff.js';
 import type { PinningPolicy } from './store.js';
 

@@ -2,8 +2,10 @@
  * Servers scaled to zero (`spec.replicas: 0`, as the operator publishes an McpServer that `kubectl scale` or a
  * HorizontalPodAutoscaler took to zero): the gateway opens no connection for them, lists them with no tools and
  * answers every call at once with {@link scaledToZeroError}, instead of routing it to a Service without endpoints.
+ * A server with `spec.idle` is asleep instead: its calls wait for a wake (wake.ts), and it stays listed with what it
+ * listed last on this replica.
  */
-import { PunkError, type McpServer, type ServerCatalog } from '@punk/lib';
+import { durationMs, PunkError, type McpServer, type ServerCatalog } from '@punk/lib';
 
 /** Whether `server` is scaled to zero (`spec.replicas` is 0). */
 export function isScaledToZero(server: McpServer): boolean {
@@ -13,6 +15,8 @@ export function isScaledToZero(server: McpServer): boolean {
 /** The sentence a call to a server scaled to zero is answered with, naming the McpServer and the field. */
 export function scaledToZeroMessage(server: McpServer): string {
   const { namespace = 'default', name } = server.metadata;
+  if (server.spec.idle)
+    return `server ${name} is asleep (McpServer ${namespace}/${name} scaled to zero by spec.idle after ${server.spec.idle.scaleToZeroAfter} unused); the first call wakes it`;
   return `server ${name} is scaled to zero (McpServer ${namespace}/${name} spec.replicas=0); scale it up to call it`;
 }
 
@@ -21,8 +25,13 @@ export function scaledToZeroError(server: McpServer): PunkError {
   return new PunkError('ServerScaledToZero', scaledToZeroMessage(server), { server: server.metadata.name });
 }
 
-/** The catalog entry of a server scaled to zero: state `stopped`, the reason as `lastError`, nothing listed. */
-export function scaledToZeroCatalog(server: McpServer): ServerCatalog {
+/**
+ * The catalog entry of a server scaled to zero: state `stopped`, the reason as `lastError`, nothing listed; an asleep
+ * one (`spec.idle`) lists what its connection listed last (`listed`), so its tools stay callable, and its wake budget.
+ */
+export function scaledToZeroCatalog(server: McpServer, listed?: ServerCatalog): ServerCatalog {
+  if (server.spec.idle && listed)
+    return { ...listed, state: 'stopped', lastError: scaledToZeroMessage(server), wakeTimeoutMs: durationMs(server.spec.idle.wakeTimeout) };
   return {
     name: server.metadata.name,
     namespace: server.metadata.namespace ?? 'default',
@@ -35,5 +44,6 @@ export function scaledToZeroCatalog(server: McpServer): ServerCatalog {
     prompts: [],
     sideEffectLevels: {},
     withheldTools: [],
+    ...(server.spec.idle && { wakeTimeoutMs: durationMs(server.spec.idle.wakeTimeout) }),
   };
 }

@@ -61,7 +61,10 @@ test('each invalid registration is refused with a message naming the field', () 
     [{ ...stdio, tools: { overrides: [{ name: 'x', level: 1 }] } }, 'body.tools.overrides[0].level: unknown field'],
     [{ ...stdio, tools: { pinning: 'warn' } }, 'body.tools.pinning: must be serve, hide or approval'],
     [{ ...stdio, sessionMode: 'private' }, 'body.sessionMode: must be shared or per-client'],
-    [{ ...stdio, timeout: '10 seconds' }, 'body.timeout: must be a duration such as 500ms, 30s, 5m or 1h'],
+    [
+      { ...stdio, timeout: '10 seconds' },
+      'body.timeout: must be a duration such as 500ms, 30s, 15m, 1h or 1h30m (whole numbers with units h, m, s or ms)',
+    ],
   ];
   for (const [body, message] of cases) refuses(body, message);
 });

@@ -12,7 +12,14 @@
 import { z } from 'zod';
 import { stringify } from 'yaml';
 import { PunkError } from '../errors.js';
-import { API_GROUP, commandSchema, mcpServerSpecSchema, mcpServerStatusSchema, OPENAPI_REFRESH_INTERVAL } from './mcpserver.js';
+import {
+  API_GROUP,
+  commandSchema,
+  IDLE_MINIMUM_MESSAGE,
+  mcpServerSpecSchema,
+  mcpServerStatusSchema,
+  OPENAPI_REFRESH_INTERVAL,
+} from './mcpserver.js';
 import { mcpCredentialSpecSchema, mcpCredentialStatusSchema } from './mcpcredential.js';
 import { mcpPolicySpecSchema, mcpPolicyStatusSchema } from './mcppolicy.js';
 import { mcpWorkflowSpecSchema, mcpWorkflowStatusSchema } from './mcpworkflow.js';
@@ -246,6 +253,10 @@ const MCPSERVER_SPEC_RULES: readonly PlacedRule[] = [
     at: ['openapi', 'refreshInterval'],
     rules: [{ rule: `duration(self) >= duration('${OPENAPI_REFRESH_INTERVAL.minimum}')`, message: OPENAPI_REFRESH_INTERVAL.tooShort }],
   },
+  ...(['scaleToZeroAfter', 'wakeTimeout'] as const).map((field) => ({
+    at: ['idle', field],
+    rules: [{ rule: "duration(self) >= duration('1s')", message: IDLE_MINIMUM_MESSAGE }],
+  })),
   {
     at: ['openapi', 'url'],
     rules: [{ rule: "isURL(self) && url(self).getScheme() in ['http', 'https']", message: 'must be an http or https URL' }],

@@ -16,19 +16,26 @@ export const dnsLabel = z
   .max(63)
   .regex(/^[a-z]([-a-z0-9]*[a-z0-9])?$/, 'must be a DNS-1035 label: lower-case letters, digits and -, starting with a letter');
 
-/** A duration such as `500ms`, `30s`, `5m`, `1h`. */
+/**
+ * A duration as Kubernetes writes one (a Go `time.Duration` of whole units, as `metav1.Duration` prints it): `500ms`,
+ * `30s`, `15m`, `1h`, or several units summed (`1h30m`).
+ */
 export const durationSchema = z
   .string()
-  .regex(/^\d+(ms|s|m|h)$/, 'must be a duration such as 500ms, 30s, 5m or 1h')
-  .describe('A duration: a whole number followed by ms, s, m or h.');
+  .regex(/^(\d+(ms|s|m|h))+$/, 'must be a duration such as 500ms, 30s, 15m, 1h or 1h30m (whole numbers with units h, m, s or ms)')
+  .describe('A duration: whole numbers with units h, m, s or ms, summed (500ms, 30s, 15m, 1h30m).');
 
-/** Converts a duration string (`30s`) to milliseconds. */
+/** Converts a duration string (`30s`, `1h30m`) to milliseconds. @throws RangeError when it is not one. */
 export function durationMs(duration: string): number {
-  const match = /^(\d+)(ms|s|m|h)$/.exec(duration);
-  if (!match) throw new RangeError(`not a duration: ${duration}`);
-  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[match[2] as 'ms' | 's' | 'm' | 'h'];
-  return Number(match[1]) * unit;
+  if (!/^(\d+(ms|s|m|h))+$/.test(duration)) throw new RangeError(`not a duration: ${duration}`);
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+  let total = 0;
+  for (const [, n, u] of duration.matchAll(/(\d+)(ms|s|m|h)/g)) total += Number(n) * unit[u as keyof typeof unit];
+  return total;
 }
+
+/** The refusal of a `spec.idle` duration under a second (the idle check and the wake tick are a second). */
+export const IDLE_MINIMUM_MESSAGE = 'must be at least 1s (e.g. 15m)';
 
 /**
  * Whether `value` is a valid HTTP field value (RFC 9110 §5.5): visible ASCII, spaces, HTAB and obs-text
@@ -335,7 +342,26 @@ export const mcpServerSpecSchema = z
       .min(0)
       .default(1)
       .describe(
-        'Pod replicas (cluster; the scale subresource: kubectl scale, a HorizontalPodAutoscaler). 0: scaled to zero, the egress proxy too, and the gateway answers calls at once that the server is scaled to zero.',
+        'Pod replicas (cluster; the scale subresource: kubectl scale, a HorizontalPodAutoscaler). 0: scaled to zero, the egress proxy too, and the gateway answers calls at once that the server is scaled to zero (unless spec.idle is set: then the first call wakes it).',
+      ),
+    idle: z
+      .object({
+        scaleToZeroAfter: durationSchema
+          .refine((duration) => durationMs(duration) >= 1000, IDLE_MINIMUM_MESSAGE)
+          .describe(
+            'How long the server may go without a call (and with no call in flight or stream open) before the operator scales it to zero through its scale subresource, remembering its replicas (e.g. 15m).',
+          ),
+        wakeTimeout: durationSchema
+          .refine((duration) => durationMs(duration) >= 1000, IDLE_MINIMUM_MESSAGE)
+          .default('60s')
+          .describe(
+            "How long a call to the server scaled to zero waits for it to be woken (scaled back and its pods ready) before it is answered with the McpServer's condition. Not counted against spec.timeout.",
+          ),
+      })
+      .strict()
+      .optional()
+      .describe(
+        'Scale to zero when idle, and wake on the first call: a call to the server at zero is held while it is scaled back to its replicas, with progress notifications to a caller that gave a progressToken. Without it a server at spec.replicas 0 answers calls at once.',
       ),
     service: z
       .object({
