@@ -31,6 +31,7 @@ for (const mode of ['up', 'cluster'] as const)
     let signIn: TokenExchangeIssuer;
     let provider: ConnectionProvider;
     let upstream: EchoServer;
+    let strict: EchoServer;
     let dir: string;
     let punk: RunningPunk;
     const clients: Client[] = [];
@@ -38,6 +39,7 @@ for (const mode of ['up', 'cluster'] as const)
 
     before(async () => {
       upstream = await startEchoServer();
+      strict = await startEchoServer({ refuseBearers: true });
       signIn = await startTokenExchangeIssuer({
         resource: PUBLIC_URL,
         users: USERS,
@@ -48,12 +50,11 @@ for (const mode of ['up', 'cluster'] as const)
       });
       // 30 s tokens expire within the vault's refresh-ahead minute: every call refreshes (and rotates) first.
       provider = await startConnectionProvider({ ...CLIENT, redirectUri: `${PUBLIC_URL}/connect/callback`, accessTokenTtl: 30 });
-      dir = await manifestDir('per-user', {
-        'gh.yaml': `apiVersion: mcp.punk.dev/v1alpha1
+      const manifest = (name: string, url: string) => `apiVersion: mcp.punk.dev/v1alpha1
 kind: McpServer
-metadata: { name: gh }
+metadata: { name: ${name} }
 spec:
-  url: ${upstream.url}
+  url: ${url}
   auth:
     perUser:
       provider: example
@@ -62,8 +63,8 @@ spec:
       clientId: ${CLIENT.clientId}
       clientSecret: cred:gh-client
       scopes: [openid]
-`,
-      });
+`;
+      dir = await manifestDir('per-user', { 'gh.yaml': manifest('gh', upstream.url), 'strict.yaml': manifest('strict', strict.url) });
       if (mode === 'cluster') {
         nats = await startOwnNats();
         db = await scratchDatabase();
@@ -93,6 +94,7 @@ spec:
       await Promise.all(clients.map((c) => c.close().catch(() => undefined)));
       await punk?.stop();
       await upstream?.close();
+      await strict?.close();
       await provider?.close();
       await signIn?.close();
       await nats?.stop();
@@ -113,8 +115,8 @@ spec:
       });
 
     /** `user` starts a connect flow: the authorization URL and the cookie Punk set for this browser. */
-    async function begin(user: string): Promise<{ authorizationUrl: string; cookie: string }> {
-      const response = await api(user, 'POST', '/api/v1/connections/default/gh');
+    async function begin(user: string, server = 'gh'): Promise<{ authorizationUrl: string; cookie: string }> {
+      const response = await api(user, 'POST', `/api/v1/connections/default/${server}`);
       assert.equal(response.status, 200, await response.clone().text());
       const { authorizationUrl } = (await response.json()) as { authorizationUrl: string };
       const setCookie = response.headers.getSetCookie()[0] ?? '';
@@ -136,10 +138,10 @@ spec:
       return response.headers.get('location') ?? '';
     }
 
-    async function connect(user: string): Promise<void> {
-      const { authorizationUrl, cookie } = await begin(user);
+    async function connect(user: string, server = 'gh'): Promise<void> {
+      const { authorizationUrl, cookie } = await begin(user, server);
       const location = await callback(await provider.authorize(authorizationUrl, user), cookie);
-      assert.equal(location, '/ui/connections?connected=default%2Fgh');
+      assert.equal(location, `/ui/connections?connected=default%2F${server}`);
     }
 
     /** The user the upstream saw on a `gh__headers` call of `client`. */
@@ -165,7 +167,7 @@ spec:
       const list = (await (await api('alice', 'GET', '/api/v1/connections')).json()) as { items: Array<{ connected: boolean }> };
       assert.deepEqual(
         list.items.map((i) => i.connected),
-        [false],
+        [false, false],
       );
     });
 
@@ -173,8 +175,10 @@ spec:
       await connect('alice');
       await connect('bob');
       const list = (await (await api('alice', 'GET', '/api/v1/connections')).json()) as { items: Array<Record<string, unknown>> };
-      assert.equal(list.items.length, 1);
-      assert.equal(list.items[0]!['name'], 'gh');
+      assert.deepEqual(
+        list.items.map((i) => i['name']),
+        ['gh', 'strict'],
+      );
       assert.equal(list.items[0]!['provider'], 'example');
       assert.equal(list.items[0]!['connected'], true);
       assert.ok(typeof list.items[0]!['connectedAt'] === 'string');
@@ -212,6 +216,18 @@ spec:
       }
     });
 
+    test('an upstream answering HTTP 401 to the user’s token: refreshed and sent again once, then a clear error', async () => {
+      await connect('alice', 'strict');
+      const from = strict.requests.length;
+      await assert.rejects(
+        (await signedIn('alice')).callTool({ name: 'strict__headers', arguments: {} }),
+        /server default\/strict answered HTTP 401 \(unauthorized\) to the caller's per-user connection token \(spec\.auth\.perUser\), also once refreshed/,
+      );
+      const calls = strict.requests.slice(from).filter((r) => r.method === 'tools/call');
+      assert.equal(calls.length, 2, 'the call went twice: with the token, then with the refreshed one');
+      assert.notEqual(calls[0]!.authorization, calls[1]!.authorization);
+    });
+
     test('an API key naming no user is refused, told why', async () => {
       const { key, id } = await createApiKey(punk.baseUrl, BOOTSTRAP, { name: `key ${mode}` });
       const client = await connectClient(`${punk.baseUrl}/mcp`, '2025-11-25', { authorization: `Bearer ${key}` });
@@ -237,8 +253,9 @@ spec:
       assert.equal(again.isError, true);
       assert.match(textOf(again), /dave has not connected theirs/);
       const list = (await (await api('dave', 'GET', '/api/v1/connections')).json()) as { items: Array<Record<string, unknown>> };
-      assert.equal(list.items[0]!['needsReconnect'], true);
-      assert.equal(list.items[0]!['connected'], false);
+      const gh = list.items.find((i) => i['name'] === 'gh');
+      assert.equal(gh?.['needsReconnect'], true);
+      assert.equal(gh?.['connected'], false);
     });
 
     test('disconnecting deletes the tokens (the next call is asked to connect), 404 when not connected', async () => {
