@@ -9,13 +9,10 @@
  * - any other client gets a tool error (for `tools/call`) or a JSON-RPC error, naming the URL.
  */
 import { randomUUID } from 'node:crypto';
-import { ProtocolError, ProtocolErrorCode } from '@modelcontextprotocol/server';
+import { ProtocolError, UrlElicitationRequiredError } from '@modelcontextprotocol/server';
 
 /** The PunkError codes of the gateway that mean "connect first". */
 const CONNECT_CODES: ReadonlySet<string> = new Set(['ConnectionRequired', 'ConnectionRevoked']);
-
-/** JSON-RPC error code of `URLElicitationRequiredError` (MCP 2025-11-25 client/elicitation). */
-export const URL_ELICITATION_REQUIRED = -32042;
 
 /** The connect page of server `namespace/name` under `publicUrl` (a path alone when there is no public URL). */
 export function connectPageUrl(publicUrl: string | undefined, namespace: string, name: string): string {
@@ -43,14 +40,12 @@ export function connectionAnswer(
   if (!(error instanceof ProtocolError)) return undefined;
   const data = error.data as { code?: unknown; details?: { namespace?: unknown; server?: unknown } } | undefined;
   if (typeof data?.code !== 'string' || !CONNECT_CODES.has(data.code)) return undefined;
-  const namespace = String(data.details?.namespace ?? '');
-  const server = String(data.details?.server ?? '');
+  const { namespace, server } = data.details ?? {};
+  if (typeof namespace !== 'string' || typeof server !== 'string') return undefined;
   const url = connectPageUrl(publicUrl, namespace, server);
   const message = `${error.message.replace(/^MCP error -?\d+: /, '')}: ${url}`;
   if (data.code === 'ConnectionRequired' && supportsUrlElicitation(capabilities)) {
-    throw new ProtocolError(URL_ELICITATION_REQUIRED as ProtocolErrorCode, message, {
-      elicitations: [{ mode: 'url', elicitationId: randomUUID(), url, message }],
-    });
+    throw new UrlElicitationRequiredError([{ mode: 'url', elicitationId: randomUUID(), url, message }], message);
   }
   if (method === 'tools/call') return { content: [{ type: 'text', text: message }], isError: true };
   throw new ProtocolError(error.code, message, error.data);
