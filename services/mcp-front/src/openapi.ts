@@ -15,6 +15,7 @@ import {
   apiKeyInputSchema,
   apiKeyViewSchema,
   approvalDecisionBodySchema,
+  connectionItemSchema,
   approvalsQuerySchema,
   approvalViewSchema,
   callerViewSchema,
@@ -85,6 +86,7 @@ const credential = { id: 'Credential id, unique in the tenant.' };
 const registration = { schema: registrationBodySchema, required: true };
 const oneServer = wrapped('server', serverViewSchema);
 const approval = { id: 'Approval id (a UUID).' };
+const connection = { namespace: "The server's namespace (the caller's tenant).", name: 'The server name.' };
 const oneApproval = wrapped('approval', approvalViewSchema);
 const approvalDecisionAnswers: Record<string, Answer> = {
   '200': ok('The decided request.', oneApproval),
@@ -472,6 +474,35 @@ export const routes: readonly Route[] = [
     pathParameters: approval,
     body: { schema: approvalDecisionBodySchema, required: false },
     responses: approvalDecisionAnswers,
+  },
+  {
+    method: 'get',
+    path: '/connections',
+    operationId: 'listConnections',
+    summary:
+      "The caller's per-user connections: one item per server of its tenant with `spec.auth.perUser`, connected or not (docs/identity.md). Any valid token.",
+    responses: { '200': ok("The caller's connections.", wrapped('items', z.array(connectionItemSchema))) },
+  },
+  {
+    method: 'post',
+    path: '/connections/{namespace}/{name}',
+    operationId: 'beginConnection',
+    summary:
+      "Starts the caller's connect flow to a server (authorization code with PKCE S256): answers the provider's authorization URL and sets an HttpOnly cookie binding the flow to this browser; the provider redirects back to `/connect/callback`.",
+    pathParameters: connection,
+    responses: {
+      '200': ok('Where to send the browser.', z.object({ authorizationUrl: z.string() })),
+      '403': error('An API key naming no user.'),
+      '404': error('No such server with `spec.auth.perUser` in the caller’s tenant.'),
+    },
+  },
+  {
+    method: 'delete',
+    path: '/connections/{namespace}/{name}',
+    operationId: 'deleteConnection',
+    summary: "Disconnects: deletes the caller's tokens for the server (ledgered `connection.deleted`).",
+    pathParameters: connection,
+    responses: { '204': ok('Deleted.'), '404': error('The caller has no connection to the server.') },
   },
   {
     method: 'get',

@@ -265,6 +265,19 @@ const MCPSERVER_SPEC_RULES: readonly PlacedRule[] = [
     at: ['openapi', 'baseUrl'],
     rules: [{ rule: "isURL(self) && url(self).getScheme() in ['http', 'https']", message: 'must be an http or https URL' }],
   },
+  {
+    at: ['auth'],
+    rules: [
+      {
+        rule: '!(has(self.tokenExchange) && has(self.perUser))',
+        message: 'auth.tokenExchange and auth.perUser exclude each other: declare one',
+      },
+    ],
+  },
+  ...(['authorizationUrl', 'tokenUrl'] as const).map((field) => ({
+    at: ['auth', 'perUser', field],
+    rules: [{ rule: "isURL(self) && url(self).getScheme() in ['http', 'https']", message: 'must be an http or https URL' }],
+  })),
   { at: ['env', '[]'], rules: [valueXorValueFrom] },
   { at: ['headers', '[]'], rules: [valueXorValueFrom] },
   { at: ['sandbox', 'egress', '[]'], rules: [{ rule: 'has(self.host) != has(self.cidr)', message: 'set exactly one of host and cidr' }] },

@@ -278,3 +278,48 @@ spec:
     errors.map((e) => `${e.field}: ${e.message}`).join('; '),
   );
 });
+
+test('auth.perUser is read with its defaults; with tokenExchange too, or a clientSecret that is no cred: reference, it is refused naming the field', () => {
+  const perUser = (extra: string) =>
+    `{ provider: github, authorizationUrl: https://gh.example/authorize, tokenUrl: https://gh.example/token, clientId: punk${extra} }`;
+  const server = (name: string, auth: string) => `apiVersion: mcp.punk.dev/v1alpha1
+kind: McpServer
+metadata: { name: ${name} }
+spec:
+  url: https://${name}.example.com/mcp
+  auth: ${auth}
+`;
+  const { servers, errors } = parseManifests(
+    [
+      server('gh', `{ perUser: ${perUser(', clientSecret: cred:gh-app')} }`),
+      server('both', `{ perUser: ${perUser('')}, tokenExchange: { audience: https://both.example.com } }`),
+      server('literal', `{ perUser: ${perUser(', clientSecret: hunter2')} }`),
+    ].join('---\n'),
+    'servers.yaml',
+    'default',
+  );
+  assert.deepEqual(
+    servers.map(({ server }) => [server.metadata.name, server.spec.auth]),
+    [
+      [
+        'gh',
+        {
+          perUser: {
+            provider: 'github',
+            authorizationUrl: 'https://gh.example/authorize',
+            tokenUrl: 'https://gh.example/token',
+            clientId: 'punk',
+            clientSecret: 'cred:gh-app',
+            scopes: [],
+          },
+        },
+      ],
+    ],
+  );
+  const messages = errors.map((e) => `${e.field}: ${e.message}`);
+  assert.ok(messages.includes('spec.auth: auth.tokenExchange and auth.perUser exclude each other: declare one'), messages.join('; '));
+  assert.ok(
+    messages.includes('spec.auth.perUser.clientSecret: must be a credential reference cred:<id> or cred:<id>/<key>'),
+    messages.join('; '),
+  );
+});
