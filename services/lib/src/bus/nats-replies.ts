@@ -71,20 +71,20 @@ export class NatsReplies {
 
   /** Ends every request waiting with `closed` (the bus's close). */
   close(): void {
-    for (const [token, waiter] of this.waiting) {
-      clearTimeout(waiter.timer);
-      this.waiting.delete(token);
-      waiter.reject(new NoReplyError('closed', waiter.subject));
-    }
+    this.rejectAll((waiter) => new NoReplyError('closed', waiter.subject));
   }
 
   /** The inbox subscription failed (a permission violation): its requests can get no reply, so they fail now. */
   private fail(error: Error): void {
     this.sub = undefined;
+    this.rejectAll(() => error);
+  }
+
+  private rejectAll(errorOf: (waiter: Waiter) => Error): void {
     for (const [token, waiter] of this.waiting) {
       clearTimeout(waiter.timer);
       this.waiting.delete(token);
-      waiter.reject(error);
+      waiter.reject(errorOf(waiter));
     }
   }
 

@@ -705,7 +705,12 @@ class NatsKv implements KvStore {
  * @throws Error with the server's description when the stream refused the message (`{ error: { description } }`).
  */
 function pubAck(msg: Msg): AppendAck {
-  const ack = JSON.parse(decoder.decode(msg.data)) as { stream?: string; seq?: number; duplicate?: boolean; error?: { description?: string } };
+  const ack = JSON.parse(decoder.decode(msg.data)) as {
+    stream?: string;
+    seq?: number;
+    duplicate?: boolean;
+    error?: { description?: string };
+  };
   if (ack.error) throw new Error(ack.error.description ?? 'the stream refused the message');
   if (typeof ack.seq !== 'number') throw new Error('invalid JetStream acknowledgement');
   return { seq: ack.seq, duplicate: ack.duplicate === true };
