@@ -6,9 +6,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
-  isJSONRPCErrorResponse,
   isJSONRPCRequest,
-  isJSONRPCResultResponse,
   PROTOCOL_VERSION_META_KEY,
   type JSONRPCMessage,
   type RequestId,
@@ -209,7 +207,7 @@ export function observeOperations(server: Server, catalog: TenantCatalog, scope:
     const send = transport.send.bind(transport);
     transport.send = (message, options) => {
       const request = 'id' in message && message.id !== undefined ? pending.get(message.id) : undefined;
-      if (request && (isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message))) {
+      if (request && ('result' in message || 'error' in message)) {
         pending.delete(message.id!);
         recordMcpResponse(message);
         void record(request, message, server.getNegotiatedProtocolVersion(), secondsSince(request.startedAt), catalog, scope);
@@ -237,9 +235,11 @@ async function record(
   catalog: TenantCatalog,
   scope: Scope,
 ): Promise<void> {
-  const result = isJSONRPCResultResponse(response) ? (response.result as { isError?: unknown; protocolVersion?: unknown }) : undefined;
-  const errorType = isJSONRPCErrorResponse(response)
-    ? jsonRpcErrorTypeOf(response.error.code)
+  // The answer is outgoing (Punk's own, or the SDK server's): its shape is known, so no schema guard re-checks it.
+  const answer = response as { result?: { isError?: unknown; protocolVersion?: unknown }; error?: { code: number } };
+  const result = answer.result;
+  const errorType = answer.error
+    ? jsonRpcErrorTypeOf(answer.error.code)
     : request.tool !== undefined && result?.isError === true
       ? 'tool_error'
       : NO_ERROR;

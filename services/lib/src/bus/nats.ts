@@ -11,8 +11,6 @@ import {
   connect,
   Empty,
   headers as natsHeaders,
-  NoRespondersError,
-  TimeoutError,
   type Msg,
   type MsgHdrs,
   type NatsConnection,
@@ -32,6 +30,7 @@ import { runInHeaderContext, withTraceContext } from '../tracing/propagation.js'
 import { PunkError, errorMessage } from '../errors.js';
 import { parseNatsUrl } from './nats-url.js';
 import { NatsParts, PART_OF_HEADER } from './nats-parts.js';
+import { NatsReplies, NoReplyError } from './nats-replies.js';
 import { DEFAULT_MAX_PAYLOAD_BYTES, encodePayload } from './bus.js';
 import type { Logger } from '../log.js';
 import type {
@@ -121,6 +120,7 @@ export class NatsBus implements Bus {
   private connected = true;
   private closed = false;
   private readonly parts: NatsParts;
+  private readonly replies: NatsReplies;
 
   private constructor(
     private readonly nc: NatsConnection,
@@ -130,6 +130,7 @@ export class NatsBus implements Bus {
     private readonly maxPayloadBytes: number,
   ) {
     this.parts = new NatsParts(nc, maxPayloadBytes);
+    this.replies = new NatsReplies(nc);
     void this.watchStatus();
   }
 
@@ -182,13 +183,13 @@ export class NatsBus implements Bus {
     }
     let msg: Msg;
     try {
-      msg = await this.nc.request(subject, payload, { timeout: options.timeoutMs, ...(hdrs && { headers: hdrs }) });
+      msg = await this.replies.request(subject, payload, options.timeoutMs, hdrs);
     } catch (error) {
       withdraw?.();
-      if (error instanceof NoRespondersError || (error as Error)?.cause instanceof NoRespondersError) {
+      if (error instanceof NoReplyError && error.reason === 'no-responders') {
         throw new PunkError('BusNoResponders', `no service answers requests on ${subject}`);
       }
-      if (error instanceof TimeoutError || (error as Error)?.cause instanceof TimeoutError) {
+      if (error instanceof NoReplyError && error.reason === 'timeout') {
         throw new PunkError('BusTimeout', `request on ${subject} got no reply within ${options.timeoutMs} ms`);
       }
       throw new PunkError('BusUnavailable', `request on ${subject} failed: ${errorMessage(error)}`, undefined, { cause: error });
@@ -288,22 +289,21 @@ export class NatsBus implements Bus {
     const payload = this.encode(data, `the message appended on ${subject}`);
     try {
       const hdrs = toNatsHeaders(withTraceContext(options.headers));
-      const store = (part: Uint8Array, msgID: string, headers: MsgHdrs | undefined) =>
-        this.js.publish(subject, part, { msgID, timeout: options.timeoutMs ?? 5000, ...(headers && { headers }) });
-      const ack = this.parts.needsParts(payload)
+      // A JetStream publish is a request whose reply is the stream's acknowledgement (its sequence, or an API error).
+      const store = async (part: Uint8Array, msgID: string, headers: MsgHdrs | undefined) => {
+        const h = headers ?? natsHeaders();
+        h.set('Nats-Msg-Id', msgID);
+        return pubAck(await this.replies.request(subject, part, options.timeoutMs ?? 5000, h));
+      };
+      return this.parts.needsParts(payload)
         ? await this.parts.appendInParts(payload, options.msgId, hdrs ?? natsHeaders(), store)
         : await store(payload, options.msgId, hdrs);
-      return { seq: ack.seq, duplicate: ack.duplicate };
     } catch (error) {
-      // nats.js reports a publish nobody stores as "no responders" or "jetstream is not enabled".
-      if (
-        error instanceof NoRespondersError ||
-        (error as Error)?.cause instanceof NoRespondersError ||
-        /no responders|jetstream is not enabled/i.test(errorMessage(error))
-      ) {
+      // NATS answers a publish no stream captures as a request nobody listens to.
+      if (error instanceof NoReplyError && error.reason === 'no-responders') {
         throw new PunkError('BusStreamNotFound', `no stream captures subject ${subject}`);
       }
-      if (error instanceof TimeoutError || (error as Error)?.cause instanceof TimeoutError) {
+      if (error instanceof NoReplyError && error.reason === 'timeout') {
         throw new PunkError('BusTimeout', `append on ${subject} was not acknowledged in time`);
       }
       throw this.unavailable(`append on ${subject}`, error);
@@ -468,6 +468,8 @@ export class NatsBus implements Bus {
     ]);
     clearTimeout(timer);
     if (!drained && !this.nc.isClosed()) await this.nc.close().catch(() => undefined);
+    // Requests still waiting can no longer be answered.
+    this.replies.close();
   }
 
   private async answer(subject: string, handler: RequestHandler, msg: Msg): Promise<void> {
@@ -702,6 +704,22 @@ class NatsKv implements KvStore {
       },
     };
   }
+}
+
+/**
+ * A JetStream publish acknowledgement (`{ stream, seq, duplicate? }`).
+ * @throws Error with the server's description when the stream refused the message (`{ error: { description } }`).
+ */
+function pubAck(msg: Msg): AppendAck {
+  const ack = JSON.parse(decoder.decode(msg.data)) as {
+    stream?: string;
+    seq?: number;
+    duplicate?: boolean;
+    error?: { description?: string };
+  };
+  if (ack.error) throw new Error(ack.error.description ?? 'the stream refused the message');
+  if (typeof ack.seq !== 'number') throw new Error('invalid JetStream acknowledgement');
+  return { seq: ack.seq, duplicate: ack.duplicate === true };
 }
 
 function delay(ms: number): Promise<void> {

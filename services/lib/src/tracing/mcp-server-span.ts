@@ -7,7 +7,7 @@
  * JSON-RPC error code, or `tool_error` for a `CallToolResult` with `isError: true`; without one, a 4xx/5xx status.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { context, SpanKind, SpanStatusCode, trace, type Attributes, type Link, type Span } from '@opentelemetry/api';
+import { context, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Link, type Span } from '@opentelemetry/api';
 import {
   ATTR_CLIENT_ADDRESS,
   ATTR_CLIENT_PORT,
@@ -25,6 +25,7 @@ import {
 import { withRequestLogFields } from './log-fields.js';
 import { mcpTargetAttributes, PUNK_TENANT } from './mcp-attributes.js';
 import { extractTraceContext } from './propagation.js';
+import { isTracingOn } from './setup.js';
 import { punkTracer } from './spans.js';
 
 /** The JSON-RPC id each MCP server span answers, so only the answer to its own request sets its outcome. */
@@ -103,6 +104,9 @@ export async function traceMcpRequest(
   const method = message.method;
   const isRequest = message.id !== undefined && message.id !== null;
   const requestId = isRequest ? String(message.id) : undefined;
+  // Tracing off: no span to build (its attributes, the contexts of the headers and `_meta`), only the log fields.
+  if (!isTracingOn())
+    return context.with(withRequestLogFields({ ...(requestId !== undefined && { requestId }), tenant }, ROOT_CONTEXT), handle);
   const fromHttp = extractTraceContext(req.headers);
   const fromMeta = extractTraceContext(message.params?._meta);
   const metaSpan = trace.getSpanContext(fromMeta);

@@ -72,6 +72,11 @@ function register(settings: TracingSettings): TracerProvider {
   return provider;
 }
 
+/** Whether this process exports spans (a `startTracing` with tracing on holds the provider); spans are no-ops otherwise. */
+export function isTracingOn(): boolean {
+  return installed !== undefined;
+}
+
 /**
  * Sets up tracing for service `service` (`gateway`, `mcp-front`, `up`, …) from the `OTEL_*` variables of `env`
  * (settings.ts). The first call of a process with tracing on registers the global tracer provider and
