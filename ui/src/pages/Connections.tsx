@@ -137,10 +137,10 @@ export function ConnectionFacts(props: { connection: ConnectionView }) {
       <dd>{connection.provider}</dd>
       <dt>Scopes</dt>
       <dd>{connection.scopes.length > 0 ? connection.scopes.join(' ') : '—'}</dd>
-      <dt>Connected</dt>
+      <dt>Connected since</dt>
       <dd>
-        {connection.connected && connection.connectedAt ? `since ${new Date(connection.connectedAt).toLocaleString()}` : 'no'}
-        {connection.needsReconnect && ': the provider no longer accepts the kept tokens, connect again'}
+        {connection.connected && connection.connectedAt ? new Date(connection.connectedAt).toLocaleString() : '—'}
+        {connection.needsReconnect && ' (the provider no longer accepts the kept tokens: reconnect)'}
       </dd>
     </dl>
   );
