@@ -40,7 +40,7 @@ export async function connect(namespace: string, name: string): Promise<void> {
   try {
     url = new URL(authorizationUrl);
   } catch {
-    throw new Error(`Punk answered no valid authorizationUrl for ${namespace}/${name} (${String(authorizationUrl)}).`);
+    throw new Error(`Punk answered no valid authorizationUrl for ${namespace}/${name} (${authorizationUrl}).`);
   }
   if (url.protocol !== 'https:' && url.protocol !== 'http:')
     throw new Error(`Punk answered an authorizationUrl that is not http(s) for ${namespace}/${name}: ${url.protocol}`);
