@@ -139,5 +139,6 @@ export function buildCatalog(
     withheldTools: denied,
     ...(server.spec.timeout !== undefined && { timeoutMs: durationMs(server.spec.timeout) }),
     ...(server.spec.auth?.tokenExchange && { tokenExchange: server.spec.auth.tokenExchange }),
+    ...(server.spec.auth?.perUser && { perUser: { provider: server.spec.auth.perUser.provider, scopes: server.spec.auth.perUser.scopes } }),
   };
 }

@@ -439,3 +439,12 @@ export function exchangedTokenRefused(server: string): PunkError {
     { server, status: 401 },
   );
 }
+
+/** The error of a call whose principal's per-user connection token the upstream refused (HTTP 401) again after a refresh. */
+export function perUserTokenRefused(server: string): PunkError {
+  return new PunkError(
+    'UpstreamUnauthorized',
+    `server ${server} answered HTTP 401 (unauthorized) to the caller's per-user connection token (spec.auth.perUser), also once refreshed: the provider's token does not grant access to this server; check the scopes the server declares, or disconnect and connect again`,
+    { server },
+  );
+}

@@ -4,7 +4,8 @@
  * decision (decisions.ts: in process, or by governance when it needs shared
  * state), each recorded on the ledger before the reply is sent.
  */
-import { withCallBearer } from './call-bearer.js';
+import { callBearerIdentity, withCallBearer, type CallBearer } from './call-bearer.js';
+import type { Connections } from './connections.js';
 import {
   appendLedgerEvent,
   errorMessage,
@@ -22,6 +23,7 @@ import {
   type GovernanceDecision,
   type LedgerEvent,
   type Logger,
+  type Principal,
   type BusMessageInfo,
   type ServerCatalog,
   WORKFLOW_SERVER,
@@ -113,6 +115,8 @@ export function createRelay(deps: {
    * `WORKFLOW_SERVER` runs one.
    */
   workflows?: Pick<ServedWorkflows, 'catalogEntry' | 'callTool'>;
+  /** Per-user connections (`spec.auth.perUser`): the bearer of each call to such a server. */
+  connections?: Pick<Connections, 'callBearer'>;
 }): RelayHandler {
   const { bus, log, registry, pending, decider, pinning, cancellations } = deps;
   const maxResultBytes = deps.maxResultBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
@@ -154,6 +158,12 @@ export function createRelay(deps: {
         { server: request.server, subject: request.principal.subject },
       );
     }
+    // The caller's own identity upstream: its exchanged token, or its per-user connection (connections.ts).
+    const bearer: CallBearer | undefined = request.exchangedToken
+      ? { accessToken: request.exchangedToken.accessToken, identity: `exchanged token for subject ${request.exchangedToken.subject}` }
+      : upstream.server.spec.auth?.perUser
+        ? await perUserBearer(deps.connections, request.tenant, request.principal, request.server)
+        : undefined;
     const context: CallContext = {
       tenant: request.tenant,
       server: request.server,
@@ -190,7 +200,7 @@ export function createRelay(deps: {
     const dispatch = (link: ClientLink | undefined) =>
       afterAudits(
         audits,
-        withCallBearer(request.exchangedToken?.accessToken, () => run(link)),
+        withCallBearer(bearer, () => run(link)),
       )
         .then((result) => {
           if (cancel?.signal.aborted)
@@ -309,7 +319,7 @@ async function callTool(
     sideEffectLevel: decision.sideEffectLevel,
     ...(use.id !== undefined && { approvalId: use.id }),
     ...(audit.folded && { decision: audit.folded }),
-    ...upstreamIdentityOf(request),
+    ...upstreamIdentityOf(),
   });
   const appendCalled = () => {
     const append = settle(appendLedgerEvent(bus, called));
@@ -381,12 +391,31 @@ async function callTool(
   return result.value;
 }
 
+/** The bearer of a call to a server with `spec.auth.perUser`; fails closed without the connections. */
+function perUserBearer(
+  connections: Pick<Connections, 'callBearer'> | undefined,
+  tenant: string,
+  principal: Principal,
+  server: string,
+): Promise<CallBearer> {
+  if (!connections)
+    throw new PunkError(
+      'CredentialsUnavailable',
+      `server "${server}" is called with per-user connections, which this gateway does not serve`,
+      {
+        server,
+      },
+    );
+  return connections.callBearer(tenant, principal, server);
+}
+
 /**
- * Which identity reached the upstream, for `tool.called` (`data.upstreamIdentity`): the caller's exchanged token names
- * its subject, never the token; absent when the call goes with the connection's own headers.
+ * Which identity reached the upstream, for `tool.called` (`data.upstreamIdentity`): the call's bearer names its
+ * subject or principal, never the token; absent when the call goes with the connection's own headers.
  */
-function upstreamIdentityOf(request: { exchangedToken?: { subject: string } | undefined }): { upstreamIdentity?: string } {
-  return request.exchangedToken ? { upstreamIdentity: `exchanged token for subject ${request.exchangedToken.subject}` } : {};
+function upstreamIdentityOf(): { upstreamIdentity?: string } {
+  const identity = callBearerIdentity();
+  return identity === undefined ? {} : { upstreamIdentity: identity };
 }
 
 /**

@@ -50,6 +50,7 @@ import { ServedSet } from './registry/served-set.js';
 import { RegistrationStore } from './registry/store.js';
 import { CallDecider } from './decisions.js';
 import { createRelay, type Registry, type RelayHandler } from './relay.js';
+import { Connections } from './connections.js';
 import { createSessionRouting } from './routing.js';
 import { busSessionLink } from './session-link.js';
 import { Upstream, type UpstreamPoolOptions } from './upstream.js';
@@ -505,6 +506,16 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       .catch((error: unknown) => log.warn({ err: errorMessage(error) }, 'could not broadcast a workflow change'));
   });
   await runTable.start();
+  const connections = new Connections({
+    db: options.db,
+    log,
+    bus,
+    vault,
+    serverOf: (tenant, name) => upstreams.get(`${tenant}/${name}`)?.server,
+    serversOf: (tenant) =>
+      [...upstreams.values()].map((u) => u.server).filter((server) => (server.metadata.namespace ?? 'default') === tenant),
+    fetch: egressFetch,
+  });
   const relay: RelayHandler = createRelay({
     bus,
     log,
@@ -515,6 +526,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     cancellations,
     maxResultBytes: options.maxResultBytes,
     workflows,
+    connections,
   });
   const routing = createSessionRouting(
     {
@@ -543,6 +555,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     nameConflictsOf: (tenant, name) => nameConflicts(tenant).flatMap((c) => (c.server === name ? [c.reason] : [])),
     probe,
     workflows: (request) => workflows.admin(request),
+    connections: (request) => connections.admin(request),
     egress,
     credentials: vault,
     pins: pinning,

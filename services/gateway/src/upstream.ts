@@ -39,12 +39,13 @@ import {
   type ServerState,
   redactJson,
 } from '@punk/lib';
-import { carriesCallBearer } from './call-bearer.js';
+import { carriesCallBearer, renewCallBearer } from './call-bearer.js';
 import { CallQueue } from './call-queue.js';
 import { buildCatalog, emptyListings, type Listings, type McpItem, type ServerIdentity } from './catalog.js';
 import type { ClientLink } from './client-channel.js';
 import {
   exchangedTokenRefused,
+  perUserTokenRefused,
   openConnection,
   unauthorizedError,
   type ConnectOptions,
@@ -630,8 +631,15 @@ export class Upstream {
         return this.account(fresh, await this.relayOn(fresh, call, meta, link, signal, mode));
       }
       if (connection.unauthorized() === refused) return this.account(connection, outcome);
-      // The caller's exchanged token was refused, not the connection's credentials: the shared connection stays.
-      if (carriesCallBearer()) throw exchangedTokenRefused(this.key);
+      if (carriesCallBearer()) {
+        // The caller's token was refused, not the connection's credentials: the shared connection stays. A per-user
+        // connection's token is refreshed and the call sent again once; an exchanged one is the front's to renew.
+        if (!(await renewCallBearer())) throw exchangedTokenRefused(this.key);
+        const refusedAgain = connection.unauthorized();
+        const retried = await this.relayOn(connection, call, meta, link, signal, mode);
+        if (!retried.ok && retried.kind !== 'cancelled' && connection.unauthorized() !== refusedAgain) throw perUserTokenRefused(this.key);
+        return this.account(connection, retried);
+      }
       // The upstream answered HTTP 401: renew the credentials once, reconnect, and retry the call once.
       this.options.log.info(
         { server: this.key },

@@ -16,6 +16,7 @@ import {
   headerSchema,
   openApiSourceSchema,
   referenceText,
+  serverAuthSchema,
 } from './spec/mcpserver.js';
 
 /** The named schemas of the OpenAPI document (`components.schemas`), by `id`. */
@@ -307,6 +308,11 @@ export const registrationBodySchema = z
       .describe('One upstream session shared by all clients (default), or one per client session.')
       .optional(),
     timeout: durationSchema.describe('Deadline of one call, such as `30s` (default: `PUNK_CALL_TIMEOUT_MS`, 60 s).').optional(),
+    auth: serverAuthSchema
+      .describe(
+        "http: whose identity reaches the upstream, as an McpServer's `spec.auth` (`tokenExchange` or `perUser`; docs/identity.md).",
+      )
+      .optional(),
   })
   .strict()
   .register(apiComponents, {

@@ -465,6 +465,8 @@ export const serverCatalogSchema = z.object({
   withheldTools: z.array(withheldToolSchema).default([]),
   /** The server's `spec.auth.tokenExchange`: mcp-front exchanges each caller's OAuth token for one of this audience (docs/identity.md). */
   tokenExchange: z.object({ audience: z.string().min(1), scopes: z.array(z.string()) }).optional(),
+  /** The server's `spec.auth.perUser` provider and scopes: each call carries its principal's own connection (docs/identity.md). */
+  perUser: z.object({ provider: z.string().min(1), scopes: z.array(z.string()) }).optional(),
   /** The server's call deadline from its `spec.timeout`, in milliseconds; absent when the manifest sets none (`PUNK_CALL_TIMEOUT_MS` applies). */
   timeoutMs: z.number().int().positive().optional(),
   /**
@@ -712,6 +714,13 @@ export const ledgerEventTypeSchema = z.enum([
   'credential.refreshed',
   'credential.refresh_failed',
   /**
+   * Per-user connections (`spec.auth.perUser`): a principal connected their account to a server, disconnected, or its
+   * refresh token was refused so that it must connect again (`data`: `server`, `provider`, `scopes`, `error`; never a token).
+   */
+  'connection.created',
+  'connection.deleted',
+  'connection.needs_reconnect',
+  /**
    * Approvals, each in the run of the call it belongs to (`data`: `approvalId`, `server`, `tool`, `argumentsDigest`,
    * `rule`, the call's `arguments` on a request, and `decidedBy`/`reason` for decisions): a request recorded, approved,
    * denied, expired, used by its call, and given back by a call that failed before reaching its upstream (usable again).
@@ -844,6 +853,37 @@ export const gatewayAdminRequestSchema = z.discriminatedUnion('op', [
     name: z.string().min(1),
     runId: z.string().min(1),
   }),
+  /**
+   * The per-user connections of `principal` (`GET /api/v1/connections`): reply `{ items }` (`connectionItemSchema`),
+   * one per server of the tenant with `spec.auth.perUser`.
+   */
+  z.object({ op: z.literal('connections.list'), tenant: z.string().min(1), principal: principalSchema }),
+  /**
+   * Starts `principal`'s connect flow to `server` (`POST /api/v1/connections/<namespace>/<name>`): reply
+   * `connectionBeginReplySchema`. The state is single-use, expires in 10 minutes and is bound to the principal and to
+   * `browserBinding`'s hash (the front sets `browserBinding` as a cookie).
+   */
+  z.object({
+    op: z.literal('connections.begin'),
+    tenant: z.string().min(1),
+    principal: principalSchema,
+    server: z.string().min(1),
+    redirectUri: z.string().min(1),
+  }),
+  /**
+   * The provider's redirect back (`GET /connect/callback`): the state is spent whatever happens; with the browser's
+   * cookie and a `code`, the code is redeemed and the tokens stored. Reply `{ tenant, server }`; errors name why.
+   */
+  z.object({
+    op: z.literal('connections.complete'),
+    state: z.string(),
+    browserBinding: z.string().optional(),
+    code: z.string().optional(),
+    error: z.string().optional(),
+    errorDescription: z.string().optional(),
+  }),
+  /** Deletes `principal`'s connection to `server` (`DELETE /api/v1/connections/<namespace>/<name>`): reply `{}`; `ConnectionNotFound`. */
+  z.object({ op: z.literal('connections.delete'), tenant: z.string().min(1), principal: principalSchema, server: z.string().min(1) }),
   /** Replace credential `id` in place (`PUT /api/v1/credentials/<id>`): `body` is `{ id?, type?, data }` as a create's. */
   z.object({
     op: z.literal('credentials.replace'),
@@ -866,6 +906,23 @@ export const gatewayAdminRequestSchema = z.discriminatedUnion('op', [
   }),
 ]);
 export type GatewayAdminRequest = z.infer<typeof gatewayAdminRequestSchema>;
+
+/** One per-user connection of the caller (`GET /api/v1/connections`); times RFC 3339. */
+export const connectionItemSchema = z.object({
+  namespace: z.string(),
+  name: z.string(),
+  provider: z.string(),
+  scopes: z.array(z.string()),
+  connected: z.boolean(),
+  connectedAt: z.string().optional(),
+  /** Its refresh token was refused (revoked, expired): connect again. */
+  needsReconnect: z.boolean().optional(),
+});
+export type ConnectionItem = z.infer<typeof connectionItemSchema>;
+
+/** Reply to `connections.begin`: where to send the browser, and the secret its cookie binds the state to. */
+export const connectionBeginReplySchema = z.object({ authorizationUrl: z.string(), browserBinding: z.string() });
+export type ConnectionBeginReply = z.infer<typeof connectionBeginReplySchema>;
 
 /** Bus header of a `punk.registry.changed` message: the `instanceId` of the gateway replica that published it (replicas skip their own). */
 export const ORIGIN_HEADER = 'Punk-Origin';

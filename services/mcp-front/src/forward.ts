@@ -44,6 +44,7 @@ import type { CallChannels, CallSink } from './call-channel.js';
 import { cancelOnAbort, sessionCallId } from './cancellation.js';
 import type { TenantCatalog } from './catalog.js';
 import { callDeadline, type CallDeadline } from './deadline.js';
+import { connectionAnswer } from './connect-required.js';
 import { toProtocolError } from './errors.js';
 import type { GatewayCalls } from './gateway-calls.js';
 import type { RequestStateCodec, RequestStatePayload } from './request-state.js';
@@ -67,6 +68,8 @@ export interface ForwardDeps {
   catalog: TenantCatalog;
   /** Exchanges callers' OAuth tokens for servers with `spec.auth.tokenExchange`; absent without Punk's OAuth client. */
   tokenExchange?: TokenExchange | undefined;
+  /** `PUNK_PUBLIC_URL`: the base of the connect page a call without a per-user connection points at (connect-required.ts). */
+  publicUrl?: string | undefined;
   /** This replica's call channels (one subscription for all its calls). */
   channels: CallChannels;
   /** This replica's forwarded calls, answered at once when their gateway replica is lost. */
@@ -273,6 +276,19 @@ async function forward(
   const deadline = callDeadline(deps, entry, request.method === 'tools/call' ? namespacedName(request.server, request.name) : undefined);
   const { session } = caller;
   const exchange = entry?.tokenExchange;
+  if (entry?.perUser) {
+    try {
+      return await send(deps, caller, ctx, request, target, deadline, retrySafe);
+    } catch (error) {
+      const envelope = ctx.envelope?.[CLIENT_CAPABILITIES_META_KEY];
+      const capabilities =
+        session?.clientCapabilities ??
+        (typeof envelope === 'object' && envelope !== null ? (envelope as Record<string, unknown>) : undefined);
+      const answer = connectionAnswer(error, request.method, deps.publicUrl, capabilities);
+      if (answer) return answer;
+      throw error;
+    }
+  }
   if (!exchange) return send(deps, caller, ctx, request, target, deadline, retrySafe);
   const principal = session?.principal ?? caller.principal;
   let exchanged: { accessToken: string; subject: string };

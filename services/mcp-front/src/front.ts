@@ -46,6 +46,7 @@ import { approvalsRouter } from './approvals-api.js';
 import { ingestRouter } from './ingest-api.js';
 import { dashboardConfigOf, uiRouter } from './ui.js';
 import { registryRouter } from './registry-api.js';
+import { connectionsRouter } from './connections-api.js';
 import { CallChannels } from './call-channel.js';
 import { GatewayCalls } from './gateway-calls.js';
 import { SessionStore } from './sessions.js';
@@ -268,6 +269,7 @@ export async function createFront(options: FrontOptions): Promise<Front> {
     catalog,
     ...(options.auth?.oauthClient &&
       options.auth.issuer && { tokenExchange: new TokenExchange({ issuer: options.auth.issuer, ...options.auth.oauthClient }) }),
+    ...(options.publicUrl !== undefined && { publicUrl: options.publicUrl }),
     channels,
     calls,
     validator,
@@ -382,6 +384,9 @@ export async function createFront(options: FrontOptions): Promise<Front> {
   router.use('/api/v1', approvalsRouter({ bus, log, auth: authenticator, tenant }));
   router.use('/api/v1', ingestRouter({ bus, log, auth: authenticator, tenant }));
   router.use('/api/v1', meRouter({ auth: authenticator, tenant, log }));
+  router.use(
+    connectionsRouter({ bus, log, auth: authenticator, tenant, ...(options.publicUrl !== undefined && { publicUrl: options.publicUrl }) }),
+  );
   router.use(uiRouter({ origins, config: dashboardConfigOf(options.auth) }));
   router.use(endpointRouter);
   const unwatchSessions = watchSessions(tenant, sessions);

@@ -81,6 +81,7 @@ const STATUSES: Record<string, number> = {
   CredentialsUnavailable: 503,
   StdioRegistrationsDisabled: 400,
   ServerNotFound: 404,
+  ConnectionUserRequired: 403,
   CredentialNotFound: 404,
   ToolNotFound: 404,
   ServerExists: 409,

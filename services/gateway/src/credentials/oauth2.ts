@@ -1,5 +1,5 @@
 /**
- * The refresh of an OAuth 2.0 access token (RFC 6749 §6) at a token endpoint, with client authentication by
+ * The refresh of an OAuth 2.0 access token (RFC 6749 §6), and the redemption of an authorization code (§4.1.3), at a token endpoint, with client authentication by
  * HTTP Basic (`client_secret_basic`, RFC 6749 §2.3.1) when the client has a secret, else `client_id` in the body
  * (a public client, RFC 6749 §3.2.1). Errors say what the endpoint answered (its `error` code and description,
  * RFC 6749 §5.2) and never carry a token or a secret.
@@ -89,16 +89,47 @@ function basicCredential(clientId: string, clientSecret: string): string {
  *   answers 200 with something other than a bearer token response.
  */
 export async function refreshAccessToken(request: RefreshRequest): Promise<TokenResponse> {
-  const where = describeTokenUrl(request.tokenUrl);
   const form = new URLSearchParams({ grant_type: 'refresh_token', refresh_token: request.refreshToken });
   if (request.scope !== undefined) form.set('scope', request.scope);
+  return tokenRequest(form, request, refreshSecrets(request));
+}
+
+/** What redeeming an authorization code needs (RFC 6749 §4.1.3, with the PKCE `code_verifier` of RFC 7636 §4.5). */
+export interface CodeRequest extends Omit<RefreshRequest, 'refreshToken' | 'accessToken' | 'scope'> {
+  code: string;
+  codeVerifier: string;
+  /** The `redirect_uri` the authorization request named. */
+  redirectUri: string;
+}
+
+/**
+ * POSTs `grant_type=authorization_code` to the token endpoint, with client authentication as a refresh does.
+ * @throws TokenEndpointError as {@link refreshAccessToken} does (`error` the endpoint's code, e.g. `invalid_grant`).
+ */
+export async function redeemAuthorizationCode(request: CodeRequest): Promise<TokenResponse> {
+  const form = new URLSearchParams({
+    grant_type: 'authorization_code',
+    code: request.code,
+    redirect_uri: request.redirectUri,
+    code_verifier: request.codeVerifier,
+  });
+  const secrets = refreshSecrets({ refreshToken: request.code, clientId: request.clientId, clientSecret: request.clientSecret });
+  return tokenRequest(form, request, [...secrets, request.codeVerifier]);
+}
+
+/** POSTs `form` to `request.tokenUrl` with client authentication and parses the token response; `secrets` are scrubbed from errors. */
+async function tokenRequest(
+  form: URLSearchParams,
+  request: Pick<RefreshRequest, 'tokenUrl' | 'clientId' | 'clientSecret' | 'timeoutMs' | 'fetch'>,
+  secrets: string[],
+): Promise<TokenResponse> {
+  const where = describeTokenUrl(request.tokenUrl);
   const headers: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' };
   if (request.clientSecret !== undefined && request.clientId !== undefined) {
     headers.authorization = `Basic ${basicCredential(request.clientId, request.clientSecret)}`;
   } else if (request.clientId !== undefined) {
     form.set('client_id', request.clientId);
   }
-  const secrets = refreshSecrets(request);
   let response: Response;
   let text: string;
   try {
@@ -131,7 +162,7 @@ export async function refreshAccessToken(request: RefreshRequest): Promise<Token
       // The error code is the endpoint's text too: it must not carry a secret either.
       const code = redact(fields.error, secrets).slice(0, 100);
       const hint =
-        fields.error === 'invalid_grant'
+        fields.error === 'invalid_grant' && form.get('grant_type') === 'refresh_token'
           ? ' (the refresh token was revoked, expired or already used: store the credential again with a new grant)'
           : '';
       throw new TokenEndpointError(`the token endpoint ${where} answered HTTP ${response.status} ${code}${description}${hint}`, code);

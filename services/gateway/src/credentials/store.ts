@@ -26,10 +26,15 @@ export interface CredentialRow {
   createdAt: Date;
   updatedAt: Date;
   createdBy: string;
+  /** A connection whose refresh token was refused: its principal must connect again. */
+  needsReconnect: boolean;
 }
 
-/** Where a credential came from (migrations/0004_credential_source.sql). */
-export type CredentialSource = 'api' | 'secret';
+/**
+ * Where a credential came from (migrations/0004_credential_source.sql): `connection` is a principal's per-user
+ * connection to a server (migrations/0008_connections.sql), which the credentials API never shows or changes.
+ */
+export type CredentialSource = 'api' | 'secret' | 'connection';
 
 interface SqlRow {
   tenant: string;
@@ -49,10 +54,11 @@ interface SqlRow {
   created_at: Date;
   updated_at: Date;
   created_by: string;
+  needs_reconnect: boolean;
 }
 
 const COLUMNS =
-  'tenant, id, type, key_names, key_id, iv, ciphertext, tag, expires_at, last_refresh_at, refresh_error, source, source_checksum, version, created_at, updated_at, created_by';
+  'tenant, id, type, key_names, key_id, iv, ciphertext, tag, expires_at, last_refresh_at, refresh_error, source, source_checksum, version, created_at, updated_at, created_by, needs_reconnect';
 
 function rowOf(row: SqlRow): CredentialRow {
   return {
@@ -71,6 +77,7 @@ function rowOf(row: SqlRow): CredentialRow {
     createdAt: row.created_at,
     updatedAt: row.updated_at,
     createdBy: row.created_by,
+    needsReconnect: row.needs_reconnect,
   };
 }
 
@@ -130,7 +137,7 @@ export class CredentialStore {
          iv = EXCLUDED.iv, ciphertext = EXCLUDED.ciphertext, tag = EXCLUDED.tag, expires_at = EXCLUDED.expires_at,
          last_refresh_at = NULL, refresh_error = NULL, refresh_lease_holder = NULL, refresh_lease_until = NULL,
          source = 'secret', source_checksum = EXCLUDED.source_checksum, version = c.version + 1, updated_at = now()
-       WHERE c.source <> 'secret' OR c.source_checksum IS DISTINCT FROM EXCLUDED.source_checksum
+       WHERE c.source <> 'connection' AND (c.source <> 'secret' OR c.source_checksum IS DISTINCT FROM EXCLUDED.source_checksum)
        RETURNING ${COLUMNS.split(', ')
          .map((column) => `c.${column}`)
          .join(', ')}, (xmax = 0) AS inserted`,
@@ -174,7 +181,10 @@ export class CredentialStore {
 
   /** The tenant's credentials, by id. */
   async list(tenant: string): Promise<CredentialRow[]> {
-    const result = await this.db.query<SqlRow>(`SELECT ${COLUMNS} FROM gateway.credentials WHERE tenant = $1 ORDER BY id`, [tenant]);
+    const result = await this.db.query<SqlRow>(
+      `SELECT ${COLUMNS} FROM gateway.credentials WHERE tenant = $1 AND source <> 'connection' ORDER BY id`,
+      [tenant],
+    );
     return result.rows.map(rowOf);
   }
 
@@ -185,9 +195,67 @@ export class CredentialStore {
     return row && rowOf(row);
   }
 
-  /** Deletes one credential of the tenant; `false` when there was none. */
+  /** Deletes one credential of the tenant (not a connection); `false` when there was none. */
   async delete(tenant: string, id: string): Promise<boolean> {
-    const result = await this.db.query('DELETE FROM gateway.credentials WHERE tenant = $1 AND id = $2', [tenant, id]);
+    const result = await this.db.query("DELETE FROM gateway.credentials WHERE tenant = $1 AND id = $2 AND source <> 'connection'", [
+      tenant,
+      id,
+    ]);
+    return result.rowCount === 1;
+  }
+
+  /**
+   * Stores the tokens of `principal`'s connection to `server` as credential `row.id` (source `connection`): a new
+   * connection, or a reconnect replacing the old tokens and refresh state in one statement.
+   */
+  async putConnection(row: NewCredentialRow, principal: string, server: string): Promise<void> {
+    await this.db.query(
+      `INSERT INTO gateway.credentials AS c (tenant, id, type, key_names, key_id, iv, ciphertext, tag, expires_at, created_by, source, principal, server)
+       VALUES ($1, $2, 'oauth2', $3, $4, $5, $6, $7, $8, $9, 'connection', $9, $10)
+       ON CONFLICT (tenant, id) DO UPDATE SET key_names = EXCLUDED.key_names, key_id = EXCLUDED.key_id, iv = EXCLUDED.iv,
+         ciphertext = EXCLUDED.ciphertext, tag = EXCLUDED.tag, expires_at = EXCLUDED.expires_at, last_refresh_at = NULL,
+         refresh_error = NULL, refresh_lease_holder = NULL, refresh_lease_until = NULL, needs_reconnect = false,
+         version = c.version + 1, created_at = now(), updated_at = now()
+       WHERE c.source = 'connection'`,
+      [
+        row.tenant,
+        row.id,
+        row.keyNames,
+        row.sealed.keyId,
+        row.sealed.iv,
+        row.sealed.ciphertext,
+        row.sealed.tag,
+        row.expiresAt,
+        principal,
+        server,
+      ],
+    );
+  }
+
+  /** The connections of `principal` in `tenant`: server, when connected, whether it needs a reconnect. */
+  async connectionsOf(tenant: string, principal: string): Promise<Array<{ server: string; connectedAt: Date; needsReconnect: boolean }>> {
+    const result = await this.db.query<{ server: string; created_at: Date; needs_reconnect: boolean }>(
+      "SELECT server, created_at, needs_reconnect FROM gateway.credentials WHERE tenant = $1 AND principal = $2 AND source = 'connection'",
+      [tenant, principal],
+    );
+    return result.rows.map((r) => ({ server: r.server, connectedAt: r.created_at, needsReconnect: r.needs_reconnect }));
+  }
+
+  /** Marks connection credential `id` as needing a reconnect (its refresh token was refused); `false` when already marked or gone. */
+  async markNeedsReconnect(tenant: string, id: string): Promise<boolean> {
+    const result = await this.db.query(
+      "UPDATE gateway.credentials SET needs_reconnect = true, updated_at = now() WHERE tenant = $1 AND id = $2 AND source = 'connection' AND NOT needs_reconnect",
+      [tenant, id],
+    );
+    return result.rowCount === 1;
+  }
+
+  /** Deletes connection credential `id`; `false` when there was none. */
+  async deleteConnection(tenant: string, id: string): Promise<boolean> {
+    const result = await this.db.query("DELETE FROM gateway.credentials WHERE tenant = $1 AND id = $2 AND source = 'connection'", [
+      tenant,
+      id,
+    ]);
     return result.rowCount === 1;
   }
 

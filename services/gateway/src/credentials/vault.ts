@@ -12,6 +12,7 @@ import { credentialEvent } from './events.js';
 import { isCredentialId, parseCredentialInput, parseReference, type CredentialInput, type CredentialType } from './input.js';
 import type { Keyring } from './keyring.js';
 import { expiringSoon, LeasedRefresher, notFound, stillRejected } from './refresh.js';
+import { ConnectionTokens } from './connection-tokens.js';
 import { CredentialSealer } from './sealing.js';
 import { CredentialStore, type CredentialRow, type CredentialSource } from './store.js';
 
@@ -94,6 +95,7 @@ export class CredentialVault {
   private readonly refresher: LeasedRefresher | undefined;
   private readonly log: Logger;
   private readonly bus: Bus | undefined;
+  private readonly connectionTokens: ConnectionTokens | undefined;
 
   constructor(options: CredentialVaultOptions) {
     this.store = new CredentialStore(options.db);
@@ -114,7 +116,14 @@ export class CredentialVault {
         leaseWaitMs: options.leaseWaitMs ?? leaseMs + 5_000,
         fetch: options.fetch,
       });
+      this.connectionTokens = new ConnectionTokens(this.store, this.sealer, this.refresher);
     }
+  }
+
+  /** The tokens of per-user connections (connection-tokens.ts). @throws PunkError `CredentialsUnavailable` without a key. */
+  connections(): ConnectionTokens {
+    this.requireSealer();
+    return this.connectionTokens!;
   }
 
   /**
@@ -368,7 +377,8 @@ export class CredentialVault {
   private async read(tenant: string, id: string): Promise<CredentialRow> {
     this.requireSealer();
     const row = isCredentialId(id) ? await this.store.get(tenant, id) : undefined;
-    if (!row) throw notFound(tenant, id);
+    // A principal's per-user connection is no credential of the tenant's: never shown, changed or referenced as cred:<id>.
+    if (!row || row.source === 'connection') throw notFound(tenant, id);
     return row;
   }
 

@@ -95,6 +95,8 @@ export interface AdminDeps {
   probe(server: McpServer): Promise<ProbeResult>;
   /** Answers the workflows API operations (workflows/served.ts). */
   workflows(request: WorkflowAdminRequest): Promise<unknown>;
+  /** Answers the per-user connections operations (connections.ts). */
+  connections(request: Extract<GatewayAdminRequest, { op: `connections.${string}` }>): Promise<unknown>;
   /** The SSRF guard's policy: an http registration's URL must pass it to be stored. */
   egress: DestinationPolicy;
   credentials: CredentialsAdmin;
@@ -407,6 +409,11 @@ export function createAdminHandler(deps: AdminDeps): RequestHandler {
         await deps.credentials.delete(request.tenant, request.principal, request.id);
         await deps.onCredentialChanged(request.tenant, request.id);
         return {};
+      case 'connections.list':
+      case 'connections.begin':
+      case 'connections.complete':
+      case 'connections.delete':
+        return deps.connections(request);
       case 'workflows.list':
       case 'workflows.get':
       case 'workflows.run':

@@ -53,7 +53,7 @@ export const registrationSchema = registrationBodySchema.superRefine((body, ctx)
   }
   if (body.type === 'stdio') {
     if (body.command === undefined) ctx.addIssue({ code: 'custom', path: ['command'], message: 'required for a stdio registration' });
-    misplaced(['url', 'headers', 'transport'], 'applies only to an http registration');
+    misplaced(['url', 'headers', 'transport', 'auth'], 'applies only to an http registration');
     misplaced(['openapi'], 'applies only to an openapi registration');
   } else if (body.type === 'http') {
     if (body.url === undefined) ctx.addIssue({ code: 'custom', path: ['url'], message: 'required for an http registration' });
@@ -62,7 +62,7 @@ export const registrationSchema = registrationBodySchema.superRefine((body, ctx)
   } else {
     if (body.openapi === undefined) ctx.addIssue({ code: 'custom', path: ['openapi'], message: 'required for an openapi registration' });
     misplaced(['command', 'args', 'env'], 'applies only to a stdio registration');
-    misplaced(['url', 'transport'], 'applies only to an http registration');
+    misplaced(['url', 'transport', 'auth'], 'applies only to an http registration');
     for (const field of ['file', 'configMapKeyRef'] as const) {
       if (body.openapi?.[field] !== undefined)
         ctx.addIssue({
@@ -183,6 +183,7 @@ export function toMcpServer(tenant: string, registration: Registration): McpServ
         : {
             url: registration.url,
             ...(registration.headers && { headers: entries(registration.headers) }),
+            ...(registration.auth && { auth: registration.auth }),
             transport: registration.transport ?? 'streamable-http',
             ...common,
           };

@@ -120,6 +120,57 @@ export const envVarSchema = z
   .strict()
   .refine((v) => (v.value === undefined) !== (v.valueFrom === undefined), { message: 'set exactly one of value and valueFrom' });
 
+/**
+ * `spec.auth.perUser`: the OAuth 2.0 client through which each principal connects their own account at `provider`
+ * (authorization code grant with PKCE S256, RFC 6749 §4.1, RFC 7636; redirect URI `<PUNK_PUBLIC_URL>/connect/callback`).
+ */
+export const perUserAuthSchema = z
+  .object({
+    provider: z.string().min(1).describe('Name of the account provider, as people know it (e.g. github); shown on the connect page.'),
+    authorizationUrl: z
+      .url({ protocol: /^https?$/ })
+      .describe("The provider's authorization endpoint (RFC 6749 §3.1), where a principal grants access."),
+    tokenUrl: z
+      .url({ protocol: /^https?$/ })
+      .describe("The provider's token endpoint (RFC 6749 §3.2): codes and refresh tokens are exchanged there."),
+    clientId: z.string().min(1).describe("Punk's client id at the provider (RFC 6749 §2.2)."),
+    clientSecret: z
+      .string()
+      .regex(/^cred:[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\/[-._a-zA-Z0-9]+)?$/, 'must be a credential reference cred:<id> or cred:<id>/<key>')
+      .optional()
+      .describe("Punk's client secret, a credential reference (cred:<id>, as in spec.headers); absent for a public client."),
+    scopes: z.array(z.string().min(1)).default([]).describe('Scopes asked for (RFC 6749 §3.3); the provider decides when empty.'),
+  })
+  .strict();
+export type PerUserAuth = z.infer<typeof perUserAuthSchema>;
+
+/** `spec.auth`: whose identity reaches the upstream on calls (docs/identity.md); also a registration's `auth`. */
+export const serverAuthSchema = z
+  .object({
+    tokenExchange: z
+      .object({
+        audience: z.string().min(1).describe('`audience` of the exchanged token (RFC 8693 §2.1): the upstream as the issuer names it.'),
+        scopes: z
+          .array(z.string().min(1))
+          .default([])
+          .describe('Scopes asked for the exchanged token (RFC 8693 `scope`); the issuer decides when absent.'),
+      })
+      .strict()
+      .describe(
+        "Each call reaches the upstream as its caller: mcp-front exchanges the caller's OAuth access token at PUNK_AUTH_ISSUER's token endpoint (RFC 8693) for one of this audience, sent as the call's Authorization: Bearer (docs/identity.md). Callers without an OAuth token (API keys) are refused.",
+      )
+      .optional(),
+    perUser: perUserAuthSchema
+      .optional()
+      .describe(
+        "Each principal connects their own account at the provider once (OAuth 2.0 authorization code with PKCE, RFC 6749 §4.1, RFC 7636); each call then carries that principal's access token as Authorization: Bearer (docs/identity.md). A call of a principal who has not connected is not run: it is told where to connect.",
+      ),
+  })
+  .strict()
+  .refine((auth) => !(auth.tokenExchange && auth.perUser), {
+    message: 'auth.tokenExchange and auth.perUser exclude each other: declare one',
+  });
+
 /** One `headers` entry of a url McpServer: `{ name, value }` or `{ name, valueFrom }`, as an `env` entry. */
 export const headerSchema = z
   .object({
@@ -311,24 +362,7 @@ export const mcpServerSpecSchema = z
       .describe(
         'HTTP headers sent to a url server, or with every operation of an openapi server, on every request (e.g. Authorization: cred:<id>).',
       ),
-    auth: z
-      .object({
-        tokenExchange: z
-          .object({
-            audience: z.string().min(1).describe('`audience` of the exchanged token (RFC 8693 §2.1): the upstream as the issuer names it.'),
-            scopes: z
-              .array(z.string().min(1))
-              .default([])
-              .describe('Scopes asked for the exchanged token (RFC 8693 `scope`); the issuer decides when absent.'),
-          })
-          .strict()
-          .describe(
-            "Each call reaches the upstream as its caller: mcp-front exchanges the caller's OAuth access token at PUNK_AUTH_ISSUER's token endpoint (RFC 8693) for one of this audience, sent as the call's Authorization: Bearer (docs/identity.md). Callers without an OAuth token (API keys) are refused.",
-          ),
-      })
-      .strict()
-      .optional()
-      .describe("Whose identity reaches the upstream on calls; Punk's own (spec.headers) when absent."),
+    auth: serverAuthSchema.optional().describe("Whose identity reaches the upstream on calls; Punk's own (spec.headers) when absent."),
     replicas: z
       .number()
       .int()
