@@ -5,21 +5,11 @@
  * then goes there, and Punk's `/connect/callback` sends it back to `/ui/connections?connected=…` or `?error=…`),
  * and disconnecting.
  */
+import type { ConnectionItem } from '@punk/lib';
 import { apiRequest } from './api.js';
 
-/** One per-user server as `GET /connections` shows it to the signed-in principal. Times are RFC 3339. */
-export interface ConnectionView {
-  namespace: string;
-  name: string;
-  /** The upstream's authorization server, as the McpServer names it (`github`). */
-  provider: string;
-  /** The scopes the connection asks for. */
-  scopes: string[];
-  connected: boolean;
-  connectedAt?: string;
-  /** The kept tokens stopped working (a refresh was refused): connect again. */
-  needsReconnect?: boolean;
-}
+/** One per-user server as `GET /connections` shows it to the signed-in principal (`connectionItemSchema`). */
+export type ConnectionView = ConnectionItem;
 
 const path = (namespace: string, name: string) => `/connections/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}`;
 

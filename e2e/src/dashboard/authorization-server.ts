@@ -1,10 +1,9 @@
 /**
- * A real OAuth 2.0 authorization server for the dashboard's browser tests: panva's `oidc-provider` on a free
- * loopback port, with its development login (any login name and password, {@link logInAtIssuer}) and consent
- * pages, one public client (PKCE required, token endpoint auth `none`) and one resource server (RFC 8707): access
- * tokens for `resource` are ES256 JWTs (RFC 9068) with `aud` the resource and the registered scope. As Punk's
- * issuer, the client is the dashboard's and the resource Punk, which verifies the tokens through the server's JWKS;
- * as an upstream's authorization server, the client is Punk's for per-user connections and the resource the upstream.
+ * A real OAuth 2.0 authorization server for the dashboard's sign-in tests: panva's `oidc-provider` on a free
+ * loopback port, with its development login (any login name and password, {@link logInAtIssuer}) and consent pages,
+ * one public client for the dashboard (PKCE required, token endpoint auth `none`) and Punk as its one resource server
+ * (RFC 8707): access tokens for `resource` are ES256 JWTs (RFC 9068) with `aud` the resource and the `punk:admin`
+ * scope, verified by Punk through the server's JWKS.
  *
  * The server listens before the client is known ({@link startAuthorizationServer}), since Punk's address (the
  * redirect URI's origin) is known only once Punk runs with the issuer's URL; {@link AuthorizationServer.register}
@@ -24,17 +23,10 @@ export interface AuthorizationServer {
   /** Its JWKS, for `PUNK_AUTH_JWKS_URL`. */
   jwksUrl: string;
   /**
-   * Registers the public client `clientId` (the dashboard's, or Punk's for per-user connections) with `redirectUri`,
-   * for tokens of `resource` granting `scope` (default {@link GRANTED_SCOPE}); starts answering. `accessTokenTtl()`
-   * is read at each token's issue, in seconds.
+   * Registers the dashboard's public client `clientId` with `redirectUri`, for tokens of `resource`; starts
+   * answering. `accessTokenTtl()` is read at each token's issue, in seconds.
    */
-  register(options: {
-    clientId: string;
-    redirectUri: string;
-    resource: string;
-    scope?: string;
-    accessTokenTtl: () => number;
-  }): Promise<void>;
+  register(options: { clientId: string; redirectUri: string; resource: string; accessTokenTtl: () => number }): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -50,7 +42,7 @@ export async function startAuthorizationServer(): Promise<AuthorizationServer> {
   return {
     issuer,
     jwksUrl: `${issuer}/jwks`,
-    async register({ clientId, redirectUri, resource, scope = GRANTED_SCOPE, accessTokenTtl }) {
+    async register({ clientId, redirectUri, resource, accessTokenTtl }) {
       const { privateKey } = await generateKeyPair('ES256', { extractable: true });
       const provider = new Provider(issuer, {
         clients: [
@@ -79,7 +71,7 @@ export async function startAuthorizationServer(): Promise<AuthorizationServer> {
             getResourceServerInfo: (_ctx, indicator) => {
               if (indicator !== resource) throw new errors.InvalidTarget(`no resource server ${indicator}`);
               return {
-                scope,
+                scope: GRANTED_SCOPE,
                 audience: resource,
                 accessTokenTTL: accessTokenTtl(),
                 accessTokenFormat: 'jwt',
@@ -100,13 +92,16 @@ export async function startAuthorizationServer(): Promise<AuthorizationServer> {
 }
 
 /**
- * Logs in as `login` at the development login of the server at `issuer` (any name and password) once the page is
- * there, and consents.
+ * Logs in as `login` at the development login (any name and password) of the oidc-provider at `issuer` once the
+ * page is there, and consents when it asks (a grant of nothing beyond the login may send the browser straight back):
+ * this server's, or the per-user connections' provider (e2e/src/connection-provider.ts).
  */
 export async function logInAtIssuer(page: Page, issuer: string, login: string): Promise<void> {
   await page.waitForURL((url) => url.href.startsWith(issuer));
   await page.getByPlaceholder('Enter any login').fill(login);
   await page.getByPlaceholder('and password').fill('any password');
   await page.getByRole('button', { name: 'Sign-in' }).click();
-  await page.getByRole('button', { name: 'Continue' }).click();
+  const consent = page.getByRole('button', { name: 'Continue' });
+  await Promise.race([consent.waitFor(), page.waitForURL((url) => !url.href.startsWith(issuer))]);
+  if (page.url().startsWith(issuer)) await consent.click();
 }

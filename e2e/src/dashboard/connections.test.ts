@@ -1,7 +1,7 @@
 /**
  * Per-user connections in the dashboard, in Chromium against `punk up` and two real authorization servers
- * (oidc-provider, authorization-server.ts): Punk's issuer, where people sign in to the dashboard, and the upstream's,
- * where each person connects their own account (docs/identity.md). A person not signed in opens the connect page an
+ * (oidc-provider): Punk's issuer (authorization-server.ts), where people sign in to the dashboard, and the upstream's
+ * (../connection-provider.ts), where each person connects their own account (docs/identity.md). A person not signed in opens the connect page an
  * MCP client was given, signs in first and is back there; nothing starts before the click on Connect; at the
  * upstream's authorization server they log in and come back to Connections, connected; their calls then reach the
  * upstream (an HTTP MCP server recording the bearer of each request) with a token of that server for their account
@@ -10,24 +10,24 @@
  * connect page again. The pages log no error.
  */
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import type { Client } from '@modelcontextprotocol/client';
-import { decodeJwt } from 'jose';
 import { connectClient, textOf } from '../clients.js';
+import { startConnectionProvider, type ConnectionProvider } from '../connection-provider.js';
 import { startEchoServer, type EchoServer } from '../echo-server.js';
 import { freePort } from '../harness.js';
 import { logInAtIssuer, startAuthorizationServer, type AuthorizationServer } from './authorization-server.js';
 import { openBrowser, PHONE, screenshot, startDashboardPunk, type DashboardPunk, type TestBrowser } from './browser.js';
 
 const DASHBOARD_CLIENT = 'punk-dashboard';
-/** Punk's client at the upstream's authorization server (a public client: PKCE, no secret). */
-const CONNECT_CLIENT = 'punk-connections';
-const UPSTREAM_RESOURCE = 'https://hr.example.test';
-const UPSTREAM_SCOPE = 'hr:read';
+/** Punk's client at the upstream's authorization server; its secret is the credential `hr-client`. */
+const CONNECT_CLIENT = { clientId: 'punk-connections', clientSecret: randomBytes(16).toString('hex') };
+const UPSTREAM_SCOPE = 'openid';
 const PROVIDER = 'hr-accounts';
 const CONNECT_PATH = '/ui/connect/default/hr';
 
-const hrServer = (url: string, issuer: string) => `apiVersion: mcp.punk.dev/v1alpha1
+const hrServer = (url: string, provider: ConnectionProvider) => `apiVersion: mcp.punk.dev/v1alpha1
 kind: McpServer
 metadata: { name: hr }
 spec:
@@ -35,15 +35,16 @@ spec:
   auth:
     perUser:
       provider: ${PROVIDER}
-      authorizationUrl: ${issuer}/auth
-      tokenUrl: ${issuer}/token
-      clientId: ${CONNECT_CLIENT}
+      authorizationUrl: ${provider.authorizationUrl}
+      tokenUrl: ${provider.tokenUrl}
+      clientId: ${CONNECT_CLIENT.clientId}
+      clientSecret: cred:hr-client
       scopes: [${UPSTREAM_SCOPE}]
 `;
 
 describe('dashboard: per-user connections', { timeout: 300_000 }, () => {
   let signInIssuer: AuthorizationServer;
-  let upstreamIssuer: AuthorizationServer;
+  let upstreamIssuer: ConnectionProvider;
   let upstream: EchoServer;
   let punk: DashboardPunk;
   let browser: TestBrowser;
@@ -67,13 +68,18 @@ describe('dashboard: per-user connections', { timeout: 300_000 }, () => {
 
   before(async () => {
     upstream = await startEchoServer();
-    [signInIssuer, upstreamIssuer] = await Promise.all([startAuthorizationServer(), startAuthorizationServer()]);
+    signInIssuer = await startAuthorizationServer();
     // Punk's public URL is its own address here: the upstream's authorization server sends the browser back to it.
     const port = await freePort();
     const publicUrl = `http://127.0.0.1:${String(port)}`;
+    upstreamIssuer = await startConnectionProvider({
+      ...CONNECT_CLIENT,
+      redirectUri: `${publicUrl}/connect/callback`,
+      accessTokenTtl: 600,
+    });
     punk = await startDashboardPunk({
       port,
-      files: { 'hr.yaml': hrServer(upstream.url, upstreamIssuer.issuer) },
+      files: { 'hr.yaml': hrServer(upstream.url, upstreamIssuer) },
       env: {
         PUNK_PUBLIC_URL: publicUrl,
         PUNK_AUTH_ISSUER: signInIssuer.issuer,
@@ -90,13 +96,12 @@ describe('dashboard: per-user connections', { timeout: 300_000 }, () => {
       resource: publicUrl,
       accessTokenTtl: () => 600,
     });
-    await upstreamIssuer.register({
-      clientId: CONNECT_CLIENT,
-      redirectUri: `${publicUrl}/connect/callback`,
-      resource: UPSTREAM_RESOURCE,
-      scope: UPSTREAM_SCOPE,
-      accessTokenTtl: () => 600,
+    const created = await fetch(`${punk.baseUrl}/api/v1/credentials`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${punk.adminKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ id: 'hr-client', data: { value: CONNECT_CLIENT.clientSecret } }),
     });
+    assert.equal(created.status, 201, await created.text());
     browser = await openBrowser();
     // The issuers' development pages import a web font; nothing here reaches the network.
     await browser.context.route('https://fonts.googleapis.com/**', (route) =>
@@ -153,7 +158,7 @@ describe('dashboard: per-user connections', { timeout: 300_000 }, () => {
     const authorization = page.waitForRequest((request) => request.url().startsWith(`${upstreamIssuer.issuer}/auth?`));
     await page.getByRole('button', { name: `Connect to ${PROVIDER}` }).click();
     const asked = new URL((await authorization).url());
-    assert.equal(asked.searchParams.get('client_id'), CONNECT_CLIENT);
+    assert.equal(asked.searchParams.get('client_id'), CONNECT_CLIENT.clientId);
     assert.equal(asked.searchParams.get('code_challenge_method'), 'S256');
     assert.ok(asked.searchParams.get('state'), 'the authorization request carries a state');
     await logInAtIssuer(page, upstreamIssuer.issuer, 'ada-at-hr');
@@ -177,10 +182,7 @@ describe('dashboard: per-user connections', { timeout: 300_000 }, () => {
     const bearer = bearers[0];
     assert.ok(bearer, 'the call carried a bearer');
     assert.notEqual(bearer, await punkToken(), "the person's token for Punk never goes upstream");
-    const claims = decodeJwt(bearer);
-    assert.equal(claims.iss, upstreamIssuer.issuer);
-    assert.equal(claims.aud, UPSTREAM_RESOURCE);
-    assert.equal(claims.sub, 'ada-at-hr', "the token is for the person's account at the provider");
+    assert.equal(await upstreamIssuer.subjectOf(bearer), 'ada-at-hr', "the provider's token for the person's account there");
   });
 
   test('the Servers view shows the connection, with a link to its page', async () => {

@@ -97,7 +97,7 @@ function ConnectionCard(props: { connection: ConnectionView; onChanged: () => vo
           >
             {reconnects(connection) ? 'Reconnect' : 'Connect'}
           </button>
-          {connection.connected &&
+          {reconnects(connection) &&
             (confirming ? (
               <>
                 <button type="button" class="danger" disabled={busy} onClick={() => void remove()}>
@@ -123,7 +123,7 @@ function ConnectionCard(props: { connection: ConnectionView; onChanged: () => vo
   );
 }
 
-/** Whether the button of `connection` says Reconnect: it is connected, or its tokens stopped working. */
+/** Whether `connection` has tokens kept, working or not: its button says Reconnect, and it may be disconnected. */
 export function reconnects(connection: ConnectionView): boolean {
   return connection.connected || connection.needsReconnect === true;
 }
@@ -139,7 +139,7 @@ export function ConnectionFacts(props: { connection: ConnectionView }) {
       <dd>{connection.scopes.length > 0 ? connection.scopes.join(' ') : '—'}</dd>
       <dt>Connected since</dt>
       <dd>
-        {connection.connected && connection.connectedAt ? new Date(connection.connectedAt).toLocaleString() : '—'}
+        {connection.connectedAt ? new Date(connection.connectedAt).toLocaleString() : '—'}
         {connection.needsReconnect && ' (the provider no longer accepts the kept tokens: reconnect)'}
       </dd>
     </dl>
