@@ -13,6 +13,8 @@ import { currentPath, Link, match, navigate, usePath } from './router.js';
 import { clearKey, getKey, setKey } from './session.js';
 import { ApprovalsPage } from './pages/Approvals.js';
 import { AuditPage } from './pages/Audit.js';
+import { ConnectPage } from './pages/Connect.js';
+import { ConnectionsPage } from './pages/Connections.js';
 import { CredentialsPage } from './pages/Credentials.js';
 import { RunPage } from './pages/Run.js';
 import { RunsPage } from './pages/Runs.js';
@@ -28,6 +30,7 @@ const NAVIGATION = [
   ['runs', 'Runs', true],
   ['audit', 'Audit', true],
   ['approvals', 'Approvals', false],
+  ['connections', 'Connections', false],
   ['workflows', 'Workflows', true],
   ['settings', 'Settings & keys', true],
 ] as const;
@@ -238,7 +241,7 @@ function Shell(props: { caller: Caller; onSignOut: () => void }) {
 
 /**
  * The admin views by path pattern (router.tsx `match`), each with the title its refusal names for a non-admin;
- * Approvals, the one view for every caller, is not among them.
+ * the views for every caller (Approvals, Connections and a server's connect page) are not among them.
  */
 const ADMIN_VIEWS: Array<{ pattern: string; title: string; view: (params: Record<string, string>) => ComponentChild }> = [
   { pattern: 'servers', title: 'Servers', view: () => <ServersPage /> },
@@ -259,6 +262,9 @@ function View(props: { path: string }) {
     if (params) return <AdminOnly title={title}>{view(params)}</AdminOnly>;
   }
   if (path === 'approvals') return <ApprovalsPage />;
+  if (path === 'connections') return <ConnectionsPage />;
+  const connecting = match('connect/:namespace/:name', path);
+  if (connecting) return <ConnectPage namespace={connecting['namespace']!} name={connecting['name']!} />;
   if (path === '') return null;
   return (
     <section class="page">

@@ -1,9 +1,9 @@
 /**
  * A real OAuth 2.0 authorization server for the dashboard's sign-in tests: panva's `oidc-provider` on a free
- * loopback port, with its development login (any login name and password) and consent pages, one public client
- * for the dashboard (PKCE required, token endpoint auth `none`) and Punk as its one resource server (RFC 8707):
- * access tokens for `resource` are ES256 JWTs (RFC 9068) with `aud` the resource and the `punk:admin` scope,
- * verified by Punk through the server's JWKS.
+ * loopback port, with its development login (any login name and password, {@link logInAtIssuer}) and consent pages,
+ * one public client for the dashboard (PKCE required, token endpoint auth `none`) and Punk as its one resource server
+ * (RFC 8707): access tokens for `resource` are ES256 JWTs (RFC 9068) with `aud` the resource and the `punk:admin`
+ * scope, verified by Punk through the server's JWKS.
  *
  * The server listens before the client is known ({@link startAuthorizationServer}), since Punk's address (the
  * redirect URI's origin) is known only once Punk runs with the issuer's URL; {@link AuthorizationServer.register}
@@ -14,6 +14,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair } from 'jose';
 import Provider, { errors } from 'oidc-provider';
+import type { Page } from 'playwright-core';
 
 /** A running authorization server. */
 export interface AuthorizationServer {
@@ -88,4 +89,19 @@ export async function startAuthorizationServer(): Promise<AuthorizationServer> {
         server.close(() => resolve());
       }),
   };
+}
+
+/**
+ * Logs in as `login` at the development login (any name and password) of the oidc-provider at `issuer` once the
+ * page is there, and consents when it asks (a grant of nothing beyond the login may send the browser straight back):
+ * this server's, or the per-user connections' provider (e2e/src/connection-provider.ts).
+ */
+export async function logInAtIssuer(page: Page, issuer: string, login: string): Promise<void> {
+  await page.waitForURL((url) => url.href.startsWith(issuer));
+  await page.getByPlaceholder('Enter any login').fill(login);
+  await page.getByPlaceholder('and password').fill('any password');
+  await page.getByRole('button', { name: 'Sign-in' }).click();
+  const consent = page.getByRole('button', { name: 'Continue' });
+  await Promise.race([consent.waitFor(), page.waitForURL((url) => !url.href.startsWith(issuer))]);
+  if (page.url().startsWith(issuer)) await consent.click();
 }

@@ -45,18 +45,18 @@ export interface DashboardPunk {
 
 /**
  * Starts `punk up` with `PUNK_AUTH_MODE=on` and a bootstrap admin key (`authentication: false`: off, and no key),
- * an embedded database in a data directory, on a free port, with `files` as its manifest directory's contents
- * (default: none, so no server is managed) and `env` added to its environment.
+ * an embedded database in a data directory, on `port` (default: a free one), with `files` as its manifest
+ * directory's contents (default: none, so no server is managed) and `env` added to its environment.
  */
 export async function startDashboardPunk(
-  options: { files?: Record<string, string>; env?: Record<string, string>; authentication?: boolean } = {},
+  options: { files?: Record<string, string>; env?: Record<string, string>; authentication?: boolean; port?: number } = {},
 ): Promise<DashboardPunk> {
   const dir = await manifestDir('dashboard', options.files ?? {});
   const adminKey = randomBytes(24).toString('base64url');
   try {
     const punk = await startPunk({
       manifestDir: dir,
-      args: ['--data', join(dir, 'data')],
+      args: ['--data', join(dir, 'data'), ...(options.port === undefined ? [] : ['--port', String(options.port)])],
       env: {
         ...(options.authentication === false
           ? { PUNK_AUTH_MODE: 'off' }

@@ -8,22 +8,12 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { Page } from 'playwright-core';
-import { startAuthorizationServer, type AuthorizationServer } from './authorization-server.js';
+import { logInAtIssuer, startAuthorizationServer, type AuthorizationServer } from './authorization-server.js';
 import { openBrowser, screenshot, startDashboardPunk, type DashboardPunk, type TestBrowser } from './browser.js';
 
 /** `PUNK_PUBLIC_URL` of the dashboard tests: the resource the tokens are for. */
 const RESOURCE = 'https://punk.example.test';
 const CLIENT_ID = 'punk-dashboard';
-
-/** Logs in at the issuer's development login (any name and password) and consents, when it asks. */
-async function logInAtIssuer(page: Page, issuer: string, login: string): Promise<void> {
-  await page.waitForURL((url) => url.href.startsWith(issuer));
-  await page.getByPlaceholder('Enter any login').fill(login);
-  await page.getByPlaceholder('and password').fill('any password');
-  await page.getByRole('button', { name: 'Sign-in' }).click();
-  await page.getByRole('button', { name: 'Continue' }).click();
-}
 
 describe('dashboard OAuth sign-in', () => {
   let issuer: AuthorizationServer;

@@ -9,6 +9,7 @@ import {
   type ServerView,
   type TestResult,
 } from '../api.js';
+import { connectionState, connectPath, listConnections, type ConnectionView } from '../api-connections.js';
 import { ErrorMessage, messageOf, Page, useLoad } from '../components.js';
 import { NamedValues, credentialReferences, recordOf, type NamedValue } from '../named-values.js';
 import { Link } from '../router.js';
@@ -16,14 +17,22 @@ import { Link } from '../router.js';
 /** How often the list is read again while the view is open, in milliseconds: states and circuits change on their own. */
 const REFRESH_MS = 5_000;
 
-/** The Servers view: every server of the tenant with its state, TEST, delete, and the registration form. */
+/**
+ * The Servers view: every server of the tenant with its state, the signed-in person's own connection to those that
+ * act per user, TEST, delete, and the registration form.
+ */
 export function ServersPage() {
   const servers = useLoad(listServers);
+  const connections = useLoad(listConnections);
   const [registering, setRegistering] = useState(false);
   useEffect(() => {
-    const timer = setInterval(() => void servers.reload(), REFRESH_MS);
+    const timer = setInterval(() => {
+      void servers.reload();
+      void connections.reload();
+    }, REFRESH_MS);
     return () => clearInterval(timer);
-  }, [servers.reload]);
+  }, [servers.reload, connections.reload]);
+  const connectionOf = (server: ServerView) => connections.data?.find((c) => c.namespace === server.namespace && c.name === server.name);
   return (
     <Page
       title="Servers"
@@ -42,10 +51,16 @@ export function ServersPage() {
         />
       )}
       <ErrorMessage message={servers.error} />
+      <ErrorMessage message={connections.error && `Your connections could not be read: ${connections.error}`} />
       {servers.data?.length === 0 && <p class="muted">No server yet: register one, or add an McpServer manifest.</p>}
       <ul class="cards" aria-label="Servers">
         {servers.data?.map((server) => (
-          <ServerCard key={`${server.namespace}/${server.name}`} server={server} onChanged={() => void servers.reload()} />
+          <ServerCard
+            key={`${server.namespace}/${server.name}`}
+            server={server}
+            connection={connectionOf(server)}
+            onChanged={() => void servers.reload()}
+          />
         ))}
       </ul>
     </Page>
@@ -57,8 +72,12 @@ function stateClass(state: string): string {
   return state === 'ready' ? 'ok' : state === 'failed' || state === 'stopped' ? 'bad' : 'warn';
 }
 
-/** One server: its facts, its TEST with the latency and tool chips inline, and (registered servers) delete; `onChanged` after either. */
-function ServerCard(props: { server: ServerView; onChanged: () => void }) {
+/**
+ * One server: its facts (with the signed-in person's `connection` when it acts per user), its TEST with the latency
+ * and tool chips inline, and (registered servers) delete; `onChanged` after either.
+ */
+function ServerCard(props: { server: ServerView; connection: ConnectionView | undefined; onChanged: () => void }) {
+  const { connection } = props;
   const { server } = props;
   const [test, setTest] = useState<{ running: boolean; result?: TestResult; error?: string }>({ running: false });
   const [confirming, setConfirming] = useState(false);
@@ -124,6 +143,15 @@ function ServerCard(props: { server: ServerView; onChanged: () => void }) {
         <dd>
           {server.testedAt ? `${server.status ?? ''} ${server.latencyMs ?? ''} ms, ${new Date(server.testedAt).toLocaleString()}` : 'never'}
         </dd>
+        {connection && (
+          <>
+            <dt>Your connection</dt>
+            <dd>
+              <span class={`badge ${connectionState(connection).class}`}>{connectionState(connection).label}</span>{' '}
+              <Link to={connectPath(connection)}>{connection.connected && !connection.needsReconnect ? 'Manage' : 'Connect'}</Link>
+            </dd>
+          </>
+        )}
       </dl>
       {server.lastError && (
         <p class="error">
