@@ -4,7 +4,7 @@
  * started on loopback, {@link localFetch}).
  */
 import { Readable } from 'node:stream';
-import { Agent, type Dispatcher } from 'undici';
+import type { Agent, Dispatcher, Pool } from 'undici';
 import { errorMessage } from '@punk/lib';
 
 /** Statuses whose response has no body (Fetch Standard, "null body status"). */
@@ -60,10 +60,24 @@ export async function sendOnPool(
 }
 
 /**
- * The dispatcher of {@link localFetch}: undici's Agent keeps a keep-alive pool per origin and drops one once its
- * connections are gone, as a server restarted on a new picked port leaves its old origin behind.
+ * undici (about 100 modules), loaded with the first request to an HTTP upstream: a start serving only stdio servers,
+ * or none, needs none of it.
  */
-const localAgent = new Agent();
+export function loadUndici(): Promise<Undici> {
+  return (undici ??= import('undici'));
+}
+/** What Punk uses of undici. */
+interface Undici {
+  Agent: typeof Agent;
+  Pool: typeof Pool;
+}
+let undici: Promise<Undici> | undefined;
+
+/**
+ * The dispatcher of {@link localFetch}: undici's Agent keeps a keep-alive pool per origin and drops one once its
+ * connections are gone, as a server restarted on a new picked port leaves its old origin behind. Made on first use.
+ */
+let localAgent: Promise<Dispatcher> | undefined;
 
 /**
  * A fetch (the MCP SDK's `FetchLike`) for a server process Punk started and listens for on loopback: no egress check
@@ -71,9 +85,10 @@ const localAgent = new Agent();
  * (the SDK's transports follow the ones that stay within the origin).
  * @throws (rejects) as {@link sendOnPool}.
  */
-export function localFetch(input: string | URL, init: RequestInit = {}): Promise<Response> {
+export async function localFetch(input: string | URL, init: RequestInit = {}): Promise<Response> {
   const url = new URL(input);
-  return sendOnPool(localAgent, url, { ...init, method: (init.method ?? 'GET').toUpperCase(), headers: new Headers(init.headers) });
+  localAgent ??= loadUndici().then(({ Agent }) => new Agent());
+  return sendOnPool(await localAgent, url, { ...init, method: (init.method ?? 'GET').toUpperCase(), headers: new Headers(init.headers) });
 }
 
 /** The reason a fetch failed: undici puts the system error (ECONNREFUSED, ENOTFOUND…) in `cause`. */

@@ -78,7 +78,7 @@ export function guardedFetch(policy: DestinationPolicy, options: GuardedFetchOpt
           cause: error,
         });
       });
-      const response = await sendOnPool(dispatchers.for(destination), destination.url, { ...init, method, headers, body });
+      const response = await sendOnPool(await dispatchers.for(destination), destination.url, { ...init, method, headers, body });
       const location = REDIRECT_STATUSES.has(response.status) ? response.headers.get('location') : null;
       if (location === null || mode === 'manual') return response;
       await response.body?.cancel();
