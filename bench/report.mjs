@@ -273,6 +273,7 @@ export async function renderReport(report) {
           ['no server (idle)', `${s.idle.readyMs.toFixed(0)} ms`, `${mib(s.idle.punkKiB)} (5 s after ready)`],
         ],
       ),
+      'What the idle RSS is made of (the node binary, PGlite, the V8 heap) and what a start leaves unloaded: [running.md](running.md#start-up-and-memory).',
     );
   }
   const targetLines = targets(report, rows);

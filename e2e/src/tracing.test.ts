@@ -347,7 +347,7 @@ describe('tracing off', () => {
   });
 
   test('no endpoint means no provider: spans are no-ops and nothing is exported', async () => {
-    const tracing = startTracing('test', { OTEL_SERVICE_NAME: 'ignored', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' });
+    const tracing = await startTracing('test', { OTEL_SERVICE_NAME: 'ignored', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' });
     try {
       assert.equal(tracing.settings, undefined);
       const span = punkTracer().startSpan('nothing');

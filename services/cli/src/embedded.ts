@@ -90,7 +90,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
   const logFor = (component: string) => createLogger(component, config.logLevel);
   const log = logFor('punk');
   const stops: Array<() => Promise<void>> = [];
-  const tracing = startTracing('up');
+  const tracing = await startTracing('up');
   stops.push(() => tracing.shutdown());
   const stopAll = async () => {
     for (const stop of stops.reverse()) {

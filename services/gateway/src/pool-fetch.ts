@@ -4,7 +4,7 @@
  * started on loopback, {@link localFetch}).
  */
 import { Readable } from 'node:stream';
-import { Agent, type Dispatcher } from 'undici';
+import type { Agent, Dispatcher, Pool } from 'undici';
 import { errorMessage } from '@punk/lib';
 
 /** Statuses whose response has no body (Fetch Standard, "null body status"). */
@@ -77,10 +77,24 @@ export async function requestOnPool(dispatcher: Dispatcher, url: URL, init: Pool
 }
 
 /**
- * The dispatcher of {@link localFetch}: undici's Agent keeps a keep-alive pool per origin and drops one once its
- * connections are gone, as a server restarted on a new picked port leaves its old origin behind.
+ * undici (about 100 modules), loaded with the first request to an HTTP upstream: a start serving only stdio servers,
+ * or none, needs none of it.
  */
-const localAgent = new Agent();
+export function loadUndici(): Promise<Undici> {
+  return (undici ??= import('undici'));
+}
+/** What Punk uses of undici. */
+interface Undici {
+  Agent: typeof Agent;
+  Pool: typeof Pool;
+}
+let undici: Promise<Undici> | undefined;
+
+/**
+ * The dispatcher of {@link localFetch}: undici's Agent keeps a keep-alive pool per origin and drops one once its
+ * connections are gone, as a server restarted on a new picked port leaves its old origin behind. Made on first use.
+ */
+let localAgent: Promise<Dispatcher> | undefined;
 
 /**
  * A fetch (the MCP SDK's `FetchLike`) for a server process Punk started and listens for on loopback: no egress check
@@ -88,13 +102,21 @@ const localAgent = new Agent();
  * (the SDK's transports follow the ones that stay within the origin).
  * @throws (rejects) as {@link sendOnPool}.
  */
-export function localFetch(input: string | URL, init: RequestInit = {}): Promise<Response> {
+export async function localFetch(input: string | URL, init: RequestInit = {}): Promise<Response> {
   const url = new URL(input);
-  return sendOnPool(localAgent, url, { ...init, method: (init.method ?? 'GET').toUpperCase(), headers: new Headers(init.headers) });
+  return sendOnPool(await localDispatcher(), url, {
+    ...init,
+    method: (init.method ?? 'GET').toUpperCase(),
+    headers: new Headers(init.headers),
+  });
 }
 
 /** {@link requestOnPool} on the dispatcher of {@link localFetch}: the raw requests to a server process Punk started (http-exchange.ts). */
-export const localRequest: PoolRequest = (url, init) => requestOnPool(localAgent, url, init);
+export const localRequest: PoolRequest = async (url, init) => requestOnPool(await localDispatcher(), url, init);
+
+function localDispatcher(): Promise<Dispatcher> {
+  return (localAgent ??= loadUndici().then(({ Agent }) => new Agent()));
+}
 
 /** The reason a fetch failed: undici puts the system error (ECONNREFUSED, ENOTFOUND…) in `cause`. */
 export function describeFetchError(error: unknown): string {

@@ -84,7 +84,7 @@ export function guardedFetch(policy: DestinationPolicy, options: GuardedFetchOpt
           cause: error,
         });
       });
-      const response = await sendOnPool(dispatchers.for(destination), destination.url, { ...init, method, headers, body });
+      const response = await sendOnPool(await dispatchers.for(destination), destination.url, { ...init, method, headers, body });
       const location = REDIRECT_STATUSES.has(response.status) ? response.headers.get('location') : null;
       if (location === null || mode === 'manual') return response;
       await response.body?.cancel();
@@ -128,7 +128,7 @@ export function guardedFetch(policy: DestinationPolicy, options: GuardedFetchOpt
   };
   const request: PoolRequest = async (url, init) => {
     const destination = await checkDestination(url, policy);
-    return requestOnPool(dispatchers.for(destination), destination.url, init);
+    return requestOnPool(await dispatchers.for(destination), destination.url, init);
   };
   return Object.assign(guarded, { request, close: () => dispatchers.close() });
 }

@@ -5,7 +5,8 @@
  * still use the name.
  */
 import type { LookupAddress, LookupOptions } from 'node:dns';
-import { Pool, type Dispatcher } from 'undici';
+import type { Dispatcher, Pool } from 'undici';
+import { loadUndici } from '../pool-fetch.js';
 import type { CheckedDestination, ResolvedAddress } from './destination.js';
 
 /** Pools kept at once; the least recently used one is closed (gracefully) past this. */
@@ -18,8 +19,9 @@ export class PinnedDispatchers {
   private readonly pools = new Map<string, Pool>();
 
   /** The dispatcher that sends requests for `destination` to its checked addresses only. */
-  for(destination: CheckedDestination): Dispatcher {
+  async for(destination: CheckedDestination): Promise<Dispatcher> {
     const key = `${destination.url.origin} ${destination.addresses.map((entry) => entry.address).join(',')}`;
+    const { Pool } = await loadUndici();
     let pool = this.pools.get(key);
     if (pool) {
       this.pools.delete(key);

@@ -7,7 +7,6 @@
 import { readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import SwaggerParser from '@apidevtools/swagger-parser';
 import { parse as parseYaml } from 'yaml';
 import { errorMessage, PunkError, type McpServer, type OpenApiSource } from '@punk/lib';
 import type { FetchLike } from '@modelcontextprotocol/client';
@@ -110,6 +109,8 @@ export async function loadDocument(server: McpServer, source: OpenApiSource, opt
     );
   const root = source.file !== undefined ? dirname(source.file) : undefined;
   try {
+    // Loaded with the first OpenAPI document: a start without OpenAPI servers needs none of the parser's modules.
+    const { default: SwaggerParser } = await import('@apidevtools/swagger-parser');
     const document = await SwaggerParser.validate(location ?? '', parsed as never, {
       resolve: {
         external: source.content === undefined,

@@ -10,9 +10,7 @@ import type { Bus, StreamConfig } from '../bus/bus.js';
 import type { Database } from '../db/database.js';
 import { PunkError, errorMessage } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
-import { manageContext } from '../tracing/context.js';
-import { tracingSettings } from '../tracing/settings.js';
-import type { Tracing } from '../tracing/setup.js';
+import { startTracing } from '../tracing/setup.js';
 import { listenHealth, listenMetrics, listenOptionsOf, type HealthServer, type HttpHandler, type MetricsServer } from './health.js';
 import { TrackedBus } from './tracked-bus.js';
 
@@ -136,10 +134,8 @@ export async function runService(definition: ServiceDefinition, options: RunOpti
     if (!bus?.isConnected()) throw new Error(`NATS at ${redactNatsUrl(config.natsUrl ?? '')} is not connected`);
     if (db) await withTimeout(db.ping(), PING_TIMEOUT_MS, 'the database');
   };
-  // The database and tracing modules (drivers, exporters) are loaded only by a process that uses them.
-  let tracing: Tracing = { settings: undefined, shutdown: async () => undefined };
-  if (tracingSettings(definition.name, env)) tracing = (await import('../tracing/setup.js')).startTracing(definition.name, env);
-  else manageContext();
+  // The tracing SDK and exporters are loaded only when tracing is on (setup.ts).
+  const tracing = await startTracing(definition.name, env);
   const separateMetrics = config.metricsPort !== undefined;
   const http: HealthServer = await listenHealth(config.host, config.port, ready, undefined, {
     ...listenOptionsOf(config),

@@ -1,23 +1,11 @@
 /**
  * Sets up OpenTelemetry tracing once per process: an AsyncLocalStorage context manager always (log lines read
  * the active context), and, when an OTLP endpoint is configured (settings.ts), a tracer provider with a batch
- * span processor exporting over OTLP/HTTP and the W3C Trace Context and Baggage propagators.
+ * span processor exporting over OTLP/HTTP and the W3C Trace Context and Baggage propagators (provider.ts, loaded
+ * only then).
  */
 import { propagation, trace } from '@opentelemetry/api';
-import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
-import { OTLPTraceExporter as OtlpJsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { OTLPTraceExporter as OtlpProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
-import { defaultResource, detectResources, resourceAttributesEnvDetector, resourceFromAttributes } from '@opentelemetry/resources';
-import {
-  AlwaysOffSampler,
-  AlwaysOnSampler,
-  BatchSpanProcessor,
-  ParentBasedSampler,
-  TraceIdRatioBasedSampler,
-  TracerProvider,
-  type Sampler,
-} from '@opentelemetry/sdk-trace';
-import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
+import type { TracerProvider } from '@opentelemetry/sdk-trace';
 import { manageContext } from './context.js';
 import { tracingSettings, type TracingSettings } from './settings.js';
 
@@ -35,43 +23,6 @@ const SHUTDOWN_TIMEOUT_MS = 5_000;
 /** The provider this process registered, shared by every `startTracing` of the process, and how many hold it. */
 let installed: { provider: TracerProvider; settings: TracingSettings; holders: number } | undefined;
 
-function samplerOf(settings: TracingSettings): Sampler {
-  const ratio = new TraceIdRatioBasedSampler(settings.samplerRatio);
-  switch (settings.sampler) {
-    case 'always_on':
-      return new AlwaysOnSampler();
-    case 'always_off':
-      return new AlwaysOffSampler();
-    case 'traceidratio':
-      return ratio;
-    case 'parentbased_always_on':
-      return new ParentBasedSampler({ root: new AlwaysOnSampler() });
-    case 'parentbased_always_off':
-      return new ParentBasedSampler({ root: new AlwaysOffSampler() });
-    case 'parentbased_traceidratio':
-      return new ParentBasedSampler({ root: ratio });
-  }
-}
-
-function register(settings: TracingSettings): TracerProvider {
-  const exporter =
-    settings.protocol === 'http/json'
-      ? new OtlpJsonExporter({ url: settings.tracesUrl })
-      : new OtlpProtobufExporter({ url: settings.tracesUrl });
-  // OTEL_RESOURCE_ATTRIBUTES adds to the resource; the service name is Punk's unless OTEL_SERVICE_NAME says otherwise.
-  const resource = defaultResource()
-    .merge(detectResources({ detectors: [resourceAttributesEnvDetector] }))
-    .merge(resourceFromAttributes({ [ATTR_SERVICE_NAME]: settings.serviceName }));
-  const provider = new TracerProvider({
-    resource,
-    sampler: samplerOf(settings),
-    spanProcessors: [new BatchSpanProcessor({ exporter, ...settings.batch })],
-  });
-  trace.setGlobalTracerProvider(provider);
-  propagation.setGlobalPropagator(new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator()] }));
-  return provider;
-}
-
 /** Whether this process exports spans (a `startTracing` with tracing on holds the provider); spans are no-ops otherwise. */
 export function isTracingOn(): boolean {
   return installed !== undefined;
@@ -84,12 +35,15 @@ export function isTracingOn(): boolean {
  * The OTLP exporter reads its headers, certificates and timeout (`OTEL_EXPORTER_OTLP_*`) from `process.env` itself.
  * @throws PunkError `InvalidConfig` naming a bad `OTEL_*` variable.
  */
-export function startTracing(service: string, env: NodeJS.ProcessEnv = process.env): Tracing {
+export async function startTracing(service: string, env: NodeJS.ProcessEnv = process.env): Promise<Tracing> {
   // Registered once, even with tracing off: log lines and bus hand-offs read the active context.
   manageContext();
   const settings = tracingSettings(service, env);
   if (!settings) return { settings, shutdown: async () => undefined };
-  installed ??= { provider: register(settings), settings, holders: 0 };
+  if (!installed) {
+    const { register } = await import('./provider.js');
+    installed ??= { provider: register(settings), settings, holders: 0 };
+  }
   installed.holders++;
   const held = installed;
   let released = false;

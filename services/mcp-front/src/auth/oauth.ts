@@ -11,7 +11,7 @@
  * is configured, and expiry with a clock tolerance; JWTs only with an allowed algorithm (never `none`).
  */
 import { createPublicKey, createSecretKey, type JsonWebKey, type KeyObject } from 'node:crypto';
-import { createRemoteJWKSet, errors, jwtVerify, type JWTPayload, type JWTVerifyOptions } from 'jose';
+import type * as Jose from 'jose';
 import { errorMessage, PunkError } from '@punk/lib';
 
 /** The claims of a verified access token (JWT claims, or the RFC 7662 introspection response). */
@@ -51,19 +51,23 @@ export function jwtVerifier(options: JwtVerifierOptions): AccessTokenVerifier {
   if (options.algorithms.some((alg) => alg.toLowerCase() === 'none'))
     throw new PunkError('InvalidConfig', 'the JWT algorithm allow-list must not contain none');
   const { source } = options;
-  let verifyJwt: (token: string, checks: JWTVerifyOptions) => Promise<{ payload: JWTPayload }>;
+  let verifyJwt: (token: string, checks: Jose.JWTVerifyOptions) => Promise<{ payload: Jose.JWTPayload }>;
   if ('jwksUrl' in source) {
-    const jwks = createRemoteJWKSet(
-      new URL(source.jwksUrl),
-      source.cooldownMs === undefined ? {} : { cooldownDuration: source.cooldownMs },
-    );
-    verifyJwt = (token, checks) => jwtVerify(token, jwks, checks);
+    const jwksUrl = new URL(source.jwksUrl);
+    // One key set (and its cache of fetched keys) for every token, made with the first.
+    let jwks: ReturnType<typeof Jose.createRemoteJWKSet> | undefined;
+    verifyJwt = async (token, checks) => {
+      const { createRemoteJWKSet, jwtVerify } = await loadJose();
+      jwks ??= createRemoteJWKSet(jwksUrl, source.cooldownMs === undefined ? {} : { cooldownDuration: source.cooldownMs });
+      return jwtVerify(token, jwks, checks);
+    };
   } else {
     const key = staticKey(source.key, options.algorithms);
-    verifyJwt = (token, checks) => jwtVerify(token, key, checks);
+    verifyJwt = async (token, checks) => (await loadJose()).jwtVerify(token, key, checks);
   }
   return {
     async verify(token, audiences) {
+      const { errors } = await loadJose();
       try {
         const { payload } = await verifyJwt(token, {
           algorithms: [...options.algorithms],
@@ -74,11 +78,17 @@ export function jwtVerifier(options: JwtVerifierOptions): AccessTokenVerifier {
         });
         return payload;
       } catch (error) {
-        throw jwtFailure(error);
+        throw jwtFailure(error, errors);
       }
     },
   };
 }
+
+/** jose (about 45 modules), loaded with the first token verified: a start without OAuth needs none of it. */
+function loadJose(): Promise<typeof Jose> {
+  return (jose ??= import('jose'));
+}
+let jose: Promise<typeof Jose> | undefined;
 
 /** JWS algorithms of HMAC secrets (RFC 7518 §3.2): the only ones an `oct` key verifies. */
 const HMAC_ALGORITHMS = ['HS256', 'HS384', 'HS512'];
@@ -124,7 +134,7 @@ function readStaticKey(text: string): KeyObject {
 }
 
 /** A jose failure as `InvalidToken` (the token's fault) or `TokenVerifierUnavailable` (the JWKS endpoint's). */
-function jwtFailure(error: unknown): PunkError {
+function jwtFailure(error: unknown, errors: typeof Jose.errors): PunkError {
   if (error instanceof errors.JWTExpired) return invalid('the access token expired');
   if (error instanceof errors.JWTClaimValidationFailed) {
     const claim = error.claim;
