@@ -139,7 +139,10 @@ describe('the embedded ledger is durable', () => {
     await punk?.stop();
     punk = await startPunk({ manifestDir: dir, env: { PUNK_LEDGER_MAX_PENDING: '4' } });
     // An ephemeral run says plainly that it keeps nothing.
-    assert.match(punk.output(), /ephemeral run: the database is in memory, so the ledger, runs, .* are lost when this process ends/);
+    assert.match(
+      punk.output(),
+      /ephemeral run: the database is in a temporary directory removed at exit, so the ledger, runs, .* are lost when this process ends/,
+    );
 
     const messages = await burst(punk.baseUrl, 12, 240);
     assert.ok(messages.length >= 240, `${messages.length} calls answered`);
