@@ -3,9 +3,12 @@
  * SDK sessions and started again on the same data directory, every call a client got its result for has its
  * `tool.called` and `tool.completed` events; a tail deleted from the database while it is stopped is reported by
  * verify, naming where the chain ends. Uncommitted events never exceed `PUNK_LEDGER_MAX_PENDING` (appends wait
- * instead), as `/metrics` shows; and an ephemeral run says at start that it keeps nothing.
+ * instead), as `/metrics` shows; and an ephemeral run says at start that it keeps nothing, and leaves nothing in its
+ * temporary directory once stopped.
  */
 import assert from 'node:assert/strict';
+import { mkdtemp, readdir } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { PGlite } from '@electric-sql/pglite';
@@ -137,9 +140,14 @@ describe('the embedded ledger is durable', () => {
 
   test('back-pressure: with PUNK_LEDGER_MAX_PENDING=4 and twelve sessions, never more than 4 events wait for their commit', async () => {
     await punk?.stop();
-    punk = await startPunk({ manifestDir: dir, env: { PUNK_LEDGER_MAX_PENDING: '4' } });
+    // Its own TMPDIR, to see what an ephemeral run puts there (its database, its servers' working directories).
+    const temporary = await mkdtemp(join(tmpdir(), 'punk-ephemeral-tmp-'));
+    punk = await startPunk({ manifestDir: dir, env: { PUNK_LEDGER_MAX_PENDING: '4', TMPDIR: temporary } });
     // An ephemeral run says plainly that it keeps nothing.
-    assert.match(punk.output(), /ephemeral run: the database is in memory, so the ledger, runs, .* are lost when this process ends/);
+    assert.match(
+      punk.output(),
+      /ephemeral run: the database is in a temporary directory removed at exit, so the ledger, runs, .* are lost when this process ends/,
+    );
 
     const messages = await burst(punk.baseUrl, 12, 240);
     assert.ok(messages.length >= 240, `${messages.length} calls answered`);
@@ -156,7 +164,17 @@ describe('the embedded ledger is durable', () => {
       sumOf(metrics, 'punk_ledger_events_appended_total', { type: 'tool.completed' }) >= messages.length,
       'a tool.completed per answered call',
     );
+    assert.ok(
+      (await readdir(temporary)).some((name) => name.startsWith('punk-db-')),
+      'the database is in a temporary directory while the run lasts',
+    );
     assert.equal(await punk.stop(), 0);
     punk = undefined;
+    // A clean stop removes the database and the servers' working directories (a library's own cache may stay).
+    assert.deepEqual(
+      (await readdir(temporary)).filter((name) => name.startsWith('punk-')),
+      [],
+    );
+    await removeDir(temporary);
   });
 });

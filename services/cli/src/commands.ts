@@ -57,8 +57,8 @@ Options of \`punk up\`:
   --data DIR        PGlite data directory (default: .punk/data, or PUNK_DATA_DIR); the servers'
                     working directories go beside it, in DIR-servers (.punk/servers
                     for .punk/data)
-  --ephemeral       keep nothing: the database in memory, the servers' working
-                    directories in a temporary directory removed at exit
+  --ephemeral       keep nothing: the database and the servers' working
+                    directories in temporary directories removed at exit
   --host HOST       listen address (default: 127.0.0.1, or PUNK_HOST)
   --port PORT       listen port (default: 4100, or PUNK_PORT; 0 picks a free one)
   -h, --help        show this help

@@ -47,7 +47,7 @@ export function serversDirOf(dataDir: string): string {
 /** Options of the all-in-one process, beyond the shared configuration. */
 export interface EmbeddedOptions {
   config: PunkConfig;
-  /** PGlite directory; `null` keeps the database in memory and the servers' working directories in a temporary directory (`--ephemeral`). Ignored with `config.databaseUrl`. */
+  /** PGlite directory; `null` keeps the database and the servers' working directories in temporary directories removed at stop (`--ephemeral`). Ignored with `config.databaseUrl`. */
   dataDir: string | null;
 }
 
@@ -130,25 +130,35 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedP
     let current = servers;
 
     const dataDir = config.databaseUrl ? null : options.dataDir === null ? null : resolve(options.dataDir);
-    const db: Database = await openDatabase({ ...(config.databaseUrl && { url: config.databaseUrl }), dataDir, log: logFor('db') });
+    const ephemeral = !config.databaseUrl && options.dataDir === null;
+    // Ephemeral: the database in a temporary directory removed at stop, not in PGlite's in-memory file system, which
+    // keeps each file as one typed array regrown by copying as the ledger grows (more CPU per call and more garbage
+    // collection than the files of --data: docs/benchmarks.md). Removed after the database closed (stops run reversed).
+    const pgliteDir = ephemeral ? await mkdtemp(join(tmpdir(), 'punk-db-')) : dataDir;
+    if (ephemeral) stops.push(() => rm(pgliteDir!, { recursive: true, force: true }));
+    const db: Database = await openDatabase({
+      ...(config.databaseUrl && { url: config.databaseUrl }),
+      dataDir: pgliteDir,
+      log: logFor('db'),
+    });
     stops.push(() => db.close());
     // Tracked as in a service process: bus metrics (lib metrics/bus.ts) are recorded here too. With a data directory
     // (opened and locked above) an event is in its journal before the append that carries it resolves, and committed
     // by the ledger in batches after; without one, the append waits for the commit. At most ledgerMaxPending wait.
-    // Ephemeral (PGlite in memory): nothing outlives the process, so appends do not wait for the ledger's commit
-    // either, and the ledger's API waits for what was appended before each read instead.
+    // Ephemeral: nothing outlives the process, so appends do not wait for the ledger's commit either, and the
+    // ledger's API waits for what was appended before each read instead.
     const memoryBus = new MemoryBus(logFor('bus'), {
       maxPayloadBytes: config.maxResultBytes,
       maxPending: config.ledgerMaxPending,
       journalDir: dataDir ?? undefined,
-      ephemeral: db.kind === 'pglite' && dataDir === null,
+      ephemeral,
     });
     const bus = new TrackedBus(memoryBus);
     await bus.ensureStream(streams.ledger);
     stops.push(() => bus.close());
-    if (db.kind === 'pglite' && dataDir === null) {
+    if (ephemeral) {
       log.warn(
-        'ephemeral run: the database is in memory, so the ledger, runs, API keys, registrations and credentials are lost when this process ends; pass --data <dir> to keep them',
+        'ephemeral run: the database is in a temporary directory removed at exit, so the ledger, runs, API keys, registrations and credentials are lost when this process ends; pass --data <dir> to keep them',
       );
     }
 

@@ -15,7 +15,7 @@ export const KEY_FILE = 'encryption.key';
 /**
  * The key ring of the all-in-one process: `PUNK_ENCRYPTION_KEY` (and `PUNK_ENCRYPTION_PREVIOUS_KEYS`) when set;
  * else the key in `<dataDir>/encryption.key` ({@link localEncryptionKey}); with no data directory
- * (`--ephemeral`), a random key that lives as long as the process (and its in-memory database).
+ * (`--ephemeral`), a random key that lives as long as the process (and its temporary database).
  * @throws PunkError `InvalidConfig` when the key file cannot be read or written, or does not hold a key.
  */
 export async function embeddedKeyring(config: PunkConfig, dataDir: string | null): Promise<Keyring> {
