@@ -124,7 +124,7 @@ if (process.argv[2] === '--child') {
   // The operator runs with the NODE_OPTIONS its image sets (Dockerfile, the operator stage: V8's heap sizes), unless
   // BENCH_OPERATOR_NODE_OPTIONS names others.
   const stage = (await readFile(join(root, 'Dockerfile'), 'utf8')).split('\nFROM ').find((text) => / AS operator\n/.test(text));
-  const image = /^ENV NODE_OPTIONS=(.+)$/m.exec(stage ?? '');
+  const image = /^ENV NODE_OPTIONS="?([^"\n]+)"?$/m.exec(stage ?? '');
   if (!image && process.env.BENCH_OPERATOR_NODE_OPTIONS === undefined) {
     console.error("bench/operator.mjs: the Dockerfile's operator stage sets no NODE_OPTIONS (set BENCH_OPERATOR_NODE_OPTIONS)");
     process.exit(2);
