@@ -134,7 +134,7 @@ describe('dashboard sign-in', () => {
     await page.getByRole('button', { name: 'Sign out' }).click();
   });
 
-  test('a key without the admin scope sees only what it may use: Approvals, and why the admin views are not for it', async () => {
+  test('a key without the admin scope sees only what it may use: Approvals, its Connections, and why the admin views are not for it', async () => {
     const { key, id } = await createApiKey(punk.baseUrl, punk.adminKey, { name: 'not-an-admin', groups: ['ops'] });
     const me = await fetch(`${punk.baseUrl}/api/v1/me`, { headers: { authorization: `Bearer ${key}` } });
     assert.equal(me.status, 200);
@@ -156,7 +156,7 @@ describe('dashboard sign-in', () => {
     await page.waitForURL(/\/ui\/approvals$/);
     await page.getByRole('heading', { name: 'Approvals', level: 1 }).waitFor();
     const navigation = page.getByRole('navigation', { name: 'Views' });
-    assert.deepEqual(await navigation.getByRole('link').allTextContents(), ['Approvals']);
+    assert.deepEqual(await navigation.getByRole('link').allTextContents(), ['Approvals', 'Connections']);
     await page.getByText(`api-key:${id} (not an admin)`).waitFor();
     for (const [path, heading] of [
       ['servers', 'Servers'],
