@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import type { Router } from 'express';
 import { createLogger, MemoryBus, openDatabase } from '@punk/lib';
 import { createLedgerRouter, LedgerStore } from '@punk/ledger';
-import { adminRouter, approvalsRouter, ingestRouter, meRouter, openApiDocument, registryRouter } from '@punk/mcp-front';
+import { adminRouter, approvalsRouter, connectionsRouter, ingestRouter, meRouter, openApiDocument, registryRouter } from '@punk/mcp-front';
 import { manifestDir, removeDir, startPunk } from './harness.js';
 
 /**
@@ -35,6 +35,10 @@ test('every route under /api/v1 is documented, and every documented operation is
       ...routesOf(approvalsRouter({ bus, log, auth: undefined, tenant: 'default' })),
       ...routesOf(ingestRouter({ bus, log, auth: undefined, tenant: 'default' })),
       ...routesOf(meRouter({ auth: undefined, tenant: 'default', log })),
+      // Mounted at the root: its /api/v1 routes (the OAuth callback is outside the API).
+      ...routesOf(connectionsRouter({ bus, log, auth: undefined, tenant: 'default' }))
+        .filter((route) => route.includes(' /api/v1/'))
+        .map((route) => route.replace(' /api/v1/', ' /')),
       ...routesOf(createLedgerRouter(new LedgerStore(db), log)),
       // Served by the front itself (front.ts).
       'GET /openapi.json',

@@ -12,4 +12,5 @@ export { ingestRouter, type IngestApiOptions } from './ingest-api.js';
 export { adminRouter, confinedTenant, type AdminApiOptions } from './auth/admin-api.js';
 export { ApiKeyStore } from './auth/api-keys.js';
 export { meRouter } from './auth/me-api.js';
+export { connectionsRouter } from './connections-api.js';
 export { openApiDocument } from './openapi.js';
