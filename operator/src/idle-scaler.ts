@@ -21,19 +21,17 @@ import {
   durationMs,
   errorMessage,
   idleEvent,
+  activityEntries,
   idleForMs,
-  kvKey,
   parseMessage,
   PunkError,
   queues,
-  serverActivitySchema,
   serverWakeRequestSchema,
   subjects,
   WAKE_REPLICAS_ANNOTATION,
   type BusSubscription,
   type KvStore,
   type LedgerEvent,
-  type ServerActivity,
   type ServerWakeReply,
 } from '@punk/lib/controller';
 import type { ReconcileContext } from './context.js';
@@ -114,12 +112,7 @@ export class IdleScaler {
         const available = conditionsOf(object).find((c) => c.type === 'Available');
         if (available?.status !== 'True') continue;
         const afterMs = durationMs(object.spec!.idle!.scaleToZeroAfter!);
-        const prefix = `${kvKey(namespace, name)}.`;
-        const entries: ServerActivity[] = [];
-        for (const key of keys.filter((k) => k.startsWith(prefix))) {
-          const parsed = serverActivitySchema.safeParse((await this.bucket.get(key))?.value);
-          if (parsed.success) entries.push(parsed.data);
-        }
+        const entries = await activityEntries(this.bucket, keys, namespace, name);
         const idle = idleForMs(entries, Date.parse(available.lastTransitionTime), now);
         if (idle !== undefined && idle >= afterMs) await this.sleep(object, idle);
       }

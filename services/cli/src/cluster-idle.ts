@@ -11,11 +11,11 @@ import {
   durationMs,
   errorMessage,
   idleEvent,
+  activityEntries,
   idleForMs,
   parseMessage,
   PunkError,
   queues,
-  serverActivitySchema,
   serverWakeRequestSchema,
   subjects,
   kvKey,
@@ -23,7 +23,6 @@ import {
   type BusSubscription,
   type LedgerEvent,
   type Logger,
-  type ServerActivity,
   type ServerWakeReply,
 } from '@punk/lib';
 import type { ClusterServers } from './cluster-servers.js';
@@ -62,15 +61,11 @@ export async function startClusterIdle(options: { bus: Bus; log: Logger; servers
       const now = Date.now();
       for (const [key, { server, asleep }] of idle) {
         if (asleep || waking.has(key)) continue;
-        const entries: ServerActivity[] = [];
-        for (const k of keys.filter((k) => k.startsWith(`${key}.`))) {
-          const parsed = serverActivitySchema.safeParse((await activity.get(k))?.value);
-          if (parsed.success) entries.push(parsed.data);
-        }
+        const { namespace = 'default', name } = server.metadata;
+        const entries = await activityEntries(activity, keys, namespace, name);
         if (!since.has(key)) since.set(key, now);
         const idleMs = idleForMs(entries, since.get(key)!, now);
         if (idleMs === undefined || idleMs < durationMs(server.spec.idle!.scaleToZeroAfter)) continue;
-        const { namespace = 'default', name } = server.metadata;
         log.info({ server: key, idleMs }, `${namespace}/${name} is idle: stopping its process until a call wakes it`);
         await servers.sleep(key);
         since.delete(key);

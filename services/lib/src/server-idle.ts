@@ -4,7 +4,8 @@
  * a sleep and a wake.
  */
 import { randomUUID } from 'node:crypto';
-import type { LedgerEvent, ServerActivity } from './contracts.js';
+import type { KvStore } from './bus/bus.js';
+import { kvKey, serverActivitySchema, type LedgerEvent, type ServerActivity } from './contracts.js';
 
 /** How often a gateway replica writes the activity of a server it is using, at most, in milliseconds. */
 export const ACTIVITY_WRITE_MS = 5_000;
@@ -32,6 +33,26 @@ export function idleForMs(entries: readonly ServerActivity[], since: number, now
     last = Math.max(last, Date.parse(entry.lastUsedAt));
   }
   return Math.max(0, now - last);
+}
+
+/**
+ * The gateway replicas' entries of McpServer `namespace/name` in bucket `PUNK_SERVER_ACTIVITY` (keys
+ * `kvKey(namespace, name, instanceId)`); `keys` are the bucket's keys, listed once per check of every server. An entry
+ * that does not parse is left out (a replica of another version: it holds nothing up).
+ */
+export async function activityEntries(
+  bucket: KvStore,
+  keys: readonly string[],
+  namespace: string,
+  name: string,
+): Promise<ServerActivity[]> {
+  const prefix = `${kvKey(namespace, name)}.`;
+  const entries: ServerActivity[] = [];
+  for (const key of keys.filter((k) => k.startsWith(prefix))) {
+    const parsed = serverActivitySchema.safeParse((await bucket.get(key))?.value);
+    if (parsed.success) entries.push(parsed.data);
+  }
+  return entries;
 }
 
 /** Run id of server lifecycle events, which belong to no client run: `server.<namespace>.<name>` (no `/`, so it fits a URL path segment). */
