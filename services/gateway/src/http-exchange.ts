@@ -20,6 +20,7 @@
  * redirect answer (the SDK transport follows the ones that stay within the origin).
  */
 import type { Readable } from 'node:stream';
+import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import {
   SdkError,
   SdkErrorCode,
@@ -121,11 +122,13 @@ export function httpExchange(options: HttpExchangeOptions): UpstreamExchange {
     let lastEventId: string | undefined;
     let retryMs = DEFAULT_RETRY_MS;
     for (let resumptions = 0; ; resumptions++) {
-      const ended = await readEvents(body, (event) => {
-        if (event.id !== undefined) lastEventId = event.id;
-        if (event.retry !== undefined) retryMs = event.retry;
-        if (event.data === '' || (event.event !== undefined && event.event !== 'message')) return false;
-        return dispatch(JSON.parse(event.data) as Record<string, unknown>, event.data);
+      const ended = await readEvents(body, {
+        onEvent: (event) => {
+          if (event.id !== undefined) lastEventId = event.id;
+          if (event.data === '' || (event.event !== undefined && event.event !== 'message')) return false;
+          return dispatch(JSON.parse(event.data) as Record<string, unknown>, event.data);
+        },
+        onRetry: (ms) => (retryMs = ms),
       });
       if (ended === 'answered' || !waiting.has(id)) return;
       if (lastEventId === undefined || resumptions === MAX_RESUMPTIONS)
@@ -285,54 +288,30 @@ function parsedObject(text: string): Record<string, unknown> | undefined {
   }
 }
 
-/** One server-sent event (HTML Living Standard, "Server-sent events": `data` lines joined with newlines). */
-interface SseEvent {
-  id?: string;
-  event?: string;
-  data: string;
-  retry?: number;
-}
-
 /**
- * Reads the events of an SSE body, handing each to `onEvent` until it returns true (`answered`; the rest of the
- * stream is dropped) or the stream ends (`ended`).
+ * Reads the server-sent events of `body` (eventsource-parser, as the SDK's transport reads them), handing each event
+ * to `onEvent` until it returns true (`answered`; the rest of the stream is dropped) or the stream ends (`ended`),
+ * and each `retry` field to `onRetry`.
  */
-async function readEvents(body: Readable, onEvent: (event: SseEvent) => boolean): Promise<'answered' | 'ended'> {
-  body.setEncoding('utf8');
-  let buffer = '';
-  let event: SseEvent = { data: '' };
-  let hasData = false;
-  for await (const chunk of body as AsyncIterable<string>) {
-    buffer += chunk;
-    let start = 0;
-    for (;;) {
-      const end = buffer.slice(start).search(/\r\n|\r|\n/);
-      // A CR at the end of what came may be the first half of a CRLF.
-      if (end < 0 || (buffer[start + end] === '\r' && start + end === buffer.length - 1)) break;
-      const line = buffer.slice(start, start + end);
-      start += end + (buffer.startsWith('\r\n', start + end) ? 2 : 1);
-      if (line === '') {
-        const done = hasData || event.id !== undefined ? onEvent(event) : false;
-        if (done) {
-          body.destroy();
-          return 'answered';
-        }
-        event = { data: '' };
-        hasData = false;
-        continue;
-      }
-      if (line.startsWith(':')) continue;
-      const colon = line.indexOf(':');
-      const field = colon < 0 ? line : line.slice(0, colon);
-      const value = colon < 0 ? '' : line.slice(colon + (line[colon + 1] === ' ' ? 2 : 1));
-      if (field === 'data') {
-        event.data = hasData ? `${event.data}\n${value}` : value;
-        hasData = true;
-      } else if (field === 'id' && !value.includes('\0')) event.id = value;
-      else if (field === 'event') event.event = value;
-      else if (field === 'retry' && /^\d+$/.test(value)) event.retry = Number(value);
+async function readEvents(
+  body: Readable,
+  handlers: { onEvent: (event: EventSourceMessage) => boolean; onRetry: (retryMs: number) => void },
+): Promise<'answered' | 'ended'> {
+  // undici's body gives Buffers whatever setEncoding says; a character split across two chunks is decoded whole.
+  const decoder = new TextDecoder();
+  let answered = false;
+  const parser = createParser({
+    onEvent: (event) => {
+      if (!answered) answered = handlers.onEvent(event);
+    },
+    onRetry: handlers.onRetry,
+  });
+  for await (const chunk of body as AsyncIterable<Uint8Array>) {
+    parser.feed(decoder.decode(chunk, { stream: true }));
+    if (answered) {
+      body.destroy();
+      return 'answered';
     }
-    buffer = buffer.slice(start);
   }
   return 'ended';
 }
